@@ -1,0 +1,38 @@
+# Detach — the two commands the README promises: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+AGENTS := agents/node_modules/.bin
+
+.PHONY: run test venv dev agents lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml $(VENV)/.installed
+	$(PIP) install --quiet -e '.[dev]'
+	touch $@
+
+$(AGENTS)/claude: agents/package.json
+	cd agents && npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+venv: $(VENV)/.installed
+dev: $(VENV)/.dev-installed
+agents: $(AGENTS)/claude
+
+run: venv
+	$(PY) -m bot run
+
+test: dev agents
+	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) -m pytest -q
+
+lint: dev
+	$(VENV)/bin/ruff check bot handlers executors tests
+
+clean:
+	rm -rf $(VENV) agents/node_modules

@@ -1,0 +1,68 @@
+"""The one exception tree of Detach.
+
+    DetachError
+    ├── ConfigError            settings are missing or invalid (no bot token, no agent CLI)
+    ├── UserInputError         bad input from a person; carries a locale key and its arguments
+    │   ├── TaskNotFound       unknown id, or a task of somebody else (never tell which)
+    │   └── TaskStateError     the task cannot do that now (e.g. archive a running task)
+    ├── StoreError             the database failed or holds something unexpected
+    └── AgentError             an agent CLI could not be run or broke its protocol
+        ├── AgentNotInstalled  the binary is missing or does not answer --version
+        └── AgentCrashed       the CLI ended without a result (exit_code, stderr_tail)
+
+Foreign errors are translated where they enter (``raise ... from exc``); callers branch on the
+fields, not on message text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DetachError(Exception):
+    """Root of every error Detach raises on purpose."""
+
+
+class ConfigError(DetachError):
+    """Settings are missing or invalid."""
+
+
+class UserInputError(DetachError):
+    """Input a person sent that we refuse; ``key`` names the localized reply."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(key)
+        self.key = key
+        self.params = params
+
+
+class TaskNotFound(UserInputError):
+    def __init__(self, task_ref: str) -> None:
+        super().__init__("error.task_not_found", ref=task_ref)
+
+
+class TaskStateError(UserInputError):
+    pass
+
+
+class StoreError(DetachError):
+    pass
+
+
+class AgentError(DetachError):
+    pass
+
+
+class AgentNotInstalled(AgentError):
+    def __init__(self, engine: str, binary: str | None) -> None:
+        super().__init__(f"{engine} CLI not found: {binary or '(not on PATH)'}")
+        self.engine = engine
+        self.binary = binary
+
+
+class AgentCrashed(AgentError):
+    def __init__(self, reason: str, exit_code: int | None, stderr_tail: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail

@@ -1,0 +1,170 @@
+"""Plain records passed between layers: states, tasks, turns and the engine-neutral agent events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+class TaskStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    INTERRUPTED = "interrupted"
+    ARCHIVED = "archived"
+
+    @property
+    def active(self) -> bool:
+        return self in (TaskStatus.QUEUED, TaskStatus.RUNNING)
+
+
+TurnStatus = TaskStatus  # a turn moves through the same states as its task
+
+
+class Engine(StrEnum):
+    CLAUDE = "claude"
+    CODEX = "codex"
+
+
+class TaskKind(StrEnum):
+    DETACH = "detach"  # self-contained goal, no interaction
+    SESSION = "session"  # an interactive agent session (/claude)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: int
+    owner_id: int
+    chat_id: int
+    engine: Engine
+    kind: TaskKind
+    slug: str
+    title: str
+    cwd: str
+    model: str | None
+    status: TaskStatus
+    session_id: str | None
+    locale: str
+    created_at: datetime
+    updated_at: datetime
+    announced: bool
+    total_cost_usd: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"#{self.id} {self.slug}"
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    id: int
+    task_id: int
+    seq: int
+    prompt: str
+    status: TaskStatus
+    result_text: str | None
+    error: str | None
+    stderr_tail: str | None
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """What a handler or the shell asks for; the service turns it into a Task and its first Turn."""
+
+    owner_id: int
+    chat_id: int
+    engine: Engine
+    kind: TaskKind
+    prompt: str
+    cwd: Path
+    locale: str = "en"
+    model: str | None = None
+    announced: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSpec:
+    """Everything an executor needs to run one turn."""
+
+    task_id: int
+    turn_id: int
+    prompt: str
+    cwd: Path
+    model: str | None = None
+    resume_session_id: str | None = None
+    append_system_prompt: str | None = None
+    allowed_tools: tuple[str, ...] = ()
+
+
+# --- engine-neutral agent events -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStarted:
+    session_id: str
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextEmitted:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalled:
+    tool_use_id: str
+    name: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    tool_use_id: str
+    is_error: bool
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    """The agent's own verdict on the turn (Claude: the ``result`` line)."""
+
+    is_error: bool
+    result_text: str
+    session_id: str | None
+    cost_usd: float | None
+    usage: Usage
+    num_turns: int = 0
+    denials: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    subtype: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+AgentEvent = SessionStarted | TextEmitted | ToolCalled | ToolFinished | TurnFinished

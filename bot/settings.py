@@ -1,0 +1,68 @@
+"""Settings: the public configuration interface (env vars with the DETACH_ prefix, or `.env`)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing import Annotated
+
+TELEGRAM_API_URL = "https://api.telegram.org"
+
+
+class Settings(BaseSettings):
+    """Everything Detach reads from its environment; built once, in the composition root."""
+
+    model_config = SettingsConfigDict(env_prefix="DETACH_", env_file=".env", extra="ignore")
+
+    bot_token: SecretStr | None = None
+    allowed_users: Annotated[frozenset[int], NoDecode] = frozenset()
+    data_dir: Path = Path("data")
+    database_url: str | None = None
+    telegram_api_url: str = TELEGRAM_API_URL
+    claude_bin: str | None = None
+    codex_bin: str | None = None
+    workdir: Path | None = None
+    max_concurrent_turns: int = Field(default=2, ge=1, le=64)
+    turn_timeout_s: float = Field(default=2700, gt=0)
+    config: Path | None = None
+    default_engine: str = "claude"
+    max_prompt_chars: int = Field(default=20_000, ge=100)
+    cancel_grace_s: float = Field(default=5.0, gt=0)
+    intake_interval_s: float = Field(default=0.5, gt=0)
+
+    @field_validator("allowed_users", mode="before")
+    @classmethod
+    def _parse_users(cls, value: object) -> object:
+        if isinstance(value, str):
+            return frozenset(int(part) for part in value.replace(" ", "").split(",") if part)
+        if isinstance(value, int):
+            return frozenset({value})
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'detach.sqlite').resolve()}"
+
+    @property
+    def jobs_database_url(self) -> str:
+        """The job engine's own store: a separate, disposable SQLite file when the app is on SQLite."""
+        url = self.resolved_database_url
+        if url.startswith("sqlite"):
+            return f"sqlite+aiosqlite:///{(self.data_dir / 'jobs.sqlite').resolve()}"
+        return url
+
+    @property
+    def default_workdir(self) -> Path:
+        return (self.workdir or Path.cwd()).resolve()
+
+    def resolved_claude_bin(self) -> str | None:
+        return self.claude_bin or shutil.which("claude")
+
+    def secret_values(self) -> list[str]:
+        """Values that must never reach an agent's environment or a log line."""
+        return [self.bot_token.get_secret_value()] if self.bot_token else []

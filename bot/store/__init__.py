@@ -1,0 +1,34 @@
+"""The Store: one engine, migrated on open, with one repository per concept."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.db import Clock, make_engine, utcnow
+from bot.store.records import AuditRepo, LinkRepo, SpendRepo, TranscriptLine, TranscriptRepo
+from bot.store.schema import migrate
+from bot.store.tasks import TaskRepo, TurnOutcome
+
+__all__ = ["Store", "TranscriptLine", "TurnOutcome"]
+
+
+class Store:
+    """The app's record of truth, on SQLite (aiosqlite, WAL) or PostgreSQL through SQLAlchemy Core."""
+
+    def __init__(self, engine: AsyncEngine, clock: Clock = utcnow) -> None:
+        self.engine = engine
+        self.tasks = TaskRepo(engine, clock)
+        self.transcript = TranscriptRepo(engine, clock)
+        self.links = LinkRepo(engine)
+        self.spend = SpendRepo(engine, clock)
+        self.audit = AuditRepo(engine, clock)
+
+    @classmethod
+    async def open(cls, url: str, clock: Clock = utcnow) -> Store:
+        engine = make_engine(url)
+        async with engine.begin() as conn:
+            await conn.run_sync(migrate)
+        return cls(engine, clock)
+
+    async def close(self) -> None:
+        await self.engine.dispose()

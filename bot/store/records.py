@@ -1,0 +1,112 @@
+"""Append-only records: transcript events, message links, spend and audit rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.db import Clock, aware
+from bot.store.schema import audit, message_links, spend, transcript
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLine:
+    line: int
+    turn_id: int
+    kind: str
+    body: dict[str, Any]
+    created_at: datetime
+
+
+class TranscriptRepo:
+    """Events are appended in batches and read back as a tail; never loaded whole."""
+
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def append(self, task_id: int, turn_id: int,
+                     events: list[tuple[str, dict[str, Any]]]) -> None:
+        if not events:
+            return
+        now = self._clock()
+        rows = [dict(task_id=task_id, turn_id=turn_id, kind=kind, created_at=now,
+                     body=json.dumps(body, ensure_ascii=False)) for kind, body in events]
+        async with self._engine.begin() as conn:
+            await conn.execute(transcript.insert(), rows)
+
+    async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:
+        query = transcript.select().where(transcript.c.task_id == task_id).order_by(
+            transcript.c.id.desc()).limit(limit)
+        async with self._engine.connect() as conn:
+            rows = list(await conn.execute(query))
+        return [TranscriptLine(r.id, r.turn_id, r.kind, json.loads(r.body),
+                               aware(r.created_at)) for r in reversed(rows)]  # type: ignore[arg-type]
+
+
+class LinkRepo:
+    """Telegram (chat, message) -> task, so a reply to any message of a task reaches it."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def link(self, chat_id: int, message_id: int, task_id: int, kind: str) -> None:
+        async with self._engine.begin() as conn:
+            exists = (await conn.execute(sa.select(message_links.c.task_id).where(
+                message_links.c.chat_id == chat_id,
+                message_links.c.message_id == message_id))).first()
+            if exists is None:
+                await conn.execute(message_links.insert().values(
+                    chat_id=chat_id, message_id=message_id, task_id=task_id, kind=kind))
+
+    async def task_for(self, chat_id: int, message_id: int) -> int | None:
+        async with self._engine.connect() as conn:
+            return (await conn.execute(sa.select(message_links.c.task_id).where(
+                message_links.c.chat_id == chat_id,
+                message_links.c.message_id == message_id))).scalar()
+
+
+class SpendRepo:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def record(self, user_id: int, task_id: int, turn_id: int, cost_usd: float,
+                     input_tokens: int, output_tokens: int) -> None:
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            await conn.execute(spend.insert().values(
+                user_id=user_id, day=now.date().isoformat(), task_id=task_id, turn_id=turn_id,
+                cost_usd=cost_usd, input_tokens=input_tokens, output_tokens=output_tokens,
+                created_at=now))
+
+    async def day_total(self, user_id: int, day: str) -> float:
+        async with self._engine.connect() as conn:
+            return float((await conn.execute(sa.select(sa.func.coalesce(
+                sa.func.sum(spend.c.cost_usd), 0.0)).where(
+                spend.c.user_id == user_id, spend.c.day == day))).scalar_one())
+
+
+class AuditRepo:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def record(self, action: str, user_id: int | None, task_id: int | None = None,
+                     detail: str = "") -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(audit.insert().values(
+                at=self._clock(), user_id=user_id, action=action, task_id=task_id,
+                detail=detail[:2000]))
+
+    async def count(self, action: str, user_id: int | None = None) -> int:
+        query = sa.select(sa.func.count()).where(audit.c.action == action)
+        if user_id is not None:
+            query = query.where(audit.c.user_id == user_id)
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())

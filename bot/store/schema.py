@@ -1,0 +1,139 @@
+"""The app's tables (the record of truth) and their ordered migrations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version", metadata, sa.Column("version", sa.Integer, nullable=False)
+)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner_id", sa.BigInteger, nullable=False, index=True),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("engine", sa.String(16), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("slug", sa.String(64), nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("cwd", sa.Text, nullable=False),
+    sa.Column("model", sa.String(128)),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("session_id", sa.String(128)),
+    sa.Column("locale", sa.String(8), nullable=False, server_default="en"),
+    sa.Column("announced", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("total_cost_usd", sa.Float, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+turns = sa.Table(
+    "turns",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, sa.ForeignKey("tasks.id"), nullable=False, index=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("prompt", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("result_text", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("stderr_tail", sa.Text),
+    sa.Column("cost_usd", sa.Float),
+    sa.Column("input_tokens", sa.Integer),
+    sa.Column("output_tokens", sa.Integer),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("submitted_at", sa.DateTime(timezone=True)),
+    sa.Column("started_at", sa.DateTime(timezone=True)),
+    sa.Column("finished_at", sa.DateTime(timezone=True)),
+)
+
+transcript = sa.Table(
+    "transcript_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, nullable=False),
+    sa.Column("turn_id", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(24), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_transcript_task_id", "task_id", "id"),
+)
+
+message_links = sa.Table(
+    "message_links",
+    metadata,
+    sa.Column("chat_id", sa.BigInteger, primary_key=True),
+    sa.Column("message_id", sa.BigInteger, primary_key=True),
+    sa.Column("task_id", sa.Integer, nullable=False, index=True),
+    sa.Column("kind", sa.String(24), nullable=False),
+)
+
+pending_questions = sa.Table(
+    "pending_questions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, nullable=False, index=True),
+    sa.Column("turn_id", sa.Integer),
+    sa.Column("kind", sa.String(24), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("chat_id", sa.BigInteger),
+    sa.Column("message_id", sa.BigInteger),
+    sa.Column("deadline", sa.DateTime(timezone=True)),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("answered_at", sa.DateTime(timezone=True)),
+)
+
+spend = sa.Table(
+    "spend",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("day", sa.String(10), nullable=False),
+    sa.Column("task_id", sa.Integer, nullable=False),
+    sa.Column("turn_id", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_spend_user_day", "user_id", "day"),
+)
+
+audit = sa.Table(
+    "audit",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("user_id", sa.BigInteger),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("task_id", sa.Integer),
+    sa.Column("detail", sa.Text, nullable=False, server_default=""),
+    sa.Index("ix_audit_user_action", "user_id", "action"),
+)
+
+
+def _v1(conn: Connection) -> None:
+    metadata.create_all(conn, tables=[t for t in metadata.sorted_tables if t is not schema_version])
+
+
+# Append-only: migration N brings the schema from version N-1 to N.
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+
+
+def migrate(conn: Connection) -> int:
+    """Apply every migration newer than the stored version; returns the version reached."""
+    schema_version.create(conn, checkfirst=True)
+    current = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
+    for version, step in enumerate(MIGRATIONS[current:], start=current + 1):
+        step(conn)
+        conn.execute(schema_version.delete())
+        conn.execute(schema_version.insert().values(version=version))
+    return len(MIGRATIONS)

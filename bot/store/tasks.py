@@ -1,0 +1,238 @@
+"""Tasks and their turns: creation, the atomic claim of a turn, outcomes and listings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.models import Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.store.db import Clock, aware
+from bot.store.schema import tasks, turns
+
+ACTIVE = (TaskStatus.QUEUED.value, TaskStatus.RUNNING.value)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    status: TaskStatus
+    result_text: str | None = None
+    error: str | None = None
+    stderr_tail: str | None = None
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+def _task(row: Any) -> Task:
+    m = row._mapping
+    return Task(
+        id=m["id"], owner_id=m["owner_id"], chat_id=m["chat_id"], engine=Engine(m["engine"]),
+        kind=TaskKind(m["kind"]), slug=m["slug"], title=m["title"], cwd=m["cwd"],
+        model=m["model"], status=TaskStatus(m["status"]), session_id=m["session_id"],
+        locale=m["locale"], created_at=aware(m["created_at"]),  # type: ignore[arg-type]
+        updated_at=aware(m["updated_at"]), announced=bool(m["announced"]),  # type: ignore[arg-type]
+        total_cost_usd=m["total_cost_usd"] or 0.0,
+    )
+
+
+def _turn(row: Any) -> Turn:
+    m = row._mapping
+    return Turn(
+        id=m["id"], task_id=m["task_id"], seq=m["seq"], prompt=m["prompt"],
+        status=TaskStatus(m["status"]), result_text=m["result_text"], error=m["error"],
+        stderr_tail=m["stderr_tail"], cost_usd=m["cost_usd"], input_tokens=m["input_tokens"],
+        output_tokens=m["output_tokens"], created_at=aware(m["created_at"]),  # type: ignore[arg-type]
+        started_at=aware(m["started_at"]), finished_at=aware(m["finished_at"]),
+    )
+
+
+class TaskRepo:
+    """All reads and writes of ``tasks`` and ``turns``."""
+
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def create(self, new: NewTask, slug: str) -> tuple[Task, Turn]:
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            task_id = (await conn.execute(tasks.insert().values(
+                owner_id=new.owner_id, chat_id=new.chat_id, engine=new.engine.value,
+                kind=new.kind.value, slug=slug, title=new.prompt[:200], cwd=str(new.cwd),
+                model=new.model, status=TaskStatus.QUEUED.value, locale=new.locale,
+                announced=new.announced, created_at=now, updated_at=now,
+            ))).inserted_primary_key[0]
+            turn_id = await self._insert_turn(conn, task_id, 1, new.prompt)
+        return await self.get(task_id), await self.get_turn(turn_id)  # type: ignore[return-value]
+
+    async def add_turn(self, task_id: int, prompt: str) -> Turn:
+        """Queue a follow-up; the task becomes queued again unless a turn is running."""
+        async with self._engine.begin() as conn:
+            seq = (await conn.execute(
+                sa.select(sa.func.coalesce(sa.func.max(turns.c.seq), 0)).where(
+                    turns.c.task_id == task_id))).scalar_one()
+            turn_id = await self._insert_turn(conn, task_id, seq + 1, prompt)
+            await conn.execute(tasks.update().where(
+                tasks.c.id == task_id, tasks.c.status != TaskStatus.RUNNING.value,
+            ).values(status=TaskStatus.QUEUED.value, updated_at=self._clock()))
+        return await self.get_turn(turn_id)  # type: ignore[return-value]
+
+    async def _insert_turn(self, conn: Any, task_id: int, seq: int, prompt: str) -> int:
+        result = await conn.execute(turns.insert().values(
+            task_id=task_id, seq=seq, prompt=prompt, status=TaskStatus.QUEUED.value,
+            created_at=self._clock()))
+        return int(result.inserted_primary_key[0])
+
+    async def get(self, task_id: int) -> Task | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(tasks.select().where(tasks.c.id == task_id))).first()
+        return _task(row) if row else None
+
+    async def get_turn(self, turn_id: int) -> Turn | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(turns.select().where(turns.c.id == turn_id))).first()
+        return _turn(row) if row else None
+
+    async def last_turn(self, task_id: int) -> Turn | None:
+        query = turns.select().where(turns.c.task_id == task_id).order_by(turns.c.seq.desc())
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query.limit(1))).first()
+        return _turn(row) if row else None
+
+    async def next_queued_turn(self, task_id: int) -> Turn | None:
+        """The oldest queued turn of a task, if no turn of it is running."""
+        running = sa.select(turns.c.id).where(
+            turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value)
+        query = turns.select().where(
+            turns.c.task_id == task_id, turns.c.status == TaskStatus.QUEUED.value,
+            ~sa.exists(running)).order_by(turns.c.seq).limit(1)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return _turn(row) if row else None
+
+    async def mark_submitted(self, turn_id: int) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(turns.update().where(turns.c.id == turn_id).values(
+                submitted_at=self._clock()))
+
+    async def unsubmitted_task_ids(self) -> list[int]:
+        query = sa.select(turns.c.task_id).where(
+            turns.c.status == TaskStatus.QUEUED.value, turns.c.submitted_at.is_(None)).distinct()
+        async with self._engine.connect() as conn:
+            return [r[0] for r in await conn.execute(query)]
+
+    async def claim_turn(self, turn_id: int) -> Turn | None:
+        """Atomically move a queued turn to running: only the oldest queued turn of its task, and
+        only while no other turn of the task runs. A second run of the same job gets None."""
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            task_id = (await conn.execute(sa.select(turns.c.task_id).where(
+                turns.c.id == turn_id))).scalar()
+            if task_id is None:
+                return None
+            # Touching the task row first serialises claims of one task (a row lock on PostgreSQL).
+            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(updated_at=now))
+            other = turns.alias("other")
+            blocked = sa.select(other.c.id).where(
+                other.c.task_id == task_id,
+                sa.or_(other.c.status == TaskStatus.RUNNING.value,
+                       sa.and_(other.c.status == TaskStatus.QUEUED.value,
+                               other.c.seq < turns.c.seq)))
+            claimed = await conn.execute(turns.update().where(
+                turns.c.id == turn_id, turns.c.status == TaskStatus.QUEUED.value,
+                ~sa.exists(blocked),
+            ).values(status=TaskStatus.RUNNING.value, started_at=now, runs=turns.c.runs + 1))
+            if claimed.rowcount != 1:
+                return None
+            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
+                status=TaskStatus.RUNNING.value))
+        return await self.get_turn(turn_id)
+
+    async def set_session(self, task_id: int, session_id: str) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
+                session_id=session_id, updated_at=self._clock()))
+
+    async def finish_turn(self, turn: Turn, outcome: TurnOutcome) -> Task:
+        """Record a turn's outcome; the task takes the outcome unless more turns are queued."""
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            await conn.execute(turns.update().where(turns.c.id == turn.id).values(
+                status=outcome.status.value, result_text=outcome.result_text,
+                error=outcome.error, stderr_tail=outcome.stderr_tail,
+                cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
+                output_tokens=outcome.output_tokens, finished_at=now))
+            queued = (await conn.execute(sa.select(sa.func.count()).where(
+                turns.c.task_id == turn.task_id,
+                turns.c.status == TaskStatus.QUEUED.value))).scalar_one()
+            status = TaskStatus.QUEUED if queued else outcome.status
+            await conn.execute(tasks.update().where(tasks.c.id == turn.task_id).values(
+                status=status.value, updated_at=now,
+                total_cost_usd=tasks.c.total_cost_usd + (outcome.cost_usd or 0.0)))
+        return await self.get(turn.task_id)  # type: ignore[return-value]
+
+    async def cancel_queued(self, task_id: int) -> int:
+        """Cancel every queued turn of a task; returns how many."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(turns.update().where(
+                turns.c.task_id == task_id, turns.c.status == TaskStatus.QUEUED.value,
+            ).values(status=TaskStatus.CANCELLED.value, finished_at=self._clock()))
+        return int(result.rowcount)
+
+    async def set_status(self, task_id: int, status: TaskStatus,
+                         only_from: Sequence[TaskStatus] | None = None) -> bool:
+        query = tasks.update().where(tasks.c.id == task_id)
+        if only_from is not None:
+            query = query.where(tasks.c.status.in_([s.value for s in only_from]))
+        async with self._engine.begin() as conn:
+            result = await conn.execute(query.values(status=status.value, updated_at=self._clock()))
+        return result.rowcount == 1
+
+    async def set_announced(self, task_id: int) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(announced=True))
+
+    async def unannounced(self) -> list[Task]:
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(tasks.select().where(tasks.c.announced.is_(False)))
+            return [_task(r) for r in rows]
+
+    async def interrupt_running(self) -> list[Task]:
+        """After a crash: every running turn and task becomes interrupted; returns those tasks."""
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            ids = [r[0] for r in await conn.execute(sa.select(turns.c.task_id).where(
+                turns.c.status == TaskStatus.RUNNING.value).distinct())]
+            ids += [r[0] for r in await conn.execute(sa.select(tasks.c.id).where(
+                tasks.c.status == TaskStatus.RUNNING.value)) if r[0] not in ids]
+            await conn.execute(turns.update().where(
+                turns.c.status == TaskStatus.RUNNING.value).values(
+                status=TaskStatus.INTERRUPTED.value, finished_at=now,
+                error="the bot stopped while this turn ran"))
+            await conn.execute(tasks.update().where(tasks.c.id.in_(ids)).values(
+                status=TaskStatus.INTERRUPTED.value, updated_at=now))
+            rows = await conn.execute(tasks.select().where(tasks.c.id.in_(ids)))
+            return [_task(r) for r in rows]
+
+    async def list_for(self, owner_id: int | None, statuses: Sequence[TaskStatus] | None = None,
+                       limit: int = 20) -> list[Task]:
+        query = tasks.select().order_by(tasks.c.id.desc()).limit(limit)
+        if owner_id is not None:
+            query = query.where(tasks.c.owner_id == owner_id)
+        if statuses is not None:
+            query = query.where(tasks.c.status.in_([s.value for s in statuses]))
+        async with self._engine.connect() as conn:
+            return [_task(r) for r in await conn.execute(query)]
+
+    async def archive_finished(self, owner_id: int | None) -> int:
+        query = tasks.update().where(tasks.c.status.not_in([*ACTIVE, TaskStatus.ARCHIVED.value]))
+        if owner_id is not None:
+            query = query.where(tasks.c.owner_id == owner_id)
+        async with self._engine.begin() as conn:
+            result = await conn.execute(query.values(
+                status=TaskStatus.ARCHIVED.value, updated_at=self._clock()))
+        return int(result.rowcount)

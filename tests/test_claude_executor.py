@@ -1,0 +1,122 @@
+"""The real pinned claude CLI against the scripted Anthropic server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bot.errors import AgentCrashed
+from bot.models import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, TurnSpec
+from executors.claude import ClaudeExecutor
+
+
+def spec(prompt: str, cwd: Path, resume: str | None = None) -> TurnSpec:
+    return TurnSpec(task_id=1, turn_id=1, prompt=prompt, cwd=cwd, resume_session_id=resume)
+
+
+async def collect(executor: ClaudeExecutor, turn: TurnSpec) -> list:
+    return [event async for event in executor.run(turn)]
+
+
+async def test_version_is_the_pinned_one(claude_bin, agent_env):
+    assert await ClaudeExecutor(claude_bin, agent_env).version() == "2.1.197"
+
+
+async def test_text_turn(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-TEXT", [{"text": "Hello from the mock."}])
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-TEXT hi", workdir))
+    started = [e for e in events if isinstance(e, SessionStarted)]
+    assert len(started) == 1 and uuid.UUID(started[0].session_id)
+    assert TextEmitted("Hello from the mock.") in events
+    final = events[-1]
+    assert isinstance(final, TurnFinished) and not final.is_error
+    assert final.result_text == "Hello from the mock."
+    assert final.session_id == started[0].session_id
+    assert final.cost_usd is not None and final.cost_usd > 0
+    assert final.usage.input_tokens > 0
+
+
+async def test_prompt_that_looks_like_a_flag_is_a_prompt(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("--MARK-FLAG", [{"text": "fine"}])
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("--MARK-FLAG --help", workdir))
+    assert isinstance(events[-1], TurnFinished) and events[-1].result_text == "fine"
+
+
+async def test_tool_call_turn(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-TOOL", [
+        {"text": "Let me look.", "tool_use": {"name": "Bash", "input": {
+            "command": "echo tool-output-42", "description": "print"}}},
+        {"text": "The command printed tool-output-42."}])
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-TOOL go", workdir))
+    calls = [e for e in events if isinstance(e, ToolCalled)]
+    results = [e for e in events if isinstance(e, ToolFinished)]
+    assert [c.name for c in calls] == ["Bash"] and calls[0].summary == "echo tool-output-42"
+    assert results and not results[0].is_error and "tool-output-42" in results[0].output
+    assert events[-1].result_text == "The command printed tool-output-42."
+    assert events[-1].num_turns == 2
+
+
+async def test_resumed_turn_sends_prior_conversation(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-RESUME", [{"text": "first answer"}, {"echo": True}])
+    executor = ClaudeExecutor(claude_bin, agent_env)
+    first = await collect(executor, spec("MARK-RESUME one", workdir))
+    session_id = first[-1].session_id
+    second = await collect(executor, spec("and the second question", workdir, resume=session_id))
+    assert second[-1].session_id == session_id
+    last_request = anthropic.requests_for("MARK-RESUME")[-1]
+    texts = [str(m.get("content")) for m in last_request["messages"]]
+    assert "assistant" in last_request["roles"]
+    assert any("first answer" in t for t in texts) and "second question" in texts[-1]
+    assert "ECHO" in second[-1].result_text
+
+
+async def test_api_error_is_reported_by_is_error(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-ERR", [{"error": {"status": 400, "type": "invalid_request_error",
+                                             "message": "scripted failure"}}])
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-ERR x", workdir))
+    final = events[-1]
+    assert isinstance(final, TurnFinished) and final.is_error
+    assert "scripted failure" in final.result_text
+
+
+async def test_missing_binary_is_not_installed(agent_env, workdir):
+    from bot.errors import AgentNotInstalled
+    with pytest.raises(AgentNotInstalled):
+        await collect(ClaudeExecutor("/nonexistent/claude", agent_env), spec("x", workdir))
+
+
+def _sleepers(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if marker in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+    return found
+
+
+async def test_cancel_leaves_no_process_behind(claude_bin, agent_env, anthropic, workdir):
+    marker = "sleep 37.25"
+    anthropic.script("MARK-CANCEL", [
+        {"tool_use": {"name": "Bash", "input": {"command": marker, "description": "wait"}}},
+        {"text": "done"}])
+    executor = ClaudeExecutor(claude_bin, agent_env, cancel_grace_s=3)
+    seen: list = []
+
+    async def consume() -> None:
+        async for event in executor.run(spec("MARK-CANCEL go", workdir)):
+            seen.append(event)
+
+    task = asyncio.create_task(consume())
+    async with asyncio.timeout(30):
+        while not _sleepers(marker):
+            await asyncio.sleep(0.1)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, AgentCrashed):
+        await asyncio.wait_for(task, 15)
+    assert any(isinstance(e, ToolCalled) for e in seen)
+    assert _sleepers(marker) == []
