@@ -119,6 +119,12 @@ class TaskRepo:
             await conn.execute(turns.update().where(turns.c.id == turn_id).values(
                 submitted_at=self._clock()))
 
+    async def unsubmit_queued(self) -> None:
+        """After a restart the job engine's queue is not trusted: queued turns are re-submitted."""
+        async with self._engine.begin() as conn:
+            await conn.execute(turns.update().where(
+                turns.c.status == TaskStatus.QUEUED.value).values(submitted_at=None))
+
     async def unsubmitted_task_ids(self) -> list[int]:
         query = sa.select(turns.c.task_id).where(
             turns.c.status == TaskStatus.QUEUED.value, turns.c.submitted_at.is_(None)).distinct()

@@ -58,7 +58,7 @@ class AnthropicMock:
         record = {"first_user_text": _text(first.get("content")),
                   "last_user_text": _text(_last_user(messages)),
                   "roles": [m.get("role") for m in messages], "messages": messages,
-                  "model": body.get("model")}
+                  "model": body.get("model"), "system": json.dumps(body.get("system"))}
         step_index = sum(1 for m in messages if m.get("role") == "assistant")
         with self._lock:
             self.requests.append(record)

@@ -1,0 +1,8 @@
+"""``python -m bot`` runs the bot (same as ``detach run``)."""
+
+import sys
+
+from bot.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["run"]))

@@ -1,0 +1,121 @@
+"""The composition root: every object is built here from Settings, and owned by one exit stack."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+from aiogram import Bot, Dispatcher
+from aiogram.client.default import DefaultBotProperties
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.session.base import BaseSession
+from aiogram.client.telegram import TelegramAPIServer
+
+from bot.errors import AgentNotInstalled, ConfigError
+from bot.intake import Intake, recover
+from bot.models import Engine
+from bot.notifier import Notifier
+from bot.pool import JobPool
+from bot.ports import Executor
+from bot.queue import TurnQueue
+from bot.runner import TurnRunner
+from bot.service import TaskService
+from bot.settings import Settings
+from bot.store import Store
+from bot.texts import Texts
+from executors.claude import PINNED_VERSION, ClaudeExecutor
+from handlers import build_dispatcher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class App:
+    settings: Settings
+    store: Store
+    bot: Bot
+    dispatcher: Dispatcher
+    pool: JobPool
+    service: TaskService
+    intake: Intake
+
+
+def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
+    if settings.bot_token is None:
+        raise ConfigError("DETACH_BOT_TOKEN is not set")
+    session = session or AiohttpSession(api=TelegramAPIServer.from_base(settings.telegram_api_url))
+    return Bot(settings.bot_token.get_secret_value(), session=session,
+               default=DefaultBotProperties(parse_mode="HTML", link_preview_is_disabled=True))
+
+
+async def make_executors(settings: Settings, environ: Mapping[str, str]) -> dict[Engine, Executor]:
+    """The engines that answer ``--version`` on this machine; each is logged with its version."""
+    executors: dict[Engine, Executor] = {}
+    claude = ClaudeExecutor(settings.resolved_claude_bin(), environ,
+                            settings.secret_values(), settings.cancel_grace_s)
+    try:
+        version = await claude.version()
+        executors[Engine.CLAUDE] = claude
+        note = "" if version == PINNED_VERSION else f" (tested with {PINNED_VERSION})"
+        log.info("claude CLI %s at %s%s", version, settings.resolved_claude_bin(), note)
+    except AgentNotInstalled:
+        log.warning("claude CLI not found (DETACH_CLAUDE_BIN or PATH): /claude and /detach "
+                    "on claude are unavailable")
+    return executors
+
+
+@contextlib.asynccontextmanager
+async def build(settings: Settings, session: BaseSession | None = None,
+                environ: Mapping[str, str] | None = None) -> AsyncIterator[App]:
+    """Every object of a running bot; ``session`` and ``environ`` are the seams tests plug into
+    (a Telegram session, and the environment agents inherit)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    async with contextlib.AsyncExitStack() as stack:
+        store = await Store.open(settings.resolved_database_url)
+        stack.push_async_callback(store.close)
+        bot = make_bot(settings, session)
+        stack.push_async_callback(bot.session.close)
+        texts = Texts()
+        notifier = Notifier(bot, store, texts)
+        executors = await make_executors(settings, os.environ if environ is None else environ)
+        runner: TurnRunner | None = None
+
+        async def handle(turn_id, control):  # type: ignore[no-untyped-def]
+            assert runner is not None
+            await runner.run_turn(turn_id, control)
+
+        pool = JobPool(settings.jobs_database_url, f"detach-{socket.gethostname()}",
+                       settings.max_concurrent_turns, settings.turn_timeout_s, handle)
+        queue = TurnQueue(store, pool)
+        runner = TurnRunner(store, executors, notifier, queue)
+        service = TaskService(store, pool, queue, notifier, texts, executors,
+                              settings.max_prompt_chars, settings.default_workdir,
+                              Engine(settings.default_engine))
+        intake = Intake(store, queue, notifier, settings.intake_interval_s)
+        dispatcher = build_dispatcher(service, notifier, store, texts, settings.allowed_users)
+        await recover(store, notifier)
+        await stack.enter_async_context(pool)
+        yield App(settings, store, bot, dispatcher, pool, service, intake)
+
+
+async def serve(settings: Settings) -> None:
+    """Run the bot until SIGTERM/SIGINT: long polling, intake, the job pool."""
+    async with build(settings) as app:
+        intake_task = asyncio.create_task(app.intake.run_forever(), name="intake")
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(
+                app.dispatcher.stop_polling()))
+        try:
+            await app.dispatcher.start_polling(app.bot, handle_signals=False,
+                                               close_bot_session=False)
+        finally:
+            intake_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await intake_task

@@ -1,0 +1,153 @@
+"""The ``detach`` console script: run the bot, or capture and inspect tasks from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from bot.errors import ConfigError, DetachError, UserInputError
+from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.render import slugify
+from bot.settings import Settings
+from bot.store import Store
+
+NO_TOKEN = """Detach needs a Telegram bot token.
+
+1. In Telegram, talk to @BotFather, send /newbot and copy the token it gives you.
+2. Put it in a file named .env next to the Makefile (see .env.example):
+     DETACH_BOT_TOKEN=123456789:AA...your-token
+     DETACH_ALLOWED_USERS=<your numeric Telegram user id>   (ask @userinfobot)
+3. Run `make run` again.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"detach: {exc}", file=sys.stderr)
+        return 2
+    except DetachError as exc:
+        detail = f"{exc.key} {exc.params}" if isinstance(exc, UserInputError) else str(exc)
+        print(f"detach: {detail}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="detach", description=__doc__)
+    sub = parser.add_subparsers(required=True)
+    sub.add_parser("run", help="run the bot (long polling)").set_defaults(func=_run)
+    add = sub.add_parser("add", help="queue a goal; the running bot starts it and reports")
+    add.add_argument("goal", nargs="+")
+    add.add_argument("--model")
+    add.add_argument("--engine", choices=[e.value for e in Engine])
+    add.add_argument("--chat", type=int, help="chat to report to (default: the first allowed user)")
+    add.set_defaults(func=_add)
+    sub.add_parser("list", help="list tasks").set_defaults(func=_list)
+    show = sub.add_parser("show", help="show a task, its turns and transcript tail")
+    show.add_argument("id", type=int)
+    show.set_defaults(func=_show)
+    archive = sub.add_parser("archive", help="archive a finished task, or all of them")
+    archive.add_argument("id", nargs="?", type=int)
+    archive.add_argument("--all", action="store_true")
+    archive.set_defaults(func=_archive)
+    return parser
+
+
+def _run(_args: argparse.Namespace) -> int:
+    settings = Settings()
+    if settings.bot_token is None:
+        print(NO_TOKEN, file=sys.stderr)
+        return 2
+    if not settings.allowed_users:
+        print("detach: DETACH_ALLOWED_USERS is empty, so nobody could use the bot. Put your "
+              "numeric Telegram user id there (ask @userinfobot).", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiogram.event").setLevel(logging.WARNING)
+    from bot.app import serve  # the bot's imports are only needed to serve
+
+    asyncio.run(serve(settings))
+    return 0
+
+
+async def _with_store(settings: Settings, work) -> int:  # type: ignore[no-untyped-def]
+    store = await Store.open(settings.resolved_database_url)
+    try:
+        return int(await work(store) or 0)
+    finally:
+        await store.close()
+
+
+def _add(args: argparse.Namespace) -> int:
+    settings = Settings()
+    if not settings.allowed_users:
+        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to report the task to")
+    owner = args.chat if args.chat in settings.allowed_users else min(settings.allowed_users)
+    goal = " ".join(args.goal).strip()
+    if not goal or len(goal) > settings.max_prompt_chars:
+        raise ConfigError(f"the goal must have 1 to {settings.max_prompt_chars} characters")
+    new = NewTask(owner_id=owner, chat_id=args.chat or owner,
+                  engine=Engine(args.engine or settings.default_engine), kind=TaskKind.DETACH,
+                  prompt=goal, cwd=Path.cwd().resolve() if settings.workdir is None
+                  else settings.default_workdir, model=args.model, announced=False)
+
+    async def work(store: Store) -> None:
+        task, _ = await store.tasks.create(new, slugify(goal))
+        await store.audit.record("task_created", owner, task.id, "shell")
+        print(f"{task.label} queued; the running bot will report in chat {task.chat_id}")
+
+    return asyncio.run(_with_store(settings, work))
+
+
+def _list(_args: argparse.Namespace) -> int:
+    async def work(store: Store) -> None:
+        for task in await store.tasks.list_for(None, limit=50):
+            print(f"{task.label:32} {task.status.value:12} {task.engine.value:7} "
+                  f"{task.created_at:%Y-%m-%d %H:%M} ${task.total_cost_usd:.4f}")
+
+    return asyncio.run(_with_store(Settings(), work))
+
+
+def _show(args: argparse.Namespace) -> int:
+    async def work(store: Store) -> int:
+        task = await store.tasks.get(args.id)
+        if task is None:
+            print(f"detach: no task #{args.id}", file=sys.stderr)
+            return 1
+        print(f"{task.label}  [{task.status.value}]  engine={task.engine.value} "
+              f"model={task.model or 'default'}\ncwd: {task.cwd}\nsession: {task.session_id}")
+        turn = await store.tasks.last_turn(task.id)
+        if turn:
+            print(f"\nturn {turn.seq} [{turn.status.value}] cost={turn.cost_usd}\n"
+                  f"{turn.result_text or turn.error or ''}")
+        for line in await store.transcript.tail(task.id, 20):
+            print(f"  {line.kind}: {str(line.body)[:160]}")
+        return 0
+
+    return asyncio.run(_with_store(Settings(), work))
+
+
+def _archive(args: argparse.Namespace) -> int:
+    if not args.all and args.id is None:
+        print("detach: give a task id or --all", file=sys.stderr)
+        return 1
+
+    async def work(store: Store) -> int:
+        if args.all:
+            print(f"archived {await store.tasks.archive_finished(None)} task(s)")
+            return 0
+        task = await store.tasks.get(args.id)
+        if task is None or task.status.active:
+            print(f"detach: task #{args.id} is missing or still active", file=sys.stderr)
+            return 1
+        await store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+        print(f"archived {task.label}")
+        return 0
+
+    return asyncio.run(_with_store(Settings(), work))

@@ -1,0 +1,55 @@
+"""Work that arrives outside Telegram updates: tasks added from a shell, and restart recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from bot.models import Task
+from bot.notifier import Notifier
+from bot.queue import TurnQueue
+from bot.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Intake:
+    """Polls the store for tasks written by `detach add` (another process) and starts them."""
+
+    def __init__(self, store: Store, queue: TurnQueue, notifier: Notifier,
+                 interval_s: float) -> None:
+        self._store = store
+        self._queue = queue
+        self._notifier = notifier
+        self._interval_s = interval_s
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.poll_once()
+            except Exception:  # a bad poll must not end intake; the next one retries
+                log.exception("intake poll failed")
+            await asyncio.sleep(self._interval_s)
+
+    async def poll_once(self) -> None:
+        for task in await self._store.tasks.unannounced():
+            await self._store.tasks.set_announced(task.id)
+            log.info("task %s picked up from the shell", task.id)
+            await self._notifier.acknowledge(task)
+        await self._queue.kick_unsubmitted()
+
+
+async def recover(store: Store, notifier: Notifier) -> list[Task]:
+    """At start: turns left running by a dead process become interrupted, each owner gets one
+    message listing them; queued turns are re-submitted by the intake."""
+    interrupted = await store.tasks.interrupt_running()
+    await store.tasks.unsubmit_queued()
+    by_chat: dict[int, list[Task]] = defaultdict(list)
+    for task in interrupted:
+        by_chat[task.chat_id].append(task)
+        await store.audit.record("interrupted", task.owner_id, task.id)
+    for chat_id, tasks in by_chat.items():
+        log.info("chat %s: %s task(s) interrupted by a restart", chat_id, len(tasks))
+        await notifier.interrupted(chat_id, tasks)
+    return interrupted

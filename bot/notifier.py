@@ -1,0 +1,142 @@
+"""Everything the bot tells a user about a task, sent in the task owner's locale and linked to the
+task, so that a reply to any of these messages continues it."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+from collections.abc import Sequence
+
+from aiogram import Bot
+from aiogram.exceptions import (AiogramError, TelegramBadRequest, TelegramForbiddenError,
+                                TelegramRetryAfter)
+from aiogram.types import BufferedInputFile, InlineKeyboardMarkup, Message
+
+from bot.callbacks import TaskAction, task_keyboard
+from bot.models import Task, TaskStatus, Turn
+from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, money, split_text
+from bot.store import Store
+from bot.texts import Texts
+
+log = logging.getLogger(__name__)
+SEND_ATTEMPTS = 5
+MAX_RETRY_AFTER_S = 60.0
+
+
+class Notifier:
+    def __init__(self, bot: Bot, store: Store, texts: Texts) -> None:
+        self._bot = bot
+        self._store = store
+        self._texts = texts
+
+    def status_text(self, locale: str, status: TaskStatus) -> str:
+        return self._texts.get(locale, f"status.{status.value}")
+
+    async def acknowledge(self, task: Task, reply_to: int | None = None) -> None:
+        text = self._texts.get(task.locale, "task.ack", icon=STATUS_ICONS[task.status],
+                               label=task.label, status=self.status_text(task.locale, task.status),
+                               title=_shorten(task.title, 300))
+        await self.send(task, text, kind="ack", reply_to=reply_to,
+                        markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
+
+    async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
+        behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
+        text = self._texts.raw(task.locale, "task.followup_ack",
+                               label=html.escape(task.label), behind=behind)
+        await self.send(task, text, kind="ack", reply_to=reply_to,
+                        markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
+
+    async def turn_finished(self, task: Task, turn: Turn, denials: Sequence[str] = ()) -> None:
+        """The completion card: status line, the answer (split, or as a document), denials."""
+        loc = task.locale
+        header = self._header(task, turn)
+        if turn.status is not TaskStatus.DONE:
+            await self.send(task, header, kind="result")
+            return
+        answer = (turn.result_text or "").strip() or self._texts.get(loc, "task.no_answer")
+        chunks = split_text(answer)
+        if len(chunks) > MAX_CHUNKS:
+            await self._send_document(task, header, answer)
+        else:
+            for index, chunk in enumerate(chunks):
+                body = html.escape(chunk, quote=False)
+                text = f"{header}\n\n{body}" if index == 0 else body
+                await self.send(task, text, kind="result")
+        if denials:
+            items = "\n".join(f"• {d}" for d in denials[:10])
+            await self.send(task, self._texts.get(loc, "task.denials", items=items), kind="result")
+
+    def _header(self, task: Task, turn: Turn) -> str:
+        loc, label = task.locale, task.label
+        took = duration(turn.duration_s)
+        if turn.status is TaskStatus.DONE:
+            cost = money(turn.cost_usd)
+            cost_text = (self._texts.get(loc, "task.cost", cost=cost) if cost
+                         else self._texts.get(loc, "task.cost_unknown"))
+            return self._texts.get(loc, "task.done", label=label, duration=took, cost=cost_text)
+        if turn.status is TaskStatus.CANCELLED:
+            return self._texts.get(loc, "task.cancelled", label=label)
+        if turn.status is TaskStatus.TIMED_OUT:
+            return self._texts.get(loc, "task.timed_out", label=label, duration=took)
+        text = self._texts.get(loc, "task.failed", label=label, duration=took,
+                               reason=_shorten(turn.error or "unknown error", 500))
+        if turn.stderr_tail:
+            text += "\n" + self._texts.get(loc, "task.stderr", tail=turn.stderr_tail[-1500:])
+        return text
+
+    async def _send_document(self, task: Task, header: str, answer: str) -> None:
+        summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
+        preview = html.escape(split_text(answer, 1500)[0], quote=False)
+        await self.send(task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result")
+        caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
+        file = BufferedInputFile(answer.encode(), filename=f"{task.id}-{task.slug}.md")
+        message = await self._call(lambda: self._bot.send_document(
+            task.chat_id, file, caption=caption))
+        if message is not None:
+            await self._store.links.link(task.chat_id, message.message_id, task.id, "document")
+
+    async def interrupted(self, chat_id: int, tasks: Sequence[Task]) -> None:
+        """One message per owner listing what a restart interrupted, with buttons per task."""
+        loc = tasks[0].locale
+        lines = [self._texts.get(loc, "task.interrupted_header")]
+        lines += [self._texts.get(loc, "task.interrupted_item", label=t.label,
+                                  title=_shorten(t.title, 80)) for t in tasks]
+        lines.append(self._texts.get(loc, "task.interrupted_footer"))
+        rows = [TaskAction.buttons(self._texts, loc, t.id, ["resume", "fail"], t.label)
+                for t in tasks[:20]]
+        message = await self._call(lambda: self._bot.send_message(
+            chat_id, "\n".join(lines), reply_markup=InlineKeyboardMarkup(inline_keyboard=rows)))
+        if message is not None:
+            for task in tasks:
+                await self._store.links.link(chat_id, message.message_id, task.id, "interrupted")
+
+    async def send(self, task: Task, text: str, kind: str, reply_to: int | None = None,
+                   markup: InlineKeyboardMarkup | None = None) -> Message | None:
+        message = await self._call(lambda: self._bot.send_message(
+            task.chat_id, text, reply_markup=markup, reply_to_message_id=reply_to,
+            allow_sending_without_reply=True))
+        if message is not None:
+            await self._store.links.link(task.chat_id, message.message_id, task.id, kind)
+        return message
+
+    async def _call(self, make) -> Message | None:  # type: ignore[no-untyped-def]
+        """Send with bounded retries: honour 429 retry_after, back off on network/5xx errors."""
+        for attempt in range(SEND_ATTEMPTS):
+            try:
+                return await make()
+            except TelegramRetryAfter as exc:
+                await asyncio.sleep(min(float(exc.retry_after), MAX_RETRY_AFTER_S))
+            except (TelegramForbiddenError, TelegramBadRequest) as exc:
+                log.warning("telegram refused a message: %s", exc.message)
+                return None
+            except AiogramError as exc:
+                log.warning("telegram send failed (attempt %s): %s", attempt + 1, type(exc).__name__)
+                await asyncio.sleep(min(2 ** attempt, 30))
+        log.error("telegram send gave up after %s attempts", SEND_ATTEMPTS)
+        return None
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

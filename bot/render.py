@@ -1,0 +1,72 @@
+"""Pure formatting helpers: labels, durations, money, and splitting long answers."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import datetime
+
+from bot.models import TaskStatus
+
+TELEGRAM_LIMIT = 4096
+CHUNK_CHARS = 3500  # room for the header line and HTML escaping of the first chunk
+MAX_CHUNKS = 4  # more than this goes out as a .md document
+
+STATUS_ICONS = {
+    TaskStatus.QUEUED: "🕓", TaskStatus.RUNNING: "⏳", TaskStatus.DONE: "✅",
+    TaskStatus.FAILED: "❌", TaskStatus.CANCELLED: "⏹", TaskStatus.TIMED_OUT: "⏱",
+    TaskStatus.BUDGET_EXCEEDED: "💸", TaskStatus.INTERRUPTED: "⚠️", TaskStatus.ARCHIVED: "🗄",
+}
+_STOPWORDS = {"the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "please", "with"}
+
+
+def slugify(text: str, max_words: int = 3, max_chars: int = 24) -> str:
+    """``Fix the login bug!`` -> ``fix-login-bug``; ``task`` when nothing usable is left."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    words = [w for w in re.findall(r"[a-z0-9]+", ascii_text.lower()) if w not in _STOPWORDS]
+    slug = "-".join(words[:max_words])[:max_chars].strip("-")
+    return slug or "task"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def age(then: datetime, now: datetime) -> str:
+    return duration((now - then).total_seconds())
+
+
+def money(cost_usd: float | None) -> str | None:
+    if cost_usd is None:
+        return None
+    return f"{cost_usd:.4f}" if cost_usd < 1 else f"{cost_usd:.2f}"
+
+
+def split_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:
+    """Split on paragraph, then line, then word boundaries; every chunk is at most ``limit``."""
+    chunks: list[str] = []
+    rest = text.strip()
+    while len(rest) > limit:
+        cut = _cut_point(rest, limit)
+        chunks.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip("\n")
+    if rest:
+        chunks.append(rest)
+    return chunks
+
+
+def _cut_point(text: str, limit: int) -> int:
+    for separator in ("\n\n", "\n", " "):
+        index = text.rfind(separator, limit // 2, limit)
+        if index > 0:
+            return index + len(separator)
+    return limit

@@ -1,0 +1,119 @@
+"""One turn of a task: claim it, run the engine, keep the transcript, record the outcome, report."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.models import (AgentEvent, Engine, SessionStarted, Task, TaskKind, TaskStatus,
+                        TurnFinished, TurnSpec)
+from bot.notifier import Notifier
+from bot.pool import StopReason, TurnControl
+from bot.ports import Executor
+from bot.queue import TurnQueue
+from bot.store import Store, TurnOutcome
+
+log = logging.getLogger(__name__)
+
+DETACH_PREAMBLE = (
+    "You are running as a detached background job started from a phone. Nobody will answer "
+    "questions while you work: do not ask for confirmation or clarification. Work with what you "
+    "have, make reasonable assumptions, state them in your final answer, and finish with a short "
+    "summary of what you did and what is left."
+)
+TRANSCRIPT_BATCH = 25
+
+
+class TurnRunner:
+    def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
+                 queue: TurnQueue) -> None:
+        self._store = store
+        self._executors = executors
+        self._notifier = notifier
+        self._queue = queue
+
+    async def run_turn(self, turn_id: int, control: TurnControl) -> None:
+        turn = await self._store.tasks.claim_turn(turn_id)
+        if turn is None:
+            log.info("turn %s: not claimable (already run, cancelled or behind another)", turn_id)
+            return
+        task = await self._store.tasks.get(turn.task_id)
+        assert task is not None
+        log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
+        denials: tuple[str, ...] = ()
+        try:
+            outcome, denials = await self._drive(task, TurnSpec(
+                task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
+                model=task.model, resume_session_id=task.session_id,
+                append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None))
+        except asyncio.CancelledError:
+            if control.reason is None:
+                raise  # shutdown: recovery turns it into `interrupted` at the next start
+            outcome = TurnOutcome(status=TaskStatus(control.reason.value),
+                                  error="cancelled by the user" if control.reason is
+                                  StopReason.CANCELLED else "turn timeout reached")
+            await self._finish(task, turn_id, outcome, denials)
+            raise
+        except AgentCrashed as exc:
+            outcome = TurnOutcome(TaskStatus.FAILED, error=exc.reason, stderr_tail=exc.stderr_tail)
+        except AgentNotInstalled as exc:
+            outcome = TurnOutcome(TaskStatus.FAILED, error=str(exc))
+        except Exception as exc:  # the one catch-all of the pool: a failing turn never kills it
+            log.exception("task %s turn %s: unexpected error", task.id, turn.id)
+            outcome = TurnOutcome(TaskStatus.FAILED, error=f"internal error: {type(exc).__name__}")
+        await self._finish(task, turn_id, outcome, denials)
+
+    async def _finish(self, task: Task, turn_id: int, outcome: TurnOutcome,
+                      denials: tuple[str, ...]) -> None:
+        turn = await self._store.tasks.get_turn(turn_id)
+        assert turn is not None
+        task = await self._store.tasks.finish_turn(turn, outcome)
+        if outcome.cost_usd:
+            await self._store.spend.record(task.owner_id, task.id, turn.id, outcome.cost_usd,
+                                           outcome.input_tokens or 0, outcome.output_tokens or 0)
+        log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
+        finished = await self._store.tasks.get_turn(turn_id)
+        await self._notifier.turn_finished(task, finished, denials)  # type: ignore[arg-type]
+        await self._queue.kick(task.id)
+
+    async def _drive(self, task: Task, spec: TurnSpec) -> tuple[TurnOutcome, tuple[str, ...]]:
+        executor = self._executors.get(task.engine)
+        if executor is None:
+            raise AgentNotInstalled(task.engine.value, None)
+        batch: list[tuple[str, dict[str, Any]]] = []
+        final: TurnFinished | None = None
+        try:
+            async for event in executor.run(spec):
+                if isinstance(event, SessionStarted) and event.session_id != task.session_id:
+                    await self._store.tasks.set_session(task.id, event.session_id)
+                if isinstance(event, TurnFinished):
+                    final = event
+                batch.append(_transcript_entry(event))
+                if len(batch) >= TRANSCRIPT_BATCH:
+                    await self._store.transcript.append(task.id, spec.turn_id, batch)
+                    batch = []
+        finally:
+            await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
+        assert final is not None  # executors end with TurnFinished or raise
+        return _outcome(final), final.denials
+
+
+def _transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:
+    body = asdict(event)
+    body.pop("extra", None)
+    return type(event).__name__, body
+
+
+def _outcome(final: TurnFinished) -> TurnOutcome:
+    error = None
+    if final.is_error:
+        error = final.result_text or "; ".join(final.errors) or final.subtype or "agent error"
+    return TurnOutcome(
+        status=TaskStatus.FAILED if final.is_error else TaskStatus.DONE,
+        result_text=final.result_text, error=error, cost_usd=final.cost_usd,
+        input_tokens=final.usage.input_tokens, output_tokens=final.usage.output_tokens)

@@ -1,0 +1,154 @@
+"""Task service: what a user (through Telegram or the shell) can do with tasks, authorised."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.errors import TaskNotFound, TaskStateError, UserInputError
+from bot.models import Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.notifier import Notifier
+from bot.pool import JobPool
+from bot.ports import Executor
+from bot.queue import TurnQueue
+from bot.render import slugify
+from bot.store import Store
+from bot.texts import Texts
+
+log = logging.getLogger(__name__)
+LIST_LIMIT = 15
+
+
+class TaskService:
+    def __init__(self, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
+                 texts: Texts, executors: Mapping[Engine, Executor], max_prompt_chars: int,
+                 default_cwd: Path, default_engine: Engine) -> None:
+        self._store = store
+        self._pool = pool
+        self._queue = queue
+        self._notifier = notifier
+        self._texts = texts
+        self._executors = executors
+        self._max_prompt_chars = max_prompt_chars
+        self._default_cwd = default_cwd
+        self.default_engine = default_engine
+
+    def validate_prompt(self, prompt: str, command: str) -> str:
+        prompt = prompt.strip()
+        if not prompt:
+            raise UserInputError("error.empty_goal", command=command)
+        if len(prompt) > self._max_prompt_chars:
+            raise UserInputError("error.prompt_too_long", chars=len(prompt),
+                                 limit=self._max_prompt_chars)
+        return prompt
+
+    async def start_from_chat(self, user_id: int, chat_id: int, kind: TaskKind, prompt: str,
+                              locale: str, command: str, engine: Engine | None = None,
+                              reply_to: int | None = None) -> Task:
+        """A task started by a Telegram command in the default working directory."""
+        new = NewTask(owner_id=user_id, chat_id=chat_id, engine=engine or self.default_engine,
+                      kind=kind, prompt=self.validate_prompt(prompt, command),
+                      cwd=self._default_cwd, locale=locale)
+        return await self.start(new, reply_to=reply_to)
+
+    async def start(self, new: NewTask, reply_to: int | None = None) -> Task:
+        """Create a task, acknowledge it in its chat, and queue its first turn."""
+        if new.engine not in self._executors:
+            raise UserInputError("error.engine_unavailable", engine=new.engine.value)
+        task, _turn = await self._store.tasks.create(new, slugify(new.prompt))
+        await self._store.audit.record("task_created", new.owner_id, task.id, new.engine.value)
+        log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
+        if new.announced:
+            await self._notifier.acknowledge(task, reply_to=reply_to)
+        await self._queue.kick(task.id)
+        return task
+
+    async def follow_up(self, user_id: int, task_id: int, prompt: str, reply_to: int) -> Turn:
+        task = await self.get_own(user_id, task_id)
+        prompt = self.validate_prompt(prompt, "detach")
+        turn = await self._store.tasks.add_turn(task.id, prompt)
+        await self._store.audit.record("follow_up", user_id, task.id)
+        running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
+        await self._notifier.followup_queued(task, running, reply_to)
+        await self._queue.kick(task.id)
+        return turn
+
+    async def get_own(self, user_id: int, task_id: int) -> Task:
+        """A task of this user; somebody else's task is reported exactly like a missing one."""
+        task = await self._store.tasks.get(task_id)
+        if task is None or task.owner_id != user_id:
+            raise TaskNotFound(f"#{task_id}")
+        return task
+
+    async def task_for_message(self, chat_id: int, message_id: int, user_id: int) -> Task | None:
+        task_id = await self._store.links.task_for(chat_id, message_id)
+        if task_id is None:
+            return None
+        return await self.get_own(user_id, task_id)
+
+    async def list(self, user_id: int) -> list[Task]:
+        statuses = [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
+        tasks = await self._store.tasks.list_for(user_id, statuses, LIST_LIMIT)
+        return sorted(tasks, key=lambda t: (not t.status.active, -t.id))
+
+    async def result(self, user_id: int, task_id: int) -> tuple[Task, Turn | None]:
+        task = await self.get_own(user_id, task_id)
+        return task, await self._store.tasks.last_turn(task.id)
+
+    async def cancel(self, user_id: int, task_id: int) -> Task:
+        task = await self.get_own(user_id, task_id)
+        dropped = await self._store.tasks.cancel_queued(task.id)
+        stopping = self._pool.cancel(task.id)
+        if not stopping and not dropped:
+            raise TaskStateError("error.not_active", label=task.label,
+                                 status=self._notifier.status_text(task.locale, task.status))
+        if not stopping:
+            await self._store.tasks.set_status(task.id, TaskStatus.CANCELLED,
+                                               only_from=[TaskStatus.QUEUED])
+        await self._store.audit.record("task_cancelled", user_id, task.id)
+        return task
+
+    async def archive(self, user_id: int, ref: str) -> int:
+        if ref == "all":
+            count = await self._store.tasks.archive_finished(user_id)
+        else:
+            task = await self.get_own(user_id, parse_task_id(ref, "archive"))
+            if task.status.active:
+                raise TaskStateError("error.still_active", label=task.label,
+                                     status=self._notifier.status_text(task.locale, task.status))
+            await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+            count = 1
+        await self._store.audit.record("archived", user_id, None, ref)
+        return count
+
+    async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
+        task = await self._interrupted(user_id, task_id)
+        last = await self._store.tasks.last_turn(task.id)
+        preamble = self._texts.get(task.locale, "task.interrupted_preamble")
+        await self._store.tasks.add_turn(task.id, f"{preamble}\n\n{last.prompt if last else ''}")
+        await self._store.audit.record("resumed", user_id, task.id)
+        await self._queue.kick(task.id)
+        return task
+
+    async def mark_failed(self, user_id: int, task_id: int) -> Task:
+        task = await self._interrupted(user_id, task_id)
+        await self._store.tasks.set_status(task.id, TaskStatus.FAILED,
+                                           only_from=[TaskStatus.INTERRUPTED])
+        await self._store.audit.record("marked_failed", user_id, task.id)
+        return task
+
+    async def _interrupted(self, user_id: int, task_id: int) -> Task:
+        task = await self.get_own(user_id, task_id)
+        if task.status is not TaskStatus.INTERRUPTED:
+            raise TaskStateError("error.not_interrupted", label=task.label,
+                                 status=self._notifier.status_text(task.locale, task.status))
+        return task
+
+
+def parse_task_id(ref: str, command: str) -> int:
+    """``12`` or ``#12`` -> 12; anything else is a clear error naming the command."""
+    text = ref.strip().lstrip("#")
+    if not text.isdigit() or len(text) > 12:
+        raise UserInputError("error.bad_task_id", command=command)
+    return int(text)

@@ -1,0 +1,23 @@
+"""/start and /help."""
+
+from __future__ import annotations
+
+from aiogram import Router
+from aiogram.filters import Command, CommandStart
+from aiogram.types import Message
+
+from bot.texts import Texts
+
+
+def router() -> Router:
+    r = Router(name="basics")
+
+    @r.message(CommandStart())
+    async def on_start(message: Message, texts: Texts, locale: str) -> None:
+        await message.answer(texts.get(locale, "start.greeting"))
+
+    @r.message(Command("help"))
+    async def on_help(message: Message, texts: Texts, locale: str) -> None:
+        await message.answer(texts.get(locale, "start.help"))
+
+    return r

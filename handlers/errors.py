@@ -1,0 +1,34 @@
+"""The errors router: a person always gets a clear, localized reply; nothing crashes polling."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from aiogram import Router
+from aiogram.types import ErrorEvent
+
+from bot.errors import UserInputError
+from bot.texts import Texts
+
+log = logging.getLogger(__name__)
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def router() -> Router:
+    r = Router(name="errors")
+
+    @r.errors()
+    async def on_error(event: ErrorEvent, texts: Texts, locale: str = "en") -> None:
+        exc = event.exception
+        if isinstance(exc, UserInputError):
+            text = texts.get(locale, exc.key, **exc.params)
+        else:
+            log.error("update %s failed: %r", event.update.update_id, exc, exc_info=exc)
+            text = texts.get(locale, "error.internal")
+        if event.update.callback_query is not None:
+            await event.update.callback_query.answer(_TAGS.sub("", text)[:200], show_alert=True)
+        elif event.update.message is not None:
+            await event.update.message.answer(text)
+
+    return r

@@ -1,0 +1,75 @@
+"""Task commands: /detach, /claude, /tasks, /result, /cancel, /archive."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from aiogram import Router
+from aiogram.filters import Command, CommandObject
+from aiogram.types import Message
+
+from bot.models import Engine, TaskKind, TaskStatus
+from bot.notifier import Notifier
+from bot.render import STATUS_ICONS, age
+from bot.service import TaskService, parse_task_id
+from bot.texts import Texts
+
+
+def router() -> Router:
+    r = Router(name="tasks")
+
+    @r.message(Command("detach"))
+    async def on_detach(message: Message, command: CommandObject, tasks: TaskService,
+                        locale: str) -> None:
+        await tasks.start_from_chat(message.from_user.id, message.chat.id,  # type: ignore[union-attr]
+                                    TaskKind.DETACH, command.args or "", locale, "detach",
+                                    reply_to=message.message_id)
+
+    @r.message(Command("claude"))
+    async def on_claude(message: Message, command: CommandObject, tasks: TaskService,
+                        locale: str) -> None:
+        await tasks.start_from_chat(message.from_user.id, message.chat.id,  # type: ignore[union-attr]
+                                    TaskKind.SESSION, command.args or "", locale, "claude",
+                                    engine=Engine.CLAUDE, reply_to=message.message_id)
+
+    @r.message(Command("tasks"))
+    async def on_tasks(message: Message, tasks: TaskService, notifier: Notifier, texts: Texts,
+                       locale: str) -> None:
+        found = await tasks.list(message.from_user.id)  # type: ignore[union-attr]
+        if not found:
+            await message.answer(texts.get(locale, "tasks.empty"))
+            return
+        now = datetime.now(UTC)
+        lines = [texts.get(locale, "tasks.header")] + [texts.get(
+            locale, "tasks.line", icon=STATUS_ICONS[t.status], label=t.label,
+            status=notifier.status_text(locale, t.status), age=age(t.updated_at, now))
+            for t in found]
+        await message.answer("\n".join(lines))
+
+    @r.message(Command("result"))
+    async def on_result(message: Message, command: CommandObject, tasks: TaskService,
+                        notifier: Notifier, texts: Texts, locale: str) -> None:
+        task, turn = await tasks.result(message.from_user.id,  # type: ignore[union-attr]
+                                        parse_task_id(command.args or "", "result"))
+        if turn is None or turn.status in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+            await message.answer(texts.get(locale, "tasks.no_result", label=task.label,
+                                           status=notifier.status_text(locale, task.status)))
+            return
+        await notifier.turn_finished(task, turn)
+
+    @r.message(Command("cancel"))
+    async def on_cancel(message: Message, command: CommandObject, tasks: TaskService,
+                        texts: Texts, locale: str) -> None:
+        task = await tasks.cancel(message.from_user.id,  # type: ignore[union-attr]
+                                  parse_task_id(command.args or "", "cancel"))
+        await message.answer(texts.get(locale, "task.cancel_requested", label=task.label))
+
+    @r.message(Command("archive"))
+    async def on_archive(message: Message, command: CommandObject, tasks: TaskService,
+                         texts: Texts, locale: str) -> None:
+        ref = (command.args or "").strip()
+        count = await tasks.archive(message.from_user.id,  # type: ignore[union-attr]
+                                    ref or "?")
+        await message.answer(texts.get(locale, "task.archived", count=count))
+
+    return r

@@ -1,0 +1,322 @@
+"""A fake Telegram Bot API server on 127.0.0.1 for end-to-end tests of the real bot over HTTP.
+
+It keeps chat state, long-polls getUpdates, and enforces Telegram's limits: 1-4096 characters of
+text after HTML parsing, well-formed HTML, 64-byte callback data, and per-chat flood control with
+real 429s and retry_after. The test plays the user with ``user_message`` and ``press`` and reads
+what the bot did with ``wait_call`` and ``messages``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+
+from aiohttp import web
+
+BOT_ID = 123456
+TOKEN = f"{BOT_ID}:TEST-TOKEN"
+JSON_FIELDS = {"reply_markup", "reply_parameters", "entities", "commands", "caption_entities",
+               "link_preview_options", "allowed_updates"}
+ALLOWED_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
+                "tg-spoiler", "span", "blockquote", "tg-emoji"}
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    ok: bool
+    result: Any
+    at: float = field(default_factory=time.monotonic)
+
+
+class _HTMLCheck(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+        self.error: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag not in ALLOWED_TAGS:
+            self.error = self.error or f"Unsupported start tag \"{tag}\""
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack.pop() != tag:
+            self.error = self.error or f"Unexpected end tag \"{tag}\""
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def visible_text(text: str, parse_mode: str | None) -> tuple[str, str | None]:
+    """The text Telegram would show, and a parse error if Telegram would reject it."""
+    if (parse_mode or "").upper() != "HTML":
+        return text, None
+    if re.search(r"&(?![a-zA-Z]+;|#\d+;|#x[0-9a-fA-F]+;)", text):
+        return html.unescape(text), "Can't parse entities: unescaped '&'"
+    checker = _HTMLCheck()
+    checker.feed(text)
+    checker.close()
+    if checker.stack and not checker.error:
+        checker.error = f"Can't find end tag corresponding to start tag \"{checker.stack[-1]}\""
+    return "".join(checker.text), checker.error
+
+
+class FakeTelegram:
+    def __init__(self, flood_burst: int = 5, flood_per_s: float = 1.0) -> None:
+        self.calls: list[Call] = []
+        self.messages: dict[int, list[dict[str, Any]]] = {}
+        self.callback_answers: dict[str, dict[str, Any]] = {}
+        self.files: dict[str, bytes] = {}
+        self._updates: list[dict[str, Any]] = []
+        self._changed = asyncio.Condition()
+        self._ids = itertools.count(1)
+        self._update_ids = itertools.count(1)
+        self._buckets: dict[int, tuple[float, float]] = {}
+        self._flood = (flood_burst, flood_per_s)
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+        self.flood_429s = 0
+
+    async def __aenter__(self) -> FakeTelegram:
+        app = web.Application(client_max_size=60 * 1024 * 1024)
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        async with self._changed:
+            self._updates.append({"_shutdown": True})
+            self._changed.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- the user's side --------------------------------------------------------------------
+    def user(self, user_id: int, language_code: str = "en") -> dict[str, Any]:
+        return {"id": user_id, "is_bot": False, "first_name": f"User{user_id}",
+                "language_code": language_code}
+
+    async def user_message(self, text: str, user_id: int, chat_id: int | None = None,
+                           reply_to_message_id: int | None = None) -> dict[str, Any]:
+        chat_id = chat_id or user_id
+        message = {"message_id": next(self._ids), "date": int(time.time()),
+                   "chat": {"id": chat_id, "type": "private" if chat_id == user_id else "group"},
+                   "from": self.user(user_id), "text": text}
+        if text.startswith("/"):
+            message["entities"] = [{"type": "bot_command", "offset": 0,
+                                    "length": len(text.split()[0])}]
+        if reply_to_message_id is not None:
+            message["reply_to_message"] = self.find_message(chat_id, reply_to_message_id)
+        self.messages.setdefault(chat_id, []).append(message)
+        await self._push({"message": message})
+        return message
+
+    async def press(self, chat_id: int, message_id: int, data: str, user_id: int) -> str:
+        query_id = f"cb{next(self._ids)}"
+        await self._push({"callback_query": {
+            "id": query_id, "from": self.user(user_id), "chat_instance": f"ci{chat_id}",
+            "message": self.find_message(chat_id, message_id), "data": data}})
+        return query_id
+
+    def find_message(self, chat_id: int, message_id: int) -> dict[str, Any]:
+        for message in self.messages.get(chat_id, []):
+            if message["message_id"] == message_id:
+                return message
+        raise KeyError(f"no message {message_id} in chat {chat_id}")
+
+    def bot_messages(self, chat_id: int) -> list[dict[str, Any]]:
+        return [m for m in self.messages.get(chat_id, []) if m["from"]["id"] == BOT_ID]
+
+    async def wait_call(self, method: str, where: Callable[[Call], bool] = lambda c: True,
+                        timeout_s: float = 30.0, after: int = 0) -> Call:
+        """The first successful call of ``method`` (from index ``after``) matching ``where``."""
+        async with asyncio.timeout(timeout_s):
+            async with self._changed:
+                while True:
+                    for call in self.calls[after:]:
+                        if call.method == method and call.ok and where(call):
+                            return call
+                    await self._changed.wait()
+
+    async def wait_text(self, chat_id: int, needle: str, timeout_s: float = 30.0,
+                        after: int = 0) -> Call:
+        return await self.wait_call(
+            "sendMessage", lambda c: int(c.params["chat_id"]) == chat_id
+            and needle in c.params["text"], timeout_s, after)
+
+    # -- the bot's side ---------------------------------------------------------------------
+    async def _push(self, body: dict[str, Any]) -> None:
+        async with self._changed:
+            self._updates.append({"update_id": next(self._update_ids), **body})
+            self._changed.notify_all()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != TOKEN:
+            return self._error(401, "Unauthorized")
+        params = await self._params(request)
+        method = request.match_info["method"]
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            return self._error(404, "Not Found")
+        try:
+            result = await handler(params)
+        except _ApiError as err:
+            await self._record(method, params, False, err.description)
+            return self._error(err.code, err.description, err.retry_after)
+        await self._record(method, params, True, result)
+        return web.json_response({"ok": True, "result": result})
+
+    async def _record(self, method: str, params: dict[str, Any], ok: bool, result: Any) -> None:
+        async with self._changed:
+            self.calls.append(Call(method, params, ok, result))
+            self._changed.notify_all()
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            return await request.json()
+        form = await request.post()
+        params: dict[str, Any] = {}
+        for key, value in form.items():
+            if isinstance(value, web.FileField):
+                params[key] = value.file.read()
+            elif key in JSON_FIELDS:
+                params[key] = json.loads(value)
+            else:
+                params[key] = value
+        return params
+
+    @staticmethod
+    def _error(code: int, description: str, retry_after: int | None = None) -> web.Response:
+        body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+        if retry_after is not None:
+            body["parameters"] = {"retry_after": retry_after}
+        return web.json_response(body, status=code)
+
+    def _take_flood_token(self, chat_id: int) -> None:
+        burst, rate = self._flood
+        now = time.monotonic()
+        tokens, last = self._buckets.get(chat_id, (float(burst), now))
+        tokens = min(float(burst), tokens + (now - last) * rate)
+        if tokens < 1:
+            self.flood_429s += 1
+            wait = max(1, int((1 - tokens) / rate + 0.999))
+            raise _ApiError(429, f"Too Many Requests: retry after {wait}", wait)
+        self._buckets[chat_id] = (tokens - 1, now)
+
+    def _check_text(self, text: str, parse_mode: str | None, max_len: int = 4096) -> None:
+        visible, error = visible_text(text, parse_mode)
+        if error:
+            raise _ApiError(400, f"Bad Request: {error}")
+        length = len(visible.encode("utf-16-le")) // 2
+        if length == 0 and max_len == 4096:
+            raise _ApiError(400, "Bad Request: message text is empty")
+        if length > max_len:
+            raise _ApiError(400, "Bad Request: message is too long")
+
+    @staticmethod
+    def _check_markup(markup: dict[str, Any] | None) -> None:
+        for row in (markup or {}).get("inline_keyboard", []):
+            for button in row:
+                data = button.get("callback_data")
+                if data is not None and not 1 <= len(data.encode()) <= 64:
+                    raise _ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
+
+    def _bot_message(self, chat_id: int, **fields: Any) -> dict[str, Any]:
+        message = {"message_id": next(self._ids), "date": int(time.time()),
+                   "chat": {"id": chat_id, "type": "private"},
+                   "from": {"id": BOT_ID, "is_bot": True, "first_name": "Detach",
+                            "username": "detach_test_bot"}, **fields}
+        self.messages.setdefault(chat_id, []).append(message)
+        return message
+
+    # -- Bot API methods --------------------------------------------------------------------
+    async def _m_getMe(self, _p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        return {"id": BOT_ID, "is_bot": True, "first_name": "Detach",
+                "username": "detach_test_bot"}
+
+    async def _m_deleteWebhook(self, _p: dict[str, Any]) -> bool:  # noqa: N802
+        return True
+
+    async def _m_setMyCommands(self, _p: dict[str, Any]) -> bool:  # noqa: N802
+        return True
+
+    async def _m_sendChatAction(self, _p: dict[str, Any]) -> bool:  # noqa: N802
+        return True
+
+    async def _m_answerCallbackQuery(self, p: dict[str, Any]) -> bool:  # noqa: N802
+        self.callback_answers[p["callback_query_id"]] = p
+        return True
+
+    async def _m_sendMessage(self, p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        chat_id = int(p["chat_id"])
+        self._check_text(p.get("text", ""), p.get("parse_mode"))
+        self._check_markup(p.get("reply_markup"))
+        self._take_flood_token(chat_id)
+        visible, _ = visible_text(p["text"], p.get("parse_mode"))
+        fields: dict[str, Any] = {"text": visible}
+        if p.get("reply_markup"):
+            fields["reply_markup"] = p["reply_markup"]
+        return self._bot_message(chat_id, **fields)
+
+    async def _m_sendDocument(self, p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        chat_id = int(p["chat_id"])
+        if p.get("caption"):
+            self._check_text(p["caption"], p.get("parse_mode"), max_len=1024)
+        self._take_flood_token(chat_id)
+        file_id = f"file{next(self._ids)}"
+        self.files[file_id] = p["document"]
+        return self._bot_message(chat_id, document={"file_id": file_id,
+                                                    "file_unique_id": file_id},
+                                 caption=p.get("caption"))
+
+    async def _m_editMessageText(self, p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        message = self.find_message(int(p["chat_id"]), int(p["message_id"]))
+        self._check_text(p["text"], p.get("parse_mode"))
+        visible, _ = visible_text(p["text"], p.get("parse_mode"))
+        if visible == message.get("text") and p.get("reply_markup") == message.get("reply_markup"):
+            raise _ApiError(400, "Bad Request: message is not modified")
+        message["text"] = visible
+        message.pop("reply_markup", None)
+        if p.get("reply_markup"):
+            message["reply_markup"] = p["reply_markup"]
+        return message
+
+    async def _m_getUpdates(self, p: dict[str, Any]) -> list[dict[str, Any]]:  # noqa: N802
+        offset = int(p.get("offset") or 0)
+        timeout_s = min(float(p.get("timeout") or 0), 30.0)
+        deadline = time.monotonic() + timeout_s
+        async with self._changed:
+            while True:
+                if any("_shutdown" in u for u in self._updates):
+                    return []
+                pending = [u for u in self._updates if u["update_id"] >= offset]
+                remaining = deadline - time.monotonic()
+                if pending or remaining <= 0:
+                    return pending[:100]
+                try:
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+                except TimeoutError:
+                    return []
+
+
+class _ApiError(Exception):
+    def __init__(self, code: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+        self.retry_after = retry_after

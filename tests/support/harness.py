@@ -1,0 +1,50 @@
+"""Runs the real bot in-process against the fake Bot API server, with long polling."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+from bot.app import App, build
+from bot.settings import Settings
+from tests.support.fake_telegram import TOKEN, FakeTelegram
+
+OWNER = 111
+
+
+def make_settings(data_dir: Path, fake: FakeTelegram, claude_bin: str, workdir: Path,
+                  **overrides: object) -> Settings:
+    values: dict[str, object] = dict(
+        bot_token=TOKEN, allowed_users=frozenset({OWNER}), data_dir=data_dir,
+        telegram_api_url=fake.base_url, claude_bin=claude_bin, workdir=workdir,
+        intake_interval_s=0.2, cancel_grace_s=3.0)
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@contextlib.asynccontextmanager
+async def running_bot(settings: Settings, environ: Mapping[str, str]) -> AsyncIterator[App]:
+    async with build(settings, environ=environ) as app:
+        polling = asyncio.create_task(app.dispatcher.start_polling(
+            app.bot, handle_signals=False, close_bot_session=False, polling_timeout=1))
+        intake = asyncio.create_task(app.intake.run_forever())
+        try:
+            yield app
+        finally:
+            intake.cancel()
+            with contextlib.suppress(Exception):
+                await app.dispatcher.stop_polling()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(polling, 10)
+                await intake
+
+
+async def wait_linked(app: App, chat_id: int, message_id: int, timeout_s: float = 10) -> int:
+    """The bot links a message to its task right after Telegram accepted it; a fast test
+    user must wait for that, as no human could reply sooner."""
+    async with asyncio.timeout(timeout_s):
+        while (task_id := await app.store.links.task_for(chat_id, message_id)) is None:
+            await asyncio.sleep(0.02)
+    return task_id

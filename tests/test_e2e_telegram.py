@@ -1,0 +1,79 @@
+"""End to end over HTTP: the real bot (aiogram's real session, long polling) against the fake Bot
+API server, and the real claude CLI against the scripted model server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from bot.models import TaskStatus
+from tests.conftest import ROOT
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
+
+STRANGER = 999
+
+
+async def test_detach_reply_resume_and_stranger(tmp_path, claude_bin, agent_env, anthropic,
+                                                workdir):
+    anthropic.script("MARK-E2E", [{"text": "First answer: 42."}, {"echo": True}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/detach MARK-E2E compute the answer", OWNER)
+            ack = await fake.wait_text(OWNER, "#1 mark-e2e-compute")
+            assert "Cancel" in str(ack.params["reply_markup"])
+            done = await fake.wait_text(OWNER, "done", timeout_s=60)
+            assert "First answer: 42." in done.params["text"]
+            first_request = anthropic.requests_for("MARK-E2E")[0]
+            assert "Nobody will answer" in first_request["system"]  # the detach preamble
+
+            await wait_linked(app, OWNER, done.result["message_id"])
+            mark = len(fake.calls)
+            await fake.user_message("now the second part", OWNER,
+                                    reply_to_message_id=done.result["message_id"])
+            await fake.wait_text(OWNER, "follow-up queued", after=mark)
+            second = await fake.wait_text(OWNER, "done", timeout_s=60, after=mark)
+            assert "ECHO" in second.params["text"] and "now the second part" in \
+                second.params["text"]
+            last = anthropic.requests_for("MARK-E2E")[-1]
+            assert "First answer: 42." in str(last["messages"])
+
+            task = await app.store.tasks.get(1)
+            assert task.status is TaskStatus.DONE and task.session_id
+            assert task.total_cost_usd > 0
+
+            calls_before = len(fake.calls)
+            await fake.user_message("/detach MARK-STRANGER do something", STRANGER)
+            refusal = await fake.wait_text(STRANGER, "private Detach bot", after=calls_before)
+            assert str(STRANGER) in refusal.params["text"]
+            await fake.user_message("/detach MARK-STRANGER again", STRANGER)
+            await fake.user_message("/tasks", OWNER)
+            await fake.wait_text(OWNER, "Your tasks", after=calls_before)
+            assert [t.id for t in await app.store.tasks.list_for(None)] == [1]
+            assert anthropic.requests_for("MARK-STRANGER") == []
+            to_stranger = [c for c in fake.calls if c.method == "sendMessage"
+                           and int(c.params["chat_id"]) == STRANGER]
+            assert len(to_stranger) == 1
+            assert await app.store.audit.count("access_refused", STRANGER) == 2
+
+
+async def test_detach_add_from_a_shell_reaches_the_user(tmp_path, claude_bin, agent_env,
+                                                        anthropic, workdir):
+    anthropic.script("MARK-SHELL", [{"text": "Shell task finished."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env):
+            await fake.wait_call("setMyCommands")
+            env = {**os.environ, "DETACH_DATA_DIR": str(settings.data_dir),
+                   "DETACH_ALLOWED_USERS": str(OWNER), "DETACH_WORKDIR": str(workdir)}
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot", "add", "MARK-SHELL", "tidy", "the", "logs",
+                cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE)
+            out, _ = await asyncio.wait_for(proc.communicate(), 30)
+            assert proc.returncode == 0 and b"#1 mark-shell-tidy queued" in out
+            await fake.wait_text(OWNER, "#1 mark-shell-tidy", timeout_s=10)
+            done = await fake.wait_text(OWNER, "done", timeout_s=60)
+            assert "Shell task finished." in done.params["text"]
