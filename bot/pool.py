@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Self
 
-from apscheduler import AsyncScheduler
+from apscheduler import AsyncScheduler, TaskDefaults
 from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
 
 from bot.store.db import make_engine
@@ -42,6 +42,7 @@ TurnHandler = Callable[[int, TurnControl], Awaitable[None]]
 
 # pool identity -> running pool; the job function must be importable by module path.
 _POOLS: dict[str, JobPool] = {}
+TURN_TASK_ID = "bot.pool:run_turn_job"
 
 
 async def run_turn_job(pool_id: str, task_id: int, turn_id: int) -> None:
@@ -66,10 +67,14 @@ class JobPool:
 
     async def __aenter__(self) -> Self:
         store = SQLAlchemyDataStore(make_engine(self._url))
+        # APScheduler's default of one running job per task would serialise every turn; the cap
+        # is max_concurrent_jobs. add_job by task id, since add_job(callable) re-applies defaults.
         self._scheduler = AsyncScheduler(store, identity=self.identity,
-                                         max_concurrent_jobs=self._max_concurrent)
+                                         max_concurrent_jobs=self._max_concurrent,
+                                         task_defaults=TaskDefaults(max_running_jobs=None))
         await self._scheduler.__aenter__()
-        await self._scheduler.configure_task(run_turn_job, max_running_jobs=None)
+        await self._scheduler.configure_task(TURN_TASK_ID, func=run_turn_job,
+                                             max_running_jobs=None)
         _POOLS[self.identity] = self
         await self._scheduler.start_in_background()
         return self
@@ -81,7 +86,7 @@ class JobPool:
 
     async def submit(self, task_id: int, turn_id: int) -> None:
         assert self._scheduler is not None, "pool not started"
-        await self._scheduler.add_job(run_turn_job, kwargs={
+        await self._scheduler.add_job(TURN_TASK_ID, kwargs={
             "pool_id": self.identity, "task_id": task_id, "turn_id": turn_id})
         log.info("task %s turn %s submitted", task_id, turn_id)
 

@@ -46,7 +46,14 @@ class TaskService:
     async def start_from_chat(self, user_id: int, chat_id: int, kind: TaskKind, prompt: str,
                               locale: str, command: str, engine: Engine | None = None,
                               reply_to: int | None = None) -> Task:
-        """A task started by a Telegram command in the default working directory."""
+        """A task started by a Telegram command in the default working directory. A command
+        Telegram delivers twice (a restart before the update was confirmed) starts one task."""
+        if reply_to is not None:
+            existing = await self._store.links.task_for(chat_id, reply_to)
+            if existing is not None:
+                log.info("message %s in chat %s already started task %s", reply_to, chat_id,
+                         existing)
+                return await self.get_own(user_id, existing)
         new = NewTask(owner_id=user_id, chat_id=chat_id, engine=engine or self.default_engine,
                       kind=kind, prompt=self.validate_prompt(prompt, command),
                       cwd=self._default_cwd, locale=locale)
@@ -57,6 +64,8 @@ class TaskService:
         if new.engine not in self._executors:
             raise UserInputError("error.engine_unavailable", engine=new.engine.value)
         task, _turn = await self._store.tasks.create(new, slugify(new.prompt))
+        if reply_to is not None:
+            await self._store.links.link(new.chat_id, reply_to, task.id, "command")
         await self._store.audit.record("task_created", new.owner_id, task.id, new.engine.value)
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         if new.announced:
@@ -64,9 +73,14 @@ class TaskService:
         await self._queue.kick(task.id)
         return task
 
-    async def follow_up(self, user_id: int, task_id: int, prompt: str, reply_to: int) -> Turn:
+    async def follow_up(self, user_id: int, task_id: int, prompt: str,
+                        reply_to: int) -> Turn | None:
         task = await self.get_own(user_id, task_id)
         prompt = self.validate_prompt(prompt, "detach")
+        if await self._store.links.task_for(task.chat_id, reply_to) is not None:
+            log.info("message %s already continued task %s", reply_to, task.id)
+            return None
+        await self._store.links.link(task.chat_id, reply_to, task.id, "follow_up")
         turn = await self._store.tasks.add_turn(task.id, prompt)
         await self._store.audit.record("follow_up", user_id, task.id)
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING

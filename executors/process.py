@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
+import shutil
 import signal
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -34,10 +36,18 @@ def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]
     return env
 
 
+@functools.cache
+def _death_signal_prefix() -> tuple[str, ...]:
+    """util-linux ``setpriv`` gives the agent a parent-death signal: if the bot is killed -9, the
+    agent gets SIGINT and stops its own tools instead of running on as an orphan."""
+    setpriv = shutil.which("setpriv")
+    return (setpriv, "--pdeathsig", "INT", "--") if setpriv else ()
+
+
 async def spawn(argv: list[str], cwd: str, env: Mapping[str, str]) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams."""
     return await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.PIPE,
+        *_death_signal_prefix(), *argv, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         start_new_session=True, limit=LINE_LIMIT)
 

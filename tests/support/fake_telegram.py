@@ -87,6 +87,7 @@ class FakeTelegram:
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         self.flood_429s = 0
+        self.delivered: set[int] = set()
 
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=60 * 1024 * 1024)
@@ -298,6 +299,9 @@ class FakeTelegram:
 
     async def _m_getUpdates(self, p: dict[str, Any]) -> list[dict[str, Any]]:  # noqa: N802
         offset = int(p.get("offset") or 0)
+        if offset:  # like Telegram: an offset confirms, and forgets, every update before it
+            self._updates = [u for u in self._updates
+                             if "_shutdown" in u or u["update_id"] >= offset]
         timeout_s = min(float(p.get("timeout") or 0), 30.0)
         deadline = time.monotonic() + timeout_s
         async with self._changed:
@@ -305,6 +309,7 @@ class FakeTelegram:
                 if any("_shutdown" in u for u in self._updates):
                     return []
                 pending = [u for u in self._updates if u["update_id"] >= offset]
+                self.delivered.update(u["update_id"] for u in pending)
                 remaining = deadline - time.monotonic()
                 if pending or remaining <= 0:
                     return pending[:100]

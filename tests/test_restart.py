@@ -1,0 +1,101 @@
+"""Restart safety: kill -9 the bot process during a running turn, start it again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+import psutil
+
+from bot.callbacks import TaskAction
+from bot.models import TaskStatus
+from bot.store import Store
+from tests.support.fake_telegram import TOKEN, FakeTelegram
+from tests.support.harness import OWNER
+
+SLEEP = "sleep 47.25"
+
+
+def _sleepers() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if SLEEP in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+    return found
+
+
+async def _start_bot(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    log = open(tmp_path / "bot.log", "ab")  # noqa: SIM115 (the child owns it)
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log)
+
+
+async def _until(predicate, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.1)
+
+
+async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env, anthropic,
+                                                workdir):
+    anthropic.script("MARK-KILL", [
+        {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+        {"text": "Resumed and finished."}])
+    data_dir = tmp_path / "data"
+    async with FakeTelegram() as fake:
+        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
+               "DETACH_DATA_DIR": str(data_dir), "DETACH_TELEGRAM_API_URL": fake.base_url,
+               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        bot = await _start_bot(tmp_path, env)
+        try:
+            await fake.wait_call("setMyCommands", timeout_s=30)
+            await fake.user_message("/detach MARK-KILL wait a while", OWNER)
+            await fake.wait_text(OWNER, "#1 mark-kill-wait")
+            await _until(lambda: bool(_sleepers()), 30)
+            os.kill(bot.pid, signal.SIGKILL)
+            await asyncio.wait_for(bot.wait(), 10)
+            # the agent got its parent-death signal and stopped its tool: no orphan is left
+            await _until(lambda: not _sleepers(), 20)
+
+            mark = len(fake.calls)
+            bot = await _start_bot(tmp_path, env)
+            notice = await fake.wait_text(OWNER, "restarted while these tasks were running",
+                                          timeout_s=30, after=mark)
+            assert "#1 mark-kill-wait" in notice.params["text"]
+            buttons = [b["callback_data"] for row in notice.params["reply_markup"][
+                "inline_keyboard"] for b in row]
+            resume = TaskAction(action="resume", task_id=1).pack()
+            assert resume in buttons and TaskAction(action="fail", task_id=1).pack() in buttons
+
+            store = await Store.open(f"sqlite+aiosqlite:///{data_dir / 'detach.sqlite'}")
+            try:
+                task = await store.tasks.get(1)
+                assert task.status is TaskStatus.INTERRUPTED
+                assert (await store.tasks.last_turn(1)).status is TaskStatus.INTERRUPTED
+            finally:
+                await store.close()
+
+            await fake.wait_call("setMyCommands", after=mark)
+            query = await fake.press(OWNER, notice.result["message_id"], resume, OWNER)
+            await fake.wait_text(OWNER, "resuming the session", after=mark)
+            assert fake.callback_answers[query]["text"] == "Done."
+            done = await fake.wait_text(OWNER, "done", timeout_s=60, after=mark)
+            assert "Resumed and finished." in done.params["text"]
+            for r in anthropic.requests_for("MARK-KILL"): print("REQ", r["roles"], repr(r["last_user_text"][-300:]))
+            last = anthropic.requests_for("MARK-KILL")[-1]
+            assert "was interrupted because the bot process stopped" in str(last["messages"])
+        finally:
+            if bot.returncode is None:
+                bot.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(bot.wait(), 20)
+                except TimeoutError:
+                    bot.kill()
+            for proc in _sleepers():
+                proc.kill()
+    assert bot.returncode is not None

@@ -1,0 +1,120 @@
+"""The Store on a real SQLite file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.store import Store, TurnOutcome
+from bot.store.schema import MIGRATIONS
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
+    yield store
+    await store.close()
+
+
+def new(prompt: str = "fix the login", owner: int = 1) -> NewTask:
+    return NewTask(owner_id=owner, chat_id=owner, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+                   prompt=prompt, cwd=Path("/tmp"))
+
+
+async def test_migrations_are_idempotent_and_recorded(tmp_path):
+    url = f"sqlite+aiosqlite:///{tmp_path}/m.sqlite"
+    for _ in range(2):
+        store = await Store.open(url)
+        async with store.engine.connect() as conn:
+            version = (await conn.exec_driver_sql("SELECT version FROM schema_version")).scalar()
+            mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
+        await store.close()
+        assert version == len(MIGRATIONS) and mode == "wal"
+
+
+async def test_a_turn_is_claimed_once(store):
+    task, turn = await store.tasks.create(new(), "fix-login")
+    assert task.label == "#1 fix-login" and task.status is TaskStatus.QUEUED
+    claimed = await store.tasks.claim_turn(turn.id)
+    assert claimed.status is TaskStatus.RUNNING and claimed.started_at is not None
+    assert await store.tasks.claim_turn(turn.id) is None
+    assert (await store.tasks.get(task.id)).status is TaskStatus.RUNNING
+
+
+async def test_follow_ups_queue_behind_the_running_turn_in_order(store):
+    task, first = await store.tasks.create(new(), "t")
+    await store.tasks.claim_turn(first.id)
+    second = await store.tasks.add_turn(task.id, "two")
+    third = await store.tasks.add_turn(task.id, "three")
+    assert await store.tasks.next_queued_turn(task.id) is None  # one turn per task at a time
+    assert await store.tasks.claim_turn(second.id) is None
+    after = await store.tasks.finish_turn(first, TurnOutcome(TaskStatus.DONE, "ok", cost_usd=0.5))
+    assert after.status is TaskStatus.QUEUED and after.total_cost_usd == 0.5
+    assert (await store.tasks.next_queued_turn(task.id)).id == second.id
+    assert await store.tasks.claim_turn(third.id) is None  # not before the older one
+    assert (await store.tasks.claim_turn(second.id)).seq == 2
+
+
+async def test_cancelled_queued_turn_cannot_be_claimed(store):
+    task, turn = await store.tasks.create(new(), "t")
+    assert await store.tasks.cancel_queued(task.id) == 1
+    assert await store.tasks.claim_turn(turn.id) is None
+
+
+async def test_restart_interrupts_running_turns_and_requeues_queued(store):
+    running, turn = await store.tasks.create(new("a"), "a")
+    await store.tasks.claim_turn(turn.id)
+    waiting, queued_turn = await store.tasks.create(new("b"), "b")
+    await store.tasks.mark_submitted(queued_turn.id)
+    interrupted = await store.tasks.interrupt_running()
+    assert [t.id for t in interrupted] == [running.id]
+    assert interrupted[0].status is TaskStatus.INTERRUPTED
+    assert (await store.tasks.get_turn(turn.id)).status is TaskStatus.INTERRUPTED
+    assert await store.tasks.unsubmitted_task_ids() == []
+    await store.tasks.unsubmit_queued()
+    assert await store.tasks.unsubmitted_task_ids() == [waiting.id]
+
+
+async def test_transcript_is_read_back_as_a_tail(store):
+    task, turn = await store.tasks.create(new(), "t")
+    await store.transcript.append(task.id, turn.id, [("TextEmitted", {"text": str(i)})
+                                                     for i in range(100)])
+    tail = await store.transcript.tail(task.id, 3)
+    assert [line.body["text"] for line in tail] == ["97", "98", "99"]
+
+
+async def test_links_map_messages_to_tasks(store):
+    task, _ = await store.tasks.create(new(), "t")
+    await store.links.link(10, 500, task.id, "result")
+    await store.links.link(10, 500, task.id, "result")  # idempotent
+    assert await store.links.task_for(10, 500) == task.id
+    assert await store.links.task_for(10, 501) is None
+
+
+async def test_listing_and_archiving_are_per_owner(store):
+    mine, _ = await store.tasks.create(new(owner=1), "a")
+    theirs, _ = await store.tasks.create(new(owner=2), "b")
+    await store.tasks.set_status(mine.id, TaskStatus.DONE)
+    await store.tasks.set_status(theirs.id, TaskStatus.DONE)
+    assert [t.id for t in await store.tasks.list_for(1)] == [mine.id]
+    assert await store.tasks.archive_finished(1) == 1
+    assert (await store.tasks.get(theirs.id)).status is TaskStatus.DONE
+
+
+async def test_spend_ledger_per_user_and_day(store):
+    await store.spend.record(1, 1, 1, 0.25, 100, 20)
+    await store.spend.record(1, 1, 2, 0.5, 100, 20)
+    await store.spend.record(2, 2, 3, 9.0, 100, 20)
+    assert await store.spend.day_total(1, "2026-11-29") == 0.75
