@@ -77,3 +77,68 @@ async def test_detach_add_from_a_shell_reaches_the_user(tmp_path, claude_bin, ag
             await fake.wait_text(OWNER, "#1 mark-shell-tidy", timeout_s=10)
             done = await fake.wait_text(OWNER, "done", timeout_s=60)
             assert "Shell task finished." in done.params["text"]
+
+
+async def test_cancel_button_stops_the_turn_and_its_tools(tmp_path, claude_bin, agent_env,
+                                                          anthropic, workdir):
+    from tests.test_restart import SLEEP, _sleepers, _until
+
+    anthropic.script("MARK-CANCEL", [
+        {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+        {"text": "never"}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude MARK-CANCEL wait", OWNER)
+            ack = await fake.wait_text(OWNER, "#1 mark-cancel-wait")
+            await _until(lambda: bool(_sleepers()), 30)
+            query = await fake.press(OWNER, ack.result["message_id"], "t:cancel:1", OWNER)
+            await fake.wait_text(OWNER, "cancelled", timeout_s=20)
+            assert "cancelling" in fake.callback_answers[query]["text"]
+            assert _sleepers() == []
+            task = await app.store.tasks.get(1)
+            assert task.status is TaskStatus.CANCELLED
+            await fake.user_message("/cancel 1", OWNER)
+            await fake.wait_text(OWNER, "is not running or queued")
+
+
+async def test_turn_timeout_is_reported(tmp_path, claude_bin, agent_env, anthropic, workdir):
+    from tests.test_restart import SLEEP, _sleepers, _until
+
+    anthropic.script("MARK-SLOW", [
+        {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+        {"text": "never"}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
+                                 turn_timeout_s=4)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/detach MARK-SLOW wait", OWNER)
+            await fake.wait_text(OWNER, "timed out after", timeout_s=30)
+            await _until(lambda: not _sleepers(), 10)
+            assert (await app.store.tasks.get(1)).status is TaskStatus.TIMED_OUT
+
+
+async def test_long_answer_is_split_and_very_long_one_is_a_document(tmp_path, claude_bin,
+                                                                    agent_env, anthropic,
+                                                                    workdir):
+    paragraph = "word " * 150 + "\n\n"
+    medium = (paragraph * 16).strip()  # about 12,000 characters: a few messages
+    huge = (paragraph * 60).strip()  # about 45,000 characters: a document
+    anthropic.script("MARK-LONG", [{"text": medium + "\nEND-OF-MEDIUM"}, {"text": huge}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude MARK-LONG write a lot", OWNER)
+            await fake.wait_text(OWNER, "END-OF-MEDIUM", timeout_s=60)
+            chunks = [c for c in fake.calls if c.method == "sendMessage" and c.ok
+                      and "word word" in c.params["text"]]
+            assert len(chunks) >= 4
+            shown = "".join(c.result["text"] for c in chunks)
+            assert shown.count("word") == medium.count("word")  # nothing cut
+            third = chunks[2].result["message_id"]
+            await wait_linked(app, OWNER, third)
+            mark = len(fake.calls)
+            await fake.user_message("more please", OWNER, reply_to_message_id=third)
+            doc = await fake.wait_call("sendDocument", timeout_s=60, after=mark)
+            assert fake.files[doc.result["document"]["file_id"]].decode() == huge
+            assert (await app.store.tasks.last_turn(1)).seq == 2

@@ -280,7 +280,14 @@ class FakeTelegram:
             self._check_text(p["caption"], p.get("parse_mode"), max_len=1024)
         self._take_flood_token(chat_id)
         file_id = f"file{next(self._ids)}"
-        self.files[file_id] = p["document"]
+        document = p["document"]
+        if isinstance(document, str) and document.startswith("attach://"):
+            document = p[document.removeprefix("attach://")]
+        if not isinstance(document, bytes):
+            raise _ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
+        if len(document) > 50 * 1024 * 1024:
+            raise _ApiError(413, "Request Entity Too Large")
+        self.files[file_id] = document
         return self._bot_message(chat_id, document={"file_id": file_id,
                                                     "file_unique_id": file_id},
                                  caption=p.get("caption"))

@@ -48,3 +48,29 @@ async def wait_linked(app: App, chat_id: int, message_id: int, timeout_s: float 
         while (task_id := await app.store.links.task_for(chat_id, message_id)) is None:
             await asyncio.sleep(0.02)
     return task_id
+
+
+@contextlib.asynccontextmanager
+async def app_in_own_task(settings: Settings, **build_kwargs: object) -> AsyncIterator[App]:
+    """APScheduler's anyio cancel scopes must be left by the task that entered them; pytest
+    fixtures set up and tear down in different tasks, so the app lives in a task of its own."""
+    ready: asyncio.Future[App] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with build(settings, **build_kwargs) as app:  # type: ignore[arg-type]
+                ready.set_result(app)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    holder = asyncio.create_task(hold())
+    app = await asyncio.wait_for(ready, 60)
+    try:
+        yield app
+    finally:
+        stop.set()
+        await asyncio.wait_for(holder, 30)

@@ -1,0 +1,151 @@
+"""Unit tier: updates fed into the real Dispatcher (built by the composition root) with a
+recording session; a real SQLite file; no agent turn runs here unless a test asks for one."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+from aiogram.types import Update
+
+from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.settings import Settings
+from tests.support.fake_telegram import TOKEN
+from tests.support.harness import app_in_own_task
+from tests.support.recording_session import RecordingSession
+
+OWNER, OTHER, STRANGER = 111, 222, 999
+_ids = itertools.count(1)
+
+
+def message(text: str, user: int = OWNER, reply_to: int | None = None,
+            language: str = "en") -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "message_id": next(_ids), "date": int(time.time()), "text": text,
+        "chat": {"id": user, "type": "private"},
+        "from": {"id": user, "is_bot": False, "first_name": "U", "language_code": language}}
+    if text.startswith("/"):
+        msg["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
+    if reply_to is not None:
+        msg["reply_to_message"] = {"message_id": reply_to, "date": int(time.time()),
+                                   "chat": {"id": user, "type": "private"},
+                                   "from": {"id": 123456, "is_bot": True, "first_name": "D"},
+                                   "text": "earlier"}
+    return {"update_id": next(_ids), "message": msg}
+
+
+def press(data: str, user: int = OWNER, message_id: int = 1) -> dict[str, Any]:
+    return {"update_id": next(_ids), "callback_query": {
+        "id": f"cb{next(_ids)}", "chat_instance": "ci", "data": data,
+        "from": {"id": user, "is_bot": False, "first_name": "U"},
+        "message": {"message_id": message_id, "date": int(time.time()),
+                    "chat": {"id": user, "type": "private"}, "text": "x"}}}
+
+
+@pytest.fixture
+async def app(tmp_path, claude_bin, agent_env, workdir):
+    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER, OTHER}),
+                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
+                        max_prompt_chars=1000)  # type: ignore[call-arg]
+    session = RecordingSession()
+    async with app_in_own_task(settings, session=session, environ=agent_env) as app:
+        yield app
+
+
+async def feed(app, raw: dict[str, Any]) -> RecordingSession:
+    session: RecordingSession = app.bot.session
+    await app.dispatcher.feed_update(app.bot, Update.model_validate(raw, context={"bot": app.bot}))
+    return session
+
+
+async def test_start_and_help(app):
+    session = await feed(app, message("/start"))
+    session = await feed(app, message("/help"))
+    assert "Detach" in session.texts()[0] and "/detach" in session.texts()[1]
+
+
+async def test_startup_sets_the_command_menu(app):
+    await app.dispatcher.emit_startup(bot=app.bot)
+    (call,) = app.bot.session.sent("SetMyCommands")
+    assert {c.command for c in call.commands} >= {"detach", "claude", "tasks", "cancel"}
+
+
+@pytest.mark.parametrize("text", ["/detach", "/detach   ", "/claude"])
+async def test_empty_goal_gets_a_clear_reply(app, text):
+    session = await feed(app, message(text))
+    assert "Tell me what to do" in session.texts()[-1]
+    assert await app.store.tasks.list_for(None) == []
+
+
+async def test_huge_prompt_is_refused_with_the_numbers(app):
+    session = await feed(app, message("/detach " + "x" * 5000))
+    assert "5000 characters" in session.texts()[-1] and "1000" in session.texts()[-1]
+    assert await app.store.tasks.list_for(None) == []
+
+
+async def test_detach_acknowledges_with_label_state_and_cancel_button(app):
+    session = await feed(app, message("/detach Fix the flaky login test"))
+    (ack,) = session.sent()
+    assert "#1 fix-flaky-login" in ack.text and "queued" in ack.text
+    assert ack.reply_markup.inline_keyboard[0][0].callback_data == "t:cancel:1"
+    task = await app.store.tasks.get(1)
+    assert task.kind is TaskKind.DETACH and task.engine is Engine.CLAUDE
+
+
+@pytest.mark.parametrize("text", ["/cancel 42", "/cancel", "/cancel abc", "/result 42",
+                                  "/archive 42", "/archive"])
+async def test_unknown_ids_get_a_clear_reply(app, text):
+    session = await feed(app, message(text))
+    reply = session.texts()[-1]
+    assert "No task #42" in reply or "Give a task number" in reply
+
+
+async def _foreign_task(app) -> int:
+    task = await app.service.start(NewTask(owner_id=OTHER, chat_id=OTHER, engine=Engine.CLAUDE,
+                                           kind=TaskKind.DETACH, prompt="theirs",
+                                           cwd=app.settings.default_workdir, announced=False))
+    await app.service.cancel(OTHER, task.id)
+    return task.id
+
+
+async def test_a_user_cannot_see_or_touch_another_users_task(app):
+    task_id = await _foreign_task(app)
+    for text in (f"/cancel {task_id}", f"/result {task_id}", f"/archive {task_id}"):
+        session = await feed(app, message(text))
+        assert f"No task #{task_id}" in session.texts()[-1]
+    session = await feed(app, message("/tasks"))
+    assert "No tasks yet" in session.texts()[-1]
+    session = await feed(app, press(f"t:resume:{task_id}"))
+    (answer,) = session.sent("AnswerCallbackQuery")[-1:]
+    assert f"No task #{task_id}" in answer.text
+
+
+async def test_reply_to_an_unrelated_message(app):
+    session = await feed(app, message("continue please", reply_to=77777))
+    assert "does not belong to a task" in session.texts()[-1]
+
+
+async def test_unknown_command_and_plain_text(app):
+    session = await feed(app, message("/frobnicate"))
+    assert "don't know that command" in session.texts()[-1]
+    session = await feed(app, message("hello there"))
+    assert "/detach" in session.texts()[-1]
+
+
+@pytest.mark.parametrize("data", ["t:explode:1", "t:cancel:notanumber", "garbage", "t:resume:"])
+async def test_forged_or_stale_callback_data_changes_nothing(app, data):
+    session = await feed(app, press(data))
+    (answer,) = session.sent("AnswerCallbackQuery")
+    assert "no longer valid" in answer.text or "No task" in answer.text
+
+
+async def test_strangers_cause_no_action_and_get_one_refusal(app):
+    for _ in range(3):
+        session = await feed(app, message("/detach do evil", user=STRANGER))
+    await feed(app, press("t:cancel:1", user=STRANGER))
+    refusals = [t for t in session.texts() if "private Detach bot" in t]
+    assert len(refusals) == 1 and str(STRANGER) in refusals[0]
+    assert await app.store.tasks.list_for(None) == []
+    assert await app.store.audit.count("access_refused", STRANGER) == 4
