@@ -33,6 +33,7 @@ test: dev agents
 
 lint: dev
 	$(VENV)/bin/ruff check bot handlers executors tests
+	$(VENV)/bin/mypy bot handlers executors
 
 clean:
 	rm -rf $(VENV) agents/node_modules

@@ -17,6 +17,7 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.session.base import BaseSession
 from aiogram.client.telegram import TelegramAPIServer
 
+from bot.access import AccessPolicy
 from bot.errors import AgentNotInstalled, ConfigError
 from bot.intake import Intake, recover
 from bot.models import Engine
@@ -98,7 +99,8 @@ async def build(settings: Settings, session: BaseSession | None = None,
                               settings.max_prompt_chars, settings.default_workdir,
                               Engine(settings.default_engine))
         intake = Intake(store, queue, notifier, settings.intake_interval_s)
-        dispatcher = build_dispatcher(service, notifier, store, texts, settings.allowed_users)
+        access = AccessPolicy(settings.allowed_users, store)
+        dispatcher = build_dispatcher(service, access, texts)
         await recover(store, notifier)
         await stack.enter_async_context(pool)
         yield App(settings, store, bot, dispatcher, pool, service, intake)

@@ -18,12 +18,15 @@ class TaskAction(CallbackData, prefix="t"):
     @classmethod
     def buttons(cls, texts: Texts, locale: str, task_id: int, actions: list[str],
                 label: str | None = None) -> list[InlineKeyboardButton]:
-        prefix = f"{label}: " if label else ""
-        return [InlineKeyboardButton(
-            text=prefix + texts.get(locale, _BUTTON_KEYS[a]) if i == 0 else
-            texts.get(locale, _BUTTON_KEYS[a]),
-            callback_data=cls(action=a, task_id=task_id).pack()) for i, a in enumerate(actions)]
+        """One row of buttons; with ``label`` the first says which task the row is for."""
+        captions = [texts.get(locale, _BUTTON_KEYS[a]) for a in actions]
+        if label and captions:
+            captions[0] = f"{label}: {captions[0]}"
+        return [InlineKeyboardButton(text=caption, callback_data=cls(action=a, task_id=task_id)
+                                     .pack()) for a, caption in zip(actions, captions, strict=True)]
 
 
-def task_keyboard(texts: Texts, locale: str, task_id: int, actions: list[str]) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup(inline_keyboard=[TaskAction.buttons(texts, locale, task_id, actions)])
+def task_keyboard(texts: Texts, locale: str, task_id: int,
+                  actions: list[str]) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup(
+        inline_keyboard=[TaskAction.buttons(texts, locale, task_id, actions)])

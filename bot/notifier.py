@@ -9,8 +9,12 @@ import logging
 from collections.abc import Sequence
 
 from aiogram import Bot
-from aiogram.exceptions import (AiogramError, TelegramBadRequest, TelegramForbiddenError,
-                                TelegramRetryAfter)
+from aiogram.exceptions import (
+    AiogramError,
+    TelegramBadRequest,
+    TelegramForbiddenError,
+    TelegramRetryAfter,
+)
 from aiogram.types import BufferedInputFile, InlineKeyboardMarkup, Message
 
 from bot.callbacks import TaskAction, task_keyboard
@@ -30,12 +34,10 @@ class Notifier:
         self._store = store
         self._texts = texts
 
-    def status_text(self, locale: str, status: TaskStatus) -> str:
-        return self._texts.get(locale, f"status.{status.value}")
-
     async def acknowledge(self, task: Task, reply_to: int | None = None) -> None:
-        text = self._texts.get(task.locale, "task.ack", icon=STATUS_ICONS[task.status],
-                               label=task.label, status=self.status_text(task.locale, task.status),
+        loc = task.locale
+        text = self._texts.get(loc, "task.ack", icon=STATUS_ICONS[task.status], label=task.label,
+                               status=self._texts.status(loc, task.status),
                                title=_shorten(task.title, 300))
         await self.send(task, text, kind="ack", reply_to=reply_to,
                         markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
@@ -131,7 +133,8 @@ class Notifier:
                 log.warning("telegram refused a message: %s", exc.message)
                 return None
             except AiogramError as exc:
-                log.warning("telegram send failed (attempt %s): %s", attempt + 1, type(exc).__name__)
+                log.warning("telegram send failed (attempt %s): %s", attempt + 1,
+                            type(exc).__name__)
                 await asyncio.sleep(min(2 ** attempt, 30))
         log.error("telegram send gave up after %s attempts", SEND_ATTEMPTS)
         return None

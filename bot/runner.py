@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled
-from bot.models import (AgentEvent, Engine, SessionStarted, Task, TaskKind, TaskStatus,
-                        TurnFinished, TurnSpec)
+from bot.models import (
+    AgentEvent,
+    Engine,
+    SessionStarted,
+    Task,
+    TaskKind,
+    TaskStatus,
+    TurnFinished,
+    TurnSpec,
+)
 from bot.notifier import Notifier
 from bot.pool import StopReason, TurnControl
 from bot.ports import Executor

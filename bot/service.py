@@ -106,9 +106,14 @@ class TaskService:
         tasks = await self._store.tasks.list_for(user_id, statuses, LIST_LIMIT)
         return sorted(tasks, key=lambda t: (not t.status.active, -t.id))
 
-    async def result(self, user_id: int, task_id: int) -> tuple[Task, Turn | None]:
+    async def show_result(self, user_id: int, task_id: int) -> None:
+        """Send the last answer of a task again (as the completion card), or say there is none."""
         task = await self.get_own(user_id, task_id)
-        return task, await self._store.tasks.last_turn(task.id)
+        turn = await self._store.tasks.last_turn(task.id)
+        if turn is None or turn.status.active:
+            raise TaskStateError("tasks.no_result", label=task.label,
+                                 status=self._texts.status(task.locale, task.status))
+        await self._notifier.turn_finished(task, turn)
 
     async def cancel(self, user_id: int, task_id: int) -> Task:
         task = await self.get_own(user_id, task_id)
@@ -116,7 +121,7 @@ class TaskService:
         stopping = self._pool.cancel(task.id)
         if not stopping and not dropped:
             raise TaskStateError("error.not_active", label=task.label,
-                                 status=self._notifier.status_text(task.locale, task.status))
+                                 status=self._texts.status(task.locale, task.status))
         if not stopping:
             await self._store.tasks.set_status(task.id, TaskStatus.CANCELLED,
                                                only_from=[TaskStatus.QUEUED])
@@ -130,7 +135,7 @@ class TaskService:
             task = await self.get_own(user_id, parse_task_id(ref, "archive"))
             if task.status.active:
                 raise TaskStateError("error.still_active", label=task.label,
-                                     status=self._notifier.status_text(task.locale, task.status))
+                                     status=self._texts.status(task.locale, task.status))
             await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
             count = 1
         await self._store.audit.record("archived", user_id, None, ref)
@@ -142,6 +147,8 @@ class TaskService:
         preamble = self._texts.get(task.locale, "task.interrupted_preamble")
         await self._store.tasks.add_turn(task.id, f"{preamble}\n\n{last.prompt if last else ''}")
         await self._store.audit.record("resumed", user_id, task.id)
+        await self._notifier.send(task, self._texts.get(task.locale, "task.resumed",
+                                                        label=task.label), kind="status")
         await self._queue.kick(task.id)
         return task
 
@@ -150,13 +157,15 @@ class TaskService:
         await self._store.tasks.set_status(task.id, TaskStatus.FAILED,
                                            only_from=[TaskStatus.INTERRUPTED])
         await self._store.audit.record("marked_failed", user_id, task.id)
+        await self._notifier.send(task, self._texts.get(task.locale, "task.marked_failed",
+                                                        label=task.label), kind="status")
         return task
 
     async def _interrupted(self, user_id: int, task_id: int) -> Task:
         task = await self.get_own(user_id, task_id)
         if task.status is not TaskStatus.INTERRUPTED:
             raise TaskStateError("error.not_interrupted", label=task.label,
-                                 status=self._notifier.status_text(task.locale, task.status))
+                                 status=self._texts.status(task.locale, task.status))
         return task
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from typing import Annotated
 
 TELEGRAM_API_URL = "https://api.telegram.org"
 
@@ -50,7 +50,7 @@ class Settings(BaseSettings):
 
     @property
     def jobs_database_url(self) -> str:
-        """The job engine's own store: a separate, disposable SQLite file when the app is on SQLite."""
+        """The job engine's own, disposable store: a separate SQLite file when the app uses one."""
         url = self.resolved_database_url
         if url.startswith("sqlite"):
             return f"sqlite+aiosqlite:///{(self.data_dir / 'jobs.sqlite').resolve()}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import tomllib
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ class Texts:
         safe = {k: html.escape(v, quote=False) if isinstance(v, str) else v
                 for k, v in params.items()}
         return template.format(**safe)
+
+    def status(self, locale: str, status: StrEnum) -> str:
+        return self.get(locale, f"status.{status.value}")
 
     def raw(self, locale: str, key: str, **params: Any) -> str:
         """Like ``get`` for params that are already HTML."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -13,8 +15,16 @@ from typing import Any
 import anyio
 
 from bot.errors import AgentCrashed, AgentNotInstalled
-from bot.models import (AgentEvent, SessionStarted, TextEmitted, ToolCalled, ToolFinished,
-                        TurnFinished, TurnSpec, Usage)
+from bot.models import (
+    AgentEvent,
+    SessionStarted,
+    TextEmitted,
+    ToolCalled,
+    ToolFinished,
+    TurnFinished,
+    TurnSpec,
+    Usage,
+)
 from executors.process import StderrTail, agent_env, read_lines, spawn, stop_tree
 
 log = logging.getLogger(__name__)
@@ -35,9 +45,10 @@ class ClaudeExecutor:
         self._grace_s = cancel_grace_s
 
     def argv(self, spec: TurnSpec) -> list[str]:
-        if not self._binary:
+        binary = shutil.which(self._binary) if self._binary else None
+        if binary is None:
             raise AgentNotInstalled(self.engine, self._binary)
-        argv = [self._binary, "-p", "--output-format", "stream-json", "--verbose"]
+        argv = [binary, "-p", "--output-format", "stream-json", "--verbose"]
         if spec.model:
             argv += ["--model", spec.model]
         if spec.resume_session_id:
@@ -73,9 +84,10 @@ class ClaudeExecutor:
         finished = False
         try:
             assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(spec.prompt.encode())
-            await proc.stdin.drain()
-            proc.stdin.close()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(spec.prompt.encode())  # an early exit is judged below
+                await proc.stdin.drain()
+                proc.stdin.close()
             async for line in read_lines(proc.stdout):
                 for event in parse_line(line):
                     finished = finished or isinstance(event, TurnFinished)

@@ -8,8 +8,7 @@ from aiogram import Router
 from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
-from bot.models import Engine, TaskKind, TaskStatus
-from bot.notifier import Notifier
+from bot.models import Engine, TaskKind
 from bot.render import STATUS_ICONS, age
 from bot.service import TaskService, parse_task_id
 from bot.texts import Texts
@@ -33,8 +32,7 @@ def router() -> Router:
                                     engine=Engine.CLAUDE, reply_to=message.message_id)
 
     @r.message(Command("tasks"))
-    async def on_tasks(message: Message, tasks: TaskService, notifier: Notifier, texts: Texts,
-                       locale: str) -> None:
+    async def on_tasks(message: Message, tasks: TaskService, texts: Texts, locale: str) -> None:
         found = await tasks.list(message.from_user.id)  # type: ignore[union-attr]
         if not found:
             await message.answer(texts.get(locale, "tasks.empty"))
@@ -42,20 +40,14 @@ def router() -> Router:
         now = datetime.now(UTC)
         lines = [texts.get(locale, "tasks.header")] + [texts.get(
             locale, "tasks.line", icon=STATUS_ICONS[t.status], label=t.label,
-            status=notifier.status_text(locale, t.status), age=age(t.updated_at, now))
+            status=texts.status(locale, t.status), age=age(t.updated_at, now))
             for t in found]
         await message.answer("\n".join(lines))
 
     @r.message(Command("result"))
-    async def on_result(message: Message, command: CommandObject, tasks: TaskService,
-                        notifier: Notifier, texts: Texts, locale: str) -> None:
-        task, turn = await tasks.result(message.from_user.id,  # type: ignore[union-attr]
-                                        parse_task_id(command.args or "", "result"))
-        if turn is None or turn.status in (TaskStatus.QUEUED, TaskStatus.RUNNING):
-            await message.answer(texts.get(locale, "tasks.no_result", label=task.label,
-                                           status=notifier.status_text(locale, task.status)))
-            return
-        await notifier.turn_finished(task, turn)
+    async def on_result(message: Message, command: CommandObject, tasks: TaskService) -> None:
+        await tasks.show_result(message.from_user.id,  # type: ignore[union-attr]
+                                parse_task_id(command.args or "", "result"))
 
     @r.message(Command("cancel"))
     async def on_cancel(message: Message, command: CommandObject, tasks: TaskService,

@@ -43,7 +43,8 @@ async def test_text_turn(claude_bin, agent_env, anthropic, workdir):
 
 async def test_prompt_that_looks_like_a_flag_is_a_prompt(claude_bin, agent_env, anthropic, workdir):
     anthropic.script("--MARK-FLAG", [{"text": "fine"}])
-    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("--MARK-FLAG --help", workdir))
+    executor = ClaudeExecutor(claude_bin, agent_env)
+    events = await collect(executor, spec("--MARK-FLAG --help", workdir))
     assert isinstance(events[-1], TurnFinished) and events[-1].result_text == "fine"
 
 

@@ -94,7 +94,9 @@ async def test_cancel_button_stops_the_turn_and_its_tools(tmp_path, claude_bin, 
             await _until(lambda: bool(_sleepers()), 30)
             query = await fake.press(OWNER, ack.result["message_id"], "t:cancel:1", OWNER)
             await fake.wait_text(OWNER, "cancelled", timeout_s=20)
-            assert "cancelling" in fake.callback_answers[query]["text"]
+            answer = await fake.wait_call("answerCallbackQuery",
+                                          lambda c: c.params["callback_query_id"] == query)
+            assert "cancelling" in answer.params["text"]
             assert _sleepers() == []
             task = await app.store.tasks.get(1)
             assert task.status is TaskStatus.CANCELLED

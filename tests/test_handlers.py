@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiogram.types import Update
 
-from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.models import Engine, NewTask, TaskKind
 from bot.settings import Settings
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task

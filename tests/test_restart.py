@@ -83,10 +83,11 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
             await fake.wait_call("setMyCommands", after=mark)
             query = await fake.press(OWNER, notice.result["message_id"], resume, OWNER)
             await fake.wait_text(OWNER, "resuming the session", after=mark)
-            assert fake.callback_answers[query]["text"] == "Done."
+            answer = await fake.wait_call("answerCallbackQuery",
+                                          lambda c: c.params["callback_query_id"] == query)
+            assert answer.params["text"] == "Done."
             done = await fake.wait_text(OWNER, "done", timeout_s=60, after=mark)
             assert "Resumed and finished." in done.params["text"]
-            for r in anthropic.requests_for("MARK-KILL"): print("REQ", r["roles"], repr(r["last_user_text"][-300:]))
             last = anthropic.requests_for("MARK-KILL")[-1]
             assert "was interrupted because the bot process stopped" in str(last["messages"])
         finally:

@@ -13,7 +13,7 @@ __all__ = ["Store", "TranscriptLine", "TurnOutcome"]
 
 
 class Store:
-    """The app's record of truth, on SQLite (aiosqlite, WAL) or PostgreSQL through SQLAlchemy Core."""
+    """The app's record of truth: SQLAlchemy Core on SQLite (aiosqlite, WAL) or PostgreSQL."""
 
     def __init__(self, engine: AsyncEngine, clock: Clock = utcnow) -> None:
         self.engine = engine

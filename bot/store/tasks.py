@@ -60,12 +60,12 @@ class TaskRepo:
     async def create(self, new: NewTask, slug: str) -> tuple[Task, Turn]:
         now = self._clock()
         async with self._engine.begin() as conn:
-            task_id = (await conn.execute(tasks.insert().values(
+            inserted = await conn.execute(tasks.insert().values(
                 owner_id=new.owner_id, chat_id=new.chat_id, engine=new.engine.value,
                 kind=new.kind.value, slug=slug, title=new.prompt[:200], cwd=str(new.cwd),
                 model=new.model, status=TaskStatus.QUEUED.value, locale=new.locale,
-                announced=new.announced, created_at=now, updated_at=now,
-            ))).inserted_primary_key[0]
+                announced=new.announced, created_at=now, updated_at=now))
+            task_id = int(inserted.inserted_primary_key[0])  # type: ignore[index]
             turn_id = await self._insert_turn(conn, task_id, 1, new.prompt)
         return await self.get(task_id), await self.get_turn(turn_id)  # type: ignore[return-value]
 
