@@ -29,6 +29,8 @@ run: venv
 	$(PY) -m bot run
 
 test: dev agents
+	$(VENV)/bin/ruff check bot handlers executors tests
+	$(VENV)/bin/mypy bot handlers executors
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) -m pytest -q
 
 lint: dev
