@@ -121,7 +121,8 @@ def _show(args: argparse.Namespace) -> int:
             print(f"detach: no task #{args.id}", file=sys.stderr)
             return 1
         print(f"{task.label}  [{task.status.value}]  engine={task.engine.value} "
-              f"model={task.model or 'default'}\ncwd: {task.cwd}\nsession: {task.session_id}")
+              f"model={task.model or 'default'}\ngoal: {task.title}\ncwd: {task.cwd}\n"
+              f"session: {task.session_id}")
         turn = await store.tasks.last_turn(task.id)
         if turn:
             print(f"\nturn {turn.seq} [{turn.status.value}] cost={turn.cost_usd}\n"

@@ -121,3 +121,26 @@ async def test_cancel_leaves_no_process_behind(claude_bin, agent_env, anthropic,
         await asyncio.wait_for(task, 15)
     assert any(isinstance(e, ToolCalled) for e in seen)
     assert _sleepers(marker) == []
+
+
+async def test_denied_tool_calls_are_reported_in_the_result(claude_bin, agent_env, anthropic,
+                                                            workdir):
+    anthropic.script("MARK-DENY", [
+        {"tool_use": {"name": "Bash", "input": {"command": "touch denied.txt",
+                                                 "description": "create"}}},
+        {"text": "I could not create the file."}])
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-DENY go", workdir))
+    final = events[-1]
+    assert not final.is_error and final.denials == ("Bash: touch denied.txt",)
+    assert not (workdir / "denied.txt").exists()
+
+
+def test_agents_never_see_the_bot_token_and_run_quiet():
+    from executors.process import agent_env
+    token = "123456:SECRET-TOKEN"
+    env = agent_env({"DETACH_BOT_TOKEN": token, "DETACH_DATA_DIR": "/x", "TG": f"x{token}",
+                     "ANTHROPIC_API_KEY": "sk-ant", "PATH": "/usr/bin"}, [token])
+    assert token not in "".join(env.values()) and "DETACH_DATA_DIR" not in env
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant" and env["PATH"] == "/usr/bin"
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert env["DISABLE_TELEMETRY"] == "1"

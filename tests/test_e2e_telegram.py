@@ -92,6 +92,9 @@ async def test_cancel_button_stops_the_turn_and_its_tools(tmp_path, claude_bin, 
             await fake.user_message("/claude MARK-CANCEL wait", OWNER)
             ack = await fake.wait_text(OWNER, "#1 mark-cancel-wait")
             await _until(lambda: bool(_sleepers()), 30)
+            tool_env = _sleepers()[0].environ()  # what the agent's tools inherit
+            assert "DETACH_BOT_TOKEN" not in tool_env and "TEST-TOKEN" not in str(tool_env)
+            assert tool_env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
             query = await fake.press(OWNER, ack.result["message_id"], "t:cancel:1", OWNER)
             await fake.wait_text(OWNER, "cancelled", timeout_s=20)
             answer = await fake.wait_call("answerCallbackQuery",
@@ -144,3 +147,23 @@ async def test_long_answer_is_split_and_very_long_one_is_a_document(tmp_path, cl
             doc = await fake.wait_call("sendDocument", timeout_s=60, after=mark)
             assert fake.files[doc.result["document"]["file_id"]].decode() == huge
             assert (await app.store.tasks.last_turn(1)).seq == 2
+
+
+async def test_failure_and_denials_are_explained(tmp_path, claude_bin, agent_env, anthropic,
+                                                 workdir):
+    anthropic.script("MARK-APIERR", [{"error": {"status": 400, "type": "invalid_request_error",
+                                                "message": "scripted overload"}}])
+    anthropic.script("MARK-DENIED", [
+        {"tool_use": {"name": "Bash", "input": {"command": "touch nope.txt",
+                                                 "description": "create"}}},
+        {"text": "Skipped the file."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/detach MARK-APIERR break", OWNER)
+            failed = await fake.wait_text(OWNER, "failed", timeout_s=60)
+            assert "scripted overload" in failed.params["text"]
+            assert (await app.store.tasks.get(1)).status is TaskStatus.FAILED
+            await fake.user_message("/detach MARK-DENIED create", OWNER)
+            denied = await fake.wait_text(OWNER, "Denied tool calls", timeout_s=60)
+            assert "touch nope.txt" in denied.params["text"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiogram.types import Update
 
-from bot.models import Engine, NewTask, TaskKind
+from bot.models import Engine, NewTask, TaskKind, TaskStatus
 from bot.settings import Settings
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task
@@ -149,3 +149,20 @@ async def test_strangers_cause_no_action_and_get_one_refusal(app):
     assert len(refusals) == 1 and str(STRANGER) in refusals[0]
     assert await app.store.tasks.list_for(None) == []
     assert await app.store.audit.count("access_refused", STRANGER) == 4
+
+
+async def test_mark_failed_button_on_an_interrupted_task(app):
+    task, _ = await app.store.tasks.create(NewTask(  # queued, never submitted: no intake here
+        owner_id=OWNER, chat_id=OWNER, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+        prompt="x", cwd=app.settings.default_workdir), "x")
+    session = await feed(app, press(f"t:fail:{task.id}"))
+    answer = session.sent("AnswerCallbackQuery")[-1]
+    assert "not interrupted" in answer.text  # only interrupted tasks can be marked failed
+    await app.store.tasks.cancel_queued(task.id)
+    await app.store.tasks.set_status(task.id, TaskStatus.INTERRUPTED)
+    session = await feed(app, press(f"t:fail:{task.id}"))
+    assert session.sent("AnswerCallbackQuery")[-1].text == "Done."
+    assert "marked failed" in session.texts()[-1]
+    assert (await app.store.tasks.get(task.id)).status is TaskStatus.FAILED
+    session = await feed(app, press(f"t:fail:{task.id}"))  # a second tap changes nothing
+    assert "not interrupted" in session.sent("AnswerCallbackQuery")[-1].text

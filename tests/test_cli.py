@@ -1,0 +1,45 @@
+"""The `detach` console script against a real SQLite file (no bot running)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def detach(tmp_path, *args: str, users: str = "111") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_ALLOWED_USERS": users}
+    env.pop("DETACH_BOT_TOKEN", None)
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_add_list_show_archive(tmp_path):
+    added = detach(tmp_path, "add", "--model", "sonnet", "Summarise", "the", "error", "logs")
+    assert added.returncode == 0, added.stderr
+    assert "#1 summarise-error-logs queued" in added.stdout
+    listed = detach(tmp_path, "list")
+    assert "#1 summarise-error-logs" in listed.stdout and "queued" in listed.stdout
+    shown = detach(tmp_path, "show", "1")
+    assert "model=sonnet" in shown.stdout and "Summarise the error logs" in shown.stdout
+    refused = detach(tmp_path, "archive", "1")
+    assert refused.returncode == 1 and "still active" in refused.stderr
+    assert detach(tmp_path, "show", "99").returncode == 1
+
+
+def test_add_needs_someone_to_report_to(tmp_path):
+    result = detach(tmp_path, "add", "goal", users="")
+    assert result.returncode == 2 and "DETACH_ALLOWED_USERS" in result.stderr
+
+
+def test_run_without_a_token_says_how_to_get_one(tmp_path):
+    result = detach(tmp_path, "run")
+    assert result.returncode == 2
+    assert "@BotFather" in result.stderr and "DETACH_BOT_TOKEN" in result.stderr
+
+
+def test_make_run_target_exists_and_uses_the_console_entry():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "run: venv" in makefile and "-m bot run" in makefile
