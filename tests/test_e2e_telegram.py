@@ -167,3 +167,29 @@ async def test_failure_and_denials_are_explained(tmp_path, claude_bin, agent_env
             await fake.user_message("/detach MARK-DENIED create", OWNER)
             denied = await fake.wait_text(OWNER, "Denied tool calls", timeout_s=60)
             assert "touch nope.txt" in denied.params["text"]
+
+
+async def test_follow_up_queues_behind_a_running_turn_and_tasks_run_in_parallel(
+        tmp_path, claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-SLOWA", [{"text": "A first", "delay": 3}, {"echo": True}])
+    anthropic.script("MARK-SLOWB", [{"text": "B first", "delay": 3}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude MARK-SLOWA go", OWNER)
+            ack = await fake.wait_text(OWNER, "#1 mark-slowa-go")
+            await fake.user_message("/claude MARK-SLOWB go", OWNER)
+            await fake.wait_text(OWNER, "#2 mark-slowb-go")
+            await wait_linked(app, OWNER, ack.result["message_id"])
+            await fake.user_message("then this", OWNER,
+                                    reply_to_message_id=ack.result["message_id"])
+            await fake.wait_text(OWNER, "after the running turn")
+            await fake.wait_text(OWNER, "B first", timeout_s=60)
+            first = await fake.wait_text(OWNER, "A first", timeout_s=60)
+            second = await fake.wait_text(OWNER, "ECHO", timeout_s=60)
+            assert second.at > first.at and "then this" in second.params["text"]
+            a1 = await app.store.tasks.get_turn(1)
+            b1 = await app.store.tasks.get_turn(2)
+            a2 = await app.store.tasks.get_turn(3)
+            assert b1.started_at < a1.finished_at  # two tasks at once
+            assert a2.started_at >= a1.finished_at  # one turn per task at a time

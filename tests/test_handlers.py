@@ -103,10 +103,10 @@ async def test_unknown_ids_get_a_clear_reply(app, text):
 
 
 async def _foreign_task(app) -> int:
-    task = await app.service.start(NewTask(owner_id=OTHER, chat_id=OTHER, engine=Engine.CLAUDE,
-                                           kind=TaskKind.DETACH, prompt="theirs",
-                                           cwd=app.settings.default_workdir, announced=False))
-    await app.service.cancel(OTHER, task.id)
+    task, _ = await app.store.tasks.create(NewTask(
+        owner_id=OTHER, chat_id=OTHER, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+        prompt="theirs", cwd=app.settings.default_workdir), "theirs")
+    await app.store.tasks.set_status(task.id, TaskStatus.INTERRUPTED)
     return task.id
 
 

@@ -100,3 +100,38 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
             for proc in _sleepers():
                 proc.kill()
     assert bot.returncode is not None
+
+
+async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(tmp_path, claude_bin,
+                                                                       agent_env, anthropic,
+                                                                       workdir):
+    """What `systemctl stop` does: the bot stops its agents (no orphans) and exits promptly; the
+    turn it stopped is offered for resume at the next start."""
+    anthropic.script("MARK-TERM", [
+        {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+        {"text": "after"}])
+    async with FakeTelegram() as fake:
+        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
+               "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_TELEGRAM_API_URL": fake.base_url,
+               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        bot = await _start_bot(tmp_path, env)
+        try:
+            await fake.user_message("/detach MARK-TERM wait", OWNER)
+            await _until(lambda: bool(_sleepers()), 30)
+            bot.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(bot.wait(), 15) == 0
+            assert _sleepers() == []
+            mark = len(fake.calls)
+            bot = await _start_bot(tmp_path, env)
+            notice = await fake.wait_text(OWNER, "restarted while these tasks were running",
+                                          timeout_s=30, after=mark)
+            assert "#1 mark-term-wait" in notice.params["text"]
+        finally:
+            if bot.returncode is None:
+                bot.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(bot.wait(), 20)
+                except TimeoutError:
+                    bot.kill()
+            for proc in _sleepers():
+                proc.kill()
