@@ -33,6 +33,9 @@ test: dev agents
 	$(VENV)/bin/mypy bot handlers executors
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) -m pytest -q
 
+bench: dev agents
+	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
+
 lint: dev
 	$(VENV)/bin/ruff check bot handlers executors tests
 	$(VENV)/bin/mypy bot handlers executors

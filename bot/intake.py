@@ -33,11 +33,12 @@ class Intake:
             await asyncio.sleep(self._interval_s)
 
     async def poll_once(self) -> None:
-        for task in await self._store.tasks.unannounced():
+        fresh = await self._store.tasks.unannounced()
+        await self._queue.kick_unsubmitted()
+        for task in fresh:
             await self._store.tasks.set_announced(task.id)
             log.info("task %s picked up from the shell", task.id)
             await self._notifier.acknowledge(task)
-        await self._queue.kick_unsubmitted()
 
 
 async def recover(store: Store, notifier: Notifier) -> list[Task]:

@@ -9,13 +9,16 @@ the engine runs twice does nothing the second time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Self
 
 from apscheduler import AsyncScheduler, TaskDefaults
+from apscheduler.abc import DataStore
+from apscheduler.datastores.memory import MemoryDataStore
 from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
 
 from bot.store.db import make_engine
@@ -26,16 +29,43 @@ log = logging.getLogger(__name__)
 class StopReason(StrEnum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+    SHUTDOWN = "shutdown"  # the turn is left for recovery at the next start
+
+
+class Phase(StrEnum):
+    STARTING = "starting"  # claiming its row: a stop is remembered, applied on entering RUNNING
+    RUNNING = "running"  # the agent runs: a stop cancels it at once
+    FINISHING = "finishing"  # writing the outcome: too late to stop
 
 
 @dataclass(slots=True)
 class TurnControl:
-    """Handed to the turn handler: why it was stopped, if the pool stopped it."""
+    """Handed to the turn handler: why it was stopped, and which part of it may be stopped."""
 
     task_id: int
     turn_id: int
     reason: StopReason | None = None
+    phase: Phase = Phase.STARTING
     _job: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def request_stop(self, reason: StopReason) -> bool:
+        if self.phase is Phase.FINISHING:
+            return False
+        self.reason = self.reason or reason
+        if self.phase is Phase.RUNNING and self._job is not None:
+            self._job.cancel()
+        return True
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """The stoppable part of a turn; a stop requested while starting applies here."""
+        if self.reason is not None:
+            raise asyncio.CancelledError
+        self.phase = Phase.RUNNING
+        try:
+            yield
+        finally:
+            self.phase = Phase.FINISHING
 
 
 TurnHandler = Callable[[int, TurnControl], Awaitable[None]]
@@ -43,6 +73,7 @@ TurnHandler = Callable[[int, TurnControl], Awaitable[None]]
 # pool identity -> running pool; the job function must be importable by module path.
 _POOLS: dict[str, JobPool] = {}
 TURN_TASK_ID = "bot.pool:run_turn_job"
+DRAIN_TIMEOUT_S = 20.0
 
 
 async def run_turn_job(pool_id: str, task_id: int, turn_id: int) -> None:
@@ -55,7 +86,7 @@ async def run_turn_job(pool_id: str, task_id: int, turn_id: int) -> None:
 
 
 class JobPool:
-    def __init__(self, jobs_url: str, identity: str, max_concurrent: int, timeout_s: float,
+    def __init__(self, jobs_url: str | None, identity: str, max_concurrent: int, timeout_s: float,
                  handler: TurnHandler) -> None:
         self._url = jobs_url
         self.identity = identity
@@ -66,7 +97,8 @@ class JobPool:
         self._scheduler: AsyncScheduler | None = None
 
     async def __aenter__(self) -> Self:
-        store = SQLAlchemyDataStore(make_engine(self._url))
+        store: DataStore = (MemoryDataStore() if self._url is None
+                            else SQLAlchemyDataStore(make_engine(self._url)))
         # APScheduler's default of one running job per task would serialise every turn; the cap
         # is max_concurrent_jobs. add_job by task id, since add_job(callable) re-applies defaults.
         self._scheduler = AsyncScheduler(store, identity=self.identity,
@@ -80,9 +112,23 @@ class JobPool:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        await self._drain()
         _POOLS.pop(self.identity, None)
         if self._scheduler is not None:
             await self._scheduler.__aexit__(None, None, None)
+
+    async def _drain(self) -> None:
+        """Stop our own turns first, with one plain cancel each: APScheduler's stop cancels
+        through anyio scopes that re-cancel every await, which would cut the turns' final
+        database writes (and their agents' clean stop) short."""
+        for task_id in list(self._running):
+            self.cancel(task_id, StopReason.SHUTDOWN)
+        deadline = asyncio.get_running_loop().time() + DRAIN_TIMEOUT_S
+        while self._running and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        if self._running:
+            log.warning("turns of tasks %s did not stop within %ss", sorted(self._running),
+                        DRAIN_TIMEOUT_S)
 
     async def submit(self, task_id: int, turn_id: int) -> None:
         assert self._scheduler is not None, "pool not started"
@@ -96,11 +142,7 @@ class JobPool:
     def cancel(self, task_id: int, reason: StopReason = StopReason.CANCELLED) -> bool:
         """Stop the turn of ``task_id`` running in this process; False if none runs here."""
         control = self._running.get(task_id)
-        if control is None or control._job is None:
-            return False
-        control.reason = control.reason or reason
-        control._job.cancel()
-        return True
+        return control is not None and control.request_stop(reason)
 
     async def run(self, task_id: int, turn_id: int) -> None:
         control = TurnControl(task_id, turn_id, _job=asyncio.current_task())
@@ -111,7 +153,7 @@ class JobPool:
             await self._handler(turn_id, control)
         except asyncio.CancelledError:
             if control.reason is None:
-                raise  # shutdown: the turn is left for recovery at the next start
+                raise  # APScheduler itself cancelled the job
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         finally:
             timer.cancel()

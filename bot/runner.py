@@ -55,12 +55,14 @@ class TurnRunner:
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         try:
-            outcome, denials = await self._drive(task, TurnSpec(
-                task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
-                model=task.model, resume_session_id=task.session_id,
-                append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None))
+            with control.running():
+                outcome, denials = await self._drive(task, TurnSpec(
+                    task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
+                    model=task.model, resume_session_id=task.session_id,
+                    append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH
+                    else None))
         except asyncio.CancelledError:
-            if control.reason is None:
+            if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
             outcome = TurnOutcome(status=TaskStatus(control.reason.value),
                                   error="cancelled by the user" if control.reason is

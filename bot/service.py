@@ -68,9 +68,9 @@ class TaskService:
             await self._store.links.link(new.chat_id, reply_to, task.id, "command")
         await self._store.audit.record("task_created", new.owner_id, task.id, new.engine.value)
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
+        await self._queue.kick(task.id)  # first: the ack must not delay the agent
         if new.announced:
             await self._notifier.acknowledge(task, reply_to=reply_to)
-        await self._queue.kick(task.id)
         return task
 
     async def follow_up(self, user_id: int, task_id: int, prompt: str,
@@ -84,8 +84,8 @@ class TaskService:
         turn = await self._store.tasks.add_turn(task.id, prompt)
         await self._store.audit.record("follow_up", user_id, task.id)
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
-        await self._notifier.followup_queued(task, running, reply_to)
         await self._queue.kick(task.id)
+        await self._notifier.followup_queued(task, running, reply_to)
         return turn
 
     async def get_own(self, user_id: int, task_id: int) -> Task:

@@ -49,12 +49,12 @@ class Settings(BaseSettings):
         return f"sqlite+aiosqlite:///{(self.data_dir / 'detach.sqlite').resolve()}"
 
     @property
-    def jobs_database_url(self) -> str:
-        """The job engine's own, disposable store: a separate SQLite file when the app uses one."""
+    def jobs_database_url(self) -> str | None:
+        """The job engine's own, disposable store: in memory when the app is on SQLite (one
+        process; queued turns are re-submitted from the app's tables at start), the shared
+        database when it is on PostgreSQL (scale-out workers)."""
         url = self.resolved_database_url
-        if url.startswith("sqlite"):
-            return f"sqlite+aiosqlite:///{(self.data_dir / 'jobs.sqlite').resolve()}"
-        return url
+        return None if url.startswith("sqlite") else url
 
     @property
     def default_workdir(self) -> Path:

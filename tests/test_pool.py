@@ -5,23 +5,37 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from bot.pool import JobPool, StopReason, TurnControl
 
 
 class Recorder:
-    def __init__(self, sleep_s: float) -> None:
+    def __init__(self, sleep_s: float, claim_s: float = 0.0) -> None:
         self.sleep_s = sleep_s
+        self.claim_s = claim_s
+        self.finished: set[int] = set()
         self.started: dict[int, float] = {}
         self.stopped: dict[int, StopReason | None] = {}
         self.t0 = time.monotonic()
 
     async def __call__(self, turn_id: int, control: TurnControl) -> None:
         self.started[turn_id] = time.monotonic() - self.t0
+        await asyncio.sleep(self.claim_s)  # claiming the turn's row: not stoppable yet
         try:
-            await asyncio.sleep(self.sleep_s)
+            with control.running():
+                await asyncio.sleep(self.sleep_s)
+            self.finished.add(turn_id)
         except asyncio.CancelledError:
+            await asyncio.sleep(0.2)  # final writes after a stop must not be cut short
             self.stopped[turn_id] = control.reason
             raise
+
+
+@pytest.fixture(params=["memory", "sqlalchemy"])
+def jobs_url(request, tmp_path) -> str | None:
+    """In memory (embedded default) and through the SQLAlchemy store (scale-out path)."""
+    return None if request.param == "memory" else f"sqlite+aiosqlite:///{tmp_path}/jobs.sqlite"
 
 
 async def _until(predicate, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]
@@ -30,9 +44,9 @@ async def _until(predicate, timeout_s: float = 10) -> None:  # type: ignore[no-u
             await asyncio.sleep(0.02)
 
 
-async def test_cap_is_honoured_and_tasks_run_in_parallel(tmp_path):
+async def test_cap_is_honoured_and_tasks_run_in_parallel(jobs_url):
     recorder = Recorder(1.0)
-    async with JobPool(f"sqlite+aiosqlite:///{tmp_path}/jobs.sqlite", "t1", 2, 60,
+    async with JobPool(jobs_url, "t1", 2, 60,
                        recorder) as pool:
         for n in (1, 2, 3):
             await pool.submit(task_id=n, turn_id=n)
@@ -42,9 +56,9 @@ async def test_cap_is_honoured_and_tasks_run_in_parallel(tmp_path):
     assert recorder.started[3] >= 0.9, recorder.started  # the third waits for a free slot
 
 
-async def test_timeout_stops_the_turn_with_a_reason(tmp_path):
+async def test_timeout_stops_the_turn_with_a_reason(jobs_url):
     recorder = Recorder(30)
-    async with JobPool(f"sqlite+aiosqlite:///{tmp_path}/jobs.sqlite", "t2", 2, 0.5,
+    async with JobPool(jobs_url, "t2", 2, 0.5,
                        recorder) as pool:
         await pool.submit(task_id=7, turn_id=70)
         await _until(lambda: 70 in recorder.stopped)
@@ -52,9 +66,9 @@ async def test_timeout_stops_the_turn_with_a_reason(tmp_path):
     assert recorder.stopped[70] is StopReason.TIMED_OUT
 
 
-async def test_cancel_by_task_id(tmp_path):
+async def test_cancel_by_task_id(jobs_url):
     recorder = Recorder(30)
-    async with JobPool(f"sqlite+aiosqlite:///{tmp_path}/jobs.sqlite", "t3", 2, 60,
+    async with JobPool(jobs_url, "t3", 2, 60,
                        recorder) as pool:
         assert pool.cancel(5) is False  # nothing runs for task 5
         await pool.submit(task_id=5, turn_id=50)
@@ -65,3 +79,41 @@ async def test_cancel_by_task_id(tmp_path):
         await pool.submit(task_id=6, turn_id=60)
         await _until(lambda: 60 in recorder.started)
     assert recorder.stopped[50] is StopReason.CANCELLED
+
+
+async def test_shutdown_lets_running_turns_finish_their_final_writes(jobs_url):
+    recorder = Recorder(30)
+    async with JobPool(jobs_url, "t4", 2, 60, recorder) as pool:
+        await pool.submit(task_id=8, turn_id=80)
+        await _until(lambda: pool.is_running(8))
+    assert recorder.stopped[80] is StopReason.SHUTDOWN
+
+
+async def test_a_stop_while_starting_applies_when_the_agent_would_start(jobs_url):
+    recorder = Recorder(30, claim_s=0.5)
+    async with JobPool(jobs_url, "t5", 2, 60, recorder) as pool:
+        await pool.submit(task_id=9, turn_id=90)
+        await _until(lambda: 90 in recorder.started)
+        assert pool.cancel(9) is True
+        await _until(lambda: 90 in recorder.stopped)
+    assert recorder.stopped[90] is StopReason.CANCELLED
+
+
+async def test_a_stop_after_the_agent_ended_is_refused(jobs_url):
+    recorder = Recorder(0.0)
+    finishing = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(turn_id: int, control: TurnControl) -> None:
+        with control.running():
+            pass
+        finishing.set()
+        await release.wait()  # writing the outcome, sending the card
+
+    async with JobPool(jobs_url, "t6", 2, 60, handler) as pool:
+        await pool.submit(task_id=4, turn_id=40)
+        await asyncio.wait_for(finishing.wait(), 10)
+        assert pool.cancel(4) is False  # too late: the outcome is being written
+        release.set()
+        await _until(lambda: not pool.is_running(4))
+    assert recorder.stopped == {}
