@@ -29,6 +29,7 @@ from bot.runner import TurnRunner
 from bot.service import TaskService
 from bot.settings import Settings
 from bot.store import Store
+from bot.telegram_retry import RetryMiddleware
 from bot.texts import Texts
 from executors.claude import PINNED_VERSION, ClaudeExecutor
 from handlers import build_dispatcher
@@ -51,6 +52,7 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
     if settings.bot_token is None:
         raise ConfigError("DETACH_BOT_TOKEN is not set")
     session = session or AiohttpSession(api=TelegramAPIServer.from_base(settings.telegram_api_url))
+    session.middleware(RetryMiddleware())
     return Bot(settings.bot_token.get_secret_value(), session=session,
                default=DefaultBotProperties(parse_mode="HTML", link_preview_is_disabled=True))
 

@@ -3,7 +3,6 @@ task, so that a reply to any of these messages continues it."""
 
 from __future__ import annotations
 
-import asyncio
 import html
 import logging
 from collections.abc import Sequence
@@ -13,7 +12,6 @@ from aiogram.exceptions import (
     AiogramError,
     TelegramBadRequest,
     TelegramForbiddenError,
-    TelegramRetryAfter,
 )
 from aiogram.types import BufferedInputFile, InlineKeyboardMarkup, Message
 
@@ -24,8 +22,6 @@ from bot.store import Store
 from bot.texts import Texts
 
 log = logging.getLogger(__name__)
-SEND_ATTEMPTS = 5
-MAX_RETRY_AFTER_S = 60.0
 
 
 class Notifier:
@@ -123,20 +119,14 @@ class Notifier:
         return message
 
     async def _call(self, make) -> Message | None:  # type: ignore[no-untyped-def]
-        """Send with bounded retries: honour 429 retry_after, back off on network/5xx errors."""
-        for attempt in range(SEND_ATTEMPTS):
-            try:
-                return await make()
-            except TelegramRetryAfter as exc:
-                await asyncio.sleep(min(float(exc.retry_after), MAX_RETRY_AFTER_S))
-            except (TelegramForbiddenError, TelegramBadRequest) as exc:
-                log.warning("telegram refused a message: %s", exc.message)
-                return None
-            except AiogramError as exc:
-                log.warning("telegram send failed (attempt %s): %s", attempt + 1,
-                            type(exc).__name__)
-                await asyncio.sleep(min(2 ** attempt, 30))
-        log.error("telegram send gave up after %s attempts", SEND_ATTEMPTS)
+        """Send (the session's RetryMiddleware already retried); a background notification that
+        still fails is logged, never raised into the turn that produced it."""
+        try:
+            return await make()
+        except (TelegramForbiddenError, TelegramBadRequest) as exc:
+            log.warning("telegram refused a message: %s", exc.message)
+        except AiogramError as exc:
+            log.error("telegram send failed after retries: %s", type(exc).__name__)
         return None
 
 

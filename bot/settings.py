@@ -58,7 +58,7 @@ class Settings(BaseSettings):
 
     @property
     def default_workdir(self) -> Path:
-        return (self.workdir or Path.cwd()).resolve()
+        return (self.workdir or Path.home()).resolve()
 
     def resolved_claude_bin(self) -> str | None:
         return self.claude_bin or shutil.which("claude")

@@ -166,3 +166,15 @@ async def test_mark_failed_button_on_an_interrupted_task(app):
     assert (await app.store.tasks.get(task.id)).status is TaskStatus.FAILED
     session = await feed(app, press(f"t:fail:{task.id}"))  # a second tap changes nothing
     assert "not interrupted" in session.sent("AnswerCallbackQuery")[-1].text
+
+
+@pytest.mark.parametrize(("code", "description", "retry_after"), [
+    (429, "Too Many Requests: retry after 1", 1),
+    (502, "Bad Gateway", None),
+])
+async def test_replies_survive_flood_control_and_server_errors(app, code, description,
+                                                               retry_after):
+    app.bot.session.fail_next("SendMessage", code, description, retry_after)
+    session = await feed(app, message("/help"))
+    sends = session.sent()
+    assert len(sends) == 2 and sends[0].text == sends[1].text  # the same reply, retried once
