@@ -8,6 +8,7 @@ import time
 import pytest
 
 from bot.pool import JobPool, StopReason, TurnControl
+from tests.support.postgres import postgres_database
 
 
 class Recorder:
@@ -32,10 +33,16 @@ class Recorder:
             raise
 
 
-@pytest.fixture(params=["memory", "sqlalchemy"])
-def jobs_url(request, tmp_path) -> str | None:
-    """In memory (embedded default) and through the SQLAlchemy store (scale-out path)."""
-    return None if request.param == "memory" else f"sqlite+aiosqlite:///{tmp_path}/jobs.sqlite"
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+async def jobs_url(request, tmp_path):
+    """In memory (the embedded default) and through the SQLAlchemy store (the scale-out path)."""
+    if request.param == "memory":
+        yield None
+    elif request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path}/jobs.sqlite"
+    else:
+        async with postgres_database() as url:
+            yield url
 
 
 async def _until(predicate, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]

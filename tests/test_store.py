@@ -10,6 +10,7 @@ import pytest
 from bot.models import Engine, NewTask, TaskKind, TaskStatus
 from bot.store import Store, TurnOutcome
 from bot.store.schema import MIGRATIONS
+from tests.support.postgres import postgres_database
 
 
 class Clock:
@@ -21,11 +22,18 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-async def store(tmp_path):
-    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
-    yield store
-    await store.close()
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request, tmp_path):
+    """The same Store code on a real SQLite file and on the machine's PostgreSQL."""
+    if request.param == "sqlite":
+        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
+        yield store
+        await store.close()
+        return
+    async with postgres_database() as url:
+        store = await Store.open(url, Clock())
+        yield store
+        await store.close()
 
 
 def new(prompt: str = "fix the login", owner: int = 1) -> NewTask:
