@@ -18,6 +18,8 @@ from aiogram.client.session.base import BaseSession
 from aiogram.client.telegram import TelegramAPIServer
 
 from bot.access import AccessPolicy
+from bot.approval_answers import ApprovalAnswers
+from bot.approvals import ApprovalDesk
 from bot.errors import AgentNotInstalled, ConfigError
 from bot.intake import Intake, recover
 from bot.models import Engine
@@ -96,14 +98,16 @@ async def build(settings: Settings, session: BaseSession | None = None,
         pool = JobPool(settings.jobs_database_url, f"detach-{socket.gethostname()}",
                        settings.max_concurrent_turns, settings.turn_timeout_s, handle)
         queue = TurnQueue(store, pool)
-        runner = TurnRunner(store, executors, notifier, queue)
+        desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s)
+        runner = TurnRunner(store, executors, notifier, queue, desk, settings.auto_allowed_tools)
         service = TaskService(store, pool, queue, notifier, texts, executors,
                               settings.max_prompt_chars, settings.default_workdir,
-                              Engine(settings.default_engine))
+                              Engine(settings.default_engine), settings.approval_mode)
+        answers = ApprovalAnswers(store, desk, notifier, texts)
         intake = Intake(store, queue, notifier, settings.intake_interval_s)
         access = AccessPolicy(settings.allowed_users, store)
-        dispatcher = build_dispatcher(service, access, texts)
-        await recover(store, notifier)
+        dispatcher = build_dispatcher(service, answers, access, texts)
+        await recover(store, notifier, desk)
         await stack.enter_async_context(pool)
         yield App(settings, store, bot, dispatcher, pool, service, intake)
 

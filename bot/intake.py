@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections import defaultdict
 
+from bot.approvals import ApprovalDesk
 from bot.models import Task
 from bot.notifier import Notifier
 from bot.queue import TurnQueue
@@ -41,9 +42,11 @@ class Intake:
             await self._notifier.acknowledge(task)
 
 
-async def recover(store: Store, notifier: Notifier) -> list[Task]:
-    """At start: turns left running by a dead process become interrupted, each owner gets one
-    message listing them; queued turns are re-submitted by the intake."""
+async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk) -> list[Task]:
+    """At start: questions nobody waits for expire, turns left running by a dead process become
+    interrupted and each owner gets one message listing them; queued turns are re-submitted by
+    the intake."""
+    await desk.expire_after_restart()
     interrupted = await store.tasks.interrupt_running()
     await store.tasks.unsubmit_queued()
     by_chat: dict[int, list[Task]] = defaultdict(list)

@@ -33,6 +33,12 @@ class Engine(StrEnum):
     CODEX = "codex"
 
 
+class ApprovalMode(StrEnum):
+    ASK = "ask"  # tool calls that need permission become buttons
+    AUTO = "auto"  # no prompts: the allowed tools come from settings
+    READONLY = "readonly"  # everything that needs permission is denied
+
+
 class TaskKind(StrEnum):
     DETACH = "detach"  # self-contained goal, no interaction
     SESSION = "session"  # an interactive agent session (/claude)
@@ -56,6 +62,7 @@ class Task:
     updated_at: datetime
     announced: bool
     total_cost_usd: float = 0.0
+    approval_mode: ApprovalMode = ApprovalMode.ASK
 
     @property
     def label(self) -> str:
@@ -99,6 +106,7 @@ class NewTask:
     locale: str = "en"
     model: str | None = None
     announced: bool = True
+    approval_mode: ApprovalMode = ApprovalMode.ASK
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +121,42 @@ class TurnSpec:
     resume_session_id: str | None = None
     append_system_prompt: str | None = None
     allowed_tools: tuple[str, ...] = ()
+    approval_mode: ApprovalMode = ApprovalMode.ASK
+
+
+# --- approvals: what an agent asks, and the answer it gets ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One of an agent's questions (Claude's AskUserQuestion) with its options."""
+
+    text: str
+    header: str
+    options: tuple[str, ...]
+    multi: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """A tool call waiting for permission; ``rule`` is what "Always" would remember."""
+
+    tool_name: str
+    tool_input: dict[str, Any]
+    tool_use_id: str
+    rule: str
+    blocked_path: str | None = None
+    questions: tuple[Question, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    """Allow or deny; ``message`` tells the agent why it was denied; ``answers`` carries the
+    chosen option labels of an agent's questions, keyed by question text."""
+
+    allow: bool
+    message: str = ""
+    answers: dict[str, str] | None = None
 
 
 # --- engine-neutral agent events -------------------------------------------------------------

@@ -118,6 +118,18 @@ class Notifier:
             await self._store.links.link(task.chat_id, message.message_id, task.id, kind)
         return message
 
+    async def edit(self, chat_id: int, message_id: int, text: str,
+                   markup: InlineKeyboardMarkup | None = None) -> None:
+        """Edit a message in place; without ``markup`` its buttons are removed."""
+        try:
+            await self._bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id,
+                                              reply_markup=markup)
+        except TelegramBadRequest as exc:
+            if "message is not modified" not in exc.message:
+                log.warning("telegram refused an edit: %s", exc.message)
+        except AiogramError as exc:
+            log.error("telegram edit failed after retries: %s", type(exc).__name__)
+
     async def _call(self, make) -> Message | None:  # type: ignore[no-untyped-def]
         """Send (the session's RetryMiddleware already retried); a background notification that
         still fails is logged, never raised into the turn that produced it."""

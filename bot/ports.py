@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from bot.models import AgentEvent, TurnSpec
+from bot.models import AgentEvent, ApprovalDecision, ApprovalRequest, TurnSpec
+
+
+class Approver(Protocol):
+    """Answers an agent's permission requests for one turn; every path but Allow is a deny."""
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision: ...
 
 
 class Executor(Protocol):
@@ -18,6 +24,6 @@ class Executor(Protocol):
 
     engine: str
 
-    def run(self, spec: TurnSpec) -> AsyncIterator[AgentEvent]: ...
+    def run(self, spec: TurnSpec, approver: Approver) -> AsyncIterator[AgentEvent]: ...
 
     async def version(self) -> str: ...

@@ -9,9 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bot.approvals import ApprovalDesk
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import (
     AgentEvent,
+    ApprovalMode,
     Engine,
     SessionStarted,
     Task,
@@ -39,11 +41,14 @@ TRANSCRIPT_BATCH = 25
 
 class TurnRunner:
     def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
-                 queue: TurnQueue) -> None:
+                 queue: TurnQueue, desk: ApprovalDesk,
+                 auto_allowed_tools: tuple[str, ...]) -> None:
         self._store = store
         self._executors = executors
         self._notifier = notifier
         self._queue = queue
+        self._desk = desk
+        self._auto_allowed_tools = auto_allowed_tools
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         turn = await self._store.tasks.claim_turn(turn_id)
@@ -55,12 +60,13 @@ class TurnRunner:
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         try:
+            spec = TurnSpec(
+                task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
+                model=task.model, resume_session_id=task.session_id,
+                append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
+                allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode)
             with control.running():
-                outcome, denials = await self._drive(task, TurnSpec(
-                    task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
-                    model=task.model, resume_session_id=task.session_id,
-                    append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH
-                    else None))
+                outcome, denials = await self._drive(task, spec)
         except asyncio.CancelledError:
             if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
@@ -91,6 +97,17 @@ class TurnRunner:
         await self._notifier.turn_finished(task, finished, denials)  # type: ignore[arg-type]
         await self._queue.kick(task.id)
 
+    async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
+        """Remembered grants of the owner for this engine and directory; in auto mode also the
+        tools from settings; in readonly mode nothing."""
+        if task.approval_mode is ApprovalMode.READONLY:
+            return ()
+        grants = await self._store.grants.active(task.owner_id, task.engine.value, task.cwd)
+        tools = tuple(g.pattern for g in grants)
+        if task.approval_mode is ApprovalMode.AUTO:
+            tools = self._auto_allowed_tools + tools
+        return tools
+
     async def _drive(self, task: Task, spec: TurnSpec) -> tuple[TurnOutcome, tuple[str, ...]]:
         executor = self._executors.get(task.engine)
         if executor is None:
@@ -98,7 +115,7 @@ class TurnRunner:
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
         try:
-            async for event in executor.run(spec):
+            async for event in executor.run(spec, self._desk.for_turn(task, spec.turn_id)):
                 if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                     await self._store.tasks.set_session(task.id, event.session_id)
                 if isinstance(event, TurnFinished):

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.errors import TaskNotFound, TaskStateError, UserInputError
-from bot.models import Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.notifier import Notifier
+from bot.options import approval_mode, split_options
 from bot.pool import JobPool
 from bot.ports import Executor
 from bot.queue import TurnQueue
@@ -23,7 +24,8 @@ LIST_LIMIT = 15
 class TaskService:
     def __init__(self, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
                  texts: Texts, executors: Mapping[Engine, Executor], max_prompt_chars: int,
-                 default_cwd: Path, default_engine: Engine) -> None:
+                 default_cwd: Path, default_engine: Engine,
+                 default_mode: ApprovalMode = ApprovalMode.ASK) -> None:
         self._store = store
         self._pool = pool
         self._queue = queue
@@ -33,6 +35,7 @@ class TaskService:
         self._max_prompt_chars = max_prompt_chars
         self._default_cwd = default_cwd
         self.default_engine = default_engine
+        self._default_mode = default_mode
 
     def validate_prompt(self, prompt: str, command: str) -> str:
         prompt = prompt.strip()
@@ -43,11 +46,13 @@ class TaskService:
                                  limit=self._max_prompt_chars)
         return prompt
 
-    async def start_from_chat(self, user_id: int, chat_id: int, kind: TaskKind, prompt: str,
+    async def start_from_chat(self, user_id: int, chat_id: int, kind: TaskKind, text: str,
                               locale: str, command: str, engine: Engine | None = None,
                               reply_to: int | None = None) -> Task:
-        """A task started by a Telegram command in the default working directory. A command
-        Telegram delivers twice (a restart before the update was confirmed) starts one task."""
+        """A task from a Telegram command: ``[key=value ...] prompt``, in the default working
+        directory. A command Telegram delivers twice (a restart before the update was
+        confirmed) starts one task."""
+        options, prompt = split_options(text)
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
             if existing is not None:
@@ -56,7 +61,8 @@ class TaskService:
                 return await self.get_own(user_id, existing)
         new = NewTask(owner_id=user_id, chat_id=chat_id, engine=engine or self.default_engine,
                       kind=kind, prompt=self.validate_prompt(prompt, command),
-                      cwd=self._default_cwd, locale=locale)
+                      cwd=self._default_cwd, locale=locale,
+                      approval_mode=approval_mode(options, self._default_mode))
         return await self.start(new, reply_to=reply_to)
 
     async def start(self, new: NewTask, reply_to: int | None = None) -> Task:

@@ -9,6 +9,8 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from bot.models import ApprovalMode
+
 TELEGRAM_API_URL = "https://api.telegram.org"
 
 
@@ -32,6 +34,11 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(default=20_000, ge=100)
     cancel_grace_s: float = Field(default=5.0, gt=0)
     intake_interval_s: float = Field(default=0.5, gt=0)
+    approval_timeout_s: float = Field(default=600, gt=0)
+    approval_mode: ApprovalMode = ApprovalMode.ASK
+    auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
+        "Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "Read", "Glob", "Grep", "LS",
+        "TodoWrite", "WebFetch", "WebSearch")
 
     @field_validator("allowed_users", mode="before")
     @classmethod
@@ -40,6 +47,13 @@ class Settings(BaseSettings):
             return frozenset(int(part) for part in value.replace(" ", "").split(",") if part)
         if isinstance(value, int):
             return frozenset({value})
+        return value
+
+    @field_validator("auto_allowed_tools", mode="before")
+    @classmethod
+    def _parse_tools(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
     @property

@@ -17,6 +17,9 @@ import anyio
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import (
     AgentEvent,
+    ApprovalMode,
+    ApprovalRequest,
+    Question,
     SessionStarted,
     TextEmitted,
     ToolCalled,
@@ -25,6 +28,7 @@ from bot.models import (
     TurnSpec,
     Usage,
 )
+from bot.ports import Approver
 from executors.process import StderrTail, agent_env, read_lines, spawn, stop_tree
 
 log = logging.getLogger(__name__)
@@ -34,7 +38,9 @@ _VERSION_RE = re.compile(r"(\d+\.\d+\.\d+)")
 
 
 class ClaudeExecutor:
-    """Runs ``claude -p --output-format stream-json --verbose``; the prompt goes in on stdin."""
+    """Runs ``claude -p`` with stream-json in and out. The prompt goes in as a JSON message on
+    stdin (it can never be read as a flag); in ``ask`` mode permission requests come back as
+    control requests on stdout (``--permission-prompt-tool stdio``) and are answered on stdin."""
 
     engine = "claude"
 
@@ -48,7 +54,10 @@ class ClaudeExecutor:
         binary = shutil.which(self._binary) if self._binary else None
         if binary is None:
             raise AgentNotInstalled(self.engine, self._binary)
-        argv = [binary, "-p", "--output-format", "stream-json", "--verbose"]
+        argv = [binary, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+                "--verbose"]
+        if spec.approval_mode is ApprovalMode.ASK:
+            argv += ["--permission-prompt-tool", "stdio"]
         if spec.model:
             argv += ["--model", spec.model]
         if spec.resume_session_id:
@@ -73,7 +82,7 @@ class ClaudeExecutor:
             raise AgentNotInstalled(self.engine, self._binary)
         return match.group(1)
 
-    async def run(self, spec: TurnSpec) -> AsyncIterator[AgentEvent]:
+    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncIterator[AgentEvent]:
         try:
             proc = await spawn(self.argv(spec), str(spec.cwd), self._env)
         except OSError as exc:
@@ -81,16 +90,21 @@ class ClaudeExecutor:
         log.info("task %s turn %s: claude pid %s started", spec.task_id, spec.turn_id, proc.pid)
         stderr = StderrTail()
         drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
+        channel = _Channel(proc, approver)
         finished = False
         try:
-            assert proc.stdin is not None and proc.stdout is not None
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(spec.prompt.encode())  # an early exit is judged below
-                await proc.stdin.drain()
-                proc.stdin.close()
+            assert proc.stdout is not None
+            await channel.send({"type": "user", "parent_tool_use_id": None, "session_id": "",
+                                "message": {"role": "user", "content": spec.prompt}})
             async for line in read_lines(proc.stdout):
-                for event in parse_line(line):
-                    finished = finished or isinstance(event, TurnFinished)
+                data = _json(line)
+                if data.get("type") == "control_request":
+                    channel.answer(data)
+                    continue
+                for event in parse_event(data):
+                    if isinstance(event, TurnFinished):
+                        finished = True
+                        channel.close()  # the turn is over: the CLI exits on EOF
                     yield event
             await asyncio.wait_for(proc.wait(), self._grace_s * 2)
             await asyncio.wait_for(drain, self._grace_s)
@@ -99,20 +113,106 @@ class ClaudeExecutor:
                                    stderr.text())
         finally:
             with anyio.CancelScope(shield=True):
+                await channel.aclose()
                 await stop_tree(proc, self._grace_s)
                 drain.cancel()
             log.info("task %s turn %s: claude pid %s ended rc=%s", spec.task_id, spec.turn_id,
                      proc.pid, proc.returncode)
 
 
-def parse_line(line: str) -> list[AgentEvent]:
-    """One stream-json line -> zero or more events. Unknown lines are ignored, never fatal."""
+class _Channel:
+    """The bot's side of the CLI's stdin: the prompt, and answers to control requests."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, approver: Approver) -> None:
+        self._proc = proc
+        self._approver = approver
+        self._lock = asyncio.Lock()
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        stdin = self._proc.stdin
+        if stdin is None or stdin.is_closing():
+            return
+        async with self._lock:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                stdin.write((json.dumps(message) + "\n").encode())
+                await stdin.drain()
+
+    def answer(self, data: dict[str, Any]) -> None:
+        """Answer without blocking the reader: a person may take minutes to decide."""
+        task = asyncio.create_task(self._answer(data))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _answer(self, data: dict[str, Any]) -> None:
+        request_id = str(data.get("request_id", ""))
+        request = data.get("request") or {}
+        if request.get("subtype") != "can_use_tool":
+            await self.send(_control_error(request_id, f"unsupported: {request.get('subtype')}"))
+            return
+        decision = await self._approver.decide(approval_request(request))
+        tool_input = request.get("input") or {}
+        if decision.answers is not None:  # AskUserQuestion: allowed, with the answers added
+            tool_input = {**tool_input, "answers": decision.answers}
+        body: dict[str, Any] = (  # always echo updatedInput on allow (2.1.197 requires it)
+            {"behavior": "allow", "updatedInput": tool_input}
+            if decision.allow else {"behavior": "deny", "message": decision.message})
+        await self.send({"type": "control_response", "response": {
+            "subtype": "success", "request_id": request_id, "response": body}})
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.is_closing():
+            self._proc.stdin.close()
+
+    async def aclose(self) -> None:
+        for task in list(self._pending):
+            task.cancel()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        self.close()
+
+
+def _control_error(request_id: str, error: str) -> dict[str, Any]:
+    return {"type": "control_response",
+            "response": {"subtype": "error", "request_id": request_id, "error": error}}
+
+
+def approval_request(request: dict[str, Any]) -> ApprovalRequest:
+    """A ``can_use_tool`` control request -> an engine-neutral ApprovalRequest."""
+    tool = str(request.get("tool_name") or "?")
+    tool_input = request.get("input") or {}
+    questions = tuple(
+        Question(text=str(q.get("question", "")), header=str(q.get("header", "")),
+                 options=tuple(str(o.get("label", "")) for o in q.get("options") or []),
+                 multi=bool(q.get("multiSelect")))
+        for q in tool_input.get("questions") or [] if isinstance(q, dict)
+    ) if tool == "AskUserQuestion" else ()
+    return ApprovalRequest(tool_name=tool, tool_input=tool_input,
+                           tool_use_id=str(request.get("tool_use_id", "")),
+                           rule=_suggested_rule(tool, request.get("permission_suggestions")),
+                           blocked_path=request.get("blocked_path"), questions=questions)
+
+
+def _suggested_rule(tool: str, suggestions: Any) -> str:
+    """The CLI's own suggested allow rule (e.g. ``Bash(npm test:*)``), else the whole tool."""
+    for suggestion in suggestions or []:
+        if suggestion.get("type") == "addRules" and suggestion.get("behavior") == "allow":
+            for rule in suggestion.get("rules") or []:
+                name, content = rule.get("toolName") or tool, rule.get("ruleContent")
+                return f"{name}({content})" if content else str(name)
+    return tool
+
+
+def _json(line: str) -> dict[str, Any]:
     try:
         data = json.loads(line)
     except json.JSONDecodeError:
-        return []
-    if not isinstance(data, dict):
-        return []
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def parse_event(data: dict[str, Any]) -> list[AgentEvent]:
+    """One stream-json object -> zero or more events. Unknown ones are ignored, never fatal."""
     kind = data.get("type")
     if kind == "system" and data.get("subtype") == "init" and data.get("session_id"):
         return [SessionStarted(str(data["session_id"]), data.get("model"))]

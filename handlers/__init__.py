@@ -6,19 +6,21 @@ from aiogram import Bot, Dispatcher
 from aiogram.types import BotCommand
 
 from bot.access import AccessPolicy
+from bot.approval_answers import ApprovalAnswers
 from bot.service import TaskService
 from bot.texts import DEFAULT_LOCALE, Texts
-from handlers import basics, buttons, errors, replies, tasks
+from handlers import approvals, basics, buttons, errors, replies, tasks
 from handlers.access import AllowListMiddleware
 
-COMMANDS = ("detach", "claude", "tasks", "result", "cancel", "archive", "help")
+COMMANDS = ("detach", "claude", "tasks", "result", "cancel", "archive", "grants", "help")
 
 
-def build_dispatcher(service: TaskService, access: AccessPolicy, texts: Texts) -> Dispatcher:
-    dp = Dispatcher(tasks=service, texts=texts)
+def build_dispatcher(service: TaskService, answers: ApprovalAnswers, access: AccessPolicy,
+                     texts: Texts) -> Dispatcher:
+    dp = Dispatcher(tasks=service, answers=answers, texts=texts)
     dp.update.outer_middleware(AllowListMiddleware(access, texts))
-    dp.include_routers(basics.router(), tasks.router(), buttons.router(), replies.router(),
-                       errors.router())
+    dp.include_routers(basics.router(), tasks.router(), approvals.router(), buttons.router(),
+                       replies.router(), errors.router())
 
     async def set_commands(bot: Bot) -> None:
         await bot.set_my_commands([BotCommand(command=c, description=texts.get(

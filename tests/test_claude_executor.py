@@ -11,16 +11,41 @@ import psutil
 import pytest
 
 from bot.errors import AgentCrashed
-from bot.models import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, TurnSpec
+from bot.models import (
+    ApprovalDecision,
+    ApprovalMode,
+    ApprovalRequest,
+    SessionStarted,
+    TextEmitted,
+    ToolCalled,
+    ToolFinished,
+    TurnFinished,
+    TurnSpec,
+)
 from executors.claude import ClaudeExecutor
 
 
-def spec(prompt: str, cwd: Path, resume: str | None = None) -> TurnSpec:
-    return TurnSpec(task_id=1, turn_id=1, prompt=prompt, cwd=cwd, resume_session_id=resume)
+def spec(prompt: str, cwd: Path, resume: str | None = None,
+         mode: ApprovalMode = ApprovalMode.ASK, allowed: tuple[str, ...] = ()) -> TurnSpec:
+    return TurnSpec(task_id=1, turn_id=1, prompt=prompt, cwd=cwd, resume_session_id=resume,
+                    approval_mode=mode, allowed_tools=allowed)
 
 
-async def collect(executor: ClaudeExecutor, turn: TurnSpec) -> list:
-    return [event async for event in executor.run(turn)]
+class Scripted:
+    """An Approver that answers from a list (deny when it runs out) and keeps the requests."""
+
+    def __init__(self, *decisions: ApprovalDecision) -> None:
+        self.decisions = list(decisions)
+        self.requests: list[ApprovalRequest] = []
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.requests.append(request)
+        return self.decisions.pop(0) if self.decisions else ApprovalDecision(False, "no")
+
+
+async def collect(executor: ClaudeExecutor, turn: TurnSpec, approver: Scripted | None = None
+                  ) -> list:
+    return [event async for event in executor.run(turn, approver or Scripted())]
 
 
 async def test_version_is_the_pinned_one(claude_bin, agent_env):
@@ -109,7 +134,7 @@ async def test_cancel_leaves_no_process_behind(claude_bin, agent_env, anthropic,
     seen: list = []
 
     async def consume() -> None:
-        async for event in executor.run(spec("MARK-CANCEL go", workdir)):
+        async for event in executor.run(spec("MARK-CANCEL go", workdir), Scripted()):
             seen.append(event)
 
     task = asyncio.create_task(consume())
@@ -129,7 +154,8 @@ async def test_denied_tool_calls_are_reported_in_the_result(claude_bin, agent_en
         {"tool_use": {"name": "Bash", "input": {"command": "touch denied.txt",
                                                  "description": "create"}}},
         {"text": "I could not create the file."}])
-    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-DENY go", workdir))
+    events = await collect(ClaudeExecutor(claude_bin, agent_env),
+                           spec("MARK-DENY go", workdir, mode=ApprovalMode.READONLY))
     final = events[-1]
     assert not final.is_error and final.denials == ("Bash: touch denied.txt",)
     assert not (workdir / "denied.txt").exists()
@@ -144,3 +170,60 @@ def test_agents_never_see_the_bot_token_and_run_quiet():
     assert env["ANTHROPIC_API_KEY"] == "sk-ant" and env["PATH"] == "/usr/bin"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert env["DISABLE_TELEMETRY"] == "1"
+
+
+async def test_approval_allowed_runs_the_tool(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-ALLOW", [
+        {"tool_use": {"name": "Bash", "input": {"command": "touch allowed.txt",
+                                                 "description": "create"}}},
+        {"text": "created"}])
+    approver = Scripted(ApprovalDecision(allow=True))
+    events = await collect(ClaudeExecutor(claude_bin, agent_env),
+                           spec("MARK-ALLOW go", workdir), approver)
+    (request,) = approver.requests
+    assert request.tool_name == "Bash" and request.tool_input["command"] == "touch allowed.txt"
+    assert request.rule == "Bash(touch allowed.txt)"
+    assert (workdir / "allowed.txt").exists() and events[-1].denials == ()
+
+
+async def test_approval_denied_carries_the_message(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-NO", [
+        {"tool_use": {"name": "Write", "input": {"file_path": str(workdir / "w.txt"),
+                                                  "content": "x"}}},
+        {"text": "skipped"}])
+    approver = Scripted(ApprovalDecision(allow=False, message="Denied from Telegram: MSG-42"))
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-NO go", workdir),
+                           approver)
+    assert approver.requests[0].rule == "Write"  # no rule suggested: the whole tool
+    results = [e for e in events if isinstance(e, ToolFinished)]
+    assert results[0].is_error and "MSG-42" in results[0].output
+    assert events[-1].denials and not (workdir / "w.txt").exists()
+    assert "MSG-42" in str(anthropic.requests_for("MARK-NO")[-1]["messages"])
+
+
+async def test_agent_question_answers_reach_the_model(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("MARK-ASK", [
+        {"tool_use": {"name": "AskUserQuestion", "input": {"questions": [{
+            "question": "Which color?", "header": "Color", "multiSelect": False,
+            "options": [{"label": "Red", "description": "r"},
+                        {"label": "Blue", "description": "b"}]}]}}},
+        {"echo": True}])
+    approver = Scripted(ApprovalDecision(allow=True, answers={"Which color?": "Blue"}))
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-ASK go", workdir),
+                           approver)
+    (request,) = approver.requests
+    assert request.questions[0].options == ("Red", "Blue")
+    assert '"Which color?"="Blue"' in events[-1].result_text
+
+
+async def test_auto_mode_uses_allowed_tools_and_never_asks(claude_bin, agent_env, anthropic,
+                                                           workdir):
+    anthropic.script("MARK-AUTO", [
+        {"tool_use": {"name": "Bash", "input": {"command": "touch auto.txt",
+                                                 "description": "create"}}},
+        {"text": "done"}])
+    approver = Scripted()
+    await collect(ClaudeExecutor(claude_bin, agent_env),
+                  spec("MARK-AUTO go", workdir, mode=ApprovalMode.AUTO, allowed=("Bash",)),
+                  approver)
+    assert approver.requests == [] and (workdir / "auto.txt").exists()

@@ -164,7 +164,7 @@ async def test_failure_and_denials_are_explained(tmp_path, claude_bin, agent_env
             failed = await fake.wait_text(OWNER, "failed", timeout_s=60)
             assert "scripted overload" in failed.params["text"]
             assert (await app.store.tasks.get(1)).status is TaskStatus.FAILED
-            await fake.user_message("/detach MARK-DENIED create", OWNER)
+            await fake.user_message("/detach mode=readonly MARK-DENIED create", OWNER)
             denied = await fake.wait_text(OWNER, "Denied tool calls", timeout_s=60)
             assert "touch nope.txt" in denied.params["text"]
 

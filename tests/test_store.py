@@ -126,3 +126,39 @@ async def test_spend_ledger_per_user_and_day(store):
     await store.spend.record(1, 1, 2, 0.5, 100, 20)
     await store.spend.record(2, 2, 3, 9.0, 100, 20)
     assert await store.spend.day_total(1, "2026-11-29") == 0.75
+
+
+async def test_a_version_1_database_is_migrated_in_place(tmp_path):
+    import sqlalchemy as sa
+
+    from bot.store.db import make_engine
+    from bot.store.schema import migrate
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/old.sqlite"
+    engine = make_engine(url)
+    async with engine.begin() as conn:  # what version 1 created, with a task in it
+        await conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        await conn.exec_driver_sql("INSERT INTO schema_version VALUES (1)")
+        await conn.exec_driver_sql(
+            "CREATE TABLE tasks (id INTEGER PRIMARY KEY, owner_id BIGINT NOT NULL, "
+            "chat_id BIGINT NOT NULL, engine VARCHAR(16) NOT NULL, kind VARCHAR(16) NOT NULL, "
+            "slug VARCHAR(64) NOT NULL, title TEXT NOT NULL, cwd TEXT NOT NULL, model VARCHAR(128),"
+            " status VARCHAR(16) NOT NULL, session_id VARCHAR(128), locale VARCHAR(8) NOT NULL "
+            "DEFAULT 'en', announced BOOLEAN NOT NULL DEFAULT 1, total_cost_usd FLOAT NOT NULL "
+            "DEFAULT 0, created_at DATETIME NOT NULL, updated_at DATETIME NOT NULL)")
+        await conn.exec_driver_sql(
+            "CREATE TABLE pending_questions (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, "
+            "turn_id INTEGER, kind VARCHAR(24) NOT NULL, payload TEXT NOT NULL DEFAULT '{}', "
+            "status VARCHAR(16) NOT NULL, chat_id BIGINT, message_id BIGINT, deadline DATETIME, "
+            "created_at DATETIME NOT NULL, answered_at DATETIME)")
+        await conn.exec_driver_sql(
+            "INSERT INTO tasks VALUES (1, 1, 1, 'claude', 'detach', 'old', 'old task', '/tmp', "
+            "NULL, 'done', NULL, 'en', 1, 0, '2026-01-01', '2026-01-01')")
+        assert await conn.run_sync(migrate) == len(MIGRATIONS)
+        columns = await conn.run_sync(lambda c: [x["name"] for x in sa.inspect(c).get_columns(
+            "tasks")])
+    await engine.dispose()
+    store = await Store.open(url)
+    task = await store.tasks.get(1)
+    await store.close()
+    assert "approval_mode" in columns and task.title == "old task"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.db import Clock, make_engine, utcnow
 from bot.store.records import AuditRepo, LinkRepo, SpendRepo, TranscriptLine, TranscriptRepo
 from bot.store.schema import migrate
 from bot.store.tasks import TaskRepo, TurnOutcome
 
-__all__ = ["Store", "TranscriptLine", "TurnOutcome"]
+__all__ = ["Grant", "PendingQuestion", "Store", "TranscriptLine", "TurnOutcome"]
 
 
 class Store:
@@ -22,6 +23,8 @@ class Store:
         self.links = LinkRepo(engine)
         self.spend = SpendRepo(engine, clock)
         self.audit = AuditRepo(engine, clock)
+        self.questions = QuestionRepo(engine, clock)
+        self.grants = GrantRepo(engine, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -32,6 +32,7 @@ tasks = sa.Table(
     sa.Column("total_cost_usd", sa.Float, nullable=False, server_default="0"),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("approval_mode", sa.String(16), nullable=False, server_default="ask"),  # v2
 )
 
 turns = sa.Table(
@@ -90,6 +91,7 @@ pending_questions = sa.Table(
     sa.Column("deadline", sa.DateTime(timezone=True)),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("answered_at", sa.DateTime(timezone=True)),
+    sa.Column("answer", sa.Text),  # v2
 )
 
 spend = sa.Table(
@@ -120,12 +122,42 @@ audit = sa.Table(
 )
 
 
+grants = sa.Table(
+    "grants",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("engine", sa.String(16), nullable=False),
+    sa.Column("cwd", sa.Text, nullable=False),
+    sa.Column("pattern", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("revoked_at", sa.DateTime(timezone=True)),
+    sa.Index("ix_grants_scope", "user_id", "engine", "cwd"),
+)
+
+V1_TABLES = [tasks, turns, transcript, message_links, pending_questions, spend, audit]
+
+
 def _v1(conn: Connection) -> None:
-    metadata.create_all(conn, tables=[t for t in metadata.sorted_tables if t is not schema_version])
+    metadata.create_all(conn, tables=V1_TABLES)
 
 
-# Append-only: migration N brings the schema from version N-1 to N.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
+    """Add a column unless the table already has it (tables are created in their latest shape)."""
+    if column not in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+        conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
+
+
+def _v2(conn: Connection) -> None:
+    """Approvals: remembered grants, the task's approval mode, a question's answer."""
+    grants.create(conn, checkfirst=True)
+    _add_column(conn, "tasks", "approval_mode", "VARCHAR(16) NOT NULL DEFAULT 'ask'")
+    _add_column(conn, "pending_questions", "answer", "TEXT")
+
+
+# Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
+# latest shape, so a step that alters a table checks what is already there.
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
 
 
 def migrate(conn: Connection) -> int:

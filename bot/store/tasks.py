@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.models import Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.store.db import Clock, aware
 from bot.store.schema import tasks, turns
 
@@ -36,6 +36,7 @@ def _task(row: Any) -> Task:
         locale=m["locale"], created_at=aware(m["created_at"]),  # type: ignore[arg-type]
         updated_at=aware(m["updated_at"]), announced=bool(m["announced"]),  # type: ignore[arg-type]
         total_cost_usd=m["total_cost_usd"] or 0.0,
+        approval_mode=ApprovalMode(m["approval_mode"]),
     )
 
 
@@ -64,7 +65,8 @@ class TaskRepo:
                 owner_id=new.owner_id, chat_id=new.chat_id, engine=new.engine.value,
                 kind=new.kind.value, slug=slug, title=new.prompt[:200], cwd=str(new.cwd),
                 model=new.model, status=TaskStatus.QUEUED.value, locale=new.locale,
-                announced=new.announced, created_at=now, updated_at=now))
+                announced=new.announced, created_at=now, updated_at=now,
+                approval_mode=new.approval_mode.value))
             task_id = int(inserted.inserted_primary_key[0])  # type: ignore[index]
             turn_id = await self._insert_turn(conn, task_id, 1, new.prompt)
         return await self.get(task_id), await self.get_turn(turn_id)  # type: ignore[return-value]

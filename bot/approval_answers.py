@@ -1,0 +1,115 @@
+"""Taps on approval and question buttons: only the task's owner, only once, only while pending."""
+
+from __future__ import annotations
+
+import logging
+
+from bot.approval_view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
+from bot.approvals import ApprovalDesk
+from bot.errors import UserInputError
+from bot.models import Question, Task
+from bot.notifier import Notifier
+from bot.store import Grant, PendingQuestion, Store
+from bot.texts import Texts
+
+log = logging.getLogger(__name__)
+_OUTCOME_KEYS = {"allow": "approval.allowed", "deny": "approval.denied"}
+
+
+class ApprovalAnswers:
+    def __init__(self, store: Store, desk: ApprovalDesk, notifier: Notifier,
+                 texts: Texts) -> None:
+        self._store = store
+        self._desk = desk
+        self._notifier = notifier
+        self._texts = texts
+
+    async def _pending(self, user_id: int, qid: int, kind: str) -> tuple[PendingQuestion, Task]:
+        question = await self._store.questions.get(qid)
+        task = await self._store.tasks.get(question.task_id) if question else None
+        if question is None or task is None or question.kind != kind:
+            raise UserInputError("callback.stale")
+        if task.owner_id != user_id:
+            await self._store.audit.record("approval_refused", user_id, task.id, f"q{qid}")
+            raise UserInputError("callback.not_yours")
+        if question.status != "pending":
+            raise UserInputError("callback_approval.expired" if question.status == "expired"
+                                 else "callback_approval.answered")
+        return question, task
+
+    async def on_approval(self, user_id: int, qid: int, choice: str) -> str:
+        """Returns the locale key of the short callback answer."""
+        question, task = await self._pending(user_id, qid, "approval")
+        loc, text = task.locale, question.payload.get("text", "")
+        if choice == "always":
+            prompt = self._texts.get(loc, "approval.always_prompt", rule=question.payload["rule"],
+                                     engine=task.engine.value, cwd=task.cwd)
+            await self._edit(question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc,
+                                                                                 qid))
+            return "callback_approval.confirm"
+        if choice == "back":
+            await self._edit(question, text, approval_keyboard(self._texts, loc, qid))
+            return "callback_approval.back"
+        answer = "always" if choice == "confirm" else choice
+        if not await self._store.questions.resolve(qid, "answered", answer):
+            raise UserInputError("callback_approval.answered")
+        outcome = self._texts.get(loc, _OUTCOME_KEYS.get(answer, "approval.allowed"))
+        if answer == "always":
+            grant = await self._remember(task, question.payload["rule"])
+            outcome = self._texts.get(loc, "approval.allowed_always", rule=grant.pattern)
+        await self._store.audit.record("approval_answered", user_id, task.id, f"q{qid}: {answer}")
+        self._desk.settle(qid, answer)
+        await self._edit(question, f"{text.rsplit(chr(10), 1)[0]}\n\n{outcome}", None)
+        return {"allow": "callback_approval.allowed", "deny": "callback_approval.denied"}.get(
+            answer, "callback_approval.always")
+
+    async def _remember(self, task: Task, rule: str) -> Grant:
+        grant = await self._store.grants.add(task.owner_id, task.engine.value, task.cwd, rule)
+        await self._store.audit.record("grant_added", task.owner_id, task.id, rule)
+        log.info("task %s: grant %s added for user %s", task.id, grant.id, task.owner_id)
+        return grant
+
+    async def on_option(self, user_id: int, qid: int, option: int) -> str:
+        question, task = await self._pending(user_id, qid, "question")
+        payload = question.payload
+        item = Question(payload["text"], payload["header"], tuple(payload["options"]),
+                        bool(payload["multi"]))
+        if option != DONE and not 0 <= option < len(item.options):
+            raise UserInputError("callback.stale")
+        selected: list[int] = list(payload.get("selected") or [])
+        if item.multi and option != DONE:
+            selected = [i for i in selected if i != option] + ([] if option in selected
+                                                               else [option])
+            await self._store.questions.update_payload(qid, {**payload, "selected": selected})
+            await self._notifier.edit(question.chat_id or task.chat_id, question.message_id or 0,
+                                      self._question_text(task, item),
+                                      question_keyboard(self._texts, task.locale, qid, item,
+                                                        selected))
+            return "callback_approval.selected"
+        picked = sorted(selected) if item.multi else [option]
+        answer = ", ".join(item.options[i] for i in picked)
+        if not await self._store.questions.resolve(qid, "answered", answer):
+            raise UserInputError("callback_approval.answered")
+        await self._store.audit.record("question_answered", user_id, task.id, f"q{qid}")
+        self._desk.settle(qid, answer)
+        await self._edit(question, self._texts.get(task.locale, "approval.question_answered",
+                                                   question=item.text, answer=answer), None)
+        return "callback.done"
+
+    def _question_text(self, task: Task, item: Question) -> str:
+        return self._texts.get(task.locale, "approval.question", label=task.label,
+                               header=item.header or "?", question=item.text)
+
+    async def _edit(self, question: PendingQuestion, text: str, markup) -> None:  # type: ignore[no-untyped-def]
+        if question.chat_id is not None and question.message_id is not None:
+            await self._notifier.edit(question.chat_id, question.message_id, text, markup)
+
+    async def grants(self, user_id: int) -> list[Grant]:
+        return await self._store.grants.active(user_id)
+
+    async def revoke(self, user_id: int, grant_id: int) -> Grant:
+        grant = await self._store.grants.revoke(user_id, grant_id)
+        if grant is None:
+            raise UserInputError("error.grant_not_found")
+        await self._store.audit.record("grant_revoked", user_id, None, grant.pattern)
+        return grant

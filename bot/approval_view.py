@@ -1,0 +1,97 @@
+"""How approvals and agent questions look in Telegram: texts and keyboards (no I/O)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiogram.filters.callback_data import CallbackData
+from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
+
+from bot.models import ApprovalRequest, Question, Task
+from bot.texts import Texts
+
+APPROVAL_CHOICES = ("allow", "deny", "always", "confirm", "back")
+DONE = -1
+
+
+class ApprovalAction(CallbackData, prefix="ap"):
+    qid: int
+    choice: str
+
+
+class QuestionAction(CallbackData, prefix="aq"):
+    qid: int
+    option: int  # index into the question's options; DONE closes a multi-select
+
+
+class GrantAction(CallbackData, prefix="gr"):
+    grant_id: int
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
+    """Exactly what the tool wants: the command, the path, a short summary of an edit."""
+    data: dict[str, Any] = request.tool_input
+    lines: list[str] = []
+    if isinstance(data.get("command"), str):
+        lines.append(texts.get(loc, "approval.command", command=_shorten(data["command"], 1500)))
+    path = data.get("file_path") or data.get("path") or data.get("notebook_path")
+    if isinstance(path, str):
+        lines.append(texts.get(loc, "approval.path", path=path))
+    if isinstance(data.get("old_string"), str):
+        old, new = data["old_string"], str(data.get("new_string", ""))
+        diff = "\n".join([f"- {x}" for x in old.splitlines()[:6]] +
+                         [f"+ {x}" for x in new.splitlines()[:6]])
+        lines.append(texts.get(loc, "approval.detail", detail=_shorten(diff, 1200)))
+    elif isinstance(data.get("content"), str):
+        head = "\n".join(data["content"].splitlines()[:8])
+        lines.append(texts.get(loc, "approval.detail", detail=_shorten(head, 1200)))
+    if not lines:
+        lines.append(texts.get(loc, "approval.detail", detail=_shorten(
+            json.dumps(data, ensure_ascii=False, indent=1), 1200)))
+    if isinstance(data.get("description"), str):
+        lines.append(texts.get(loc, "approval.description", description=data["description"]))
+    return lines
+
+
+def approval_text(texts: Texts, task: Task, request: ApprovalRequest, timeout_s: float) -> str:
+    loc = task.locale
+    head = texts.get(loc, "approval.request", label=task.label, tool=request.tool_name)
+    tail = texts.get(loc, "approval.expires", minutes=max(1, round(timeout_s / 60)))
+    return "\n".join([head, *describe(texts, loc, request), tail])
+
+
+def approval_keyboard(texts: Texts, loc: str, qid: int) -> InlineKeyboardMarkup:
+    row = [InlineKeyboardButton(text=texts.get(loc, f"approval.{c}"),
+                                callback_data=ApprovalAction(qid=qid, choice=c).pack())
+           for c in ("allow", "deny", "always")]
+    return InlineKeyboardMarkup(inline_keyboard=[row])
+
+
+def confirm_keyboard(texts: Texts, loc: str, qid: int) -> InlineKeyboardMarkup:
+    row = [InlineKeyboardButton(text=texts.get(loc, f"approval.{key}"),
+                                callback_data=ApprovalAction(qid=qid, choice=c).pack())
+           for c, key in (("confirm", "confirm_always"), ("back", "back"))]
+    return InlineKeyboardMarkup(inline_keyboard=[row])
+
+
+def question_text(texts: Texts, task: Task, question: Question) -> str:
+    return texts.get(task.locale, "approval.question", label=task.label,
+                     header=question.header or "?", question=question.text)
+
+
+def question_keyboard(texts: Texts, loc: str, qid: int, question: Question,
+                      selected: list[int]) -> InlineKeyboardMarkup:
+    rows = [[InlineKeyboardButton(
+        text=("☑️ " if i in selected else "") + _shorten(option, 60),
+        callback_data=QuestionAction(qid=qid, option=i).pack())]
+        for i, option in enumerate(question.options)]
+    if question.multi:
+        rows.append([InlineKeyboardButton(text=texts.get(loc, "approval.question_done"),
+                                          callback_data=QuestionAction(qid=qid, option=DONE)
+                                          .pack())])
+    return InlineKeyboardMarkup(inline_keyboard=rows)

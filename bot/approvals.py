@@ -1,0 +1,157 @@
+"""The approval desk: an agent's permission requests and questions become persisted pending
+questions and Telegram buttons; the turn awaits the owner's tap. Every path that is not an
+explicit Allow is a deny: timeouts, errors, a turn that ends, a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import asdict
+from datetime import timedelta
+
+from bot.approval_view import (
+    DONE,
+    approval_keyboard,
+    approval_text,
+    confirm_keyboard,
+    question_keyboard,
+    question_text,
+)
+from bot.models import ApprovalDecision, ApprovalRequest, Question, Task
+from bot.notifier import Notifier
+from bot.store import PendingQuestion, Store
+from bot.store.db import utcnow
+from bot.texts import Texts
+
+log = logging.getLogger(__name__)
+
+
+class ApprovalDesk:
+    def __init__(self, store: Store, notifier: Notifier, texts: Texts, timeout_s: float) -> None:
+        self._store = store
+        self._notifier = notifier
+        self._texts = texts
+        self._timeout_s = timeout_s
+        self._waiting: dict[int, asyncio.Future[str]] = {}
+
+    def for_turn(self, task: Task, turn_id: int) -> TurnApprover:
+        return TurnApprover(self, task, turn_id)
+
+    @property
+    def minutes(self) -> int:
+        return max(1, round(self._timeout_s / 60))
+
+    async def decide(self, task: Task, turn_id: int, request: ApprovalRequest) -> ApprovalDecision:
+        if request.questions:
+            return await self._ask_all(task, turn_id, request.questions)
+        loc = task.locale
+        question = await self._store.questions.create(
+            task.id, turn_id, "approval", {"tool": request.tool_name, "rule": request.rule,
+                                           "engine": task.engine.value, "cwd": task.cwd,
+                                           "text": approval_text(self._texts, task, request,
+                                                                 self._timeout_s)},
+            utcnow() + timedelta(seconds=self._timeout_s))
+        await self._post(task, question, question.payload["text"],
+                         approval_keyboard(self._texts, loc, question.id))
+        answer = await self._wait(question)
+        await self._store.audit.record("approval", task.owner_id, task.id,
+                                       f"{request.tool_name}: {answer}")
+        log.info("task %s: %s request %s -> %s", task.id, request.tool_name, question.id, answer)
+        if answer in ("allow", "always"):
+            return ApprovalDecision(allow=True)
+        key = "approval.deny_message" if answer == "deny" else "approval.timeout_message"
+        return ApprovalDecision(allow=False, message=self._texts.get(
+            loc, key, minutes=self.minutes))
+
+    async def _ask_all(self, task: Task, turn_id: int,
+                       questions: tuple[Question, ...]) -> ApprovalDecision:
+        answers: dict[str, str] = {}
+        for item in questions:
+            question = await self._store.questions.create(
+                task.id, turn_id, "question", {**asdict(item), "selected": []},
+                utcnow() + timedelta(seconds=self._timeout_s))
+            await self._post(task, question, question_text(self._texts, task, item),
+                             question_keyboard(self._texts, task.locale, question.id, item, []))
+            answer = await self._wait(question)
+            if answer in ("timeout", "ended"):
+                return ApprovalDecision(allow=False, message=self._texts.get(
+                    task.locale, "approval.question_timeout", minutes=self.minutes))
+            answers[item.text] = answer
+        return ApprovalDecision(allow=True, answers=answers)
+
+    async def _post(self, task: Task, question: PendingQuestion, text: str, markup) -> None:  # type: ignore[no-untyped-def]
+        message = await self._notifier.send(task, text, kind="approval", markup=markup)
+        if message is not None:
+            await self._store.questions.set_message(question.id, task.chat_id, message.message_id)
+
+    async def _wait(self, question: PendingQuestion) -> str:
+        """The owner's answer, or "timeout" / "ended" after closing the question ourselves."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting[question.id] = future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
+        except TimeoutError:
+            return await self._close(question, "timeout", "approval.expired", future)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._close(question, "ended", "approval.ended", future))
+            raise
+        finally:
+            self._waiting.pop(question.id, None)
+
+    async def _close(self, question: PendingQuestion, answer: str, key: str,
+                     future: asyncio.Future[str]) -> str:
+        if not await self._store.questions.resolve(question.id, "expired", answer):
+            return future.result() if future.done() else answer  # the owner just answered
+        fresh = await self._store.questions.get(question.id)
+        if fresh is not None and fresh.message_id is not None and fresh.chat_id is not None:
+            task = await self._store.tasks.get(fresh.task_id)
+            loc = task.locale if task else "en"
+            await self._notifier.edit(fresh.chat_id, fresh.message_id,
+                                      _first_part(fresh) + "\n\n" + self._texts.get(loc, key))
+        return answer
+
+    def settle(self, qid: int, answer: str) -> None:
+        future = self._waiting.get(qid)
+        if future is not None and not future.done():
+            future.set_result(answer)
+
+    async def expire_after_restart(self) -> int:
+        """Questions pending when the bot died: nobody waits for them; say so on each."""
+        expired = await self._store.questions.expire_all_pending()
+        for question in expired:
+            if question.chat_id is not None and question.message_id is not None:
+                task = await self._store.tasks.get(question.task_id)
+                text = self._texts.get(task.locale if task else "en", "approval.restarted")
+                await self._notifier.edit(question.chat_id, question.message_id,
+                                          _first_part(question) + "\n\n" + text)
+        return len(expired)
+
+
+def _first_part(question: PendingQuestion) -> str:
+    payload = question.payload
+    if question.kind == "approval":
+        return str(payload.get("text", "")).rsplit("\n", 1)[0]
+    return f"❓ {payload.get('text', '')}"
+
+
+class TurnApprover:
+    """The Approver port for one turn of one task."""
+
+    def __init__(self, desk: ApprovalDesk, task: Task, turn_id: int) -> None:
+        self._desk = desk
+        self._task = task
+        self._turn_id = turn_id
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        try:
+            return await self._desk.decide(self._task, self._turn_id, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # an approval that fails is a deny, never an allow
+            log.exception("task %s: approval failed; denying", self._task.id)
+            return ApprovalDecision(allow=False, message="The approval request failed; denied.")
+
+
+__all__ = ["DONE", "ApprovalDesk", "TurnApprover", "confirm_keyboard"]

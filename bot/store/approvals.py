@@ -1,0 +1,135 @@
+"""Pending questions (approvals and agent questions) and remembered grants."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.db import Clock, aware
+from bot.store.schema import grants, pending_questions
+
+PENDING = "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingQuestion:
+    id: int
+    task_id: int
+    turn_id: int | None
+    kind: str
+    payload: dict[str, Any]
+    status: str
+    chat_id: int | None
+    message_id: int | None
+    deadline: datetime | None
+    answer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    id: int
+    user_id: int
+    engine: str
+    cwd: str
+    pattern: str
+    created_at: datetime
+
+
+def _question(row: Any) -> PendingQuestion:
+    m = row._mapping
+    return PendingQuestion(m["id"], m["task_id"], m["turn_id"], m["kind"],
+                           json.loads(m["payload"]), m["status"], m["chat_id"], m["message_id"],
+                           aware(m["deadline"]), m["answer"])
+
+
+class QuestionRepo:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def create(self, task_id: int, turn_id: int | None, kind: str, payload: dict[str, Any],
+                     deadline: datetime | None) -> PendingQuestion:
+        async with self._engine.begin() as conn:
+            result = await conn.execute(pending_questions.insert().values(
+                task_id=task_id, turn_id=turn_id, kind=kind, status=PENDING,
+                payload=json.dumps(payload, ensure_ascii=False), deadline=deadline,
+                created_at=self._clock()))
+            qid = int(result.inserted_primary_key[0])  # type: ignore[index]
+        return await self.get(qid)  # type: ignore[return-value]
+
+    async def get(self, qid: int) -> PendingQuestion | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(pending_questions.select().where(
+                pending_questions.c.id == qid))).first()
+        return _question(row) if row else None
+
+    async def set_message(self, qid: int, chat_id: int, message_id: int) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(pending_questions.update().where(
+                pending_questions.c.id == qid).values(chat_id=chat_id, message_id=message_id))
+
+    async def update_payload(self, qid: int, payload: dict[str, Any]) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(pending_questions.update().where(
+                pending_questions.c.id == qid, pending_questions.c.status == PENDING).values(
+                payload=json.dumps(payload, ensure_ascii=False)))
+
+    async def resolve(self, qid: int, status: str, answer: str) -> bool:
+        """Close a pending question; False if it was closed already (second tap, expiry)."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(pending_questions.update().where(
+                pending_questions.c.id == qid, pending_questions.c.status == PENDING).values(
+                status=status, answer=answer, answered_at=self._clock()))
+        return result.rowcount == 1
+
+    async def expire_all_pending(self) -> list[PendingQuestion]:
+        """After a restart nobody waits for these any more: expire them, return them."""
+        async with self._engine.begin() as conn:
+            rows = list(await conn.execute(pending_questions.select().where(
+                pending_questions.c.status == PENDING)))
+            await conn.execute(pending_questions.update().where(
+                pending_questions.c.status == PENDING).values(
+                status="expired", answer="restart", answered_at=self._clock()))
+        return [_question(r) for r in rows]
+
+
+class GrantRepo:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def add(self, user_id: int, engine: str, cwd: str, pattern: str) -> Grant:
+        existing = [g for g in await self.active(user_id, engine, cwd) if g.pattern == pattern]
+        if existing:
+            return existing[0]
+        async with self._engine.begin() as conn:
+            await conn.execute(grants.insert().values(
+                user_id=user_id, engine=engine, cwd=cwd, pattern=pattern,
+                created_at=self._clock()))
+        return [g for g in await self.active(user_id, engine, cwd) if g.pattern == pattern][0]
+
+    async def active(self, user_id: int, engine: str | None = None,
+                     cwd: str | None = None) -> list[Grant]:
+        query = grants.select().where(grants.c.user_id == user_id,
+                                      grants.c.revoked_at.is_(None)).order_by(grants.c.id)
+        if engine is not None:
+            query = query.where(grants.c.engine == engine)
+        if cwd is not None:
+            query = query.where(grants.c.cwd == cwd)
+        async with self._engine.connect() as conn:
+            return [Grant(r.id, r.user_id, r.engine, r.cwd, r.pattern,
+                          aware(r.created_at))  # type: ignore[arg-type]
+                    for r in await conn.execute(query)]
+
+    async def revoke(self, user_id: int, grant_id: int) -> Grant | None:
+        found = [g for g in await self.active(user_id) if g.id == grant_id]
+        if not found:
+            return None
+        async with self._engine.begin() as conn:
+            await conn.execute(grants.update().where(grants.c.id == grant_id).values(
+                revoked_at=self._clock()))
+        return found[0]
