@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from bot.approval_view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
@@ -37,9 +38,12 @@ class ApprovalAnswers:
                                  else "callback_approval.answered")
         return question, task
 
-    async def on_approval(self, user_id: int, qid: int, choice: str) -> str:
-        """Returns the locale key of the short callback answer."""
+    async def on_approval(self, user_id: int, qid: int, choice: str,
+                          where: tuple[int, int] | None = None) -> str:
+        """Returns the locale key of the short callback answer. ``where`` is the (chat, message)
+        that was tapped: a tap can arrive before the message id is stored."""
         question, task = await self._pending(user_id, qid, "approval")
+        question = _at(question, where)
         loc, text = task.locale, question.payload.get("text", "")
         if choice == "always":
             prompt = self._texts.get(loc, "approval.always_prompt", rule=question.payload["rule"],
@@ -69,8 +73,10 @@ class ApprovalAnswers:
         log.info("task %s: grant %s added for user %s", task.id, grant.id, task.owner_id)
         return grant
 
-    async def on_option(self, user_id: int, qid: int, option: int) -> str:
+    async def on_option(self, user_id: int, qid: int, option: int,
+                        where: tuple[int, int] | None = None) -> str:
         question, task = await self._pending(user_id, qid, "question")
+        question = _at(question, where)
         payload = question.payload
         item = Question(payload["text"], payload["header"], tuple(payload["options"]),
                         bool(payload["multi"]))
@@ -81,10 +87,8 @@ class ApprovalAnswers:
             selected = [i for i in selected if i != option] + ([] if option in selected
                                                                else [option])
             await self._store.questions.update_payload(qid, {**payload, "selected": selected})
-            await self._notifier.edit(question.chat_id or task.chat_id, question.message_id or 0,
-                                      self._question_text(task, item),
-                                      question_keyboard(self._texts, task.locale, qid, item,
-                                                        selected))
+            await self._edit(question, self._question_text(task, item),
+                             question_keyboard(self._texts, task.locale, qid, item, selected))
             return "callback_approval.selected"
         picked = sorted(selected) if item.multi else [option]
         answer = ", ".join(item.options[i] for i in picked)
@@ -113,3 +117,9 @@ class ApprovalAnswers:
             raise UserInputError("error.grant_not_found")
         await self._store.audit.record("grant_revoked", user_id, None, grant.pattern)
         return grant
+
+
+def _at(question: PendingQuestion, where: tuple[int, int] | None) -> PendingQuestion:
+    if where is None:
+        return question
+    return dataclasses.replace(question, chat_id=where[0], message_id=where[1])

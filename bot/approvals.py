@@ -52,9 +52,8 @@ class ApprovalDesk:
                                            "text": approval_text(self._texts, task, request,
                                                                  self._timeout_s)},
             utcnow() + timedelta(seconds=self._timeout_s))
-        await self._post(task, question, question.payload["text"],
-                         approval_keyboard(self._texts, loc, question.id))
-        answer = await self._wait(question)
+        answer = await self._post_and_wait(task, question, question.payload["text"],
+                                           approval_keyboard(self._texts, loc, question.id))
         await self._store.audit.record("approval", task.owner_id, task.id,
                                        f"{request.tool_name}: {answer}")
         log.info("task %s: %s request %s -> %s", task.id, request.tool_name, question.id, answer)
@@ -71,25 +70,27 @@ class ApprovalDesk:
             question = await self._store.questions.create(
                 task.id, turn_id, "question", {**asdict(item), "selected": []},
                 utcnow() + timedelta(seconds=self._timeout_s))
-            await self._post(task, question, question_text(self._texts, task, item),
-                             question_keyboard(self._texts, task.locale, question.id, item, []))
-            answer = await self._wait(question)
+            answer = await self._post_and_wait(
+                task, question, question_text(self._texts, task, item),
+                question_keyboard(self._texts, task.locale, question.id, item, []))
             if answer in ("timeout", "ended"):
                 return ApprovalDecision(allow=False, message=self._texts.get(
                     task.locale, "approval.question_timeout", minutes=self.minutes))
             answers[item.text] = answer
         return ApprovalDecision(allow=True, answers=answers)
 
-    async def _post(self, task: Task, question: PendingQuestion, text: str, markup) -> None:  # type: ignore[no-untyped-def]
-        message = await self._notifier.send(task, text, kind="approval", markup=markup)
-        if message is not None:
-            await self._store.questions.set_message(question.id, task.chat_id, message.message_id)
-
-    async def _wait(self, question: PendingQuestion) -> str:
-        """The owner's answer, or "timeout" / "ended" after closing the question ourselves."""
+    async def _post_and_wait(self, task: Task, question: PendingQuestion, text: str,
+                             markup) -> str:  # type: ignore[no-untyped-def]
+        """Post the question (a new message, so the phone notifies) and wait for the owner's
+        answer, or "timeout" / "ended" after closing the question ourselves. The answer can be
+        tapped as soon as the message exists, so the future is registered before it is sent."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = future
         try:
+            message = await self._notifier.send(task, text, kind="approval", markup=markup)
+            if message is not None:
+                await self._store.questions.set_message(question.id, task.chat_id,
+                                                        message.message_id)
             return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
         except TimeoutError:
             return await self._close(question, "timeout", "approval.expired", future)
@@ -103,7 +104,9 @@ class ApprovalDesk:
     async def _close(self, question: PendingQuestion, answer: str, key: str,
                      future: asyncio.Future[str]) -> str:
         if not await self._store.questions.resolve(question.id, "expired", answer):
-            return future.result() if future.done() else answer  # the owner just answered
+            fresh = await self._store.questions.get(question.id)  # the owner just answered
+            return future.result() if future.done() else (fresh.answer if fresh and
+                                                          fresh.answer else answer)
         fresh = await self._store.questions.get(question.id)
         if fresh is not None and fresh.message_id is not None and fresh.chat_id is not None:
             task = await self._store.tasks.get(fresh.task_id)

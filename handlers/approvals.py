@@ -18,14 +18,14 @@ def router() -> Router:
     async def on_approval_pressed(query: CallbackQuery, callback_data: ApprovalAction,
                                   answers: ApprovalAnswers, texts: Texts, locale: str) -> None:
         key = await answers.on_approval(query.from_user.id, callback_data.qid,
-                                        callback_data.choice)
+                                        callback_data.choice, _where(query))
         await query.answer(texts.get(locale, key))
 
     @r.callback_query(QuestionAction.filter())
     async def on_option_pressed(query: CallbackQuery, callback_data: QuestionAction,
                                 answers: ApprovalAnswers, texts: Texts, locale: str) -> None:
         key = await answers.on_option(query.from_user.id, callback_data.qid,
-                                      callback_data.option)
+                                      callback_data.option, _where(query))
         await query.answer(texts.get(locale, key))
 
     @r.message(Command("grants"))
@@ -59,3 +59,8 @@ async def _grants_view(answers: ApprovalAnswers, texts: Texts, locale: str,
                                   callback_data=GrantAction(grant_id=g.id).pack())]
             for n, g in enumerate(grants[:20], start=1)]
     return "\n".join(lines), InlineKeyboardMarkup(inline_keyboard=rows)
+
+
+def _where(query: CallbackQuery) -> tuple[int, int] | None:
+    message = query.message
+    return (message.chat.id, message.message_id) if message is not None else None

@@ -139,3 +139,48 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(tmp_path,
                     bot.kill()
             for proc in _sleepers():
                 proc.kill()
+
+
+async def test_pending_approval_at_kill_9_is_expired_after_restart(tmp_path, claude_bin,
+                                                                   agent_env, anthropic, workdir):
+    anthropic.script("MARK-PENDING", [
+        {"tool_use": {"name": "Bash", "input": {"command": "touch pending.txt",
+                                                 "description": "create"}}},
+        {"text": "never"}])
+    async with FakeTelegram() as fake:
+        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
+               "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_TELEGRAM_API_URL": fake.base_url,
+               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        bot = await _start_bot(tmp_path, env)
+        try:
+            await fake.user_message("/claude MARK-PENDING go", OWNER)
+            ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
+            allow = ask.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+            # the bot stores the message id a moment after Telegram accepted the message
+            store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'data' / 'detach.sqlite'}")
+            try:
+                async with asyncio.timeout(10):
+                    while (await store.questions.get(1)).message_id is None:
+                        await asyncio.sleep(0.05)
+            finally:
+                await store.close()
+            os.kill(bot.pid, signal.SIGKILL)
+            await asyncio.wait_for(bot.wait(), 10)
+            mark = len(fake.calls)
+            bot = await _start_bot(tmp_path, env)
+            edit = await fake.wait_call("editMessageText", lambda c: int(c.params[
+                "message_id"]) == ask.result["message_id"], timeout_s=30, after=mark)
+            assert "bot restarted" in edit.params["text"] and "reply_markup" not in edit.params
+            await fake.wait_text(OWNER, "restarted while these tasks were running", after=mark)
+            query = await fake.press(OWNER, ask.result["message_id"], allow, OWNER)
+            answer = await fake.wait_call("answerCallbackQuery",
+                                          lambda c: c.params["callback_query_id"] == query)
+            assert answer.params["text"] == "This request has expired."
+        finally:
+            if bot.returncode is None:
+                bot.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(bot.wait(), 20)
+                except TimeoutError:
+                    bot.kill()
+    assert not (workdir / "pending.txt").exists()
