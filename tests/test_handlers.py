@@ -178,3 +178,31 @@ async def test_replies_survive_flood_control_and_server_errors(app, code, descri
     session = await feed(app, message("/help"))
     sends = session.sent()
     assert len(sends) == 2 and sends[0].text == sends[1].text  # the same reply, retried once
+
+
+async def test_mode_option_sets_the_approval_mode(app):
+    from bot.models import ApprovalMode
+    await feed(app, message("/claude mode=readonly explain the build"))
+    task = await app.store.tasks.get(1)
+    assert task.approval_mode is ApprovalMode.READONLY and task.title == "explain the build"
+    session = await feed(app, message("/detach mode=sometimes go"))
+    assert "Unknown approval mode" in session.texts()[-1]
+    session = await feed(app, message("/detach colour=red go"))
+    assert "Unknown option" in session.texts()[-1] and "mode=" in session.texts()[-1]
+    assert [t.id for t in await app.store.tasks.list_for(None)] == [1]
+
+
+async def test_grants_listing_and_revoking_only_your_own(app):
+    session = await feed(app, message("/grants"))
+    assert "No remembered approvals" in session.texts()[-1]
+    mine = await app.store.grants.add(OWNER, "claude", "/w", "Bash(make:*)")
+    theirs = await app.store.grants.add(OTHER, "claude", "/w", "Bash(rm:*)")
+    session = await feed(app, message("/grants"))
+    listing = session.sent()[-1]
+    assert "Bash(make:*)" in listing.text and "Bash(rm:*)" not in listing.text
+    session = await feed(app, press(f"gr:{theirs.id}"))
+    assert "No such remembered approval" in session.sent("AnswerCallbackQuery")[-1].text
+    session = await feed(app, press(f"gr:{mine.id}"))
+    assert "Revoked" in session.sent("AnswerCallbackQuery")[-1].text
+    assert await app.store.grants.active(OWNER) == []
+    assert len(await app.store.grants.active(OTHER)) == 1

@@ -8,6 +8,7 @@ resumed turns. Steps: {"text"}, {"tool_use": {name, input}} (may carry "text"),
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -121,6 +122,10 @@ def _handler_for(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
                                                        "message": "not found"}})
 
         def do_POST(self) -> None:  # noqa: N802
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._post()  # the CLI may be stopped mid-reply (cancel tests)
+
+        def _post(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             if "count_tokens" in self.path:
