@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 AGENTS := agents/node_modules/.bin
+CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 
 .PHONY: run test venv dev agents lint bench clean
 
@@ -17,13 +18,14 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.installed
 	$(PIP) install --quiet -e '.[dev]'
 	touch $@
 
-$(AGENTS)/claude: agents/package.json
+agents/node_modules/.installed: agents/package.json
 	cd agents && npm install --no-audit --no-fund --loglevel=error
+	test -x $(AGENTS)/claude && test -x $(CODEX_NATIVE)
 	touch $@
 
 venv: $(VENV)/.installed
 dev: $(VENV)/.dev-installed
-agents: $(AGENTS)/claude
+agents: agents/node_modules/.installed
 
 run: venv
 	$(PY) -m bot run
@@ -31,7 +33,8 @@ run: venv
 test: dev agents
 	$(VENV)/bin/ruff check bot handlers executors tests
 	$(VENV)/bin/mypy bot handlers executors
-	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) -m pytest -q
+	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude DETACH_TEST_CODEX_BIN=$(CURDIR)/$(CODEX_NATIVE) \
+		$(PY) -m pytest -q
 
 bench: dev agents
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py

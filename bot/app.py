@@ -33,7 +33,10 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.telegram_retry import RetryMiddleware
 from bot.texts import Texts
-from executors.claude import PINNED_VERSION, ClaudeExecutor
+from executors.claude import PINNED_VERSION as CLAUDE_PINNED
+from executors.claude import ClaudeExecutor
+from executors.codex import PINNED_VERSION as CODEX_PINNED
+from executors.codex import CodexExecutor
 from handlers import build_dispatcher
 
 log = logging.getLogger(__name__)
@@ -59,20 +62,42 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
                default=DefaultBotProperties(parse_mode="HTML", link_preview_is_disabled=True))
 
 
-async def make_executors(settings: Settings, environ: Mapping[str, str]) -> dict[Engine, Executor]:
-    """The engines that answer ``--version`` on this machine; each is logged with its version."""
+async def make_executors(settings: Settings, environ: Mapping[str, str]
+                         ) -> tuple[dict[Engine, Executor], list[str]]:
+    """The engines that answer ``--version`` on this machine, and a status line for each."""
     executors: dict[Engine, Executor] = {}
-    claude = ClaudeExecutor(settings.resolved_claude_bin(), environ,
-                            settings.secret_values(), settings.cancel_grace_s)
-    try:
-        version = await claude.version()
-        executors[Engine.CLAUDE] = claude
-        note = "" if version == PINNED_VERSION else f" (tested with {PINNED_VERSION})"
-        log.info("claude CLI %s at %s%s", version, settings.resolved_claude_bin(), note)
-    except AgentNotInstalled:
-        log.warning("claude CLI not found (DETACH_CLAUDE_BIN or PATH): /claude and /detach "
-                    "on claude are unavailable")
-    return executors
+    status: list[str] = []
+    claude = ClaudeExecutor(settings.resolved_claude_bin(), environ, settings.secret_values(),
+                            settings.cancel_grace_s)
+    codex = CodexExecutor(settings.resolved_codex_bin(), environ, settings.secret_values(),
+                          settings.cancel_grace_s, settings.codex_approval_policy,
+                          settings.codex_sandbox)
+    for engine, executor, pinned in ((Engine.CLAUDE, claude, CLAUDE_PINNED),
+                                     (Engine.CODEX, codex, CODEX_PINNED)):
+        try:
+            version = await executor.version()
+        except AgentNotInstalled:
+            log.warning("%s CLI not found (DETACH_%s_BIN or PATH): unavailable", engine,
+                        engine.upper())
+            status.append(f"{engine}: not installed")
+            continue
+        executors[engine] = executor
+        note = "" if version == pinned else f" (tested with {pinned})"
+        log.info("%s CLI %s%s", engine, version, note)
+        status.append(f"{engine} {version}{note}")
+    if Engine.CODEX in executors:
+        status[-1] += await _codex_sandbox_status(codex)
+    return executors, status
+
+
+async def _codex_sandbox_status(codex: CodexExecutor) -> str:
+    if codex.sandbox == "danger-full-access" or await codex.sandbox_works():
+        return f", sandbox {codex.sandbox}"
+    codex.refuse_sandbox()
+    log.warning("codex sandbox cannot work here (no user namespaces): sandboxed Codex turns "
+                "are refused; set DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed "
+                "with approvals")
+    return ", sandbox UNAVAILABLE (no user namespaces): sandboxed turns are refused"
 
 
 @contextlib.asynccontextmanager
@@ -88,7 +113,8 @@ async def build(settings: Settings, session: BaseSession | None = None,
         stack.push_async_callback(bot.session.close)
         texts = Texts()
         notifier = Notifier(bot, store, texts)
-        executors = await make_executors(settings, os.environ if environ is None else environ)
+        executors, status = await make_executors(settings,
+                                                 os.environ if environ is None else environ)
         runner: TurnRunner | None = None
 
         async def handle(turn_id, control):  # type: ignore[no-untyped-def]
@@ -106,7 +132,7 @@ async def build(settings: Settings, session: BaseSession | None = None,
         answers = ApprovalAnswers(store, desk, notifier, texts)
         intake = Intake(store, queue, notifier, settings.intake_interval_s)
         access = AccessPolicy(settings.allowed_users, store)
-        dispatcher = build_dispatcher(service, answers, access, texts)
+        dispatcher = build_dispatcher(service, answers, access, texts, status)
         await recover(store, notifier, desk)
         await stack.enter_async_context(pool)
         yield App(settings, store, bot, dispatcher, pool, service, intake)

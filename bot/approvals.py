@@ -46,6 +46,11 @@ class ApprovalDesk:
         if request.questions:
             return await self._ask_all(task, turn_id, request.questions)
         loc = task.locale
+        granted = await self._store.grants.active(task.owner_id, task.engine.value, task.cwd)
+        if request.rule in {g.pattern for g in granted}:  # engines that do not take rules
+            await self._store.audit.record("approval", task.owner_id, task.id,
+                                           f"{request.tool_name}: granted {request.rule}")
+            return ApprovalDecision(allow=True, always=True)
         question = await self._store.questions.create(
             task.id, turn_id, "approval", {"tool": request.tool_name, "rule": request.rule,
                                            "engine": task.engine.value, "cwd": task.cwd,
@@ -58,7 +63,7 @@ class ApprovalDesk:
                                        f"{request.tool_name}: {answer}")
         log.info("task %s: %s request %s -> %s", task.id, request.tool_name, question.id, answer)
         if answer in ("allow", "always"):
-            return ApprovalDecision(allow=True)
+            return ApprovalDecision(allow=True, always=answer == "always")
         key = "approval.deny_message" if answer == "deny" else "approval.timeout_message"
         return ApprovalDecision(allow=False, message=self._texts.get(
             loc, key, minutes=self.minutes))

@@ -157,6 +157,7 @@ class ApprovalDecision:
     allow: bool
     message: str = ""
     answers: dict[str, str] | None = None
+    always: bool = False  # the owner chose Always: an engine may remember it for the session
 
 
 # --- engine-neutral agent events -------------------------------------------------------------

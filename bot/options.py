@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from bot.errors import UserInputError
-from bot.models import ApprovalMode
+from bot.models import ApprovalMode, Engine
 
-KNOWN = ("mode",)
+KNOWN = ("mode", "engine")
 _OPTION = re.compile(r"([a-z_]+)=(\S+)")
 
 
@@ -33,3 +33,13 @@ def approval_mode(options: dict[str, str], default: ApprovalMode) -> ApprovalMod
         return ApprovalMode(value.lower())
     except ValueError:
         raise UserInputError("error.bad_mode", mode=value) from None
+
+
+def engine(options: dict[str, str], default: Engine) -> Engine:
+    value = options.get("engine")
+    if value is None:
+        return default
+    try:
+        return Engine(value.lower())
+    except ValueError:
+        raise UserInputError("error.engine_unavailable", engine=value) from None

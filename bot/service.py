@@ -10,6 +10,7 @@ from bot.errors import TaskNotFound, TaskStateError, UserInputError
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.notifier import Notifier
 from bot.options import approval_mode, split_options
+from bot.options import engine as option_engine
 from bot.pool import JobPool
 from bot.ports import Executor
 from bot.queue import TurnQueue
@@ -59,7 +60,8 @@ class TaskService:
                 log.info("message %s in chat %s already started task %s", reply_to, chat_id,
                          existing)
                 return await self.get_own(user_id, existing)
-        new = NewTask(owner_id=user_id, chat_id=chat_id, engine=engine or self.default_engine,
+        new = NewTask(owner_id=user_id, chat_id=chat_id,
+                      engine=engine or option_engine(options, self.default_engine),
                       kind=kind, prompt=self.validate_prompt(prompt, command),
                       cwd=self._default_cwd, locale=locale,
                       approval_mode=approval_mode(options, self._default_mode))

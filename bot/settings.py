@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(default=20_000, ge=100)
     cancel_grace_s: float = Field(default=5.0, gt=0)
     intake_interval_s: float = Field(default=0.5, gt=0)
+    codex_approval_policy: str = "untrusted"
+    codex_sandbox: str = "workspace-write"
     approval_timeout_s: float = Field(default=600, gt=0)
     approval_mode: ApprovalMode = ApprovalMode.ASK
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
@@ -76,6 +78,9 @@ class Settings(BaseSettings):
 
     def resolved_claude_bin(self) -> str | None:
         return self.claude_bin or shutil.which("claude")
+
+    def resolved_codex_bin(self) -> str | None:
+        return self.codex_bin or shutil.which("codex")
 
     def secret_values(self) -> list[str]:
         """Values that must never reach an agent's environment or a log line."""

@@ -77,15 +77,16 @@ def descendants(pid: int) -> list[psutil.Process]:
     return []
 
 
-async def stop_tree(proc: asyncio.subprocess.Process, grace_s: float) -> None:
-    """SIGINT (the agent stops its tools and exits), then after ``grace_s`` SIGKILL the agent and
-    every process group below it: tool shells are session leaders of their own."""
+async def stop_tree(proc: asyncio.subprocess.Process, grace_s: float,
+                    first: signal.Signals = signal.SIGINT) -> None:
+    """``first`` (Claude: SIGINT, it stops its own tools and exits), then after ``grace_s``
+    SIGKILL the agent and every process group below it: tool shells are session leaders."""
     if proc.returncode is not None:
         _kill_all(descendants(proc.pid))
         return
     tree = descendants(proc.pid)
     with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(first)
     try:
         await asyncio.wait_for(proc.wait(), grace_s)
     except TimeoutError:

@@ -12,12 +12,13 @@ from bot.texts import DEFAULT_LOCALE, Texts
 from handlers import approvals, basics, buttons, errors, replies, tasks
 from handlers.access import AllowListMiddleware
 
-COMMANDS = ("detach", "claude", "tasks", "result", "cancel", "archive", "grants", "help")
+COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive", "grants",
+            "status", "help")
 
 
 def build_dispatcher(service: TaskService, answers: ApprovalAnswers, access: AccessPolicy,
-                     texts: Texts) -> Dispatcher:
-    dp = Dispatcher(tasks=service, answers=answers, texts=texts)
+                     texts: Texts, engine_status: list[str]) -> Dispatcher:
+    dp = Dispatcher(tasks=service, answers=answers, texts=texts, engine_status=engine_status)
     dp.update.outer_middleware(AllowListMiddleware(access, texts))
     dp.include_routers(basics.router(), tasks.router(), approvals.router(), buttons.router(),
                        replies.router(), errors.router())

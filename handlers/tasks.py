@@ -31,6 +31,13 @@ def router() -> Router:
                                     TaskKind.SESSION, command.args or "", locale, "claude",
                                     engine=Engine.CLAUDE, reply_to=message.message_id)
 
+    @r.message(Command("codex"))
+    async def on_codex(message: Message, command: CommandObject, tasks: TaskService,
+                       locale: str) -> None:
+        await tasks.start_from_chat(message.from_user.id, message.chat.id,  # type: ignore[union-attr]
+                                    TaskKind.SESSION, command.args or "", locale, "codex",
+                                    engine=Engine.CODEX, reply_to=message.message_id)
+
     @r.message(Command("tasks"))
     async def on_tasks(message: Message, tasks: TaskService, texts: Texts, locale: str) -> None:
         found = await tasks.list(message.from_user.id)  # type: ignore[union-attr]

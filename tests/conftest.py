@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.anthropic_mock import AnthropicMock
+from tests.support.openai_mock import OpenAIMock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,3 +45,35 @@ def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()
     return path
+
+
+CODEX_NATIVE = ("agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/"
+                "bin/codex")
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> str:
+    """The native codex binary (the npm launcher orphans it on SIGKILL under Node 20)."""
+    path = os.environ.get("DETACH_TEST_CODEX_BIN") or str(ROOT / CODEX_NATIVE)
+    if not Path(path).exists():
+        pytest.fail(f"pinned codex CLI missing at {path}: run `make test` (it installs it)")
+    return path
+
+
+@pytest.fixture
+def openai() -> Iterator[OpenAIMock]:
+    mock = OpenAIMock().start()
+    yield mock
+    mock.stop()
+
+
+@pytest.fixture
+def codex_env(tmp_path: Path, openai: OpenAIMock) -> dict[str, str]:
+    """HOME, CODEX_HOME (its config.toml points at the mock) and a TMPDIR that is not a parent
+    of CODEX_HOME; nothing but 127.0.0.1 is reachable by configuration."""
+    home = tmp_path / "chome"
+    (tmp_path / "ctmp").mkdir()
+    openai.write_codex_home(home / ".codex")
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
+            "CODEX_HOME": str(home / ".codex"), "TMPDIR": str(tmp_path / "ctmp"),
+            "LANG": "C.UTF-8", "MOCK_API_KEY": "sk-test", "NO_PROXY": "127.0.0.1"}

@@ -1,0 +1,252 @@
+"""Codex CLI engine: ``codex app-server`` (JSON-RPC over stdio), the only Codex mode that can
+ask for approval. One app-server per turn; the thread id is the session, resumed by id."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+import signal
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import anyio
+
+from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.models import AgentEvent, ApprovalMode, SessionStarted, TurnFinished, TurnSpec
+from bot.ports import Approver
+from executors.codex_protocol import (
+    COMMAND_APPROVAL,
+    FILE_APPROVAL,
+    TurnState,
+    approval_request,
+    decision_result,
+    notification_events,
+)
+from executors.process import StderrTail, agent_env, read_lines, spawn, stop_tree
+
+log = logging.getLogger(__name__)
+
+PINNED_VERSION = "0.171.0"
+QUIET_CONFIG = ("analytics.enabled=false", "features.plugins=false",
+                "check_for_update_on_startup=false")
+RPC_TIMEOUT_S = 60.0
+
+
+class CodexExecutor:
+    engine = "codex"
+
+    def __init__(self, binary: str | None, env: Mapping[str, str], secrets: Iterable[str] = (),
+                 cancel_grace_s: float = 5.0, approval_policy: str = "untrusted",
+                 sandbox: str = "workspace-write") -> None:
+        self._binary = binary
+        self._env = agent_env(env, secrets)
+        self._grace_s = cancel_grace_s
+        self.approval_policy = approval_policy
+        self.sandbox = sandbox
+        self._sandbox_refused = False
+
+    def refuse_sandbox(self) -> None:
+        """The start-up probe found that the sandbox cannot work: refuse sandboxed turns with a
+        clear reason instead of letting every command fail."""
+        self._sandbox_refused = True
+
+    def argv(self, spec: TurnSpec) -> list[str]:
+        if not self._binary:
+            raise AgentNotInstalled(self.engine, self._binary)
+        argv = [self._binary, "app-server"]
+        for item in QUIET_CONFIG:
+            argv += ["-c", item]
+        if spec.model:
+            argv += ["-c", f"model={json.dumps(spec.model)}"]
+        return argv
+
+    async def _output(self, *args: str) -> tuple[int, str]:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self._binary or "codex", *args, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=self._env)
+            out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        except (OSError, TimeoutError) as exc:
+            raise AgentNotInstalled(self.engine, self._binary) from exc
+        return proc.returncode or 0, out.decode(errors="replace")
+
+    async def version(self) -> str:
+        code, out = await self._output("--version")
+        match = re.search(r"(\d+\.\d+\.\d+)", out)
+        if code != 0 or not match:
+            raise AgentNotInstalled(self.engine, self._binary)
+        return match.group(1)
+
+    async def sandbox_works(self) -> bool:
+        """Codex sandboxes commands with bubblewrap, which needs user namespaces."""
+        code, out = await self._output("sandbox", *sum((["-c", c] for c in QUIET_CONFIG), []),
+                                       "--", "/bin/true")
+        if code != 0:
+            log.warning("codex sandbox does not work here (%s)", out.strip()[-200:])
+        return code == 0
+
+    def _policy(self, spec: TurnSpec) -> dict[str, str]:
+        if spec.approval_mode is ApprovalMode.ASK:
+            return {"approvalPolicy": self.approval_policy, "sandbox": self.sandbox}
+        sandbox = "read-only" if spec.approval_mode is ApprovalMode.READONLY else self.sandbox
+        return {"approvalPolicy": "never", "sandbox": sandbox}
+
+    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncIterator[AgentEvent]:
+        if self._sandbox_refused and self._policy(spec)["sandbox"] != "danger-full-access":
+            raise AgentCrashed(
+                "Codex's sandbox cannot work on this machine (no user namespaces); set "
+                "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
+                None, "")
+        try:
+            proc = await spawn(self.argv(spec), str(spec.cwd), self._env)
+        except OSError as exc:
+            raise AgentNotInstalled(self.engine, self._binary) from exc
+        log.info("task %s turn %s: codex pid %s started", spec.task_id, spec.turn_id, proc.pid)
+        stderr = StderrTail()
+        drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
+        rpc = _Rpc(proc)
+        thread_id: str | None = None
+        turn_id: str | None = None
+        finished = False
+        try:
+            thread_id, turn_id = await self._start(rpc, spec)
+            yield SessionStarted(thread_id, spec.model)
+            state = TurnState()
+            async for message in rpc.incoming():
+                if "id" in message and message.get("method"):
+                    rpc.spawn(self._answer(rpc, message, state, approver))
+                    continue
+                for event in notification_events(str(message.get("method")),
+                                                  message.get("params") or {}, state):
+                    if isinstance(event, TurnFinished):
+                        finished = True
+                        rpc.close()
+                        event = _with_session(event, thread_id)
+                    yield event
+                if finished:
+                    break
+            if not finished:
+                raise AgentCrashed("codex ended without completing the turn", proc.returncode,
+                                   stderr.text())
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not finished and thread_id and turn_id and proc.returncode is None:
+                    with contextlib.suppress(Exception):
+                        await rpc.request("turn/interrupt", {"threadId": thread_id,
+                                                             "turnId": turn_id}, timeout_s=2)
+                await rpc.aclose()
+                # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
+                await stop_tree(proc, self._grace_s, first=signal.SIGTERM)
+                drain.cancel()
+            log.info("task %s turn %s: codex pid %s ended rc=%s", spec.task_id, spec.turn_id,
+                     proc.pid, proc.returncode)
+
+    async def _start(self, rpc: _Rpc, spec: TurnSpec) -> tuple[str, str]:
+        await rpc.request("initialize", {"clientInfo": {"name": "detach", "title": None,
+                                                        "version": "0.1"},
+                                         "capabilities": {"experimentalApi": False,
+                                                          "requestAttestation": False}})
+        await rpc.notify("initialized")
+        policy = self._policy(spec)
+        if spec.resume_session_id:
+            thread = await rpc.request("thread/resume", {"threadId": spec.resume_session_id,
+                                                         **policy})
+        else:
+            thread = await rpc.request("thread/start", {"cwd": str(spec.cwd), **policy})
+        thread_id = str(thread["thread"]["id"])
+        text = spec.prompt
+        if spec.append_system_prompt:
+            text = f"{spec.append_system_prompt}\n\n{text}"
+        turn = await rpc.request("turn/start", {"threadId": thread_id, "input": [
+            {"type": "text", "text": text, "text_elements": []}]})
+        return thread_id, str(turn["turn"]["id"])
+
+    async def _answer(self, rpc: _Rpc, message: dict[str, Any], state: TurnState,
+                      approver: Approver) -> None:
+        method = str(message.get("method"))
+        if method not in (COMMAND_APPROVAL, FILE_APPROVAL):
+            await rpc.send({"id": message["id"], "error": {"code": -32601,
+                                                           "message": f"unsupported: {method}"}})
+            return
+        decision = await approver.decide(approval_request(method, message.get("params") or {},
+                                                          state))
+        await rpc.send({"id": message["id"], "result": decision_result(decision)})
+
+
+def _with_session(event: TurnFinished, thread_id: str) -> TurnFinished:
+    return dataclasses.replace(event, session_id=thread_id)
+
+
+class _Rpc:
+    """JSON-RPC over the app-server's stdio: one JSON object per line, no "jsonrpc" field."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self._next_id = 1000
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc.stdout is not None
+        async for line in read_lines(self._proc.stdout):
+            with contextlib.suppress(json.JSONDecodeError):
+                message = json.loads(line)
+                future = self._waiting.pop(message.get("id"), None) if (
+                    "result" in message or "error" in message) else None
+                if future is not None and not future.done():
+                    future.set_result(message)
+                elif isinstance(message, dict):
+                    self._inbox.put_nowait(message)
+        self._inbox.put_nowait(None)
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(AgentCrashed("codex app-server exited", None, ""))
+
+    async def send(self, message: dict[str, Any]) -> None:
+        stdin = self._proc.stdin
+        if stdin is None or stdin.is_closing():
+            return
+        async with self._lock:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                stdin.write((json.dumps(message) + "\n").encode())
+                await stdin.drain()
+
+    async def notify(self, method: str) -> None:
+        await self.send({"method": method})
+
+    async def request(self, method: str, params: dict[str, Any],
+                      timeout_s: float = RPC_TIMEOUT_S) -> dict[str, Any]:
+        self._next_id += 1
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[self._next_id] = future
+        await self.send({"id": self._next_id, "method": method, "params": params})
+        reply = await asyncio.wait_for(future, timeout_s)
+        if "error" in reply:
+            raise AgentCrashed(f"codex {method}: {reply['error'].get('message')}", None, "")
+        return dict(reply.get("result") or {})
+
+    async def incoming(self) -> AsyncIterator[dict[str, Any]]:
+        while (message := await self._inbox.get()) is not None:
+            yield message
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.is_closing():
+            self._proc.stdin.close()
+
+    async def aclose(self) -> None:
+        for task in [*self._tasks, self._reader]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, self._reader, return_exceptions=True)
+        self.close()

@@ -1,0 +1,129 @@
+"""The real pinned codex binary (app-server) against the scripted Responses API server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import psutil
+
+from bot.errors import AgentCrashed
+from bot.models import (
+    ApprovalDecision,
+    ApprovalMode,
+    SessionStarted,
+    TextEmitted,
+    ToolCalled,
+    ToolFinished,
+    TurnFinished,
+    TurnSpec,
+)
+from executors.codex import CodexExecutor
+from tests.test_claude_executor import Scripted
+
+PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from codex\n*** End Patch\n"
+
+
+def spec(prompt: str, cwd: Path, resume: str | None = None,
+         mode: ApprovalMode = ApprovalMode.ASK) -> TurnSpec:
+    return TurnSpec(task_id=1, turn_id=1, prompt=prompt, cwd=cwd, resume_session_id=resume,
+                    approval_mode=mode)
+
+
+async def collect(executor: CodexExecutor, turn: TurnSpec, approver: Scripted | None = None
+                  ) -> list:
+    async with asyncio.timeout(60):
+        return [e async for e in executor.run(turn, approver or Scripted())]
+
+
+async def test_version_and_sandbox_probe(codex_bin, codex_env):
+    executor = CodexExecutor(codex_bin, codex_env)
+    assert await executor.version() == "0.171.0"
+    assert await executor.sandbox_works() is True
+
+
+async def test_text_turn(codex_bin, codex_env, openai, workdir):
+    openai.script("MARK-CTEXT", [{"text": "Hello from the Codex mock."}])
+    events = await collect(CodexExecutor(codex_bin, codex_env), spec("MARK-CTEXT hi", workdir))
+    (started,) = [e for e in events if isinstance(e, SessionStarted)]
+    assert TextEmitted("Hello from the Codex mock.") in events
+    final = events[-1]
+    assert isinstance(final, TurnFinished) and not final.is_error
+    assert final.result_text == "Hello from the Codex mock."
+    assert final.session_id == started.session_id and final.usage.input_tokens == 100
+
+
+async def test_command_approval_allowed_and_denied(codex_bin, codex_env, openai, workdir):
+    openai.script("MARK-CCMD", [{"shell": "touch yes.txt"}, {"shell": "touch no.txt"},
+                                {"text": "done"}])
+    approver = Scripted(ApprovalDecision(allow=True), ApprovalDecision(allow=False))
+    events = await collect(CodexExecutor(codex_bin, codex_env), spec("MARK-CCMD go", workdir),
+                           approver)
+    assert [r.tool_input["command"] for r in approver.requests] == ["touch yes.txt",
+                                                                    "touch no.txt"]
+    assert approver.requests[0].rule == "Bash(touch yes.txt)"
+    assert (workdir / "yes.txt").exists() and not (workdir / "no.txt").exists()
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [f.is_error for f in finished] == [False, True]
+    assert not events[-1].is_error and "rejected" in str(openai.requests_for("MARK-CCMD")[-1])
+
+
+async def test_file_change_approval_shows_the_diff(codex_bin, codex_env, openai, workdir):
+    openai.script("MARK-CPATCH", [{"patch": PATCH}, {"text": "patched"}])
+    approver = Scripted(ApprovalDecision(allow=True))
+    events = await collect(CodexExecutor(codex_bin, codex_env), spec("MARK-CPATCH go", workdir),
+                           approver)
+    (request,) = approver.requests
+    assert request.tool_name == "Edit" and "hello.txt" in request.tool_input["file_path"]
+    assert "hello from codex" in request.tool_input["content"]
+    assert (workdir / "hello.txt").read_text() == "hello from codex\n"
+    assert any(isinstance(e, ToolCalled) and e.name == "Edit" for e in events)
+
+
+async def test_resumed_turn_carries_the_history(codex_bin, codex_env, openai, workdir):
+    openai.script("MARK-CRES", [{"text": "first codex answer"}, {"echo": True}])
+    executor = CodexExecutor(codex_bin, codex_env)
+    first = await collect(executor, spec("MARK-CRES one", workdir))
+    second = await collect(executor, spec("the follow-up", workdir,
+                                          resume=first[-1].session_id))
+    assert second[-1].session_id == first[-1].session_id
+    assert "first codex answer" in str(openai.requests_for("MARK-CRES")[-1]["input"])
+    assert "the follow-up" in second[-1].result_text
+
+
+async def test_model_server_error_is_a_clear_failure(codex_bin, codex_env, openai, workdir):
+    openai.script("MARK-C500", [{"http_error": 500}])
+    events = await collect(CodexExecutor(codex_bin, codex_env), spec("MARK-C500 go", workdir))
+    final = events[-1]
+    assert isinstance(final, TurnFinished) and final.is_error and final.result_text
+
+
+def _procs(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if marker in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+    return found
+
+
+async def test_cancel_leaves_no_process_behind(codex_bin, codex_env, openai, workdir):
+    openai.script("MARK-CCANCEL", [{"shell": "sleep 41.75"}, {"text": "never"}])
+    executor = CodexExecutor(codex_bin, codex_env, cancel_grace_s=3)
+
+    async def consume() -> None:
+        async for _ in executor.run(spec("MARK-CCANCEL go", workdir, mode=ApprovalMode.AUTO),
+                                    Scripted()):
+            pass
+
+    task = asyncio.create_task(consume())
+    async with asyncio.timeout(30):
+        while not _procs("sleep 41.75"):
+            await asyncio.sleep(0.1)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, AgentCrashed):
+        await asyncio.wait_for(task, 15)
+    await asyncio.sleep(0.5)
+    assert _procs("sleep 41.75") == [] and _procs(str(workdir)) == []
+    assert not [p for p in _procs("app-server") if p.cwd() == str(workdir)]
