@@ -91,33 +91,32 @@ class ApprovalDesk:
         tapped as soon as the message exists, so the future is registered before it is sent."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = future
+        where: tuple[int, int] | None = None
         try:
             message = await self._notifier.send(task, text, kind="approval", markup=markup)
             if message is not None:
-                await self._store.questions.set_message(question.id, task.chat_id,
-                                                        message.message_id)
+                where = (task.chat_id, message.message_id)
+                await self._store.questions.set_message(question.id, *where)
             return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
         except TimeoutError:
-            return await self._close(question, "timeout", "approval.expired", future)
+            return await self._close(task, question, "timeout", "approval.expired", future, where)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._close(question, "ended", "approval.ended", future))
+                await asyncio.shield(self._close(task, question, "ended", "approval.ended",
+                                                 future, where))
             raise
         finally:
             self._waiting.pop(question.id, None)
 
-    async def _close(self, question: PendingQuestion, answer: str, key: str,
-                     future: asyncio.Future[str]) -> str:
+    async def _close(self, task: Task, question: PendingQuestion, answer: str, key: str,
+                     future: asyncio.Future[str], where: tuple[int, int] | None) -> str:
         if not await self._store.questions.resolve(question.id, "expired", answer):
             fresh = await self._store.questions.get(question.id)  # the owner just answered
             return future.result() if future.done() else (fresh.answer if fresh and
                                                           fresh.answer else answer)
-        fresh = await self._store.questions.get(question.id)
-        if fresh is not None and fresh.message_id is not None and fresh.chat_id is not None:
-            task = await self._store.tasks.get(fresh.task_id)
-            loc = task.locale if task else "en"
-            await self._notifier.edit(fresh.chat_id, fresh.message_id,
-                                      _first_part(fresh) + "\n\n" + self._texts.get(loc, key))
+        if where is not None:
+            await self._notifier.edit(*where, _first_part(question) + "\n\n" +
+                                      self._texts.get(task.locale, key))
         return answer
 
     def settle(self, qid: int, answer: str) -> None:
