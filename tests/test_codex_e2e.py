@@ -52,3 +52,28 @@ async def test_detach_on_codex_and_a_failed_model(tmp_path, claude_bin, codex_bi
             assert "#1" in failed.params["text"]
             task = await app.store.tasks.get(1)
             assert task.engine is Engine.CODEX and task.status is TaskStatus.FAILED
+
+
+async def test_codex_always_is_remembered_for_later_turns(tmp_path, claude_bin, codex_bin,
+                                                          agent_env, codex_env, openai, workdir):
+    openai.script("MARK-CXA", [{"shell": "touch again.txt"}, {"text": "first done"},
+                               {"shell": "touch again.txt"}, {"text": "second done"}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, {**agent_env, **codex_env}) as app:
+            await fake.user_message("/codex MARK-CXA go", OWNER)
+            ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
+            await fake.press(OWNER, ask.result["message_id"], buttons(ask)["♾ Always…"], OWNER)
+            confirm = await fake.wait_call("editMessageText", lambda c: "Bash(touch again.txt)"
+                                           in c.params["text"])
+            await fake.press(OWNER, ask.result["message_id"],
+                             buttons(confirm)["✅ Always allow this"], OWNER)
+            first = await fake.wait_text(OWNER, "first done", timeout_s=60)
+            await wait_linked(app, OWNER, first.result["message_id"])
+            mark = len(fake.calls)
+            await fake.user_message("again", OWNER, reply_to_message_id=first.result["message_id"])
+            await fake.wait_text(OWNER, "second done", timeout_s=60, after=mark)
+            assert not [c for c in fake.calls[mark:] if c.method == "sendMessage"
+                        and "wants to use" in c.params["text"]]
+            (grant,) = await app.store.grants.active(OWNER, "codex")
+            assert grant.pattern == "Bash(touch again.txt)"

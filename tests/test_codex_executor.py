@@ -127,3 +127,17 @@ async def test_cancel_leaves_no_process_behind(codex_bin, codex_env, openai, wor
     await asyncio.sleep(0.5)
     assert _procs("sleep 41.75") == [] and _procs(str(workdir)) == []
     assert not [p for p in _procs("app-server") if p.cwd() == str(workdir)]
+
+
+async def test_a_sandbox_that_cannot_work_is_refused_clearly(codex_bin, codex_env, workdir):
+    executor = CodexExecutor(codex_bin, codex_env)
+    executor.refuse_sandbox()  # what the start-up probe does where user namespaces are blocked
+    try:
+        await collect(executor, spec("x", workdir))
+    except AgentCrashed as exc:
+        assert "DETACH_CODEX_SANDBOX=danger-full-access" in exc.reason
+    else:
+        raise AssertionError("a sandboxed turn ran although the sandbox cannot work")
+    unsandboxed = CodexExecutor(codex_bin, codex_env, sandbox="danger-full-access")
+    unsandboxed.refuse_sandbox()
+    assert unsandboxed.argv(spec("x", workdir))[1] == "app-server"  # not refused
