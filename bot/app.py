@@ -23,9 +23,11 @@ from bot.approvals import ApprovalDesk
 from bot.errors import AgentNotInstalled, ConfigError
 from bot.intake import Intake, recover
 from bot.models import Engine
+from bot.money import MoneyDesk
 from bot.notifier import Notifier
 from bot.pool import JobPool
 from bot.ports import Executor
+from bot.presets import PresetCatalog
 from bot.queue import TurnQueue
 from bot.runner import TurnRunner
 from bot.service import TaskService
@@ -125,10 +127,13 @@ async def build(settings: Settings, session: BaseSession | None = None,
                        settings.max_concurrent_turns, settings.turn_timeout_s, handle)
         queue = TurnQueue(store, pool)
         desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s)
-        runner = TurnRunner(store, executors, notifier, queue, desk, settings.auto_allowed_tools)
+        money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
+                          settings.task_cap_usd)
+        runner = TurnRunner(store, executors, notifier, queue, desk, money,
+                            settings.auto_allowed_tools)
         service = TaskService(store, pool, queue, notifier, texts, executors,
                               settings.max_prompt_chars, settings.default_workdir,
-                              Engine(settings.default_engine), settings.approval_mode)
+                              Engine(settings.default_engine), money, settings.approval_mode)
         answers = ApprovalAnswers(store, desk, notifier, texts)
         intake = Intake(store, queue, notifier, settings.intake_interval_s)
         access = AccessPolicy(settings.allowed_users, store)

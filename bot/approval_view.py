@@ -29,6 +29,19 @@ class GrantAction(CallbackData, prefix="gr"):
     grant_id: int
 
 
+class BudgetAction(CallbackData, prefix="bu"):
+    qid: int
+    extend: bool
+
+
+def budget_keyboard(texts: Texts, loc: str, qid: int, extend_usd: float) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup(inline_keyboard=[[
+        InlineKeyboardButton(text=texts.get(loc, "money.extend", extend=f"{extend_usd:.2f}"),
+                             callback_data=BudgetAction(qid=qid, extend=True).pack()),
+        InlineKeyboardButton(text=texts.get(loc, "money.stop"),
+                             callback_data=BudgetAction(qid=qid, extend=False).pack())]])
+
+
 def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

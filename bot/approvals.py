@@ -14,6 +14,7 @@ from bot.approval_view import (
     DONE,
     approval_keyboard,
     approval_text,
+    budget_keyboard,
     confirm_keyboard,
     question_keyboard,
     question_text,
@@ -118,6 +119,24 @@ class ApprovalDesk:
             await self._notifier.edit(*where, _first_part(question) + "\n\n" +
                                       self._texts.get(task.locale, key))
         return answer
+
+    async def ask_budget(self, task: Task, turn_id: int, spent_usd: float, cap_usd: float,
+                         extend_usd: float) -> None:
+        """A budget breach parks the task with "extend or stop"; the answer arrives through the
+        task service (it queues the resumed turn), so nothing waits here."""
+        question = await self._store.questions.create(
+            task.id, turn_id, "budget", {"spent": spent_usd, "cap": cap_usd,
+                                         "extend": extend_usd}, None)
+        loc = task.locale
+        text = self._texts.get(loc, "money.budget_question", label=task.label,
+                               spent=f"{spent_usd:.4f}", cap=f"{cap_usd:.2f}",
+                               extend=f"{extend_usd:.2f}")
+        message = await self._notifier.send(task, text, kind="approval",
+                                            markup=budget_keyboard(self._texts, loc,
+                                                                   question.id, extend_usd))
+        if message is not None:
+            await self._store.questions.set_message(question.id, task.chat_id,
+                                                    message.message_id)
 
     def settle(self, qid: int, answer: str) -> None:
         future = self._waiting.get(qid)

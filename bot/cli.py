@@ -10,6 +10,8 @@ from pathlib import Path
 
 from bot.errors import ConfigError, DetachError, UserInputError
 from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.money import resolve_preset
+from bot.presets import PresetCatalog
 from bot.render import slugify
 from bot.settings import Settings
 from bot.store import Store
@@ -92,10 +94,19 @@ def _add(args: argparse.Namespace) -> int:
     goal = " ".join(args.goal).strip()
     if not goal or len(goal) > settings.max_prompt_chars:
         raise ConfigError(f"the goal must have 1 to {settings.max_prompt_chars} characters")
-    new = NewTask(owner_id=owner, chat_id=args.chat or owner,
-                  engine=Engine(args.engine or settings.default_engine), kind=TaskKind.DETACH,
-                  prompt=goal, cwd=Path.cwd().resolve() if settings.workdir is None
-                  else settings.default_workdir, model=args.model, announced=False)
+    preset = None
+    if args.model:  # resolved at capture: fail fast with the same suggestions as in Telegram
+        preset = resolve_preset(PresetCatalog.load(settings.config), args.model)
+    engine = Engine(args.engine) if args.engine else (
+        preset.engine if preset else Engine(settings.default_engine))
+    if preset is not None and preset.engine is not engine:
+        raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
+    new = NewTask(owner_id=owner, chat_id=args.chat or owner, engine=engine,
+                  kind=TaskKind.DETACH, prompt=goal,
+                  cwd=Path.cwd().resolve() if settings.workdir is None
+                  else settings.default_workdir, announced=False,
+                  preset=preset.name if preset else None,
+                  model=preset.model if preset else None, max_usd=settings.task_cap_usd)
 
     async def work(store: Store) -> None:
         task, _ = await store.tasks.create(new, slugify(goal))

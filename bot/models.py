@@ -63,6 +63,8 @@ class Task:
     announced: bool
     total_cost_usd: float = 0.0
     approval_mode: ApprovalMode = ApprovalMode.ASK
+    preset: str | None = None
+    max_usd: float | None = None
 
     @property
     def label(self) -> str:
@@ -107,6 +109,8 @@ class NewTask:
     model: str | None = None
     announced: bool = True
     approval_mode: ApprovalMode = ApprovalMode.ASK
+    preset: str | None = None
+    max_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,8 @@ class TurnSpec:
     append_system_prompt: str | None = None
     allowed_tools: tuple[str, ...] = ()
     approval_mode: ApprovalMode = ApprovalMode.ASK
+    extra_args: tuple[str, ...] = ()
+    max_budget_usd: float | None = None
 
 
 # --- approvals: what an agent asks, and the answer it gets ------------------------------------
@@ -197,6 +203,13 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageUpdated:
+    """Tokens used so far in this turn (engines that report usage while they run)."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The agent's own verdict on the turn (Claude: the ``result`` line)."""
 
@@ -212,4 +225,5 @@ class TurnFinished:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-AgentEvent = SessionStarted | TextEmitted | ToolCalled | ToolFinished | TurnFinished
+AgentEvent = (SessionStarted | TextEmitted | ToolCalled | ToolFinished | UsageUpdated |
+              TurnFinished)

@@ -30,6 +30,9 @@ class Notifier:
         self._store = store
         self._texts = texts
 
+    def text(self, locale: str, key: str, **params: object) -> str:
+        return self._texts.get(locale, key, **params)
+
     async def acknowledge(self, task: Task, reply_to: int | None = None) -> None:
         loc = task.locale
         text = self._texts.get(loc, "task.ack", icon=STATUS_ICONS[task.status], label=task.label,
@@ -68,11 +71,18 @@ class Notifier:
     def _header(self, task: Task, turn: Turn) -> str:
         loc, label = task.locale, task.label
         took = duration(turn.duration_s)
+        cost = money(turn.cost_usd)
+        cost_text = (self._texts.get(loc, "task.cost", cost=cost) if cost
+                     else self._texts.get(loc, "task.cost_unknown"))
         if turn.status is TaskStatus.DONE:
-            cost = money(turn.cost_usd)
-            cost_text = (self._texts.get(loc, "task.cost", cost=cost) if cost
-                         else self._texts.get(loc, "task.cost_unknown"))
-            return self._texts.get(loc, "task.done", label=label, duration=took, cost=cost_text)
+            total = money(task.total_cost_usd) if task.total_cost_usd else None
+            total_text = (self._texts.get(loc, "task.task_total", total=total)
+                          if total and total != cost else "")
+            return self._texts.get(loc, "task.done", label=label, duration=took, cost=cost_text,
+                                   total=total_text)
+        if turn.status is TaskStatus.BUDGET_EXCEEDED:
+            return self._texts.get(loc, "task.budget_exceeded", label=label, duration=took,
+                                   cost=cost_text)
         if turn.status is TaskStatus.CANCELLED:
             return self._texts.get(loc, "task.cancelled", label=label)
         if turn.status is TaskStatus.TIMED_OUT:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from bot.models import AgentEvent, ApprovalDecision, ApprovalRequest, TurnSpec
@@ -24,6 +24,6 @@ class Executor(Protocol):
 
     engine: str
 
-    def run(self, spec: TurnSpec, approver: Approver) -> AsyncIterator[AgentEvent]: ...
+    def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]: ...
 
     async def version(self) -> str: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -21,10 +22,13 @@ from bot.models import (
     TaskStatus,
     TurnFinished,
     TurnSpec,
+    UsageUpdated,
 )
+from bot.money import MoneyDesk
 from bot.notifier import Notifier
 from bot.pool import StopReason, TurnControl
 from bot.ports import Executor
+from bot.presets import Preset
 from bot.queue import TurnQueue
 from bot.store import Store, TurnOutcome
 
@@ -41,13 +45,14 @@ TRANSCRIPT_BATCH = 25
 
 class TurnRunner:
     def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
-                 queue: TurnQueue, desk: ApprovalDesk,
+                 queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
                  auto_allowed_tools: tuple[str, ...]) -> None:
         self._store = store
         self._executors = executors
         self._notifier = notifier
         self._queue = queue
         self._desk = desk
+        self._money = money
         self._auto_allowed_tools = auto_allowed_tools
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
@@ -59,14 +64,22 @@ class TurnRunner:
         assert task is not None
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
+        refusal = await self._refusal(task)
+        if refusal is not None:
+            await self._finish(task, turn_id, refusal, denials)
+            return
+        preset = self._money.catalog.get(task.preset)
+        left = self._money.budget_left(task)
         try:
             spec = TurnSpec(
                 task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
                 model=task.model, resume_session_id=task.session_id,
                 append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
-                allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode)
+                allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode,
+                extra_args=preset.args if preset else (),
+                max_budget_usd=left if task.engine is Engine.CLAUDE else None)
             with control.running():
-                outcome, denials = await self._drive(task, spec)
+                outcome, denials = await self._drive(task, spec, preset, left)
         except asyncio.CancelledError:
             if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
@@ -95,7 +108,22 @@ class TurnRunner:
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
         finished = await self._store.tasks.get_turn(turn_id)
         await self._notifier.turn_finished(task, finished, denials)  # type: ignore[arg-type]
+        if outcome.status is TaskStatus.BUDGET_EXCEEDED and task.max_usd is not None:
+            await self._desk.ask_budget(task, turn_id, task.total_cost_usd, task.max_usd,
+                                        self._money.extend_amount(task))
         await self._queue.kick(task.id)
+
+    async def _refusal(self, task: Task) -> TurnOutcome | None:
+        """Work that must not start: over the daily cap (turns queued from the shell or before
+        the cap was reached), or a task whose budget is already spent."""
+        over = await self._money.over_daily_cap(task.owner_id)
+        if over is not None:
+            return TurnOutcome(TaskStatus.FAILED, error=self._notifier.text(
+                task.locale, "money.daily_cap_turn", **over[1]))
+        left = self._money.budget_left(task)
+        if left is not None and left <= 0:
+            return TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error="budget spent")
+        return None
 
     async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
         """Remembered grants of the owner for this engine and directory; in auto mode also the
@@ -108,26 +136,36 @@ class TurnRunner:
             tools = self._auto_allowed_tools + tools
         return tools
 
-    async def _drive(self, task: Task, spec: TurnSpec) -> tuple[TurnOutcome, tuple[str, ...]]:
+    async def _drive(self, task: Task, spec: TurnSpec, preset: Preset | None,
+                     left: float | None) -> tuple[TurnOutcome, tuple[str, ...]]:
         executor = self._executors.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine.value, None)
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
         try:
-            async for event in executor.run(spec, self._desk.for_turn(task, spec.turn_id)):
-                if isinstance(event, SessionStarted) and event.session_id != task.session_id:
-                    await self._store.tasks.set_session(task.id, event.session_id)
-                if isinstance(event, TurnFinished):
-                    final = event
-                batch.append(_transcript_entry(event))
-                if len(batch) >= TRANSCRIPT_BATCH:
-                    await self._store.transcript.append(task.id, spec.turn_id, batch)
-                    batch = []
+            async with contextlib.aclosing(executor.run(
+                    spec, self._desk.for_turn(task, spec.turn_id))) as events:
+                async for event in events:
+                    if isinstance(event, SessionStarted) and event.session_id != task.session_id:
+                        await self._store.tasks.set_session(task.id, event.session_id)
+                    if isinstance(event, TurnFinished):
+                        final = event
+                    batch.append(_transcript_entry(event))
+                    if (isinstance(event, UsageUpdated) and preset is not None and left is not None
+                            and preset.cost_usd(event.usage) > left):
+                        log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
+                        cost = preset.cost_usd(event.usage)
+                        return TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error="budget reached",
+                                           cost_usd=cost, input_tokens=event.usage.input_tokens,
+                                           output_tokens=event.usage.output_tokens), ()
+                    if len(batch) >= TRANSCRIPT_BATCH:
+                        await self._store.transcript.append(task.id, spec.turn_id, batch)
+                        batch = []
         finally:
             await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
         assert final is not None  # executors end with TurnFinished or raise
-        return _outcome(final), final.denials
+        return _outcome(final, preset), final.denials
 
 
 def _transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:
@@ -136,11 +174,17 @@ def _transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:
     return type(event).__name__, body
 
 
-def _outcome(final: TurnFinished) -> TurnOutcome:
+def _outcome(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
+    """Claude reports its cost; other engines are priced from the task's preset."""
     error = None
     if final.is_error:
         error = final.result_text or "; ".join(final.errors) or final.subtype or "agent error"
+    status = TaskStatus.FAILED if final.is_error else TaskStatus.DONE
+    if final.subtype == "error_max_budget_usd":
+        status = TaskStatus.BUDGET_EXCEEDED
+    cost = final.cost_usd
+    if cost is None and preset is not None:
+        cost = preset.cost_usd(final.usage)
     return TurnOutcome(
-        status=TaskStatus.FAILED if final.is_error else TaskStatus.DONE,
-        result_text=final.result_text, error=error, cost_usd=final.cost_usd,
+        status=status, result_text=final.result_text, error=error, cost_usd=cost,
         input_tokens=final.usage.input_tokens, output_tokens=final.usage.output_tokens)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot.errors import TaskNotFound, TaskStateError, UserInputError
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.money import MoneyDesk, parse_usd
 from bot.notifier import Notifier
 from bot.options import approval_mode, split_options
 from bot.options import engine as option_engine
@@ -25,7 +26,7 @@ LIST_LIMIT = 15
 class TaskService:
     def __init__(self, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
                  texts: Texts, executors: Mapping[Engine, Executor], max_prompt_chars: int,
-                 default_cwd: Path, default_engine: Engine,
+                 default_cwd: Path, default_engine: Engine, money: MoneyDesk,
                  default_mode: ApprovalMode = ApprovalMode.ASK) -> None:
         self._store = store
         self._pool = pool
@@ -37,6 +38,7 @@ class TaskService:
         self._default_cwd = default_cwd
         self.default_engine = default_engine
         self._default_mode = default_mode
+        self.money = money
 
     def validate_prompt(self, prompt: str, command: str) -> str:
         prompt = prompt.strip()
@@ -54,6 +56,9 @@ class TaskService:
         directory. A command Telegram delivers twice (a restart before the update was
         confirmed) starts one task."""
         options, prompt = split_options(text)
+        chosen = engine or (option_engine(options, self.default_engine)
+                            if "engine" in options else None)
+        preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
             if existing is not None:
@@ -61,7 +66,10 @@ class TaskService:
                          existing)
                 return await self.get_own(user_id, existing)
         new = NewTask(owner_id=user_id, chat_id=chat_id,
-                      engine=engine or option_engine(options, self.default_engine),
+                      engine=chosen or (preset.engine if preset else self.default_engine),
+                      preset=preset.name if preset else None,
+                      model=preset.model if preset else None,
+                      max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
                       kind=kind, prompt=self.validate_prompt(prompt, command),
                       cwd=self._default_cwd, locale=locale,
                       approval_mode=approval_mode(options, self._default_mode))
@@ -71,6 +79,7 @@ class TaskService:
         """Create a task, acknowledge it in its chat, and queue its first turn."""
         if new.engine not in self._executors:
             raise UserInputError("error.engine_unavailable", engine=new.engine.value)
+        await self.money.check_daily_cap(new.owner_id)
         task, _turn = await self._store.tasks.create(new, slugify(new.prompt))
         if reply_to is not None:
             await self._store.links.link(new.chat_id, reply_to, task.id, "command")
@@ -85,6 +94,7 @@ class TaskService:
                         reply_to: int) -> Turn | None:
         task = await self.get_own(user_id, task_id)
         prompt = self.validate_prompt(prompt, "detach")
+        await self.money.check_daily_cap(user_id)
         if await self._store.links.task_for(task.chat_id, reply_to) is not None:
             log.info("message %s already continued task %s", reply_to, task.id)
             return None
@@ -151,12 +161,43 @@ class TaskService:
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
         task = await self._interrupted(user_id, task_id)
+        await self.money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
         preamble = self._texts.get(task.locale, "task.interrupted_preamble")
         await self._store.tasks.add_turn(task.id, f"{preamble}\n\n{last.prompt if last else ''}")
         await self._store.audit.record("resumed", user_id, task.id)
         await self._notifier.send(task, self._texts.get(task.locale, "task.resumed",
                                                         label=task.label), kind="status")
+        await self._queue.kick(task.id)
+        return task
+
+    async def answer_budget(self, user_id: int, qid: int, extend: bool) -> Task:
+        """Extend raises the task's budget and resumes the same session; Stop closes it."""
+        question = await self._store.questions.get(qid)
+        task = await self._store.tasks.get(question.task_id) if question else None
+        if question is None or task is None or question.kind != "budget":
+            raise UserInputError("callback.stale")
+        if task.owner_id != user_id:
+            raise UserInputError("callback.not_yours")
+        if extend:
+            await self.money.check_daily_cap(user_id)
+        if not await self._store.questions.resolve(qid, "answered",
+                                                   "extend" if extend else "stop"):
+            raise UserInputError("callback_approval.answered")
+        amount = float(question.payload.get("extend", 0))
+        await self._store.audit.record("budget_extended" if extend else "budget_stopped",
+                                       user_id, task.id, f"{amount}")
+        loc = task.locale
+        if not extend:
+            text = self._texts.get(loc, "money.stopped", label=task.label,
+                                   spent=f"{task.total_cost_usd:.4f}")
+            await self._notifier.edit(task.chat_id, question.message_id or 0, text)
+            return task
+        await self._store.tasks.raise_budget(task.id, amount)
+        task = await self.get_own(user_id, task.id)
+        await self._store.tasks.add_turn(task.id, self._texts.get(loc, "money.continue_prompt"))
+        await self._notifier.edit(task.chat_id, question.message_id or 0, self._texts.get(
+            loc, "money.extended", label=task.label, cap=f"{task.max_usd or 0:.2f}"))
         await self._queue.kick(task.id)
         return task
 

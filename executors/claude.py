@@ -9,7 +9,7 @@ import logging
 import re
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -55,7 +55,9 @@ class ClaudeExecutor:
             argv += ["--append-system-prompt", spec.append_system_prompt]
         if spec.allowed_tools:
             argv += ["--allowedTools", ",".join(spec.allowed_tools)]
-        return argv
+        if spec.max_budget_usd is not None:
+            argv += ["--max-budget-usd", f"{max(spec.max_budget_usd, 0.0):.6f}"]
+        return argv + list(spec.extra_args)
 
     async def version(self) -> str:
         argv = [self._binary or "claude", "--version"]
@@ -71,7 +73,7 @@ class ClaudeExecutor:
             raise AgentNotInstalled(self.engine, self._binary)
         return match.group(1)
 
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncIterator[AgentEvent]:
+    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         try:
             proc = await spawn(self.argv(spec), str(spec.cwd), self._env)
         except OSError as exc:

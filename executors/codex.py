@@ -10,7 +10,7 @@ import json
 import logging
 import re
 import signal
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -62,7 +62,7 @@ class CodexExecutor:
             argv += ["-c", item]
         if spec.model:
             argv += ["-c", f"model={json.dumps(spec.model)}"]
-        return argv
+        return argv + list(spec.extra_args)
 
     async def _output(self, *args: str) -> tuple[int, str]:
         try:
@@ -95,7 +95,7 @@ class CodexExecutor:
         sandbox = "read-only" if spec.approval_mode is ApprovalMode.READONLY else self.sandbox
         return {"approvalPolicy": "never", "sandbox": sandbox}
 
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncIterator[AgentEvent]:
+    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         if self._sandbox_refused and self._policy(spec)["sandbox"] != "danger-full-access":
             raise AgentCrashed(
                 "Codex's sandbox cannot work on this machine (no user namespaces); set "

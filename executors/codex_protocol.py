@@ -15,6 +15,7 @@ from bot.models import (
     ToolFinished,
     TurnFinished,
     Usage,
+    UsageUpdated,
 )
 
 COMMAND_APPROVAL = "item/commandExecution/requestApproval"
@@ -60,7 +61,8 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState
         return [TextEmitted(state.last_text)]
     if method == "thread/tokenUsage/updated":
         state.add_usage((params.get("tokenUsage") or {}).get("last") or {})
-    elif method == "error" and not params.get("willRetry"):
+        return [UsageUpdated(state.usage)]
+    if method == "error" and not params.get("willRetry"):
         state.error = str((params.get("error") or {}).get("message") or "error")
     elif method == "turn/completed":
         return [_finished(params.get("turn") or {}, state)]

@@ -9,19 +9,19 @@ from bot.access import AccessPolicy
 from bot.approval_answers import ApprovalAnswers
 from bot.service import TaskService
 from bot.texts import DEFAULT_LOCALE, Texts
-from handlers import approvals, basics, buttons, errors, replies, tasks
+from handlers import approvals, basics, buttons, errors, money, replies, tasks
 from handlers.access import AllowListMiddleware
 
 COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive", "grants",
-            "status", "help")
+            "model", "spend", "status", "help")
 
 
 def build_dispatcher(service: TaskService, answers: ApprovalAnswers, access: AccessPolicy,
                      texts: Texts, engine_status: list[str]) -> Dispatcher:
     dp = Dispatcher(tasks=service, answers=answers, texts=texts, engine_status=engine_status)
     dp.update.outer_middleware(AllowListMiddleware(access, texts))
-    dp.include_routers(basics.router(), tasks.router(), approvals.router(), buttons.router(),
-                       replies.router(), errors.router())
+    dp.include_routers(basics.router(), tasks.router(), approvals.router(), money.router(),
+                       buttons.router(), replies.router(), errors.router())
 
     async def set_commands(bot: Bot) -> None:
         await bot.set_my_commands([BotCommand(command=c, description=texts.get(

@@ -9,7 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDLER_MAY_IMPORT = {"bot.service", "bot.models", "bot.errors", "bot.texts", "bot.callbacks",
-                      "bot.approval_answers", "bot.approval_view",
+                      "bot.approval_answers", "bot.approval_view", "bot.money",
+                      "bot.presets",
                       "bot.render", "bot.access"}
 EXECUTOR_MAY_IMPORT = {"bot.models", "bot.errors", "bot.ports"}
 

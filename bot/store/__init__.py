@@ -6,7 +6,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.db import Clock, make_engine, utcnow
-from bot.store.records import AuditRepo, LinkRepo, SpendRepo, TranscriptLine, TranscriptRepo
+from bot.store.records import (
+    AuditRepo,
+    ChatSettingsRepo,
+    LinkRepo,
+    SpendRepo,
+    TranscriptLine,
+    TranscriptRepo,
+)
 from bot.store.schema import migrate
 from bot.store.tasks import TaskRepo, TurnOutcome
 
@@ -25,6 +32,7 @@ class Store:
         self.audit = AuditRepo(engine, clock)
         self.questions = QuestionRepo(engine, clock)
         self.grants = GrantRepo(engine, clock)
+        self.chats = ChatSettingsRepo(engine, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.db import Clock, aware
-from bot.store.schema import audit, message_links, spend, transcript
+from bot.store.schema import audit, chat_settings, message_links, spend, transcript
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +90,36 @@ class SpendRepo:
             return float((await conn.execute(sa.select(sa.func.coalesce(
                 sa.func.sum(spend.c.cost_usd), 0.0)).where(
                 spend.c.user_id == user_id, spend.c.day == day))).scalar_one())
+
+
+    async def by_day(self, user_id: int, since_day: str) -> dict[str, float]:
+        query = sa.select(spend.c.day, sa.func.sum(spend.c.cost_usd)).where(
+            spend.c.user_id == user_id, spend.c.day >= since_day).group_by(spend.c.day)
+        async with self._engine.connect() as conn:
+            return {day: float(total) for day, total in await conn.execute(query)}
+
+    def today(self) -> str:
+        return self._clock().date().isoformat()
+
+
+class ChatSettingsRepo:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def preset(self, chat_id: int) -> str | None:
+        async with self._engine.connect() as conn:
+            return (await conn.execute(sa.select(chat_settings.c.preset).where(
+                chat_settings.c.chat_id == chat_id))).scalar()
+
+    async def set_preset(self, chat_id: int, preset: str) -> None:
+        async with self._engine.begin() as conn:
+            updated = await conn.execute(chat_settings.update().where(
+                chat_settings.c.chat_id == chat_id).values(preset=preset,
+                                                          updated_at=self._clock()))
+            if updated.rowcount == 0:
+                await conn.execute(chat_settings.insert().values(
+                    chat_id=chat_id, preset=preset, updated_at=self._clock()))
 
 
 class AuditRepo:

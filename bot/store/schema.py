@@ -33,6 +33,8 @@ tasks = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("approval_mode", sa.String(16), nullable=False, server_default="ask"),  # v2
+    sa.Column("preset", sa.String(64)),  # v3
+    sa.Column("max_usd", sa.Float),  # v3
 )
 
 turns = sa.Table(
@@ -135,6 +137,14 @@ grants = sa.Table(
     sa.Index("ix_grants_scope", "user_id", "engine", "cwd"),
 )
 
+chat_settings = sa.Table(
+    "chat_settings",
+    metadata,
+    sa.Column("chat_id", sa.BigInteger, primary_key=True),
+    sa.Column("preset", sa.String(64)),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 V1_TABLES = [tasks, turns, transcript, message_links, pending_questions, spend, audit]
 
 
@@ -155,9 +165,16 @@ def _v2(conn: Connection) -> None:
     _add_column(conn, "pending_questions", "answer", "TEXT")
 
 
+def _v3(conn: Connection) -> None:
+    """Money: the task's preset and budget, the chat's default preset."""
+    chat_settings.create(conn, checkfirst=True)
+    _add_column(conn, "tasks", "preset", "VARCHAR(64)")
+    _add_column(conn, "tasks", "max_usd", "FLOAT")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
 
 
 def migrate(conn: Connection) -> int:

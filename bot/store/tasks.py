@@ -36,7 +36,8 @@ def _task(row: Any) -> Task:
         locale=m["locale"], created_at=aware(m["created_at"]),  # type: ignore[arg-type]
         updated_at=aware(m["updated_at"]), announced=bool(m["announced"]),  # type: ignore[arg-type]
         total_cost_usd=m["total_cost_usd"] or 0.0,
-        approval_mode=ApprovalMode(m["approval_mode"]),
+        approval_mode=ApprovalMode(m["approval_mode"]), preset=m["preset"],
+        max_usd=m["max_usd"],
     )
 
 
@@ -66,7 +67,8 @@ class TaskRepo:
                 kind=new.kind.value, slug=slug, title=new.prompt[:200], cwd=str(new.cwd),
                 model=new.model, status=TaskStatus.QUEUED.value, locale=new.locale,
                 announced=new.announced, created_at=now, updated_at=now,
-                approval_mode=new.approval_mode.value))
+                approval_mode=new.approval_mode.value, preset=new.preset,
+                max_usd=new.max_usd))
             task_id = int(inserted.inserted_primary_key[0])  # type: ignore[index]
             turn_id = await self._insert_turn(conn, task_id, 1, new.prompt)
         return await self.get(task_id), await self.get_turn(turn_id)  # type: ignore[return-value]
@@ -199,6 +201,19 @@ class TaskRepo:
         async with self._engine.begin() as conn:
             result = await conn.execute(query.values(status=status.value, updated_at=self._clock()))
         return result.rowcount == 1
+
+    async def raise_budget(self, task_id: int, extra_usd: float) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
+                max_usd=sa.func.coalesce(tasks.c.max_usd, 0) + extra_usd,
+                updated_at=self._clock()))
+
+    async def top_by_cost(self, owner_id: int, limit: int = 5) -> list[Task]:
+        query = tasks.select().where(tasks.c.owner_id == owner_id,
+                                     tasks.c.total_cost_usd > 0).order_by(
+            tasks.c.total_cost_usd.desc()).limit(limit)
+        async with self._engine.connect() as conn:
+            return [_task(r) for r in await conn.execute(query)]
 
     async def set_announced(self, task_id: int) -> None:
         async with self._engine.begin() as conn:

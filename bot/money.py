@@ -1,0 +1,121 @@
+"""Models and money: the chat's preset, resolving model= at capture, the daily cap (inclusive;
+<= 0 pauses all new work), the spend summary, and answers to "extend or stop" budget questions."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from bot.errors import UserInputError
+from bot.models import Engine, Task, TaskStatus
+from bot.presets import Preset, PresetCatalog
+from bot.render import money
+from bot.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SpendSummary:
+    today_usd: float
+    days: list[tuple[str, float]]
+    top: list[Task]
+    cap_usd: float | None
+
+
+class MoneyDesk:
+    def __init__(self, store: Store, catalog: PresetCatalog, daily_cap_usd: float | None,
+                 task_cap_usd: float | None) -> None:
+        self._store = store
+        self.catalog = catalog
+        self.daily_cap_usd = daily_cap_usd
+        self.task_cap_usd = task_cap_usd
+
+    def resolve(self, typed: str) -> Preset:
+        return resolve_preset(self.catalog, typed)
+
+    async def preset_for(self, chat_id: int, typed: str | None,
+                         engine: Engine | None) -> Preset | None:
+        """model= wins; else the chat's preset when it fits the engine; else none (CLI default)."""
+        if typed:
+            preset = self.resolve(typed)
+            if engine is not None and preset.engine is not engine:
+                raise UserInputError("money.preset_engine", name=preset.name,
+                                     preset_engine=preset.engine.value, engine=engine.value)
+            return preset
+        chosen = self.catalog.get(await self._store.chats.preset(chat_id))
+        if chosen is not None and (engine is None or chosen.engine is engine):
+            return chosen
+        return None
+
+    async def set_chat_preset(self, chat_id: int, typed: str) -> Preset:
+        preset = self.resolve(typed)
+        await self._store.chats.set_preset(chat_id, preset.name)
+        return preset
+
+    async def chat_preset(self, chat_id: int) -> Preset | None:
+        return self.catalog.get(await self._store.chats.preset(chat_id))
+
+    def candidates(self, typed: str) -> list[Preset]:
+        return list(self.catalog.resolve(typed).candidates)
+
+    async def check_daily_cap(self, user_id: int) -> None:
+        """Refuse new work that would start above the cap; a cap <= 0 pauses everything."""
+        reason = await self.over_daily_cap(user_id)
+        if reason is not None:
+            raise UserInputError(reason[0], **reason[1])
+
+    async def over_daily_cap(self, user_id: int) -> tuple[str, dict[str, str]] | None:
+        cap = self.daily_cap_usd
+        if cap is None:
+            return None
+        if cap <= 0:
+            return "money.paused", {"cap": money(cap) or "0"}
+        spent = await self._store.spend.day_total(user_id, self._store.spend.today())
+        if spent > cap:
+            return "money.daily_cap", {"spent": money(spent) or "0", "cap": money(cap) or "0"}
+        return None
+
+    async def summary(self, user_id: int, days: int = 7) -> SpendSummary:
+        today = date.fromisoformat(self._store.spend.today())
+        since = (today - timedelta(days=days - 1)).isoformat()
+        totals = await self._store.spend.by_day(user_id, since)
+        series = [((today - timedelta(days=n)).isoformat(), 0.0) for n in range(days)]
+        return SpendSummary(today_usd=totals.get(today.isoformat(), 0.0),
+                            days=[(d, totals.get(d, 0.0)) for d, _ in series],
+                            top=await self._store.tasks.top_by_cost(user_id),
+                            cap_usd=self.daily_cap_usd)
+
+    def budget_left(self, task: Task) -> float | None:
+        return None if task.max_usd is None else task.max_usd - task.total_cost_usd
+
+    def extend_amount(self, task: Task) -> float:
+        return max(task.max_usd or 0.0, self.task_cap_usd or 0.0, 1.0)
+
+
+def resolve_preset(catalog: PresetCatalog, typed: str) -> Preset:
+    """One preset for what a person typed, or a clear error naming the choices."""
+    resolution = catalog.resolve(typed)
+    if resolution.winner is not None:
+        return resolution.winner
+    if resolution.candidates:
+        raise UserInputError("money.ambiguous_model", typed=typed, candidates=", ".join(
+            p.name for p in resolution.candidates))
+    raise UserInputError("money.unknown_model", typed=typed,
+                         closest=", ".join(resolution.closest))
+
+
+def parse_usd(value: str | None, default: float | None) -> float | None:
+    if value is None:
+        return default
+    try:
+        amount = float(value.lstrip("$"))
+    except ValueError:
+        raise UserInputError("money.bad_amount", value=value) from None
+    if amount <= 0:
+        raise UserInputError("money.bad_amount", value=value)
+    return amount
+
+
+BUDGET = TaskStatus.BUDGET_EXCEEDED

@@ -1,0 +1,109 @@
+"""Model presets (built-in defaults, overridden by the TOML file at DETACH_CONFIG) and fuzzy
+resolution of what a person typed ("sonet", "OPUS", "gpt5") to one of them."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz import fuzz, process, utils
+
+from bot.errors import ConfigError
+from bot.models import Engine, Usage
+
+WIN_SCORE = 70.0  # a fuzzy winner must score at least this...
+WIN_MARGIN = 15.0  # ...and beat the runner-up by this much
+MIN_SCORE = 50.0  # below this nothing is a candidate
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A named model: engine, model string, extra CLI arguments, USD per million tokens."""
+
+    name: str
+    engine: Engine
+    model: str
+    args: tuple[str, ...] = ()
+    price_input: float = 0.0
+    price_output: float = 0.0
+    price_cache_read: float = 0.0
+    price_cache_write: float = 0.0
+
+    def cost_usd(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.price_input + usage.output_tokens * self.price_output
+                + usage.cache_read_tokens * self.price_cache_read
+                + usage.cache_write_tokens * self.price_cache_write) / 1_000_000
+
+
+BUILTIN = (
+    Preset("opus", Engine.CLAUDE, "opus", (), 15.0, 75.0, 1.5, 18.75),
+    Preset("sonnet", Engine.CLAUDE, "sonnet", (), 3.0, 15.0, 0.3, 3.75),
+    Preset("haiku", Engine.CLAUDE, "haiku", (), 1.0, 5.0, 0.1, 1.25),
+    Preset("gpt-5.5", Engine.CODEX, "gpt-5.5", (), 1.25, 10.0, 0.125, 0.0),
+    Preset("gpt-6.2-sol", Engine.CODEX, "gpt-6.2-sol", (), 1.25, 10.0, 0.125, 0.0),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """A clear ``winner``, or ``candidates`` (near-ties, best first), or only ``closest``."""
+
+    winner: Preset | None = None
+    candidates: tuple[Preset, ...] = ()
+    closest: tuple[str, ...] = field(default_factory=tuple)
+
+
+class PresetCatalog:
+    def __init__(self, presets: dict[str, Preset]) -> None:
+        self._presets = presets
+
+    @classmethod
+    def load(cls, path: Path | None) -> PresetCatalog:
+        presets = {p.name: p for p in BUILTIN}
+        if path is not None:
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"cannot read DETACH_CONFIG {path}: {exc}") from exc
+            for name, table in (data.get("presets") or {}).items():
+                presets[name] = _preset(name, table)
+        return cls(presets)
+
+    def names(self) -> list[str]:
+        return sorted(self._presets)
+
+    def get(self, name: str | None) -> Preset | None:
+        return self._presets.get(name) if name else None
+
+    def resolve(self, text: str) -> Resolution:
+        query = text.strip().lower()
+        exact = {n.lower(): p for n, p in self._presets.items()}
+        if query in exact:
+            return Resolution(winner=exact[query])
+        prefixed = [p for n, p in exact.items() if n.startswith(query)] if query else []
+        if len(prefixed) == 1:
+            return Resolution(winner=prefixed[0])
+        scored = process.extract(query, list(self._presets), scorer=fuzz.WRatio,
+                                 processor=utils.default_process, limit=5)
+        good = [(name, score) for name, score, _ in scored if score >= MIN_SCORE]
+        if good and good[0][1] >= WIN_SCORE and (len(good) == 1 or
+                                                 good[0][1] - good[1][1] >= WIN_MARGIN):
+            return Resolution(winner=self._presets[good[0][0]])
+        near = [self._presets[n] for n, s in good if good and good[0][1] - s < WIN_MARGIN]
+        if len(near) > 1:
+            return Resolution(candidates=tuple(near[:4]))
+        return Resolution(closest=tuple(name for name, _, _ in scored[:3]))
+
+
+def _preset(name: str, table: dict[str, Any]) -> Preset:
+    try:
+        return Preset(name=name, engine=Engine(table["engine"]), model=str(table["model"]),
+                      args=tuple(str(a) for a in table.get("args", ())),
+                      price_input=float(table.get("price_input", 0)),
+                      price_output=float(table.get("price_output", 0)),
+                      price_cache_read=float(table.get("price_cache_read", 0)),
+                      price_cache_write=float(table.get("price_cache_write", 0)))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ConfigError(f"preset {name!r} in DETACH_CONFIG: {exc!r}") from exc
