@@ -77,3 +77,22 @@ async def test_codex_always_is_remembered_for_later_turns(tmp_path, claude_bin, 
                         and "wants to use" in c.params["text"]]
             (grant,) = await app.store.grants.active(OWNER, "codex")
             assert grant.pattern == "Bash(touch again.txt)"
+
+
+async def test_codex_is_priced_from_its_preset_and_stopped_at_its_budget(
+        tmp_path, claude_bin, codex_bin, agent_env, codex_env, openai, workdir):
+    from tests.test_codex_executor import _procs
+
+    openai.script("MARK-CXBUD", [{"shell": "sleep 43.25"}, {"text": "never"}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, {**agent_env, **codex_env}) as app:
+            await fake.user_message(
+                "/codex model=gpt-5.5 max_usd=0.0001 mode=auto MARK-CXBUD go", OWNER)
+            await fake.wait_text(OWNER, "budget reached", timeout_s=60)
+            await fake.wait_text(OWNER, "stopped at its budget", timeout_s=30)
+            task = await app.store.tasks.get(1)
+            assert task.status is TaskStatus.BUDGET_EXCEEDED
+            # 100 input + 10 output tokens at $1.25 / $10 per million
+            assert abs(task.total_cost_usd - 0.000225) < 1e-9
+    assert _procs("sleep 43.25") == []

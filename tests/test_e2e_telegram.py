@@ -193,3 +193,29 @@ async def test_follow_up_queues_behind_a_running_turn_and_tasks_run_in_parallel(
             a2 = await app.store.tasks.get_turn(3)
             assert b1.started_at < a1.finished_at  # two tasks at once
             assert a2.started_at >= a1.finished_at  # one turn per task at a time
+
+
+async def test_task_budget_breach_asks_and_extend_resumes(tmp_path, claude_bin, agent_env,
+                                                          anthropic, workdir):
+    anthropic.script("MARK-BUDGET", [
+        {"tool_use": {"name": "Bash", "input": {"command": "echo a", "description": "a"}},
+         "usage": {"input_tokens": 1000, "output_tokens": 500}},
+        {"text": "resumed after extend"}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude max_usd=0.01 MARK-BUDGET spend", OWNER)
+            await fake.wait_text(OWNER, "budget reached", timeout_s=60)
+            question = await fake.wait_text(OWNER, "stopped at its budget", timeout_s=30)
+            assert "of $0.01" in question.params["text"]
+            task = await app.store.tasks.get(1)
+            assert task.status is TaskStatus.BUDGET_EXCEEDED and task.total_cost_usd > 0.01
+            extend = question.params["reply_markup"]["inline_keyboard"][0][0]
+            assert extend["text"] == "Extend by $1.00"
+            await fake.press(OWNER, question.result["message_id"], extend["callback_data"], OWNER)
+            done = await fake.wait_text(OWNER, "resumed after extend", timeout_s=60)
+            assert "(task $" in done.params["text"]
+            task = await app.store.tasks.get(1)
+            assert task.status is TaskStatus.DONE and task.max_usd == 1.01
+            assert task.session_id and (await app.store.tasks.last_turn(1)).seq == 2
+            assert await app.store.audit.count("budget_extended", OWNER) == 1
