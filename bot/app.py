@@ -130,7 +130,7 @@ async def build(settings: Settings, session: BaseSession | None = None,
         money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
                           settings.task_cap_usd)
         runner = TurnRunner(store, executors, notifier, queue, desk, money,
-                            settings.auto_allowed_tools)
+                            settings.auto_allowed_tools, settings.progress_interval_s)
         service = TaskService(store, pool, queue, notifier, texts, executors,
                               settings.max_prompt_chars, settings.default_workdir,
                               Engine(settings.default_engine), money, settings.approval_mode)

@@ -140,6 +140,12 @@ class Notifier:
         except AiogramError as exc:
             log.error("telegram edit failed after retries: %s", type(exc).__name__)
 
+    async def delete(self, chat_id: int, message_id: int) -> None:
+        try:
+            await self._bot.delete_message(chat_id=chat_id, message_id=message_id)
+        except AiogramError as exc:
+            log.info("could not delete message %s: %s", message_id, type(exc).__name__)
+
     async def _call(self, make) -> Message | None:  # type: ignore[no-untyped-def]
         """Send (the session's RetryMiddleware already retried); a background notification that
         still fails is logged, never raised into the turn that produced it."""

@@ -29,6 +29,7 @@ from bot.notifier import Notifier
 from bot.pool import StopReason, TurnControl
 from bot.ports import Executor
 from bot.presets import Preset
+from bot.progress import Progress
 from bot.queue import TurnQueue
 from bot.store import Store, TurnOutcome
 
@@ -46,7 +47,7 @@ TRANSCRIPT_BATCH = 25
 class TurnRunner:
     def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
                  queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
-                 auto_allowed_tools: tuple[str, ...]) -> None:
+                 auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0) -> None:
         self._store = store
         self._executors = executors
         self._notifier = notifier
@@ -54,6 +55,7 @@ class TurnRunner:
         self._desk = desk
         self._money = money
         self._auto_allowed_tools = auto_allowed_tools
+        self._progress_interval_s = progress_interval_s
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         turn = await self._store.tasks.claim_turn(turn_id)
@@ -143,10 +145,12 @@ class TurnRunner:
             raise AgentNotInstalled(task.engine.value, None)
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
+        progress = Progress(self._notifier, task, self._progress_interval_s, preset)
         try:
-            async with contextlib.aclosing(executor.run(
+            async with progress, contextlib.aclosing(executor.run(
                     spec, self._desk.for_turn(task, spec.turn_id))) as events:
                 async for event in events:
+                    progress.observe(event)
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                         await self._store.tasks.set_session(task.id, event.session_id)
                     if isinstance(event, TurnFinished):

@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(default=20_000, ge=100)
     cancel_grace_s: float = Field(default=5.0, gt=0)
     intake_interval_s: float = Field(default=0.5, gt=0)
+    progress_interval_s: float = Field(default=3.0, gt=0)
     daily_cap_usd: float | None = None
     task_cap_usd: float | None = Field(default=None, gt=0)
     codex_approval_policy: str = "untrusted"

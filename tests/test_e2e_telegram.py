@@ -219,3 +219,26 @@ async def test_task_budget_breach_asks_and_extend_resumes(tmp_path, claude_bin, 
             assert task.status is TaskStatus.DONE and task.max_usd == 1.01
             assert task.session_id and (await app.store.tasks.last_turn(1)).seq == 2
             assert await app.store.audit.count("budget_extended", OWNER) == 1
+
+
+async def test_live_progress_is_paced_and_removed(tmp_path, claude_bin, agent_env, anthropic,
+                                                  workdir):
+    anthropic.script("MARK-PROG", [
+        {"tool_use": {"name": "Bash", "input": {"command": "sleep 2", "description": "wait"}}},
+        {"text": "progress done", "delay": 1.5}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
+                                 progress_interval_s=0.5)
+        async with running_bot(settings, agent_env):
+            await fake.user_message("/claude MARK-PROG go", OWNER)
+            progress = await fake.wait_text(OWNER, "· running ·", timeout_s=30)
+            progress_id = progress.result["message_id"]
+            done = await fake.wait_text(OWNER, "progress done", timeout_s=60)
+            assert done.result["message_id"] != progress_id
+            await fake.wait_call("deleteMessage", lambda c: int(c.params["message_id"]) ==
+                                 progress_id, timeout_s=10)
+    edits = [c for c in fake.calls if c.method == "editMessageText"
+             and int(c.params["message_id"]) == progress_id]
+    assert any("Bash: sleep 2" in c.params["text"] for c in edits)
+    assert all(b.at - a.at >= 0.45 for a, b in zip(edits, edits[1:], strict=False))
+    assert len({c.params["text"] for c in edits}) == len(edits)  # only when the text changed

@@ -88,6 +88,7 @@ class FakeTelegram:
         self.base_url = ""
         self.flood_429s = 0
         self.delivered: set[int] = set()
+        self.deleted: list[int] = []
 
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=60 * 1024 * 1024)
@@ -303,6 +304,12 @@ class FakeTelegram:
         if p.get("reply_markup"):
             message["reply_markup"] = p["reply_markup"]
         return message
+
+    async def _m_deleteMessage(self, p: dict[str, Any]) -> bool:  # noqa: N802
+        message = self.find_message(int(p["chat_id"]), int(p["message_id"]))
+        self.messages[int(p["chat_id"])].remove(message)
+        self.deleted.append(int(p["message_id"]))
+        return True
 
     async def _m_getUpdates(self, p: dict[str, Any]) -> list[dict[str, Any]]:  # noqa: N802
         offset = int(p.get("offset") or 0)

@@ -1,0 +1,74 @@
+"""Live progress of a running turn: one message, edited in place when its text changed and no
+more often than every ``interval_s``; removed when the turn ends (the completion card is a new
+message, so the phone notifies)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from bot.models import AgentEvent, Task, ToolCalled, UsageUpdated
+from bot.notifier import Notifier
+from bot.presets import Preset
+from bot.render import duration, money
+
+log = logging.getLogger(__name__)
+
+
+class Progress:
+    def __init__(self, notifier: Notifier, task: Task, interval_s: float,
+                 preset: Preset | None) -> None:
+        self._notifier = notifier
+        self._task = task
+        self._interval_s = interval_s
+        self._preset = preset
+        self._started = time.monotonic()
+        self._step = ""
+        self._steps = 0
+        self._cost: float | None = None
+        self._message_id: int | None = None
+        self._shown = ""
+        self._last_edit = 0.0
+        self._ticker: asyncio.Task[None] | None = None
+
+    def text(self) -> str:
+        loc, elapsed = self._task.locale, duration(time.monotonic() - self._started)
+        step = self._notifier.text(loc, "progress.step", step=self._step) if self._step else ""
+        cost = (self._notifier.text(loc, "progress.cost", cost=money(self._cost))
+                if self._cost else "")
+        return self._notifier.text(loc, "progress.running", label=self._task.label,
+                                   elapsed=elapsed, steps=self._steps) + cost + step
+
+    async def __aenter__(self) -> Progress:
+        message = await self._notifier.send(self._task, self.text(), kind="progress")
+        if message is not None:
+            self._message_id = message.message_id
+            self._shown = self.text()
+            self._last_edit = time.monotonic()
+            self._ticker = asyncio.create_task(self._tick())
+        return self
+
+    def observe(self, event: AgentEvent) -> None:
+        if isinstance(event, ToolCalled):
+            self._steps += 1
+            self._step = f"{event.name}: {event.summary}"[:200]
+        elif isinstance(event, UsageUpdated) and self._preset is not None:
+            self._cost = self._preset.cost_usd(event.usage)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            text = self.text()
+            if text != self._shown and time.monotonic() - self._last_edit >= self._interval_s:
+                self._shown, self._last_edit = text, time.monotonic()
+                await self._notifier.edit(self._task.chat_id, self._message_id or 0, text)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        if self._message_id is not None:
+            await asyncio.shield(self._notifier.delete(self._task.chat_id, self._message_id))
