@@ -17,7 +17,7 @@ from aiogram.types import BufferedInputFile, InlineKeyboardMarkup, Message
 
 from bot.callbacks import TaskAction, task_keyboard
 from bot.models import Task, TaskStatus, Turn
-from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, money, split_text
+from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, markdown_chunks, money, plain, split_text
 from bot.store import Store
 from bot.texts import Texts
 
@@ -56,14 +56,13 @@ class Notifier:
             await self.send(task, header, kind="result")
             return
         answer = (turn.result_text or "").strip() or self._texts.get(loc, "task.no_answer")
-        chunks = split_text(answer)
+        chunks = markdown_chunks(answer)
         if len(chunks) > MAX_CHUNKS:
             await self._send_document(task, header, answer)
         else:
             for index, chunk in enumerate(chunks):
-                body = html.escape(chunk, quote=False)
-                text = f"{header}\n\n{body}" if index == 0 else body
-                await self.send(task, text, kind="result")
+                await self.send_rich(task, f"{header}\n\n{chunk}" if index == 0 else chunk,
+                                     kind="result")
         if denials:
             items = "\n".join(f"• {d}" for d in denials[:10])
             await self.send(task, self._texts.get(loc, "task.denials", items=items), kind="result")
@@ -118,6 +117,23 @@ class Notifier:
         if message is not None:
             for task in tasks:
                 await self._store.links.link(chat_id, message.message_id, task.id, "interrupted")
+
+    async def send_rich(self, task: Task, html_text: str, kind: str) -> Message | None:
+        """Send rendered HTML; if Telegram rejects it, the same chunk as plain text."""
+        message: Message | None
+        try:
+            message = await self._bot.send_message(task.chat_id, html_text)
+        except TelegramBadRequest as exc:
+            log.info("task %s: HTML chunk rejected (%s); sending it as plain text", task.id,
+                     exc.message)
+            message = await self._call(lambda: self._bot.send_message(
+                task.chat_id, plain(html_text)[:4096], parse_mode=None))
+        except AiogramError as exc:
+            log.error("telegram send failed after retries: %s", type(exc).__name__)
+            return None
+        if message is not None:
+            await self._store.links.link(task.chat_id, message.message_id, task.id, kind)
+        return message
 
     async def send(self, task: Task, text: str, kind: str, reply_to: int | None = None,
                    markup: InlineKeyboardMarkup | None = None) -> Message | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from datetime import datetime
+
+from chatgpt_md_converter import split_html_for_telegram, telegram_format
 
 from bot.models import TaskStatus
 
@@ -70,3 +73,19 @@ def _cut_point(text: str, limit: int) -> int:
         if index > 0:
             return index + len(separator)
     return limit
+
+
+HTML_CHUNK_CHARS = 3800  # leaves room for the card's header line on the first chunk
+_TAG = re.compile(r"<[^>]+>")
+
+
+def markdown_chunks(markdown: str, limit: int = HTML_CHUNK_CHARS) -> list[str]:
+    """Agent Markdown -> Telegram HTML chunks (tags balanced, code blocks closed and reopened
+    across chunks) by a maintained converter, not hand-rolled escaping."""
+    rendered = telegram_format(markdown)
+    return [c for c in split_html_for_telegram(rendered, max_length=limit) if c.strip()]
+
+
+def plain(html_text: str) -> str:
+    """The text a chunk shows, for when Telegram rejects its HTML."""
+    return html.unescape(_TAG.sub("", html_text))

@@ -242,3 +242,46 @@ async def test_live_progress_is_paced_and_removed(tmp_path, claude_bin, agent_en
     assert any("Bash: sleep 2" in c.params["text"] for c in edits)
     assert all(b.at - a.at >= 0.45 for a, b in zip(edits, edits[1:], strict=False))
     assert len({c.params["text"] for c in edits}) == len(edits)  # only when the text changed
+
+
+async def test_markdown_answers_render_as_valid_html_chunks_or_a_document(
+        tmp_path, claude_bin, agent_env, anthropic, workdir):
+    section = ("## Step {n}\n\nSome **bold** text with `inline <code>` & an ampersand.\n\n"
+               "```python\n" + "print('<not a tag>')  # padding padding padding\n" * 40 +
+               "```\n\n")
+    medium = "".join(section.format(n=n) for n in range(4))  # about 9,000 characters
+    huge = "".join(section.format(n=n) for n in range(16))  # over 30,000 characters
+    assert len(huge) > 30_000
+    anthropic.script("MARK-MD", [{"text": medium + "END-MD"}, {"text": huge}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude MARK-MD explain", OWNER)
+            await fake.wait_text(OWNER, "END-MD", timeout_s=60)
+            sent = [c for c in fake.calls if c.method == "sendMessage" and c.ok and (
+                "Step" in c.params["text"] or "print(" in c.params["text"])]  # 429s retried
+            assert all(c.params.get("parse_mode") == "HTML" for c in sent)  # no plain fallback
+            assert any("<pre>" in c.params["text"] for c in sent)
+            shown = "".join(c.result["text"] for c in sent)
+            assert shown.count("print('<not a tag>')") == 160  # every code line arrived, once
+            first = sent[0]
+            await wait_linked(app, OWNER, first.result["message_id"])
+            mark = len(fake.calls)
+            await fake.user_message("all of it", OWNER,
+                                    reply_to_message_id=first.result["message_id"])
+            doc = await fake.wait_call("sendDocument", timeout_s=60, after=mark)
+            assert fake.files[doc.result["document"]["file_id"]].decode() == huge.strip()
+
+
+async def test_a_chunk_telegram_rejects_is_sent_as_plain_text(tmp_path, claude_bin, agent_env,
+                                                              anthropic, workdir):
+    anthropic.script("MARK-REJECT", [{"text": "Result: **fine** & `x < y`"}])
+    async with FakeTelegram() as fake:
+        fake.fail_next("sendMessage", 400, "Bad Request: can't parse entities: unsupported tag",
+                       where=lambda p: "Result:" in p.get("text", ""))
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env):
+            await fake.user_message("/claude MARK-REJECT go", OWNER)
+            fallback = await fake.wait_text(OWNER, "Result:", timeout_s=60)
+            assert "parse_mode" not in fallback.params
+            assert "Result: fine & x < y" in fallback.params["text"]

@@ -89,6 +89,13 @@ class FakeTelegram:
         self.flood_429s = 0
         self.delivered: set[int] = set()
         self.deleted: list[int] = []
+        self._faults: list[tuple[str, int, str, int | None, Callable[[dict[str, Any]], bool]]] = []
+
+    def fail_next(self, method: str, code: int, description: str,
+                  retry_after: int | None = None,
+                  where: Callable[[dict[str, Any]], bool] = lambda p: True) -> None:
+        """The next call of ``method`` matching ``where`` fails like Telegram would."""
+        self._faults.append((method, code, description, retry_after, where))
 
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=60 * 1024 * 1024)
@@ -175,6 +182,11 @@ class FakeTelegram:
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
             return self._error(404, "Not Found")
+        fault = next((f for f in self._faults if f[0] == method and f[4](params)), None)
+        if fault is not None:
+            self._faults.remove(fault)
+            await self._record(method, params, False, fault[2])
+            return self._error(fault[1], fault[2], fault[3])
         try:
             result = await handler(params)
         except _ApiError as err:
