@@ -7,8 +7,9 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.texts import Texts
 
-ACTIONS = ("cancel", "resume", "fail")
-_BUTTON_KEYS = {"cancel": "button.cancel", "resume": "button.resume", "fail": "button.mark_failed"}
+ACTIONS = ("cancel", "resume", "fail", "followup", "transcript", "retry", "archive")
+CARD_ACTIONS = ["followup", "transcript", "retry", "archive"]
+_BUTTON_KEYS = {a: f"button.{a}" for a in ACTIONS} | {"fail": "button.mark_failed"}
 
 
 class TaskAction(CallbackData, prefix="t"):

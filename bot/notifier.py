@@ -13,9 +13,9 @@ from aiogram.exceptions import (
     TelegramBadRequest,
     TelegramForbiddenError,
 )
-from aiogram.types import BufferedInputFile, InlineKeyboardMarkup, Message
+from aiogram.types import BufferedInputFile, ForceReply, FSInputFile, InlineKeyboardMarkup, Message
 
-from bot.callbacks import TaskAction, task_keyboard
+from bot.callbacks import CARD_ACTIONS, TaskAction, task_keyboard
 from bot.models import Task, TaskStatus, Turn
 from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, markdown_chunks, money, plain, split_text
 from bot.store import Store
@@ -48,12 +48,17 @@ class Notifier:
         await self.send(task, text, kind="ack", reply_to=reply_to,
                         markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
 
-    async def turn_finished(self, task: Task, turn: Turn, denials: Sequence[str] = ()) -> None:
-        """The completion card: status line, the answer (split, or as a document), denials."""
+    async def turn_finished(self, task: Task, turn: Turn, denials: Sequence[str] = (),
+                            changes: str = "") -> None:
+        """The completion card: status line, what changed in the repository, the answer (split,
+        or as a document), denials, and the card's buttons on its last message."""
         loc = task.locale
         header = self._header(task, turn)
+        if changes:
+            header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
+        card = task_keyboard(self._texts, loc, task.id, CARD_ACTIONS)
         if turn.status is not TaskStatus.DONE:
-            await self.send(task, header, kind="result")
+            await self.send(task, header, kind="result", markup=card)
             return
         answer = (turn.result_text or "").strip() or self._texts.get(loc, "task.no_answer")
         chunks = markdown_chunks(answer)
@@ -61,11 +66,13 @@ class Notifier:
             await self._send_document(task, header, answer)
         else:
             for index, chunk in enumerate(chunks):
+                last = index == len(chunks) - 1 and not denials
                 await self.send_rich(task, f"{header}\n\n{chunk}" if index == 0 else chunk,
-                                     kind="result")
+                                     kind="result", markup=card if last else None)
         if denials:
             items = "\n".join(f"• {d}" for d in denials[:10])
-            await self.send(task, self._texts.get(loc, "task.denials", items=items), kind="result")
+            await self.send(task, self._texts.get(loc, "task.denials", items=items), kind="result",
+                            markup=card)
 
     def _header(self, task: Task, turn: Turn) -> str:
         loc, label = task.locale, task.label
@@ -103,6 +110,12 @@ class Notifier:
         if message is not None:
             await self._store.links.link(task.chat_id, message.message_id, task.id, "document")
 
+    async def send_file(self, task: Task, path: str, filename: str, caption: str) -> None:
+        message = await self._call(lambda: self._bot.send_document(
+            task.chat_id, FSInputFile(path, filename=filename), caption=caption))
+        if message is not None:
+            await self._store.links.link(task.chat_id, message.message_id, task.id, "document")
+
     async def interrupted(self, chat_id: int, tasks: Sequence[Task]) -> None:
         """One message per owner listing what a restart interrupted, with buttons per task."""
         loc = tasks[0].locale
@@ -118,16 +131,17 @@ class Notifier:
             for task in tasks:
                 await self._store.links.link(chat_id, message.message_id, task.id, "interrupted")
 
-    async def send_rich(self, task: Task, html_text: str, kind: str) -> Message | None:
+    async def send_rich(self, task: Task, html_text: str, kind: str,
+                        markup: InlineKeyboardMarkup | None = None) -> Message | None:
         """Send rendered HTML; if Telegram rejects it, the same chunk as plain text."""
         message: Message | None
         try:
-            message = await self._bot.send_message(task.chat_id, html_text)
+            message = await self._bot.send_message(task.chat_id, html_text, reply_markup=markup)
         except TelegramBadRequest as exc:
             log.info("task %s: HTML chunk rejected (%s); sending it as plain text", task.id,
                      exc.message)
             message = await self._call(lambda: self._bot.send_message(
-                task.chat_id, plain(html_text)[:4096], parse_mode=None))
+                task.chat_id, plain(html_text)[:4096], parse_mode=None, reply_markup=markup))
         except AiogramError as exc:
             log.error("telegram send failed after retries: %s", type(exc).__name__)
             return None
@@ -136,7 +150,7 @@ class Notifier:
         return message
 
     async def send(self, task: Task, text: str, kind: str, reply_to: int | None = None,
-                   markup: InlineKeyboardMarkup | None = None) -> Message | None:
+                   markup: InlineKeyboardMarkup | ForceReply | None = None) -> Message | None:
         message = await self._call(lambda: self._bot.send_message(
             task.chat_id, text, reply_markup=markup, reply_to_message_id=reply_to,
             allow_sending_without_reply=True))

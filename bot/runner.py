@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.approvals import ApprovalDesk
 from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.gitinfo import diff_stat
 from bot.models import (
     AgentEvent,
     ApprovalMode,
@@ -109,7 +110,9 @@ class TurnRunner:
                                            outcome.input_tokens or 0, outcome.output_tokens or 0)
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
         finished = await self._store.tasks.get_turn(turn_id)
-        await self._notifier.turn_finished(task, finished, denials)  # type: ignore[arg-type]
+        changes = await diff_stat(task.cwd) if outcome.status is not TaskStatus.FAILED else ""
+        await self._notifier.turn_finished(task, finished, denials,  # type: ignore[arg-type]
+                                           changes)
         if outcome.status is TaskStatus.BUDGET_EXCEEDED and task.max_usd is not None:
             await self._desk.ask_budget(task, turn_id, task.total_cost_usd, task.max_usd,
                                         self._money.extend_amount(task))

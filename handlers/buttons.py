@@ -21,10 +21,19 @@ def router() -> Router:
             task = await tasks.cancel(user_id, callback_data.task_id)
             await query.answer(_plain(texts.get(locale, "task.cancel_requested", label=task.label)))
             return
+        task_id = callback_data.task_id
         if callback_data.action == "resume":
-            await tasks.resume_interrupted(user_id, callback_data.task_id)
+            await tasks.resume_interrupted(user_id, task_id)
+        elif callback_data.action == "fail":
+            await tasks.mark_failed(user_id, task_id)
+        elif callback_data.action == "followup":
+            await tasks.ask_follow_up(user_id, task_id)
+        elif callback_data.action == "transcript":
+            await tasks.send_transcript(user_id, task_id)
+        elif callback_data.action == "retry":
+            await tasks.retry(user_id, task_id)
         else:
-            await tasks.mark_failed(user_id, callback_data.task_id)
+            await tasks.archive(user_id, str(task_id))
         await query.answer(texts.get(locale, "callback.done"))
 
     @r.callback_query()

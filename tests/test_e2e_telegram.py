@@ -285,3 +285,45 @@ async def test_a_chunk_telegram_rejects_is_sent_as_plain_text(tmp_path, claude_b
             fallback = await fake.wait_text(OWNER, "Result:", timeout_s=60)
             assert "parse_mode" not in fallback.params
             assert "Result: fine & x < y" in fallback.params["text"]
+
+
+async def test_completion_card_shows_changes_and_its_buttons_work(tmp_path, claude_bin,
+                                                                  agent_env, anthropic, workdir):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(workdir)], check=True)
+    (workdir / "README").write_text("hello\n")
+    git = ["git", "-C", str(workdir), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    anthropic.script("MARK-CARD", [
+        {"tool_use": {"name": "Bash", "input": {"command": "echo more >> README",
+                                                 "description": "edit"}}},
+        {"text": "edited the readme"}, {"text": "retried fine"}, {"echo": True}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude mode=auto MARK-CARD edit it", OWNER)
+            card = await fake.wait_text(OWNER, "edited the readme", timeout_s=60)
+            assert "README" in card.params["text"] and "Changed" in card.params["text"]
+            keys = {b["text"]: b["callback_data"] for row in card.params["reply_markup"][
+                "inline_keyboard"] for b in row}
+            assert set(keys) == {"↪️ Follow up", "📜 Transcript", "🔁 Retry", "🗄 Archive"}
+            card_id = card.result["message_id"]
+            await fake.press(OWNER, card_id, keys["📜 Transcript"], OWNER)
+            transcript = await fake.wait_text(OWNER, "events", timeout_s=10)
+            assert "ToolCalled Bash" in transcript.params["text"]
+            await fake.press(OWNER, card_id, keys["🔁 Retry"], OWNER)
+            await fake.wait_text(OWNER, "retried fine", timeout_s=60)
+            await fake.press(OWNER, card_id, keys["↪️ Follow up"], OWNER)
+            prompt = await fake.wait_text(OWNER, "reply to this message", timeout_s=10)
+            assert prompt.params["reply_markup"]["force_reply"] is True
+            await wait_linked(app, OWNER, prompt.result["message_id"])
+            await fake.user_message("the follow-up text", OWNER,
+                                    reply_to_message_id=prompt.result["message_id"])
+            echo = await fake.wait_text(OWNER, "ECHO", timeout_s=60)
+            assert "the follow-up text" in echo.params["text"]
+            await fake.press(OWNER, card_id, keys["🗄 Archive"], OWNER)
+            await fake.wait_call("answerCallbackQuery", lambda c: c.params.get("text") == "Done."
+                                 and c.at > echo.at)
+            assert (await app.store.tasks.get(1)).status is TaskStatus.ARCHIVED

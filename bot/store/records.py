@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.db import Clock, aware
 from bot.store.schema import audit, chat_settings, message_links, spend, transcript
+
+
+class Writer(Protocol):
+    def write(self, text: str, /) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,27 @@ class TranscriptRepo:
                      body=json.dumps(body, ensure_ascii=False)) for kind, body in events]
         async with self._engine.begin() as conn:
             await conn.execute(transcript.insert(), rows)
+
+    async def count(self, task_id: int) -> int:
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(sa.select(sa.func.count()).where(
+                transcript.c.task_id == task_id))).scalar_one())
+
+    async def write_all(self, task_id: int, out: Writer, batch: int = 500) -> None:
+        """The whole transcript as text lines into ``out``, read in batches."""
+        last_id = 0
+        while True:
+            query = transcript.select().where(transcript.c.task_id == task_id,
+                                              transcript.c.id > last_id).order_by(
+                transcript.c.id).limit(batch)
+            async with self._engine.connect() as conn:
+                rows = list(await conn.execute(query))
+            if not rows:
+                return
+            for r in rows:
+                out.write(f"{aware(r.created_at):%Y-%m-%d %H:%M:%S} turn {r.turn_id} {r.kind}: "
+                          f"{r.body}\n")
+            last_id = rows[-1].id
 
     async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:
         query = transcript.select().where(transcript.c.task_id == task_id).order_by(

@@ -283,7 +283,7 @@ class FakeTelegram:
         self._take_flood_token(chat_id)
         visible, _ = visible_text(p["text"], p.get("parse_mode"))
         fields: dict[str, Any] = {"text": visible}
-        if p.get("reply_markup"):
+        if (p.get("reply_markup") or {}).get("inline_keyboard"):  # Message carries only these
             fields["reply_markup"] = p["reply_markup"]
         return self._bot_message(chat_id, **fields)
 
