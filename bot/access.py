@@ -4,16 +4,38 @@ from __future__ import annotations
 
 import logging
 
+from bot.errors import UserInputError
 from bot.store import Store
+from bot.texts import Texts
 
 log = logging.getLogger(__name__)
 
 
 class AccessPolicy:
-    def __init__(self, allowed_users: frozenset[int], store: Store) -> None:
+    """Also holds each user's /lang choice (read once, then kept in memory)."""
+
+    def __init__(self, allowed_users: frozenset[int], store: Store, texts: Texts) -> None:
         self._allowed = allowed_users
         self._store = store
+        self._texts = texts
         self._refused: set[int] = set()
+        self._locales: dict[int, str] | None = None
+
+    async def locale(self, user_id: int, language_code: str | None) -> str:
+        """The user's /lang choice, else their Telegram language if we have it, else English."""
+        if self._locales is None:
+            self._locales = await self._store.users.locales()
+        return self._locales.get(user_id) or self._texts.pick(language_code)
+
+    async def set_locale(self, user_id: int, lang: str) -> str:
+        locale = lang.strip().lower()
+        if locale not in self._texts.locales:
+            raise UserInputError("error.bad_lang", lang=lang, known=", ".join(
+                self._texts.locales))
+        await self._store.users.set_locale(user_id, locale)
+        if self._locales is not None:
+            self._locales[user_id] = locale
+        return locale
 
     def is_allowed(self, user_id: int) -> bool:
         return user_id in self._allowed

@@ -136,7 +136,7 @@ async def build(settings: Settings, session: BaseSession | None = None,
                               Engine(settings.default_engine), money, settings.approval_mode)
         answers = ApprovalAnswers(store, desk, notifier, texts)
         intake = Intake(store, queue, notifier, settings.intake_interval_s)
-        access = AccessPolicy(settings.allowed_users, store)
+        access = AccessPolicy(settings.allowed_users, store, texts)
         dispatcher = build_dispatcher(service, answers, access, texts, status)
         await recover(store, notifier, desk)
         await stack.enter_async_context(pool)

@@ -13,19 +13,25 @@ from handlers import approvals, basics, buttons, errors, money, replies, tasks
 from handlers.access import AllowListMiddleware
 
 COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive", "grants",
-            "model", "spend", "status", "help")
+            "model", "spend", "status", "lang", "help")
 
 
 def build_dispatcher(service: TaskService, answers: ApprovalAnswers, access: AccessPolicy,
                      texts: Texts, engine_status: list[str]) -> Dispatcher:
-    dp = Dispatcher(tasks=service, answers=answers, texts=texts, engine_status=engine_status)
+    dp = Dispatcher(tasks=service, answers=answers, texts=texts, engine_status=engine_status,
+                    access=access)
     dp.update.outer_middleware(AllowListMiddleware(access, texts))
     dp.include_routers(basics.router(), tasks.router(), approvals.router(), money.router(),
                        buttons.router(), replies.router(), errors.router())
 
     async def set_commands(bot: Bot) -> None:
-        await bot.set_my_commands([BotCommand(command=c, description=texts.get(
-            DEFAULT_LOCALE, f"commands.{c}")) for c in COMMANDS])
+        """The command menu in every language we have; English is also the default."""
+        for locale in texts.locales:
+            menu = [BotCommand(command=c, description=texts.get(locale, f"commands.{c}"))
+                    for c in COMMANDS]
+            await bot.set_my_commands(menu, language_code=locale)
+            if locale == DEFAULT_LOCALE:
+                await bot.set_my_commands(menu)
 
     dp.startup.register(set_commands)
     return dp

@@ -24,7 +24,7 @@ class AllowListMiddleware(BaseMiddleware):
         user: User | None = data.get("event_from_user")
         if user is None or user.is_bot:
             return None
-        locale = self._texts.pick(user.language_code)
+        locale = await self._policy.locale(user.id, user.language_code)
         if not self._policy.is_allowed(user.id):
             chat: Chat | None = data.get("event_chat")
             if await self._policy.refuse(user.id) and chat is not None and chat.type == "private":

@@ -5,9 +5,11 @@ from __future__ import annotations
 import html
 
 from aiogram import Router
-from aiogram.filters import Command, CommandStart
-from aiogram.types import Message
+from aiogram.filters import Command, CommandObject, CommandStart
+from aiogram.filters.callback_data import CallbackData
+from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
+from bot.access import AccessPolicy
 from bot.texts import Texts
 
 
@@ -28,4 +30,28 @@ def router() -> Router:
         lines = "\n".join(f"• {line}" for line in engine_status)
         await message.answer(texts.get(locale, "start.status") + "\n" + html.escape(lines))
 
+    @r.message(Command("lang"))
+    async def on_lang(message: Message, command: CommandObject, access: AccessPolicy,
+                      texts: Texts, locale: str) -> None:
+        if command.args:
+            chosen = await access.set_locale(message.from_user.id, command.args)  # type: ignore[union-attr]
+            await message.answer(texts.get(chosen, "lang.set", lang=chosen))
+            return
+        rows = [[InlineKeyboardButton(text=loc, callback_data=LangAction(lang=loc).pack())]
+                for loc in texts.locales]
+        await message.answer(texts.get(locale, "lang.current", lang=locale),
+                             reply_markup=InlineKeyboardMarkup(inline_keyboard=rows))
+
+    @r.callback_query(LangAction.filter())
+    async def on_lang_pressed(query: CallbackQuery, callback_data: LangAction,
+                              access: AccessPolicy, texts: Texts) -> None:
+        chosen = await access.set_locale(query.from_user.id, callback_data.lang)
+        await query.answer()
+        if query.message is not None:
+            await query.message.edit_text(texts.get(chosen, "lang.set", lang=chosen))  # type: ignore[union-attr]
+
     return r
+
+
+class LangAction(CallbackData, prefix="lg"):
+    lang: str

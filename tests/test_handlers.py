@@ -66,10 +66,28 @@ async def test_start_and_help(app):
     assert "Detach" in session.texts()[0] and "/detach" in session.texts()[1]
 
 
-async def test_startup_sets_the_command_menu(app):
+async def test_startup_sets_the_command_menu_in_every_language(app):
     await app.dispatcher.emit_startup(bot=app.bot)
-    (call,) = app.bot.session.sent("SetMyCommands")
-    assert {c.command for c in call.commands} >= {"detach", "claude", "tasks", "cancel"}
+    calls = {c.language_code: c for c in app.bot.session.sent("SetMyCommands")}
+    assert set(calls) == {None, "en", "ru"}
+    assert {c.command for c in calls[None].commands} >= {"detach", "claude", "tasks", "cancel"}
+    russian = {c.command: c.description for c in calls["ru"].commands}
+    assert russian["tasks"] == "Идущие, ожидающие и недавние задачи"
+
+
+async def test_the_users_language_picks_the_texts_and_lang_overrides_it(app):
+    session = await feed(app, message("/detach", language="ru"))
+    assert "Скажите, что сделать" in session.texts()[-1]
+    session = await feed(app, message("/lang en", language="ru"))
+    assert session.texts()[-1] == "Language: <b>en</b>."
+    session = await feed(app, message("/detach", language="ru"))
+    assert "Tell me what to do" in session.texts()[-1]
+    session = await feed(app, message("/lang klingon"))
+    assert "No such language" in session.texts()[-1] and "en, ru" in session.texts()[-1]
+    session = await feed(app, press("lg:ru"))
+    assert session.sent("EditMessageText")[-1].text == "Язык: <b>ru</b>."
+    session = await feed(app, message("/tasks"))
+    assert "Задач пока нет" in session.texts()[-1]
 
 
 @pytest.mark.parametrize("text", ["/detach", "/detach   ", "/claude"])

@@ -13,6 +13,7 @@ from bot.store.records import (
     SpendRepo,
     TranscriptLine,
     TranscriptRepo,
+    UserSettingsRepo,
 )
 from bot.store.schema import migrate
 from bot.store.tasks import TaskRepo, TurnOutcome
@@ -33,6 +34,7 @@ class Store:
         self.questions = QuestionRepo(engine, clock)
         self.grants = GrantRepo(engine, clock)
         self.chats = ChatSettingsRepo(engine, clock)
+        self.users = UserSettingsRepo(engine, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.db import Clock, aware
-from bot.store.schema import audit, chat_settings, message_links, spend, transcript
+from bot.store.schema import audit, chat_settings, message_links, spend, transcript, user_settings
 
 
 class Writer(Protocol):
@@ -145,6 +145,26 @@ class ChatSettingsRepo:
             if updated.rowcount == 0:
                 await conn.execute(chat_settings.insert().values(
                     chat_id=chat_id, preset=preset, updated_at=self._clock()))
+
+
+class UserSettingsRepo:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def locales(self) -> dict[int, str]:
+        async with self._engine.connect() as conn:
+            return {uid: loc for uid, loc in await conn.execute(sa.select(
+                user_settings.c.user_id, user_settings.c.locale)) if loc}
+
+    async def set_locale(self, user_id: int, locale: str) -> None:
+        async with self._engine.begin() as conn:
+            updated = await conn.execute(user_settings.update().where(
+                user_settings.c.user_id == user_id).values(locale=locale,
+                                                          updated_at=self._clock()))
+            if updated.rowcount == 0:
+                await conn.execute(user_settings.insert().values(
+                    user_id=user_id, locale=locale, updated_at=self._clock()))
 
 
 class AuditRepo:

@@ -145,6 +145,14 @@ chat_settings = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+user_settings = sa.Table(
+    "user_settings",
+    metadata,
+    sa.Column("user_id", sa.BigInteger, primary_key=True),
+    sa.Column("locale", sa.String(8)),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 V1_TABLES = [tasks, turns, transcript, message_links, pending_questions, spend, audit]
 
 
@@ -172,9 +180,14 @@ def _v3(conn: Connection) -> None:
     _add_column(conn, "tasks", "max_usd", "FLOAT")
 
 
+def _v4(conn: Connection) -> None:
+    """Per-user settings: the /lang override."""
+    user_settings.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
 
 
 def migrate(conn: Connection) -> int:
