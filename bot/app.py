@@ -35,6 +35,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.telegram_retry import RetryMiddleware
 from bot.texts import Texts
+from bot.workdirs import WorkdirPolicy
 from executors.claude import PINNED_VERSION as CLAUDE_PINNED
 from executors.claude import ClaudeExecutor
 from executors.codex import PINNED_VERSION as CODEX_PINNED
@@ -131,8 +132,9 @@ async def build(settings: Settings, session: BaseSession | None = None,
                           settings.task_cap_usd)
         runner = TurnRunner(store, executors, notifier, queue, desk, money,
                             settings.auto_allowed_tools, settings.progress_interval_s)
+        workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs)
         service = TaskService(store, pool, queue, notifier, texts, executors,
-                              settings.max_prompt_chars, settings.default_workdir,
+                              settings.max_prompt_chars, workdirs,
                               Engine(settings.default_engine), money, settings.approval_mode)
         answers = ApprovalAnswers(store, desk, notifier, texts)
         intake = Intake(store, queue, notifier, settings.intake_interval_s)

@@ -12,9 +12,11 @@ from bot.errors import ConfigError, DetachError, UserInputError
 from bot.models import Engine, NewTask, TaskKind, TaskStatus
 from bot.money import resolve_preset
 from bot.presets import PresetCatalog
-from bot.render import slugify
+from bot.render import plain, slugify
 from bot.settings import Settings
 from bot.store import Store
+from bot.texts import Texts
+from bot.workdirs import WorkdirPolicy
 
 NO_TOKEN = """Detach needs a Telegram bot token.
 
@@ -33,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"detach: {exc}", file=sys.stderr)
         return 2
+    except UserInputError as exc:
+        print(f"detach: {plain(Texts().get('en', exc.key, **exc.params))}", file=sys.stderr)
+        return 1
     except DetachError as exc:
-        detail = f"{exc.key} {exc.params}" if isinstance(exc, UserInputError) else str(exc)
-        print(f"detach: {detail}", file=sys.stderr)
+        print(f"detach: {exc}", file=sys.stderr)
         return 1
 
 
@@ -48,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--model")
     add.add_argument("--engine", choices=[e.value for e in Engine])
     add.add_argument("--chat", type=int, help="chat to report to (default: the first allowed user)")
+    add.add_argument("--cwd", help="working directory (default: the current one); must be inside "
+                     "DETACH_ALLOWED_WORKDIRS")
     add.set_defaults(func=_add)
     sub.add_parser("list", help="list tasks").set_defaults(func=_list)
     show = sub.add_parser("show", help="show a task, its turns and transcript tail")
@@ -103,8 +109,7 @@ def _add(args: argparse.Namespace) -> int:
         raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
     new = NewTask(owner_id=owner, chat_id=args.chat or owner, engine=engine,
                   kind=TaskKind.DETACH, prompt=goal,
-                  cwd=Path.cwd().resolve() if settings.workdir is None
-                  else settings.default_workdir, announced=False,
+                  cwd=_workdir(settings, args.cwd), announced=False,
                   preset=preset.name if preset else None,
                   model=preset.model if preset else None, max_usd=settings.task_cap_usd)
 
@@ -114,6 +119,12 @@ def _add(args: argparse.Namespace) -> int:
         print(f"{task.label} queued; the running bot will report in chat {task.chat_id}")
 
     return asyncio.run(_with_store(settings, work))
+
+
+def _workdir(settings: Settings, typed: str | None) -> Path:
+    """--cwd, else the shell's directory; either must be inside the allowed directories."""
+    policy = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs)
+    return policy.resolve(typed or str(Path.cwd()), Path.cwd())
 
 
 def _list(_args: argparse.Namespace) -> int:

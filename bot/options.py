@@ -7,7 +7,7 @@ import re
 from bot.errors import UserInputError
 from bot.models import ApprovalMode, Engine
 
-KNOWN = ("model", "max_usd", "mode", "engine")
+KNOWN = ("model", "max_usd", "mode", "engine", "cwd")
 _OPTION = re.compile(r"([a-z_]+)=(\S+)")
 
 

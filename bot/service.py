@@ -22,6 +22,7 @@ from bot.queue import TurnQueue
 from bot.render import slugify
 from bot.store import Store
 from bot.texts import Texts
+from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
 LIST_LIMIT = 15
@@ -30,7 +31,7 @@ LIST_LIMIT = 15
 class TaskService:
     def __init__(self, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
                  texts: Texts, executors: Mapping[Engine, Executor], max_prompt_chars: int,
-                 default_cwd: Path, default_engine: Engine, money: MoneyDesk,
+                 workdirs: WorkdirPolicy, default_engine: Engine, money: MoneyDesk,
                  default_mode: ApprovalMode = ApprovalMode.ASK) -> None:
         self._store = store
         self._pool = pool
@@ -39,7 +40,7 @@ class TaskService:
         self._texts = texts
         self._executors = executors
         self._max_prompt_chars = max_prompt_chars
-        self._default_cwd = default_cwd
+        self.workdirs = workdirs
         self.default_engine = default_engine
         self._default_mode = default_mode
         self.money = money
@@ -63,6 +64,9 @@ class TaskService:
         chosen = engine or (option_engine(options, self.default_engine)
                             if "engine" in options else None)
         preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
+        chat_dir = await self.current_dir(chat_id)
+        cwd = (self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options
+               else chat_dir)
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
             if existing is not None:
@@ -75,9 +79,24 @@ class TaskService:
                       model=preset.model if preset else None,
                       max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
                       kind=kind, prompt=self.validate_prompt(prompt, command),
-                      cwd=self._default_cwd, locale=locale,
+                      cwd=cwd, locale=locale,
                       approval_mode=approval_mode(options, self._default_mode))
         return await self.start(new, reply_to=reply_to)
+
+    async def current_dir(self, chat_id: int) -> Path:
+        """The chat's /cd choice while it is still allowed, else the default directory."""
+        stored = await self._store.chats.cwd(chat_id)
+        if stored:
+            try:
+                return self.workdirs.check(Path(stored))
+            except UserInputError:
+                log.warning("chat %s: stored directory no longer allowed", chat_id)
+        return self.workdirs.default
+
+    async def change_dir(self, chat_id: int, typed: str) -> Path:
+        path = self.workdirs.resolve(typed, await self.current_dir(chat_id))
+        await self._store.chats.set_cwd(chat_id, str(path))
+        return path
 
     async def start(self, new: NewTask, reply_to: int | None = None) -> Task:
         """Create a task, acknowledge it in its chat, and queue its first turn."""

@@ -27,6 +27,7 @@ class Settings(BaseSettings):
     claude_bin: str | None = None
     codex_bin: str | None = None
     workdir: Path | None = None
+    allowed_workdirs: Annotated[tuple[Path, ...], NoDecode] = ()
     max_concurrent_turns: int = Field(default=2, ge=1, le=64)
     turn_timeout_s: float = Field(default=2700, gt=0)
     config: Path | None = None
@@ -52,6 +53,13 @@ class Settings(BaseSettings):
             return frozenset(int(part) for part in value.replace(" ", "").split(",") if part)
         if isinstance(value, int):
             return frozenset({value})
+        return value
+
+    @field_validator("allowed_workdirs", mode="before")
+    @classmethod
+    def _parse_dirs(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(Path(part.strip()) for part in value.split(",") if part.strip())
         return value
 
     @field_validator("auto_allowed_tools", mode="before")

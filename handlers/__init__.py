@@ -13,7 +13,7 @@ from handlers import approvals, basics, buttons, errors, money, replies, tasks
 from handlers.access import AllowListMiddleware
 
 COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive", "grants",
-            "model", "spend", "status", "lang", "help")
+            "model", "spend", "cd", "status", "lang", "help")
 
 
 def build_dispatcher(service: TaskService, answers: ApprovalAnswers, access: AccessPolicy,

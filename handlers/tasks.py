@@ -38,6 +38,16 @@ def router() -> Router:
                                     TaskKind.SESSION, command.args or "", locale, "codex",
                                     engine=Engine.CODEX, reply_to=message.message_id)
 
+    @r.message(Command("cd"))
+    async def on_cd(message: Message, command: CommandObject, tasks: TaskService, texts: Texts,
+                    locale: str) -> None:
+        if not (command.args or "").strip():
+            cwd = await tasks.current_dir(message.chat.id)
+            await message.answer(texts.get(locale, "workdir.current", cwd=str(cwd)))
+            return
+        cwd = await tasks.change_dir(message.chat.id, command.args or "")
+        await message.answer(texts.get(locale, "workdir.set", cwd=str(cwd)))
+
     @r.message(Command("tasks"))
     async def on_tasks(message: Message, tasks: TaskService, texts: Texts, locale: str) -> None:
         found = await tasks.list(message.from_user.id)  # type: ignore[union-attr]

@@ -10,7 +10,8 @@ from tests.conftest import ROOT
 
 
 def detach(tmp_path, *args: str, users: str = "111") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_ALLOWED_USERS": users}
+    env = {**os.environ, "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_ALLOWED_USERS": users,
+           "DETACH_ALLOWED_WORKDIRS": str(tmp_path)}
     env.pop("DETACH_BOT_TOKEN", None)
     return subprocess.run([sys.executable, "-m", "bot", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -43,3 +44,10 @@ def test_run_without_a_token_says_how_to_get_one(tmp_path):
 def test_make_run_target_exists_and_uses_the_console_entry():
     makefile = (ROOT / "Makefile").read_text()
     assert "run: venv" in makefile and "-m bot run" in makefile
+
+
+def test_add_refuses_a_directory_outside_the_allowed_ones(tmp_path):
+    result = detach(tmp_path, "add", "--cwd", "/etc", "read it")
+    assert result.returncode == 1
+    assert "/etc is outside the allowed working directories" in result.stderr
+    assert detach(tmp_path, "list").stdout.strip() == ""

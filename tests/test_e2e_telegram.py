@@ -8,7 +8,6 @@ import os
 import sys
 
 from bot.models import TaskStatus
-from tests.conftest import ROOT
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
 
@@ -71,7 +70,7 @@ async def test_detach_add_from_a_shell_reaches_the_user(tmp_path, claude_bin, ag
                    "DETACH_ALLOWED_USERS": str(OWNER), "DETACH_WORKDIR": str(workdir)}
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bot", "add", "MARK-SHELL", "tidy", "the", "logs",
-                cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE)
+                cwd=workdir, env=env, stdout=asyncio.subprocess.PIPE)
             out, _ = await asyncio.wait_for(proc.communicate(), 30)
             assert proc.returncode == 0 and b"#1 mark-shell-tidy queued" in out
             await fake.wait_text(OWNER, "#1 mark-shell-tidy", timeout_s=10)

@@ -224,3 +224,27 @@ async def test_grants_listing_and_revoking_only_your_own(app):
     assert "Revoked" in session.sent("AnswerCallbackQuery")[-1].text
     assert await app.store.grants.active(OWNER) == []
     assert len(await app.store.grants.active(OTHER)) == 1
+
+
+async def test_working_directories_are_confined(app, tmp_path):
+    root = app.settings.default_workdir
+    (root / "sub").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+    for typed in ("..", "../outside", "escape", str(outside), "/etc", "sub/../../outside"):
+        session = await feed(app, message(f"/claude cwd={typed} look around"))
+        assert "outside the allowed working directories" in session.texts()[-1], typed
+    session = await feed(app, message("/claude cwd=nope look"))
+    assert "No such directory" in session.texts()[-1]
+    assert await app.store.tasks.list_for(None) == []
+    await feed(app, message("/claude cwd=sub look around"))
+    assert (await app.store.tasks.get(1)).cwd == str(root / "sub")
+    session = await feed(app, message("/cd escape"))
+    assert "outside" in session.texts()[-1]
+    session = await feed(app, message("/cd sub"))
+    assert str(root / "sub") in session.texts()[-1]
+    await feed(app, message("/claude look again"))
+    assert (await app.store.tasks.get(2)).cwd == str(root / "sub")
+    session = await feed(app, message("/cd"))
+    assert str(root / "sub") in session.texts()[-1]

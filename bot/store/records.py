@@ -138,13 +138,23 @@ class ChatSettingsRepo:
                 chat_settings.c.chat_id == chat_id))).scalar()
 
     async def set_preset(self, chat_id: int, preset: str) -> None:
+        await self._set(chat_id, preset=preset)
+
+    async def cwd(self, chat_id: int) -> str | None:
+        async with self._engine.connect() as conn:
+            return (await conn.execute(sa.select(chat_settings.c.cwd).where(
+                chat_settings.c.chat_id == chat_id))).scalar()
+
+    async def set_cwd(self, chat_id: int, cwd: str) -> None:
+        await self._set(chat_id, cwd=cwd)
+
+    async def _set(self, chat_id: int, **values: str) -> None:
         async with self._engine.begin() as conn:
             updated = await conn.execute(chat_settings.update().where(
-                chat_settings.c.chat_id == chat_id).values(preset=preset,
-                                                          updated_at=self._clock()))
+                chat_settings.c.chat_id == chat_id).values(updated_at=self._clock(), **values))
             if updated.rowcount == 0:
                 await conn.execute(chat_settings.insert().values(
-                    chat_id=chat_id, preset=preset, updated_at=self._clock()))
+                    chat_id=chat_id, updated_at=self._clock(), **values))
 
 
 class UserSettingsRepo:

@@ -143,6 +143,7 @@ chat_settings = sa.Table(
     sa.Column("chat_id", sa.BigInteger, primary_key=True),
     sa.Column("preset", sa.String(64)),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("cwd", sa.Text),  # v5
 )
 
 user_settings = sa.Table(
@@ -185,9 +186,14 @@ def _v4(conn: Connection) -> None:
     user_settings.create(conn, checkfirst=True)
 
 
+def _v5(conn: Connection) -> None:
+    """The chat's default working directory (/cd)."""
+    _add_column(conn, "chat_settings", "cwd", "TEXT")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 
 
 def migrate(conn: Connection) -> int:
