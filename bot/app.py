@@ -20,6 +20,7 @@ from aiogram.client.telegram import TelegramAPIServer
 from bot.access import AccessPolicy
 from bot.approval_answers import ApprovalAnswers
 from bot.approvals import ApprovalDesk
+from bot.card import TaskCard
 from bot.errors import AgentNotInstalled, ConfigError
 from bot.intake import Intake, recover
 from bot.models import Engine
@@ -139,7 +140,8 @@ async def build(settings: Settings, session: BaseSession | None = None,
         answers = ApprovalAnswers(store, desk, notifier, texts)
         intake = Intake(store, queue, notifier, settings.intake_interval_s)
         access = AccessPolicy(settings.allowed_users, store, texts)
-        dispatcher = build_dispatcher(service, answers, access, texts, status)
+        card = TaskCard(service, store, queue, notifier, texts)
+        dispatcher = build_dispatcher(service, card, answers, access, texts, status)
         await recover(store, notifier, desk)
         await stack.enter_async_context(pool)
         yield App(settings, store, bot, dispatcher, pool, service, intake)

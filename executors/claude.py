@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import re
 import shutil
@@ -18,7 +16,7 @@ from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import AgentEvent, ApprovalMode, TurnFinished, TurnSpec
 from bot.ports import Approver
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.process import StderrTail, agent_env, read_lines, spawn, stop_tree
+from executors.process import JsonLines, StderrTail, agent_env, read_lines, spawn, stop_tree
 
 log = logging.getLogger(__name__)
 
@@ -117,17 +115,11 @@ class _Channel:
     def __init__(self, proc: asyncio.subprocess.Process, approver: Approver) -> None:
         self._proc = proc
         self._approver = approver
-        self._lock = asyncio.Lock()
+        self._lines = JsonLines(proc)
         self._pending: set[asyncio.Task[None]] = set()
 
     async def send(self, message: dict[str, Any]) -> None:
-        stdin = self._proc.stdin
-        if stdin is None or stdin.is_closing():
-            return
-        async with self._lock:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                stdin.write((json.dumps(message) + "\n").encode())
-                await stdin.drain()
+        await self._lines.write(message)
 
     def answer(self, data: dict[str, Any]) -> None:
         """Answer without blocking the reader: a person may take minutes to decide."""
@@ -152,8 +144,7 @@ class _Channel:
             "subtype": "success", "request_id": request_id, "response": body}})
 
     def close(self) -> None:
-        if self._proc.stdin is not None and not self._proc.stdin.is_closing():
-            self._proc.stdin.close()
+        self._lines.close()
 
     async def aclose(self) -> None:
         for task in list(self._pending):

@@ -26,7 +26,7 @@ from executors.codex_protocol import (
     decision_result,
     notification_events,
 )
-from executors.process import StderrTail, agent_env, read_lines, spawn, stop_tree
+from executors.process import JsonLines, StderrTail, agent_env, read_lines, spawn, stop_tree
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class _Rpc:
         self._next_id = 1000
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._lock = asyncio.Lock()
+        self._lines = JsonLines(proc)
         self._tasks: set[asyncio.Task[None]] = set()
         self._reader = asyncio.create_task(self._read())
 
@@ -210,13 +210,7 @@ class _Rpc:
                 future.set_exception(AgentCrashed("codex app-server exited", None, ""))
 
     async def send(self, message: dict[str, Any]) -> None:
-        stdin = self._proc.stdin
-        if stdin is None or stdin.is_closing():
-            return
-        async with self._lock:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                stdin.write((json.dumps(message) + "\n").encode())
-                await stdin.drain()
+        await self._lines.write(message)
 
     async def notify(self, method: str) -> None:
         await self.send({"method": method})
@@ -242,8 +236,7 @@ class _Rpc:
         task.add_done_callback(self._tasks.discard)
 
     def close(self) -> None:
-        if self._proc.stdin is not None and not self._proc.stdin.is_closing():
-            self._proc.stdin.close()
+        self._lines.close()
 
     async def aclose(self) -> None:
         for task in [*self._tasks, self._reader]:

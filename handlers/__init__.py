@@ -7,6 +7,7 @@ from aiogram.types import BotCommand
 
 from bot.access import AccessPolicy
 from bot.approval_answers import ApprovalAnswers
+from bot.card import TaskCard
 from bot.service import TaskService
 from bot.texts import DEFAULT_LOCALE, Texts
 from handlers import approvals, basics, buttons, errors, money, replies, tasks
@@ -16,10 +17,10 @@ COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive",
             "model", "spend", "cd", "status", "lang", "help")
 
 
-def build_dispatcher(service: TaskService, answers: ApprovalAnswers, access: AccessPolicy,
-                     texts: Texts, engine_status: list[str]) -> Dispatcher:
-    dp = Dispatcher(tasks=service, answers=answers, texts=texts, engine_status=engine_status,
-                    access=access)
+def build_dispatcher(service: TaskService, card: TaskCard, answers: ApprovalAnswers,
+                     access: AccessPolicy, texts: Texts, engine_status: list[str]) -> Dispatcher:
+    dp = Dispatcher(tasks=service, card=card, answers=answers, texts=texts,
+                    engine_status=engine_status, access=access)
     dp.update.outer_middleware(AllowListMiddleware(access, texts))
     dp.include_routers(basics.router(), tasks.router(), approvals.router(), money.router(),
                        buttons.router(), replies.router(), errors.router())

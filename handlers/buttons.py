@@ -6,6 +6,7 @@ from aiogram import F, Router
 from aiogram.types import CallbackQuery
 
 from bot.callbacks import ACTIONS, TaskAction
+from bot.card import TaskCard
 from bot.service import TaskService
 from bot.texts import Texts
 
@@ -15,7 +16,8 @@ def router() -> Router:
 
     @r.callback_query(TaskAction.filter(F.action.in_(ACTIONS)))
     async def on_task_action(query: CallbackQuery, callback_data: TaskAction,
-                             tasks: TaskService, texts: Texts, locale: str) -> None:
+                             tasks: TaskService, card: TaskCard, texts: Texts,
+                             locale: str) -> None:
         user_id = query.from_user.id
         if callback_data.action == "cancel":
             task = await tasks.cancel(user_id, callback_data.task_id)
@@ -27,11 +29,11 @@ def router() -> Router:
         elif callback_data.action == "fail":
             await tasks.mark_failed(user_id, task_id)
         elif callback_data.action == "followup":
-            await tasks.ask_follow_up(user_id, task_id)
+            await card.ask_follow_up(user_id, task_id)
         elif callback_data.action == "transcript":
-            await tasks.send_transcript(user_id, task_id)
+            await card.send_transcript(user_id, task_id)
         elif callback_data.action == "retry":
-            await tasks.retry(user_id, task_id)
+            await card.retry(user_id, task_id)
         else:
             await tasks.archive(user_id, str(task_id))
         await query.answer(texts.get(locale, "callback.done"))

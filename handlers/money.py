@@ -8,6 +8,7 @@ from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
 from bot.approval_view import BudgetAction
+from bot.card import TaskCard
 from bot.money import MoneyDesk
 from bot.presets import Preset
 from bot.render import money
@@ -81,8 +82,8 @@ def router() -> Router:
 
     @r.callback_query(BudgetAction.filter())
     async def on_budget_pressed(query: CallbackQuery, callback_data: BudgetAction,
-                                tasks: TaskService, texts: Texts, locale: str) -> None:
-        await tasks.answer_budget(query.from_user.id, callback_data.qid, callback_data.extend)
+                                card: TaskCard, texts: Texts, locale: str) -> None:
+        await card.answer_budget(query.from_user.id, callback_data.qid, callback_data.extend)
         await query.answer(texts.get(locale, "callback.done"))
 
     return r

@@ -17,26 +17,16 @@ from bot.texts import Texts
 def router() -> Router:
     r = Router(name="tasks")
 
-    @r.message(Command("detach"))
-    async def on_detach(message: Message, command: CommandObject, tasks: TaskService,
-                        locale: str) -> None:
+    @r.message(Command("detach", "claude", "codex"))
+    async def on_task_command(message: Message, command: CommandObject, tasks: TaskService,
+                              locale: str) -> None:
+        """/detach runs a self-contained goal; /claude and /codex start a session."""
+        name = command.command.lower()
+        kind = TaskKind.DETACH if name == "detach" else TaskKind.SESSION
+        engine = None if name == "detach" else Engine(name)
         await tasks.start_from_chat(message.from_user.id, message.chat.id,  # type: ignore[union-attr]
-                                    TaskKind.DETACH, command.args or "", locale, "detach",
+                                    kind, command.args or "", locale, name, engine=engine,
                                     reply_to=message.message_id)
-
-    @r.message(Command("claude"))
-    async def on_claude(message: Message, command: CommandObject, tasks: TaskService,
-                        locale: str) -> None:
-        await tasks.start_from_chat(message.from_user.id, message.chat.id,  # type: ignore[union-attr]
-                                    TaskKind.SESSION, command.args or "", locale, "claude",
-                                    engine=Engine.CLAUDE, reply_to=message.message_id)
-
-    @r.message(Command("codex"))
-    async def on_codex(message: Message, command: CommandObject, tasks: TaskService,
-                       locale: str) -> None:
-        await tasks.start_from_chat(message.from_user.id, message.chat.id,  # type: ignore[union-attr]
-                                    TaskKind.SESSION, command.args or "", locale, "codex",
-                                    engine=Engine.CODEX, reply_to=message.message_id)
 
     @r.message(Command("cd"))
     async def on_cd(message: Message, command: CommandObject, tasks: TaskService, texts: Texts,

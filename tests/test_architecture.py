@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HANDLER_MAY_IMPORT = {"bot.service", "bot.models", "bot.errors", "bot.texts", "bot.callbacks",
                       "bot.approval_answers", "bot.approval_view", "bot.money",
-                      "bot.presets",
+                      "bot.presets", "bot.card",
                       "bot.render", "bot.access"}
 EXECUTOR_MAY_IMPORT = {"bot.models", "bot.errors", "bot.ports"}
 

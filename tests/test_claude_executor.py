@@ -7,7 +7,6 @@ import contextlib
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from bot.errors import AgentCrashed
@@ -23,6 +22,7 @@ from bot.models import (
     TurnSpec,
 )
 from executors.claude import ClaudeExecutor
+from tests.support.processes import matching
 
 
 def spec(prompt: str, cwd: Path, resume: str | None = None,
@@ -116,13 +116,7 @@ async def test_missing_binary_is_not_installed(agent_env, workdir):
         await collect(ClaudeExecutor("/nonexistent/claude", agent_env), spec("x", workdir))
 
 
-def _sleepers(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            if marker in " ".join(proc.info["cmdline"] or []):
-                found.append(proc)
-    return found
+_sleepers = matching
 
 
 async def test_cancel_leaves_no_process_behind(claude_bin, agent_env, anthropic, workdir):

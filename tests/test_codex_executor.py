@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-import psutil
-
 from bot.errors import AgentCrashed
 from bot.models import (
     ApprovalDecision,
@@ -20,6 +18,7 @@ from bot.models import (
     TurnSpec,
 )
 from executors.codex import CodexExecutor
+from tests.support.processes import matching
 from tests.test_claude_executor import Scripted
 
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from codex\n*** End Patch\n"
@@ -99,13 +98,7 @@ async def test_model_server_error_is_a_clear_failure(codex_bin, codex_env, opena
     assert isinstance(final, TurnFinished) and final.is_error and final.result_text
 
 
-def _procs(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            if marker in " ".join(proc.info["cmdline"] or []):
-                found.append(proc)
-    return found
+_procs = matching
 
 
 async def test_cancel_leaves_no_process_behind(codex_bin, codex_env, openai, workdir):

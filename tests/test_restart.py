@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import sys
@@ -16,17 +15,13 @@ from bot.models import TaskStatus
 from bot.store import Store
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER
+from tests.support.processes import matching
 
 SLEEP = "sleep 47.25"
 
 
 def _sleepers() -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            if SLEEP in " ".join(proc.info["cmdline"] or []):
-                found.append(proc)
-    return found
+    return matching(SLEEP)
 
 
 async def _start_bot(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:

@@ -1,0 +1,112 @@
+"""What the buttons under a task offer beyond start and cancel: follow up, transcript, retry,
+and the answer to a budget question (extend and continue, or stop)."""
+
+from __future__ import annotations
+
+import html
+import tempfile
+
+from aiogram.types import ForceReply
+
+from bot.errors import TaskStateError, UserInputError
+from bot.models import Task
+from bot.notifier import Notifier
+from bot.queue import TurnQueue
+from bot.service import TaskService
+from bot.store import Store
+from bot.texts import Texts
+
+
+class TaskCard:
+    def __init__(self, tasks: TaskService, store: Store, queue: TurnQueue, notifier: Notifier,
+                 texts: Texts) -> None:
+        self._tasks = tasks
+        self._store = store
+        self._queue = queue
+        self._notifier = notifier
+        self._texts = texts
+
+    async def answer_budget(self, user_id: int, qid: int, extend: bool) -> Task:
+        """Extend raises the task's budget and resumes the same session; Stop closes it."""
+        question = await self._store.questions.get(qid)
+        task = await self._store.tasks.get(question.task_id) if question else None
+        if question is None or task is None or question.kind != "budget":
+            raise UserInputError("callback.stale")
+        if task.owner_id != user_id:
+            raise UserInputError("callback.not_yours")
+        if extend:
+            await self._tasks.money.check_daily_cap(user_id)
+        if not await self._store.questions.resolve(qid, "answered",
+                                                   "extend" if extend else "stop"):
+            raise UserInputError("callback_approval.answered")
+        amount = float(question.payload.get("extend", 0))
+        await self._store.audit.record("budget_extended" if extend else "budget_stopped",
+                                       user_id, task.id, f"{amount}")
+        loc = task.locale
+        if not extend:
+            text = self._texts.get(loc, "money.stopped", label=task.label,
+                                   spent=f"{task.total_cost_usd:.4f}")
+            await self._notifier.edit(task.chat_id, question.message_id or 0, text)
+            return task
+        await self._store.tasks.raise_budget(task.id, amount)
+        task = await self._tasks.get_own(user_id, task.id)
+        await self._store.tasks.add_turn(task.id, self._texts.get(loc, "money.continue_prompt"))
+        await self._notifier.edit(task.chat_id, question.message_id or 0, self._texts.get(
+            loc, "money.extended", label=task.label, cap=f"{task.max_usd or 0:.2f}"))
+        await self._queue.kick(task.id)
+        return task
+
+    async def ask_follow_up(self, user_id: int, task_id: int) -> None:
+        """A force-reply prompt linked to the task: the reply continues it."""
+        task = await self._tasks.get_own(user_id, task_id)
+        await self._notifier.send(
+            task, self._texts.get(task.locale, "task.followup_prompt", label=task.label),
+            kind="status", markup=ForceReply(force_reply=True, input_field_placeholder=self._texts
+                                             .get(task.locale, "task.followup_placeholder",
+                                                  label=task.label)[:64]))
+
+    async def send_transcript(self, user_id: int, task_id: int, lines: int = 25) -> None:
+        """The last events as a message; the whole transcript as a file when there is more."""
+        task = await self._tasks.get_own(user_id, task_id)
+        total = await self._store.transcript.count(task.id)
+        loc = task.locale
+        if total == 0:
+            await self._notifier.send(task, self._texts.get(loc, "task.transcript_empty",
+                                                            label=task.label), kind="status")
+            return
+        tail = await self._store.transcript.tail(task.id, lines)
+        body = "\n".join(_transcript_line(line.kind, line.body) for line in tail)[-3300:]
+        header = self._texts.get(loc, "task.transcript_header", label=task.label,
+                                 count=len(tail), total=total)
+        await self._notifier.send(task, f"{header}\n<pre>{html.escape(body)}</pre>",
+                                  kind="status")
+        if total > lines:
+            with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as out:
+                await self._store.transcript.write_all(task.id, out)
+                out.flush()
+                await self._notifier.send_file(
+                    task, out.name, f"{task.id}-{task.slug}-transcript.txt",
+                    self._texts.get(loc, "task.transcript_file", label=task.label))
+
+    async def retry(self, user_id: int, task_id: int) -> Task:
+        """Run the last request again, in the same session."""
+        task = await self._tasks.get_own(user_id, task_id)
+        if task.status.active:
+            raise TaskStateError("error.still_active", label=task.label,
+                                 status=self._texts.status(task.locale, task.status))
+        await self._tasks.money.check_daily_cap(user_id)
+        last = await self._store.tasks.last_turn(task.id)
+        await self._store.tasks.add_turn(task.id, last.prompt if last else task.title)
+        await self._store.audit.record("retry", user_id, task.id)
+        await self._notifier.send(task, self._texts.get(task.locale, "task.retrying",
+                                                        label=task.label), kind="status")
+        await self._queue.kick(task.id)
+        return task
+
+
+def _transcript_line(kind: str, body: dict[str, object]) -> str:
+    detail = body.get("text") or body.get("summary") or body.get("output") or body.get(
+        "result_text") or ""
+    name = body.get("name")
+    prefix = f"{kind} {name}" if name else kind
+    return f"{prefix}: {str(detail)[:300]}"
