@@ -131,9 +131,9 @@ async def build(settings: Settings, session: BaseSession | None = None,
         desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s)
         money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
                           settings.task_cap_usd)
-        runner = TurnRunner(store, executors, notifier, queue, desk, money,
-                            settings.auto_allowed_tools, settings.progress_interval_s)
         workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs)
+        runner = TurnRunner(store, executors, notifier, queue, desk, money,
+                            settings.auto_allowed_tools, settings.progress_interval_s, workdirs)
         service = TaskService(store, pool, queue, notifier, texts, executors,
                               settings.max_prompt_chars, workdirs,
                               Engine(settings.default_engine), money, settings.approval_mode)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.approvals import ApprovalDesk
-from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.errors import AgentCrashed, AgentNotInstalled, UserInputError
 from bot.gitinfo import diff_stat
 from bot.models import (
     AgentEvent,
@@ -32,7 +32,9 @@ from bot.ports import Executor
 from bot.presets import Preset
 from bot.progress import Progress
 from bot.queue import TurnQueue
+from bot.render import plain
 from bot.store import Store, TurnOutcome
+from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ TRANSCRIPT_BATCH = 25
 class TurnRunner:
     def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
                  queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
-                 auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0) -> None:
+                 auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0,
+                 workdirs: WorkdirPolicy | None = None) -> None:
         self._store = store
         self._executors = executors
         self._notifier = notifier
@@ -57,6 +60,7 @@ class TurnRunner:
         self._money = money
         self._auto_allowed_tools = auto_allowed_tools
         self._progress_interval_s = progress_interval_s
+        self._workdirs = workdirs
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         turn = await self._store.tasks.claim_turn(turn_id)
@@ -128,6 +132,12 @@ class TurnRunner:
         left = self._money.budget_left(task)
         if left is not None and left <= 0:
             return TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error="budget spent")
+        if self._workdirs is not None:
+            try:
+                self._workdirs.check(Path(task.cwd))  # the allow-list may have changed since
+            except UserInputError as exc:
+                return TurnOutcome(TaskStatus.FAILED, error=plain(self._notifier.text(
+                    task.locale, exc.key, **exc.params)))
         return None
 
     async def _allowed_tools(self, task: Task) -> tuple[str, ...]:

@@ -248,3 +248,17 @@ async def test_working_directories_are_confined(app, tmp_path):
     assert (await app.store.tasks.get(2)).cwd == str(root / "sub")
     session = await feed(app, message("/cd"))
     assert str(root / "sub") in session.texts()[-1]
+
+
+async def test_a_stored_task_outside_the_allowed_directories_never_runs(app):
+    import asyncio
+    from pathlib import Path
+
+    task, _ = await app.store.tasks.create(NewTask(  # e.g. written by an older version
+        owner_id=OWNER, chat_id=OWNER, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+        prompt="read it", cwd=Path("/etc"), announced=False), "read-it")
+    await app.intake.poll_once()
+    async with asyncio.timeout(20):
+        while (turn := await app.store.tasks.last_turn(task.id)).status.active:
+            await asyncio.sleep(0.05)
+    assert turn.status is TaskStatus.FAILED and "outside the allowed" in turn.error
