@@ -26,6 +26,7 @@ from bot.intake import Intake, recover
 from bot.models import Engine
 from bot.money import MoneyDesk
 from bot.notifier import Notifier
+from bot.outbox import Outbox
 from bot.pool import JobPool
 from bot.ports import Executor
 from bot.presets import PresetCatalog
@@ -55,6 +56,7 @@ class App:
     pool: JobPool
     service: TaskService
     intake: Intake
+    outbox: Outbox
 
 
 def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
@@ -116,7 +118,11 @@ async def build(settings: Settings, session: BaseSession | None = None,
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
         texts = Texts()
-        notifier = Notifier(bot, store, texts)
+        outbox = Outbox(store, bot, settings.outbox_chat_interval_s,
+                        settings.outbox_group_interval_s)
+        delivery = asyncio.create_task(outbox.run_forever(), name="outbox")
+        stack.push_async_callback(_stop, delivery)
+        notifier = Notifier(bot, store, texts, outbox)
         executors, status = await make_executors(settings,
                                                  os.environ if environ is None else environ)
         runner: TurnRunner | None = None
@@ -144,7 +150,13 @@ async def build(settings: Settings, session: BaseSession | None = None,
         dispatcher = build_dispatcher(service, card, answers, access, texts, status)
         await recover(store, notifier, desk)
         await stack.enter_async_context(pool)
-        yield App(settings, store, bot, dispatcher, pool, service, intake)
+        yield App(settings, store, bot, dispatcher, pool, service, intake, outbox)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def serve(settings: Settings) -> None:

@@ -35,6 +35,7 @@ class ApprovalDesk:
         self._texts = texts
         self._timeout_s = timeout_s
         self._waiting: dict[int, asyncio.Future[str]] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     def for_turn(self, task: Task, turn_id: int) -> TurnApprover:
         return TurnApprover(self, task, turn_id)
@@ -92,31 +93,38 @@ class ApprovalDesk:
         tapped as soon as the message exists, so the future is registered before it is sent."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = future
-        where: tuple[int, int] | None = None
+        row_id: int | None = None
         try:
-            message = await self._notifier.send(task, text, kind="approval", markup=markup)
-            if message is not None:
-                where = (task.chat_id, message.message_id)
-                await self._store.questions.set_message(question.id, *where)
+            row_id = await self._notifier.queue(task, text, kind="approval", markup=markup)
+            remember = asyncio.create_task(self._remember_message(task, question, row_id))
+            self._background.add(remember)
+            remember.add_done_callback(self._background.discard)
             return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
         except TimeoutError:
-            return await self._close(task, question, "timeout", "approval.expired", future, where)
+            return await self._close(task, question, "timeout", "approval.expired", future,
+                                     row_id)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._close(task, question, "ended", "approval.ended",
-                                                 future, where))
+                                                 future, row_id))
             raise
         finally:
             self._waiting.pop(question.id, None)
 
+    async def _remember_message(self, task: Task, question: PendingQuestion,
+                                row_id: int) -> None:
+        message_id = await self._notifier.delivered(row_id)
+        if message_id is not None:
+            await self._store.questions.set_message(question.id, task.chat_id, message_id)
+
     async def _close(self, task: Task, question: PendingQuestion, answer: str, key: str,
-                     future: asyncio.Future[str], where: tuple[int, int] | None) -> str:
+                     future: asyncio.Future[str], row_id: int | None) -> str:
         if not await self._store.questions.resolve(question.id, "expired", answer):
             fresh = await self._store.questions.get(question.id)  # the owner just answered
             return future.result() if future.done() else (fresh.answer if fresh and
                                                           fresh.answer else answer)
-        if where is not None:
-            await self._notifier.edit(*where, _first_part(question) + "\n\n" +
+        if row_id is not None:  # the outbox edits the message that row became, in order
+            await self._notifier.edit_row(task.chat_id, row_id, _first_part(question) + "\n\n" +
                                       self._texts.get(task.locale, key))
         return answer
 

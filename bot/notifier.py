@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aiogram import Bot
 from aiogram.exceptions import (
@@ -17,18 +18,25 @@ from aiogram.types import BufferedInputFile, ForceReply, FSInputFile, InlineKeyb
 
 from bot.callbacks import CARD_ACTIONS, TaskAction, task_keyboard
 from bot.models import Task, TaskStatus, Turn
-from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, markdown_chunks, money, plain, split_text
+from bot.outbox import Outbox
+from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, markdown_chunks, money, split_text
 from bot.store import Store
 from bot.texts import Texts
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    message_id: int
+
+
 class Notifier:
-    def __init__(self, bot: Bot, store: Store, texts: Texts) -> None:
+    def __init__(self, bot: Bot, store: Store, texts: Texts, outbox: Outbox) -> None:
         self._bot = bot
         self._store = store
         self._texts = texts
+        self._outbox = outbox
 
     def text(self, locale: str, key: str, **params: object) -> str:
         return self._texts.get(locale, key, **params)
@@ -38,14 +46,14 @@ class Notifier:
         text = self._texts.get(loc, "task.ack", icon=STATUS_ICONS[task.status], label=task.label,
                                status=self._texts.status(loc, task.status),
                                title=_shorten(task.title, 300))
-        await self.send(task, text, kind="ack", reply_to=reply_to,
+        await self.send(task, text, kind="ack", reply_to=reply_to, wait=False,
                         markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
 
     async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
         text = self._texts.raw(task.locale, "task.followup_ack",
                                label=html.escape(task.label), behind=behind)
-        await self.send(task, text, kind="ack", reply_to=reply_to,
+        await self.send(task, text, kind="ack", reply_to=reply_to, wait=False,
                         markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
 
     async def turn_finished(self, task: Task, turn: Turn, denials: Sequence[str] = (),
@@ -58,7 +66,7 @@ class Notifier:
             header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
         card = task_keyboard(self._texts, loc, task.id, CARD_ACTIONS)
         if turn.status is not TaskStatus.DONE:
-            await self.send(task, header, kind="result", markup=card)
+            await self.send(task, header, kind="result", markup=card, wait=False)
             return
         answer = (turn.result_text or "").strip() or self._texts.get(loc, "task.no_answer")
         chunks = markdown_chunks(answer)
@@ -72,7 +80,7 @@ class Notifier:
         if denials:
             items = "\n".join(f"• {d}" for d in denials[:10])
             await self.send(task, self._texts.get(loc, "task.denials", items=items), kind="result",
-                            markup=card)
+                            markup=card, wait=False)
 
     def _header(self, task: Task, turn: Turn) -> str:
         loc, label = task.locale, task.label
@@ -125,56 +133,55 @@ class Notifier:
         lines.append(self._texts.get(loc, "task.interrupted_footer"))
         rows = [TaskAction.buttons(self._texts, loc, t.id, ["resume", "fail"], t.label)
                 for t in tasks[:20]]
-        message = await self._call(lambda: self._bot.send_message(
-            chat_id, "\n".join(lines), reply_markup=InlineKeyboardMarkup(inline_keyboard=rows)))
-        if message is not None:
+        row_id = await self._outbox.send(chat_id, "\n".join(lines), task_id=tasks[0].id,
+                                         link_kind="interrupted",
+                                         markup=InlineKeyboardMarkup(inline_keyboard=rows))
+        if len(tasks) > 1:  # a reply to the notice continues the first; link all when sent
+            await self._link_all(chat_id, row_id, tasks)
+
+    async def _link_all(self, chat_id: int, row_id: int, tasks: Sequence[Task]) -> None:
+        message_id = await self._outbox.delivered(row_id)
+        if message_id is not None:
             for task in tasks:
-                await self._store.links.link(chat_id, message.message_id, task.id, "interrupted")
+                await self._store.links.link(chat_id, message_id, task.id, "interrupted")
 
     async def send_rich(self, task: Task, html_text: str, kind: str,
-                        markup: InlineKeyboardMarkup | None = None) -> Message | None:
-        """Send rendered HTML; if Telegram rejects it, the same chunk as plain text."""
-        message: Message | None
-        try:
-            message = await self._bot.send_message(task.chat_id, html_text, reply_markup=markup)
-        except TelegramBadRequest as exc:
-            log.info("task %s: HTML chunk rejected (%s); sending it as plain text", task.id,
-                     exc.message)
-            message = await self._call(lambda: self._bot.send_message(
-                task.chat_id, plain(html_text)[:4096], parse_mode=None, reply_markup=markup))
-        except AiogramError as exc:
-            log.error("telegram send failed after retries: %s", type(exc).__name__)
-            return None
-        if message is not None:
-            await self._store.links.link(task.chat_id, message.message_id, task.id, kind)
-        return message
+                        markup: InlineKeyboardMarkup | None = None) -> Sent | None:
+        """Rendered HTML; the outbox sends it as plain text if Telegram rejects the HTML."""
+        return await self.send(task, html_text, kind, markup=markup, wait=False)
 
     async def send(self, task: Task, text: str, kind: str, reply_to: int | None = None,
-                   markup: InlineKeyboardMarkup | ForceReply | None = None) -> Message | None:
-        message = await self._call(lambda: self._bot.send_message(
-            task.chat_id, text, reply_markup=markup, reply_to_message_id=reply_to,
-            allow_sending_without_reply=True))
-        if message is not None:
-            await self._store.links.link(task.chat_id, message.message_id, task.id, kind)
-        return message
+                   markup: InlineKeyboardMarkup | ForceReply | None = None,
+                   wait: bool = True) -> Sent | None:
+        """Queue a message about ``task`` (linked to it once delivered). With ``wait`` the
+        caller gets its message id, after the outbox's pacing."""
+        row_id = await self._outbox.send(task.chat_id, text, markup=markup, reply_to=reply_to,
+                                         task_id=task.id, link_kind=kind)
+        if not wait:
+            return None
+        message_id = await self._outbox.delivered(row_id)
+        return Sent(message_id) if message_id is not None else None
+
+    async def queue(self, task: Task, text: str, kind: str,
+                    markup: InlineKeyboardMarkup | None = None) -> int:
+        """Queue a message about ``task``; returns its outbox row."""
+        return await self._outbox.send(task.chat_id, text, markup=markup, task_id=task.id,
+                                       link_kind=kind)
+
+    async def delivered(self, row_id: int) -> int | None:
+        return await self._outbox.delivered(row_id)
+
+    async def edit_row(self, chat_id: int, row_id: int, text: str) -> None:
+        """Edit the message an outbox row became (queued after it, so it is sent by then)."""
+        await self._outbox.edit(chat_id, None, text, None, row_id=row_id)
 
     async def edit(self, chat_id: int, message_id: int, text: str,
                    markup: InlineKeyboardMarkup | None = None) -> None:
         """Edit a message in place; without ``markup`` its buttons are removed."""
-        try:
-            await self._bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id,
-                                              reply_markup=markup)
-        except TelegramBadRequest as exc:
-            if "message is not modified" not in exc.message:
-                log.warning("telegram refused an edit: %s", exc.message)
-        except AiogramError as exc:
-            log.error("telegram edit failed after retries: %s", type(exc).__name__)
+        await self._outbox.edit(chat_id, message_id, text, markup)
 
     async def delete(self, chat_id: int, message_id: int) -> None:
-        try:
-            await self._bot.delete_message(chat_id=chat_id, message_id=message_id)
-        except AiogramError as exc:
-            log.info("could not delete message %s: %s", message_id, type(exc).__name__)
+        await self._outbox.delete(chat_id, message_id)
 
     async def _call(self, make) -> Message | None:  # type: ignore[no-untyped-def]
         """Send (the session's RetryMiddleware already retried); a background notification that

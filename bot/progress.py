@@ -42,12 +42,9 @@ class Progress:
                                    elapsed=elapsed, steps=self._steps) + cost + step
 
     async def __aenter__(self) -> Progress:
-        message = await self._notifier.send(self._task, self.text(), kind="progress")
-        if message is not None:
-            self._message_id = message.message_id
-            self._shown = self.text()
-            self._last_edit = time.monotonic()
-            self._ticker = asyncio.create_task(self._tick())
+        """Queue the message and return at once: the agent must not wait for Telegram."""
+        self._shown = self.text()
+        self._ticker = asyncio.create_task(self._tick())
         return self
 
     def observe(self, event: AgentEvent) -> None:
@@ -58,6 +55,10 @@ class Progress:
             self._cost = self._preset.cost_usd(event.usage)
 
     async def _tick(self) -> None:
+        sent = await self._notifier.send(self._task, self._shown, kind="progress")
+        if sent is None:
+            return
+        self._message_id, self._last_edit = sent.message_id, time.monotonic()
         while True:
             await asyncio.sleep(self._interval_s)
             text = self.text()
@@ -66,6 +67,10 @@ class Progress:
                 await self._notifier.edit(self._task.chat_id, self._message_id or 0, text)
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._ticker is not None and self._message_id is None:
+            # still being delivered: let it land, so that it can be removed
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._ticker), 0.5)
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     cancel_grace_s: float = Field(default=5.0, gt=0)
     intake_interval_s: float = Field(default=0.5, gt=0)
     progress_interval_s: float = Field(default=3.0, gt=0)
+    outbox_chat_interval_s: float = Field(default=1.0, ge=0)
+    outbox_group_interval_s: float = Field(default=3.0, ge=0)
     daily_cap_usd: float | None = None
     task_cap_usd: float | None = Field(default=None, gt=0)
     codex_approval_policy: str = "untrusted"

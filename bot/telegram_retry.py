@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextvars import ContextVar
 from typing import Any
 
 from aiogram import Bot
@@ -19,6 +20,7 @@ from aiogram.exceptions import (
 from aiogram.methods import GetUpdates, TelegramMethod
 
 log = logging.getLogger(__name__)
+NO_RETRY: ContextVar[bool] = ContextVar("detach_no_retry", default=False)  # the outbox retries
 
 
 class RetryMiddleware(BaseRequestMiddleware):
@@ -28,7 +30,7 @@ class RetryMiddleware(BaseRequestMiddleware):
 
     async def __call__(self, make_request: NextRequestMiddlewareType[Any], bot: Bot,
                        method: TelegramMethod[Any]) -> Any:
-        if isinstance(method, GetUpdates):
+        if isinstance(method, GetUpdates) or NO_RETRY.get():
             return await make_request(bot, method)
         for attempt in range(1, self._attempts + 1):
             try:

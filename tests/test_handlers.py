@@ -104,8 +104,13 @@ async def test_huge_prompt_is_refused_with_the_numbers(app):
 
 
 async def test_detach_acknowledges_with_label_state_and_cancel_button(app):
+    import asyncio
+
     session = await feed(app, message("/detach Fix the flaky login test"))
-    (ack,) = session.sent()
+    async with asyncio.timeout(10):  # task messages go through the outbox
+        while not session.sent():
+            await asyncio.sleep(0.02)
+    ack = session.sent()[0]
     assert "#1 fix-flaky-login" in ack.text and "queued" in ack.text
     assert ack.reply_markup.inline_keyboard[0][0].callback_data == "t:cancel:1"
     task = await app.store.tasks.get(1)

@@ -6,6 +6,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.db import Clock, make_engine, utcnow
+from bot.store.outbox import OutboxRepo
 from bot.store.records import (
     AuditRepo,
     ChatSettingsRepo,
@@ -35,6 +36,7 @@ class Store:
         self.grants = GrantRepo(engine, clock)
         self.chats = ChatSettingsRepo(engine, clock)
         self.users = UserSettingsRepo(engine, clock)
+        self.outbox = OutboxRepo(engine, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -154,6 +154,26 @@ user_settings = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("op", sa.String(16), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("task_id", sa.Integer),
+    sa.Column("link_kind", sa.String(24)),
+    sa.Column("coalesce_key", sa.String(64)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("not_before", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("sent_at", sa.DateTime(timezone=True)),
+    sa.Column("message_id", sa.BigInteger),
+    sa.Column("error", sa.Text),
+    sa.Index("ix_outbox_status_id", "status", "id"),
+)
+
 V1_TABLES = [tasks, turns, transcript, message_links, pending_questions, spend, audit]
 
 
@@ -191,9 +211,14 @@ def _v5(conn: Connection) -> None:
     _add_column(conn, "chat_settings", "cwd", "TEXT")
 
 
+def _v6(conn: Connection) -> None:
+    """The durable outbox of Telegram sends and edits."""
+    outbox.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 
 
 def migrate(conn: Connection) -> int:

@@ -73,7 +73,7 @@ def visible_text(text: str, parse_mode: str | None) -> tuple[str, str | None]:
 
 
 class FakeTelegram:
-    def __init__(self, flood_burst: int = 5, flood_per_s: float = 1.0) -> None:
+    def __init__(self, flood_burst: int = 20, flood_per_s: float = 20.0) -> None:
         self.calls: list[Call] = []
         self.messages: dict[int, list[dict[str, Any]]] = {}
         self.callback_answers: dict[str, dict[str, Any]] = {}
@@ -90,6 +90,19 @@ class FakeTelegram:
         self.delivered: set[int] = set()
         self.deleted: list[int] = []
         self._faults: list[tuple[str, int, str, int | None, Callable[[dict[str, Any]], bool]]] = []
+        self.blocks: list[tuple[str, int, str, int | None, Callable[[dict[str, Any]], bool]]] = []
+
+    def block(self, method: str, code: int, description: str,
+              where: Callable[[dict[str, Any]], bool] = lambda p: True) -> None:
+        """Every call of ``method`` matching ``where`` fails until ``unblock``."""
+        fault = (method, code, description, None, where)
+        self._faults.append(fault)
+        self.blocks.append(fault)
+
+    def unblock(self) -> None:
+        for fault in self.blocks:
+            self._faults.remove(fault)
+        self.blocks.clear()
 
     def fail_next(self, method: str, code: int, description: str,
                   retry_after: int | None = None,
@@ -184,7 +197,8 @@ class FakeTelegram:
             return self._error(404, "Not Found")
         fault = next((f for f in self._faults if f[0] == method and f[4](params)), None)
         if fault is not None:
-            self._faults.remove(fault)
+            if fault not in self.blocks:
+                self._faults.remove(fault)
             await self._record(method, params, False, fault[2])
             return self._error(fault[1], fault[2], fault[3])
         try:

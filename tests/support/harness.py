@@ -19,7 +19,7 @@ def make_settings(data_dir: Path, fake: FakeTelegram, claude_bin: str, workdir: 
     values: dict[str, object] = dict(
         bot_token=TOKEN, allowed_users=frozenset({OWNER}), data_dir=data_dir,
         telegram_api_url=fake.base_url, claude_bin=claude_bin, workdir=workdir,
-        intake_interval_s=0.2, cancel_grace_s=3.0)
+        intake_interval_s=0.2, cancel_grace_s=3.0, outbox_chat_interval_s=0.05)
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 

@@ -1,0 +1,208 @@
+"""The durable outbox: every send, edit and delete of task messages is a row first, delivered
+by one worker in order per chat, paced to Telegram's limits (about 1/s per private chat, 20/min
+per group, under 25/s overall). 429s wait their retry_after per chat; 5xx, HTML error pages and
+network errors back off; a newer edit of a message supersedes a pending older one; rows left
+when the bot dies are delivered after restart; an undeliverable row (the user blocked the bot)
+is recorded as failed, not retried forever."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+from aiogram import Bot
+from aiogram.exceptions import (
+    AiogramError,
+    TelegramBadRequest,
+    TelegramForbiddenError,
+    TelegramNotFound,
+    TelegramRetryAfter,
+)
+from aiogram.types import ForceReply, InlineKeyboardMarkup
+
+from bot.render import plain
+from bot.store import Store
+from bot.store.db import utcnow
+from bot.store.outbox import OutboxRow
+from bot.telegram_retry import NO_RETRY
+
+log = logging.getLogger(__name__)
+MAX_ATTEMPTS = 12
+MAX_BACKOFF_S = 60.0
+
+
+class Outbox:
+    def __init__(self, store: Store, bot: Bot, chat_interval_s: float = 1.0,
+                 group_interval_s: float = 3.0, per_second: float = 25.0) -> None:
+        self._store = store
+        self._bot = bot
+        self._chat_interval_s = chat_interval_s
+        self._group_interval_s = group_interval_s
+        self._gap_s = 1.0 / per_second
+        self._next_ok: dict[int, float] = {}
+        self._last_call = 0.0
+        self._waiters: dict[int, asyncio.Future[int | None]] = {}
+        self._wake = asyncio.Event()
+
+    # -- the producers' side ---------------------------------------------------------------
+    async def send(self, chat_id: int, text: str, *, markup: InlineKeyboardMarkup | Any = None,
+                   reply_to: int | None = None, html: bool = True, task_id: int | None = None,
+                   link_kind: str | None = None) -> int:
+        """Queue a message; returns the row id (``delivered`` gives its message id)."""
+        payload = {"text": text, "html": html, "reply_to": reply_to,
+                   "markup": markup.model_dump(exclude_none=True) if markup else None,
+                   "force_reply": isinstance(markup, ForceReply)}
+        row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
+        self._waiters[row_id] = asyncio.get_running_loop().create_future()
+        self._wake.set()
+        return row_id
+
+    async def edit(self, chat_id: int, message_id: int | None, text: str,
+                   markup: InlineKeyboardMarkup | None = None, row_id: int | None = None) -> None:
+        """Edit a message, or the message that send-row ``row_id`` became."""
+        payload = {"message_id": message_id, "row_id": row_id, "text": text,
+                   "markup": markup.model_dump(exclude_none=True) if markup else None}
+        key = f"{chat_id}:{message_id}" if message_id is not None else f"{chat_id}:r{row_id}"
+        await self._store.outbox.add(chat_id, "edit", payload, None, None, coalesce_key=key)
+        self._wake.set()
+
+    async def delete(self, chat_id: int, message_id: int) -> None:
+        await self._store.outbox.add(chat_id, "delete", {"message_id": message_id}, None, None,
+                                     coalesce_key=f"{chat_id}:{message_id}")
+        self._wake.set()
+
+    async def delivered(self, row_id: int, timeout_s: float = 120.0) -> int | None:
+        """The message id once the row is delivered; None if it failed or took too long."""
+        future = self._waiters.get(row_id)
+        if future is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            return None
+
+    # -- the worker ------------------------------------------------------------------------
+    async def run_forever(self) -> None:
+        NO_RETRY.set(True)  # this worker does its own pacing and retries
+        while True:
+            try:
+                wait_s = await self._deliver_due()
+            except Exception:  # a broken row or a database hiccup must not stop delivery
+                log.exception("outbox pass failed")
+                wait_s = 1.0
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait_s)
+
+    async def _deliver_due(self) -> float:
+        """Deliver the oldest due row of every chat that may send now; seconds to sleep."""
+        first: dict[int, OutboxRow] = {}
+        for row in await self._store.outbox.due():
+            first.setdefault(row.chat_id, row)
+        if not first:
+            return 1.0
+        now, soonest = time.monotonic(), 1.0
+        for chat_id, row in first.items():
+            ready_in = self._next_ok.get(chat_id, 0.0) - now
+            if ready_in > 0:
+                soonest = min(soonest, ready_in)
+                continue
+            await self._deliver(row)
+            soonest = 0.0
+        return max(soonest, 0.0)
+
+    async def _deliver(self, row: OutboxRow) -> None:
+        gap = self._last_call + self._gap_s - time.monotonic()
+        if gap > 0:
+            await asyncio.sleep(gap)
+        self._last_call = time.monotonic()
+        try:
+            message_id = await self._call(row)
+        except TelegramRetryAfter as exc:
+            self._next_ok[row.chat_id] = time.monotonic() + float(exc.retry_after)
+            return
+        except TelegramForbiddenError as exc:
+            await self._give_up(row, f"forbidden: {exc.message}")
+            return
+        except (TelegramBadRequest, TelegramNotFound) as exc:
+            await self._bad_request(row, exc.message)
+            return
+        except AiogramError as exc:
+            await self._back_off(row, type(exc).__name__)
+            return
+        except Exception as exc:  # a row that cannot be built must not block the queue
+            await self._give_up(row, f"{type(exc).__name__}: {exc}")
+            return
+        self._next_ok[row.chat_id] = time.monotonic() + self._interval(row.chat_id)
+        await self._store.outbox.sent(row.id, message_id)
+        if row.task_id is not None and message_id is not None:
+            await self._store.links.link(row.chat_id, message_id, row.task_id,
+                                         row.link_kind or "message")
+        self._resolve(row.id, message_id)
+
+    async def _call(self, row: OutboxRow) -> int | None:
+        p = row.payload
+        markup: InlineKeyboardMarkup | ForceReply | None = None
+        if p.get("markup"):
+            kind = ForceReply if p.get("force_reply") else InlineKeyboardMarkup
+            markup = kind.model_validate(p["markup"])
+        if row.op == "send":
+            message = await self._bot.send_message(
+                row.chat_id, p["text"], parse_mode="HTML" if p.get("html") else None,
+                reply_markup=markup, reply_to_message_id=p.get("reply_to"),
+                allow_sending_without_reply=True)
+            return message.message_id
+        if row.op == "edit":
+            message_id = p.get("message_id")
+            if not message_id and p.get("row_id") is not None:
+                message_id = await self._store.outbox.message_id_of(int(p["row_id"]))
+            if not message_id:
+                raise _Undeliverable("the message to edit was never sent")
+            await self._bot.edit_message_text(
+                text=p["text"], chat_id=row.chat_id, message_id=message_id,
+                reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None)
+            return int(message_id)
+        await self._bot.delete_message(chat_id=row.chat_id, message_id=p["message_id"])
+        return int(p["message_id"])
+
+    async def _bad_request(self, row: OutboxRow, message: str) -> None:
+        if row.op == "send" and row.payload.get("html") and "parse" in message.lower():
+            log.info("outbox row %s: HTML rejected (%s); sending plain text", row.id, message)
+            await self._store.outbox.replace_payload(row.id, {
+                **row.payload, "html": False, "text": plain(row.payload["text"])[:4096]})
+            return
+        if "not modified" in message:
+            await self._store.outbox.sent(row.id, row.payload.get("message_id"))
+            return
+        await self._give_up(row, message)
+
+    async def _back_off(self, row: OutboxRow, error: str) -> None:
+        attempts = row.attempts + 1
+        if attempts >= MAX_ATTEMPTS:
+            await self._give_up(row, f"gave up after {attempts} attempts: {error}")
+            return
+        delay = min(2.0 ** (attempts - 1), MAX_BACKOFF_S)
+        log.info("outbox row %s: %s; retry %s in %.0fs", row.id, error, attempts, delay)
+        await self._store.outbox.retry_later(row.id, attempts,
+                                             utcnow() + timedelta(seconds=delay), error)
+
+    async def _give_up(self, row: OutboxRow, error: str) -> None:
+        log.warning("outbox row %s to chat %s not deliverable: %s", row.id, row.chat_id, error)
+        await self._store.outbox.failed(row.id, error)
+        self._resolve(row.id, None)
+
+    def _resolve(self, row_id: int, message_id: int | None) -> None:
+        future = self._waiters.pop(row_id, None)
+        if future is not None and not future.done():
+            future.set_result(message_id)
+
+    def _interval(self, chat_id: int) -> float:
+        return self._group_interval_s if chat_id < 0 else self._chat_interval_s
+
+
+class _Undeliverable(Exception):
+    pass

@@ -1,0 +1,88 @@
+"""Rows of the durable outbox: queued Telegram sends, edits and deletes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.db import Clock, aware
+from bot.store.schema import outbox
+
+PENDING, SENT, FAILED, SUPERSEDED = "pending", "sent", "failed", "superseded"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    id: int
+    chat_id: int
+    op: str
+    payload: dict[str, Any]
+    task_id: int | None
+    link_kind: str | None
+    attempts: int
+
+
+class OutboxRepo:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def add(self, chat_id: int, op: str, payload: dict[str, Any], task_id: int | None,
+                  link_kind: str | None, coalesce_key: str | None = None) -> int:
+        """Queue a row; a newer edit of the same message supersedes a pending older one."""
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            if coalesce_key is not None:
+                await conn.execute(outbox.update().where(
+                    outbox.c.coalesce_key == coalesce_key, outbox.c.status == PENDING).values(
+                    status=SUPERSEDED))
+            result = await conn.execute(outbox.insert().values(
+                chat_id=chat_id, op=op, payload=json.dumps(payload, ensure_ascii=False),
+                task_id=task_id, link_kind=link_kind, coalesce_key=coalesce_key, status=PENDING,
+                not_before=now, created_at=now))
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    async def due(self, limit: int = 200) -> list[OutboxRow]:
+        query = outbox.select().where(outbox.c.status == PENDING).order_by(outbox.c.id).limit(
+            limit)
+        now = self._clock()
+        async with self._engine.connect() as conn:
+            rows = list(await conn.execute(query))
+        return [OutboxRow(r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind,
+                          r.attempts) for r in rows if _aware(r.not_before) <= now]
+
+    async def sent(self, row_id: int, message_id: int | None) -> None:
+        await self._update(row_id, status=SENT, sent_at=self._clock(), message_id=message_id)
+
+    async def failed(self, row_id: int, error: str) -> None:
+        await self._update(row_id, status=FAILED, error=error[:500])
+
+    async def retry_later(self, row_id: int, attempts: int, not_before: datetime,
+                          error: str) -> None:
+        await self._update(row_id, attempts=attempts, not_before=not_before, error=error[:500])
+
+    async def replace_payload(self, row_id: int, payload: dict[str, Any]) -> None:
+        await self._update(row_id, payload=json.dumps(payload, ensure_ascii=False))
+
+    async def message_id_of(self, row_id: int) -> int | None:
+        async with self._engine.connect() as conn:
+            return (await conn.execute(sa.select(outbox.c.message_id).where(
+                outbox.c.id == row_id))).scalar()
+
+    async def count(self, status: str) -> int:
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(sa.select(sa.func.count()).where(
+                outbox.c.status == status))).scalar_one())
+
+    async def _update(self, row_id: int, **values: Any) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(outbox.update().where(outbox.c.id == row_id).values(**values))
+
+
+def _aware(value: datetime) -> datetime:
+    return aware(value)  # type: ignore[return-value]

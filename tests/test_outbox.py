@@ -1,0 +1,108 @@
+"""The durable outbox against the fake Bot API's flood control and faults."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+from tests.support.fake_telegram import TOKEN, FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_restart import _start_bot
+
+
+async def _until(predicate, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout_s):
+        while not await predicate():
+            await asyncio.sleep(0.05)
+
+
+async def test_a_burst_of_100_messages_arrives_complete_and_in_order(tmp_path, claude_bin,
+                                                                     agent_env, workdir):
+    async with FakeTelegram(flood_burst=5, flood_per_s=10) as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
+                                 outbox_chat_interval_s=0.1)
+        async with running_bot(settings, agent_env) as app:
+            for n in range(100):
+                await app.outbox.send(OWNER, f"completion {n}")
+            await _until(lambda: _done(app), 60)
+    texts = [c.params["text"] for c in fake.calls if c.method == "sendMessage" and c.ok]
+    assert texts == [f"completion {n}" for n in range(100)]  # every one, once, in order
+    assert await _failed(app) == 0
+
+
+async def _done(app) -> bool:  # type: ignore[no-untyped-def]
+    return await app.store.outbox.count("pending") == 0
+
+
+async def _failed(app) -> int:  # type: ignore[no-untyped-def]
+    return await app.store.outbox.count("failed")
+
+
+async def test_flood_control_is_honoured_per_chat(tmp_path, claude_bin, agent_env, workdir):
+    async with FakeTelegram() as fake:
+        fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 2", retry_after=2)
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await app.outbox.send(OWNER, "first")
+            await app.outbox.send(OWNER + 1, "other chat")
+            await fake.wait_text(OWNER + 1, "other chat", timeout_s=5)  # not held up
+            first = await fake.wait_text(OWNER, "first", timeout_s=10)
+            refused = next(c for c in fake.calls if not c.ok)
+            assert first.at - refused.at >= 1.9
+
+
+async def test_edits_are_coalesced_and_a_blocked_user_is_recorded(tmp_path, claude_bin,
+                                                                  agent_env, workdir):
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
+                                 outbox_chat_interval_s=1.0)
+        async with running_bot(settings, agent_env) as app:
+            row = await app.outbox.send(OWNER, "progress 0")
+            message_id = await app.outbox.delivered(row)
+            for n in range(1, 6):  # the chat's pace holds these back; only the last matters
+                await app.outbox.edit(OWNER, message_id, f"progress {n}")
+            await fake.wait_call("editMessageText", lambda c: c.params["text"] == "progress 5",
+                                 timeout_s=10)
+            edits = [c for c in fake.calls if c.method == "editMessageText"]
+            assert [c.params["text"] for c in edits] == ["progress 5"]
+            fake.block("sendMessage", 403, "Forbidden: bot was blocked by the user",
+                       where=lambda p: int(p["chat_id"]) == 777)
+            blocked = await app.outbox.send(777, "hello?")
+            assert await app.outbox.delivered(blocked, timeout_s=10) is None
+            await asyncio.sleep(1.5)
+            tries = [c for c in fake.calls if c.method == "sendMessage"
+                     and int(c.params["chat_id"]) == 777]
+            assert len(tries) == 1 and await app.store.outbox.count("failed") == 1
+
+
+async def test_undelivered_rows_survive_kill_9(tmp_path, claude_bin, agent_env, anthropic,
+                                               workdir):
+    anthropic.script("MARK-OUTBOX", [{"text": "the DELIVERED-LATER text"}])
+    async with FakeTelegram() as fake:
+        fake.block("sendMessage", 502, "Bad Gateway",
+                   where=lambda p: "DELIVERED-LATER" in p.get("text", ""))
+        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
+               "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_TELEGRAM_API_URL": fake.base_url,
+               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        bot = await _start_bot(tmp_path, env)
+        try:
+            await fake.user_message("/detach MARK-OUTBOX answer", OWNER)
+            async with asyncio.timeout(60):
+                while not any(not c.ok and "DELIVERED-LATER" in c.params.get("text", "")
+                              for c in fake.calls):
+                    await asyncio.sleep(0.1)
+            os.kill(bot.pid, signal.SIGKILL)
+            await asyncio.wait_for(bot.wait(), 10)
+            fake.unblock()
+            bot = await _start_bot(tmp_path, env)
+            delivered = await fake.wait_call("sendMessage", lambda c: "DELIVERED-LATER" in
+                                             c.params["text"], timeout_s=60)
+            assert "done" in delivered.params["text"]
+        finally:
+            if bot.returncode is None:
+                bot.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(bot.wait(), 20)
+                except TimeoutError:
+                    bot.kill()
