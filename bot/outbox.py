@@ -108,12 +108,11 @@ class Outbox:
         now, soonest = time.monotonic(), 1.0
         for chat_id, row in first.items():
             ready_in = self._next_ok.get(chat_id, 0.0) - now
-            if ready_in > 0:
-                soonest = min(soonest, ready_in)
-                continue
-            await self._deliver(row)
-            soonest = 0.0
-        return max(soonest, 0.0)
+            if ready_in <= 0:
+                await self._deliver(row)
+                ready_in = self._next_ok.get(chat_id, 0.0) - time.monotonic()
+            soonest = min(soonest, ready_in)
+        return max(soonest, 0.0)  # new rows wake the worker earlier
 
     async def _deliver(self, row: OutboxRow) -> None:
         gap = self._last_call + self._gap_s - time.monotonic()
