@@ -6,8 +6,8 @@ import asyncio
 import os
 import signal
 
-from tests.support.fake_telegram import TOKEN, FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, process_env, running_bot, stop_process
 from tests.test_restart import _start_bot
 
 
@@ -82,9 +82,7 @@ async def test_undelivered_rows_survive_kill_9(tmp_path, claude_bin, agent_env, 
     async with FakeTelegram() as fake:
         fake.block("sendMessage", 502, "Bad Gateway",
                    where=lambda p: "DELIVERED-LATER" in p.get("text", ""))
-        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
-               "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_TELEGRAM_API_URL": fake.base_url,
-               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        env = process_env(agent_env, fake, tmp_path / "data", claude_bin, workdir)
         bot = await _start_bot(tmp_path, env)
         try:
             await fake.user_message("/detach MARK-OUTBOX answer", OWNER)
@@ -100,9 +98,4 @@ async def test_undelivered_rows_survive_kill_9(tmp_path, claude_bin, agent_env, 
                                              c.params["text"], timeout_s=60)
             assert "done" in delivered.params["text"]
         finally:
-            if bot.returncode is None:
-                bot.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(bot.wait(), 20)
-                except TimeoutError:
-                    bot.kill()
+            await stop_process(bot)

@@ -14,7 +14,7 @@ from bot.callbacks import TaskAction
 from bot.models import TaskStatus
 from bot.store import Store
 from tests.support.fake_telegram import TOKEN, FakeTelegram
-from tests.support.harness import OWNER
+from tests.support.harness import OWNER, process_env, stop_process
 from tests.support.processes import matching
 
 SLEEP = "sleep 47.25"
@@ -43,9 +43,7 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
         {"text": "Resumed and finished."}])
     data_dir = tmp_path / "data"
     async with FakeTelegram() as fake:
-        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
-               "DETACH_DATA_DIR": str(data_dir), "DETACH_TELEGRAM_API_URL": fake.base_url,
-               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        env = process_env(agent_env, fake, data_dir, claude_bin, workdir)
         bot = await _start_bot(tmp_path, env)
         try:
             await fake.wait_call("setMyCommands", timeout_s=30)
@@ -86,12 +84,7 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
             last = anthropic.requests_for("MARK-KILL")[-1]
             assert "was interrupted because the bot process stopped" in str(last["messages"])
         finally:
-            if bot.returncode is None:
-                bot.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(bot.wait(), 20)
-                except TimeoutError:
-                    bot.kill()
+            await stop_process(bot)
             for proc in _sleepers():
                 proc.kill()
     assert bot.returncode is not None
@@ -110,9 +103,7 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(tmp_path,
         {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
         {"text": "after"}])
     async with FakeTelegram() as fake:
-        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
-               "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_TELEGRAM_API_URL": fake.base_url,
-               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        env = process_env(agent_env, fake, tmp_path / "data", claude_bin, workdir)
         bot = await _start_bot(tmp_path, env)
         try:
             await fake.user_message("/detach MARK-TERM wait", OWNER)
@@ -126,12 +117,7 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(tmp_path,
                                           timeout_s=30, after=mark)
             assert "#1 mark-term-wait" in notice.params["text"]
         finally:
-            if bot.returncode is None:
-                bot.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(bot.wait(), 20)
-                except TimeoutError:
-                    bot.kill()
+            await stop_process(bot)
             for proc in _sleepers():
                 proc.kill()
 
@@ -143,9 +129,7 @@ async def test_pending_approval_at_kill_9_is_expired_after_restart(tmp_path, cla
                                                  "description": "create"}}},
         {"text": "never"}])
     async with FakeTelegram() as fake:
-        env = {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
-               "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_TELEGRAM_API_URL": fake.base_url,
-               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+        env = process_env(agent_env, fake, tmp_path / "data", claude_bin, workdir)
         bot = await _start_bot(tmp_path, env)
         try:
             await fake.user_message("/claude MARK-PENDING go", OWNER)
@@ -172,10 +156,5 @@ async def test_pending_approval_at_kill_9_is_expired_after_restart(tmp_path, cla
                                           lambda c: c.params["callback_query_id"] == query)
             assert answer.params["text"] == "This request has expired."
         finally:
-            if bot.returncode is None:
-                bot.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(bot.wait(), 20)
-                except TimeoutError:
-                    bot.kill()
+            await stop_process(bot)
     assert not (workdir / "pending.txt").exists()

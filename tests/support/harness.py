@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -74,3 +75,23 @@ async def app_in_own_task(settings: Settings, **build_kwargs: object) -> AsyncIt
     finally:
         stop.set()
         await asyncio.wait_for(holder, 30)
+
+
+def process_env(agent_env: Mapping[str, str], fake: FakeTelegram, data_dir: Path,
+                claude_bin: str, workdir: Path) -> dict[str, str]:
+    """The environment of a bot run as its own process (``python -m bot run``)."""
+    return {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
+            "DETACH_DATA_DIR": str(data_dir), "DETACH_TELEGRAM_API_URL": fake.base_url,
+            "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+
+
+async def stop_process(proc: asyncio.subprocess.Process, timeout_s: float = 20) -> None:
+    """SIGTERM, as systemd would; SIGKILL if it does not stop in time."""
+    if proc.returncode is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
