@@ -21,6 +21,7 @@ from bot.models import (
     Task,
     TaskKind,
     TaskStatus,
+    Turn,
     TurnFinished,
     TurnSpec,
     UsageUpdated,
@@ -78,13 +79,7 @@ class TurnRunner:
         preset = self._money.catalog.get(task.preset)
         left = self._money.budget_left(task)
         try:
-            spec = TurnSpec(
-                task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
-                model=task.model, resume_session_id=task.session_id,
-                append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
-                allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode,
-                extra_args=preset.args if preset else (),
-                max_budget_usd=left if task.engine is Engine.CLAUDE else None)
+            spec = await self._spec(task, turn, preset, left)
             with control.running():
                 outcome, denials = await self._drive(task, spec, preset, left)
         except asyncio.CancelledError:
@@ -103,6 +98,16 @@ class TurnRunner:
             log.exception("task %s turn %s: unexpected error", task.id, turn.id)
             outcome = TurnOutcome(TaskStatus.FAILED, error=f"internal error: {type(exc).__name__}")
         await self._finish(task, turn_id, outcome, denials)
+
+    async def _spec(self, task: Task, turn: Turn, preset: Preset | None,
+                    left: float | None) -> TurnSpec:
+        return TurnSpec(
+            task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
+            model=task.model, resume_session_id=task.session_id,
+            append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
+            allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode,
+            extra_args=preset.args if preset else (),
+            max_budget_usd=left if task.engine is Engine.CLAUDE else None)
 
     async def _finish(self, task: Task, turn_id: int, outcome: TurnOutcome,
                       denials: tuple[str, ...]) -> None:

@@ -95,12 +95,15 @@ class CodexExecutor:
         sandbox = "read-only" if spec.approval_mode is ApprovalMode.READONLY else self.sandbox
         return {"approvalPolicy": "never", "sandbox": sandbox}
 
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    def _check_sandbox(self, spec: TurnSpec) -> None:
         if self._sandbox_refused and self._policy(spec)["sandbox"] != "danger-full-access":
             raise AgentCrashed(
                 "Codex's sandbox cannot work on this machine (no user namespaces); set "
                 "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
                 None, "")
+
+    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+        self._check_sandbox(spec)
         try:
             proc = await spawn(self.argv(spec), str(spec.cwd), self._env)
         except OSError as exc:
@@ -115,20 +118,10 @@ class CodexExecutor:
         try:
             thread_id, turn_id = await self._start(rpc, spec)
             yield SessionStarted(thread_id, spec.model)
-            state = TurnState()
-            async for message in rpc.incoming():
-                if "id" in message and message.get("method"):
-                    rpc.spawn(self._answer(rpc, message, state, approver))
-                    continue
-                for event in notification_events(str(message.get("method")),
-                                                  message.get("params") or {}, state):
-                    if isinstance(event, TurnFinished):
-                        finished = True
-                        rpc.close()
-                        event = _with_session(event, thread_id)
+            async with contextlib.aclosing(self._turn_events(rpc, thread_id, approver)) as events:
+                async for event in events:
+                    finished = isinstance(event, TurnFinished)
                     yield event
-                if finished:
-                    break
             if not finished:
                 raise AgentCrashed("codex ended without completing the turn", proc.returncode,
                                    stderr.text())
@@ -144,6 +137,22 @@ class CodexExecutor:
                 drain.cancel()
             log.info("task %s turn %s: codex pid %s ended rc=%s", spec.task_id, spec.turn_id,
                      proc.pid, proc.returncode)
+
+    async def _turn_events(self, rpc: _Rpc, thread_id: str,
+                           approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+        """Notifications up to ``turn/completed``; approval requests are answered alongside."""
+        state = TurnState()
+        async for message in rpc.incoming():
+            if "id" in message and message.get("method"):
+                rpc.spawn(self._answer(rpc, message, state, approver))
+                continue
+            for event in notification_events(str(message.get("method")),
+                                              message.get("params") or {}, state):
+                if isinstance(event, TurnFinished):
+                    rpc.close()  # the turn is over: the app-server exits on EOF
+                    yield _with_session(event, thread_id)
+                    return
+                yield event
 
     async def _start(self, rpc: _Rpc, spec: TurnSpec) -> tuple[str, str]:
         await rpc.request("initialize", {"clientInfo": {"name": "detach", "title": None,

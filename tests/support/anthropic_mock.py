@@ -10,43 +10,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.support.scripted_server import ScriptedServer
 
-class AnthropicMock:
+
+class AnthropicMock(ScriptedServer):
+    MARKER_FIELD = "first_user_text"
+
     def __init__(self) -> None:
-        self.scripts: dict[str, list[dict[str, Any]]] = {}
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(_handler_for(self))
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> AnthropicMock:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._server.shutdown()
-        self._server.server_close()
-
-    def script(self, marker: str, steps: list[dict[str, Any]]) -> None:
-        with self._lock:
-            self.scripts[marker] = steps
-
-    def requests_for(self, marker: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r for r in self.requests if marker in r["first_user_text"]]
+        return self.root_url
 
     def env(self) -> dict[str, str]:
         return {"ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": "sk-ant-mock",
@@ -61,10 +41,7 @@ class AnthropicMock:
                   "roles": [m.get("role") for m in messages], "messages": messages,
                   "model": body.get("model"), "system": json.dumps(body.get("system"))}
         step_index = sum(1 for m in messages if m.get("role") == "assistant")
-        with self._lock:
-            self.requests.append(record)
-            steps = next((s for k, s in self.scripts.items() if k in record["first_user_text"]),
-                         [{"text": "ok"}])
+        steps = self.record(record, [{"text": "ok"}])
         step = steps[min(step_index, len(steps) - 1)] if steps else {"text": "ok"}
         return step, record
 

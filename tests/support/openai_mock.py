@@ -10,44 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.support.scripted_server import ScriptedServer
 
 MODEL = "gpt-5.5"
 
 
-class OpenAIMock:
+class OpenAIMock(ScriptedServer):
     def __init__(self) -> None:
-        self.scripts: dict[str, list[dict[str, Any]]] = {}
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(_handler_for(self))
         self._ids = 0
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def start(self) -> OpenAIMock:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def script(self, marker: str, steps: list[dict[str, Any]]) -> None:
-        with self._lock:
-            self.scripts[marker] = steps
-
-    def requests_for(self, marker: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r for r in self.requests if marker in r["user_text"]]
+        return f"{self.root_url}/v1"
 
     def write_codex_home(self, codex_home: Path) -> None:
         """The user's Codex config, pointed at this server, quiet: the production seam."""
@@ -72,10 +52,7 @@ class OpenAIMock:
                    or (i.get("type") == "message" and i.get("role") == "assistant")]
         record = {"user_text": user_text, "input": items, "tools": [
             t.get("name") for t in body.get("tools") or []]}
-        with self._lock:
-            self.requests.append(record)
-            steps = next((s for k, s in self.scripts.items() if k in user_text),
-                         [{"text": "ok"}])
+        steps = self.record(record, [{"text": "ok"}])
         return steps[min(len(outputs), len(steps) - 1)], record
 
 
