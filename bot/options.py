@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
+from typing import TypeVar
 
 from bot.errors import UserInputError
 from bot.models import ApprovalMode, Engine
@@ -25,21 +27,23 @@ def split_options(text: str) -> tuple[dict[str, str], str]:
     return options, " ".join(words).strip()
 
 
-def approval_mode(options: dict[str, str], default: ApprovalMode) -> ApprovalMode:
-    value = options.get("mode")
+E = TypeVar("E", bound=StrEnum)
+
+
+def _choice(options: dict[str, str], key: str, kind: type[E], default: E, error: str) -> E:
+    """An enum-valued option, ``default`` when absent, a clear error naming it when unknown."""
+    value = options.get(key)
     if value is None:
         return default
     try:
-        return ApprovalMode(value.lower())
+        return kind(value.lower())
     except ValueError:
-        raise UserInputError("error.bad_mode", mode=value) from None
+        raise UserInputError(error, **{key: value}) from None
+
+
+def approval_mode(options: dict[str, str], default: ApprovalMode) -> ApprovalMode:
+    return _choice(options, "mode", ApprovalMode, default, "error.bad_mode")
 
 
 def engine(options: dict[str, str], default: Engine) -> Engine:
-    value = options.get("engine")
-    if value is None:
-        return default
-    try:
-        return Engine(value.lower())
-    except ValueError:
-        raise UserInputError("error.engine_unavailable", engine=value) from None
+    return _choice(options, "engine", Engine, default, "error.engine_unavailable")
