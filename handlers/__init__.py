@@ -12,6 +12,7 @@ from bot.service import TaskService
 from bot.texts import DEFAULT_LOCALE, Texts
 from handlers import approvals, basics, buttons, errors, money, replies, tasks
 from handlers.access import AllowListMiddleware
+from handlers.locale import LocaleMiddleware
 
 COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive", "grants",
             "model", "spend", "cd", "status", "lang", "help")
@@ -22,6 +23,7 @@ def build_dispatcher(service: TaskService, card: TaskCard, answers: ApprovalAnsw
     dp = Dispatcher(tasks=service, card=card, answers=answers, texts=texts,
                     engine_status=engine_status, access=access)
     dp.update.outer_middleware(AllowListMiddleware(access, texts))
+    dp.update.outer_middleware(LocaleMiddleware(access, texts))
     dp.include_routers(basics.router(), tasks.router(), approvals.router(), money.router(),
                        buttons.router(), replies.router(), errors.router())
 

@@ -24,12 +24,11 @@ class AllowListMiddleware(BaseMiddleware):
         user: User | None = data.get("event_from_user")
         if user is None or user.is_bot:
             return None
-        locale = await self._policy.locale(user.id, user.language_code)
         if not self._policy.is_allowed(user.id):
             chat: Chat | None = data.get("event_chat")
             if await self._policy.refuse(user.id) and chat is not None and chat.type == "private":
+                locale = self._texts.pick(user.language_code)
                 await data["bot"].send_message(
                     chat.id, self._texts.get(locale, "access.refused", user_id=user.id))
             return None
-        data["locale"] = locale
         return await handler(event, data)

@@ -1,19 +1,21 @@
-"""Every locale has every message, with the same placeholders, and renders."""
+"""Every locale has every message, with the same placeholders, and renders; the compiled
+catalogs aiogram's I18n reads are those of the .po sources."""
 
 from __future__ import annotations
 
 import string
-import tomllib
 
 import pytest
+from babel.messages.pofile import read_po
 
-from bot.texts import LOCALES_DIR, Texts, _flatten
+from bot.texts import Texts, catalog_files
+
+SOURCES = catalog_files()
 
 
 def catalog(name: str) -> dict[str, str]:
-    flat: dict[str, str] = {}
-    _flatten("", tomllib.loads((LOCALES_DIR / f"{name}.toml").read_text()), flat)
-    return flat
+    with SOURCES[name].open("rb") as f:
+        return {m.id: m.string for m in read_po(f) if m.id}
 
 
 def fields(template: str) -> set[str]:
@@ -25,6 +27,16 @@ LOCALES = Texts().locales
 
 def test_there_are_at_least_english_and_russian():
     assert {"en", "ru"} <= set(LOCALES)
+    assert set(LOCALES) == set(SOURCES), "every .po is compiled and loaded"
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_no_message_is_empty_or_fuzzy(locale):
+    with SOURCES[locale].open("rb") as f:
+        messages = [m for m in read_po(f) if m.id]
+    assert messages
+    assert [m.id for m in messages if not m.string] == []
+    assert [m.id for m in messages if m.fuzzy] == []
 
 
 @pytest.mark.parametrize("locale", [loc for loc in LOCALES if loc != "en"])
@@ -37,7 +49,16 @@ def test_every_locale_has_every_message_with_the_same_placeholders(locale):
 
 
 @pytest.mark.parametrize("locale", LOCALES)
-def test_every_message_renders(locale):
+def test_every_message_renders_from_the_compiled_catalog(locale):
     texts = Texts()
     for key, template in catalog(locale).items():
+        assert texts.template(locale, key) == template, f"{key}: .mo is stale"
         texts.get(locale, key, **{f: "x" for f in fields(template)})
+
+
+def test_an_unknown_locale_falls_back_to_english_and_an_unknown_key_is_an_error():
+    texts = Texts()
+    assert texts.get("xx", "status.done") == texts.get("en", "status.done")
+    assert texts.pick("ru-RU") == "ru" and texts.pick("pt-BR") == "en" and texts.pick(None) == "en"
+    with pytest.raises(KeyError):
+        texts.get("en", "no.such.key")
