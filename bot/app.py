@@ -118,11 +118,12 @@ async def build(settings: Settings, session: BaseSession | None = None,
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
         texts = Texts()
-        outbox = Outbox(store, bot, settings.outbox_chat_interval_s,
+        outbox = Outbox(store, bot, settings.data_dir / "outbox-files",
+                        settings.outbox_chat_interval_s,
                         settings.outbox_group_interval_s)
         delivery = asyncio.create_task(outbox.run_forever(), name="outbox")
         stack.push_async_callback(_stop, delivery)
-        notifier = Notifier(bot, store, texts, outbox)
+        notifier = Notifier(store, texts, outbox)
         executors, status = await make_executors(settings,
                                                  os.environ if environ is None else environ)
         runner: TurnRunner | None = None
@@ -147,7 +148,7 @@ async def build(settings: Settings, session: BaseSession | None = None,
         intake = Intake(store, queue, notifier, settings.intake_interval_s)
         access = AccessPolicy(settings.allowed_users, store, texts)
         card = TaskCard(service, store, queue, notifier, texts)
-        dispatcher = build_dispatcher(service, card, answers, access, texts, status)
+        dispatcher = build_dispatcher(service, card, answers, access, texts, outbox, status)
         await recover(store, notifier, desk)
         await stack.enter_async_context(pool)
         yield App(settings, store, bot, dispatcher, pool, service, intake, outbox)

@@ -4,7 +4,7 @@ and the answer to a budget question (extend and continue, or stop)."""
 from __future__ import annotations
 
 import html
-import tempfile
+import io
 
 from aiogram.types import ForceReply
 
@@ -81,12 +81,11 @@ class TaskCard:
         await self._notifier.send(task, f"{header}\n<pre>{html.escape(body)}</pre>",
                                   kind="status")
         if total > lines:
-            with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as out:
-                await self._store.transcript.write_all(task.id, out)
-                out.flush()
-                await self._notifier.send_file(
-                    task, out.name, f"{task.id}-{task.slug}-transcript.txt",
-                    self._texts.get(loc, "task.transcript_file", label=task.label))
+            out = io.StringIO()
+            await self._store.transcript.write_all(task.id, out)
+            await self._notifier.send_file(
+                task, out.getvalue().encode(), f"{task.id}-{task.slug}-transcript.txt",
+                self._texts.get(loc, "task.transcript_file", label=task.label))
 
     async def retry(self, user_id: int, task_id: int) -> Task:
         """Run the last request again, in the same session."""

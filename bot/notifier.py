@@ -8,13 +8,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aiogram import Bot
-from aiogram.exceptions import (
-    AiogramError,
-    TelegramBadRequest,
-    TelegramForbiddenError,
-)
-from aiogram.types import BufferedInputFile, ForceReply, FSInputFile, InlineKeyboardMarkup, Message
+from aiogram.types import ForceReply, InlineKeyboardMarkup
 
 from bot.callbacks import CARD_ACTIONS, TaskAction, task_keyboard
 from bot.models import Task, TaskStatus, Turn
@@ -32,8 +26,7 @@ class Sent:
 
 
 class Notifier:
-    def __init__(self, bot: Bot, store: Store, texts: Texts, outbox: Outbox) -> None:
-        self._bot = bot
+    def __init__(self, store: Store, texts: Texts, outbox: Outbox) -> None:
         self._store = store
         self._texts = texts
         self._outbox = outbox
@@ -112,17 +105,12 @@ class Notifier:
         preview = html.escape(split_text(answer, 1500)[0], quote=False)
         await self.send(task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result")
         caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
-        file = BufferedInputFile(answer.encode(), filename=f"{task.id}-{task.slug}.md")
-        message = await self._call(lambda: self._bot.send_document(
-            task.chat_id, file, caption=caption))
-        if message is not None:
-            await self._store.links.link(task.chat_id, message.message_id, task.id, "document")
+        await self.send_file(task, answer.encode(), f"{task.id}-{task.slug}.md", caption)
 
-    async def send_file(self, task: Task, path: str, filename: str, caption: str) -> None:
-        message = await self._call(lambda: self._bot.send_document(
-            task.chat_id, FSInputFile(path, filename=filename), caption=caption))
-        if message is not None:
-            await self._store.links.link(task.chat_id, message.message_id, task.id, "document")
+    async def send_file(self, task: Task, data: bytes, filename: str, caption: str) -> None:
+        """A document about ``task``, through the outbox (linked to the task once delivered)."""
+        await self._outbox.send_document(task.chat_id, data, filename, caption, task_id=task.id,
+                                         link_kind="document")
 
     async def interrupted(self, chat_id: int, tasks: Sequence[Task]) -> None:
         """One message per owner listing what a restart interrupted, with buttons per task."""
@@ -182,17 +170,6 @@ class Notifier:
 
     async def delete(self, chat_id: int, message_id: int) -> None:
         await self._outbox.delete(chat_id, message_id)
-
-    async def _call(self, make) -> Message | None:  # type: ignore[no-untyped-def]
-        """Send (the session's RetryMiddleware already retried); a background notification that
-        still fails is logged, never raised into the turn that produced it."""
-        try:
-            return await make()
-        except (TelegramForbiddenError, TelegramBadRequest) as exc:
-            log.warning("telegram refused a message: %s", exc.message)
-        except AiogramError as exc:
-            log.error("telegram send failed after retries: %s", type(exc).__name__)
-        return None
 
 
 def _shorten(text: str, limit: int) -> str:

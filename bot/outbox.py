@@ -1,17 +1,22 @@
-"""The durable outbox: every send, edit and delete of task messages is a row first, delivered
+"""The durable outbox: every send, edit, delete and document the bot makes is a row first, delivered
 by one worker in order per chat, paced to Telegram's limits (about 1/s per private chat, 20/min
 per group, under 25/s overall). 429s wait their retry_after per chat; 5xx, HTML error pages and
 network errors back off; a newer edit of a message supersedes a pending older one; rows left
 when the bot dies are delivered after restart; an undeliverable row (the user blocked the bot)
-is recorded as failed, not retried forever."""
+is recorded as failed, not retried forever. A document's bytes wait in a spool directory beside
+the database until their row is delivered. (Callback-query answers are not messages: they go
+straight to Telegram while the tap is fresh.)"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
+import tempfile
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from aiogram import Bot
@@ -22,12 +27,12 @@ from aiogram.exceptions import (
     TelegramNotFound,
     TelegramRetryAfter,
 )
-from aiogram.types import ForceReply, InlineKeyboardMarkup
+from aiogram.types import BufferedInputFile, ForceReply, InlineKeyboardMarkup
 
 from bot.render import plain
 from bot.store import Store
 from bot.store.db import utcnow
-from bot.store.outbox import OutboxRow
+from bot.store.outbox import PENDING, OutboxRow
 from bot.telegram_retry import NO_RETRY
 
 log = logging.getLogger(__name__)
@@ -36,10 +41,12 @@ MAX_BACKOFF_S = 60.0
 
 
 class Outbox:
-    def __init__(self, store: Store, bot: Bot, chat_interval_s: float = 1.0,
+    def __init__(self, store: Store, bot: Bot, spool_dir: Path, chat_interval_s: float = 1.0,
                  group_interval_s: float = 3.0, per_second: float = 25.0) -> None:
         self._store = store
         self._bot = bot
+        self._spool = spool_dir
+        spool_dir.mkdir(parents=True, exist_ok=True)
         self._chat_interval_s = chat_interval_s
         self._group_interval_s = group_interval_s
         self._gap_s = 1.0 / per_second
@@ -57,6 +64,20 @@ class Outbox:
                    "markup": markup.model_dump(exclude_none=True) if markup else None,
                    "force_reply": isinstance(markup, ForceReply)}
         row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
+        self._waiters[row_id] = asyncio.get_running_loop().create_future()
+        self._wake.set()
+        return row_id
+
+    async def send_document(self, chat_id: int, data: bytes, filename: str, caption: str, *,
+                            task_id: int | None = None, link_kind: str | None = None) -> int:
+        """Queue a file (its bytes are spooled to disk first, so a restart delivers it too)."""
+        fd, path = tempfile.mkstemp(dir=self._spool, suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        final = path.removesuffix(".part")
+        os.replace(path, final)
+        payload = {"path": final, "filename": filename, "caption": caption}
+        row_id = await self._store.outbox.add(chat_id, "document", payload, task_id, link_kind)
         self._waiters[row_id] = asyncio.get_running_loop().create_future()
         self._wake.set()
         return row_id
@@ -84,6 +105,16 @@ class Outbox:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:
             return None
+
+    async def idle(self, timeout_s: float = 30.0) -> bool:
+        """True once nothing is pending (for tests and an orderly stop); False after the bound."""
+        deadline = time.monotonic() + timeout_s
+        while await self._store.outbox.count(PENDING):
+            if time.monotonic() >= deadline:
+                return False
+            self._wake.set()
+            await asyncio.sleep(0.02)
+        return True
 
     # -- the worker ------------------------------------------------------------------------
     async def run_forever(self) -> None:
@@ -138,6 +169,7 @@ class Outbox:
             return
         self._next_ok[row.chat_id] = time.monotonic() + self._interval(row.chat_id)
         await self._store.outbox.sent(row.id, message_id)
+        self._unspool(row)
         if row.task_id is not None and message_id is not None:
             await self._store.links.link(row.chat_id, message_id, row.task_id,
                                          row.link_kind or "message")
@@ -155,6 +187,15 @@ class Outbox:
                 reply_markup=markup, reply_to_message_id=p.get("reply_to"),
                 allow_sending_without_reply=True)
             return message.message_id
+        if row.op == "document":
+            try:
+                data = Path(p["path"]).read_bytes()
+            except OSError as exc:
+                raise _Undeliverable(f"the spooled file is gone: {exc}") from exc
+            message = await self._bot.send_document(
+                row.chat_id, BufferedInputFile(data, filename=p["filename"]),
+                caption=p.get("caption"), parse_mode="HTML" if p.get("html", True) else None)
+            return message.message_id
         if row.op == "edit":
             message_id = p.get("message_id")
             if not message_id and p.get("row_id") is not None:
@@ -169,10 +210,11 @@ class Outbox:
         return int(p["message_id"])
 
     async def _bad_request(self, row: OutboxRow, message: str) -> None:
-        if row.op == "send" and row.payload.get("html") and "parse" in message.lower():
+        field = {"send": "text", "document": "caption"}.get(row.op)
+        if field and row.payload.get("html", True) and "parse" in message.lower():
             log.info("outbox row %s: HTML rejected (%s); sending plain text", row.id, message)
             await self._store.outbox.replace_payload(row.id, {
-                **row.payload, "html": False, "text": plain(row.payload["text"])[:4096]})
+                **row.payload, "html": False, field: plain(row.payload[field] or "")[:4096]})
             return
         if "not modified" in message:
             await self._store.outbox.sent(row.id, row.payload.get("message_id"))
@@ -192,7 +234,13 @@ class Outbox:
     async def _give_up(self, row: OutboxRow, error: str) -> None:
         log.warning("outbox row %s to chat %s not deliverable: %s", row.id, row.chat_id, error)
         await self._store.outbox.failed(row.id, error)
+        self._unspool(row)
         self._resolve(row.id, None)
+
+    def _unspool(self, row: OutboxRow) -> None:
+        if row.op == "document":
+            with contextlib.suppress(OSError):
+                os.unlink(row.payload["path"])
 
     def _resolve(self, row_id: int, message_id: int | None) -> None:
         future = self._waiters.pop(row_id, None)

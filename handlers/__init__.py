@@ -8,6 +8,7 @@ from aiogram.types import BotCommand
 from bot.access import AccessPolicy
 from bot.approval_answers import ApprovalAnswers
 from bot.card import TaskCard
+from bot.outbox import Outbox
 from bot.service import TaskService
 from bot.texts import DEFAULT_LOCALE, Texts
 from handlers import approvals, basics, buttons, errors, money, replies, tasks
@@ -19,10 +20,12 @@ COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive",
 
 
 def build_dispatcher(service: TaskService, card: TaskCard, answers: ApprovalAnswers,
-                     access: AccessPolicy, texts: Texts, engine_status: list[str]) -> Dispatcher:
-    dp = Dispatcher(tasks=service, card=card, answers=answers, texts=texts,
+                     access: AccessPolicy, texts: Texts, outbox: Outbox,
+                     engine_status: list[str]) -> Dispatcher:
+    """Handlers reply through ``outbox`` (paced, durable, in order with task messages)."""
+    dp = Dispatcher(tasks=service, card=card, answers=answers, texts=texts, outbox=outbox,
                     engine_status=engine_status, access=access)
-    dp.update.outer_middleware(AllowListMiddleware(access, texts))
+    dp.update.outer_middleware(AllowListMiddleware(access, texts, outbox))
     dp.update.outer_middleware(LocaleMiddleware(access, texts))
     dp.include_routers(basics.router(), tasks.router(), approvals.router(), money.router(),
                        buttons.router(), replies.router(), errors.router())

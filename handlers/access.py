@@ -10,15 +10,17 @@ from aiogram import BaseMiddleware
 from aiogram.types import Chat, TelegramObject, User
 
 from bot.access import AccessPolicy
+from bot.outbox import Outbox
 from bot.texts import Texts
 
 Handler = Callable[[TelegramObject, dict[str, Any]], Awaitable[Any]]
 
 
 class AllowListMiddleware(BaseMiddleware):
-    def __init__(self, policy: AccessPolicy, texts: Texts) -> None:
+    def __init__(self, policy: AccessPolicy, texts: Texts, outbox: Outbox) -> None:
         self._policy = policy
         self._texts = texts
+        self._outbox = outbox
 
     async def __call__(self, handler: Handler, event: TelegramObject, data: dict[str, Any]) -> Any:
         user: User | None = data.get("event_from_user")
@@ -28,7 +30,7 @@ class AllowListMiddleware(BaseMiddleware):
             chat: Chat | None = data.get("event_chat")
             if await self._policy.refuse(user.id) and chat is not None and chat.type == "private":
                 locale = self._texts.pick(user.language_code)
-                await data["bot"].send_message(
+                await self._outbox.send(
                     chat.id, self._texts.get(locale, "access.refused", user_id=user.id))
             return None
         return await handler(event, data)

@@ -8,6 +8,7 @@ from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 
 from bot.approval_answers import ApprovalAnswers
 from bot.approval_view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
+from bot.outbox import Outbox
 from bot.texts import Texts
 
 
@@ -30,19 +31,20 @@ def router() -> Router:
 
     @r.message(Command("grants"))
     async def on_grants(message: Message, answers: ApprovalAnswers, texts: Texts,
-                        locale: str) -> None:
+                        locale: str, outbox: Outbox) -> None:
         text, markup = await _grants_view(answers, texts, locale, message.from_user.id)  # type: ignore[union-attr]
-        await message.answer(text, reply_markup=markup)
+        await outbox.send(message.chat.id, text, markup=markup)
 
     @r.callback_query(GrantAction.filter())
     async def on_revoke_pressed(query: CallbackQuery, callback_data: GrantAction,
-                                answers: ApprovalAnswers, texts: Texts, locale: str) -> None:
+                                answers: ApprovalAnswers, texts: Texts, locale: str,
+                                outbox: Outbox) -> None:
         grant = await answers.revoke(query.from_user.id, callback_data.grant_id)
         await query.answer(texts.get(locale, "grants.revoked", pattern=grant.pattern)
                            .replace("<code>", "").replace("</code>", ""))
         text, markup = await _grants_view(answers, texts, locale, query.from_user.id)
         if query.message is not None:
-            await query.message.edit_text(text, reply_markup=markup)  # type: ignore[union-attr]
+            await outbox.edit(query.message.chat.id, query.message.message_id, text, markup)
 
     return r
 

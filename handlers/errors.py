@@ -9,6 +9,7 @@ from aiogram import Router
 from aiogram.types import ErrorEvent
 
 from bot.errors import UserInputError
+from bot.outbox import Outbox
 from bot.texts import Texts
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,8 @@ def router() -> Router:
     r = Router(name="errors")
 
     @r.errors()
-    async def on_error(event: ErrorEvent, texts: Texts, locale: str = "en") -> None:
+    async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox,
+                       locale: str = "en") -> None:
         exc = event.exception
         if isinstance(exc, UserInputError):
             text = texts.get(locale, exc.key, **exc.params)
@@ -29,6 +31,6 @@ def router() -> Router:
         if event.update.callback_query is not None:
             await event.update.callback_query.answer(_TAGS.sub("", text)[:200], show_alert=True)
         elif event.update.message is not None:
-            await event.update.message.answer(text)
+            await outbox.send(event.update.message.chat.id, text)
 
     return r

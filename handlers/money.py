@@ -10,6 +10,7 @@ from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 from bot.approval_view import BudgetAction
 from bot.card import TaskCard
 from bot.money import MoneyDesk
+from bot.outbox import Outbox
 from bot.presets import Preset
 from bot.render import money
 from bot.service import TaskService
@@ -32,7 +33,7 @@ def router() -> Router:
 
     @r.message(Command("model"))
     async def on_model(message: Message, command: CommandObject, tasks: TaskService,
-                       texts: Texts, locale: str) -> None:
+                       texts: Texts, locale: str, outbox: Outbox) -> None:
         desk: MoneyDesk = tasks.money
         typed = (command.args or "").strip()
         if not typed:
@@ -41,30 +42,32 @@ def router() -> Router:
                               engine=current.engine.value, model=current.model) if current
                     else texts.get(locale, "money.model_none"))
             presets = [desk.catalog.get(n) for n in desk.catalog.names()]
-            await message.answer(text, reply_markup=_keyboard([p for p in presets if p]))
+            await outbox.send(message.chat.id, text, markup=_keyboard([p for p in presets if p]))
             return
         candidates = desk.candidates(typed)
         if candidates:
-            await message.answer(texts.get(locale, "money.model_pick"),
-                                 reply_markup=_keyboard(candidates))
+            await outbox.send(message.chat.id, texts.get(locale, "money.model_pick"),
+                                 markup=_keyboard(candidates))
             return
         preset = await desk.set_chat_preset(message.chat.id, typed)
-        await message.answer(texts.get(locale, "money.model_set", name=preset.name,
+        await outbox.send(message.chat.id, texts.get(locale, "money.model_set", name=preset.name,
                                        engine=preset.engine.value, model=preset.model))
 
     @r.callback_query(ModelAction.filter())
     async def on_model_pressed(query: CallbackQuery, callback_data: ModelAction,
-                               tasks: TaskService, texts: Texts, locale: str) -> None:
+                               tasks: TaskService, texts: Texts, locale: str,
+                               outbox: Outbox) -> None:
         chat_id = query.message.chat.id if query.message else query.from_user.id
         preset = await tasks.money.set_chat_preset(chat_id, callback_data.name)
         text = texts.get(locale, "money.model_set", name=preset.name,
                          engine=preset.engine.value, model=preset.model)
         await query.answer()
         if query.message is not None:
-            await query.message.edit_text(text)  # type: ignore[union-attr]
+            await outbox.edit(chat_id, query.message.message_id, text)
 
     @r.message(Command("spend"))
-    async def on_spend(message: Message, tasks: TaskService, texts: Texts, locale: str) -> None:
+    async def on_spend(message: Message, tasks: TaskService, texts: Texts, locale: str,
+                       outbox: Outbox) -> None:
         summary = await tasks.money.summary(message.from_user.id)  # type: ignore[union-attr]
         cap = (texts.get(locale, "money.spend_cap", cap=money(summary.cap_usd))
                if summary.cap_usd is not None else "")
@@ -78,7 +81,7 @@ def router() -> Router:
                                 total=money(t.total_cost_usd)) for t in summary.top]
         else:
             lines.append(texts.get(locale, "money.spend_none"))
-        await message.answer("\n".join(lines))
+        await outbox.send(message.chat.id, "\n".join(lines))
 
     @r.callback_query(BudgetAction.filter())
     async def on_budget_pressed(query: CallbackQuery, callback_data: BudgetAction,

@@ -9,6 +9,7 @@ from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
 from bot.models import Engine, TaskKind
+from bot.outbox import Outbox
 from bot.render import STATUS_ICONS, age
 from bot.service import TaskService, parse_task_id
 from bot.texts import Texts
@@ -30,26 +31,27 @@ def router() -> Router:
 
     @r.message(Command("cd"))
     async def on_cd(message: Message, command: CommandObject, tasks: TaskService, texts: Texts,
-                    locale: str) -> None:
+                    locale: str, outbox: Outbox) -> None:
         if not (command.args or "").strip():
             cwd = await tasks.current_dir(message.chat.id)
-            await message.answer(texts.get(locale, "workdir.current", cwd=str(cwd)))
+            await outbox.send(message.chat.id, texts.get(locale, "workdir.current", cwd=str(cwd)))
             return
         cwd = await tasks.change_dir(message.chat.id, command.args or "")
-        await message.answer(texts.get(locale, "workdir.set", cwd=str(cwd)))
+        await outbox.send(message.chat.id, texts.get(locale, "workdir.set", cwd=str(cwd)))
 
     @r.message(Command("tasks"))
-    async def on_tasks(message: Message, tasks: TaskService, texts: Texts, locale: str) -> None:
+    async def on_tasks(message: Message, tasks: TaskService, texts: Texts, locale: str,
+                       outbox: Outbox) -> None:
         found = await tasks.list(message.from_user.id)  # type: ignore[union-attr]
         if not found:
-            await message.answer(texts.get(locale, "tasks.empty"))
+            await outbox.send(message.chat.id, texts.get(locale, "tasks.empty"))
             return
         now = datetime.now(UTC)
         lines = [texts.get(locale, "tasks.header")] + [texts.get(
             locale, "tasks.line", icon=STATUS_ICONS[t.status], label=t.label,
             status=texts.status(locale, t.status), age=age(t.updated_at, now))
             for t in found]
-        await message.answer("\n".join(lines))
+        await outbox.send(message.chat.id, "\n".join(lines))
 
     @r.message(Command("result"))
     async def on_result(message: Message, command: CommandObject, tasks: TaskService) -> None:
@@ -58,17 +60,18 @@ def router() -> Router:
 
     @r.message(Command("cancel"))
     async def on_cancel(message: Message, command: CommandObject, tasks: TaskService,
-                        texts: Texts, locale: str) -> None:
+                        texts: Texts, locale: str, outbox: Outbox) -> None:
         task = await tasks.cancel(message.from_user.id,  # type: ignore[union-attr]
                                   parse_task_id(command.args or "", "cancel"))
-        await message.answer(texts.get(locale, "task.cancel_requested", label=task.label))
+        await outbox.send(message.chat.id,
+                          texts.get(locale, "task.cancel_requested", label=task.label))
 
     @r.message(Command("archive"))
     async def on_archive(message: Message, command: CommandObject, tasks: TaskService,
-                         texts: Texts, locale: str) -> None:
+                         texts: Texts, locale: str, outbox: Outbox) -> None:
         ref = (command.args or "").strip()
         count = await tasks.archive(message.from_user.id,  # type: ignore[union-attr]
                                     ref or "?")
-        await message.answer(texts.get(locale, "task.archived", count=count))
+        await outbox.send(message.chat.id, texts.get(locale, "task.archived", count=count))
 
     return r

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# handlers reply through the outbox (paced, durable), never straight to Telegram
 HANDLER_MAY_IMPORT = {"bot.service", "bot.models", "bot.errors", "bot.texts", "bot.callbacks",
                       "bot.approval_answers", "bot.approval_view", "bot.money",
                       "bot.presets", "bot.card",
-                      "bot.render", "bot.access"}
+                      "bot.render", "bot.access", "bot.outbox"}
 EXECUTOR_MAY_IMPORT = {"bot.models", "bot.errors", "bot.ports"}
 
 
@@ -39,6 +40,30 @@ def test_handlers_use_only_services_models_errors_and_texts(path):
 def test_executors_use_only_models_errors_and_ports(path):
     used = {m for m in imports(path) if m.startswith(("bot.", "handlers"))}
     assert used <= EXECUTOR_MAY_IMPORT, used - EXECUTOR_MAY_IMPORT
+
+
+SENDING_METHODS = {"answer", "reply", "send_message", "send_document", "edit_text",
+                   "edit_message_text", "edit_reply_markup", "delete_message", "send_photo",
+                   "answer_document", "copy_message", "forward_message"}
+
+
+def test_only_the_outbox_sends_edits_or_deletes_messages():
+    """Every message goes through the outbox; the one direct call allowed elsewhere is a
+    callback query's answer (``query.answer``), which is not a chat message."""
+    offenders = []
+    for pkg in ("bot", "handlers"):
+        for path in modules(pkg):
+            if path.name == "outbox.py" and path.parent.name == "bot":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                        node.func.attr in SENDING_METHODS:
+                    owner = ast.unparse(node.func.value)
+                    if not (node.func.attr == "answer" and owner.endswith("query")) and \
+                            "outbox" not in owner:
+                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {owner}."
+                                         f"{node.func.attr}")
+    assert offenders == []
 
 
 def test_only_the_pool_imports_apscheduler():

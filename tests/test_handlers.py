@@ -48,7 +48,7 @@ def press(data: str, user: int = OWNER, message_id: int = 1) -> dict[str, Any]:
 async def app(tmp_path, claude_bin, agent_env, workdir):
     settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER, OTHER}),
                         data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
-                        max_prompt_chars=1000)  # type: ignore[call-arg]
+                        max_prompt_chars=1000, outbox_chat_interval_s=0)  # type: ignore[call-arg]
     session = RecordingSession()
     async with app_in_own_task(settings, session=session, environ=agent_env) as app:
         yield app
@@ -56,7 +56,9 @@ async def app(tmp_path, claude_bin, agent_env, workdir):
 
 async def feed(app, raw: dict[str, Any]) -> RecordingSession:
     session: RecordingSession = app.bot.session
+    session.mark = len(session.calls)
     await app.dispatcher.feed_update(app.bot, Update.model_validate(raw, context={"bot": app.bot}))
+    assert await app.outbox.idle(10), "replies go through the outbox and are delivered"
     return session
 
 
@@ -77,29 +79,29 @@ async def test_startup_sets_the_command_menu_in_every_language(app):
 
 async def test_the_users_language_picks_the_texts_and_lang_overrides_it(app):
     session = await feed(app, message("/detach", language="ru"))
-    assert "Скажите, что сделать" in session.texts()[-1]
+    assert "Скажите, что сделать" in session.new_texts()
     session = await feed(app, message("/lang en", language="ru"))
     assert session.texts()[-1] == "Language: <b>en</b>."
     session = await feed(app, message("/detach", language="ru"))
-    assert "Tell me what to do" in session.texts()[-1]
+    assert "Tell me what to do" in session.new_texts()
     session = await feed(app, message("/lang klingon"))
-    assert "No such language" in session.texts()[-1] and "en, ru" in session.texts()[-1]
+    assert "No such language" in session.new_texts() and "en, ru" in session.new_texts()
     session = await feed(app, press("lg:ru"))
     assert session.sent("EditMessageText")[-1].text == "Язык: <b>ru</b>."
     session = await feed(app, message("/tasks"))
-    assert "Задач пока нет" in session.texts()[-1]
+    assert "Задач пока нет" in session.new_texts()
 
 
 @pytest.mark.parametrize("text", ["/detach", "/detach   ", "/claude"])
 async def test_empty_goal_gets_a_clear_reply(app, text):
     session = await feed(app, message(text))
-    assert "Tell me what to do" in session.texts()[-1]
+    assert "Tell me what to do" in session.new_texts()
     assert await app.store.tasks.list_for(None) == []
 
 
 async def test_huge_prompt_is_refused_with_the_numbers(app):
     session = await feed(app, message("/detach " + "x" * 5000))
-    assert "5000 characters" in session.texts()[-1] and "1000" in session.texts()[-1]
+    assert "5000 characters" in session.new_texts() and "1000" in session.new_texts()
     assert await app.store.tasks.list_for(None) == []
 
 
@@ -137,9 +139,9 @@ async def test_a_user_cannot_see_or_touch_another_users_task(app):
     task_id = await _foreign_task(app)
     for text in (f"/cancel {task_id}", f"/result {task_id}", f"/archive {task_id}"):
         session = await feed(app, message(text))
-        assert f"No task #{task_id}" in session.texts()[-1]
+        assert f"No task #{task_id}" in session.new_texts()
     session = await feed(app, message("/tasks"))
-    assert "No tasks yet" in session.texts()[-1]
+    assert "No tasks yet" in session.new_texts()
     session = await feed(app, press(f"t:resume:{task_id}"))
     (answer,) = session.sent("AnswerCallbackQuery")[-1:]
     assert f"No task #{task_id}" in answer.text
@@ -147,14 +149,14 @@ async def test_a_user_cannot_see_or_touch_another_users_task(app):
 
 async def test_reply_to_an_unrelated_message(app):
     session = await feed(app, message("continue please", reply_to=77777))
-    assert "does not belong to a task" in session.texts()[-1]
+    assert "does not belong to a task" in session.new_texts()
 
 
 async def test_unknown_command_and_plain_text(app):
     session = await feed(app, message("/frobnicate"))
-    assert "don't know that command" in session.texts()[-1]
+    assert "don't know that command" in session.new_texts()
     session = await feed(app, message("hello there"))
-    assert "/detach" in session.texts()[-1]
+    assert "/detach" in session.new_texts()
 
 
 @pytest.mark.parametrize("data", ["t:explode:1", "t:cancel:notanumber", "garbage", "t:resume:"])
@@ -185,7 +187,7 @@ async def test_mark_failed_button_on_an_interrupted_task(app):
     await app.store.tasks.set_status(task.id, TaskStatus.INTERRUPTED)
     session = await feed(app, press(f"t:fail:{task.id}"))
     assert session.sent("AnswerCallbackQuery")[-1].text == "Done."
-    assert "marked failed" in session.texts()[-1]
+    assert "marked failed" in session.new_texts()
     assert (await app.store.tasks.get(task.id)).status is TaskStatus.FAILED
     session = await feed(app, press(f"t:fail:{task.id}"))  # a second tap changes nothing
     assert "not interrupted" in session.sent("AnswerCallbackQuery")[-1].text
@@ -209,15 +211,15 @@ async def test_mode_option_sets_the_approval_mode(app):
     task = await app.store.tasks.get(1)
     assert task.approval_mode is ApprovalMode.READONLY and task.title == "explain the build"
     session = await feed(app, message("/detach mode=sometimes go"))
-    assert "Unknown approval mode" in session.texts()[-1]
+    assert "Unknown approval mode" in session.new_texts()
     session = await feed(app, message("/detach colour=red go"))
-    assert "Unknown option" in session.texts()[-1] and "mode=" in session.texts()[-1]
+    assert "Unknown option" in session.new_texts() and "mode=" in session.new_texts()
     assert [t.id for t in await app.store.tasks.list_for(None)] == [1]
 
 
 async def test_grants_listing_and_revoking_only_your_own(app):
     session = await feed(app, message("/grants"))
-    assert "No remembered approvals" in session.texts()[-1]
+    assert "No remembered approvals" in session.new_texts()
     mine = await app.store.grants.add(OWNER, "claude", "/w", "Bash(make:*)")
     theirs = await app.store.grants.add(OTHER, "claude", "/w", "Bash(rm:*)")
     session = await feed(app, message("/grants"))
@@ -239,20 +241,20 @@ async def test_working_directories_are_confined(app, tmp_path):
     (root / "escape").symlink_to(outside)
     for typed in ("..", "../outside", "escape", str(outside), "/etc", "sub/../../outside"):
         session = await feed(app, message(f"/claude cwd={typed} look around"))
-        assert "outside the allowed working directories" in session.texts()[-1], typed
+        assert "outside the allowed working directories" in session.new_texts(), typed
     session = await feed(app, message("/claude cwd=nope look"))
-    assert "No such directory" in session.texts()[-1]
+    assert "No such directory" in session.new_texts()
     assert await app.store.tasks.list_for(None) == []
     await feed(app, message("/claude cwd=sub look around"))
     assert (await app.store.tasks.get(1)).cwd == str(root / "sub")
     session = await feed(app, message("/cd escape"))
-    assert "outside" in session.texts()[-1]
+    assert "outside" in session.new_texts()
     session = await feed(app, message("/cd sub"))
-    assert str(root / "sub") in session.texts()[-1]
+    assert str(root / "sub") in session.new_texts()
     await feed(app, message("/claude look again"))
     assert (await app.store.tasks.get(2)).cwd == str(root / "sub")
     session = await feed(app, message("/cd"))
-    assert str(root / "sub") in session.texts()[-1]
+    assert str(root / "sub") in session.new_texts()
 
 
 async def test_a_stored_task_outside_the_allowed_directories_never_runs(app):

@@ -35,7 +35,7 @@ async def test_model_menu_fuzzy_choice_and_candidates(app):
     assert {b[0].callback_data for b in menu.reply_markup.inline_keyboard} >= {
         "md:opus", "md:sonnet", "md:gpt-5.5"}
     session = await feed(app, message("/model sonet"))
-    assert "Model for this chat: <b>sonnet</b>" in session.texts()[-1]
+    assert "Model for this chat: <b>sonnet</b>" in session.new_texts()
     assert await app.store.chats.preset(OWNER) == "sonnet"
     session = await feed(app, message("/model gpt"))
     pick = session.sent()[-1]
@@ -43,7 +43,7 @@ async def test_model_menu_fuzzy_choice_and_candidates(app):
     session = await feed(app, press("md:gpt-5.5"))
     assert await app.store.chats.preset(OWNER) == "gpt-5.5"
     session = await feed(app, message("/model llama-70b"))
-    assert "No model preset matches" in session.texts()[-1] and "Closest" in session.texts()[-1]
+    assert "No model preset matches" in session.new_texts() and "Closest" in session.new_texts()
     session = await feed(app, message("/model"))
     assert "<b>gpt-5.5</b>" in session.sent()[-1].text
 
@@ -54,11 +54,11 @@ async def test_model_option_is_resolved_at_capture(app):
     assert (task.preset, task.model, task.engine, task.max_usd) == ("opus", "opus",
                                                                     Engine.CLAUDE, 2.5)
     session = await feed(app, message("/claude model=gpt-5.5 hi"))
-    assert "runs on codex, not claude" in session.texts()[-1]
+    assert "runs on codex, not claude" in session.new_texts()
     session = await feed(app, message("/detach model=gpt hi"))
-    assert "could be gpt-5.5, gpt-6.2-sol" in session.texts()[-1]
+    assert "could be gpt-5.5, gpt-6.2-sol" in session.new_texts()
     session = await feed(app, message("/detach max_usd=lots hi"))
-    assert "not an amount" in session.texts()[-1]
+    assert "not an amount" in session.new_texts()
     assert [t.id for t in await app.store.tasks.list_for(None)] == [1]
 
 
@@ -71,7 +71,7 @@ async def test_chat_preset_is_the_default_for_new_tasks(app):
 async def test_kill_switch_pauses_all_new_work(tmp_path, claude_bin, agent_env, workdir):
     async with app_for(tmp_path, claude_bin, agent_env, workdir, daily_cap_usd=0) as app:
         session = await feed(app, message("/detach do it"))
-        assert "All new work is paused" in session.texts()[-1]
+        assert "All new work is paused" in session.new_texts()
         assert await app.store.tasks.list_for(None) == []
 
 
@@ -82,7 +82,7 @@ async def test_daily_cap_refuses_with_the_numbers(tmp_path, claude_bin, agent_en
         assert len(await app.store.tasks.list_for(None)) == 1
         await app.store.spend.record(OWNER, 99, 2, 0.25, 10, 10)
         session = await feed(app, message("/detach above it"))
-        assert "$1.25 of your $1.00 daily cap" in session.texts()[-1]
+        assert "$1.25 of your $1.00 daily cap" in session.new_texts()
         assert len(await app.store.tasks.list_for(None)) == 1
 
 

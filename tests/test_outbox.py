@@ -99,3 +99,59 @@ async def test_undelivered_rows_survive_kill_9(tmp_path, claude_bin, agent_env, 
             assert "done" in delivered.params["text"]
         finally:
             await stop_process(bot)
+
+
+async def test_a_burst_of_100_real_tasks_into_one_chat_delivers_everything_in_order(
+        tmp_path, claude_bin, agent_env, anthropic, workdir):
+    """100 /detach tasks (the real claude CLI) finishing close together in one chat. Telegram's
+    ~1 message/s per chat is scaled 10x: the fake allows a burst of 3 and 10/s, the outbox
+    paces at 0.1 s. Every acknowledgement and completion card arrives once, each task's in
+    order, and every 429 the fake answers is absorbed by the outbox."""
+    count = 100
+    for n in range(count):
+        anthropic.script(f"BURST-{n:03d}", [{"text": f"answer {n:03d}\n\n```py\nprint({n})\n```"}])
+    async with FakeTelegram(flood_burst=3, flood_per_s=10) as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
+                                 outbox_chat_interval_s=0.1, max_concurrent_turns=6)
+        async with running_bot(settings, agent_env) as app:
+            for n in range(count):
+                await fake.user_message(f"/detach BURST-{n:03d} job", OWNER)
+
+            async def all_done() -> bool:
+                tasks = await app.store.tasks.list_for(None, limit=count + 10)
+                return (len(tasks) == count and all(t.status.value == "done" for t in tasks)
+                        and await _done(app))
+            await _until(all_done, 300)
+            assert await _failed(app) == 0
+    sent = [c.params["text"] for c in fake.calls
+            if c.method == "sendMessage" and c.ok and int(c.params["chat_id"]) == OWNER]
+    for n in range(count):
+        acks = [i for i, t in enumerate(sent) if f"<i>BURST-{n:03d} job</i>" in t]
+        cards = [i for i, t in enumerate(sent) if f"answer {n:03d}" in t]
+        assert len(acks) == 1 and len(cards) == 1, (n, acks, cards)
+        assert acks[0] < cards[0]
+        assert f"print({n})" in sent[cards[0]]
+
+
+async def test_documents_are_spooled_rows_delivered_after_a_restart(tmp_path, claude_bin,
+                                                                    agent_env, workdir):
+    data = tmp_path / "data"
+    spool = data / "outbox-files"
+    async with FakeTelegram() as fake:
+        fake.block("sendDocument", 502, "Bad Gateway")
+        settings = make_settings(data, fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await app.outbox.send_document(OWNER, b"# the whole answer\n", "7-answer.md",
+                                           "<b>#7</b> the <i>unclosed answer")
+
+            async def refused() -> bool:
+                return any(c.method == "sendDocument" and not c.ok for c in fake.calls)
+            await _until(refused, 10)
+        assert len(list(spool.iterdir())) == 1  # the bytes wait on disk with their row
+        fake.unblock()
+        async with running_bot(settings, agent_env) as app:
+            sent = await fake.wait_call("sendDocument", lambda c: c.ok, timeout_s=30)
+            assert await app.outbox.idle(10)
+    assert fake.files and list(fake.files.values())[-1] == b"# the whole answer\n"
+    assert sent.params.get("parse_mode") is None and "<b>" not in sent.params["caption"]
+    assert list(spool.iterdir()) == []

@@ -63,13 +63,14 @@ def visible_text(text: str, parse_mode: str | None) -> tuple[str, str | None]:
     if (parse_mode or "").upper() != "HTML":
         return text, None
     if re.search(r"&(?![a-zA-Z]+;|#\d+;|#x[0-9a-fA-F]+;)", text):
-        return html.unescape(text), "Can't parse entities: unescaped '&'"
+        return html.unescape(text), "can't parse entities: unescaped '&'"
     checker = _HTMLCheck()
     checker.feed(text)
     checker.close()
     if checker.stack and not checker.error:
         checker.error = f"Can't find end tag corresponding to start tag \"{checker.stack[-1]}\""
-    return "".join(checker.text), checker.error
+    error = f"can't parse entities: {checker.error}" if checker.error else None
+    return "".join(checker.text), error  # worded like Telegram's own
 
 
 class FakeTelegram:

@@ -24,6 +24,7 @@ class RecordingSession(BaseSession):
         self.calls: list[TelegramMethod[Any]] = []
         self._ids = itertools.count(1000)
         self._failures: deque[tuple[str, int, str, int | None]] = deque()
+        self.mark = 0
 
     def fail_next(self, method: str, code: int, description: str,
                   retry_after: int | None = None) -> None:
@@ -34,6 +35,12 @@ class RecordingSession(BaseSession):
 
     def texts(self) -> list[str]:
         return [c.text for c in self.sent()]
+
+    def new_texts(self) -> str:
+        """Every text sent since ``mark`` (set by the tests' ``feed``), joined: a background
+        task's card may be delivered between a command and its reply."""
+        return "\n---\n".join(c.text for c in self.calls[self.mark:]
+                               if type(c).__name__ == "SendMessage")
 
     async def make_request(self, bot: Bot, method: TelegramMethod[TelegramType],
                            timeout: int | None = None) -> TelegramType:
