@@ -22,6 +22,7 @@ from bot.approval_answers import ApprovalAnswers
 from bot.approvals import ApprovalDesk
 from bot.card import TaskCard
 from bot.errors import AgentNotInstalled, ConfigError
+from bot.inbox import Inbox
 from bot.intake import Intake, recover
 from bot.models import Engine
 from bot.money import MoneyDesk
@@ -38,6 +39,8 @@ from bot.store import Store
 from bot.telegram_retry import RetryMiddleware
 from bot.texts import Texts
 from bot.workdirs import WorkdirPolicy
+from bot.worktree_card import WorktreeCard
+from bot.worktrees import Worktrees
 from executors.claude import PINNED_VERSION as CLAUDE_PINNED
 from executors.claude import ClaudeExecutor
 from executors.codex import PINNED_VERSION as CODEX_PINNED
@@ -138,17 +141,24 @@ async def build(settings: Settings, session: BaseSession | None = None,
         desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s)
         money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
                           settings.task_cap_usd)
-        workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs)
+        worktrees = Worktrees(store, settings.data_dir / "worktrees")
+        workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs,
+                                 internal=[worktrees.root])
         runner = TurnRunner(store, executors, notifier, queue, desk, money,
                             settings.auto_allowed_tools, settings.progress_interval_s, workdirs)
         service = TaskService(store, pool, queue, notifier, texts, executors,
                               settings.max_prompt_chars, workdirs,
-                              Engine(settings.default_engine), money, settings.approval_mode)
+                              Engine(settings.default_engine), money, settings.approval_mode,
+                              worktrees=worktrees, default_worktree=settings.worktrees)
         answers = ApprovalAnswers(store, desk, notifier, texts)
-        intake = Intake(store, queue, notifier, settings.intake_interval_s)
+        inbox = Inbox(settings.data_dir / "inbox", service, store, outbox, texts,
+                      settings.allowed_users)
+        intake = Intake(store, queue, notifier, settings.intake_interval_s, inbox)
         access = AccessPolicy(settings.allowed_users, store, texts)
         card = TaskCard(service, store, queue, notifier, texts)
-        dispatcher = build_dispatcher(service, card, answers, access, texts, outbox, status)
+        dispatcher = build_dispatcher(service, card, WorktreeCard(service, worktrees, notifier,
+                                                                  texts),
+                                      answers, access, texts, outbox, status)
         await recover(store, notifier, desk)
         await stack.enter_async_context(pool)
         yield App(settings, store, bot, dispatcher, pool, service, intake, outbox)

@@ -7,8 +7,10 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.texts import Texts
 
-ACTIONS = ("cancel", "resume", "fail", "followup", "transcript", "retry", "archive")
+ACTIONS = ("cancel", "resume", "fail", "followup", "transcript", "retry", "archive",
+           "diff", "merge", "discard", "discard_yes")
 CARD_ACTIONS = ["followup", "transcript", "retry", "archive"]
+WORKTREE_ACTIONS = ["diff", "merge", "discard"]
 _BUTTON_KEYS = {a: f"button.{a}" for a in ACTIONS} | {"fail": "button.mark_failed"}
 
 
@@ -27,7 +29,7 @@ class TaskAction(CallbackData, prefix="t"):
                                      .pack()) for a, caption in zip(actions, captions, strict=True)]
 
 
-def task_keyboard(texts: Texts, locale: str, task_id: int,
-                  actions: list[str]) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup(
-        inline_keyboard=[TaskAction.buttons(texts, locale, task_id, actions)])
+def task_keyboard(texts: Texts, locale: str, task_id: int, actions: list[str],
+                  *more_rows: list[str]) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup(inline_keyboard=[
+        TaskAction.buttons(texts, locale, task_id, row) for row in (actions, *more_rows) if row])

@@ -9,6 +9,7 @@ import io
 from aiogram.types import ForceReply
 
 from bot.errors import TaskStateError, UserInputError
+from bot.inbox import export
 from bot.models import Task
 from bot.notifier import Notifier
 from bot.queue import TurnQueue
@@ -86,6 +87,13 @@ class TaskCard:
             await self._notifier.send_file(
                 task, out.getvalue().encode(), f"{task.id}-{task.slug}-transcript.txt",
                 self._texts.get(loc, "task.transcript_file", label=task.label))
+
+    async def send_task_file(self, user_id: int, task_id: int) -> None:
+        """The task as a task file (the detach skill's Markdown format), as a document."""
+        task = await self._tasks.get_own(user_id, task_id)
+        await self._notifier.send_file(task, (await export(self._store, task.id)).encode(),
+                                       f"{task.id}-{task.slug}.task.md", self._texts.get(
+                                           task.locale, "task.task_file", label=task.label))
 
     async def retry(self, user_id: int, task_id: int) -> Task:
         """Run the last request again, in the same session."""

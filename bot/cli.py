@@ -15,7 +15,6 @@ from bot.presets import PresetCatalog
 from bot.render import plain, slugify
 from bot.settings import Settings
 from bot.store import Store
-from bot.texts import Texts
 from bot.workdirs import WorkdirPolicy
 
 NO_TOKEN = """Detach needs a Telegram bot token.
@@ -36,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"detach: {exc}", file=sys.stderr)
         return 2
     except UserInputError as exc:
+        from bot.texts import Texts  # aiogram's I18n: loaded only when there is a message
+
         print(f"detach: {plain(Texts().get('en', exc.key, **exc.params))}", file=sys.stderr)
         return 1
     except DetachError as exc:
@@ -59,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a task, its turns and transcript tail")
     show.add_argument("id", type=int)
     show.set_defaults(func=_show)
+    export_ = sub.add_parser("export", help="print a task as a task file (the detach skill's "
+                             "Markdown); drop such a file into DATA_DIR/inbox/ to start a task")
+    export_.add_argument("id", type=int)
+    export_.set_defaults(func=_export)
     archive = sub.add_parser("archive", help="archive a finished task, or all of them")
     archive.add_argument("id", nargs="?", type=int)
     archive.add_argument("--all", action="store_true")
@@ -152,6 +157,15 @@ def _show(args: argparse.Namespace) -> int:
         for line in await store.transcript.tail(task.id, 20):
             print(f"  {line.kind}: {str(line.body)[:160]}")
         return 0
+
+    return asyncio.run(_with_store(Settings(), work))
+
+
+def _export(args: argparse.Namespace) -> int:
+    from bot.inbox import export  # the bot's imports, only for this command
+
+    async def work(store: Store) -> None:
+        sys.stdout.write(await export(store, args.id))
 
     return asyncio.run(_with_store(Settings(), work))
 

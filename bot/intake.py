@@ -1,4 +1,5 @@
-"""Work that arrives outside Telegram updates: tasks added from a shell, and restart recovery."""
+"""Work that arrives outside Telegram updates: tasks added from a shell or dropped into the
+inbox, and restart recovery."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 from collections import defaultdict
 
 from bot.approvals import ApprovalDesk
+from bot.inbox import Inbox
 from bot.models import Task
 from bot.notifier import Notifier
 from bot.queue import TurnQueue
@@ -19,7 +21,8 @@ class Intake:
     """Polls the store for tasks written by `detach add` (another process) and starts them."""
 
     def __init__(self, store: Store, queue: TurnQueue, notifier: Notifier,
-                 interval_s: float) -> None:
+                 interval_s: float, inbox: Inbox | None = None) -> None:
+        self._inbox = inbox
         self._store = store
         self._queue = queue
         self._notifier = notifier
@@ -40,6 +43,8 @@ class Intake:
             await self._store.tasks.set_announced(task.id)
             log.info("task %s picked up from the shell", task.id)
             await self._notifier.acknowledge(task)
+        if self._inbox is not None:
+            await self._inbox.poll_once()
 
 
 async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk) -> list[Task]:

@@ -111,6 +111,8 @@ class NewTask:
     approval_mode: ApprovalMode = ApprovalMode.ASK
     preset: str | None = None
     max_usd: float | None = None
+    worktree: bool = False  # run in its own git worktree on its own branch
+    slug: str | None = None  # from a task file; else made from the prompt
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiogram.types import ForceReply, InlineKeyboardMarkup
 
-from bot.callbacks import CARD_ACTIONS, TaskAction, task_keyboard
+from bot.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.models import Task, TaskStatus, Turn
 from bot.outbox import Outbox
 from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, markdown_chunks, money, split_text
@@ -57,7 +57,9 @@ class Notifier:
         header = self._header(task, turn)
         if changes:
             header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
-        card = task_keyboard(self._texts, loc, task.id, CARD_ACTIONS)
+        worktree = await self._store.worktrees.get(task.id)
+        card = task_keyboard(self._texts, loc, task.id, CARD_ACTIONS,
+                             WORKTREE_ACTIONS if worktree and worktree.state == "active" else [])
         if turn.status is not TaskStatus.DONE:
             await self.send(task, header, kind="result", markup=card, wait=False)
             return

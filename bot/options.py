@@ -9,7 +9,8 @@ from typing import TypeVar
 from bot.errors import UserInputError
 from bot.models import ApprovalMode, Engine
 
-KNOWN = ("model", "max_usd", "mode", "engine", "cwd")
+KNOWN = ("model", "max_usd", "mode", "engine", "cwd", "worktree")
+_YES, _NO = ("yes", "y", "true", "on", "1"), ("no", "n", "false", "off", "0")
 _OPTION = re.compile(r"([a-z_]+)=(\S+)")
 
 
@@ -39,6 +40,18 @@ def _choice(options: dict[str, str], key: str, kind: type[E], default: E, error:
         return kind(value.lower())
     except ValueError:
         raise UserInputError(error, **{key: value}) from None
+
+
+def flag(options: dict[str, str], key: str, default: bool) -> bool:
+    """A yes/no option (``worktree=yes``)."""
+    value = options.get(key)
+    if value is None:
+        return default
+    if value.lower() in _YES:
+        return True
+    if value.lower() in _NO:
+        return False
+    raise UserInputError("error.bad_flag", option=key, value=value)
 
 
 def approval_mode(options: dict[str, str], default: ApprovalMode) -> ApprovalMode:

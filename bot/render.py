@@ -31,6 +31,13 @@ def slugify(text: str, max_words: int = 3, max_chars: int = 24) -> str:
     return slug or "task"
 
 
+def given_slug(text: str) -> str:
+    """A slug someone chose (a task file's ``slug:``) kept as it is when it is one, else made
+    from it like any other."""
+    text = text.strip().lower()
+    return text if re.fullmatch(r"[a-z0-9][a-z0-9-]{0,39}", text) else slugify(text)
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "–"

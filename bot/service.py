@@ -10,15 +10,16 @@ from bot.errors import TaskNotFound, TaskStateError, UserInputError
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.money import MoneyDesk, parse_usd
 from bot.notifier import Notifier
-from bot.options import approval_mode, split_options
+from bot.options import approval_mode, flag, split_options
 from bot.options import engine as option_engine
 from bot.pool import JobPool
 from bot.ports import Executor
 from bot.queue import TurnQueue
-from bot.render import slugify
+from bot.render import given_slug, slugify
 from bot.store import Store
 from bot.texts import Texts
 from bot.workdirs import WorkdirPolicy
+from bot.worktrees import Worktrees
 
 log = logging.getLogger(__name__)
 LIST_LIMIT = 15
@@ -28,7 +29,8 @@ class TaskService:
     def __init__(self, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
                  texts: Texts, executors: Mapping[Engine, Executor], max_prompt_chars: int,
                  workdirs: WorkdirPolicy, default_engine: Engine, money: MoneyDesk,
-                 default_mode: ApprovalMode = ApprovalMode.ASK) -> None:
+                 default_mode: ApprovalMode = ApprovalMode.ASK, *, worktrees: Worktrees,
+                 default_worktree: bool = False) -> None:
         self._store = store
         self._pool = pool
         self._queue = queue
@@ -40,6 +42,8 @@ class TaskService:
         self.default_engine = default_engine
         self._default_mode = default_mode
         self.money = money
+        self.worktrees = worktrees
+        self._default_worktree = default_worktree
 
     def validate_prompt(self, prompt: str, command: str) -> str:
         prompt = prompt.strip()
@@ -57,27 +61,36 @@ class TaskService:
         directory. A command Telegram delivers twice (a restart before the update was
         confirmed) starts one task."""
         options, prompt = split_options(text)
-        chosen = engine or (option_engine(options, self.default_engine)
-                            if "engine" in options else None)
-        preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
-        chat_dir = await self.current_dir(chat_id)
-        cwd = (self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options
-               else chat_dir)
+        new = await self.plan(user_id, chat_id, kind, options, prompt, locale, command, engine)
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
             if existing is not None:
                 log.info("message %s in chat %s already started task %s", reply_to, chat_id,
                          existing)
                 return await self.get_own(user_id, existing)
-        new = NewTask(owner_id=user_id, chat_id=chat_id,
-                      engine=chosen or (preset.engine if preset else self.default_engine),
-                      preset=preset.name if preset else None,
-                      model=preset.model if preset else None,
-                      max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
-                      kind=kind, prompt=self.validate_prompt(prompt, command),
-                      cwd=cwd, locale=locale,
-                      approval_mode=approval_mode(options, self._default_mode))
         return await self.start(new, reply_to=reply_to)
+
+    async def plan(self, user_id: int, chat_id: int, kind: TaskKind, options: dict[str, str],
+                   prompt: str, locale: str, command: str, engine: Engine | None = None,
+                   slug: str | None = None) -> NewTask:
+        """A checked NewTask from options (``model=``, ``cwd=``, ...) and a prompt: the model
+        preset, budget, directory and mode resolved now, so bad input fails before anything
+        is created."""
+        chosen = engine or (option_engine(options, self.default_engine)
+                            if "engine" in options else None)
+        preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
+        chat_dir = await self.current_dir(chat_id)
+        cwd = (self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options
+               else chat_dir)
+        return NewTask(owner_id=user_id, chat_id=chat_id,
+                       engine=chosen or (preset.engine if preset else self.default_engine),
+                       preset=preset.name if preset else None,
+                       model=preset.model if preset else None,
+                       max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
+                       kind=kind, prompt=self.validate_prompt(prompt, command),
+                       cwd=cwd, locale=locale,
+                       approval_mode=approval_mode(options, self._default_mode),
+                       worktree=flag(options, "worktree", self._default_worktree), slug=slug)
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""
@@ -99,7 +112,12 @@ class TaskService:
         if new.engine not in self._executors:
             raise UserInputError("error.engine_unavailable", engine=new.engine.value)
         await self.money.check_daily_cap(new.owner_id)
-        task, _turn = await self._store.tasks.create(new, slugify(new.prompt))
+        if new.worktree:
+            await self.worktrees.repository(new.cwd)  # refuse before anything is created
+        slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
+        task, _turn = await self._store.tasks.create(new, slug)
+        if new.worktree:
+            task = await self._own_worktree(task, new.cwd)
         if reply_to is not None:
             await self._store.links.link(new.chat_id, reply_to, task.id, "command")
         await self._store.audit.record("task_created", new.owner_id, task.id, new.engine.value)
@@ -108,6 +126,16 @@ class TaskService:
         if new.announced:
             await self._notifier.acknowledge(task, reply_to=reply_to)
         return task
+
+    async def _own_worktree(self, task: Task, cwd: Path) -> Task:
+        """Move a just-created task into its own worktree (a failure fails the task)."""
+        try:
+            created = await self.worktrees.create(task.id, task.slug, cwd)
+        except UserInputError:
+            await self._store.tasks.cancel_queued(task.id)
+            await self._store.tasks.set_status(task.id, TaskStatus.FAILED)
+            raise
+        return await self._store.tasks.set_cwd(task.id, str(created.cwd))
 
     async def follow_up(self, user_id: int, task_id: int, prompt: str,
                         reply_to: int) -> Turn | None:

@@ -11,19 +11,21 @@ from bot.card import TaskCard
 from bot.outbox import Outbox
 from bot.service import TaskService
 from bot.texts import DEFAULT_LOCALE, Texts
+from bot.worktree_card import WorktreeCard
 from handlers import approvals, basics, buttons, errors, money, replies, tasks
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware
 
-COMMANDS = ("detach", "claude", "codex", "tasks", "result", "cancel", "archive", "grants",
+COMMANDS = ("detach", "claude", "codex", "tasks", "result", "export", "cancel", "archive", "grants",
             "model", "spend", "cd", "status", "lang", "help")
 
 
-def build_dispatcher(service: TaskService, card: TaskCard, answers: ApprovalAnswers,
-                     access: AccessPolicy, texts: Texts, outbox: Outbox,
-                     engine_status: list[str]) -> Dispatcher:
+def build_dispatcher(service: TaskService, card: TaskCard, worktree_card: WorktreeCard,
+                     answers: ApprovalAnswers, access: AccessPolicy, texts: Texts,
+                     outbox: Outbox, engine_status: list[str]) -> Dispatcher:
     """Handlers reply through ``outbox`` (paced, durable, in order with task messages)."""
-    dp = Dispatcher(tasks=service, card=card, answers=answers, texts=texts, outbox=outbox,
+    dp = Dispatcher(tasks=service, card=card, worktree_card=worktree_card, answers=answers,
+                    texts=texts, outbox=outbox,
                     engine_status=engine_status, access=access)
     dp.update.outer_middleware(AllowListMiddleware(access, texts, outbox))
     dp.update.outer_middleware(LocaleMiddleware(access, texts))

@@ -9,6 +9,7 @@ from bot.callbacks import ACTIONS, TaskAction
 from bot.card import TaskCard
 from bot.service import TaskService
 from bot.texts import Texts
+from bot.worktree_card import WorktreeCard
 
 
 def router() -> Router:
@@ -16,8 +17,8 @@ def router() -> Router:
 
     @r.callback_query(TaskAction.filter(F.action.in_(ACTIONS)))
     async def on_task_action(query: CallbackQuery, callback_data: TaskAction,
-                             tasks: TaskService, card: TaskCard, texts: Texts,
-                             locale: str) -> None:
+                             tasks: TaskService, card: TaskCard, worktree_card: WorktreeCard,
+                             texts: Texts, locale: str) -> None:
         user_id = query.from_user.id
         if callback_data.action == "cancel":
             task = await tasks.cancel(user_id, callback_data.task_id)
@@ -34,6 +35,12 @@ def router() -> Router:
             await card.send_transcript(user_id, task_id)
         elif callback_data.action == "retry":
             await card.retry(user_id, task_id)
+        elif callback_data.action == "diff":
+            await worktree_card.show_diff(user_id, task_id)
+        elif callback_data.action == "merge":
+            await worktree_card.merge(user_id, task_id)
+        elif callback_data.action in ("discard", "discard_yes"):
+            await worktree_card.discard(user_id, task_id, callback_data.action == "discard_yes")
         else:
             await tasks.archive(user_id, str(task_id))
         await query.answer(texts.get(locale, "callback.done"))

@@ -8,6 +8,7 @@ from aiogram import Router
 from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
+from bot.card import TaskCard
 from bot.models import Engine, TaskKind
 from bot.outbox import Outbox
 from bot.render import STATUS_ICONS, age
@@ -57,6 +58,11 @@ def router() -> Router:
     async def on_result(message: Message, command: CommandObject, tasks: TaskService) -> None:
         await tasks.show_result(message.from_user.id,  # type: ignore[union-attr]
                                 parse_task_id(command.args or "", "result"))
+
+    @r.message(Command("export"))
+    async def on_export(message: Message, command: CommandObject, card: TaskCard) -> None:
+        await card.send_task_file(message.from_user.id,  # type: ignore[union-attr]
+                                  parse_task_id(command.args or "", "export"))
 
     @r.message(Command("cancel"))
     async def on_cancel(message: Message, command: CommandObject, tasks: TaskService,

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HANDLER_MAY_IMPORT = {"bot.service", "bot.models", "bot.errors", "bot.texts", "bot.callbacks",
                       "bot.approval_answers", "bot.approval_view", "bot.money",
                       "bot.presets", "bot.card",
-                      "bot.render", "bot.access", "bot.outbox"}
+                      "bot.render", "bot.access", "bot.outbox",
+                      "bot.worktree_card"}
 EXECUTOR_MAY_IMPORT = {"bot.models", "bot.errors", "bot.ports"}
 
 

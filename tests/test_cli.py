@@ -28,6 +28,12 @@ def test_add_list_show_archive(tmp_path):
     refused = detach(tmp_path, "archive", "1")
     assert refused.returncode == 1 and "still active" in refused.stderr
     assert detach(tmp_path, "show", "99").returncode == 1
+    exported = detach(tmp_path, "export", "1")
+    assert exported.returncode == 0, exported.stderr
+    assert "slug: summarise-error-logs\nmodel: sonnet\n---" in exported.stdout
+    assert "# Goal\n\nSummarise the error logs\n" in exported.stdout
+    missing = detach(tmp_path, "export", "99")
+    assert missing.returncode == 1 and "#99" in missing.stderr
 
 
 def test_add_needs_someone_to_report_to(tmp_path):

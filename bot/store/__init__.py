@@ -7,6 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.db import Clock, make_engine, utcnow
 from bot.store.outbox import OutboxRepo
+from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
 from bot.store.records import (
     AuditRepo,
     ChatSettingsRepo,
@@ -19,7 +20,8 @@ from bot.store.records import (
 from bot.store.schema import migrate
 from bot.store.tasks import TaskRepo, TurnOutcome
 
-__all__ = ["Grant", "PendingQuestion", "Store", "TranscriptLine", "TurnOutcome"]
+__all__ = ["Grant", "PendingQuestion", "Store", "TranscriptLine", "TaskFileRow", "TurnOutcome",
+           "WorktreeRow"]
 
 
 class Store:
@@ -37,6 +39,8 @@ class Store:
         self.chats = ChatSettingsRepo(engine, clock)
         self.users = UserSettingsRepo(engine, clock)
         self.outbox = OutboxRepo(engine, clock)
+        self.worktrees = WorktreeRepo(engine, clock)
+        self.task_files = TaskFileRepo(engine, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

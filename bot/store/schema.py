@@ -174,6 +174,29 @@ outbox = sa.Table(
     sa.Index("ix_outbox_status_id", "status", "id"),
 )
 
+worktrees = sa.Table(
+    "worktrees",  # v7: a task's own git worktree and branch
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("repo_root", sa.Text, nullable=False),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("branch", sa.Text, nullable=False),
+    sa.Column("base_branch", sa.Text, nullable=False),
+    sa.Column("base_commit", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # active, merged, discarded
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+task_files = sa.Table(
+    "task_files",  # v8: the goal and constraints of a task that came as a task file
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("source", sa.Text, nullable=False),  # the file's name in the inbox
+    sa.Column("goal", sa.Text, nullable=False),
+    sa.Column("constraints", sa.Text, nullable=False, server_default=""),
+    sa.Column("exported_at", sa.DateTime(timezone=True)),  # the finished file written back
+)
+
 V1_TABLES = [tasks, turns, transcript, message_links, pending_questions, spend, audit]
 
 
@@ -216,9 +239,19 @@ def _v6(conn: Connection) -> None:
     outbox.create(conn, checkfirst=True)
 
 
+def _v7(conn: Connection) -> None:
+    """Worktrees: a task's own git worktree and branch."""
+    worktrees.create(conn, checkfirst=True)
+
+
+def _v8(conn: Connection) -> None:
+    """Task files: what a task dropped into the inbox asked for."""
+    task_files.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 
 
 def migrate(conn: Connection) -> int:

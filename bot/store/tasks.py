@@ -107,6 +107,12 @@ class TaskRepo:
             row = (await conn.execute(query.limit(1))).first()
         return _turn(row) if row else None
 
+    async def first_turn(self, task_id: int) -> Turn | None:
+        query = turns.select().where(turns.c.task_id == task_id).order_by(turns.c.seq)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query.limit(1))).first()
+        return _turn(row) if row else None
+
     async def next_queued_turn(self, task_id: int) -> Turn | None:
         """The oldest queued turn of a task, if no turn of it is running."""
         running = sa.select(turns.c.id).where(
@@ -161,6 +167,14 @@ class TaskRepo:
             await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
                 status=TaskStatus.RUNNING.value))
         return await self.get_turn(turn_id)
+
+    async def set_cwd(self, task_id: int, cwd: str) -> Task:
+        async with self._engine.begin() as conn:
+            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
+                cwd=cwd, updated_at=self._clock()))
+        task = await self.get(task_id)
+        assert task is not None
+        return task
 
     async def set_session(self, task_id: int, session_id: str) -> None:
         async with self._engine.begin() as conn:

@@ -1,0 +1,154 @@
+"""The drop folder ``<data dir>/inbox/``: a task file written there (atomically: a temporary
+name, then a rename to ``*.md``) becomes a task, like ``detach add``; it moves to
+``inbox/accepted/``. A malformed file moves to ``inbox/rejected/`` beside a ``.reason.txt``, and
+its owner is told. When a task that came as a file finishes, its completed task file (with
+``# Result`` and the trailing block) is written to ``inbox/done/``. ``export`` renders any task
+in the same format."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Collection
+from pathlib import Path
+
+from bot.errors import TaskNotFound, UserInputError
+from bot.models import TaskKind, TaskStatus
+from bot.outbox import Outbox
+from bot.render import plain
+from bot.service import TaskService
+from bot.store import Store, TaskFileRow
+from bot.taskfile import TaskFile, TaskFileError, parse, render
+from bot.texts import DEFAULT_LOCALE, Texts
+
+log = logging.getLogger(__name__)
+MAX_FILE_BYTES = 256 * 1024
+
+
+class Inbox:
+    def __init__(self, directory: Path, service: TaskService, store: Store, outbox: Outbox,
+                 texts: Texts, allowed_users: Collection[int]) -> None:
+        self.directory = directory
+        self._service = service
+        self._store = store
+        self._outbox = outbox
+        self._texts = texts
+        self._allowed = allowed_users
+        for sub in ("", "accepted", "rejected", "done"):
+            (directory / sub).mkdir(parents=True, exist_ok=True)
+
+    async def poll_once(self) -> None:
+        for path in sorted(self.directory.glob("*.md")):
+            if not path.name.startswith(".") and path.is_file():
+                await self._take(path)
+        await self._write_back()
+
+    async def _take(self, path: Path) -> None:
+        chat_id: int | None = None
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise TaskFileError(f"larger than {MAX_FILE_BYTES // 1024} KiB")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise TaskFileError("not UTF-8 text") from None
+            tf = parse(text)
+            chat_id = tf.chat_id
+            task_id = await self._start(path.name, tf)
+        except TaskFileError as exc:
+            await self._reject(path, str(exc), chat_id)
+            return
+        except UserInputError as exc:
+            await self._reject(path, plain(self._texts.get(DEFAULT_LOCALE, exc.key,
+                                                           **exc.params)), chat_id)
+            return
+        _move(path, self.directory / "accepted" / f"{task_id}-{path.name}")
+
+    async def _start(self, name: str, tf: TaskFile) -> int:
+        owner = self._owner(tf.chat_id)
+        chat_id = tf.chat_id or owner
+        locale = (await self._store.users.locales()).get(owner, DEFAULT_LOCALE)
+        options = {k: v for k, v in (("model", tf.model), ("cwd", tf.cwd),
+                                     ("engine", tf.engine)) if v}
+        new = await self._service.plan(owner, chat_id, TaskKind.DETACH, options, tf.prompt,
+                                       locale, "detach", slug=tf.slug)
+        task = await self._service.start(new)
+        await self._store.task_files.add(TaskFileRow(task.id, name, tf.goal, tf.constraints))
+        await self._store.audit.record("task_file", owner, task.id, name)
+        log.info("inbox file %s became task %s", name, task.id)
+        return task.id
+
+    def _owner(self, chat_id: int | None) -> int:
+        """The chat's user when it is a private chat of an allowed user; a group's tasks
+        belong to the first allowed user. Anything else is refused."""
+        if not self._allowed:
+            raise TaskFileError("DETACH_ALLOWED_USERS is empty: nobody to report to")
+        if chat_id is None or chat_id < 0:
+            return min(self._allowed)
+        if chat_id not in self._allowed:
+            raise TaskFileError(f"chat_id {chat_id} is not an allowed user")
+        return chat_id
+
+    async def _reject(self, path: Path, reason: str, chat_id: int | None) -> None:
+        target = _free(self.directory / "rejected" / path.name)
+        _move(path, target)
+        _write_atomic(target.with_name(target.name + ".reason.txt"), reason + "\n")
+        log.warning("inbox file %s rejected: %s", path.name, reason)
+        told = [chat_id] if chat_id in self._allowed else sorted(self._allowed)
+        locales = await self._store.users.locales()
+        for user in told:
+            assert user is not None
+            await self._outbox.send(user, self._texts.get(
+                locales.get(user, DEFAULT_LOCALE), "inbox.rejected", name=path.name,
+                reason=reason, where=str(target)))
+
+    async def _write_back(self) -> None:
+        for task_id in await self._store.task_files.unexported():
+            task = await self._store.tasks.get(task_id)
+            if task is None or task.status.active or task.status is TaskStatus.INTERRUPTED:
+                continue
+            _write_atomic(self.directory / "done" / f"{task.id}-{task.slug}.md",
+                          await export(self._store, task.id))
+            await self._store.task_files.exported(task.id)
+
+
+async def export(store: Store, task_id: int) -> str:
+    """The task in the task-file format: its goal and constraints (as dropped in, or its first
+    request), the last answer as ``# Result``, and when finished the trailing block."""
+    task = await store.tasks.get(task_id)
+    if task is None:
+        raise TaskNotFound(f"#{task_id}")
+    source = await store.task_files.get(task_id)
+    first = await store.tasks.first_turn(task_id)
+    last = await store.tasks.last_turn(task_id)
+    goal = source.goal if source else (first.prompt if first else task.title)
+    finished = last is not None and not last.status.active and last.finished_at is not None
+    started = first.started_at if first and first.started_at else task.created_at
+    return render(TaskFile(
+        goal=goal, constraints=source.constraints if source else "",
+        result=(last.result_text or last.error or "") if last and finished else "",
+        created=task.created_at, chat_id=task.chat_id, slug=task.slug, model=task.preset,
+        completed=last.finished_at if finished and last else None,
+        duration_seconds=(round((last.finished_at - started).total_seconds())
+                          if finished and last and last.finished_at else None),
+        status=task.status.value if finished else None))
+
+
+def _free(path: Path) -> Path:
+    n, candidate = 1, path
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
+        n += 1
+    return candidate
+
+
+def _move(source: Path, target: Path) -> None:
+    os.replace(source, _free(target))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,144 @@
+"""Task files: the Markdown format of the original detach skill. Frontmatter (``created``,
+``channel``, ``chat_id``, ``slug``, optional ``model``; Detach also reads ``cwd`` and
+``engine``), sections ``# Goal``, ``# Constraints``, ``# Result``, and a trailing block
+``completed``, ``duration_seconds``, ``status`` once the task has finished."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.errors import DetachError
+
+HEAD_KEYS = ("created", "channel", "chat_id", "slug", "model", "cwd", "engine")
+TAIL_KEYS = ("completed", "duration_seconds", "status")
+SECTIONS = ("Goal", "Constraints", "Result")
+_LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
+
+
+class TaskFileError(DetachError):
+    """A task file that cannot be read; the message says why, for the rejected/ note."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFile:
+    goal: str
+    constraints: str = ""
+    result: str = ""
+    created: datetime | None = None
+    channel: str = "telegram"
+    chat_id: int | None = None
+    slug: str | None = None
+    model: str | None = None
+    cwd: str | None = None
+    engine: str | None = None
+    completed: datetime | None = None
+    duration_seconds: int | None = None
+    status: str | None = None
+
+    @property
+    def prompt(self) -> str:
+        """What the agent is asked: the goal, then the constraints it must keep."""
+        if not self.constraints:
+            return self.goal
+        return f"{self.goal}\n\nConstraints:\n{self.constraints}"
+
+
+def _pairs(lines: list[str], known: tuple[str, ...], where: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        match = _LINE.fullmatch(line.strip())
+        if match is None:
+            raise TaskFileError(f"{where}: not a 'key: value' line: {line.strip()[:80]!r}")
+        key, value = match.groups()
+        if key not in known:
+            raise TaskFileError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
+        found[key] = value.strip().strip('"').strip("'")
+    return found
+
+
+def _time(value: str | None, key: str) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise TaskFileError(f"{key}: not an ISO date and time: {value!r}") from None
+
+
+def _int(value: str | None, key: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise TaskFileError(f"{key}: not a whole number: {value!r}") from None
+
+
+def parse(text: str) -> TaskFile:
+    lines = text.replace("\r\n", "\n").split("\n")
+    if not lines or lines[0].strip() != "---":
+        raise TaskFileError("the file must start with a '---' frontmatter block")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        raise TaskFileError("the frontmatter block is not closed with '---'") from None
+    head = _pairs(lines[1:end], HEAD_KEYS, "frontmatter")
+    body = lines[end + 1:]
+    tail: dict[str, str] = {}
+    marks = [i for i, line in enumerate(body) if line.strip() == "---"]
+    if marks:  # a trailing block only if everything after the last '---' is key: value
+        after = body[marks[-1] + 1:]
+        keys = {_LINE.fullmatch(line.strip()) for line in after if line.strip()}
+        if after and all(m is not None and m.group(1) in TAIL_KEYS for m in keys) and keys:
+            tail = _pairs(after, TAIL_KEYS, "trailing block")
+            body = body[:marks[-1]]
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in body:
+        heading = line.strip()[2:].strip() if line.startswith("# ") else None
+        if heading in SECTIONS:
+            if heading in sections:
+                raise TaskFileError(f"the section '# {heading}' appears twice")
+            current = heading
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+        elif line.strip():
+            raise TaskFileError("text before the '# Goal' section")
+    goal = "\n".join(sections.get("Goal", [])).strip()
+    if not goal:
+        raise TaskFileError("the '# Goal' section is missing or empty")
+    channel = head.get("channel") or "telegram"
+    if channel != "telegram":
+        raise TaskFileError(f"channel: only 'telegram' is supported, not {channel!r}")
+    return TaskFile(
+        goal=goal, constraints="\n".join(sections.get("Constraints", [])).strip(),
+        result="\n".join(sections.get("Result", [])).strip(),
+        created=_time(head.get("created"), "created"), channel=channel,
+        chat_id=_int(head.get("chat_id"), "chat_id"), slug=head.get("slug") or None,
+        model=head.get("model") or None, cwd=head.get("cwd") or None,
+        engine=head.get("engine") or None, completed=_time(tail.get("completed"), "completed"),
+        duration_seconds=_int(tail.get("duration_seconds"), "duration_seconds"),
+        status=tail.get("status") or None)
+
+
+def render(tf: TaskFile) -> str:
+    head = [("created", tf.created.isoformat() if tf.created else None),
+            ("channel", tf.channel), ("chat_id", tf.chat_id), ("slug", tf.slug),
+            ("model", tf.model)]
+    out = ["---", *(f"{k}: {v}" for k, v in head if v is not None), "---", "",
+           "# Goal", "", tf.goal.strip(), "", "# Constraints", ""]
+    if tf.constraints.strip():
+        out += [tf.constraints.strip(), ""]
+    out += ["# Result", ""]
+    if tf.result.strip():
+        out += [tf.result.strip(), ""]
+    if tf.status is not None:
+        tail = [("completed", tf.completed.isoformat() if tf.completed else None),
+                ("duration_seconds", tf.duration_seconds), ("status", tf.status)]
+        out += ["---", *(f"{k}: {v}" for k, v in tail if v is not None)]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,80 @@
+"""The worktree buttons of a completion card: Show diff, Merge into the base branch, Discard
+(with a second, explicit button when the worktree still holds work)."""
+
+from __future__ import annotations
+
+import html
+
+from bot.callbacks import task_keyboard
+from bot.errors import TaskStateError, UserInputError
+from bot.models import Task
+from bot.notifier import Notifier
+from bot.service import TaskService
+from bot.texts import Texts
+from bot.worktrees import Worktrees
+
+INLINE_DIFF_CHARS = 3000
+
+
+class WorktreeCard:
+    def __init__(self, tasks: TaskService, worktrees: Worktrees, notifier: Notifier,
+                 texts: Texts) -> None:
+        self._tasks = tasks
+        self._worktrees = worktrees
+        self._notifier = notifier
+        self._texts = texts
+
+    async def _idle_task(self, user_id: int, task_id: int) -> Task:
+        task = await self._tasks.get_own(user_id, task_id)
+        if task.status.active:
+            raise TaskStateError("error.still_active", label=task.label,
+                                 status=self._texts.status(task.locale, task.status))
+        return task
+
+    async def show_diff(self, user_id: int, task_id: int) -> None:
+        """The diff stat and the patch: inline when short, else as a ``.diff`` file."""
+        task = await self._tasks.get_own(user_id, task_id)
+        diff = await self._worktrees.diff(task_id)
+        loc = task.locale
+        if not diff.patch:
+            await self._notifier.send(task, self._texts.get(loc, "worktree.no_changes",
+                                                            label=task.label), kind="status",
+                                      wait=False)
+            return
+        header = self._texts.get(loc, "worktree.diff_header", label=task.label)
+        stat = html.escape(diff.stat[-1500:])
+        if len(diff.patch) <= INLINE_DIFF_CHARS:
+            await self._notifier.send(
+                task, f"{header}\n<pre>{stat}</pre>\n<pre>{html.escape(diff.patch)}</pre>",
+                kind="status", wait=False)
+            return
+        await self._notifier.send(task, f"{header}\n<pre>{stat}</pre>", kind="status",
+                                  wait=False)
+        await self._notifier.send_file(task, diff.patch.encode(), f"{task.id}-{task.slug}.diff",
+                                       self._texts.get(loc, "worktree.diff_file",
+                                                       label=task.label))
+
+    async def merge(self, user_id: int, task_id: int) -> None:
+        task = await self._idle_task(user_id, task_id)
+        loc = task.locale
+        try:
+            base = await self._worktrees.merge(task_id, f"{task.label}: {task.title[:72]}")
+        except UserInputError as exc:  # a refusal belongs in the chat, not a passing alert
+            await self._notifier.send(task, self._texts.get(loc, exc.key, **exc.params),
+                                      kind="status", wait=False)
+            return
+        await self._notifier.send(task, self._texts.get(loc, "worktree.merged", label=task.label,
+                                                        base=base), kind="status", wait=False)
+
+    async def discard(self, user_id: int, task_id: int, confirmed: bool) -> None:
+        task = await self._idle_task(user_id, task_id)
+        loc = task.locale
+        if await self._worktrees.discard(task_id, confirmed):
+            await self._notifier.send(task, self._texts.get(loc, "worktree.discarded",
+                                                            label=task.label),
+                                      kind="status", wait=False)
+            return
+        await self._notifier.send(
+            task, self._texts.get(loc, "worktree.confirm_discard", label=task.label),
+            kind="status", wait=False,
+            markup=task_keyboard(self._texts, loc, task.id, ["discard_yes", "diff"]))

@@ -1,0 +1,161 @@
+"""Task worktrees: a task can run in its own git worktree on its own branch, cut from the
+repository holding its directory and created under the data dir (never inside the repository).
+Its card then offers Show diff, Merge (into the base branch; refused on conflict) and Discard
+(refused while the worktree holds work, unless confirmed)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.errors import UserInputError
+from bot.store import Store, WorktreeRow
+from bot.store.placement import ACTIVE, DISCARDED, MERGED
+
+log = logging.getLogger(__name__)
+GIT_TIMEOUT_S = 60.0
+IDENTITY = ("-c", "user.name=Detach", "-c", "user.email=detach@localhost")
+
+
+@dataclass(frozen=True, slots=True)
+class Git:
+    code: int
+    out: str
+    err: str
+
+
+async def git(cwd: Path | str, *args: str, timeout_s: float = GIT_TIMEOUT_S) -> Git:
+    """Run git in ``cwd`` (bounded; never prompts)."""
+    proc = await asyncio.create_subprocess_exec(
+        "git", "-C", str(cwd), *args, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/local/bin:/usr/bin:/bin",
+             "HOME": str(Path.home()), "LC_ALL": "C"})
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return Git(124, "", f"git {args[0]} took longer than {timeout_s:.0f}s")
+    return Git(proc.returncode or 0, out.decode(errors="replace").strip(),
+               err.decode(errors="replace").strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    row: WorktreeRow
+    cwd: Path  # the task's directory inside the worktree
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    stat: str
+    patch: str
+
+
+class Worktrees:
+    def __init__(self, store: Store, root: Path) -> None:
+        self._store = store
+        self.root = root.resolve()
+
+    async def repository(self, cwd: Path) -> Path:
+        """The top of the git repository holding ``cwd``, or a clear refusal."""
+        top = await git(cwd, "rev-parse", "--show-toplevel")
+        if top.code != 0 or not top.out:
+            raise UserInputError("worktree.not_a_repo", path=str(cwd))
+        head = await git(cwd, "rev-parse", "--verify", "HEAD")
+        if head.code != 0:
+            raise UserInputError("worktree.no_commits", path=top.out)
+        return Path(top.out).resolve()
+
+    async def create(self, task_id: int, slug: str, cwd: Path) -> Created:
+        repo = await self.repository(cwd)
+        branch_name = await git(repo, "symbolic-ref", "--quiet", "--short", "HEAD")
+        base_commit = (await git(repo, "rev-parse", "HEAD")).out
+        base_branch = branch_name.out if branch_name.code == 0 else base_commit
+        path = self.root / f"{task_id}-{slug}"
+        branch = f"detach/{task_id}-{slug}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        added = await git(repo, "worktree", "add", "-b", branch, str(path), base_commit)
+        if added.code != 0:
+            raise UserInputError("worktree.failed", error=added.err[-500:])
+        row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, base_commit,
+                          ACTIVE)
+        await self._store.worktrees.add(row)
+        log.info("task %s: worktree %s on %s (from %s)", task_id, path, branch, base_branch)
+        return Created(row, path / cwd.resolve().relative_to(repo))
+
+    async def get(self, task_id: int) -> WorktreeRow | None:
+        return await self._store.worktrees.get(task_id)
+
+    async def active(self, task_id: int) -> WorktreeRow:
+        row = await self._store.worktrees.get(task_id)
+        if row is None:
+            raise UserInputError("worktree.none")
+        if row.state != ACTIVE:
+            raise UserInputError(f"worktree.already_{row.state}", branch=row.branch)
+        return row
+
+    async def diff(self, task_id: int) -> Diff:
+        """Everything the task changed since its base: commits and uncommitted files."""
+        row = await self.active(task_id)
+        await git(row.path, "add", "--intent-to-add", "--all")  # new files show in the diff
+        stat = await git(row.path, "diff", "--stat", "--no-color", row.base_commit)
+        patch = await git(row.path, "diff", "--no-color", row.base_commit)
+        return Diff(stat.out, patch.out)
+
+    async def has_work(self, row: WorktreeRow) -> bool:
+        """Uncommitted changes, or commits the base branch does not have."""
+        status = await git(row.path, "status", "--porcelain")
+        ahead = await git(row.path, "rev-list", "--count", f"{row.base_commit}..HEAD")
+        return bool(status.out) or (ahead.out.isdigit() and int(ahead.out) > 0)
+
+    async def merge(self, task_id: int, message: str) -> str:
+        """Commit what the task left, merge its branch into the base branch in the repository's
+        own checkout, then remove the worktree. Refused (nothing changed) on conflict."""
+        row = await self.active(task_id)
+        current = await git(row.repo_root, "symbolic-ref", "--quiet", "--short", "HEAD")
+        if current.out != row.base_branch:
+            raise UserInputError("worktree.base_moved", repo=row.repo_root,
+                                 base=row.base_branch, current=current.out or "detached HEAD")
+        await git(row.path, "add", "--all")
+        staged = await git(row.path, "diff", "--cached", "--quiet")
+        if staged.code == 1:
+            committed = await git(row.path, *IDENTITY, "commit", "--quiet", "-m", message)
+            if committed.code != 0:
+                raise UserInputError("worktree.failed", error=committed.err[-500:])
+        merged = await git(row.repo_root, *IDENTITY, "merge", "--no-ff", "--no-edit", "-m",
+                           f"Merge {row.branch}", row.branch)
+        if merged.code != 0:
+            conflicts = await git(row.repo_root, "diff", "--name-only", "--diff-filter=U")
+            await git(row.repo_root, "merge", "--abort")
+            if conflicts.out:
+                raise UserInputError("worktree.conflict", base=row.base_branch,
+                                     files=", ".join(conflicts.out.splitlines()[:10]))
+            raise UserInputError("worktree.failed", error=(merged.err or merged.out)[-500:])
+        await self._remove(row, force=False)
+        await self._store.worktrees.set_state(task_id, MERGED)
+        return row.base_branch
+
+    async def discard(self, task_id: int, confirmed: bool) -> bool:
+        """Remove the worktree and its branch; False (nothing removed) when it holds work and
+        the removal was not confirmed."""
+        row = await self.active(task_id)
+        if not confirmed and await self.has_work(row):
+            return False
+        await self._remove(row, force=True)
+        await self._store.worktrees.set_state(task_id, DISCARDED)
+        return True
+
+    async def _remove(self, row: WorktreeRow, force: bool) -> None:
+        removed = await git(row.repo_root, "worktree", "remove", *(["--force"] if force else []),
+                            row.path)
+        if removed.code != 0 and Path(row.path).exists():
+            if not force:
+                raise UserInputError("worktree.failed", error=removed.err[-500:])
+            shutil.rmtree(row.path, ignore_errors=True)
+            await git(row.repo_root, "worktree", "prune")
+        await git(row.repo_root, "branch", "-D" if force else "-d", row.branch)

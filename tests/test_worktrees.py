@@ -1,0 +1,165 @@
+"""Task worktrees with real git: created under the data dir on their own branch, diffed, merged
+into the base branch (refused on conflict), discarded (refused while holding work unless
+confirmed); and the whole path through the bot with the real claude CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.callbacks import TaskAction
+from bot.errors import UserInputError
+from bot.models import TaskStatus
+from bot.settings import Settings
+from bot.store import Store
+from bot.worktrees import Worktrees
+from tests.support.fake_telegram import TOKEN
+from tests.support.harness import app_in_own_task
+from tests.support.recording_session import RecordingSession
+from tests.test_handlers import OWNER, feed, message, press
+
+
+def sh_git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@t", "-C", str(cwd),
+                           *args], check=True, capture_output=True, text=True,
+                          timeout=30).stdout.strip()
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    sh_git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n")
+    (path / "src").mkdir()
+    (path / "src" / "app.py").write_text("print('v1')\n")
+    sh_git(path, "add", "-A")
+    sh_git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    yield store
+    await store.close()
+
+
+async def test_created_outside_the_repository_on_its_own_branch(tmp_path, store):
+    repo = make_repo(tmp_path / "repo")
+    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    created = await trees.create(7, "fix-it", repo / "src")
+    path = Path(created.row.path)
+    assert path.parent == (tmp_path / "data" / "worktrees").resolve()
+    assert not path.is_relative_to(repo)
+    assert created.cwd == path / "src"  # the task's directory, inside the worktree
+    assert sh_git(path, "branch", "--show-current") == "detach/7-fix-it"
+    assert (created.row.base_branch, created.row.state) == ("main", "active")
+    assert sh_git(repo, "branch", "--show-current") == "main"  # the user's checkout untouched
+
+
+async def test_not_a_repository_is_refused(tmp_path, store):
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(UserInputError) as refused:
+        await Worktrees(store, tmp_path / "wt").repository(tmp_path / "plain")
+    assert refused.value.key == "worktree.not_a_repo"
+
+
+async def test_diff_then_merge_into_the_base_branch(tmp_path, store):
+    repo = make_repo(tmp_path / "repo")
+    trees = Worktrees(store, tmp_path / "wt")
+    created = await trees.create(1, "feature", repo)
+    path = Path(created.row.path)
+    (path / "src" / "app.py").write_text("print('v2')\n")
+    (path / "NEW.txt").write_text("brand new\n")
+    diff = await trees.diff(1)
+    assert "src/app.py" in diff.stat and "NEW.txt" in diff.stat
+    assert "+print('v2')" in diff.patch and "+brand new" in diff.patch
+    assert await trees.merge(1, "#1 feature: add things") == "main"
+    assert (repo / "NEW.txt").read_text() == "brand new\n"
+    assert (repo / "src" / "app.py").read_text() == "print('v2')\n"
+    assert not path.exists()
+    assert "detach/1-feature" not in sh_git(repo, "branch", "--list")
+    assert (await store.worktrees.get(1)).state == "merged"
+    with pytest.raises(UserInputError) as again:
+        await trees.merge(1, "again")
+    assert again.value.key == "worktree.already_merged"
+
+
+async def test_a_conflicting_merge_is_refused_and_changes_nothing(tmp_path, store):
+    repo = make_repo(tmp_path / "repo")
+    trees = Worktrees(store, tmp_path / "wt")
+    created = await trees.create(2, "clash", repo)
+    (Path(created.row.path) / "README.md").write_text("the task's version\n")
+    (repo / "README.md").write_text("the user's version\n")
+    sh_git(repo, "commit", "-q", "-am", "user edit")
+    head = sh_git(repo, "rev-parse", "HEAD")
+    with pytest.raises(UserInputError) as refused:
+        await trees.merge(2, "#2 clash")
+    assert refused.value.key == "worktree.conflict"
+    assert "README.md" in refused.value.params["files"]
+    assert sh_git(repo, "rev-parse", "HEAD") == head
+    assert sh_git(repo, "status", "--porcelain") == ""  # no merge left half-done
+    assert Path(created.row.path).exists() and (await store.worktrees.get(2)).state == "active"
+
+
+async def test_discard_with_work_needs_the_second_button(tmp_path, store):
+    repo = make_repo(tmp_path / "repo")
+    trees = Worktrees(store, tmp_path / "wt")
+    empty = await trees.create(3, "nothing", repo)
+    assert await trees.discard(3, confirmed=False)  # no work: goes at once
+    assert not Path(empty.row.path).exists()
+    busy = await trees.create(4, "work", repo)
+    (Path(busy.row.path) / "result.txt").write_text("the whole product\n")
+    assert not await trees.discard(4, confirmed=False)
+    assert (Path(busy.row.path) / "result.txt").exists()
+    committed = await trees.create(5, "committed", repo)
+    (Path(committed.row.path) / "c.txt").write_text("c\n")
+    sh_git(Path(committed.row.path), "add", "-A")
+    sh_git(Path(committed.row.path), "commit", "-q", "-m", "agent commit")
+    assert not await trees.discard(5, confirmed=False)  # commits not in main are work too
+    assert await trees.discard(4, confirmed=True)
+    assert not Path(busy.row.path).exists()
+    assert "detach/4-work" not in sh_git(repo, "branch", "--list")
+    assert (await store.worktrees.get(4)).state == "discarded"
+
+
+async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, anthropic, workdir):
+    repo = make_repo(workdir / "repo")
+    anthropic.script("MARK-WT", [
+        {"tool_use": {"name": "Write", "input": {"file_path": "NOTES.md",
+                                                 "content": "written by the agent\n"}}},
+        {"text": "Wrote NOTES.md."}])
+    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
+                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
+                        outbox_chat_interval_s=0)  # type: ignore[call-arg]
+    async with app_in_own_task(settings, session=RecordingSession(),
+                               environ=agent_env) as app:
+        session = await feed(app, message("/claude worktree=yes mode=auto cwd=repo MARK-WT go"))
+        task = await app.store.tasks.get(1)
+        assert Path(task.cwd).is_relative_to((tmp_path / "data" / "worktrees").resolve())
+        async with asyncio.timeout(60):
+            while (task := await app.store.tasks.get(1)).status.active:
+                await asyncio.sleep(0.1)
+        assert task.status is TaskStatus.DONE
+        assert await app.outbox.idle(10)
+        card = session.sent()[-1]
+        buttons = [b.callback_data for row in card.reply_markup.inline_keyboard for b in row]
+        assert TaskAction(action="merge", task_id=1).pack() in buttons
+        assert (Path(task.cwd) / "NOTES.md").exists() and not (repo / "NOTES.md").exists()
+
+        session = await feed(app, press(TaskAction(action="discard", task_id=1).pack()))
+        assert "holds work" in session.new_texts()
+        session = await feed(app, press(TaskAction(action="diff", task_id=1).pack()))
+        assert "+written by the agent" in session.new_texts()
+        session = await feed(app, press(TaskAction(action="merge", task_id=1).pack()))
+        assert "merged into <code>main</code>" in session.new_texts()
+        assert (repo / "NOTES.md").read_text() == "written by the agent\n"
+        session = await feed(app, press(TaskAction(action="merge", task_id=1).pack()))
+        assert "already merged" in session.new_texts()
+        refused = await feed(app, message("/claude worktree=yes hi"))  # workdir: no repo
+        assert "needs a git repository" in refused.new_texts()
+        refused = await feed(app, message("/claude worktree=maybe cwd=repo hi"))
+        assert "use yes or no" in refused.new_texts()
+        assert await app.store.tasks.get(2) is None
