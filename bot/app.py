@@ -33,9 +33,11 @@ from bot.ports import Executor
 from bot.presets import PresetCatalog
 from bot.queue import TurnQueue
 from bot.runner import TurnRunner
+from bot.schedules import ScheduleDesk
 from bot.service import TaskService
 from bot.settings import Settings
 from bot.store import Store
+from bot.store.db import Clock, utcnow
 from bot.telegram_retry import RetryMiddleware
 from bot.texts import Texts
 from bot.workdirs import WorkdirPolicy
@@ -60,6 +62,7 @@ class App:
     service: TaskService
     intake: Intake
     outbox: Outbox
+    schedules: ScheduleDesk
 
 
 def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
@@ -111,9 +114,10 @@ async def _codex_sandbox_status(codex: CodexExecutor) -> str:
 
 @contextlib.asynccontextmanager
 async def build(settings: Settings, session: BaseSession | None = None,
-                environ: Mapping[str, str] | None = None) -> AsyncIterator[App]:
-    """Every object of a running bot; ``session`` and ``environ`` are the seams tests plug into
-    (a Telegram session, and the environment agents inherit)."""
+                environ: Mapping[str, str] | None = None,
+                clock: Clock = utcnow) -> AsyncIterator[App]:
+    """Every object of a running bot; ``session``, ``environ`` and ``clock`` are the seams tests
+    plug into (a Telegram session, the environment agents inherit, the schedules' clock)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as stack:
         store = await Store.open(settings.resolved_database_url)
@@ -156,12 +160,17 @@ async def build(settings: Settings, session: BaseSession | None = None,
         intake = Intake(store, queue, notifier, settings.intake_interval_s, inbox)
         access = AccessPolicy(settings.allowed_users, store, texts)
         card = TaskCard(service, store, queue, notifier, texts)
+        schedule_desk = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone,
+                                     clock)
         dispatcher = build_dispatcher(service, card, WorktreeCard(service, worktrees, notifier,
                                                                   texts),
-                                      answers, access, texts, outbox, status)
+                                      answers, access, texts, outbox, schedule_desk, status)
         await recover(store, notifier, desk)
         await stack.enter_async_context(pool)
-        yield App(settings, store, bot, dispatcher, pool, service, intake, outbox)
+        pool.on_schedule = schedule_desk.on_fire
+        await schedule_desk.start()  # missed runs once, then every schedule from now
+        yield App(settings, store, bot, dispatcher, pool, service, intake, outbox,
+                  schedule_desk)
 
 
 async def _stop(task: asyncio.Task[None]) -> None:

@@ -13,13 +13,16 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from apscheduler import AsyncScheduler, TaskDefaults
-from apscheduler.abc import DataStore
+from apscheduler import AsyncScheduler, CoalescePolicy, ConflictPolicy, TaskDefaults
+from apscheduler.abc import DataStore, Trigger
 from apscheduler.datastores.memory import MemoryDataStore
 from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
 
 from bot.store.db import make_engine
 
@@ -69,10 +72,41 @@ class TurnControl:
 
 
 TurnHandler = Callable[[int, TurnControl], Awaitable[None]]
+ScheduleHandler = Callable[[int], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """When a schedule fires: a crontab line in a time zone, or one moment."""
+
+    cron: str | None = None
+    at: datetime | None = None
+    tz: str = "UTC"
+
+    def trigger(self, start: datetime | None = None) -> Trigger:
+        if self.cron is not None:
+            return CronTrigger.from_crontab(self.cron, timezone=self.tz, start_time=start)
+        assert self.at is not None
+        return DateTrigger(self.at)
+
+    def next_after(self, after: datetime) -> datetime | None:
+        """The first fire time strictly after ``after`` (None when a one-off is past)."""
+        if self.cron is None:
+            return self.at if self.at is not None and self.at > after else None
+        trigger = self.trigger(after)
+        fire = trigger.next()
+        while fire is not None and fire <= after:
+            fire = trigger.next()
+        return fire
+
+    def check(self) -> None:
+        """ValueError when the crontab line or the zone is not valid."""
+        self.trigger()
 
 # pool identity -> running pool; the job function must be importable by module path.
 _POOLS: dict[str, JobPool] = {}
 TURN_TASK_ID = "bot.pool:run_turn_job"
+SCHEDULE_TASK_ID = "bot.pool:fire_schedule_job"
 DRAIN_TIMEOUT_S = 20.0
 
 
@@ -85,6 +119,15 @@ async def run_turn_job(pool_id: str, task_id: int, turn_id: int) -> None:
     await pool.run(task_id, turn_id)
 
 
+async def fire_schedule_job(pool_id: str, schedule_id: int) -> None:
+    """The APScheduler task of every schedule: start that schedule's run."""
+    pool = _POOLS.get(pool_id)
+    if pool is None or pool.on_schedule is None:
+        log.warning("schedule %s: no pool %s in this process; skipped", schedule_id, pool_id)
+        return
+    await pool.on_schedule(schedule_id)
+
+
 class JobPool:
     def __init__(self, jobs_url: str | None, identity: str, max_concurrent: int, timeout_s: float,
                  handler: TurnHandler) -> None:
@@ -95,6 +138,7 @@ class JobPool:
         self._handler = handler
         self._running: dict[int, TurnControl] = {}
         self._scheduler: AsyncScheduler | None = None
+        self.on_schedule: ScheduleHandler | None = None
 
     async def __aenter__(self) -> Self:
         store: DataStore = (MemoryDataStore() if self._url is None
@@ -106,6 +150,8 @@ class JobPool:
                                          task_defaults=TaskDefaults(max_running_jobs=None))
         await self._scheduler.__aenter__()
         await self._scheduler.configure_task(TURN_TASK_ID, func=run_turn_job,
+                                             max_running_jobs=None)
+        await self._scheduler.configure_task(SCHEDULE_TASK_ID, func=fire_schedule_job,
                                              max_running_jobs=None)
         _POOLS[self.identity] = self
         await self._scheduler.start_in_background()
@@ -135,6 +181,22 @@ class JobPool:
         await self._scheduler.add_job(TURN_TASK_ID, kwargs={
             "pool_id": self.identity, "task_id": task_id, "turn_id": turn_id})
         log.info("task %s turn %s submitted", task_id, turn_id)
+
+    async def set_schedule(self, schedule_id: int, when: When) -> None:
+        """(Re)register a schedule from the app's table; it fires from now on. Missed runs are
+        the app's to catch up (it knows when a schedule last ran), so the engine never adds a
+        second catch-up run of its own."""
+        assert self._scheduler is not None, "pool not started"
+        await self._scheduler.add_schedule(
+            SCHEDULE_TASK_ID, when.trigger(), id=f"schedule-{schedule_id}",
+            kwargs={"pool_id": self.identity, "schedule_id": schedule_id},
+            conflict_policy=ConflictPolicy.replace, coalesce=CoalescePolicy.latest,
+            misfire_grace_time=None)
+
+    async def remove_schedule(self, schedule_id: int) -> None:
+        assert self._scheduler is not None, "pool not started"
+        with contextlib.suppress(Exception):  # already gone (a one-off that fired) is fine
+            await self._scheduler.remove_schedule(f"schedule-{schedule_id}")
 
     def is_running(self, task_id: int) -> bool:
         return task_id in self._running

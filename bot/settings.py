@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     codex_sandbox: str = "workspace-write"
     approval_timeout_s: float = Field(default=600, gt=0)
     approval_mode: ApprovalMode = ApprovalMode.ASK
+    timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
         "Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "Read", "Glob", "Grep", "LS",

@@ -9,28 +9,31 @@ from bot.access import AccessPolicy
 from bot.approval_answers import ApprovalAnswers
 from bot.card import TaskCard
 from bot.outbox import Outbox
+from bot.schedules import ScheduleDesk
 from bot.service import TaskService
 from bot.texts import DEFAULT_LOCALE, Texts
 from bot.worktree_card import WorktreeCard
-from handlers import approvals, basics, buttons, errors, money, replies, tasks
+from handlers import approvals, basics, buttons, errors, money, replies, schedules, tasks
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware
 
-COMMANDS = ("detach", "claude", "codex", "tasks", "result", "export", "cancel", "archive", "grants",
-            "model", "spend", "cd", "status", "lang", "help")
+COMMANDS = ("detach", "claude", "codex", "tasks", "result", "export", "cancel", "archive",
+            "grants", "every", "at", "schedules", "tz", "model", "spend", "cd", "status", "lang",
+            "help")
 
 
 def build_dispatcher(service: TaskService, card: TaskCard, worktree_card: WorktreeCard,
                      answers: ApprovalAnswers, access: AccessPolicy, texts: Texts,
-                     outbox: Outbox, engine_status: list[str]) -> Dispatcher:
+                     outbox: Outbox, schedule_desk: ScheduleDesk,
+                     engine_status: list[str]) -> Dispatcher:
     """Handlers reply through ``outbox`` (paced, durable, in order with task messages)."""
     dp = Dispatcher(tasks=service, card=card, worktree_card=worktree_card, answers=answers,
-                    texts=texts, outbox=outbox,
+                    texts=texts, outbox=outbox, schedules=schedule_desk,
                     engine_status=engine_status, access=access)
     dp.update.outer_middleware(AllowListMiddleware(access, texts, outbox))
     dp.update.outer_middleware(LocaleMiddleware(access, texts))
     dp.include_routers(basics.router(), tasks.router(), approvals.router(), money.router(),
-                       buttons.router(), replies.router(), errors.router())
+                       schedules.router(), buttons.router(), replies.router(), errors.router())
 
     async def set_commands(bot: Bot) -> None:
         """The command menu in every language we have; English is also the default."""

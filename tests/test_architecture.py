@@ -13,7 +13,7 @@ HANDLER_MAY_IMPORT = {"bot.service", "bot.models", "bot.errors", "bot.texts", "b
                       "bot.approval_answers", "bot.approval_view", "bot.money",
                       "bot.presets", "bot.card",
                       "bot.render", "bot.access", "bot.outbox",
-                      "bot.worktree_card"}
+                      "bot.worktree_card", "bot.schedules"}
 EXECUTOR_MAY_IMPORT = {"bot.models", "bot.errors", "bot.ports"}
 
 

@@ -17,11 +17,12 @@ from bot.store.records import (
     TranscriptRepo,
     UserSettingsRepo,
 )
+from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.schema import migrate
 from bot.store.tasks import TaskRepo, TurnOutcome
 
-__all__ = ["Grant", "PendingQuestion", "Store", "TranscriptLine", "TaskFileRow", "TurnOutcome",
-           "WorktreeRow"]
+__all__ = ["Grant", "PendingQuestion", "Schedule", "Store", "TaskFileRow", "TranscriptLine",
+           "TurnOutcome", "WorktreeRow"]
 
 
 class Store:
@@ -41,6 +42,7 @@ class Store:
         self.outbox = OutboxRepo(engine, clock)
         self.worktrees = WorktreeRepo(engine, clock)
         self.task_files = TaskFileRepo(engine, clock)
+        self.schedules = ScheduleRepo(engine, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -168,13 +168,23 @@ class UserSettingsRepo:
                 user_settings.c.user_id, user_settings.c.locale)) if loc}
 
     async def set_locale(self, user_id: int, locale: str) -> None:
+        await self._set(user_id, locale=locale)
+
+    async def tz(self, user_id: int) -> str | None:
+        async with self._engine.connect() as conn:
+            return (await conn.execute(sa.select(user_settings.c.tz).where(
+                user_settings.c.user_id == user_id))).scalar()
+
+    async def set_tz(self, user_id: int, tz: str) -> None:
+        await self._set(user_id, tz=tz)
+
+    async def _set(self, user_id: int, **values: str) -> None:
         async with self._engine.begin() as conn:
             updated = await conn.execute(user_settings.update().where(
-                user_settings.c.user_id == user_id).values(locale=locale,
-                                                          updated_at=self._clock()))
+                user_settings.c.user_id == user_id).values(**values, updated_at=self._clock()))
             if updated.rowcount == 0:
                 await conn.execute(user_settings.insert().values(
-                    user_id=user_id, locale=locale, updated_at=self._clock()))
+                    user_id=user_id, **values, updated_at=self._clock()))
 
 
 class AuditRepo:

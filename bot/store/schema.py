@@ -151,6 +151,7 @@ user_settings = sa.Table(
     metadata,
     sa.Column("user_id", sa.BigInteger, primary_key=True),
     sa.Column("locale", sa.String(8)),
+    sa.Column("tz", sa.String(64)),  # v9: /tz
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 
@@ -195,6 +196,24 @@ task_files = sa.Table(
     sa.Column("goal", sa.Text, nullable=False),
     sa.Column("constraints", sa.Text, nullable=False, server_default=""),
     sa.Column("exported_at", sa.DateTime(timezone=True)),  # the finished file written back
+)
+
+schedules = sa.Table(
+    "schedules",  # v9: /every and /at
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner_id", sa.BigInteger, nullable=False),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("cron", sa.String(128)),  # a crontab line, for /every
+    sa.Column("run_at", sa.DateTime(timezone=True)),  # the one time, for /at
+    sa.Column("tz", sa.String(64), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),  # options and goal, as typed
+    sa.Column("locale", sa.String(8), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # active, paused, done, deleted
+    sa.Column("last_run_at", sa.DateTime(timezone=True)),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_schedules_owner", "owner_id", "state"),
 )
 
 V1_TABLES = [tasks, turns, transcript, message_links, pending_questions, spend, audit]
@@ -249,9 +268,15 @@ def _v8(conn: Connection) -> None:
     task_files.create(conn, checkfirst=True)
 
 
+def _v9(conn: Connection) -> None:
+    """Schedules (/every, /at) and the user's time zone (/tz)."""
+    schedules.create(conn, checkfirst=True)
+    _add_column(conn, "user_settings", "tz", "VARCHAR(64)")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 
 
 def migrate(conn: Connection) -> int:

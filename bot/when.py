@@ -1,0 +1,117 @@
+"""What people type for /every and /at, read into a crontab line or one moment, in their zone.
+
+/every: ``day 09:00``, ``weekdays 18:30``, ``mon,thu 08:00``, ``hour``, ``15m``, ``2h``, or a
+crontab line (``0 9 * * 1-5``). /at: ``09:00`` (the next one), ``tomorrow 09:00``,
+``2026-12-01 09:00``, ``2026-12-01T09:00:30``, ``+30m``, ``in 2h``."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot.errors import UserInputError
+from bot.pool import When
+
+_TIME = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
+_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_SPAN = re.compile(r"\+?(\d{1,4})(s|m|h|d)")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UserInputError("schedule.bad_tz", tz=name) from None
+
+
+def _day_list(word: str) -> str | None:
+    days = [d[:3] for d in word.lower().split(",")]
+    if all(d in _DAYS for d in days) and all(w.lower().startswith(d) for w, d in
+                                             zip(word.split(","), days, strict=True)):
+        return ",".join(days)
+    return None
+
+
+def parse_every(text: str, tz: str) -> tuple[When, str]:
+    """A recurring time and the rest of the text (the task's options and goal)."""
+    words = text.split()
+    cron: str | None = None
+    used = 0
+    if words:
+        head = words[0].lower()
+        clock = _TIME.fullmatch(words[1]) if len(words) > 1 else None
+        if head in ("day", "daily", "everyday") and clock:
+            cron, used = f"{int(clock[2])} {int(clock[1])} * * *", 2
+        elif head in ("weekday", "weekdays", "workday", "workdays") and clock:
+            cron, used = f"{int(clock[2])} {int(clock[1])} * * 1-5", 2
+        elif (days := _day_list(head)) and clock:
+            cron, used = f"{int(clock[2])} {int(clock[1])} * * {days}", 2
+        elif head in ("hour", "hourly"):
+            cron, used = "0 * * * *", 1
+        elif (span := re.fullmatch(r"(\d{1,2})(m|h)", head)) is not None:
+            n, unit = int(span[1]), span[2]
+            if unit == "m" and n in (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30):
+                cron, used = f"*/{n} * * * *", 1
+            elif unit == "h" and n in (1, 2, 3, 4, 6, 8, 12):
+                cron, used = f"0 */{n} * * *", 1
+        elif len(words) >= 5 and all(re.fullmatch(r"[0-9a-zA-Z*/,\-]+", w) for w in words[:5]):
+            cron, used = " ".join(words[:5]), 5
+    if cron is None:
+        raise UserInputError("schedule.bad_every", typed=" ".join(words[:5]))
+    when = When(cron=cron, tz=zone(tz).key)
+    try:
+        when.check()
+    except ValueError as exc:
+        raise UserInputError("schedule.bad_cron", cron=cron, error=str(exc)) from None
+    return when, " ".join(words[used:])
+
+
+def parse_at(text: str, tz: str, now: datetime) -> tuple[When, str]:
+    """One moment (in the future) and the rest of the text."""
+    words = text.split()
+    local = zone(tz)
+    here = now.astimezone(local)
+    at: datetime | None = None
+    used = 0
+    first = words[0].lower() if words else ""
+    second = words[1] if len(words) > 1 else ""
+    if first == "in" and (span := _SPAN.fullmatch(second.lower())):
+        at, used = now + timedelta(**{_UNITS[span[2]]: int(span[1])}), 2
+    elif first.startswith("+") and (span := _SPAN.fullmatch(first)):
+        at, used = now + timedelta(**{_UNITS[span[2]]: int(span[1])}), 1
+    elif clock := _TIME.fullmatch(first):
+        at = here.replace(hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0)
+        if at <= here:
+            at += timedelta(days=1)
+        used = 1
+    elif first == "tomorrow" and (clock := _TIME.fullmatch(second)):
+        at = (here + timedelta(days=1)).replace(hour=int(clock[1]), minute=int(clock[2]),
+                                                second=0, microsecond=0)
+        used = 2
+    elif re.fullmatch(r"\d{4}-\d\d-\d\d", first) and _TIME.fullmatch(second):
+        at, used = _local(f"{first}T{second}", local), 2
+    elif re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d)?", first, re.IGNORECASE):
+        at, used = _local(first.upper(), local), 1
+    if at is None:
+        raise UserInputError("schedule.bad_at", typed=" ".join(words[:2]))
+    if at <= now:
+        raise UserInputError("schedule.in_past", at=at.astimezone(local).strftime(
+            "%Y-%m-%d %H:%M"))
+    return When(at=at, tz=local.key), " ".join(words[used:])
+
+
+def _local(text: str, local: ZoneInfo) -> datetime:
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=local)
+    except ValueError:
+        raise UserInputError("schedule.bad_at", typed=text) from None
+
+
+def describe(when: When) -> str:
+    """``0 9 * * 1-5`` or ``2026-12-01 09:00``, as the owner reads it (their zone)."""
+    if when.cron is not None:
+        return when.cron
+    assert when.at is not None
+    return when.at.astimezone(zone(when.tz)).strftime("%Y-%m-%d %H:%M")
