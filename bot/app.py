@@ -112,65 +112,103 @@ async def _codex_sandbox_status(codex: CodexExecutor) -> str:
     return ", sandbox UNAVAILABLE (no user namespaces): sandboxed turns are refused"
 
 
+@dataclass(frozen=True)
+class Core:
+    """What the bot and a scale-out worker share: the store, the outbox's producer side, the
+    job pool and everything a turn or a schedule run needs."""
+
+    store: Store
+    texts: Texts
+    outbox: Outbox
+    notifier: Notifier
+    status: list[str]
+    pool: JobPool
+    queue: TurnQueue
+    desk: ApprovalDesk
+    worktrees: Worktrees
+    service: TaskService
+    schedules: ScheduleDesk
+
+
+async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: Bot | None,
+                     environ: Mapping[str, str] | None, clock: Clock, role: str,
+                     identity: str) -> Core:
+    """The shared objects; the pool is not started yet (``start_core`` does that)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if role != "both" and settings.jobs_database_url is None:
+        raise ConfigError("scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
+                          "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…")
+    store = await Store.open(settings.resolved_database_url)
+    stack.push_async_callback(store.close)
+    texts = Texts()
+    outbox = Outbox(store, bot, settings.outbox_chat_interval_s,
+                    settings.outbox_group_interval_s)
+    notifier = Notifier(store, texts, outbox)
+    executors, status = await make_executors(settings,
+                                             os.environ if environ is None else environ)
+    runner: TurnRunner | None = None
+
+    async def handle(turn_id, control):  # type: ignore[no-untyped-def]
+        assert runner is not None
+        await runner.run_turn(turn_id, control)
+
+    pool = JobPool(settings.jobs_database_url, identity, settings.max_concurrent_turns,
+                   settings.turn_timeout_s, handle, role)
+    queue = TurnQueue(store, pool)
+    desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s)
+    money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
+                      settings.task_cap_usd)
+    worktrees = Worktrees(store, settings.data_dir / "worktrees")
+    workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs,
+                             internal=[worktrees.root])
+    runner = TurnRunner(store, executors, notifier, queue, desk, money,
+                        settings.auto_allowed_tools, settings.progress_interval_s, workdirs,
+                        runner_id=identity)
+    service = TaskService(store, pool, queue, notifier, texts, executors,
+                          settings.max_prompt_chars, workdirs,
+                          Engine(settings.default_engine), money, settings.approval_mode,
+                          worktrees=worktrees, default_worktree=settings.worktrees)
+    schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)
+    return Core(store, texts, outbox, notifier, status, pool, queue, desk, worktrees, service,
+                schedules)
+
+
+async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
+    """Recover what this process left running, then start the job pool."""
+    await recover(core.store, core.notifier, core.desk, core.pool.identity)
+    await stack.enter_async_context(core.pool)
+    core.pool.on_schedule = core.schedules.on_fire
+
+
 @contextlib.asynccontextmanager
 async def build(settings: Settings, session: BaseSession | None = None,
                 environ: Mapping[str, str] | None = None,
                 clock: Clock = utcnow) -> AsyncIterator[App]:
     """Every object of a running bot; ``session``, ``environ`` and ``clock`` are the seams tests
     plug into (a Telegram session, the environment agents inherit, the schedules' clock)."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as stack:
-        store = await Store.open(settings.resolved_database_url)
-        stack.push_async_callback(store.close)
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
-        texts = Texts()
-        outbox = Outbox(store, bot, settings.data_dir / "outbox-files",
-                        settings.outbox_chat_interval_s,
-                        settings.outbox_group_interval_s)
+        core = await build_core(settings, stack, bot, environ, clock,
+                                "both" if settings.role == "all" else "scheduler",
+                                f"detach-{socket.gethostname()}")
+        store, texts, outbox, notifier = core.store, core.texts, core.outbox, core.notifier
         delivery = asyncio.create_task(outbox.run_forever(), name="outbox")
         stack.push_async_callback(_stop, delivery)
-        notifier = Notifier(store, texts, outbox)
-        executors, status = await make_executors(settings,
-                                                 os.environ if environ is None else environ)
-        runner: TurnRunner | None = None
-
-        async def handle(turn_id, control):  # type: ignore[no-untyped-def]
-            assert runner is not None
-            await runner.run_turn(turn_id, control)
-
-        pool = JobPool(settings.jobs_database_url, f"detach-{socket.gethostname()}",
-                       settings.max_concurrent_turns, settings.turn_timeout_s, handle)
-        queue = TurnQueue(store, pool)
-        desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s)
-        money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
-                          settings.task_cap_usd)
-        worktrees = Worktrees(store, settings.data_dir / "worktrees")
-        workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs,
-                                 internal=[worktrees.root])
-        runner = TurnRunner(store, executors, notifier, queue, desk, money,
-                            settings.auto_allowed_tools, settings.progress_interval_s, workdirs)
-        service = TaskService(store, pool, queue, notifier, texts, executors,
-                              settings.max_prompt_chars, workdirs,
-                              Engine(settings.default_engine), money, settings.approval_mode,
-                              worktrees=worktrees, default_worktree=settings.worktrees)
-        answers = ApprovalAnswers(store, desk, notifier, texts)
+        service = core.service
+        answers = ApprovalAnswers(store, core.desk, notifier, texts)
         inbox = Inbox(settings.data_dir / "inbox", service, store, outbox, texts,
                       settings.allowed_users)
-        intake = Intake(store, queue, notifier, settings.intake_interval_s, inbox)
+        intake = Intake(store, core.queue, notifier, settings.intake_interval_s, inbox)
         access = AccessPolicy(settings.allowed_users, store, texts)
-        card = TaskCard(service, store, queue, notifier, texts)
-        schedule_desk = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone,
-                                     clock)
-        dispatcher = build_dispatcher(service, card, WorktreeCard(service, worktrees, notifier,
-                                                                  texts),
-                                      answers, access, texts, outbox, schedule_desk, status)
-        await recover(store, notifier, desk)
-        await stack.enter_async_context(pool)
-        pool.on_schedule = schedule_desk.on_fire
-        await schedule_desk.start()  # missed runs once, then every schedule from now
-        yield App(settings, store, bot, dispatcher, pool, service, intake, outbox,
-                  schedule_desk)
+        card = TaskCard(service, store, core.queue, notifier, texts)
+        dispatcher = build_dispatcher(
+            service, card, WorktreeCard(service, core.worktrees, notifier, texts), answers,
+            access, texts, outbox, core.schedules, core.status)
+        await start_core(core, stack)
+        await core.schedules.start()  # missed runs once, then every schedule from now
+        yield App(settings, store, bot, dispatcher, core.pool, service, intake, outbox,
+                  core.schedules)
 
 
 async def _stop(task: asyncio.Task[None]) -> None:

@@ -26,6 +26,7 @@ from bot.store.db import utcnow
 from bot.texts import Texts
 
 log = logging.getLogger(__name__)
+ANSWER_POLL_S = 1.0
 
 
 class ApprovalDesk:
@@ -99,7 +100,7 @@ class ApprovalDesk:
             remember = asyncio.create_task(self._remember_message(task, question, row_id))
             self._background.add(remember)
             remember.add_done_callback(self._background.discard)
-            return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
+            return await self._answer(question.id, future)
         except TimeoutError:
             return await self._close(task, question, "timeout", "approval.expired", future,
                                      row_id)
@@ -110,6 +111,21 @@ class ApprovalDesk:
             raise
         finally:
             self._waiting.pop(question.id, None)
+
+    async def _answer(self, qid: int, future: asyncio.Future[str]) -> str:
+        """The owner's answer: set here by the button handler of this process, or found in the
+        database when the bot runs elsewhere (this turn runs on a scale-out worker)."""
+        deadline = asyncio.get_running_loop().time() + self._timeout_s
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), min(left, ANSWER_POLL_S))
+            except TimeoutError:
+                stored = await self._store.questions.get(qid)
+                if stored is not None and stored.status == "answered" and stored.answer:
+                    return stored.answer
 
     async def _remember_message(self, task: Task, question: PendingQuestion,
                                 row_id: int) -> None:
@@ -151,9 +167,9 @@ class ApprovalDesk:
         if future is not None and not future.done():
             future.set_result(answer)
 
-    async def expire_after_restart(self) -> int:
-        """Questions pending when the bot died: nobody waits for them; say so on each."""
-        expired = await self._store.questions.expire_all_pending()
+    async def expire_after_restart(self, runner: str | None = None) -> int:
+        """Questions pending when this process died: nobody waits for them; say so on each."""
+        expired = await self._store.questions.expire_all_pending(runner)
         for question in expired:
             if question.chat_id is not None and question.message_id is not None:
                 task = await self._store.tasks.get(question.task_id)

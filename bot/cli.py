@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="detach", description=__doc__)
     sub = parser.add_subparsers(required=True)
     sub.add_parser("run", help="run the bot (long polling)").set_defaults(func=_run)
+    worker = sub.add_parser("worker", help="run agent turns from the shared PostgreSQL database "
+                            "(scale-out; the bot runs with DETACH_ROLE=front or all)")
+    worker.add_argument("name", nargs="?", default="1", help="this worker's name on this host")
+    worker.set_defaults(func=_worker)
     add = sub.add_parser("add", help="queue a goal; the running bot starts it and reports")
     add.add_argument("goal", nargs="+")
     add.add_argument("--model")
@@ -71,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiogram.event").setLevel(logging.WARNING)
+
+
 def _run(_args: argparse.Namespace) -> int:
     settings = Settings()
     if settings.bot_token is None:
@@ -80,12 +90,23 @@ def _run(_args: argparse.Namespace) -> int:
         print("detach: DETACH_ALLOWED_USERS is empty, so nobody could use the bot. Put your "
               "numeric Telegram user id there (ask @userinfobot).", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("aiogram.event").setLevel(logging.WARNING)
+    _logging()
     from bot.app import serve  # the bot's imports are only needed to serve
 
     asyncio.run(serve(settings))
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    settings = Settings()
+    if settings.jobs_database_url is None:
+        print("detach: a worker needs the bot's PostgreSQL database: set DETACH_DATABASE_URL="
+              "postgresql+asyncpg://… (the same as the bot's)", file=sys.stderr)
+        return 2
+    _logging()
+    from bot.worker import serve_worker  # the bot's imports are only needed to serve
+
+    asyncio.run(serve_worker(settings, args.name))
     return 0
 
 

@@ -47,12 +47,13 @@ class Intake:
             await self._inbox.poll_once()
 
 
-async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk) -> list[Task]:
-    """At start: questions nobody waits for expire, turns left running by a dead process become
-    interrupted and each owner gets one message listing them; queued turns are re-submitted by
-    the intake."""
-    await desk.expire_after_restart()
-    interrupted = await store.tasks.interrupt_running()
+async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk,
+                  runner: str | None = None) -> list[Task]:
+    """At start: questions nobody waits for expire, turns this process (``runner``) left
+    running become interrupted and each owner gets one message listing them; queued turns are
+    re-submitted by the intake. Turns of other live workers are left alone."""
+    await desk.expire_after_restart(runner)
+    interrupted = await store.tasks.interrupt_running(runner)
     await store.tasks.unsubmit_queued()
     by_chat: dict[int, list[Task]] = defaultdict(list)
     for task in interrupted:

@@ -3,20 +3,18 @@ by one worker in order per chat, paced to Telegram's limits (about 1/s per priva
 per group, under 25/s overall). 429s wait their retry_after per chat; 5xx, HTML error pages and
 network errors back off; a newer edit of a message supersedes a pending older one; rows left
 when the bot dies are delivered after restart; an undeliverable row (the user blocked the bot)
-is recorded as failed, not retried forever. A document's bytes wait in a spool directory beside
-the database until their row is delivered. (Callback-query answers are not messages: they go
-straight to Telegram while the tap is fresh.)"""
+is recorded as failed, not retried forever. A document's bytes are part of its row, so a
+scale-out worker on another machine can queue one too. (Callback-query answers are not
+messages: they go straight to Telegram while the tap is fresh.)"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
-import os
-import tempfile
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from aiogram import Bot
@@ -38,15 +36,14 @@ from bot.telegram_retry import NO_RETRY
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12
 MAX_BACKOFF_S = 60.0
+POLL_S = 0.2
 
 
 class Outbox:
-    def __init__(self, store: Store, bot: Bot, spool_dir: Path, chat_interval_s: float = 1.0,
+    def __init__(self, store: Store, bot: Bot | None, chat_interval_s: float = 1.0,
                  group_interval_s: float = 3.0, per_second: float = 25.0) -> None:
         self._store = store
         self._bot = bot
-        self._spool = spool_dir
-        spool_dir.mkdir(parents=True, exist_ok=True)
         self._chat_interval_s = chat_interval_s
         self._group_interval_s = group_interval_s
         self._gap_s = 1.0 / per_second
@@ -54,6 +51,7 @@ class Outbox:
         self._last_call = 0.0
         self._waiters: dict[int, asyncio.Future[int | None]] = {}
         self._wake = asyncio.Event()
+        self._delivering = False  # a scale-out worker queues rows; the bot delivers them
 
     # -- the producers' side ---------------------------------------------------------------
     async def send(self, chat_id: int, text: str, *, markup: InlineKeyboardMarkup | Any = None,
@@ -64,23 +62,23 @@ class Outbox:
                    "markup": markup.model_dump(exclude_none=True) if markup else None,
                    "force_reply": isinstance(markup, ForceReply)}
         row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
-        self._waiters[row_id] = asyncio.get_running_loop().create_future()
+        self._wait_for(row_id)
         self._wake.set()
         return row_id
 
     async def send_document(self, chat_id: int, data: bytes, filename: str, caption: str, *,
                             task_id: int | None = None, link_kind: str | None = None) -> int:
-        """Queue a file (its bytes are spooled to disk first, so a restart delivers it too)."""
-        fd, path = tempfile.mkstemp(dir=self._spool, suffix=".part")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        final = path.removesuffix(".part")
-        os.replace(path, final)
-        payload = {"path": final, "filename": filename, "caption": caption}
+        """Queue a file; its bytes are stored with the row, so a restart delivers it too."""
+        payload = {"data": base64.b64encode(data).decode(), "filename": filename,
+                   "caption": caption}
         row_id = await self._store.outbox.add(chat_id, "document", payload, task_id, link_kind)
-        self._waiters[row_id] = asyncio.get_running_loop().create_future()
+        self._wait_for(row_id)
         self._wake.set()
         return row_id
+
+    def _wait_for(self, row_id: int) -> None:
+        if self._delivering:
+            self._waiters[row_id] = asyncio.get_running_loop().create_future()
 
     async def edit(self, chat_id: int, message_id: int | None, text: str,
                    markup: InlineKeyboardMarkup | None = None, row_id: int | None = None) -> None:
@@ -99,12 +97,21 @@ class Outbox:
     async def delivered(self, row_id: int, timeout_s: float = 120.0) -> int | None:
         """The message id once the row is delivered; None if it failed or took too long."""
         future = self._waiters.get(row_id)
-        if future is None:
-            return None
+        if future is None:  # another process delivers (this one is a scale-out worker)
+            return await self._poll_delivered(row_id, timeout_s)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:
             return None
+
+    async def _poll_delivered(self, row_id: int, timeout_s: float) -> int | None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status, message_id = await self._store.outbox.state(row_id)
+            if status != PENDING:
+                return message_id
+            await asyncio.sleep(POLL_S)
+        return None
 
     async def idle(self, timeout_s: float = 30.0) -> bool:
         """True once nothing is pending (for tests and an orderly stop); False after the bound."""
@@ -118,7 +125,9 @@ class Outbox:
 
     # -- the worker ------------------------------------------------------------------------
     async def run_forever(self) -> None:
+        assert self._bot is not None, "only the bot process delivers"
         NO_RETRY.set(True)  # this worker does its own pacing and retries
+        self._delivering = True
         while True:
             try:
                 wait_s = await self._deliver_due()
@@ -169,30 +178,28 @@ class Outbox:
             return
         self._next_ok[row.chat_id] = time.monotonic() + self._interval(row.chat_id)
         await self._store.outbox.sent(row.id, message_id)
-        self._unspool(row)
         if row.task_id is not None and message_id is not None:
             await self._store.links.link(row.chat_id, message_id, row.task_id,
                                          row.link_kind or "message")
         self._resolve(row.id, message_id)
 
     async def _call(self, row: OutboxRow) -> int | None:
+        bot = self._bot
+        assert bot is not None
         p = row.payload
         markup: InlineKeyboardMarkup | ForceReply | None = None
         if p.get("markup"):
             kind = ForceReply if p.get("force_reply") else InlineKeyboardMarkup
             markup = kind.model_validate(p["markup"])
         if row.op == "send":
-            message = await self._bot.send_message(
+            message = await bot.send_message(
                 row.chat_id, p["text"], parse_mode="HTML" if p.get("html") else None,
                 reply_markup=markup, reply_to_message_id=p.get("reply_to"),
                 allow_sending_without_reply=True)
             return message.message_id
         if row.op == "document":
-            try:
-                data = Path(p["path"]).read_bytes()
-            except OSError as exc:
-                raise _Undeliverable(f"the spooled file is gone: {exc}") from exc
-            message = await self._bot.send_document(
+            data = base64.b64decode(p["data"])
+            message = await bot.send_document(
                 row.chat_id, BufferedInputFile(data, filename=p["filename"]),
                 caption=p.get("caption"), parse_mode="HTML" if p.get("html", True) else None)
             return message.message_id
@@ -202,11 +209,11 @@ class Outbox:
                 message_id = await self._store.outbox.message_id_of(int(p["row_id"]))
             if not message_id:
                 raise _Undeliverable("the message to edit was never sent")
-            await self._bot.edit_message_text(
+            await bot.edit_message_text(
                 text=p["text"], chat_id=row.chat_id, message_id=message_id,
                 reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None)
             return int(message_id)
-        await self._bot.delete_message(chat_id=row.chat_id, message_id=p["message_id"])
+        await bot.delete_message(chat_id=row.chat_id, message_id=p["message_id"])
         return int(p["message_id"])
 
     async def _bad_request(self, row: OutboxRow, message: str) -> None:
@@ -234,13 +241,8 @@ class Outbox:
     async def _give_up(self, row: OutboxRow, error: str) -> None:
         log.warning("outbox row %s to chat %s not deliverable: %s", row.id, row.chat_id, error)
         await self._store.outbox.failed(row.id, error)
-        self._unspool(row)
         self._resolve(row.id, None)
 
-    def _unspool(self, row: OutboxRow) -> None:
-        if row.op == "document":
-            with contextlib.suppress(OSError):
-                os.unlink(row.payload["path"])
 
     def _resolve(self, row_id: int, message_id: int | None) -> None:
         future = self._waiters.pop(row_id, None)

@@ -17,10 +17,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from apscheduler import AsyncScheduler, CoalescePolicy, ConflictPolicy, TaskDefaults
-from apscheduler.abc import DataStore, Trigger
+from apscheduler import AsyncScheduler, CoalescePolicy, ConflictPolicy, SchedulerRole, TaskDefaults
+from apscheduler.abc import DataStore, EventBroker, Trigger
 from apscheduler.datastores.memory import MemoryDataStore
 from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
+from apscheduler.eventbrokers.local import LocalEventBroker
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 
@@ -107,12 +108,22 @@ class When:
 _POOLS: dict[str, JobPool] = {}
 TURN_TASK_ID = "bot.pool:run_turn_job"
 SCHEDULE_TASK_ID = "bot.pool:fire_schedule_job"
+JOBS_SCHEMA = "apscheduler"
 DRAIN_TIMEOUT_S = 20.0
+
+
+def _local_pool(pool_id: str) -> JobPool | None:
+    """The pool that submitted the job, or this process's one pool: with scale-out workers the
+    job runs in another process than the one that added it."""
+    pool = _POOLS.get(pool_id)
+    if pool is None and len(_POOLS) == 1:
+        pool = next(iter(_POOLS.values()))
+    return pool
 
 
 async def run_turn_job(pool_id: str, task_id: int, turn_id: int) -> None:
     """The APScheduler task: one agent turn."""
-    pool = _POOLS.get(pool_id)
+    pool = _local_pool(pool_id)
     if pool is None:
         log.warning("turn %s: no pool %s in this process; skipped", turn_id, pool_id)
         return
@@ -121,7 +132,7 @@ async def run_turn_job(pool_id: str, task_id: int, turn_id: int) -> None:
 
 async def fire_schedule_job(pool_id: str, schedule_id: int) -> None:
     """The APScheduler task of every schedule: start that schedule's run."""
-    pool = _POOLS.get(pool_id)
+    pool = _local_pool(pool_id)
     if pool is None or pool.on_schedule is None:
         log.warning("schedule %s: no pool %s in this process; skipped", schedule_id, pool_id)
         return
@@ -130,8 +141,11 @@ async def fire_schedule_job(pool_id: str, schedule_id: int) -> None:
 
 class JobPool:
     def __init__(self, jobs_url: str | None, identity: str, max_concurrent: int, timeout_s: float,
-                 handler: TurnHandler) -> None:
+                 handler: TurnHandler, role: str = "both") -> None:
+        """``role``: ``both`` (one process, or a bot that also runs turns), ``scheduler`` (a
+        bot whose turns run on workers), ``worker`` (a scale-out worker: runs jobs only)."""
         self._url = jobs_url
+        self._role = SchedulerRole[role]
         self.identity = identity
         self._max_concurrent = max_concurrent
         self._timeout_s = timeout_s
@@ -141,11 +155,20 @@ class JobPool:
         self.on_schedule: ScheduleHandler | None = None
 
     async def __aenter__(self) -> Self:
-        store: DataStore = (MemoryDataStore() if self._url is None
-                            else SQLAlchemyDataStore(make_engine(self._url)))
+        store: DataStore = MemoryDataStore()
+        broker: EventBroker = LocalEventBroker()
+        if self._url is not None:
+            engine = make_engine(self._url)
+            store = SQLAlchemyDataStore(engine)
+            if engine.dialect.driver == "asyncpg":  # shared with workers, woken by NOTIFY
+                # its own schema: its "tasks" and "schedules" tables are not the app's
+                store = SQLAlchemyDataStore(engine, schema=JOBS_SCHEMA)
+                from apscheduler.eventbrokers.asyncpg import AsyncpgEventBroker
+
+                broker = AsyncpgEventBroker.from_async_sqla_engine(engine)
         # APScheduler's default of one running job per task would serialise every turn; the cap
         # is max_concurrent_jobs. add_job by task id, since add_job(callable) re-applies defaults.
-        self._scheduler = AsyncScheduler(store, identity=self.identity,
+        self._scheduler = AsyncScheduler(store, broker, role=self._role, identity=self.identity,
                                          max_concurrent_jobs=self._max_concurrent,
                                          task_defaults=TaskDefaults(max_running_jobs=None))
         await self._scheduler.__aenter__()

@@ -46,13 +46,14 @@ DETACH_PREAMBLE = (
     "summary of what you did and what is left."
 )
 TRANSCRIPT_BATCH = 25
+STOP_POLL_S = 1.0
 
 
 class TurnRunner:
     def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
                  queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
                  auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0,
-                 workdirs: WorkdirPolicy | None = None) -> None:
+                 workdirs: WorkdirPolicy | None = None, runner_id: str | None = None) -> None:
         self._store = store
         self._executors = executors
         self._notifier = notifier
@@ -62,9 +63,10 @@ class TurnRunner:
         self._auto_allowed_tools = auto_allowed_tools
         self._progress_interval_s = progress_interval_s
         self._workdirs = workdirs
+        self.runner_id = runner_id
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
-        turn = await self._store.tasks.claim_turn(turn_id)
+        turn = await self._store.tasks.claim_turn(turn_id, self.runner_id)
         if turn is None:
             log.info("turn %s: not claimable (already run, cancelled or behind another)", turn_id)
             return
@@ -81,7 +83,11 @@ class TurnRunner:
         try:
             spec = await self._spec(task, turn, preset, left)
             with control.running():
-                outcome, denials = await self._drive(task, spec, preset, left)
+                watcher = asyncio.create_task(self._watch_stop(turn_id, control))
+                try:
+                    outcome, denials = await self._drive(task, spec, preset, left)
+                finally:
+                    watcher.cancel()
         except asyncio.CancelledError:
             if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
@@ -98,6 +104,16 @@ class TurnRunner:
             log.exception("task %s turn %s: unexpected error", task.id, turn.id)
             outcome = TurnOutcome(TaskStatus.FAILED, error=f"internal error: {type(exc).__name__}")
         await self._finish(task, turn_id, outcome, denials)
+
+    async def _watch_stop(self, turn_id: int, control: TurnControl) -> None:
+        """A /cancel handled by another process (the bot, when this turn runs on a worker)
+        arrives as a flag on the turn's row."""
+        while True:
+            await asyncio.sleep(STOP_POLL_S)
+            if await self._store.tasks.stop_requested(turn_id):
+                log.info("turn %s: stop requested from another process", turn_id)
+                control.request_stop(StopReason.CANCELLED)
+                return
 
     async def _spec(self, task: Task, turn: Turn, preset: Preset | None,
                     left: float | None) -> TurnSpec:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     codex_sandbox: str = "workspace-write"
     approval_timeout_s: float = Field(default=600, gt=0)
     approval_mode: ApprovalMode = ApprovalMode.ASK
+    role: Literal["all", "front"] = "all"  # front: turns run on `detach worker` processes
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (

@@ -133,10 +133,9 @@ async def test_a_burst_of_100_real_tasks_into_one_chat_delivers_everything_in_or
         assert f"print({n})" in sent[cards[0]]
 
 
-async def test_documents_are_spooled_rows_delivered_after_a_restart(tmp_path, claude_bin,
-                                                                    agent_env, workdir):
+async def test_documents_are_rows_delivered_after_a_restart(tmp_path, claude_bin, agent_env,
+                                                            workdir):
     data = tmp_path / "data"
-    spool = data / "outbox-files"
     async with FakeTelegram() as fake:
         fake.block("sendDocument", 502, "Bad Gateway")
         settings = make_settings(data, fake, claude_bin, workdir)
@@ -147,11 +146,10 @@ async def test_documents_are_spooled_rows_delivered_after_a_restart(tmp_path, cl
             async def refused() -> bool:
                 return any(c.method == "sendDocument" and not c.ok for c in fake.calls)
             await _until(refused, 10)
-        assert len(list(spool.iterdir())) == 1  # the bytes wait on disk with their row
+        assert await app.store.outbox.count("pending") == 1  # the bytes wait with their row
         fake.unblock()
         async with running_bot(settings, agent_env) as app:
             sent = await fake.wait_call("sendDocument", lambda c: c.ok, timeout_s=30)
             assert await app.outbox.idle(10)
     assert fake.files and list(fake.files.values())[-1] == b"# the whole answer\n"
     assert sent.params.get("parse_mode") is None and "<b>" not in sent.params["caption"]
-    assert list(spool.iterdir()) == []

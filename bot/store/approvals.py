@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.db import Clock, aware
-from bot.store.schema import grants, pending_questions
+from bot.store.schema import grants, pending_questions, turns
 
 PENDING = "pending"
 
@@ -86,13 +87,17 @@ class QuestionRepo:
                 status=status, answer=answer, answered_at=self._clock()))
         return result.rowcount == 1
 
-    async def expire_all_pending(self) -> list[PendingQuestion]:
-        """After a restart nobody waits for these any more: expire them, return them."""
+    async def expire_all_pending(self, runner: str | None = None) -> list[PendingQuestion]:
+        """After a restart nobody waits for these any more: expire them, return them. With
+        scale-out workers only the questions of turns this process (``runner``) ran."""
+        theirs = sa.select(turns.c.id).where(turns.c.id == pending_questions.c.turn_id,
+                                             turns.c.runner.is_not(None),
+                                             turns.c.runner != runner)
+        mine = sa.and_(pending_questions.c.status == PENDING, ~sa.exists(theirs))
         async with self._engine.begin() as conn:
-            rows = list(await conn.execute(pending_questions.select().where(
-                pending_questions.c.status == PENDING)))
+            rows = list(await conn.execute(pending_questions.select().where(mine)))
             await conn.execute(pending_questions.update().where(
-                pending_questions.c.status == PENDING).values(
+                pending_questions.c.id.in_([r.id for r in rows])).values(
                 status="expired", answer="restart", answered_at=self._clock()))
         return [_question(r) for r in rows]
 

@@ -69,6 +69,12 @@ class OutboxRepo:
     async def replace_payload(self, row_id: int, payload: dict[str, Any]) -> None:
         await self._update(row_id, payload=json.dumps(payload, ensure_ascii=False))
 
+    async def state(self, row_id: int) -> tuple[str, int | None]:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(sa.select(outbox.c.status, outbox.c.message_id).where(
+                outbox.c.id == row_id))).first()
+        return (row.status, row.message_id) if row else (FAILED, None)
+
     async def message_id_of(self, row_id: int) -> int | None:
         async with self._engine.connect() as conn:
             return (await conn.execute(sa.select(outbox.c.message_id).where(

@@ -52,6 +52,8 @@ turns = sa.Table(
     sa.Column("input_tokens", sa.Integer),
     sa.Column("output_tokens", sa.Integer),
     sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("runner", sa.String(128)),  # v10: the process running it (bot or a worker)
+    sa.Column("stop_requested", sa.Boolean, nullable=False, server_default=sa.false()),  # v10
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("submitted_at", sa.DateTime(timezone=True)),
     sa.Column("started_at", sa.DateTime(timezone=True)),
@@ -225,7 +227,9 @@ def _v1(conn: Connection) -> None:
 
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """Add a column unless the table already has it (tables are created in their latest shape)."""
-    if column not in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+    inspector = sa.inspect(conn)
+    if inspector.has_table(table) and column not in {
+            c["name"] for c in inspector.get_columns(table)}:
         conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
 
 
@@ -274,9 +278,15 @@ def _v9(conn: Connection) -> None:
     _add_column(conn, "user_settings", "tz", "VARCHAR(64)")
 
 
+def _v10(conn: Connection) -> None:
+    """Scale-out workers: which process runs a turn, and a stop asked of it from elsewhere."""
+    _add_column(conn, "turns", "runner", "VARCHAR(128)")
+    _add_column(conn, "turns", "stop_requested", "BOOLEAN NOT NULL DEFAULT false")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 
 
 def migrate(conn: Connection) -> int:

@@ -141,7 +141,7 @@ class TaskRepo:
         async with self._engine.connect() as conn:
             return [r[0] for r in await conn.execute(query)]
 
-    async def claim_turn(self, turn_id: int) -> Turn | None:
+    async def claim_turn(self, turn_id: int, runner: str | None = None) -> Turn | None:
         """Atomically move a queued turn to running: only the oldest queued turn of its task, and
         only while no other turn of the task runs. A second run of the same job gets None."""
         now = self._clock()
@@ -161,12 +161,26 @@ class TaskRepo:
             claimed = await conn.execute(turns.update().where(
                 turns.c.id == turn_id, turns.c.status == TaskStatus.QUEUED.value,
                 ~sa.exists(blocked),
-            ).values(status=TaskStatus.RUNNING.value, started_at=now, runs=turns.c.runs + 1))
+            ).values(status=TaskStatus.RUNNING.value, started_at=now, runs=turns.c.runs + 1,
+                     runner=runner, stop_requested=False))
             if claimed.rowcount != 1:
                 return None
             await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
                 status=TaskStatus.RUNNING.value))
         return await self.get_turn(turn_id)
+
+    async def request_stop(self, task_id: int) -> bool:
+        """Ask whichever process runs this task's turn to stop it; False if none runs."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(turns.update().where(
+                turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value).values(
+                stop_requested=True))
+        return result.rowcount > 0
+
+    async def stop_requested(self, turn_id: int) -> bool:
+        async with self._engine.connect() as conn:
+            return bool((await conn.execute(sa.select(turns.c.stop_requested).where(
+                turns.c.id == turn_id))).scalar())
 
     async def set_cwd(self, task_id: int, cwd: str) -> Task:
         async with self._engine.begin() as conn:
@@ -238,18 +252,24 @@ class TaskRepo:
             rows = await conn.execute(tasks.select().where(tasks.c.announced.is_(False)))
             return [_task(r) for r in rows]
 
-    async def interrupt_running(self) -> list[Task]:
-        """After a crash: every running turn and task becomes interrupted; returns those tasks."""
+    async def interrupt_running(self, runner: str | None = None) -> list[Task]:
+        """After a crash: the turns this process (``runner``) was running, and tasks marked
+        running with no running turn at all, become interrupted; returns those tasks. Turns
+        other processes (scale-out workers) run are theirs to recover."""
         now = self._clock()
+        mine = sa.and_(turns.c.status == TaskStatus.RUNNING.value,
+                       sa.or_(turns.c.runner.is_(None), turns.c.runner == runner))
         async with self._engine.begin() as conn:
             ids = [r[0] for r in await conn.execute(sa.select(turns.c.task_id).where(
-                turns.c.status == TaskStatus.RUNNING.value).distinct())]
-            ids += [r[0] for r in await conn.execute(sa.select(tasks.c.id).where(
-                tasks.c.status == TaskStatus.RUNNING.value)) if r[0] not in ids]
-            await conn.execute(turns.update().where(
-                turns.c.status == TaskStatus.RUNNING.value).values(
+                mine).distinct())]
+            await conn.execute(turns.update().where(mine).values(
                 status=TaskStatus.INTERRUPTED.value, finished_at=now,
                 error="the bot stopped while this turn ran"))
+            running = sa.select(turns.c.id).where(turns.c.task_id == tasks.c.id,
+                                                  turns.c.status == TaskStatus.RUNNING.value)
+            ids += [r[0] for r in await conn.execute(sa.select(tasks.c.id).where(
+                tasks.c.status == TaskStatus.RUNNING.value, ~sa.exists(running)))
+                if r[0] not in ids]
             await conn.execute(tasks.update().where(tasks.c.id.in_(ids)).values(
                 status=TaskStatus.INTERRUPTED.value, updated_at=now))
             rows = await conn.execute(tasks.select().where(tasks.c.id.in_(ids)))
