@@ -164,7 +164,8 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
     runner = TurnRunner(store, executors, notifier, queue, desk, money,
                         settings.auto_allowed_tools, settings.progress_interval_s, workdirs,
                         runner_id=identity)
-    service = TaskService(store, pool, queue, notifier, texts, executors,
+    engines = set(Engine) if role == "scheduler" else set(executors)  # front: workers have them
+    service = TaskService(store, pool, queue, notifier, texts, engines,
                           settings.max_prompt_chars, workdirs,
                           Engine(settings.default_engine), money, settings.approval_mode,
                           worktrees=worktrees, default_worktree=settings.worktrees)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection
 from pathlib import Path
 
 from bot.errors import TaskNotFound, TaskStateError, UserInputError
@@ -13,7 +13,6 @@ from bot.notifier import Notifier
 from bot.options import approval_mode, flag, split_options
 from bot.options import engine as option_engine
 from bot.pool import JobPool
-from bot.ports import Executor
 from bot.queue import TurnQueue
 from bot.render import given_slug, slugify
 from bot.store import Store
@@ -27,7 +26,7 @@ LIST_LIMIT = 15
 
 class TaskService:
     def __init__(self, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
-                 texts: Texts, executors: Mapping[Engine, Executor], max_prompt_chars: int,
+                 texts: Texts, engines: Collection[Engine], max_prompt_chars: int,
                  workdirs: WorkdirPolicy, default_engine: Engine, money: MoneyDesk,
                  default_mode: ApprovalMode = ApprovalMode.ASK, *, worktrees: Worktrees,
                  default_worktree: bool = False) -> None:
@@ -36,7 +35,7 @@ class TaskService:
         self._queue = queue
         self._notifier = notifier
         self._texts = texts
-        self._executors = executors
+        self._engines = engines  # those tasks may use (here, or on scale-out workers)
         self._max_prompt_chars = max_prompt_chars
         self.workdirs = workdirs
         self.default_engine = default_engine
@@ -109,7 +108,7 @@ class TaskService:
 
     async def start(self, new: NewTask, reply_to: int | None = None) -> Task:
         """Create a task, acknowledge it in its chat, and queue its first turn."""
-        if new.engine not in self._executors:
+        if new.engine not in self._engines:
             raise UserInputError("error.engine_unavailable", engine=new.engine.value)
         await self.money.check_daily_cap(new.owner_id)
         if new.worktree:
