@@ -1,6 +1,6 @@
 """How much time Detach adds to an agent turn.
 
-Runs the same one-step text turn N times (a) as `claude -p --output-format stream-json` spawned
+Runs the same one-step text turn N times, interleaved, (a) as `claude -p --output-format stream-json` spawned
 directly and (b) through the whole bot: a `/detach` update over HTTP long polling to the
 completion message at the fake Bot API server. Both hit the same scripted model server on
 127.0.0.1, so the ratio is the bot's overhead on top of the CLI's own time. Prints medians and
@@ -48,14 +48,14 @@ async def main() -> None:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp / "home"), "LANG": "C.UTF-8",
            **mock.env(), **QUIET_ENV}
     mock.script("BENCH", [{"text": "benchmark answer"}])
-    direct = [await direct_turn(claude, env, tmp / "work", f"BENCH direct {i}")
-              for i in range(RUNS)]
+    direct: list[float] = []
     via_bot: list[float] = []
     async with FakeTelegram() as fake:
         settings = make_settings(tmp / "data", fake, claude, tmp / "work")
         async with running_bot(settings, env):
             await fake.wait_call("setMyCommands")
-            for i in range(RUNS):
+            for i in range(RUNS):  # interleaved, so drift in the machine's speed hits both
+                direct.append(await direct_turn(claude, env, tmp / "work", f"BENCH direct {i}"))
                 mark = len(fake.calls)
                 start = time.perf_counter()
                 await fake.user_message(f"/detach BENCH bot {i}", OWNER)

@@ -12,8 +12,9 @@ TIMEOUT_S = 5.0
 async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
     """``git diff --stat`` (tracked changes, staged or not) of the repository holding ``cwd``;
     empty when it is not a repository, nothing changed, or git is slow or missing."""
-    if not Path(cwd).is_dir():
-        return ""
+    path = Path(cwd)
+    if not path.is_dir() or not any((p / ".git").exists() for p in (path, *path.parents)):
+        return ""  # not in a repository: no git process to spawn
     with contextlib.suppress(OSError, TimeoutError):
         proc = await asyncio.create_subprocess_exec(
             "git", "-C", cwd, "diff", "HEAD", "--stat", "--no-color",

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12
 MAX_BACKOFF_S = 60.0
 POLL_S = 0.2
+GLOBAL_BURST = 5.0
 
 
 class Outbox:
@@ -46,9 +47,10 @@ class Outbox:
         self._bot = bot
         self._chat_interval_s = chat_interval_s
         self._group_interval_s = group_interval_s
-        self._gap_s = 1.0 / per_second
+        self._per_second = per_second
+        self._tokens = GLOBAL_BURST  # overall pace: a token bucket, so a lone call never waits
+        self._refilled = time.monotonic()
         self._next_ok: dict[int, float] = {}
-        self._last_call = 0.0
         self._waiters: dict[int, asyncio.Future[int | None]] = {}
         self._wake = asyncio.Event()
         self._delivering = False  # a scale-out worker queues rows; the bot delivers them
@@ -129,12 +131,12 @@ class Outbox:
         NO_RETRY.set(True)  # this worker does its own pacing and retries
         self._delivering = True
         while True:
+            self._wake.clear()  # before the pass: a row queued during it wakes the next one
             try:
                 wait_s = await self._deliver_due()
             except Exception:  # a broken row or a database hiccup must not stop delivery
                 log.exception("outbox pass failed")
                 wait_s = 1.0
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait_s)
 
@@ -154,11 +156,19 @@ class Outbox:
             soonest = min(soonest, ready_in)
         return max(soonest, 0.0)  # new rows wake the worker earlier
 
+    async def _take_token(self) -> None:
+        while True:
+            now = time.monotonic()
+            self._tokens = min(GLOBAL_BURST,
+                               self._tokens + (now - self._refilled) * self._per_second)
+            self._refilled = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return
+            await asyncio.sleep((1 - self._tokens) / self._per_second)
+
     async def _deliver(self, row: OutboxRow) -> None:
-        gap = self._last_call + self._gap_s - time.monotonic()
-        if gap > 0:
-            await asyncio.sleep(gap)
-        self._last_call = time.monotonic()
+        await self._take_token()
         try:
             message_id = await self._call(row)
         except TelegramRetryAfter as exc:
@@ -176,7 +186,8 @@ class Outbox:
         except Exception as exc:  # a row that cannot be built must not block the queue
             await self._give_up(row, f"{type(exc).__name__}: {exc}")
             return
-        self._next_ok[row.chat_id] = time.monotonic() + self._interval(row.chat_id)
+        if row.op != "delete":  # Telegram paces what a chat is sent, not what is removed
+            self._next_ok[row.chat_id] = time.monotonic() + self._interval(row.chat_id)
         await self._store.outbox.sent(row.id, message_id)
         if row.task_id is not None and message_id is not None:
             await self._store.links.link(row.chat_id, message_id, row.task_id,
