@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from rapidfuzz import fuzz, process
 
 from bot.errors import UserInputError
 from bot.pool import When
@@ -20,10 +22,14 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 def zone(name: str) -> ZoneInfo:
+    """A time zone by its IANA name; a typo gets the closest names back."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise UserInputError("schedule.bad_tz", tz=name) from None
+        close = process.extract(name, sorted(available_timezones()), scorer=fuzz.WRatio,
+                                processor=str.lower, limit=3, score_cutoff=80)
+        raise UserInputError("schedule.bad_tz", tz=name,
+                             close=", ".join(match for match, _, _ in close) or "–") from None
 
 
 def _day_list(word: str) -> str | None:

@@ -98,6 +98,7 @@ async def test_commands_and_buttons(tmp_path, claude_bin, agent_env, workdir):
                                session=RecordingSession(), environ=agent_env) as app:
         session = await feed(app, message("/tz Europe/Berlim"))
         assert "Unknown time zone" in session.new_texts()
+        assert "Closest: Europe/Berlin." in session.new_texts()
         session = await feed(app, message("/tz Europe/Berlin"))
         assert "<b>Europe/Berlin</b>" in session.new_texts()
         session = await feed(app, message("/every"))
