@@ -11,6 +11,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 
 from bot.errors import TaskNotFound, UserInputError
@@ -73,7 +74,8 @@ class Inbox:
                                      ("engine", tf.engine)) if v}
         new = await self._service.plan(owner, chat_id, TaskKind.DETACH, options, tf.prompt,
                                        locale, "detach", slug=tf.slug)
-        task = await self._service.start(new)
+        task = await self._service.start(replace(new, origin=self._texts.get(
+            locale, "inbox.origin", name=name)))
         await self._store.task_files.add(TaskFileRow(task.id, name, tf.goal, tf.constraints))
         await self._store.audit.record("task_file", owner, task.id, name)
         log.info("inbox file %s became task %s", name, task.id)

@@ -113,6 +113,7 @@ class NewTask:
     max_usd: float | None = None
     worktree: bool = False  # run in its own git worktree on its own branch
     slug: str | None = None  # from a task file; else made from the prompt
+    origin: str | None = None  # shown on the acknowledgement: the schedule or file it came from
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,11 +34,15 @@ class Notifier:
     def text(self, locale: str, key: str, **params: object) -> str:
         return self._texts.get(locale, key, **params)
 
-    async def acknowledge(self, task: Task, reply_to: int | None = None) -> None:
+    async def acknowledge(self, task: Task, reply_to: int | None = None,
+                          origin: str | None = None) -> None:
+        """``origin`` (already HTML): where a task that no message started came from."""
         loc = task.locale
         text = self._texts.get(loc, "task.ack", icon=STATUS_ICONS[task.status], label=task.label,
                                status=self._texts.status(loc, task.status),
                                title=_shorten(task.title, 300))
+        if origin:
+            text += "\n" + origin
         await self.send(task, text, kind="ack", reply_to=reply_to, wait=False,
                         markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
 

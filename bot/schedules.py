@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.errors import UserInputError
@@ -147,7 +147,9 @@ class ScheduleDesk:
             new = await self._service.plan(schedule.owner_id, schedule.chat_id,
                                            TaskKind.DETACH, options, prompt, schedule.locale,
                                            "every" if schedule.cron else "at")
-            task = await self._service.start(new)
+            task = await self._service.start(replace(new, origin=self._texts.get(
+                schedule.locale, "schedule.origin", ref=f"S{schedule.id}",
+                when=describe(when_of(schedule)))))
         except UserInputError as exc:
             reason = plain(self._texts.get(schedule.locale, exc.key, **exc.params))
             log.warning("schedule %s could not start: %s", schedule.id, reason)

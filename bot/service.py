@@ -123,7 +123,7 @@ class TaskService:
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         await self._queue.kick(task.id)  # first: the ack must not delay the agent
         if new.announced:
-            await self._notifier.acknowledge(task, reply_to=reply_to)
+            await self._notifier.acknowledge(task, reply_to=reply_to, origin=new.origin)
         return task
 
     async def _own_worktree(self, task: Task, cwd: Path) -> Task:

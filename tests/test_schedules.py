@@ -150,6 +150,8 @@ async def test_a_schedule_fires_through_the_pool_and_runs_as_a_task(tmp_path, cl
         assert (schedule.state, schedule.runs) == ("done", 1)
         assert await app.outbox.idle(10)
         assert any("scheduled work done" in t for t in session.texts())
+        ack = next(t for t in session.texts() if "<b>#1 mark-fire-check</b>" in t)
+        assert "⏰ from schedule <b>S1</b>" in ack
 
 
 async def test_missed_runs_are_coalesced_into_one_at_start(tmp_path, claude_bin, agent_env,

@@ -108,6 +108,9 @@ async def test_inbox_file_becomes_a_task_and_comes_back_finished(app, anthropic,
     await app.intake.poll_once()  # written once
     assert len(list((inbox / "done").iterdir())) == 1
 
+    assert await app.outbox.idle(10)
+    ack = next(t for t in app.bot.session.texts() if "tidy-the-readme" in t)
+    assert "📥 from the task file <code>tidy.md</code>" in ack
     session = await feed(app, message("/export 1"))
     document = session.sent("SendDocument")[-1]
     assert document.document.filename == "1-tidy-the-readme.task.md"
