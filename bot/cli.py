@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from bot.errors import ConfigError, DetachError, UserInputError
@@ -59,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--chat", type=int, help="chat to report to (default: the first allowed user)")
     add.add_argument("--cwd", help="working directory (default: the current one); must be inside "
                      "DETACH_ALLOWED_WORKDIRS")
+    add.add_argument("--worktree", action=argparse.BooleanOptionalAction, default=None,
+                     help="run in its own git worktree and branch (default: DETACH_WORKTREES); "
+                     "such a task goes through the inbox, so the bot makes the worktree")
     add.set_defaults(func=_add)
     sub.add_parser("list", help="list tasks").set_defaults(func=_list)
     show = sub.add_parser("show", help="show a task, its turns and transcript tail")
@@ -139,12 +144,37 @@ def _add(args: argparse.Namespace) -> int:
                   preset=preset.name if preset else None,
                   model=preset.model if preset else None, max_usd=settings.task_cap_usd)
 
+    worktree = settings.worktrees if args.worktree is None else args.worktree
+    if worktree:
+        return _add_through_inbox(settings, new, args.engine)
+
     async def work(store: Store) -> None:
         task, _ = await store.tasks.create(new, slugify(goal))
         await store.audit.record("task_created", owner, task.id, "shell")
         print(f"{task.label} queued; the running bot will report in chat {task.chat_id}")
 
     return asyncio.run(_with_store(settings, work))
+
+
+def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None) -> int:
+    """A worktree task is a task file in the inbox: the bot cuts the worktree when it starts
+    it (the same path as any program dropping a file there)."""
+    from datetime import UTC, datetime
+
+    from bot.taskfile import TaskFile, render
+
+    text = render(TaskFile(goal=new.prompt, created=datetime.now(UTC), chat_id=new.chat_id,
+                           model=new.preset, cwd=str(new.cwd), engine=engine, worktree="yes"))
+    inbox = settings.data_dir / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=inbox, prefix=".", suffix=".part")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    target = inbox / f"{slugify(new.prompt)}-{Path(tmp).stem.lstrip('.')}.md"
+    os.replace(tmp, target)
+    print(f"queued as {target}; the running bot starts it in its own worktree and reports in "
+          f"chat {new.chat_id}")
+    return 0
 
 
 def _workdir(settings: Settings, typed: str | None) -> Path:

@@ -71,7 +71,7 @@ class Inbox:
         chat_id = tf.chat_id or owner
         locale = (await self._store.users.locales()).get(owner, DEFAULT_LOCALE)
         options = {k: v for k, v in (("model", tf.model), ("cwd", tf.cwd),
-                                     ("engine", tf.engine)) if v}
+                                     ("engine", tf.engine), ("worktree", tf.worktree)) if v}
         new = await self._service.plan(owner, chat_id, TaskKind.DETACH, options, tf.prompt,
                                        locale, "detach", slug=tf.slug)
         task = await self._service.start(replace(new, origin=self._texts.get(

@@ -1,6 +1,6 @@
 """Task files: the Markdown format of the original detach skill. Frontmatter (``created``,
-``channel``, ``chat_id``, ``slug``, optional ``model``; Detach also reads ``cwd`` and
-``engine``), sections ``# Goal``, ``# Constraints``, ``# Result``, and a trailing block
+``channel``, ``chat_id``, ``slug``, optional ``model``; Detach also reads ``cwd``, ``engine``
+and ``worktree``), sections ``# Goal``, ``# Constraints``, ``# Result``, and a trailing block
 ``completed``, ``duration_seconds``, ``status`` once the task has finished."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import datetime
 
 from bot.errors import DetachError
 
-HEAD_KEYS = ("created", "channel", "chat_id", "slug", "model", "cwd", "engine")
+HEAD_KEYS = ("created", "channel", "chat_id", "slug", "model", "cwd", "engine", "worktree")
 TAIL_KEYS = ("completed", "duration_seconds", "status")
 SECTIONS = ("Goal", "Constraints", "Result")
 _LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
@@ -33,6 +33,7 @@ class TaskFile:
     model: str | None = None
     cwd: str | None = None
     engine: str | None = None
+    worktree: str | None = None  # yes / no
     completed: datetime | None = None
     duration_seconds: int | None = None
     status: str | None = None
@@ -121,7 +122,8 @@ def parse(text: str) -> TaskFile:
         created=_time(head.get("created"), "created"), channel=channel,
         chat_id=_int(head.get("chat_id"), "chat_id"), slug=head.get("slug") or None,
         model=head.get("model") or None, cwd=head.get("cwd") or None,
-        engine=head.get("engine") or None, completed=_time(tail.get("completed"), "completed"),
+        engine=head.get("engine") or None, worktree=head.get("worktree") or None,
+        completed=_time(tail.get("completed"), "completed"),
         duration_seconds=_int(tail.get("duration_seconds"), "duration_seconds"),
         status=tail.get("status") or None)
 
@@ -129,7 +131,8 @@ def parse(text: str) -> TaskFile:
 def render(tf: TaskFile) -> str:
     head = [("created", tf.created.isoformat() if tf.created else None),
             ("channel", tf.channel), ("chat_id", tf.chat_id), ("slug", tf.slug),
-            ("model", tf.model)]
+            ("model", tf.model), ("cwd", tf.cwd), ("engine", tf.engine),
+            ("worktree", tf.worktree)]
     out = ["---", *(f"{k}: {v}" for k, v in head if v is not None), "---", "",
            "# Goal", "", tf.goal.strip(), "", "# Constraints", ""]
     if tf.constraints.strip():

@@ -36,6 +36,19 @@ def test_add_list_show_archive(tmp_path):
     assert missing.returncode == 1 and "#99" in missing.stderr
 
 
+def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
+    from bot.taskfile import parse
+
+    added = detach(tmp_path, "add", "--worktree", "--model", "haiku", "Bump", "the", "version")
+    assert added.returncode == 0, added.stderr
+    [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
+    assert str(dropped) in added.stdout and "own worktree" in added.stdout
+    tf = parse(dropped.read_text())
+    assert (tf.goal, tf.model, tf.worktree, tf.cwd) == ("Bump the version", "haiku", "yes",
+                                                        str(tmp_path.resolve()))
+    assert detach(tmp_path, "list").stdout.strip() == ""  # the bot creates the task
+
+
 def test_add_needs_someone_to_report_to(tmp_path):
     result = detach(tmp_path, "add", "goal", users="")
     assert result.returncode == 2 and "DETACH_ALLOWED_USERS" in result.stderr

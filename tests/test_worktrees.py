@@ -163,3 +163,23 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
         refused = await feed(app, message("/claude worktree=maybe cwd=repo hi"))
         assert "use yes or no" in refused.new_texts()
         assert await app.store.tasks.get(2) is None
+
+
+async def test_a_task_file_asking_for_a_worktree_gets_one(tmp_path, claude_bin, agent_env,
+                                                          workdir):
+    make_repo(workdir / "repo")
+    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
+                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
+                        outbox_chat_interval_s=0)  # type: ignore[call-arg]
+    async with app_in_own_task(settings, session=RecordingSession(),
+                               environ=agent_env) as app:
+        (tmp_path / "data" / "inbox" / "wt.md").write_text(
+            "---\ncwd: repo\nworktree: yes\n---\n# Goal\nsay ok\n")
+        await app.intake.poll_once()
+        task = await app.store.tasks.get(1)
+        assert task is not None
+        assert Path(task.cwd).is_relative_to((tmp_path / "data" / "worktrees").resolve())
+        assert (await app.store.worktrees.get(1)).branch == "detach/1-say-ok"
+        async with asyncio.timeout(60):
+            while (await app.store.tasks.get(1)).status.active:
+                await asyncio.sleep(0.1)
