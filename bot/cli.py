@@ -144,9 +144,8 @@ def _add(args: argparse.Namespace) -> int:
                   preset=preset.name if preset else None,
                   model=preset.model if preset else None, max_usd=settings.task_cap_usd)
 
-    worktree = settings.worktrees if args.worktree is None else args.worktree
-    if worktree:
-        return _add_through_inbox(settings, new, args.engine)
+    if args.worktree or (args.worktree is None and settings.worktrees):
+        return _add_through_inbox(settings, new, args.engine, explicit=bool(args.worktree))
 
     async def work(store: Store) -> None:
         task, _ = await store.tasks.create(new, slugify(goal))
@@ -156,15 +155,18 @@ def _add(args: argparse.Namespace) -> int:
     return asyncio.run(_with_store(settings, work))
 
 
-def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None) -> int:
+def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None,
+                       explicit: bool) -> int:
     """A worktree task is a task file in the inbox: the bot cuts the worktree when it starts
-    it (the same path as any program dropping a file there)."""
+    it (the same path as any program dropping a file there). Without ``explicit`` the bot's
+    default applies (a worktree where the directory is in a repository)."""
     from datetime import UTC, datetime
 
     from bot.taskfile import TaskFile, render
 
     text = render(TaskFile(goal=new.prompt, created=datetime.now(UTC), chat_id=new.chat_id,
-                           model=new.preset, cwd=str(new.cwd), engine=engine, worktree="yes"))
+                           model=new.preset, cwd=str(new.cwd), engine=engine,
+                           worktree="yes" if explicit else None))
     inbox = settings.data_dir / "inbox"
     inbox.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=inbox, prefix=".", suffix=".part")
@@ -172,8 +174,9 @@ def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None) -> 
         f.write(text)
     target = inbox / f"{slugify(new.prompt)}-{Path(tmp).stem.lstrip('.')}.md"
     os.replace(tmp, target)
-    print(f"queued as {target}; the running bot starts it in its own worktree and reports in "
-          f"chat {new.chat_id}")
+    where = "its own worktree" if explicit else "its own worktree when in a repository"
+    print(f"queued as {target}; the running bot starts it in {where} and reports in chat "
+          f"{new.chat_id}")
     return 0
 
 

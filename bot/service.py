@@ -81,6 +81,9 @@ class TaskService:
         chat_dir = await self.current_dir(chat_id)
         cwd = (self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options
                else chat_dir)
+        worktree = flag(options, "worktree", self._default_worktree)
+        if worktree and "worktree" not in options and not await self.worktrees.in_repository(cwd):
+            worktree = False  # the default setting applies where there is a repository
         return NewTask(owner_id=user_id, chat_id=chat_id,
                        engine=chosen or (preset.engine if preset else self.default_engine),
                        preset=preset.name if preset else None,
@@ -89,7 +92,7 @@ class TaskService:
                        kind=kind, prompt=self.validate_prompt(prompt, command),
                        cwd=cwd, locale=locale,
                        approval_mode=approval_mode(options, self._default_mode),
-                       worktree=flag(options, "worktree", self._default_worktree), slug=slug)
+                       worktree=worktree, slug=slug)
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""

@@ -71,6 +71,13 @@ class Worktrees:
             raise UserInputError("worktree.no_commits", path=top.out)
         return Path(top.out).resolve()
 
+    async def in_repository(self, cwd: Path) -> bool:
+        try:
+            await self.repository(cwd)
+        except UserInputError:
+            return False
+        return True
+
     async def create(self, task_id: int, slug: str, cwd: Path) -> Created:
         repo = await self.repository(cwd)
         branch_name = await git(repo, "symbolic-ref", "--quiet", "--short", "HEAD")

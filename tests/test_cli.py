@@ -42,7 +42,7 @@ def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
     added = detach(tmp_path, "add", "--worktree", "--model", "haiku", "Bump", "the", "version")
     assert added.returncode == 0, added.stderr
     [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
-    assert str(dropped) in added.stdout and "own worktree" in added.stdout
+    assert str(dropped) in added.stdout and "in its own worktree and" in added.stdout
     tf = parse(dropped.read_text())
     assert (tf.goal, tf.model, tf.worktree, tf.cwd) == ("Bump the version", "haiku", "yes",
                                                         str(tmp_path.resolve()))

@@ -183,3 +183,25 @@ async def test_a_task_file_asking_for_a_worktree_gets_one(tmp_path, claude_bin, 
         async with asyncio.timeout(60):
             while (await app.store.tasks.get(1)).status.active:
                 await asyncio.sleep(0.1)
+
+
+async def test_the_default_setting_gives_worktrees_only_inside_repositories(
+        tmp_path, claude_bin, agent_env, workdir):
+    make_repo(workdir / "repo")
+    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
+                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
+                        outbox_chat_interval_s=0, worktrees=True)  # type: ignore[call-arg]
+    async with app_in_own_task(settings, session=RecordingSession(),
+                               environ=agent_env) as app:
+        await feed(app, message("/detach plain directory"))  # not a repository: no worktree
+        assert (await app.store.tasks.get(1)).cwd == str(workdir.resolve())
+        await feed(app, message("/detach cwd=repo in the repo"))
+        assert await app.store.worktrees.get(2) is not None
+        await feed(app, message("/detach worktree=no cwd=repo opted out"))
+        assert await app.store.worktrees.get(3) is None
+        refused = await feed(app, message("/detach worktree=yes explicit outside"))
+        assert "needs a git repository" in refused.new_texts()
+        async with asyncio.timeout(60):
+            for task_id in (1, 2, 3):
+                while (await app.store.tasks.get(task_id)).status.active:
+                    await asyncio.sleep(0.1)
