@@ -174,9 +174,10 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
                 schedules)
 
 
-async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
+async def start_core(core: Core, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
     """Recover what this process left running, then start the job pool."""
-    await recover(core.store, core.notifier, core.desk, core.pool.identity)
+    shared = core.pool.identity if settings.jobs_database_url else None  # else: one process
+    await recover(core.store, core.notifier, core.desk, shared)
     await stack.enter_async_context(core.pool)
     core.pool.on_schedule = core.schedules.on_fire
 
@@ -206,7 +207,7 @@ async def build(settings: Settings, session: BaseSession | None = None,
         dispatcher = build_dispatcher(
             service, card, WorktreeCard(service, core.worktrees, notifier, texts), answers,
             access, texts, outbox, core.schedules, core.status)
-        await start_core(core, stack)
+        await start_core(core, settings, stack)
         await core.schedules.start()  # missed runs once, then every schedule from now
         yield App(settings, store, bot, dispatcher, core.pool, service, intake, outbox,
                   core.schedules)

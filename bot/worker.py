@@ -28,7 +28,7 @@ async def build_worker(settings: Settings, name: str, environ: Mapping[str, str]
     async with contextlib.AsyncExitStack() as stack:
         identity = f"detach-worker-{socket.gethostname()}-{name}"
         core = await build_core(settings, stack, None, environ, clock, "worker", identity)
-        await start_core(core, stack)
+        await start_core(core, settings, stack)
         log.info("worker %s ready: %s", identity, "; ".join(core.status))
         yield core
 

@@ -95,6 +95,21 @@ async def test_restart_interrupts_running_turns_and_requeues_queued(store):
     assert await store.tasks.unsubmitted_task_ids() == [waiting.id]
 
 
+async def test_a_worker_recovers_only_its_own_turns_and_stops_travel_by_row(store):
+    mine, my_turn = await store.tasks.create(new("mine"), "mine")
+    await store.tasks.claim_turn(my_turn.id, "worker-a")
+    theirs, their_turn = await store.tasks.create(new("theirs"), "theirs")
+    await store.tasks.claim_turn(their_turn.id, "worker-b")
+    assert await store.tasks.request_stop(theirs.id)
+    assert await store.tasks.stop_requested(their_turn.id)
+    assert not await store.tasks.stop_requested(my_turn.id)
+    interrupted = await store.tasks.interrupt_running("worker-a")
+    assert [t.id for t in interrupted] == [mine.id]
+    assert (await store.tasks.get(theirs.id)).status is TaskStatus.RUNNING
+    assert [t.id for t in await store.tasks.interrupt_running(None)] == [theirs.id]  # one process
+    assert not await store.tasks.request_stop(theirs.id)  # nothing runs any more
+
+
 async def test_transcript_is_read_back_as_a_tail(store):
     task, turn = await store.tasks.create(new(), "t")
     await store.transcript.append(task.id, turn.id, [("TextEmitted", {"text": str(i)})

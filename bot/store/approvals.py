@@ -90,10 +90,12 @@ class QuestionRepo:
     async def expire_all_pending(self, runner: str | None = None) -> list[PendingQuestion]:
         """After a restart nobody waits for these any more: expire them, return them. With
         scale-out workers only the questions of turns this process (``runner``) ran."""
-        theirs = sa.select(turns.c.id).where(turns.c.id == pending_questions.c.turn_id,
-                                             turns.c.runner.is_not(None),
-                                             turns.c.runner != runner)
-        mine = sa.and_(pending_questions.c.status == PENDING, ~sa.exists(theirs))
+        mine = pending_questions.c.status == PENDING
+        if runner is not None:
+            theirs = sa.select(turns.c.id).where(turns.c.id == pending_questions.c.turn_id,
+                                                 turns.c.runner.is_not(None),
+                                                 turns.c.runner != runner)
+            mine = sa.and_(mine, ~sa.exists(theirs))
         async with self._engine.begin() as conn:
             rows = list(await conn.execute(pending_questions.select().where(mine)))
             await conn.execute(pending_questions.update().where(

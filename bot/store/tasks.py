@@ -253,12 +253,13 @@ class TaskRepo:
             return [_task(r) for r in rows]
 
     async def interrupt_running(self, runner: str | None = None) -> list[Task]:
-        """After a crash: the turns this process (``runner``) was running, and tasks marked
-        running with no running turn at all, become interrupted; returns those tasks. Turns
-        other processes (scale-out workers) run are theirs to recover."""
+        """After a crash: the turns this process (``runner``; None: every process, there is
+        only one) was running, and tasks marked running with no running turn at all, become
+        interrupted; returns those tasks. Turns other live workers run are theirs to recover."""
         now = self._clock()
-        mine = sa.and_(turns.c.status == TaskStatus.RUNNING.value,
-                       sa.or_(turns.c.runner.is_(None), turns.c.runner == runner))
+        mine = turns.c.status == TaskStatus.RUNNING.value
+        if runner is not None:
+            mine = sa.and_(mine, sa.or_(turns.c.runner.is_(None), turns.c.runner == runner))
         async with self._engine.begin() as conn:
             ids = [r[0] for r in await conn.execute(sa.select(turns.c.task_id).where(
                 mine).distinct())]
