@@ -15,7 +15,7 @@ from bot.settings import Settings
 from bot.when import parse_at, parse_every
 from handlers.schedules import ScheduleAction
 from tests.support.fake_telegram import TOKEN
-from tests.support.harness import app_in_own_task
+from tests.support.harness import app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession
 from tests.test_handlers import OTHER, OWNER, feed, message, press
 
@@ -148,8 +148,7 @@ async def test_a_schedule_fires_through_the_pool_and_runs_as_a_task(tmp_path, cl
         assert task.title.startswith("MARK-FIRE check the disk")
         schedule = await app.store.schedules.get(1)
         assert (schedule.state, schedule.runs) == ("done", 1)
-        assert await app.outbox.idle(10)
-        assert any("scheduled work done" in t for t in session.texts())
+        await wait_sent(session, lambda c: "scheduled work done" in c.text)
         ack = next(t for t in session.texts() if "<b>#1 mark-fire-check</b>" in t)
         assert "⏰ from schedule <b>S1</b>" in ack
 

@@ -17,7 +17,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.worktrees import Worktrees
 from tests.support.fake_telegram import TOKEN
-from tests.support.harness import app_in_own_task
+from tests.support.harness import app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession
 from tests.test_handlers import OWNER, feed, message, press
 
@@ -143,10 +143,9 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
             while (task := await app.store.tasks.get(1)).status.active:
                 await asyncio.sleep(0.1)
         assert task.status is TaskStatus.DONE
-        assert await app.outbox.idle(10)
-        card = session.sent()[-1]
-        buttons = [b.callback_data for row in card.reply_markup.inline_keyboard for b in row]
-        assert TaskAction(action="merge", task_id=1).pack() in buttons
+        merge = TaskAction(action="merge", task_id=1).pack()
+        await wait_sent(session, lambda c: c.reply_markup is not None and merge in [
+            b.callback_data for row in c.reply_markup.inline_keyboard for b in row])
         assert (Path(task.cwd) / "NOTES.md").exists() and not (repo / "NOTES.md").exists()
 
         session = await feed(app, press(TaskAction(action="discard", task_id=1).pack()))

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from bot.app import App, build
 from bot.settings import Settings
 from tests.support.fake_telegram import TOKEN, FakeTelegram
+from tests.support.recording_session import RecordingSession
 
 OWNER = 111
 
@@ -95,3 +97,15 @@ async def stop_process(proc: asyncio.subprocess.Process, timeout_s: float = 20) 
     except TimeoutError:
         proc.kill()
         await proc.wait()
+
+
+async def wait_sent(session: RecordingSession, predicate: Callable[[Any], bool],
+                    timeout_s: float = 30) -> Any:
+    """The first SendMessage the recording session saw that matches; a task's status changes
+    before its completion card is queued, so tests wait for the card itself."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            for call in session.sent():
+                if predicate(call):
+                    return call
+            await asyncio.sleep(0.05)
