@@ -50,6 +50,7 @@ from executors.codex import CodexExecutor
 from handlers import build_dispatcher
 
 log = logging.getLogger(__name__)
+SHARED_POLL_S = 1.0  # how soon a worker sees a /cancel or an answer the bot took
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
     pool = JobPool(settings.jobs_database_url, identity, settings.max_concurrent_turns,
                    settings.turn_timeout_s, handle, role)
     queue = TurnQueue(store, pool)
-    desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s)
+    poll_s = SHARED_POLL_S if settings.jobs_database_url else None  # scale-out: other processes
+    desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
     money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
                       settings.task_cap_usd)
     worktrees = Worktrees(store, settings.data_dir / "worktrees")
@@ -163,7 +165,7 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
                              internal=[worktrees.root])
     runner = TurnRunner(store, executors, notifier, queue, desk, money,
                         settings.auto_allowed_tools, settings.progress_interval_s, workdirs,
-                        runner_id=identity)
+                        runner_id=identity, stop_poll_s=poll_s)
     engines = set(Engine) if role == "scheduler" else set(executors)  # front: workers have them
     service = TaskService(store, pool, queue, notifier, texts, engines,
                           settings.max_prompt_chars, workdirs,

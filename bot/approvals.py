@@ -26,11 +26,14 @@ from bot.store.db import utcnow
 from bot.texts import Texts
 
 log = logging.getLogger(__name__)
-ANSWER_POLL_S = 1.0
 
 
 class ApprovalDesk:
-    def __init__(self, store: Store, notifier: Notifier, texts: Texts, timeout_s: float) -> None:
+    def __init__(self, store: Store, notifier: Notifier, texts: Texts, timeout_s: float,
+                 answer_poll_s: float | None = None) -> None:
+        """``answer_poll_s``: how often a pending question is re-read from the database, for
+        answers taken by another process (scale-out); None in a single process."""
+        self._answer_poll_s = answer_poll_s
         self._store = store
         self._notifier = notifier
         self._texts = texts
@@ -115,13 +118,16 @@ class ApprovalDesk:
     async def _answer(self, qid: int, future: asyncio.Future[str]) -> str:
         """The owner's answer: set here by the button handler of this process, or found in the
         database when the bot runs elsewhere (this turn runs on a scale-out worker)."""
+        if self._answer_poll_s is None:
+            return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
         deadline = asyncio.get_running_loop().time() + self._timeout_s
         while True:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 raise TimeoutError
             try:
-                return await asyncio.wait_for(asyncio.shield(future), min(left, ANSWER_POLL_S))
+                return await asyncio.wait_for(asyncio.shield(future),
+                                              min(left, self._answer_poll_s))
             except TimeoutError:
                 stored = await self._store.questions.get(qid)
                 if stored is not None and stored.status == "answered" and stored.answer:

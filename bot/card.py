@@ -8,7 +8,7 @@ import io
 
 from aiogram.types import ForceReply
 
-from bot.errors import TaskStateError, UserInputError
+from bot.errors import UserInputError
 from bot.inbox import export
 from bot.models import Task
 from bot.notifier import Notifier
@@ -97,10 +97,7 @@ class TaskCard:
 
     async def retry(self, user_id: int, task_id: int) -> Task:
         """Run the last request again, in the same session."""
-        task = await self._tasks.get_own(user_id, task_id)
-        if task.status.active:
-            raise TaskStateError("error.still_active", label=task.label,
-                                 status=self._texts.status(task.locale, task.status))
+        task = await self._tasks.get_idle(user_id, task_id)
         await self._tasks.money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
         await self._store.tasks.add_turn(task.id, last.prompt if last else task.title)

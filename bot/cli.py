@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from bot.errors import ConfigError, DetachError, UserInputError
@@ -162,18 +160,12 @@ def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None,
     default applies (a worktree where the directory is in a repository)."""
     from datetime import UTC, datetime
 
-    from bot.taskfile import TaskFile, render
+    from bot.taskfile import TaskFile, drop
 
-    text = render(TaskFile(goal=new.prompt, created=datetime.now(UTC), chat_id=new.chat_id,
-                           model=new.preset, cwd=str(new.cwd), engine=engine,
-                           worktree="yes" if explicit else None))
-    inbox = settings.data_dir / "inbox"
-    inbox.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=inbox, prefix=".", suffix=".part")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    target = inbox / f"{slugify(new.prompt)}-{Path(tmp).stem.lstrip('.')}.md"
-    os.replace(tmp, target)
+    target = drop(settings.data_dir / "inbox", TaskFile(
+        goal=new.prompt, created=datetime.now(UTC), chat_id=new.chat_id, model=new.preset,
+        cwd=str(new.cwd), engine=engine, worktree="yes" if explicit else None),
+        slugify(new.prompt))
     where = "its own worktree" if explicit else "its own worktree when in a repository"
     print(f"queued as {target}; the running bot starts it in {where} and reports in chat "
           f"{new.chat_id}")

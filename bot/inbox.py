@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from bot.outbox import Outbox
 from bot.render import plain
 from bot.service import TaskService
 from bot.store import Store, TaskFileRow
-from bot.taskfile import TaskFile, TaskFileError, parse, render
+from bot.taskfile import TaskFile, TaskFileError, parse, render, write_atomic
 from bot.texts import DEFAULT_LOCALE, Texts
 
 log = logging.getLogger(__name__)
@@ -95,7 +94,7 @@ class Inbox:
     async def _reject(self, path: Path, reason: str, chat_id: int | None) -> None:
         target = _free(self.directory / "rejected" / path.name)
         _move(path, target)
-        _write_atomic(target.with_name(target.name + ".reason.txt"), reason + "\n")
+        write_atomic(target.with_name(target.name + ".reason.txt"), reason + "\n")
         log.warning("inbox file %s rejected: %s", path.name, reason)
         told = [chat_id] if chat_id in self._allowed else sorted(self._allowed)
         locales = await self._store.users.locales()
@@ -110,7 +109,7 @@ class Inbox:
             task = await self._store.tasks.get(task_id)
             if task is None or task.status.active or task.status is TaskStatus.INTERRUPTED:
                 continue
-            _write_atomic(self.directory / "done" / f"{task.id}-{task.slug}.md",
+            write_atomic(self.directory / "done" / f"{task.id}-{task.slug}.md",
                           await export(self._store, task.id))
             await self._store.task_files.exported(task.id)
 
@@ -147,10 +146,3 @@ def _free(path: Path) -> Path:
 
 def _move(source: Path, target: Path) -> None:
     os.replace(source, _free(target))
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -27,6 +27,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import BufferedInputFile, ForceReply, InlineKeyboardMarkup
 
+from bot.pacing import Pace
 from bot.render import plain
 from bot.store import Store
 from bot.store.db import utcnow
@@ -37,7 +38,6 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12
 MAX_BACKOFF_S = 60.0
 POLL_S = 0.2
-GLOBAL_BURST = 5.0
 
 
 class Outbox:
@@ -45,12 +45,7 @@ class Outbox:
                  group_interval_s: float = 3.0, per_second: float = 25.0) -> None:
         self._store = store
         self._bot = bot
-        self._chat_interval_s = chat_interval_s
-        self._group_interval_s = group_interval_s
-        self._per_second = per_second
-        self._tokens = GLOBAL_BURST  # overall pace: a token bucket, so a lone call never waits
-        self._refilled = time.monotonic()
-        self._next_ok: dict[int, float] = {}
+        self._pace = Pace(chat_interval_s, group_interval_s, per_second)
         self._waiters: dict[int, asyncio.Future[int | None]] = {}
         self._wake = asyncio.Event()
         self._delivering = False  # a scale-out worker queues rows; the bot delivers them
@@ -147,32 +142,21 @@ class Outbox:
             first.setdefault(row.chat_id, row)
         if not first:
             return 1.0
-        now, soonest = time.monotonic(), 1.0
+        soonest = 1.0
         for chat_id, row in first.items():
-            ready_in = self._next_ok.get(chat_id, 0.0) - now
+            ready_in = self._pace.ready_in(chat_id)
             if ready_in <= 0:
                 await self._deliver(row)
-                ready_in = self._next_ok.get(chat_id, 0.0) - time.monotonic()
+                ready_in = self._pace.ready_in(chat_id)
             soonest = min(soonest, ready_in)
         return max(soonest, 0.0)  # new rows wake the worker earlier
 
-    async def _take_token(self) -> None:
-        while True:
-            now = time.monotonic()
-            self._tokens = min(GLOBAL_BURST,
-                               self._tokens + (now - self._refilled) * self._per_second)
-            self._refilled = now
-            if self._tokens >= 1:
-                self._tokens -= 1
-                return
-            await asyncio.sleep((1 - self._tokens) / self._per_second)
-
     async def _deliver(self, row: OutboxRow) -> None:
-        await self._take_token()
+        await self._pace.take()
         try:
             message_id = await self._call(row)
         except TelegramRetryAfter as exc:
-            self._next_ok[row.chat_id] = time.monotonic() + float(exc.retry_after)
+            self._pace.told_to_wait(row.chat_id, float(exc.retry_after))
             return
         except TelegramForbiddenError as exc:
             await self._give_up(row, f"forbidden: {exc.message}")
@@ -187,7 +171,7 @@ class Outbox:
             await self._give_up(row, f"{type(exc).__name__}: {exc}")
             return
         if row.op != "delete":  # Telegram paces what a chat is sent, not what is removed
-            self._next_ok[row.chat_id] = time.monotonic() + self._interval(row.chat_id)
+            self._pace.sent(row.chat_id)
         await self._store.outbox.sent(row.id, message_id)
         if row.task_id is not None and message_id is not None:
             await self._store.links.link(row.chat_id, message_id, row.task_id,
@@ -195,37 +179,39 @@ class Outbox:
         self._resolve(row.id, message_id)
 
     async def _call(self, row: OutboxRow) -> int | None:
+        """The Telegram call a row stands for; the message id it produced or touched."""
         bot = self._bot
         assert bot is not None
         p = row.payload
-        markup: InlineKeyboardMarkup | ForceReply | None = None
-        if p.get("markup"):
-            kind = ForceReply if p.get("force_reply") else InlineKeyboardMarkup
-            markup = kind.model_validate(p["markup"])
         if row.op == "send":
             message = await bot.send_message(
                 row.chat_id, p["text"], parse_mode="HTML" if p.get("html") else None,
-                reply_markup=markup, reply_to_message_id=p.get("reply_to"),
+                reply_markup=_markup(p), reply_to_message_id=p.get("reply_to"),
                 allow_sending_without_reply=True)
             return message.message_id
         if row.op == "document":
-            data = base64.b64decode(p["data"])
             message = await bot.send_document(
-                row.chat_id, BufferedInputFile(data, filename=p["filename"]),
+                row.chat_id, BufferedInputFile(base64.b64decode(p["data"]),
+                                               filename=p["filename"]),
                 caption=p.get("caption"), parse_mode="HTML" if p.get("html", True) else None)
             return message.message_id
         if row.op == "edit":
-            message_id = p.get("message_id")
-            if not message_id and p.get("row_id") is not None:
-                message_id = await self._store.outbox.message_id_of(int(p["row_id"]))
-            if not message_id:
-                raise _Undeliverable("the message to edit was never sent")
-            await bot.edit_message_text(
-                text=p["text"], chat_id=row.chat_id, message_id=message_id,
-                reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None)
-            return int(message_id)
+            return await self._edit(bot, row)
         await bot.delete_message(chat_id=row.chat_id, message_id=p["message_id"])
         return int(p["message_id"])
+
+    async def _edit(self, bot: Bot, row: OutboxRow) -> int:
+        p = row.payload
+        message_id = p.get("message_id")
+        if not message_id and p.get("row_id") is not None:
+            message_id = await self._store.outbox.message_id_of(int(p["row_id"]))
+        if not message_id:
+            raise _Undeliverable("the message to edit was never sent")
+        markup = _markup(p)
+        await bot.edit_message_text(
+            text=p["text"], chat_id=row.chat_id, message_id=message_id,
+            reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None)
+        return int(message_id)
 
     async def _bad_request(self, row: OutboxRow, message: str) -> None:
         field = {"send": "text", "document": "caption"}.get(row.op)
@@ -260,8 +246,12 @@ class Outbox:
         if future is not None and not future.done():
             future.set_result(message_id)
 
-    def _interval(self, chat_id: int) -> float:
-        return self._group_interval_s if chat_id < 0 else self._chat_interval_s
+
+def _markup(payload: dict[str, Any]) -> InlineKeyboardMarkup | ForceReply | None:
+    if not payload.get("markup"):
+        return None
+    kind = ForceReply if payload.get("force_reply") else InlineKeyboardMarkup
+    return kind.model_validate(payload["markup"])
 
 
 class _Undeliverable(Exception):

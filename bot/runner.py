@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -46,14 +46,16 @@ DETACH_PREAMBLE = (
     "summary of what you did and what is left."
 )
 TRANSCRIPT_BATCH = 25
-STOP_POLL_S = 1.0
 
 
 class TurnRunner:
     def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
                  queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
                  auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0,
-                 workdirs: WorkdirPolicy | None = None, runner_id: str | None = None) -> None:
+                 workdirs: WorkdirPolicy | None = None, runner_id: str | None = None,
+                 stop_poll_s: float | None = None) -> None:
+        """``stop_poll_s``: how often a running turn looks for a /cancel handled by another
+        process (scale-out); None in a single process, where the pool cancels directly."""
         self._store = store
         self._executors = executors
         self._notifier = notifier
@@ -64,6 +66,7 @@ class TurnRunner:
         self._progress_interval_s = progress_interval_s
         self._workdirs = workdirs
         self.runner_id = runner_id
+        self._stop_poll_s = stop_poll_s
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         turn = await self._store.tasks.claim_turn(turn_id, self.runner_id)
@@ -82,12 +85,8 @@ class TurnRunner:
         left = self._money.budget_left(task)
         try:
             spec = await self._spec(task, turn, preset, left)
-            with control.running():
-                watcher = asyncio.create_task(self._watch_stop(turn_id, control))
-                try:
-                    outcome, denials = await self._drive(task, spec, preset, left)
-                finally:
-                    watcher.cancel()
+            with control.running(), self._stops_from_elsewhere(turn_id, control):
+                outcome, denials = await self._drive(task, spec, preset, left)
         except asyncio.CancelledError:
             if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
@@ -105,11 +104,22 @@ class TurnRunner:
             outcome = TurnOutcome(TaskStatus.FAILED, error=f"internal error: {type(exc).__name__}")
         await self._finish(task, turn_id, outcome, denials)
 
-    async def _watch_stop(self, turn_id: int, control: TurnControl) -> None:
+    @contextlib.contextmanager
+    def _stops_from_elsewhere(self, turn_id: int, control: TurnControl) -> Iterator[None]:
         """A /cancel handled by another process (the bot, when this turn runs on a worker)
-        arrives as a flag on the turn's row."""
+        arrives as a flag on the turn's row, looked for while the agent runs."""
+        if self._stop_poll_s is None:
+            yield
+            return
+        watcher = asyncio.create_task(self._watch_stop(turn_id, control, self._stop_poll_s))
+        try:
+            yield
+        finally:
+            watcher.cancel()
+
+    async def _watch_stop(self, turn_id: int, control: TurnControl, every_s: float) -> None:
         while True:
-            await asyncio.sleep(STOP_POLL_S)
+            await asyncio.sleep(every_s)
             if await self._store.tasks.stop_requested(turn_id):
                 log.info("turn %s: stop requested from another process", turn_id)
                 control.request_stop(StopReason.CANCELLED)

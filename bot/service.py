@@ -114,12 +114,12 @@ class TaskService:
         if new.engine not in self._engines:
             raise UserInputError("error.engine_unavailable", engine=new.engine.value)
         await self.money.check_daily_cap(new.owner_id)
-        if new.worktree:
-            await self.worktrees.repository(new.cwd)  # refuse before anything is created
+        # a worktree outside a repository is refused before anything is created
+        repo = await self.worktrees.repository(new.cwd) if new.worktree else None
         slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
         task, _turn = await self._store.tasks.create(new, slug)
-        if new.worktree:
-            task = await self._own_worktree(task, new.cwd)
+        if repo is not None:
+            task = await self._own_worktree(task, new.cwd, repo)
         if reply_to is not None:
             await self._store.links.link(new.chat_id, reply_to, task.id, "command")
         await self._store.audit.record("task_created", new.owner_id, task.id, new.engine.value)
@@ -129,10 +129,10 @@ class TaskService:
             await self._notifier.acknowledge(task, reply_to=reply_to, origin=new.origin)
         return task
 
-    async def _own_worktree(self, task: Task, cwd: Path) -> Task:
+    async def _own_worktree(self, task: Task, cwd: Path, repo: Path) -> Task:
         """Move a just-created task into its own worktree (a failure fails the task)."""
         try:
-            created = await self.worktrees.create(task.id, task.slug, cwd)
+            created = await self.worktrees.create(task.id, task.slug, cwd, repo)
         except UserInputError:
             await self._store.tasks.cancel_queued(task.id)
             await self._store.tasks.set_status(task.id, TaskStatus.FAILED)
@@ -160,6 +160,14 @@ class TaskService:
         task = await self._store.tasks.get(task_id)
         if task is None or task.owner_id != user_id:
             raise TaskNotFound(f"#{task_id}")
+        return task
+
+    async def get_idle(self, user_id: int, task_id: int) -> Task:
+        """A task of this user that is neither queued nor running."""
+        task = await self.get_own(user_id, task_id)
+        if task.status.active:
+            raise TaskStateError("error.still_active", label=task.label,
+                                 status=self._texts.status(task.locale, task.status))
         return task
 
     async def task_for_message(self, chat_id: int, message_id: int, user_id: int) -> Task | None:
@@ -199,10 +207,7 @@ class TaskService:
         if ref == "all":
             count = await self._store.tasks.archive_finished(user_id)
         else:
-            task = await self.get_own(user_id, parse_task_id(ref, "archive"))
-            if task.status.active:
-                raise TaskStateError("error.still_active", label=task.label,
-                                     status=self._texts.status(task.locale, task.status))
+            task = await self.get_idle(user_id, parse_task_id(ref, "archive"))
             await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
             count = 1
         await self._store.audit.record("archived", user_id, None, ref)

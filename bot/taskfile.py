@@ -5,9 +5,13 @@ and ``worktree``), sections ``# Goal``, ``# Constraints``, ``# Result``, and a t
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from bot.errors import DetachError
 
@@ -79,24 +83,29 @@ def _int(value: str | None, key: str) -> int | None:
         raise TaskFileError(f"{key}: not a whole number: {value!r}") from None
 
 
-def parse(text: str) -> TaskFile:
-    lines = text.replace("\r\n", "\n").split("\n")
+def _frontmatter(lines: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The ``---`` block's keys, and the lines after it."""
     if not lines or lines[0].strip() != "---":
         raise TaskFileError("the file must start with a '---' frontmatter block")
     try:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
     except StopIteration:
         raise TaskFileError("the frontmatter block is not closed with '---'") from None
-    head = _pairs(lines[1:end], HEAD_KEYS, "frontmatter")
-    body = lines[end + 1:]
-    tail: dict[str, str] = {}
+    return _pairs(lines[1:end], HEAD_KEYS, "frontmatter"), lines[end + 1:]
+
+
+def _trailing_block(body: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The block after the last ``---`` when everything there is a known ``key: value``."""
     marks = [i for i, line in enumerate(body) if line.strip() == "---"]
-    if marks:  # a trailing block only if everything after the last '---' is key: value
+    if marks:
         after = body[marks[-1] + 1:]
         keys = {_LINE.fullmatch(line.strip()) for line in after if line.strip()}
         if after and all(m is not None and m.group(1) in TAIL_KEYS for m in keys) and keys:
-            tail = _pairs(after, TAIL_KEYS, "trailing block")
-            body = body[:marks[-1]]
+            return _pairs(after, TAIL_KEYS, "trailing block"), body[:marks[-1]]
+    return {}, body
+
+
+def _sections(body: list[str]) -> dict[str, str]:
     sections: dict[str, list[str]] = {}
     current: str | None = None
     for line in body:
@@ -110,15 +119,22 @@ def parse(text: str) -> TaskFile:
             sections[current].append(line)
         elif line.strip():
             raise TaskFileError("text before the '# Goal' section")
-    goal = "\n".join(sections.get("Goal", [])).strip()
+    return {name: "\n".join(lines).strip() for name, lines in sections.items()}
+
+
+def parse(text: str) -> TaskFile:
+    head, body = _frontmatter(text.replace("\r\n", "\n").split("\n"))
+    tail, body = _trailing_block(body)
+    sections = _sections(body)
+    goal = sections.get("Goal", "")
     if not goal:
         raise TaskFileError("the '# Goal' section is missing or empty")
     channel = head.get("channel") or "telegram"
     if channel != "telegram":
         raise TaskFileError(f"channel: only 'telegram' is supported, not {channel!r}")
     return TaskFile(
-        goal=goal, constraints="\n".join(sections.get("Constraints", [])).strip(),
-        result="\n".join(sections.get("Result", [])).strip(),
+        goal=goal, constraints=sections.get("Constraints", ""),
+        result=sections.get("Result", ""),
         created=_time(head.get("created"), "created"), channel=channel,
         chat_id=_int(head.get("chat_id"), "chat_id"), slug=head.get("slug") or None,
         model=head.get("model") or None, cwd=head.get("cwd") or None,
@@ -145,3 +161,19 @@ def render(tf: TaskFile) -> str:
                 ("duration_seconds", tf.duration_seconds), ("status", tf.status)]
         out += ["---", *(f"{k}: {v}" for k, v in tail if v is not None)]
     return "\n".join(out) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write under a hidden temporary name, then rename: a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def drop(inbox: Path, tf: TaskFile, stem: str) -> Path:
+    """Put a task file into an inbox under a fresh name; returns its path."""
+    inbox.mkdir(parents=True, exist_ok=True)
+    path = inbox / f"{stem}-{uuid.uuid4().hex[:8]}.md"
+    write_atomic(path, render(tf))
+    return path

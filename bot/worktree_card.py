@@ -6,8 +6,7 @@ from __future__ import annotations
 import html
 
 from bot.callbacks import task_keyboard
-from bot.errors import TaskStateError, UserInputError
-from bot.models import Task
+from bot.errors import UserInputError
 from bot.notifier import Notifier
 from bot.service import TaskService
 from bot.texts import Texts
@@ -23,13 +22,6 @@ class WorktreeCard:
         self._worktrees = worktrees
         self._notifier = notifier
         self._texts = texts
-
-    async def _idle_task(self, user_id: int, task_id: int) -> Task:
-        task = await self._tasks.get_own(user_id, task_id)
-        if task.status.active:
-            raise TaskStateError("error.still_active", label=task.label,
-                                 status=self._texts.status(task.locale, task.status))
-        return task
 
     async def show_diff(self, user_id: int, task_id: int) -> None:
         """The diff stat and the patch: inline when short, else as a ``.diff`` file."""
@@ -55,7 +47,7 @@ class WorktreeCard:
                                                        label=task.label))
 
     async def merge(self, user_id: int, task_id: int) -> None:
-        task = await self._idle_task(user_id, task_id)
+        task = await self._tasks.get_idle(user_id, task_id)
         loc = task.locale
         try:
             base = await self._worktrees.merge(task_id, f"{task.label}: {task.title[:72]}")
@@ -67,7 +59,7 @@ class WorktreeCard:
                                                         base=base), kind="status", wait=False)
 
     async def discard(self, user_id: int, task_id: int, confirmed: bool) -> None:
-        task = await self._idle_task(user_id, task_id)
+        task = await self._tasks.get_idle(user_id, task_id)
         loc = task.locale
         if await self._worktrees.discard(task_id, confirmed):
             await self._notifier.send(task, self._texts.get(loc, "worktree.discarded",

@@ -78,8 +78,10 @@ class Worktrees:
             return False
         return True
 
-    async def create(self, task_id: int, slug: str, cwd: Path) -> Created:
-        repo = await self.repository(cwd)
+    async def create(self, task_id: int, slug: str, cwd: Path,
+                     repo: Path | None = None) -> Created:
+        """``repo``: the repository holding ``cwd`` when the caller already looked it up."""
+        repo = repo or await self.repository(cwd)
         branch_name = await git(repo, "symbolic-ref", "--quiet", "--short", "HEAD")
         base_commit = (await git(repo, "rev-parse", "HEAD")).out
         base_branch = branch_name.out if branch_name.code == 0 else base_commit

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import partial
+
 from aiogram import F, Router
 from aiogram.types import CallbackQuery
 
@@ -24,25 +27,14 @@ def router() -> Router:
             task = await tasks.cancel(user_id, callback_data.task_id)
             await query.answer(_plain(texts.get(locale, "task.cancel_requested", label=task.label)))
             return
-        task_id = callback_data.task_id
-        if callback_data.action == "resume":
-            await tasks.resume_interrupted(user_id, task_id)
-        elif callback_data.action == "fail":
-            await tasks.mark_failed(user_id, task_id)
-        elif callback_data.action == "followup":
-            await card.ask_follow_up(user_id, task_id)
-        elif callback_data.action == "transcript":
-            await card.send_transcript(user_id, task_id)
-        elif callback_data.action == "retry":
-            await card.retry(user_id, task_id)
-        elif callback_data.action == "diff":
-            await worktree_card.show_diff(user_id, task_id)
-        elif callback_data.action == "merge":
-            await worktree_card.merge(user_id, task_id)
-        elif callback_data.action in ("discard", "discard_yes"):
-            await worktree_card.discard(user_id, task_id, callback_data.action == "discard_yes")
-        else:
-            await tasks.archive(user_id, str(task_id))
+        actions: dict[str, Callable[[int, int], Awaitable[object]]] = {
+            "resume": tasks.resume_interrupted, "fail": tasks.mark_failed,
+            "followup": card.ask_follow_up, "transcript": card.send_transcript,
+            "retry": card.retry, "diff": worktree_card.show_diff, "merge": worktree_card.merge,
+            "discard": partial(worktree_card.discard, confirmed=False),
+            "discard_yes": partial(worktree_card.discard, confirmed=True),
+            "archive": lambda user, task_id: tasks.archive(user, str(task_id))}
+        await actions[callback_data.action](user_id, callback_data.task_id)
         await query.answer(texts.get(locale, "callback.done"))
 
     @r.callback_query()
