@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import signal
@@ -47,6 +48,7 @@ from executors.claude import PINNED_VERSION as CLAUDE_PINNED
 from executors.claude import ClaudeExecutor
 from executors.codex import PINNED_VERSION as CODEX_PINNED
 from executors.codex import CodexExecutor
+from executors.process import kill_tagged
 from handlers import build_dispatcher
 
 log = logging.getLogger(__name__)
@@ -165,7 +167,8 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
                              internal=[worktrees.root])
     runner = TurnRunner(store, executors, notifier, queue, desk, money,
                         settings.auto_allowed_tools, settings.progress_interval_s, workdirs,
-                        runner_id=identity, stop_poll_s=poll_s)
+                        runner_id=identity, stop_poll_s=poll_s,
+                        process_tag=process_tag(settings, identity))
     engines = set(Engine) if role == "scheduler" else set(executors)  # front: workers have them
     service = TaskService(store, pool, queue, notifier, texts, engines,
                           settings.max_prompt_chars, workdirs,
@@ -176,9 +179,18 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
                 schedules)
 
 
+def process_tag(settings: Settings, identity: str) -> str:
+    """This process's prefix of the tag its agent processes carry: one per database and
+    process identity, so two bots on one machine never stop each other's agents."""
+    key = f"{settings.resolved_database_url}|{identity}".encode()
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
 async def start_core(core: Core, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
-    """Recover what this process left running, then start the job pool."""
+    """Stop what a crashed run of this process left behind (agents, their daemons), recover
+    its turns, then start the job pool."""
     shared = core.pool.identity if settings.jobs_database_url else None  # else: one process
+    await asyncio.to_thread(kill_tagged, process_tag(settings, core.pool.identity) + ":")
     await recover(core.store, core.notifier, core.desk, shared)
     await stack.enter_async_context(core.pool)
     core.pool.on_schedule = core.schedules.on_fire

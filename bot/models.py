@@ -131,6 +131,7 @@ class TurnSpec:
     approval_mode: ApprovalMode = ApprovalMode.ASK
     extra_args: tuple[str, ...] = ()
     max_budget_usd: float | None = None
+    process_tag: str | None = None  # carried by every process of the turn (executors.process)
 
 
 # --- approvals: what an agent asks, and the answer it gets ------------------------------------

@@ -150,7 +150,7 @@ class JobPool:
         self._max_concurrent = max_concurrent
         self._timeout_s = timeout_s
         self._handler = handler
-        self._running: dict[int, TurnControl] = {}
+        self._running: dict[int, TurnControl] = {}  # by turn id: one registration per turn
         self._scheduler: AsyncScheduler | None = None
         self.on_schedule: ScheduleHandler | None = None
 
@@ -190,13 +190,13 @@ class JobPool:
         """Stop our own turns first, with one plain cancel each: APScheduler's stop cancels
         through anyio scopes that re-cancel every await, which would cut the turns' final
         database writes (and their agents' clean stop) short."""
-        for task_id in list(self._running):
-            self.cancel(task_id, StopReason.SHUTDOWN)
+        for control in list(self._running.values()):
+            control.request_stop(StopReason.SHUTDOWN)
         deadline = asyncio.get_running_loop().time() + DRAIN_TIMEOUT_S
         while self._running and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
         if self._running:
-            log.warning("turns of tasks %s did not stop within %ss", sorted(self._running),
+            log.warning("turns %s did not stop within %ss", sorted(self._running),
                         DRAIN_TIMEOUT_S)
 
     async def submit(self, task_id: int, turn_id: int) -> None:
@@ -222,18 +222,26 @@ class JobPool:
             await self._scheduler.remove_schedule(f"schedule-{schedule_id}")
 
     def is_running(self, task_id: int) -> bool:
-        return task_id in self._running
+        return any(c.task_id == task_id for c in self._running.values())
 
     def cancel(self, task_id: int, reason: StopReason = StopReason.CANCELLED) -> bool:
-        """Stop the turn of ``task_id`` running in this process; False if none runs here."""
-        control = self._running.get(task_id)
-        return control is not None and control.request_stop(reason)
+        """Stop the turns of ``task_id`` running in this process; False if none runs here."""
+        stopped = [c.request_stop(reason) for c in list(self._running.values())
+                   if c.task_id == task_id]
+        return any(stopped)
 
     async def run(self, task_id: int, turn_id: int) -> None:
+        """Run one turn under its timeout. A second job of a turn already running here (it was
+        submitted twice) returns at once and leaves the first one's registration alone, so
+        the timeout and /cancel keep holding the turn that runs."""
+        if turn_id in self._running:
+            log.warning("task %s turn %s: already running here; duplicate job ignored",
+                        task_id, turn_id)
+            return
         control = TurnControl(task_id, turn_id, _job=asyncio.current_task())
-        self._running[task_id] = control
+        self._running[turn_id] = control
         timer = asyncio.get_running_loop().call_later(
-            self._timeout_s, self.cancel, task_id, StopReason.TIMED_OUT)
+            self._timeout_s, control.request_stop, StopReason.TIMED_OUT)
         try:
             await self._handler(turn_id, control)
         except asyncio.CancelledError:
@@ -242,5 +250,4 @@ class JobPool:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         finally:
             timer.cancel()
-            if self._running.get(task_id) is control:
-                del self._running[task_id]
+            del self._running[turn_id]

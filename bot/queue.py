@@ -16,12 +16,12 @@ class TurnQueue:
         self._pool = pool
 
     async def kick(self, task_id: int) -> None:
-        """Submit the next turn of ``task_id`` if it may start now. Duplicates are harmless: a
-        turn claims its row atomically when its job starts."""
+        """Submit the next turn of ``task_id`` if it may start now. Idempotent: whoever asks
+        (the command, the intake's periodic kick, a finished turn), one job per turn; marking
+        the row submitted is the atomic gate, and the pool ignores a job of a turn it runs."""
         turn = await self._store.tasks.next_queued_turn(task_id)
-        if turn is None:
+        if turn is None or not await self._store.tasks.mark_submitted(turn.id):
             return
-        await self._store.tasks.mark_submitted(turn.id)
         await self._pool.submit(task_id, turn.id)
 
     async def kick_unsubmitted(self) -> int:

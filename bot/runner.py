@@ -53,9 +53,10 @@ class TurnRunner:
                  queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
                  auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0,
                  workdirs: WorkdirPolicy | None = None, runner_id: str | None = None,
-                 stop_poll_s: float | None = None) -> None:
+                 stop_poll_s: float | None = None, process_tag: str | None = None) -> None:
         """``stop_poll_s``: how often a running turn looks for a /cancel handled by another
-        process (scale-out); None in a single process, where the pool cancels directly."""
+        process (scale-out); None in a single process, where the pool cancels directly.
+        ``process_tag``: this process's prefix of the tag every agent process carries."""
         self._store = store
         self._executors = executors
         self._notifier = notifier
@@ -67,6 +68,7 @@ class TurnRunner:
         self._workdirs = workdirs
         self.runner_id = runner_id
         self._stop_poll_s = stop_poll_s
+        self._process_tag = process_tag
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         turn = await self._store.tasks.claim_turn(turn_id, self.runner_id)
@@ -133,7 +135,8 @@ class TurnRunner:
             append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
             allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
-            max_budget_usd=left if task.engine is Engine.CLAUDE else None)
+            max_budget_usd=left if task.engine is Engine.CLAUDE else None,
+            process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None)
 
     async def _finish(self, task: Task, turn_id: int, outcome: TurnOutcome,
                       denials: tuple[str, ...]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import shutil
@@ -16,7 +17,15 @@ from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import AgentEvent, ApprovalMode, TurnFinished, TurnSpec
 from bot.ports import Approver
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.process import JsonLines, StderrTail, agent_env, read_lines, spawn, stop_tree
+from executors.process import (
+    JsonLines,
+    StderrTail,
+    agent_env,
+    read_lines,
+    spawn,
+    stop_tree,
+    wait_exit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +57,7 @@ class ClaudeExecutor:
         if spec.model:
             argv += ["--model", spec.model]
         if spec.resume_session_id:
-            argv.append(f"--resume={uuid.UUID(spec.resume_session_id)}")
+            argv.append(f"--resume={_session_uuid(spec.resume_session_id)}")
         if spec.append_system_prompt:
             argv += ["--append-system-prompt", spec.append_system_prompt]
         if spec.allowed_tools:
@@ -73,40 +82,67 @@ class ClaudeExecutor:
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         try:
-            proc = await spawn(self.argv(spec), str(spec.cwd), self._env)
+            proc = await spawn(self.argv(spec), str(spec.cwd), self._env, spec.process_tag)
         except OSError as exc:
             raise AgentNotInstalled(self.engine, self._binary) from exc
         log.info("task %s turn %s: claude pid %s started", spec.task_id, spec.turn_id, proc.pid)
         stderr = StderrTail()
         drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
         channel = _Channel(proc, approver)
-        finished = False
         try:
-            assert proc.stdout is not None
             await channel.send({"type": "user", "parent_tool_use_id": None, "session_id": "",
                                 "message": {"role": "user", "content": spec.prompt}})
-            async for line in read_lines(proc.stdout):
-                data = json_object(line)
-                if data.get("type") == "control_request":
-                    channel.answer(data)
-                    continue
-                for event in parse_event(data):
-                    if isinstance(event, TurnFinished):
-                        finished = True
-                        channel.close()  # the turn is over: the CLI exits on EOF
-                    yield event
-            await asyncio.wait_for(proc.wait(), self._grace_s * 2)
-            await asyncio.wait_for(drain, self._grace_s)
-            if not finished:
-                raise AgentCrashed("claude ended without a result", proc.returncode,
-                                   stderr.text())
+            async for event in self._events(proc, channel):
+                yield event
+                if isinstance(event, TurnFinished):
+                    # the result line is the verdict: an agent that lingers after it is stopped
+                    # below, and its answer is kept
+                    await wait_exit(proc, self._grace_s)
+                    return
+            await wait_exit(proc, self._grace_s * 2)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(drain), self._grace_s)
+            raise AgentCrashed("claude ended without a result", proc.returncode, stderr.text())
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.aclose()
-                await stop_tree(proc, self._grace_s)
+                await stop_tree(proc, self._grace_s, tag=spec.process_tag)
                 drain.cancel()
             log.info("task %s turn %s: claude pid %s ended rc=%s", spec.task_id, spec.turn_id,
                      proc.pid, proc.returncode)
+
+    @staticmethod
+    async def _events(proc: asyncio.subprocess.Process,
+                      channel: _Channel) -> AsyncGenerator[AgentEvent, None]:
+        """Events from stdout until the result; a line that cannot be understood is logged and
+        skipped, never fatal to the turn."""
+        assert proc.stdout is not None
+        async for line in read_lines(proc.stdout, proc):
+            data = json_object(line)
+            if data.get("type") == "control_request":
+                channel.answer(data)
+                continue
+            try:
+                events = parse_event(data)
+            except (TypeError, ValueError, AttributeError, KeyError):
+                log.warning("claude pid %s: skipped a line of unexpected shape: %.200s",
+                            proc.pid, line)
+                continue
+            for event in events:
+                if isinstance(event, TurnFinished):
+                    channel.close()  # the turn is over: the CLI exits on EOF
+                yield event
+                if isinstance(event, TurnFinished):
+                    return
+
+
+def _session_uuid(session_id: str) -> uuid.UUID:
+    """A stored session id; one that is not a UUID never reaches the command line."""
+    try:
+        return uuid.UUID(session_id)
+    except ValueError as exc:
+        raise AgentCrashed("the stored session id is not a UUID; start a new task", None,
+                           "") from exc
 
 
 class _Channel:
@@ -129,12 +165,14 @@ class _Channel:
 
     async def _answer(self, data: dict[str, Any]) -> None:
         request_id = str(data.get("request_id", ""))
-        request = data.get("request") or {}
+        request = data.get("request")
+        request = request if isinstance(request, dict) else {}
         if request.get("subtype") != "can_use_tool":
             await self.send(control_error(request_id, f"unsupported: {request.get('subtype')}"))
             return
         decision = await self._approver.decide(approval_request(request))
-        tool_input = request.get("input") or {}
+        tool_input = request.get("input")
+        tool_input = tool_input if isinstance(tool_input, dict) else {}
         if decision.answers is not None:  # AskUserQuestion: allowed, with the answers added
             tool_input = {**tool_input, "answers": decision.answers}
         body: dict[str, Any] = (  # always echo updatedInput on allow (2.1.197 requires it)

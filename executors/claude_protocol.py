@@ -4,6 +4,8 @@ control requests of ``--permission-prompt-tool stdio`` -> ApprovalRequests. Pure
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from typing import Any
 
 from bot.models import (
@@ -18,6 +20,8 @@ from bot.models import (
     Usage,
 )
 
+log = logging.getLogger(__name__)
+
 
 def control_error(request_id: str, error: str) -> dict[str, Any]:
     return {"type": "control_response",
@@ -27,12 +31,12 @@ def control_error(request_id: str, error: str) -> dict[str, Any]:
 def approval_request(request: dict[str, Any]) -> ApprovalRequest:
     """A ``can_use_tool`` control request -> an engine-neutral ApprovalRequest."""
     tool = str(request.get("tool_name") or "?")
-    tool_input = request.get("input") or {}
+    tool_input = _obj(request.get("input"))
     questions = tuple(
         Question(text=str(q.get("question", "")), header=str(q.get("header", "")),
-                 options=tuple(str(o.get("label", "")) for o in q.get("options") or []),
+                 options=tuple(str(o.get("label", "")) for o in _blocks(q.get("options"))),
                  multi=bool(q.get("multiSelect")))
-        for q in tool_input.get("questions") or [] if isinstance(q, dict)
+        for q in _blocks(tool_input.get("questions"))
     ) if tool == "AskUserQuestion" else ()
     return ApprovalRequest(tool_name=tool, tool_input=tool_input,
                            tool_use_id=str(request.get("tool_use_id", "")),
@@ -42,9 +46,9 @@ def approval_request(request: dict[str, Any]) -> ApprovalRequest:
 
 def _suggested_rule(tool: str, suggestions: Any) -> str:
     """The CLI's own suggested allow rule (e.g. ``Bash(npm test:*)``), else the whole tool."""
-    for suggestion in suggestions or []:
+    for suggestion in _blocks(suggestions):
         if suggestion.get("type") == "addRules" and suggestion.get("behavior") == "allow":
-            for rule in suggestion.get("rules") or []:
+            for rule in _blocks(suggestion.get("rules")):
                 name, content = rule.get("toolName") or tool, rule.get("ruleContent")
                 return f"{name}({content})" if content else str(name)
     return tool
@@ -58,15 +62,42 @@ def json_object(line: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: the CLI's lines are outside data."""
+    return value if isinstance(value, dict) else {}
+
+
+def _blocks(value: Any) -> list[dict[str, Any]]:
+    return [b for b in value if isinstance(b, dict)] if isinstance(value, list) else []
+
+
+def _count(value: Any) -> int:
+    """A token count; anything that is not a non-negative number counts as 0."""
+    return int(value) if isinstance(value, int | float) and 0 <= value < 2**53 else 0
+
+
+def session_id_of(value: Any) -> str | None:
+    """A session id the CLI can be resumed with (a UUID), else None."""
+    try:
+        return str(uuid.UUID(str(value))) if value else None
+    except ValueError:
+        log.warning("claude: ignored a session id that is not a UUID: %.80r", value)
+        return None
+
+
 def parse_event(data: dict[str, Any]) -> list[AgentEvent]:
-    """One stream-json object -> zero or more events. Unknown ones are ignored, never fatal."""
+    """One stream-json object -> zero or more events. Unknown or oddly shaped ones are ignored,
+    never fatal."""
     kind = data.get("type")
-    if kind == "system" and data.get("subtype") == "init" and data.get("session_id"):
-        return [SessionStarted(str(data["session_id"]), data.get("model"))]
+    if kind == "system" and data.get("subtype") == "init":
+        session_id = session_id_of(data.get("session_id"))
+        model = data.get("model")
+        return [SessionStarted(session_id, model if isinstance(model, str) else None)
+                ] if session_id else []
     if kind == "assistant":
-        return _assistant_events(data.get("message") or {})
+        return _assistant_events(_obj(data.get("message")))
     if kind == "user":
-        return _tool_results(data.get("message") or {})
+        return _tool_results(_obj(data.get("message")))
     if kind == "result":
         return [_result(data)]
     return []
@@ -74,12 +105,12 @@ def parse_event(data: dict[str, Any]) -> list[AgentEvent]:
 
 def _assistant_events(message: dict[str, Any]) -> list[AgentEvent]:
     events: list[AgentEvent] = []
-    for block in message.get("content") or []:
+    for block in _blocks(message.get("content")):
         if block.get("type") == "text" and block.get("text"):
-            events.append(TextEmitted(block["text"]))
+            events.append(TextEmitted(str(block["text"])))
         elif block.get("type") == "tool_use":
             events.append(ToolCalled(str(block.get("id", "")), str(block.get("name", "?")),
-                                     summarize_input(block.get("input") or {})))
+                                     summarize_input(_obj(block.get("input")))))
     return events
 
 
@@ -107,23 +138,28 @@ def summarize_input(tool_input: dict[str, Any]) -> str:
     return json.dumps(tool_input, ensure_ascii=False)[:300]
 
 
+def _cost(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and 0 <= value < 1e9 else None
+
+
 def _result(data: dict[str, Any]) -> TurnFinished:
-    usage = data.get("usage") or {}
-    denials = tuple(f"{d.get('tool_name', '?')}: {summarize_input(d.get('tool_input') or {})}"
-                    for d in data.get("permission_denials") or [] if isinstance(d, dict))
+    usage = _obj(data.get("usage"))
+    denials = tuple(f"{d.get('tool_name', '?')}: {summarize_input(_obj(d.get('tool_input')))}"
+                    for d in _blocks(data.get("permission_denials")))
+    errors = data.get("errors")
     return TurnFinished(
         is_error=bool(data.get("is_error")),
         result_text=str(data.get("result") or ""),
-        session_id=data.get("session_id"),
-        cost_usd=data.get("total_cost_usd"),
+        session_id=session_id_of(data.get("session_id")),
+        cost_usd=_cost(data.get("total_cost_usd")),
         usage=Usage(
-            input_tokens=int(usage.get("input_tokens") or 0),
-            output_tokens=int(usage.get("output_tokens") or 0),
-            cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
-            cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0)),
-        num_turns=int(data.get("num_turns") or 0),
+            input_tokens=_count(usage.get("input_tokens")),
+            output_tokens=_count(usage.get("output_tokens")),
+            cache_read_tokens=_count(usage.get("cache_read_input_tokens")),
+            cache_write_tokens=_count(usage.get("cache_creation_input_tokens"))),
+        num_turns=_count(data.get("num_turns")),
         denials=denials,
-        errors=tuple(str(e) for e in data.get("errors") or []),
+        errors=tuple(str(e) for e in errors) if isinstance(errors, list) else (),
         subtype=str(data.get("subtype") or ""),
         extra={"api_error_status": data.get("api_error_status"),
                "terminal_reason": data.get("terminal_reason")},

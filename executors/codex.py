@@ -105,7 +105,7 @@ class CodexExecutor:
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
         try:
-            proc = await spawn(self.argv(spec), str(spec.cwd), self._env)
+            proc = await spawn(self.argv(spec), str(spec.cwd), self._env, spec.process_tag)
         except OSError as exc:
             raise AgentNotInstalled(self.engine, self._binary) from exc
         log.info("task %s turn %s: codex pid %s started", spec.task_id, spec.turn_id, proc.pid)
@@ -133,7 +133,7 @@ class CodexExecutor:
                                                              "turnId": turn_id}, timeout_s=2)
                 await rpc.aclose()
                 # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
-                await stop_tree(proc, self._grace_s, first=signal.SIGTERM)
+                await stop_tree(proc, self._grace_s, first=signal.SIGTERM, tag=spec.process_tag)
                 drain.cancel()
             log.info("task %s turn %s: codex pid %s ended rc=%s", spec.task_id, spec.turn_id,
                      proc.pid, proc.returncode)
@@ -146,8 +146,7 @@ class CodexExecutor:
             if "id" in message and message.get("method"):
                 rpc.spawn(self._answer(rpc, message, state, approver))
                 continue
-            for event in notification_events(str(message.get("method")),
-                                              message.get("params") or {}, state):
+            for event in _events_of(message, state):
                 if isinstance(event, TurnFinished):
                     rpc.close()  # the turn is over: the app-server exits on EOF
                     yield _with_session(event, thread_id)
@@ -186,6 +185,17 @@ class CodexExecutor:
         await rpc.send({"id": message["id"], "result": decision_result(decision)})
 
 
+def _events_of(message: dict[str, Any], state: TurnState) -> list[AgentEvent]:
+    """A notification's events; one of unexpected shape is logged and skipped."""
+    params = message.get("params")
+    try:
+        return notification_events(str(message.get("method")),
+                                   params if isinstance(params, dict) else {}, state)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        log.warning("codex: skipped a notification of unexpected shape: %.200s", message)
+        return []
+
+
 def _with_session(event: TurnFinished, thread_id: str) -> TurnFinished:
     return dataclasses.replace(event, session_id=thread_id)
 
@@ -204,19 +214,32 @@ class _Rpc:
 
     async def _read(self) -> None:
         assert self._proc.stdout is not None
-        async for line in read_lines(self._proc.stdout):
-            with contextlib.suppress(json.JSONDecodeError):
-                message = json.loads(line)
-                future = self._waiting.pop(message.get("id"), None) if (
-                    "result" in message or "error" in message) else None
-                if future is not None and not future.done():
-                    future.set_result(message)
-                elif isinstance(message, dict):
-                    self._inbox.put_nowait(message)
+        try:
+            async for line in read_lines(self._proc.stdout, self._proc):
+                self._route(line)
+        except AgentCrashed as exc:  # a line over the limit: the turn ends without a verdict
+            log.warning("codex pid %s: %s", self._proc.pid, exc.reason)
         self._inbox.put_nowait(None)
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(AgentCrashed("codex app-server exited", None, ""))
+
+    def _route(self, line: str) -> None:
+        """A reply to its waiting request, anything else to the inbox; what is not a JSON
+        object is skipped."""
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            return
+        if not isinstance(message, dict):
+            return
+        key = message.get("id")
+        future = self._waiting.pop(key, None) if isinstance(key, int) and (
+            "result" in message or "error" in message) else None
+        if future is not None and not future.done():
+            future.set_result(message)
+        elif future is None:
+            self._inbox.put_nowait(message)
 
     async def send(self, message: dict[str, Any]) -> None:
         await self._lines.write(message)

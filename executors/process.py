@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 
+from bot.errors import AgentCrashed
+
 log = logging.getLogger(__name__)
 
 # Agents run with their telemetry and non-essential traffic off.
@@ -27,6 +29,11 @@ QUIET_ENV = {
     "DISABLE_BUG_COMMAND": "1",
 }
 LINE_LIMIT = 64 * 1024 * 1024  # one stream-json line may carry a whole file
+# Every process of a turn carries this variable (``<owner>:<turn id>``): a daemon that left the
+# agent's process group and session still has it, so it is found and stopped with the turn, and
+# at the next start when the bot died.
+TAG_ENV = "DETACH_AGENT_TAG"
+LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child holding it)
 
 
 def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
@@ -46,17 +53,49 @@ def _death_signal_prefix() -> tuple[str, ...]:
     return (setpriv, "--pdeathsig", "INT", "--") if setpriv else ()
 
 
-async def spawn(argv: list[str], cwd: str, env: Mapping[str, str]) -> asyncio.subprocess.Process:
-    """Start an agent in its own session with pipes on all three streams."""
+async def spawn(argv: list[str], cwd: str, env: Mapping[str, str],
+                tag: str | None = None) -> asyncio.subprocess.Process:
+    """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
+    (see TAG_ENV)."""
+    env = {**env, TAG_ENV: tag} if tag else dict(env)
     return await asyncio.create_subprocess_exec(
-        *_death_signal_prefix(), *argv, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.PIPE,
+        *_death_signal_prefix(), *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         start_new_session=True, limit=LINE_LIMIT)
 
 
-async def read_lines(stream: asyncio.StreamReader) -> AsyncIterator[str]:
-    while line := await stream.readline():
+async def read_lines(stream: asyncio.StreamReader,
+                     proc: asyncio.subprocess.Process | None = None) -> AsyncIterator[str]:
+    """The stream's lines until EOF; once ``proc`` exited, until EOF or LINGER_S without a line
+    (a child it left may hold the pipe open for ever). A line over LINE_LIMIT ends the turn with
+    a clear reason instead of an internal error."""
+    while line := await _readline(stream, proc):
         yield line.decode("utf-8", errors="replace")
+
+
+async def _readline(stream: asyncio.StreamReader,
+                    proc: asyncio.subprocess.Process | None) -> bytes:
+    read = asyncio.ensure_future(stream.readline())
+    try:
+        if proc is not None and proc.returncode is None:
+            exited = asyncio.ensure_future(_exited(proc))
+            try:
+                await asyncio.wait({read, exited}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                exited.cancel()
+        if proc is not None and not read.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(read), LINGER_S)
+            if not read.done():
+                log.info("agent pid %s exited; its output pipe is held open: stop reading",
+                         proc.pid)
+                return b""
+        return await read
+    except ValueError as exc:  # asyncio's LimitOverrunError, re-raised by readline()
+        raise AgentCrashed(f"the agent printed a line longer than {LINE_LIMIT // 2**20} MiB",
+                           None, "") from exc
+    finally:
+        read.cancel()
 
 
 class StderrTail:
@@ -66,8 +105,9 @@ class StderrTail:
         self._lines: deque[str] = deque(maxlen=max_lines)
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
-        async for line in read_lines(stream):
-            self._lines.append(line.rstrip("\n"))
+        with contextlib.suppress(AgentCrashed):  # a line too long for the tail ends it
+            async for line in read_lines(stream):
+                self._lines.append(line.rstrip("\n"))
 
     def text(self, max_chars: int = 1500) -> str:
         return "\n".join(self._lines)[-max_chars:]
@@ -101,26 +141,46 @@ def descendants(pid: int) -> list[psutil.Process]:
     return []
 
 
+async def _exited(proc: asyncio.subprocess.Process, every_s: float = 0.1) -> None:
+    """Until the process exited. Not ``proc.wait()``: on Python 3.11 that also waits for every
+    pipe to close, which a child left holding one never does."""
+    while proc.returncode is None:
+        await asyncio.sleep(every_s)
+
+
+async def wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for the agent to exit; False if it still runs."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_exited(proc), timeout_s)
+    return proc.returncode is not None
+
+
 async def stop_tree(proc: asyncio.subprocess.Process, grace_s: float,
-                    first: signal.Signals = signal.SIGINT) -> None:
+                    first: signal.Signals = signal.SIGINT, tag: str | None = None) -> None:
     """``first`` (Claude: SIGINT, it stops its own tools and exits), then after ``grace_s``
-    SIGKILL the agent and every process group below it: tool shells are session leaders."""
+    SIGKILL the agent, every process group below it (tool shells are session leaders) and
+    every process carrying the turn's ``tag`` (daemons that left the tree)."""
+    await _stop_agent(proc, grace_s, first)
+    if tag:
+        await asyncio.to_thread(kill_tagged, tag, exact=True)
+
+
+async def _stop_agent(proc: asyncio.subprocess.Process, grace_s: float,
+                      first: signal.Signals) -> None:
     if proc.returncode is not None:
         _kill_all(descendants(proc.pid))
         return
     tree = descendants(proc.pid)
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(first)
-    try:
-        await asyncio.wait_for(proc.wait(), grace_s)
-    except TimeoutError:
-        log.info("agent pid %s ignored SIGINT for %.1fs; killing its tree", proc.pid, grace_s)
+    if not await wait_exit(proc, grace_s):
+        log.info("agent pid %s ignored %s for %.1fs; killing its tree", proc.pid, first.name,
+                 grace_s)
     tree += descendants(proc.pid)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     _kill_all(tree)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(proc.wait(), grace_s)
+    await wait_exit(proc, grace_s)
 
 
 def _kill_all(procs: list[psutil.Process]) -> None:
@@ -130,3 +190,22 @@ def _kill_all(procs: list[psutil.Process]) -> None:
                 os.killpg(os.getpgid(child.pid), signal.SIGKILL)
         with contextlib.suppress(psutil.Error):
             child.kill()
+
+
+def kill_tagged(tag: str, *, exact: bool = False) -> int:
+    """SIGKILL every process of ours whose environment carries TAG_ENV equal to ``tag`` (or,
+    without ``exact``, starting with it); returns how many. At start, the bot passes its owner
+    prefix to stop what a crashed run left behind."""
+    me = os.getpid()
+    killed = 0
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            value = proc.environ().get(TAG_ENV)
+            if value is not None and (value == tag if exact else value.startswith(tag)):
+                proc.kill()
+                killed += 1
+    if killed:
+        log.info("stopped %s left-behind agent process(es) tagged %s", killed, tag)
+    return killed

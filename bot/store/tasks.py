@@ -124,10 +124,13 @@ class TaskRepo:
             row = (await conn.execute(query)).first()
         return _turn(row) if row else None
 
-    async def mark_submitted(self, turn_id: int) -> None:
+    async def mark_submitted(self, turn_id: int) -> bool:
+        """Mark a queued turn submitted; False when somebody already did (submit it once)."""
         async with self._engine.begin() as conn:
-            await conn.execute(turns.update().where(turns.c.id == turn_id).values(
-                submitted_at=self._clock()))
+            result = await conn.execute(turns.update().where(
+                turns.c.id == turn_id, turns.c.submitted_at.is_(None),
+                turns.c.status == TaskStatus.QUEUED.value).values(submitted_at=self._clock()))
+        return result.rowcount == 1
 
     async def unsubmit_queued(self) -> None:
         """After a restart the job engine's queue is not trusted: queued turns are re-submitted."""
