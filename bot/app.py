@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -25,6 +26,7 @@ from bot.card import TaskCard
 from bot.errors import AgentNotInstalled, ConfigError
 from bot.inbox import Inbox
 from bot.intake import Intake, recover
+from bot.journal import JournaledDispatcher
 from bot.models import Engine
 from bot.money import MoneyDesk
 from bot.notifier import Notifier
@@ -220,7 +222,8 @@ async def build(settings: Settings, session: BaseSession | None = None,
         card = TaskCard(service, store, core.queue, notifier, texts)
         dispatcher = build_dispatcher(
             service, card, WorktreeCard(service, core.worktrees, notifier, texts), answers,
-            access, texts, outbox, core.schedules, core.status)
+            access, texts, outbox, core.schedules, core.status,
+            make=functools.partial(JournaledDispatcher, store))
         await start_core(core, settings, stack)
         await core.schedules.start()  # missed runs once, then every schedule from now
         yield App(settings, store, bot, dispatcher, core.pool, service, intake, outbox,

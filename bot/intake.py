@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections import defaultdict
 
+from bot import failpoints
 from bot.approvals import ApprovalDesk
 from bot.inbox import Inbox
 from bot.models import Task
@@ -40,9 +41,10 @@ class Intake:
         fresh = await self._store.tasks.unannounced()
         await self._queue.kick_unsubmitted()
         for task in fresh:
-            await self._store.tasks.set_announced(task.id)
+            async with self._store.atomic():  # announced once, with its acknowledgement
+                await self._store.tasks.set_announced(task.id)
+                await self._notifier.acknowledge(task)
             log.info("task %s picked up from the shell", task.id)
-            await self._notifier.acknowledge(task)
         if self._inbox is not None:
             await self._inbox.poll_once()
 
@@ -50,16 +52,20 @@ class Intake:
 async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk,
                   runner: str | None = None) -> list[Task]:
     """At start: questions nobody waits for expire, turns this process (``runner``) left
-    running become interrupted and each owner gets one message listing them; queued turns are
+    running become interrupted and each owner gets one message listing them, all in one
+    transaction (a crash here leaves it all to the next start); queued turns are
     re-submitted by the intake. Turns of other live workers are left alone."""
-    await desk.expire_after_restart(runner)
-    interrupted = await store.tasks.interrupt_running(runner)
-    await store.tasks.unsubmit_queued()
-    by_chat: dict[int, list[Task]] = defaultdict(list)
-    for task in interrupted:
-        by_chat[task.chat_id].append(task)
-        await store.audit.record("interrupted", task.owner_id, task.id)
+    async with store.atomic():
+        await desk.expire_after_restart(runner)
+        interrupted = await store.tasks.interrupt_running(runner)
+        await store.tasks.unsubmit_queued()
+        by_chat: dict[int, list[Task]] = defaultdict(list)
+        for task in interrupted:
+            by_chat[task.chat_id].append(task)
+            await store.audit.record("interrupted", task.owner_id, task.id)
+        for chat_id, tasks in by_chat.items():
+            await notifier.interrupted(chat_id, tasks)
+        failpoints.hit("recover.before_commit")
     for chat_id, tasks in by_chat.items():
         log.info("chat %s: %s task(s) interrupted by a restart", chat_id, len(tasks))
-        await notifier.interrupted(chat_id, tasks)
     return interrupted

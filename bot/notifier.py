@@ -109,7 +109,8 @@ class Notifier:
     async def _send_document(self, task: Task, header: str, answer: str) -> None:
         summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
         preview = html.escape(split_text(answer, 1500)[0], quote=False)
-        await self.send(task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result")
+        await self.send(task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result",
+                        wait=False)
         caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
         await self.send_file(task, answer.encode(), f"{task.id}-{task.slug}.md", caption)
 
@@ -127,17 +128,9 @@ class Notifier:
         lines.append(self._texts.get(loc, "task.interrupted_footer"))
         rows = [TaskAction.buttons(self._texts, loc, t.id, ["resume", "fail"], t.label)
                 for t in tasks[:20]]
-        row_id = await self._outbox.send(chat_id, "\n".join(lines), task_id=tasks[0].id,
-                                         link_kind="interrupted",
-                                         markup=InlineKeyboardMarkup(inline_keyboard=rows))
-        if len(tasks) > 1:  # a reply to the notice continues the first; link all when sent
-            await self._link_all(chat_id, row_id, tasks)
-
-    async def _link_all(self, chat_id: int, row_id: int, tasks: Sequence[Task]) -> None:
-        message_id = await self._outbox.delivered(row_id)
-        if message_id is not None:
-            for task in tasks:
-                await self._store.links.link(chat_id, message_id, task.id, "interrupted")
+        await self._outbox.send(chat_id, "\n".join(lines), task_id=tasks[0].id,
+                                link_kind="interrupted",
+                                markup=InlineKeyboardMarkup(inline_keyboard=rows))
 
     async def send_rich(self, task: Task, html_text: str, kind: str,
                         markup: InlineKeyboardMarkup | None = None) -> Sent | None:

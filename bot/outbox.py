@@ -60,7 +60,7 @@ class Outbox:
                    "force_reply": isinstance(markup, ForceReply)}
         row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
         self._wait_for(row_id)
-        self._wake.set()
+        self._store.after_commit(self._wake.set)  # a row in a transaction waits for it
         return row_id
 
     async def send_document(self, chat_id: int, data: bytes, filename: str, caption: str, *,
@@ -70,7 +70,7 @@ class Outbox:
                    "caption": caption}
         row_id = await self._store.outbox.add(chat_id, "document", payload, task_id, link_kind)
         self._wait_for(row_id)
-        self._wake.set()
+        self._store.after_commit(self._wake.set)  # a row in a transaction waits for it
         return row_id
 
     def _wait_for(self, row_id: int) -> None:
@@ -84,12 +84,12 @@ class Outbox:
                    "markup": markup.model_dump(exclude_none=True) if markup else None}
         key = f"{chat_id}:{message_id}" if message_id is not None else f"{chat_id}:r{row_id}"
         await self._store.outbox.add(chat_id, "edit", payload, None, None, coalesce_key=key)
-        self._wake.set()
+        self._store.after_commit(self._wake.set)
 
     async def delete(self, chat_id: int, message_id: int) -> None:
         await self._store.outbox.add(chat_id, "delete", {"message_id": message_id}, None, None,
                                      coalesce_key=f"{chat_id}:{message_id}")
-        self._wake.set()
+        self._store.after_commit(self._wake.set)
 
     async def delivered(self, row_id: int, timeout_s: float = 120.0) -> int | None:
         """The message id once the row is delivered; None if it failed or took too long."""

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bot import failpoints
 from bot.approvals import ApprovalDesk
 from bot.errors import AgentCrashed, AgentNotInstalled, UserInputError
 from bot.gitinfo import diff_stat
@@ -140,17 +141,22 @@ class TurnRunner:
 
     async def _finish(self, task: Task, turn_id: int, outcome: TurnOutcome,
                       denials: tuple[str, ...]) -> None:
+        """Record the outcome, its spend and the completion card in one transaction: a crash
+        leaves either a running turn (recovered as interrupted, and said so) or a finished one
+        whose card is queued, never a finished task that does not report."""
         turn = await self._store.tasks.get_turn(turn_id)
         assert turn is not None
-        task = await self._store.tasks.finish_turn(turn, outcome)
-        if outcome.cost_usd:
-            await self._store.spend.record(task.owner_id, task.id, turn.id, outcome.cost_usd,
-                                           outcome.input_tokens or 0, outcome.output_tokens or 0)
-        log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
-        finished = await self._store.tasks.get_turn(turn_id)
         changes = await diff_stat(task.cwd) if outcome.status is not TaskStatus.FAILED else ""
-        await self._notifier.turn_finished(task, finished, denials,  # type: ignore[arg-type]
-                                           changes)
+        async with self._store.atomic():
+            task, finished = await self._store.tasks.finish_turn(turn, outcome)
+            if outcome.cost_usd:
+                await self._store.spend.record(task.owner_id, task.id, turn.id,
+                                               outcome.cost_usd, outcome.input_tokens or 0,
+                                               outcome.output_tokens or 0)
+            await self._notifier.turn_finished(task, finished, denials, changes)
+            failpoints.hit("finish.before_commit")
+        failpoints.hit("finish.after_commit")
+        log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
         if outcome.status is TaskStatus.BUDGET_EXCEEDED and task.max_usd is not None:
             await self._desk.ask_budget(task, turn_id, task.total_cost_usd, task.max_usd,
                                         self._money.extend_amount(task))

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
+from bot import failpoints
 from bot.errors import TaskNotFound, TaskStateError, UserInputError
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.money import MoneyDesk, parse_usd
@@ -117,26 +118,25 @@ class TaskService:
         # a worktree outside a repository is refused before anything is created
         repo = await self.worktrees.repository(new.cwd) if new.worktree else None
         slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
-        task, _turn = await self._store.tasks.create(new, slug)
-        if repo is not None:
-            task = await self._own_worktree(task, new.cwd, repo)
-        if reply_to is not None:
-            await self._store.links.link(new.chat_id, reply_to, task.id, "command")
-        await self._store.audit.record("task_created", new.owner_id, task.id, new.engine.value)
+        async with self._store.atomic():  # the task exists with its acknowledgement, or not
+            task, _turn = await self._store.tasks.create(new, slug)
+            if repo is not None:
+                task = await self._own_worktree(task, new.cwd, repo)
+            if reply_to is not None:
+                await self._store.links.link(new.chat_id, reply_to, task.id, "command")
+            await self._store.audit.record("task_created", new.owner_id, task.id,
+                                           new.engine.value)
+            if new.announced:
+                await self._notifier.acknowledge(task, reply_to=reply_to, origin=new.origin)
+            failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
-        await self._queue.kick(task.id)  # first: the ack must not delay the agent
-        if new.announced:
-            await self._notifier.acknowledge(task, reply_to=reply_to, origin=new.origin)
+        await self._queue.kick(task.id)
         return task
 
     async def _own_worktree(self, task: Task, cwd: Path, repo: Path) -> Task:
-        """Move a just-created task into its own worktree (a failure fails the task)."""
-        try:
-            created = await self.worktrees.create(task.id, task.slug, cwd, repo)
-        except UserInputError:
-            await self._store.tasks.cancel_queued(task.id)
-            await self._store.tasks.set_status(task.id, TaskStatus.FAILED)
-            raise
+        """Move a just-created task into its own worktree; a failure undoes the task (the
+        caller's transaction rolls back) and the user is told why."""
+        created = await self.worktrees.create(task.id, task.slug, cwd, repo)
         return await self._store.tasks.set_cwd(task.id, str(created.cwd))
 
     async def follow_up(self, user_id: int, task_id: int, prompt: str,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiogram import Bot, Dispatcher
 from aiogram.types import BotCommand
 
@@ -25,9 +27,11 @@ COMMANDS = ("detach", "claude", "codex", "tasks", "result", "export", "cancel", 
 def build_dispatcher(service: TaskService, card: TaskCard, worktree_card: WorktreeCard,
                      answers: ApprovalAnswers, access: AccessPolicy, texts: Texts,
                      outbox: Outbox, schedule_desk: ScheduleDesk,
-                     engine_status: list[str]) -> Dispatcher:
-    """Handlers reply through ``outbox`` (paced, durable, in order with task messages)."""
-    dp = Dispatcher(tasks=service, card=card, worktree_card=worktree_card, answers=answers,
+                     engine_status: list[str],
+                     make: Callable[..., Dispatcher] = Dispatcher) -> Dispatcher:
+    """Handlers reply through ``outbox`` (paced, durable, in order with task messages);
+    ``make`` builds the Dispatcher itself (the bot's keeps a journal of updates)."""
+    dp = make(tasks=service, card=card, worktree_card=worktree_card, answers=answers,
                     texts=texts, outbox=outbox, schedules=schedule_desk,
                     engine_status=engine_status, access=access)
     dp.update.outer_middleware(AllowListMiddleware(access, texts, outbox))

@@ -9,7 +9,7 @@ import pytest
 
 from bot.models import Engine, NewTask, TaskKind, TaskStatus
 from bot.store import Store, TurnOutcome
-from bot.store.schema import MIGRATIONS
+from bot.store.migrations import MIGRATIONS
 from tests.support.postgres import postgres_database
 
 
@@ -68,7 +68,8 @@ async def test_follow_ups_queue_behind_the_running_turn_in_order(store):
     third = await store.tasks.add_turn(task.id, "three")
     assert await store.tasks.next_queued_turn(task.id) is None  # one turn per task at a time
     assert await store.tasks.claim_turn(second.id) is None
-    after = await store.tasks.finish_turn(first, TurnOutcome(TaskStatus.DONE, "ok", cost_usd=0.5))
+    after, _ = await store.tasks.finish_turn(first, TurnOutcome(TaskStatus.DONE, "ok",
+                                                                cost_usd=0.5))
     assert after.status is TaskStatus.QUEUED and after.total_cost_usd == 0.5
     assert (await store.tasks.next_queued_turn(task.id)).id == second.id
     assert await store.tasks.claim_turn(third.id) is None  # not before the older one
@@ -147,7 +148,7 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path):
     import sqlalchemy as sa
 
     from bot.store.db import make_engine
-    from bot.store.schema import migrate
+    from bot.store.migrations import migrate
 
     url = f"sqlite+aiosqlite:///{tmp_path}/old.sqlite"
     engine = make_engine(url)

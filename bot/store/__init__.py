@@ -5,7 +5,9 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
-from bot.store.db import Clock, make_engine, utcnow
+from bot.store.db import Clock, Database, make_engine, utcnow
+from bot.store.journal import UpdateJournalRepo
+from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
 from bot.store.records import (
@@ -18,7 +20,6 @@ from bot.store.records import (
     UserSettingsRepo,
 )
 from bot.store.schedules import Schedule, ScheduleRepo
-from bot.store.schema import migrate
 from bot.store.tasks import TaskRepo, TurnOutcome
 
 __all__ = ["Grant", "PendingQuestion", "Schedule", "Store", "TaskFileRow", "TranscriptLine",
@@ -30,19 +31,23 @@ class Store:
 
     def __init__(self, engine: AsyncEngine, clock: Clock = utcnow) -> None:
         self.engine = engine
-        self.tasks = TaskRepo(engine, clock)
-        self.transcript = TranscriptRepo(engine, clock)
-        self.links = LinkRepo(engine)
-        self.spend = SpendRepo(engine, clock)
-        self.audit = AuditRepo(engine, clock)
-        self.questions = QuestionRepo(engine, clock)
-        self.grants = GrantRepo(engine, clock)
-        self.chats = ChatSettingsRepo(engine, clock)
-        self.users = UserSettingsRepo(engine, clock)
-        self.outbox = OutboxRepo(engine, clock)
-        self.worktrees = WorktreeRepo(engine, clock)
-        self.task_files = TaskFileRepo(engine, clock)
-        self.schedules = ScheduleRepo(engine, clock)
+        db = self._db = Database(engine)
+        self.atomic = db.atomic  # one transaction for a state change and what reports it
+        self.after_commit = db.after_commit
+        self.tasks = TaskRepo(db, clock)
+        self.transcript = TranscriptRepo(db, clock)
+        self.links = LinkRepo(db)
+        self.spend = SpendRepo(db, clock)
+        self.audit = AuditRepo(db, clock)
+        self.questions = QuestionRepo(db, clock)
+        self.grants = GrantRepo(db, clock)
+        self.chats = ChatSettingsRepo(db, clock)
+        self.users = UserSettingsRepo(db, clock)
+        self.outbox = OutboxRepo(db, clock)
+        self.worktrees = WorktreeRepo(db, clock)
+        self.task_files = TaskFileRepo(db, clock)
+        self.schedules = ScheduleRepo(db, clock)
+        self.journal = UpdateJournalRepo(db, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -8,9 +8,8 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.store.db import Clock, aware
+from bot.store.db import Clock, Database, aware
 from bot.store.schema import grants, pending_questions, turns
 
 PENDING = "pending"
@@ -48,7 +47,7 @@ def _question(row: Any) -> PendingQuestion:
 
 
 class QuestionRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
@@ -105,7 +104,7 @@ class QuestionRepo:
 
 
 class GrantRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 

@@ -2,15 +2,69 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 Clock = Callable[[], datetime]
+
+
+class Database:
+    """The engine, and the transaction the current task is inside. Repositories open their
+    connections here: outside ``atomic()`` each call has its own transaction; inside, every
+    read and write joins the one transaction, so a state change and the outbox row that
+    reports it commit together or not at all."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._tx: ContextVar[AsyncConnection | None] = ContextVar(f"tx{id(self)}", default=None)
+        self._hooks: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+            f"hooks{id(self)}", default=None)
+
+    def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        conn = self._tx.get()
+        return _joined(conn) if conn is not None else self.engine.begin()
+
+    def connect(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        conn = self._tx.get()
+        return _joined(conn) if conn is not None else self.engine.connect()
+
+    @contextlib.asynccontextmanager
+    async def atomic(self) -> AsyncIterator[None]:
+        """One transaction for everything inside (a nested block joins the outer one); hooks
+        added with ``after_commit`` run once it committed."""
+        if self._tx.get() is not None:
+            yield
+            return
+        hooks: list[Callable[[], None]] = []
+        async with self.engine.begin() as conn:
+            tx, hooked = self._tx.set(conn), self._hooks.set(hooks)
+            try:
+                yield
+            finally:
+                self._tx.reset(tx)
+                self._hooks.reset(hooked)
+        for hook in hooks:
+            hook()
+
+    def after_commit(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` when the current transaction committed (now, outside ``atomic``)."""
+        hooks = self._hooks.get()
+        if hooks is None:
+            hook()
+        else:
+            hooks.append(hook)
+
+
+@contextlib.asynccontextmanager
+async def _joined(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+    yield conn
 
 
 def utcnow() -> datetime:

@@ -8,9 +8,8 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.store.db import Clock, aware
+from bot.store.db import Clock, Database, aware
 from bot.store.schema import outbox
 
 PENDING, SENT, FAILED, SUPERSEDED = "pending", "sent", "failed", "superseded"
@@ -28,7 +27,7 @@ class OutboxRow:
 
 
 class OutboxRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.store.db import Clock
+from bot.store.db import Clock, Database
 from bot.store.schema import task_files, worktrees
 
 ACTIVE, MERGED, DISCARDED = "active", "merged", "discarded"
@@ -26,7 +25,7 @@ class WorktreeRow:
 
 
 class WorktreeRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
@@ -61,7 +60,7 @@ class TaskFileRow:
 
 
 class TaskFileRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 

@@ -8,9 +8,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.store.db import Clock, aware
+from bot.store.db import Clock, Database, aware
 from bot.store.schema import audit, chat_settings, message_links, spend, transcript, user_settings
 
 
@@ -30,7 +29,7 @@ class TranscriptLine:
 class TranscriptRepo:
     """Events are appended in batches and read back as a tail; never loaded whole."""
 
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
@@ -77,7 +76,7 @@ class TranscriptRepo:
 class LinkRepo:
     """Telegram (chat, message) -> task, so a reply to any message of a task reaches it."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Database) -> None:
         self._engine = engine
 
     async def link(self, chat_id: int, message_id: int, task_id: int, kind: str) -> None:
@@ -97,7 +96,7 @@ class LinkRepo:
 
 
 class SpendRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
@@ -128,7 +127,7 @@ class SpendRepo:
 
 
 class ChatSettingsRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
@@ -158,7 +157,7 @@ class ChatSettingsRepo:
 
 
 class UserSettingsRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
@@ -188,7 +187,7 @@ class UserSettingsRepo:
 
 
 class AuditRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.store.db import Clock, aware
+from bot.store.db import Clock, Database, aware
 from bot.store.schema import schedules
 
 ACTIVE, PAUSED, DONE, DELETED = "active", "paused", "done", "deleted"
@@ -38,7 +37,7 @@ def _row(r: sa.Row) -> Schedule:  # type: ignore[type-arg]
 
 
 class ScheduleRepo:
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 

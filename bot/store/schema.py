@@ -1,11 +1,9 @@
-"""The app's tables (the record of truth) and their ordered migrations."""
+"""The app's tables (the record of truth), in their latest shape; ``migrations`` brings an older
+file to it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 metadata = sa.MetaData()
 
@@ -218,83 +216,10 @@ schedules = sa.Table(
     sa.Index("ix_schedules_owner", "owner_id", "state"),
 )
 
-V1_TABLES = [tasks, turns, transcript, message_links, pending_questions, spend, audit]
-
-
-def _v1(conn: Connection) -> None:
-    metadata.create_all(conn, tables=V1_TABLES)
-
-
-def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
-    """Add a column unless the table already has it (tables are created in their latest shape)."""
-    inspector = sa.inspect(conn)
-    if inspector.has_table(table) and column not in {
-            c["name"] for c in inspector.get_columns(table)}:
-        conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
-
-
-def _v2(conn: Connection) -> None:
-    """Approvals: remembered grants, the task's approval mode, a question's answer."""
-    grants.create(conn, checkfirst=True)
-    _add_column(conn, "tasks", "approval_mode", "VARCHAR(16) NOT NULL DEFAULT 'ask'")
-    _add_column(conn, "pending_questions", "answer", "TEXT")
-
-
-def _v3(conn: Connection) -> None:
-    """Money: the task's preset and budget, the chat's default preset."""
-    chat_settings.create(conn, checkfirst=True)
-    _add_column(conn, "tasks", "preset", "VARCHAR(64)")
-    _add_column(conn, "tasks", "max_usd", "FLOAT")
-
-
-def _v4(conn: Connection) -> None:
-    """Per-user settings: the /lang override."""
-    user_settings.create(conn, checkfirst=True)
-
-
-def _v5(conn: Connection) -> None:
-    """The chat's default working directory (/cd)."""
-    _add_column(conn, "chat_settings", "cwd", "TEXT")
-
-
-def _v6(conn: Connection) -> None:
-    """The durable outbox of Telegram sends and edits."""
-    outbox.create(conn, checkfirst=True)
-
-
-def _v7(conn: Connection) -> None:
-    """Worktrees: a task's own git worktree and branch."""
-    worktrees.create(conn, checkfirst=True)
-
-
-def _v8(conn: Connection) -> None:
-    """Task files: what a task dropped into the inbox asked for."""
-    task_files.create(conn, checkfirst=True)
-
-
-def _v9(conn: Connection) -> None:
-    """Schedules (/every, /at) and the user's time zone (/tz)."""
-    schedules.create(conn, checkfirst=True)
-    _add_column(conn, "user_settings", "tz", "VARCHAR(64)")
-
-
-def _v10(conn: Connection) -> None:
-    """Scale-out workers: which process runs a turn, and a stop asked of it from elsewhere."""
-    _add_column(conn, "turns", "runner", "VARCHAR(128)")
-    _add_column(conn, "turns", "stop_requested", "BOOLEAN NOT NULL DEFAULT false")
-
-
-# Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
-# latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
-
-
-def migrate(conn: Connection) -> int:
-    """Apply every migration newer than the stored version; returns the version reached."""
-    schema_version.create(conn, checkfirst=True)
-    current = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
-    for version, step in enumerate(MIGRATIONS[current:], start=current + 1):
-        step(conn)
-        conn.execute(schema_version.delete())
-        conn.execute(schema_version.insert().values(version=version))
-    return len(MIGRATIONS)
+update_journal = sa.Table(
+    "update_journal",  # v11: a Telegram update, stored before Telegram is told it arrived
+    metadata,
+    sa.Column("update_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+)

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
-from bot.store.db import Clock, aware
+from bot.store.db import Clock, Database, aware
 from bot.store.schema import tasks, turns
 
 ACTIVE = (TaskStatus.QUEUED.value, TaskStatus.RUNNING.value)
@@ -55,7 +54,7 @@ def _turn(row: Any) -> Turn:
 class TaskRepo:
     """All reads and writes of ``tasks`` and ``turns``."""
 
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
@@ -198,8 +197,9 @@ class TaskRepo:
             await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
                 session_id=session_id, updated_at=self._clock()))
 
-    async def finish_turn(self, turn: Turn, outcome: TurnOutcome) -> Task:
-        """Record a turn's outcome; the task takes the outcome unless more turns are queued."""
+    async def finish_turn(self, turn: Turn, outcome: TurnOutcome) -> tuple[Task, Turn]:
+        """Record a turn's outcome; the task takes the outcome unless more turns are queued.
+        Returns the task and the finished turn."""
         now = self._clock()
         async with self._engine.begin() as conn:
             await conn.execute(turns.update().where(turns.c.id == turn.id).values(
@@ -214,7 +214,7 @@ class TaskRepo:
             await conn.execute(tasks.update().where(tasks.c.id == turn.task_id).values(
                 status=status.value, updated_at=now,
                 total_cost_usd=tasks.c.total_cost_usd + (outcome.cost_usd or 0.0)))
-        return await self.get(turn.task_id)  # type: ignore[return-value]
+        return await self.get(turn.task_id), await self.get_turn(turn.id)  # type: ignore[return-value]
 
     async def cancel_queued(self, task_id: int) -> int:
         """Cancel every queued turn of a task; returns how many."""

@@ -162,6 +162,10 @@ class FakeTelegram:
                 return message
         raise KeyError(f"no message {message_id} in chat {chat_id}")
 
+    def unconfirmed(self) -> list[int]:
+        """Update ids the bot has not confirmed yet (Telegram would send them again)."""
+        return [u["update_id"] for u in self._updates if "_shutdown" not in u]
+
     def bot_messages(self, chat_id: int) -> list[dict[str, Any]]:
         return [m for m in self.messages.get(chat_id, []) if m["from"]["id"] == BOT_ID]
 

@@ -1,0 +1,64 @@
+"""Long polling that loses no update: each update is stored in the journal before Telegram is
+told it arrived (the next ``getUpdates`` offset confirms it), and removed once its handler
+finished. At start, updates a crash cut short are handled again; the handlers are idempotent
+where it matters (a command message starts one task, a reply continues a task once)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from aiogram import Bot, Dispatcher
+from aiogram.types import Update
+
+from bot.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class JournaledDispatcher(Dispatcher):
+    def __init__(self, store: Store, **workflow_data: Any) -> None:
+        super().__init__(**workflow_data)
+        self._store = store
+        self._replays: set[asyncio.Task[bool]] = set()
+        self.startup.register(self._replay)
+
+    async def _listen_updates(  # type: ignore[override]
+            self, bot: Bot, *args: Any, **kwargs: Any) -> AsyncGenerator[Update, None]:
+        # The base generator asks for the next batch (confirming this one) only after the
+        # consumer took every update of it; each is stored before it is handed on.
+        async for update in super()._listen_updates(bot, *args, **kwargs):
+            await self._store.journal.keep(update.update_id, _dump(update))
+            yield update
+
+    async def _process_update(self, bot: Bot, update: Update, call_answer: bool = True,
+                              **kwargs: Any) -> bool:
+        try:
+            return await super()._process_update(bot, update, call_answer, **kwargs)
+        finally:
+            await asyncio.shield(self._store.journal.done(update.update_id))
+
+    async def _replay(self, bot: Bot, **kwargs: Any) -> None:
+        """Handle again, in order and in the background, what the last run received but did not
+        finish handling."""
+        pending = await self._store.journal.pending()
+        if pending:
+            log.info("handling %s update(s) a restart cut short", len(pending))
+            kwargs.pop("dispatcher", None)
+            task = asyncio.create_task(self._handle_in_order(bot, pending, kwargs))
+            self._replays.add(task)
+            task.add_done_callback(self._replays.discard)
+
+    async def _handle_in_order(self, bot: Bot, pending: list[tuple[int, str]],
+                               kwargs: dict[str, Any]) -> bool:
+        for _update_id, payload in pending:
+            update = Update.model_validate(json.loads(payload), context={"bot": bot})
+            await self._process_update(bot, update, dispatcher=self, **kwargs)
+        return True
+
+
+def _dump(update: Update) -> str:
+    return json.dumps(update.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
