@@ -63,6 +63,7 @@ async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk,
         for task in interrupted:
             by_chat[task.chat_id].append(task)
             await store.audit.record("interrupted", task.owner_id, task.id)
+        await notifier.retire_live([t.id for t in interrupted], "progress")
         for chat_id, tasks in by_chat.items():
             await notifier.interrupted(chat_id, tasks)
         failpoints.hit("recover.before_commit")

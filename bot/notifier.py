@@ -167,8 +167,14 @@ class Notifier:
         """Edit a message in place; without ``markup`` its buttons are removed."""
         await self._outbox.edit(chat_id, message_id, text, markup)
 
-    async def delete(self, chat_id: int, message_id: int) -> None:
-        await self._outbox.delete(chat_id, message_id)
+    async def retire(self, chat_id: int, row_id: int) -> None:
+        """Remove the message an outbox row became (or never send it)."""
+        await self._outbox.retire(chat_id, row_id)
+
+    async def retire_live(self, task_ids: list[int], link_kind: str) -> None:
+        """Remove what a crash left of these tasks' messages of ``link_kind`` (progress)."""
+        for row_id, chat_id in await self._store.outbox.live(task_ids, link_kind):
+            await self._outbox.retire(chat_id, row_id)
 
 
 def _shorten(text: str, limit: int) -> str:

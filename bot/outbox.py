@@ -86,9 +86,12 @@ class Outbox:
         await self._store.outbox.add(chat_id, "edit", payload, None, None, coalesce_key=key)
         self._store.after_commit(self._wake.set)
 
-    async def delete(self, chat_id: int, message_id: int) -> None:
-        await self._store.outbox.add(chat_id, "delete", {"message_id": message_id}, None, None,
-                                     coalesce_key=f"{chat_id}:{message_id}")
+    async def retire(self, chat_id: int, row_id: int) -> None:
+        """Remove the message send-row ``row_id`` became, or make sure it is never sent; its
+        pending edits are dropped. Needs no message id, so it never waits for delivery."""
+        await self._store.outbox.retire(row_id)
+        await self._store.outbox.add(chat_id, "delete", {"row_id": row_id}, None, None,
+                                     coalesce_key=f"{chat_id}:r{row_id}")
         self._store.after_commit(self._wake.set)
 
     async def delivered(self, row_id: int, timeout_s: float = 120.0) -> int | None:
@@ -136,10 +139,8 @@ class Outbox:
                 await asyncio.wait_for(self._wake.wait(), wait_s)
 
     async def _deliver_due(self) -> float:
-        """Deliver the oldest due row of every chat that may send now; seconds to sleep."""
-        first: dict[int, OutboxRow] = {}
-        for row in await self._store.outbox.due():
-            first.setdefault(row.chat_id, row)
+        """Deliver the oldest row of every chat that may send now; seconds to sleep."""
+        first = {row.chat_id: row for row in await self._store.outbox.due()}
         if not first:
             return 1.0
         soonest = 1.0
@@ -197,8 +198,13 @@ class Outbox:
             return message.message_id
         if row.op == "edit":
             return await self._edit(bot, row)
-        await bot.delete_message(chat_id=row.chat_id, message_id=p["message_id"])
-        return int(p["message_id"])
+        message_id = p.get("message_id")
+        if message_id is None:  # retired: the row it names may never have been sent
+            message_id = await self._store.outbox.message_id_of(int(p["row_id"]))
+            if message_id is None:
+                return None
+        await bot.delete_message(chat_id=row.chat_id, message_id=message_id)
+        return int(message_id)
 
     async def _edit(self, bot: Bot, row: OutboxRow) -> int:
         p = row.payload

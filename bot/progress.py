@@ -28,7 +28,7 @@ class Progress:
         self._step = ""
         self._steps = 0
         self._cost: float | None = None
-        self._message_id: int | None = None
+        self._row_id = 0
         self._shown = ""
         self._last_edit = 0.0
         self._ticker: asyncio.Task[None] | None = None
@@ -44,6 +44,8 @@ class Progress:
     async def __aenter__(self) -> Progress:
         """Queue the message and return at once: the agent must not wait for Telegram."""
         self._shown = self.text()
+        self._row_id = await self._notifier.queue(self._task, self._shown, kind="progress")
+        self._last_edit = time.monotonic()
         self._ticker = asyncio.create_task(self._tick())
         return self
 
@@ -55,25 +57,20 @@ class Progress:
             self._cost = self._preset.cost_usd(event.usage)
 
     async def _tick(self) -> None:
-        sent = await self._notifier.send(self._task, self._shown, kind="progress")
-        if sent is None:
-            return
-        self._message_id, self._last_edit = sent.message_id, time.monotonic()
+        """Edits name the message by its outbox row: nothing here waits for delivery."""
         while True:
             await asyncio.sleep(self._interval_s)
             text = self.text()
             if text != self._shown and time.monotonic() - self._last_edit >= self._interval_s:
                 self._shown, self._last_edit = text, time.monotonic()
-                await self._notifier.edit(self._task.chat_id, self._message_id or 0, text)
+                await self._notifier.edit_row(self._task.chat_id, self._row_id, text)
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._ticker is not None and self._message_id is None:
-            # still being delivered: let it land, so that it can be removed
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._ticker), 0.5)
+        """The message never outlives the turn: removed, or never sent if it still waits in a
+        backed-up chat (its pending edits go with it)."""
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
-        if self._message_id is not None:
-            await asyncio.shield(self._notifier.delete(self._task.chat_id, self._message_id))
+        if self._row_id:
+            await asyncio.shield(self._notifier.retire(self._task.chat_id, self._row_id))

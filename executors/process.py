@@ -170,16 +170,21 @@ async def _stop_agent(proc: asyncio.subprocess.Process, grace_s: float,
     if proc.returncode is not None:
         _kill_all(descendants(proc.pid))
         return
-    tree = descendants(proc.pid)
+    tree = {p.pid: p for p in descendants(proc.pid)}
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(first)
-    if not await wait_exit(proc, grace_s):
+    deadline = asyncio.get_running_loop().time() + grace_s
+    while proc.returncode is None and asyncio.get_running_loop().time() < deadline:
+        # what it starts while stopping (or had just started) is part of the tree too
+        tree.update((p.pid, p) for p in descendants(proc.pid))
+        await asyncio.sleep(0.05)
+    if proc.returncode is None:
         log.info("agent pid %s ignored %s for %.1fs; killing its tree", proc.pid, first.name,
                  grace_s)
-    tree += descendants(proc.pid)
+    tree.update((p.pid, p) for p in descendants(proc.pid))
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
-    _kill_all(tree)
+    _kill_all(list(tree.values()))
     await wait_exit(proc, grace_s)
 
 

@@ -118,9 +118,8 @@ async def test_a_recovery_killed_before_its_notice_recovers_again(tmp_path, env)
             await fake.wait_call("setMyCommands", timeout_s=60)
             await fake.user_message("/detach HANG for a while", OWNER)
             await fake.wait_text(OWNER, "#1 hang-while")
-            async with asyncio.timeout(30):
-                while [t.status for t in await _tasks(data_dir)] != [TaskStatus.RUNNING]:
-                    await asyncio.sleep(0.1)
+            progress = await fake.wait_text(OWNER, "· running ·")
+            assert [t.status for t in await _tasks(data_dir)] == [TaskStatus.RUNNING]
             bot.kill()
             await _killed(bot)
             bot = await _start(tmp_path, bot_env, "recover.before_commit")
@@ -134,5 +133,8 @@ async def test_a_recovery_killed_before_its_notice_recovers_again(tmp_path, env)
             notices = [c for c in fake.calls if c.method == "sendMessage"
                        and "restarted while" in c.params["text"]]
             assert len(notices) == 1
+            # the progress message the crash left is removed, not left "running" for ever
+            await fake.wait_call("deleteMessage", lambda c: int(c.params["message_id"]) ==
+                                 progress.result["message_id"], timeout_s=30)
         finally:
             await stop_process(bot)

@@ -326,3 +326,30 @@ async def test_completion_card_shows_changes_and_its_buttons_work(tmp_path, clau
             await fake.wait_call("answerCallbackQuery", lambda c: c.params.get("text") == "Done."
                                  and c.at > echo.at)
             assert (await app.store.tasks.get(1)).status is TaskStatus.ARCHIVED
+
+
+async def test_progress_never_outlives_its_turn_in_a_backed_up_chat(tmp_path, workdir):
+    """The chat's queue is backed up when a fast turn ends: its progress message is never
+    sent (or is removed), and no "running" message is left."""
+    from tests.support import fake_claude
+
+    fake_bin = fake_claude.script(tmp_path)
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, fake_bin, workdir,
+                                 outbox_chat_interval_s=0.5, progress_interval_s=0.2)
+        async with running_bot(settings, {"PATH": "/usr/bin:/bin"}) as app:
+            await fake.wait_call("setMyCommands")
+            for n in range(6):
+                await app.outbox.send(OWNER, f"backlog {n}")
+            for n in range(3):
+                await fake.user_message(f"/detach quick job {n}", OWNER)
+            for n in range(3):
+                await fake.wait_text(OWNER, f"fake answer to: quick job {n}", timeout_s=60)
+            async with asyncio.timeout(30):
+                while await app.store.outbox.count("pending"):
+                    await asyncio.sleep(0.1)
+    shown = {c.result["message_id"] for c in fake.calls if c.method == "sendMessage" and c.ok
+             and "· running ·" in c.params["text"]}
+    removed = {int(c.params["message_id"]) for c in fake.calls
+               if c.method == "deleteMessage" and c.ok}
+    assert shown <= removed

@@ -155,3 +155,22 @@ async def test_documents_are_rows_delivered_after_a_restart(tmp_path, claude_bin
             assert await app.outbox.idle(10)
     assert fake.files and list(fake.files.values())[-1] == b"# the whole answer\n"
     assert sent.params.get("parse_mode") is None and "<b>" not in sent.params["caption"]
+
+
+async def test_a_message_waiting_to_retry_is_not_overtaken_in_its_chat(tmp_path, claude_bin,
+                                                                        agent_env, workdir):
+    async with FakeTelegram() as fake:
+        fake.fail_next("sendMessage", 502, "Bad Gateway", where=lambda p: p["text"] == "ack")
+        fake.fail_next("sendMessage", 500, "Internal", where=lambda p: p["text"] == "ack")
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await app.outbox.send(OWNER, "ack")
+            await app.outbox.send(OWNER, "running")
+            await app.outbox.send(OWNER, "done")
+            await app.outbox.send(OWNER + 1, "other chat")
+            await fake.wait_text(OWNER + 1, "other chat", timeout_s=5)  # not held up
+            await _until(lambda: _done(app), 30)
+    texts = [c.params["text"] for c in fake.calls if c.method == "sendMessage" and c.ok
+             and int(c.params["chat_id"]) == OWNER]
+    assert texts == ["ack", "running", "done"]
+    assert len([c for c in fake.calls if not c.ok]) == 2

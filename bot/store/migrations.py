@@ -94,8 +94,10 @@ def _v10(conn: Connection) -> None:
 
 
 def _v11(conn: Connection) -> None:
-    """The update journal: a Telegram update is stored before its receipt is confirmed."""
+    """The update journal: a Telegram update is stored before its receipt is confirmed; an
+    outbox message that is removed once its moment passed (progress) says so."""
     update_journal.create(conn, checkfirst=True)
+    _add_column(conn, "outbox", "retired_at", "TIMESTAMP")
 
 
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their

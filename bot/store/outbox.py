@@ -46,14 +46,37 @@ class OutboxRepo:
                 not_before=now, created_at=now))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
-    async def due(self, limit: int = 200) -> list[OutboxRow]:
+    async def due(self, limit: int = 500) -> list[OutboxRow]:
+        """The oldest pending row of each chat, where it is due: a row waiting to retry holds
+        back the rows queued after it in its chat, so a chat's order survives retries."""
         query = outbox.select().where(outbox.c.status == PENDING).order_by(outbox.c.id).limit(
             limit)
         now = self._clock()
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(query))
+        first: dict[int, Any] = {}
+        for row in rows:
+            first.setdefault(row.chat_id, row)
         return [OutboxRow(r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind,
-                          r.attempts) for r in rows if _aware(r.not_before) <= now]
+                          r.attempts) for r in first.values() if _aware(r.not_before) <= now]
+
+    async def retire(self, row_id: int) -> None:
+        """A message whose moment passed: never sent if it is still pending."""
+        async with self._engine.begin() as conn:
+            await conn.execute(outbox.update().where(outbox.c.id == row_id).values(
+                retired_at=self._clock()))
+            await conn.execute(outbox.update().where(
+                outbox.c.id == row_id, outbox.c.status == PENDING).values(status=SUPERSEDED))
+
+    async def live(self, task_ids: list[int], link_kind: str) -> list[tuple[int, int]]:
+        """(row id, chat id) of the messages of ``link_kind`` about these tasks that were
+        queued and not retired (a progress message a crash left behind)."""
+        query = sa.select(outbox.c.id, outbox.c.chat_id).where(
+            outbox.c.task_id.in_(task_ids), outbox.c.op == "send",
+            outbox.c.link_kind == link_kind, outbox.c.retired_at.is_(None),
+            outbox.c.status.in_([PENDING, SENT]))
+        async with self._engine.connect() as conn:
+            return [(r[0], r[1]) for r in await conn.execute(query)]
 
     async def sent(self, row_id: int, message_id: int | None) -> None:
         await self._update(row_id, status=SENT, sent_at=self._clock(), message_id=message_id)

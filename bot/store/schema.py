@@ -172,6 +172,7 @@ outbox = sa.Table(
     sa.Column("sent_at", sa.DateTime(timezone=True)),
     sa.Column("message_id", sa.BigInteger),
     sa.Column("error", sa.Text),
+    sa.Column("retired_at", sa.DateTime(timezone=True)),  # v11: a message removed once done
     sa.Index("ix_outbox_status_id", "status", "id"),
 )
 
