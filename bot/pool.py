@@ -100,9 +100,14 @@ class When:
             fire = trigger.next()
         return fire
 
-    def check(self) -> None:
-        """ValueError when the crontab line or the zone is not valid."""
-        self.trigger()
+    def check(self, now: datetime) -> None:
+        """ValueError when the crontab line or the zone is not valid, or it never fires."""
+        try:
+            self.trigger()
+        except (LookupError, TypeError) as exc:  # APScheduler's parser on e.g. weekday 8
+            raise ValueError(str(exc) or type(exc).__name__) from exc
+        if self.cron is not None and self.next_after(now) is None:
+            raise ValueError("it never fires")
 
 # pool identity -> running pool; the job function must be importable by module path.
 _POOLS: dict[str, JobPool] = {}

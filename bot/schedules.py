@@ -65,7 +65,7 @@ class ScheduleDesk:
         """/every or /at: the time first, then the task's options and goal (checked now, so a
         bad model or directory fails here, not at 3 a.m.)."""
         tz = await self.tz(user_id)
-        when, rest = (parse_every(text, tz) if command == "every"
+        when, rest = (parse_every(text, tz, self._clock()) if command == "every"
                       else parse_at(text, tz, self._clock()))
         options, prompt = split_options(rest)
         await self._service.plan(user_id, chat_id, TaskKind.DETACH, options, prompt, locale,

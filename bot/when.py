@@ -7,7 +7,7 @@ crontab line (``0 9 * * 1-5``). /at: ``09:00`` (the next one), ``tomorrow 09:00`
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from rapidfuzz import fuzz, process
@@ -40,7 +40,7 @@ def _day_list(word: str) -> str | None:
     return None
 
 
-def parse_every(text: str, tz: str) -> tuple[When, str]:
+def parse_every(text: str, tz: str, now: datetime) -> tuple[When, str]:
     """A recurring time and the rest of the text (the task's options and goal)."""
     words = text.split()
     cron: str | None = None
@@ -68,7 +68,7 @@ def parse_every(text: str, tz: str) -> tuple[When, str]:
         raise UserInputError("schedule.bad_every", typed=" ".join(words[:5]))
     when = When(cron=cron, tz=zone(tz).key)
     try:
-        when.check()
+        when.check(now)
     except ValueError as exc:
         raise UserInputError("schedule.bad_cron", cron=cron, error=str(exc)) from None
     return when, " ".join(words[used:])
@@ -105,7 +105,8 @@ def parse_at(text: str, tz: str, now: datetime) -> tuple[When, str]:
     if at <= now:
         raise UserInputError("schedule.in_past", at=at.astimezone(local).strftime(
             "%Y-%m-%d %H:%M"))
-    return When(at=at, tz=local.key), " ".join(words[used:])
+    # stored and compared as UTC; shown in the owner's zone (``describe``)
+    return When(at=at.astimezone(UTC), tz=local.key), " ".join(words[used:])
 
 
 def _local(text: str, local: ZoneInfo) -> datetime:

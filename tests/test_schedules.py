@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -32,21 +33,22 @@ NOW = datetime(2026, 11, 29, 18, 0, tzinfo=UTC)  # a Sunday
     ("0 9 * * 1-5 x y", "0 9 * * 1-5", "x y"),
 ])
 def test_every_reads_the_usual_ways_of_saying_when(typed, cron, rest):
-    when, left = parse_every(typed, "Europe/Berlin")
+    when, left = parse_every(typed, "Europe/Berlin", NOW)
     assert (when.cron, when.tz, left) == (cron, "Europe/Berlin", rest)
 
 
 def test_every_next_run_is_in_the_owners_zone():
-    when, _ = parse_every("day 09:00 x", "Europe/Berlin")
+    when, _ = parse_every("day 09:00 x", "Europe/Berlin", NOW)
     assert when.next_after(NOW) == datetime(2026, 11, 30, 8, 0, tzinfo=UTC)  # 09:00 CET
 
 
 @pytest.mark.parametrize(("typed", "key"), [
     ("sometimes x", "schedule.bad_every"), ("7m x", "schedule.bad_every"),
-    ("61 9 * * * x", "schedule.bad_cron"), ("day 25:00 x", "schedule.bad_every")])
+    ("61 9 * * * x", "schedule.bad_cron"), ("day 25:00 x", "schedule.bad_every"),
+    ("0 0 * * 8 x", "schedule.bad_cron"), ("0 0 31 2 * x", "schedule.bad_cron")])
 def test_every_refuses_what_it_cannot_read(typed, key):
     with pytest.raises(UserInputError) as refused:
-        parse_every(typed, "UTC")
+        parse_every(typed, "UTC", NOW)
     assert refused.value.key == key
 
 
@@ -62,6 +64,45 @@ def test_every_refuses_what_it_cannot_read(typed, key):
 def test_at_reads_a_moment(typed, at, rest):
     when, left = parse_at(typed, "Europe/Berlin", NOW)
     assert (when.at, left) == (at, rest)
+
+
+BEFORE_DST = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # Berlin moves to CEST on 29 March
+
+
+def test_clock_times_across_a_daylight_saving_change_keep_the_wall_time():
+    at, _ = parse_at("tomorrow 18:30 x", "Europe/Berlin", BEFORE_DST)
+    assert at.at == datetime(2026, 3, 29, 16, 30, tzinfo=UTC)  # 18:30 CEST
+    every, _ = parse_every("day 09:00 x", "Europe/Berlin", BEFORE_DST)
+    assert every.next_after(BEFORE_DST) == datetime(2026, 3, 29, 7, 0, tzinfo=UTC)
+    assert every.next_after(datetime(2026, 3, 27, 12, 0, tzinfo=UTC)) == datetime(
+        2026, 3, 28, 8, 0, tzinfo=UTC)  # still CET the day before
+
+
+async def test_at_in_a_zone_is_stored_shown_and_fired_at_that_wall_time(tmp_path, claude_bin,
+                                                                       agent_env, anthropic,
+                                                                       workdir):
+    """/at HH:MM in Berlin means Berlin's wall time: listed as typed, stored as the UTC moment,
+    and after a restart past it the missed run fires once."""
+    anthropic.script("MARK-BERLIN", [{"text": "berlin run"}])
+    berlin = ZoneInfo("Europe/Berlin")
+    start = datetime.now(UTC).replace(second=0, microsecond=0)
+    moment = start + timedelta(hours=2)
+    wall = moment.astimezone(berlin)
+    clock = Clock(start)
+    settings = settings_for(tmp_path, claude_bin, workdir)
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env,
+                               clock=clock) as app:
+        await feed(app, message("/tz Europe/Berlin"))
+        session = await feed(app, message(f"/at {wall:%H:%M} MARK-BERLIN evening check"))
+        assert f"{wall:%Y-%m-%d %H:%M}" in session.new_texts()
+        assert (await app.store.schedules.get(1)).run_at == moment
+        session = await feed(app, message("/schedules"))
+        assert f"{wall:%H:%M}" in session.new_texts()
+    clock.now = moment + timedelta(minutes=1)
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env,
+                               clock=clock) as app:
+        await wait_done(app, 1)
+        assert (await app.store.schedules.get(1)).runs == 1
 
 
 def test_at_refuses_the_past_and_nonsense():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
@@ -45,7 +45,8 @@ class ScheduleRepo:
                   tz: str, text: str, locale: str) -> Schedule:
         async with self._engine.begin() as conn:
             result = await conn.execute(schedules.insert().values(
-                owner_id=owner_id, chat_id=chat_id, cron=cron, run_at=run_at, tz=tz, text=text,
+                owner_id=owner_id, chat_id=chat_id, cron=cron, tz=tz, text=text,
+                run_at=run_at.astimezone(UTC) if run_at else None,  # stored as UTC
                 locale=locale, state=ACTIVE, created_at=self._clock()))
             schedule_id = int(result.inserted_primary_key[0])  # type: ignore[index]
         found = await self.get(schedule_id)
