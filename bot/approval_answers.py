@@ -80,7 +80,8 @@ class ApprovalAnswers:
         payload = question.payload
         item = Question(payload["text"], payload["header"], tuple(payload["options"]),
                         bool(payload["multi"]))
-        if option != DONE and not 0 <= option < len(item.options):
+        valid = 0 <= option < len(item.options) or (option == DONE and item.multi)
+        if not valid:  # DONE closes a multi-select only; a forged index is a stale button
             raise UserInputError("callback.stale")
         selected: list[int] = list(payload.get("selected") or [])
         if item.multi and option != DONE:

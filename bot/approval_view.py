@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from aiogram.filters.callback_data import CallbackData
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
+from pydantic import Field
 
+from bot.callbacks import Id
 from bot.models import ApprovalRequest, Question, Task
 from bot.texts import Texts
 
@@ -16,21 +18,21 @@ DONE = -1
 
 
 class ApprovalAction(CallbackData, prefix="ap"):
-    qid: int
+    qid: Id
     choice: str
 
 
 class QuestionAction(CallbackData, prefix="aq"):
-    qid: int
-    option: int  # index into the question's options; DONE closes a multi-select
+    qid: Id
+    option: Annotated[int, Field(ge=DONE, le=99)]  # index into the question's options; DONE closes a multi-select
 
 
 class GrantAction(CallbackData, prefix="gr"):
-    grant_id: int
+    grant_id: Id
 
 
 class BudgetAction(CallbackData, prefix="bu"):
-    qid: int
+    qid: Id
     extend: bool
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aiogram.filters.callback_data import CallbackData
+from pydantic import Field
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.texts import Texts
@@ -12,11 +15,14 @@ ACTIONS = ("cancel", "resume", "fail", "followup", "transcript", "retry", "archi
 CARD_ACTIONS = ["followup", "transcript", "retry", "archive"]
 WORKTREE_ACTIONS = ["diff", "merge", "discard"]
 _BUTTON_KEYS = {a: f"button.{a}" for a in ACTIONS} | {"fail": "button.mark_failed"}
+# a row id in callback data: anything larger (a forged 55-digit id) is not ours, and would not
+# fit the database's integer
+Id = Annotated[int, Field(ge=0, lt=2**53)]
 
 
 class TaskAction(CallbackData, prefix="t"):
     action: str
-    task_id: int
+    task_id: Id
 
     @classmethod
     def buttons(cls, texts: Texts, locale: str, task_id: int, actions: list[str],

@@ -33,7 +33,22 @@ class UserInputError(DetachError):
     def __init__(self, key: str, **params: Any) -> None:
         super().__init__(key)
         self.key = key
-        self.params = params
+        self.params = {k: quote(v) if isinstance(v, str) else v for k, v in params.items()}
+
+
+QUOTE_CHARS = 200
+
+
+def quote(text: str, limit: int = QUOTE_CHARS) -> str:
+    """What a person typed, as a reply may quote it: bounded (a reply must fit Telegram's 4096
+    characters whatever was typed) and without lone surrogates (they cannot be sent)."""
+    text = clean(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clean(text: str) -> str:
+    """``text`` with lone surrogates (which no UTF-8 store or API accepts) replaced."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 class TaskNotFound(UserInputError):

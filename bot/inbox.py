@@ -47,6 +47,8 @@ class Inbox:
     async def _take(self, path: Path) -> None:
         chat_id: int | None = None
         try:
+            if path.is_symlink():  # never read (nor quote) what a link points at
+                raise TaskFileError("a symbolic link, not a file")
             if path.stat().st_size > MAX_FILE_BYTES:
                 raise TaskFileError(f"larger than {MAX_FILE_BYTES // 1024} KiB")
             try:

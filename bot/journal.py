@@ -61,4 +61,5 @@ class JournaledDispatcher(Dispatcher):
 
 
 def _dump(update: Update) -> str:
-    return json.dumps(update.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    # ASCII: a lone surrogate in a message survives as an escape instead of failing the store
+    return json.dumps(update.model_dump(mode="json", exclude_none=True))

@@ -88,7 +88,12 @@ class MoneyDesk:
                             cap_usd=self.daily_cap_usd)
 
     def budget_left(self, task: Task) -> float | None:
-        return None if task.max_usd is None else task.max_usd - task.total_cost_usd
+        """What the task may still spend; under a millionth (what the CLI's budget flag can
+        express) counts as spent."""
+        if task.max_usd is None:
+            return None
+        left = task.max_usd - task.total_cost_usd
+        return left if left >= 1e-6 else 0.0
 
     def extend_amount(self, task: Task) -> float:
         return max(task.max_usd or 0.0, self.task_cap_usd or 0.0, 1.0)
@@ -106,6 +111,9 @@ def resolve_preset(catalog: PresetCatalog, typed: str) -> Preset:
                          closest=", ".join(resolution.closest))
 
 
+MIN_USD, MAX_USD = 0.01, 100_000.0  # a budget outside this is a typo, not a plan
+
+
 def parse_usd(value: str | None, default: float | None) -> float | None:
     if value is None:
         return default
@@ -113,7 +121,7 @@ def parse_usd(value: str | None, default: float | None) -> float | None:
         amount = float(value.lstrip("$"))
     except ValueError:
         raise UserInputError("money.bad_amount", value=value) from None
-    if amount <= 0:
+    if not MIN_USD <= amount <= MAX_USD:  # also refuses nan and inf
         raise UserInputError("money.bad_amount", value=value)
     return amount
 

@@ -23,6 +23,8 @@ def split_options(text: str) -> tuple[dict[str, str], str]:
         if key not in KNOWN:
             raise UserInputError("error.unknown_option", option=key,
                                  known=", ".join(f"{k}=" for k in KNOWN))
+        if key in options:  # which one was meant is not ours to guess
+            raise UserInputError("error.duplicate_option", option=key)
         options[key] = value
         words.pop(0)
     return options, " ".join(words).strip()

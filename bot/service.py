@@ -7,7 +7,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from bot import failpoints
-from bot.errors import TaskNotFound, TaskStateError, UserInputError
+from bot.errors import TaskNotFound, TaskStateError, UserInputError, clean
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.money import MoneyDesk, parse_usd
 from bot.notifier import Notifier
@@ -46,7 +46,7 @@ class TaskService:
         self._default_worktree = default_worktree
 
     def validate_prompt(self, prompt: str, command: str) -> str:
-        prompt = prompt.strip()
+        prompt = clean(prompt).strip()
         if not prompt:
             raise UserInputError("error.empty_goal", command=command)
         if len(prompt) > self._max_prompt_chars:
@@ -245,6 +245,6 @@ class TaskService:
 def parse_task_id(ref: str, command: str) -> int:
     """``12`` or ``#12`` -> 12; anything else is a clear error naming the command."""
     text = ref.strip().lstrip("#")
-    if not text.isdigit() or len(text) > 12:
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
         raise UserInputError("error.bad_task_id", command=command)
     return int(text)

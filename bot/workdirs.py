@@ -24,6 +24,8 @@ class WorkdirPolicy:
         text = typed.strip()
         if not text:
             raise UserInputError("workdir.missing")
+        if "\x00" in text:
+            raise UserInputError("workdir.not_found", path=text.replace("\x00", "␀"))
         path = Path(text).expanduser()
         if not path.is_absolute():
             path = (base or self.default) / path

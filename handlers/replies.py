@@ -29,6 +29,10 @@ def router() -> Router:
                                  outbox: Outbox) -> None:
         await outbox.send(message.chat.id, texts.get(locale, "error.unknown_command"))
 
+    @r.edited_message()
+    async def on_edited(message: Message, texts: Texts, locale: str, outbox: Outbox) -> None:
+        await outbox.send(message.chat.id, texts.get(locale, "error.edited_message"))
+
     @r.message()
     async def on_other(message: Message, texts: Texts, locale: str, outbox: Outbox) -> None:
         await outbox.send(message.chat.id, texts.get(locale, "error.plain_text"))

@@ -7,6 +7,7 @@ from aiogram.filters import Command, CommandObject
 from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
+from bot.callbacks import Id
 from bot.outbox import Outbox
 from bot.schedules import Listed, ScheduleDesk
 from bot.texts import Texts
@@ -16,7 +17,7 @@ ACTIONS = ("pause", "resume", "delete")
 
 class ScheduleAction(CallbackData, prefix="sc"):
     action: str
-    schedule_id: int
+    schedule_id: Id
 
 
 def _line(desk: ScheduleDesk, texts: Texts, locale: str, listed: Listed) -> str:

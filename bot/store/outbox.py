@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bot.errors import clean
 from bot.store.db import Clock, Database, aware
 from bot.store.schema import outbox
 
@@ -41,7 +42,7 @@ class OutboxRepo:
                     outbox.c.coalesce_key == coalesce_key, outbox.c.status == PENDING).values(
                     status=SUPERSEDED))
             result = await conn.execute(outbox.insert().values(
-                chat_id=chat_id, op=op, payload=json.dumps(payload, ensure_ascii=False),
+                chat_id=chat_id, op=op, payload=_json(payload),
                 task_id=task_id, link_kind=link_kind, coalesce_key=coalesce_key, status=PENDING,
                 not_before=now, created_at=now))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
@@ -89,7 +90,7 @@ class OutboxRepo:
         await self._update(row_id, attempts=attempts, not_before=not_before, error=error[:500])
 
     async def replace_payload(self, row_id: int, payload: dict[str, Any]) -> None:
-        await self._update(row_id, payload=json.dumps(payload, ensure_ascii=False))
+        await self._update(row_id, payload=_json(payload))
 
     async def state(self, row_id: int) -> tuple[str, int | None]:
         async with self._engine.connect() as conn:
@@ -110,6 +111,13 @@ class OutboxRepo:
     async def _update(self, row_id: int, **values: Any) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(outbox.update().where(outbox.c.id == row_id).values(**values))
+
+
+def _json(payload: dict[str, Any]) -> str:
+    """The payload as JSON; text with a lone surrogate (which neither the store nor Telegram
+    takes) has it replaced."""
+    text = json.dumps(payload, ensure_ascii=False)
+    return clean(text)
 
 
 def _aware(value: datetime) -> datetime:
