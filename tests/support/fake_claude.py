@@ -10,6 +10,7 @@ It reads the first stdin line (the prompt message) and acts on a word in the pro
 - ``GARBAGE``: oddly shaped lines between a session start and a valid answer.
 - ``BADSESSION``: a session id that is not a UUID.
 - ``HUGE``: one line longer than the executor's 64 MiB limit.
+- ``NAP``: answers after 1.5 s.
 - anything else: answers at once.
 
 Use ``script(dir)`` for an executable that runs it with this interpreter.
@@ -111,6 +112,8 @@ def main() -> None:
         sys.stdout.flush()
         result("never read")
         return
+    if "NAP" in prompt:
+        time.sleep(1.5)
     result(f"fake answer to: {prompt[:60]}")
     if "NOEXIT" in prompt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

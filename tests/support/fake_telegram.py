@@ -12,6 +12,7 @@ import asyncio
 import html
 import itertools
 import json
+import random
 import re
 import time
 from collections.abc import Callable
@@ -73,8 +74,17 @@ def visible_text(text: str, parse_mode: str | None) -> tuple[str, str | None]:
     return "".join(checker.text), error  # worded like Telegram's own
 
 
+CHAOS_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendDocument",
+                 "getUpdates")
+
+
 class FakeTelegram:
-    def __init__(self, flood_burst: int = 20, flood_per_s: float = 20.0) -> None:
+    def __init__(self, flood_burst: int = 20, flood_per_s: float = 20.0,
+                 chaos_rate: float = 0.0, seed: int = 0) -> None:
+        """``chaos_rate``: the share of sends, edits, deletes and getUpdates that fail at random
+        (429, an HTML 502 page, a 500, a dropped connection), from ``seed``."""
+        self.chaos_rate = chaos_rate
+        self._rng = random.Random(seed)
         self.calls: list[Call] = []
         self.messages: dict[int, list[dict[str, Any]]] = {}
         self.callback_answers: dict[str, dict[str, Any]] = {}
@@ -200,6 +210,8 @@ class FakeTelegram:
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
             return self._error(404, "Not Found")
+        if method in CHAOS_METHODS and self._rng.random() < self.chaos_rate:
+            return await self._chaos(request, method, params)
         fault = next((f for f in self._faults if f[0] == method and f[4](params)), None)
         if fault is not None:
             if fault not in self.blocks:
@@ -213,6 +225,22 @@ class FakeTelegram:
             return self._error(err.code, err.description, err.retry_after)
         await self._record(method, params, True, result)
         return web.json_response({"ok": True, "result": result})
+
+    async def _chaos(self, request: web.Request, method: str,
+                     params: dict[str, Any]) -> web.Response:
+        """One of the faults Telegram and the network really produce, before the call runs."""
+        kind = self._rng.choice(("429", "502-html", "500", "drop"))
+        await self._record(method, params, False, f"chaos {kind}")
+        if kind == "429":
+            return self._error(429, "Too Many Requests: retry after 1", 1)
+        if kind == "502-html":
+            return web.Response(status=502, content_type="text/html",
+                                text="<html><body><h1>502 Bad Gateway</h1></body></html>")
+        if kind == "500":
+            return self._error(500, "Internal Server Error")
+        if request.transport is not None:
+            request.transport.close()  # the connection drops with no answer
+        return web.Response(status=500)
 
     async def _record(self, method: str, params: dict[str, Any], ok: bool, result: Any) -> None:
         async with self._changed:
