@@ -24,7 +24,8 @@ class ApprovalAction(CallbackData, prefix="ap"):
 
 class QuestionAction(CallbackData, prefix="aq"):
     qid: Id
-    option: Annotated[int, Field(ge=DONE, le=99)]  # index into the question's options; DONE closes a multi-select
+    # index into the question's options; DONE closes a multi-select
+    option: Annotated[int, Field(ge=DONE, le=99)]
 
 
 class GrantAction(CallbackData, prefix="gr"):

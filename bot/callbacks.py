@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from aiogram.filters.callback_data import CallbackData
-from pydantic import Field
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
+from pydantic import Field
 
 from bot.texts import Texts
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from bot.callbacks import TaskAction
 from bot.errors import UserInputError
 from tests.test_handlers import OWNER, app, feed, message, press  # noqa: F401 (fixture)
 
