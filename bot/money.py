@@ -111,7 +111,8 @@ def resolve_preset(catalog: PresetCatalog, typed: str) -> Preset:
                          closest=", ".join(resolution.closest))
 
 
-MIN_USD, MAX_USD = 0.01, 100_000.0  # a budget outside this is a typo, not a plan
+# a budget outside this is a typo, not a plan (under a millionth the CLI's flag reads $0)
+MIN_USD, MAX_USD = 1e-6, 100_000.0
 
 
 def parse_usd(value: str | None, default: float | None) -> float | None:

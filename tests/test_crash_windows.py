@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from bot.models import TaskStatus
 from bot.store import Store
+from bot.store.schema import outbox
 from tests.support import fake_claude
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, process_env, stop_process
@@ -32,6 +34,16 @@ async def _tasks(data_dir: Path) -> list:  # type: ignore[type-arg]
     store = await Store.open(f"sqlite+aiosqlite:///{data_dir / 'detach.sqlite'}")
     try:
         return await store.tasks.list_for(None)
+    finally:
+        await store.close()
+
+
+async def _progress_recorded(data_dir: Path) -> bool:
+    store = await Store.open(f"sqlite+aiosqlite:///{data_dir / 'detach.sqlite'}")
+    try:
+        async with store.engine.connect() as conn:
+            return bool((await conn.execute(sa.select(outbox.c.id).where(
+                outbox.c.link_kind == "progress", outbox.c.status == "sent"))).first())
     finally:
         await store.close()
 
@@ -120,6 +132,11 @@ async def test_a_recovery_killed_before_its_notice_recovers_again(tmp_path, env)
             await fake.wait_text(OWNER, "#1 hang-while")
             progress = await fake.wait_text(OWNER, "· running ·")
             assert [t.status for t in await _tasks(data_dir)] == [TaskStatus.RUNNING]
+            # killed once the bot recorded the progress message as sent (a kill in between
+            # is the Bot API's own window: a message sent whose answer was lost)
+            async with asyncio.timeout(10):
+                while not await _progress_recorded(data_dir):
+                    await asyncio.sleep(0.05)
             bot.kill()
             await _killed(bot)
             bot = await _start(tmp_path, bot_env, "recover.before_commit")
@@ -138,3 +155,36 @@ async def test_a_recovery_killed_before_its_notice_recovers_again(tmp_path, env)
                                  progress.result["message_id"], timeout_s=30)
         finally:
             await stop_process(bot)
+
+
+async def test_a_daemon_left_by_a_killed_bot_is_stopped_at_the_next_start(tmp_path, env):
+    """The agent double-forked a daemon (its own session, no pipes) and the bot was killed:
+    the parent-death signal stops the agent but not the daemon; the next start stops it
+    before anything resumes."""
+    from tests.support.processes import matching
+
+    data_dir = tmp_path / "data"
+    async with FakeTelegram() as fake:
+        bot_env = _bot_env(env, fake, data_dir)
+        bot = await _start(tmp_path, bot_env)
+        try:
+            await fake.wait_call("setMyCommands", timeout_s=60)
+            await fake.user_message("/detach DAEMON HANG spawn a daemon", OWNER)
+            async with asyncio.timeout(30):
+                while not matching("fake-daemon-"):
+                    await asyncio.sleep(0.1)
+            bot.kill()
+            await _killed(bot)
+            await asyncio.sleep(1)
+            assert matching("fake-daemon-"), "the daemon outlived the bot"
+            mark = len(fake.calls)
+            bot = await _start(tmp_path, bot_env)
+            await fake.wait_text(OWNER, "restarted while these tasks were running",
+                                 timeout_s=60, after=mark)
+            async with asyncio.timeout(10):
+                while matching("fake-daemon-"):
+                    await asyncio.sleep(0.1)
+        finally:
+            await stop_process(bot)
+            for proc in matching("fake-daemon-"):
+                proc.kill()
