@@ -147,20 +147,29 @@ class TurnRunner:
         turn = await self._store.tasks.get_turn(turn_id)
         assert turn is not None
         changes = await diff_stat(task.cwd) if outcome.status is not TaskStatus.FAILED else ""
-        async with self._store.atomic():
-            task, finished = await self._store.tasks.finish_turn(turn, outcome)
-            if outcome.cost_usd:
-                await self._store.spend.record(task.owner_id, task.id, turn.id,
-                                               outcome.cost_usd, outcome.input_tokens or 0,
-                                               outcome.output_tokens or 0)
-            await self._notifier.turn_finished(task, finished, denials, changes)
-            failpoints.hit("finish.before_commit")
+        try:
+            async with self._store.atomic():
+                task, finished = await self._record(turn, outcome)
+                await self._notifier.turn_finished(task, finished, denials, changes)
+                failpoints.hit("finish.before_commit")
+        except Exception:  # deliberate: a card that cannot be built must not leave it "running"
+            log.exception("task %s turn %s: completion card failed", task.id, turn_id)
+            async with self._store.atomic():
+                task, _ = await self._record(turn, outcome)
         failpoints.hit("finish.after_commit")
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
         if outcome.status is TaskStatus.BUDGET_EXCEEDED and task.max_usd is not None:
             await self._desk.ask_budget(task, turn_id, task.total_cost_usd, task.max_usd,
                                         self._money.extend_amount(task))
         await self._queue.kick(task.id)
+
+    async def _record(self, turn: Turn, outcome: TurnOutcome) -> tuple[Task, Turn]:
+        """The outcome and its spend; returns the task and the finished turn."""
+        task, finished = await self._store.tasks.finish_turn(turn, outcome)
+        if outcome.cost_usd:
+            await self._store.spend.record(task.owner_id, task.id, turn.id, outcome.cost_usd,
+                                           outcome.input_tokens or 0, outcome.output_tokens or 0)
+        return task, finished
 
     async def _refusal(self, task: Task) -> TurnOutcome | None:
         """Work that must not start: over the daily cap (turns queued from the shell or before
