@@ -8,10 +8,12 @@ import functools
 import hashlib
 import logging
 import os
+import shutil
 import signal
 import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aiogram import Bot, Dispatcher
 from aiogram.client.default import DefaultBotProperties
@@ -27,12 +29,12 @@ from bot.errors import AgentNotInstalled, ConfigError
 from bot.inbox import Inbox
 from bot.intake import Intake, recover
 from bot.journal import JournaledDispatcher
-from bot.models import Engine
+from bot.models import ProcessRole
 from bot.money import MoneyDesk
 from bot.notifier import Notifier
 from bot.outbox import Outbox
 from bot.pool import JobPool
-from bot.ports import Executor
+from bot.ports import EngineConfig, EngineSpec, Executor
 from bot.presets import PresetCatalog
 from bot.queue import TurnQueue
 from bot.runner import TurnRunner
@@ -46,10 +48,7 @@ from bot.texts import Texts
 from bot.workdirs import WorkdirPolicy
 from bot.worktree_card import WorktreeCard
 from bot.worktrees import Worktrees
-from executors.claude import PINNED_VERSION as CLAUDE_PINNED
-from executors.claude import ClaudeExecutor
-from executors.codex import PINNED_VERSION as CODEX_PINNED
-from executors.codex import CodexExecutor
+from executors import registry
 from executors.process import kill_tagged
 from handlers import build_dispatcher
 
@@ -79,42 +78,46 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
                default=DefaultBotProperties(parse_mode="HTML", link_preview_is_disabled=True))
 
 
-async def make_executors(settings: Settings, environ: Mapping[str, str]
-                         ) -> tuple[dict[Engine, Executor], list[str]]:
-    """The engines that answer ``--version`` on this machine, and a status line for each."""
-    executors: dict[Engine, Executor] = {}
-    status: list[str] = []
-    claude = ClaudeExecutor(settings.resolved_claude_bin(), environ, settings.secret_values(),
-                            settings.cancel_grace_s)
-    codex = CodexExecutor(settings.resolved_codex_bin(), environ, settings.secret_values(),
-                          settings.cancel_grace_s, settings.codex_approval_policy,
-                          settings.codex_sandbox)
-    for engine, executor, pinned in ((Engine.CLAUDE, claude, CLAUDE_PINNED),
-                                     (Engine.CODEX, codex, CODEX_PINNED)):
-        try:
-            version = await executor.version()
-        except AgentNotInstalled:
-            log.warning("%s CLI not found (DETACH_%s_BIN or PATH): unavailable", engine,
-                        engine.upper())
-            status.append(f"{engine}: not installed")
-            continue
-        executors[engine] = executor
-        note = "" if version == pinned else f" (tested with {pinned})"
-        log.info("%s CLI %s%s", engine, version, note)
-        status.append(f"{engine} {version}{note}")
-    if Engine.CODEX in executors:
-        status[-1] += await _codex_sandbox_status(codex)
-    return executors, status
+def engine_config(settings: Settings, spec: EngineSpec, environ: Mapping[str, str],
+                  process_env: Mapping[str, str]) -> EngineConfig:
+    """An engine's configuration: its ``DETACH_<NAME>_*`` settings (fields of Settings, or
+    variables of the bot's own environment for an engine Settings does not know)."""
+    prefix, env_prefix = f"{spec.name}_", f"DETACH_{spec.name.upper()}_"
+    options: dict[str, Any] = {key[len(env_prefix):].lower(): value
+                               for key, value in process_env.items() if key.startswith(env_prefix)}
+    options.update({name[len(prefix):]: value for name, value in settings
+                    if name.startswith(prefix) and value is not None})
+    binary = options.get("bin") or shutil.which(spec.default_binary)
+    return EngineConfig(binary=str(binary) if binary else None, environ=environ,
+                        secrets=settings.secret_values(), cancel_grace_s=settings.cancel_grace_s,
+                        options=options)
 
 
-async def _codex_sandbox_status(codex: CodexExecutor) -> str:
-    if codex.sandbox == "danger-full-access" or await codex.sandbox_works():
-        return f", sandbox {codex.sandbox}"
-    codex.refuse_sandbox()
-    log.warning("codex sandbox cannot work here (no user namespaces): sandboxed Codex turns "
-                "are refused; set DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed "
-                "with approvals")
-    return ", sandbox UNAVAILABLE (no user namespaces): sandboxed turns are refused"
+async def make_executors(settings: Settings, environ: Mapping[str, str],
+                         given: Mapping[str, Executor] | None = None
+                         ) -> tuple[dict[str, Executor], list[str]]:
+    """The engines that pass their probe on this machine (probed concurrently), and a status
+    line for each; ``given`` replaces the registry (a test's fake engine)."""
+    if given is not None:
+        candidates = dict(given)
+    else:
+        candidates = {spec.name: spec.make(engine_config(settings, spec, environ, os.environ))
+                      for spec in registry.ENGINES}
+    probes = await asyncio.gather(*(_probe(name, executor)
+                                    for name, executor in candidates.items()))
+    executors = {name: candidates[name] for name, (ok, _) in zip(candidates, probes,
+                                                                 strict=True) if ok}
+    return executors, [line for _, line in probes]
+
+
+async def _probe(name: str, executor: Executor) -> tuple[bool, str]:
+    try:
+        line = await executor.probe()
+    except AgentNotInstalled:
+        log.warning("%s CLI not found (DETACH_%s_BIN or PATH): unavailable", name, name.upper())
+        return False, f"{name}: not installed"
+    log.info("%s", line)
+    return True, line
 
 
 @dataclass(frozen=True)
@@ -133,14 +136,16 @@ class Core:
     worktrees: Worktrees
     service: TaskService
     schedules: ScheduleDesk
+    runner: TurnRunner
 
 
 async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: Bot | None,
-                     environ: Mapping[str, str] | None, clock: Clock, role: str,
-                     identity: str) -> Core:
+                     environ: Mapping[str, str] | None, clock: Clock, role: ProcessRole,
+                     identity: str, given_executors: Mapping[str, Executor] | None = None
+                     ) -> Core:
     """The shared objects; the pool is not started yet (``start_core`` does that)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    if role != "both" and settings.jobs_database_url is None:
+    if role is not ProcessRole.ALL and settings.jobs_database_url is None:
         raise ConfigError("scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
                           "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…")
     store = await Store.open(settings.resolved_database_url)
@@ -149,21 +154,15 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
     outbox = Outbox(store, bot, settings.outbox_chat_interval_s,
                     settings.outbox_group_interval_s)
     notifier = Notifier(store, texts, outbox)
-    executors, status = await make_executors(settings,
-                                             os.environ if environ is None else environ)
-    runner: TurnRunner | None = None
-
-    async def handle(turn_id, control):  # type: ignore[no-untyped-def]
-        assert runner is not None
-        await runner.run_turn(turn_id, control)
-
+    executors, status = await make_executors(
+        settings, os.environ if environ is None else environ, given_executors)
     pool = JobPool(settings.jobs_database_url, identity, settings.max_concurrent_turns,
-                   settings.turn_timeout_s, handle, role)
+                   settings.turn_timeout_s, role)
     queue = TurnQueue(store, pool)
     poll_s = SHARED_POLL_S if settings.jobs_database_url else None  # scale-out: other processes
     desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
-    money = MoneyDesk(store, PresetCatalog.load(settings.config), settings.daily_cap_usd,
-                      settings.task_cap_usd)
+    presets = PresetCatalog.load(settings.config, registry.builtin_presets())
+    money = MoneyDesk(store, presets, settings.daily_cap_usd, settings.task_cap_usd)
     worktrees = Worktrees(store, settings.data_dir / "worktrees")
     workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs,
                              internal=[worktrees.root])
@@ -171,14 +170,15 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
                         settings.auto_allowed_tools, settings.progress_interval_s, workdirs,
                         runner_id=identity, stop_poll_s=poll_s,
                         process_tag=process_tag(settings, identity))
-    engines = set(Engine) if role == "scheduler" else set(executors)  # front: workers have them
+    # a front bot accepts every engine (its workers have the CLIs)
+    engines = set(registry.names()) if role is ProcessRole.FRONT else set(executors)
     service = TaskService(store, pool, queue, notifier, texts, engines,
                           settings.max_prompt_chars, workdirs,
-                          Engine(settings.default_engine), money, settings.approval_mode,
+                          settings.default_engine, money, settings.approval_mode,
                           worktrees=worktrees, default_worktree=settings.worktrees)
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)
     return Core(store, texts, outbox, notifier, status, pool, queue, desk, worktrees, service,
-                schedules)
+                schedules, runner)
 
 
 def process_tag(settings: Settings, identity: str) -> str:
@@ -194,22 +194,22 @@ async def start_core(core: Core, settings: Settings, stack: contextlib.AsyncExit
     shared = core.pool.identity if settings.jobs_database_url else None  # else: one process
     await asyncio.to_thread(kill_tagged, process_tag(settings, core.pool.identity) + ":")
     await recover(core.store, core.notifier, core.desk, shared)
-    await stack.enter_async_context(core.pool)
-    core.pool.on_schedule = core.schedules.on_fire
+    await stack.enter_async_context(core.pool.serve(core.runner.run_turn,
+                                                    core.schedules.on_fire))
 
 
 @contextlib.asynccontextmanager
 async def build(settings: Settings, session: BaseSession | None = None,
-                environ: Mapping[str, str] | None = None,
-                clock: Clock = utcnow) -> AsyncIterator[App]:
-    """Every object of a running bot; ``session``, ``environ`` and ``clock`` are the seams tests
-    plug into (a Telegram session, the environment agents inherit, the schedules' clock)."""
+                environ: Mapping[str, str] | None = None, clock: Clock = utcnow,
+                executors: Mapping[str, Executor] | None = None) -> AsyncIterator[App]:
+    """Every object of a running bot; ``session``, ``environ``, ``clock`` and ``executors`` are
+    the seams tests plug into (a Telegram session, the environment agents inherit, the
+    schedules' clock, engines instead of the registry's, e.g. a fake that replays events)."""
     async with contextlib.AsyncExitStack() as stack:
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
-        core = await build_core(settings, stack, bot, environ, clock,
-                                "both" if settings.role == "all" else "scheduler",
-                                f"detach-{socket.gethostname()}")
+        core = await build_core(settings, stack, bot, environ, clock, settings.role,
+                                f"detach-{socket.gethostname()}", executors)
         store, texts, outbox, notifier = core.store, core.texts, core.outbox, core.notifier
         delivery = asyncio.create_task(outbox.run_forever(), name="outbox")
         stack.push_async_callback(_stop, delivery)
@@ -223,7 +223,7 @@ async def build(settings: Settings, session: BaseSession | None = None,
         dispatcher = build_dispatcher(
             service, card, WorktreeCard(service, core.worktrees, notifier, texts), answers,
             access, texts, outbox, core.schedules, core.status,
-            make=functools.partial(JournaledDispatcher, store))
+            engines=registry.names(), make=functools.partial(JournaledDispatcher, store))
         await start_core(core, settings, stack)
         await core.schedules.start()  # missed runs once, then every schedule from now
         yield App(settings, store, bot, dispatcher, core.pool, service, intake, outbox,

@@ -47,7 +47,7 @@ class ApprovalAnswers:
         loc, text = task.locale, question.payload.get("text", "")
         if choice == "always":
             prompt = self._texts.get(loc, "approval.always_prompt", rule=question.payload["rule"],
-                                     engine=task.engine.value, cwd=task.cwd)
+                                     engine=task.engine, cwd=task.cwd)
             await self._edit(question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc,
                                                                                  qid))
             return "callback_approval.confirm"
@@ -68,7 +68,7 @@ class ApprovalAnswers:
             answer, "callback_approval.always")
 
     async def _remember(self, task: Task, rule: str) -> Grant:
-        grant = await self._store.grants.add(task.owner_id, task.engine.value, task.cwd, rule)
+        grant = await self._store.grants.add(task.owner_id, task.engine, task.cwd, rule)
         await self._store.audit.record("grant_added", task.owner_id, task.id, rule)
         log.info("task %s: grant %s added for user %s", task.id, grant.id, task.owner_id)
         return grant

@@ -52,14 +52,14 @@ class ApprovalDesk:
         if request.questions:
             return await self._ask_all(task, turn_id, request.questions)
         loc = task.locale
-        granted = await self._store.grants.active(task.owner_id, task.engine.value, task.cwd)
+        granted = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
         if request.rule in {g.pattern for g in granted}:  # engines that do not take rules
             await self._store.audit.record("approval", task.owner_id, task.id,
                                            f"{request.tool_name}: granted {request.rule}")
             return ApprovalDecision(allow=True, always=True)
         question = await self._store.questions.create(
             task.id, turn_id, "approval", {"tool": request.tool_name, "rule": request.rule,
-                                           "engine": task.engine.value, "cwd": task.cwd,
+                                           "engine": task.engine, "cwd": task.cwd,
                                            "text": approval_text(self._texts, task, request,
                                                                  self._timeout_s)},
             utcnow() + timedelta(seconds=self._timeout_s))
@@ -161,7 +161,7 @@ class ApprovalDesk:
         text = self._texts.get(loc, "money.budget_question", label=task.label,
                                spent=f"{spent_usd:.4f}", cap=f"{cap_usd:.2f}",
                                extend=f"{extend_usd:.2f}")
-        message = await self._notifier.send(task, text, kind="approval",
+        message = await self._notifier.send_and_wait(task, text, kind="approval",
                                             markup=budget_keyboard(self._texts, loc,
                                                                    question.id, extend_usd))
         if message is not None:

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 from bot.errors import ConfigError, DetachError, UserInputError
-from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.models import NewTask, TaskKind, TaskStatus
 from bot.money import resolve_preset
 from bot.presets import PresetCatalog
 from bot.render import plain, slugify
 from bot.settings import Settings
 from bot.store import Store
 from bot.workdirs import WorkdirPolicy
+from executors import registry
 
 NO_TOKEN = """Detach needs a Telegram bot token.
 
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     add = sub.add_parser("add", help="queue a goal; the running bot starts it and reports")
     add.add_argument("goal", nargs="+")
     add.add_argument("--model")
-    add.add_argument("--engine", choices=[e.value for e in Engine])
+    add.add_argument("--engine", choices=registry.names())
     add.add_argument("--chat", type=int, help="chat to report to (default: the first allowed user)")
     add.add_argument("--cwd", help="working directory (default: the current one); must be inside "
                      "DETACH_ALLOWED_WORKDIRS")
@@ -131,10 +132,10 @@ def _add(args: argparse.Namespace) -> int:
         raise ConfigError(f"the goal must have 1 to {settings.max_prompt_chars} characters")
     preset = None
     if args.model:  # resolved at capture: fail fast with the same suggestions as in Telegram
-        preset = resolve_preset(PresetCatalog.load(settings.config), args.model)
-    engine = Engine(args.engine) if args.engine else (
-        preset.engine if preset else Engine(settings.default_engine))
-    if preset is not None and preset.engine is not engine:
+        preset = resolve_preset(PresetCatalog.load(settings.config,
+                                                   registry.builtin_presets()), args.model)
+    engine = args.engine or (preset.engine if preset else settings.default_engine)
+    if preset is not None and preset.engine != engine:
         raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
     new = NewTask(owner_id=owner, chat_id=args.chat or owner, engine=engine,
                   kind=TaskKind.DETACH, prompt=goal,
@@ -181,7 +182,7 @@ def _workdir(settings: Settings, typed: str | None) -> Path:
 def _list(_args: argparse.Namespace) -> int:
     async def work(store: Store) -> None:
         for task in await store.tasks.list_for(None, limit=50):
-            print(f"{task.label:32} {task.status.value:12} {task.engine.value:7} "
+            print(f"{task.label:32} {task.status.value:12} {task.engine:7} "
                   f"{task.created_at:%Y-%m-%d %H:%M} ${task.total_cost_usd:.4f}")
 
     return asyncio.run(_with_store(Settings(), work))
@@ -193,7 +194,7 @@ def _show(args: argparse.Namespace) -> int:
         if task is None:
             print(f"detach: no task #{args.id}", file=sys.stderr)
             return 1
-        print(f"{task.label}  [{task.status.value}]  engine={task.engine.value} "
+        print(f"{task.label}  [{task.status.value}]  engine={task.engine} "
               f"model={task.model or 'default'}\ngoal: {task.title}\ncwd: {task.cwd}\n"
               f"session: {task.session_id}")
         turn = await store.tasks.last_turn(task.id)

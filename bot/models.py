@@ -28,9 +28,18 @@ class TaskStatus(StrEnum):
 TurnStatus = TaskStatus  # a turn moves through the same states as its task
 
 
-class Engine(StrEnum):
-    CLAUDE = "claude"
-    CODEX = "codex"
+# An engine's name ("claude", "codex"), as its registry entry declares it (executors/registry.py);
+# the same word is its Telegram command.
+Engine = str
+
+
+class ProcessRole(StrEnum):
+    """What a process does: ``all`` (the bot, running turns too), ``front`` (the bot; turns run
+    on workers), ``worker`` (a scale-out worker: turns and schedule runs, no Telegram)."""
+
+    ALL = "all"
+    FRONT = "front"
+    WORKER = "worker"
 
 
 class ApprovalMode(StrEnum):
@@ -204,6 +213,25 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A named model: engine, model string, extra CLI arguments, USD per million tokens."""
+
+    name: str
+    engine: Engine
+    model: str
+    args: tuple[str, ...] = ()
+    price_input: float = 0.0
+    price_output: float = 0.0
+    price_cache_read: float = 0.0
+    price_cache_write: float = 0.0
+
+    def cost_usd(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.price_input + usage.output_tokens * self.price_output
+                + usage.cache_read_tokens * self.price_cache_read
+                + usage.cache_write_tokens * self.price_cache_write) / 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,12 +40,12 @@ class MoneyDesk:
         """model= wins; else the chat's preset when it fits the engine; else none (CLI default)."""
         if typed:
             preset = self.resolve(typed)
-            if engine is not None and preset.engine is not engine:
+            if engine is not None and preset.engine != engine:
                 raise UserInputError("money.preset_engine", name=preset.name,
-                                     preset_engine=preset.engine.value, engine=engine.value)
+                                     preset_engine=preset.engine, engine=engine)
             return preset
         chosen = self.catalog.get(await self._store.chats.preset(chat_id))
-        if chosen is not None and (engine is None or chosen.engine is engine):
+        if chosen is not None and (engine is None or chosen.engine == engine):
             return chosen
         return None
 

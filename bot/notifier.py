@@ -43,14 +43,14 @@ class Notifier:
                                title=_shorten(task.title, 300))
         if origin:
             text += "\n" + origin
-        await self.send(task, text, kind="ack", reply_to=reply_to, wait=False,
+        await self.send(task, text, kind="ack", reply_to=reply_to,
                         markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
 
     async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
         text = self._texts.raw(task.locale, "task.followup_ack",
                                label=html.escape(task.label), behind=behind)
-        await self.send(task, text, kind="ack", reply_to=reply_to, wait=False,
+        await self.send(task, text, kind="ack", reply_to=reply_to,
                         markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
 
     async def turn_finished(self, task: Task, turn: Turn, denials: Sequence[str] = (),
@@ -65,7 +65,7 @@ class Notifier:
         card = task_keyboard(self._texts, loc, task.id, CARD_ACTIONS,
                              WORKTREE_ACTIONS if worktree and worktree.state == "active" else [])
         if turn.status is not TaskStatus.DONE:
-            await self.send(task, header, kind="result", markup=card, wait=False)
+            await self.send(task, header, kind="result", markup=card)
             return
         answer = (turn.result_text or "").strip() or self._texts.get(loc, "task.no_answer")
         chunks = markdown_chunks(answer)
@@ -79,7 +79,7 @@ class Notifier:
         if denials:
             items = "\n".join(f"• {d}" for d in denials[:10])
             await self.send(task, self._texts.get(loc, "task.denials", items=items), kind="result",
-                            markup=card, wait=False)
+                            markup=card)
 
     def _header(self, task: Task, turn: Turn) -> str:
         loc, label = task.locale, task.label
@@ -109,8 +109,7 @@ class Notifier:
     async def _send_document(self, task: Task, header: str, answer: str) -> None:
         summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
         preview = html.escape(split_text(answer, 1500)[0], quote=False)
-        await self.send(task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result",
-                        wait=False)
+        await self.send(task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result")
         caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
         await self.send_file(task, answer.encode(), f"{task.id}-{task.slug}.md", caption)
 
@@ -133,19 +132,22 @@ class Notifier:
                                 markup=InlineKeyboardMarkup(inline_keyboard=rows))
 
     async def send_rich(self, task: Task, html_text: str, kind: str,
-                        markup: InlineKeyboardMarkup | None = None) -> Sent | None:
+                        markup: InlineKeyboardMarkup | None = None) -> None:
         """Rendered HTML; the outbox sends it as plain text if Telegram rejects the HTML."""
-        return await self.send(task, html_text, kind, markup=markup, wait=False)
+        await self.send(task, html_text, kind, markup=markup)
 
     async def send(self, task: Task, text: str, kind: str, reply_to: int | None = None,
-                   markup: InlineKeyboardMarkup | ForceReply | None = None,
-                   wait: bool = True) -> Sent | None:
-        """Queue a message about ``task`` (linked to it once delivered). With ``wait`` the
-        caller gets its message id, after the outbox's pacing."""
-        row_id = await self._outbox.send(task.chat_id, text, markup=markup, reply_to=reply_to,
-                                         task_id=task.id, link_kind=kind)
-        if not wait:
-            return None
+                   markup: InlineKeyboardMarkup | ForceReply | None = None) -> None:
+        """Queue a message about ``task`` (linked to it once delivered); returns at once."""
+        await self._outbox.send(task.chat_id, text, markup=markup, reply_to=reply_to,
+                                task_id=task.id, link_kind=kind)
+
+    async def send_and_wait(self, task: Task, text: str, kind: str,
+                            markup: InlineKeyboardMarkup | None = None) -> Sent | None:
+        """Like ``send``, for the caller that needs the message id: waits for delivery, after
+        the outbox's pacing (None when it failed or took too long)."""
+        row_id = await self._outbox.send(task.chat_id, text, markup=markup, task_id=task.id,
+                                         link_kind=kind)
         message_id = await self._outbox.delivered(row_id)
         return Sent(message_id) if message_id is not None else None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from enum import StrEnum
 from typing import TypeVar
 
@@ -60,5 +61,9 @@ def approval_mode(options: dict[str, str], default: ApprovalMode) -> ApprovalMod
     return _choice(options, "mode", ApprovalMode, default, "error.bad_mode")
 
 
-def engine(options: dict[str, str], default: Engine) -> Engine:
-    return _choice(options, "engine", Engine, default, "error.engine_unavailable")
+def engine(options: dict[str, str], default: Engine, known: Collection[Engine]) -> Engine:
+    """``engine=``: one of the engines this bot can run (executors/registry.py)."""
+    value = options.get("engine", default).lower()
+    if value not in known:
+        raise UserInputError("error.engine_unavailable", engine=value)
+    return value

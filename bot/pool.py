@@ -25,6 +25,7 @@ from apscheduler.eventbrokers.local import LocalEventBroker
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 
+from bot.models import ProcessRole
 from bot.store.db import make_engine
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,10 @@ class When:
         if self.cron is not None and self.next_after(now) is None:
             raise ValueError("it never fires")
 
+_SCHEDULER_ROLES = {ProcessRole.ALL: SchedulerRole.both,
+                    ProcessRole.FRONT: SchedulerRole.scheduler,
+                    ProcessRole.WORKER: SchedulerRole.worker}
+
 # pool identity -> running pool; the job function must be importable by module path.
 _POOLS: dict[str, JobPool] = {}
 TURN_TASK_ID = "bot.pool:run_turn_job"
@@ -146,20 +151,25 @@ async def fire_schedule_job(pool_id: str, schedule_id: int) -> None:
 
 class JobPool:
     def __init__(self, jobs_url: str | None, identity: str, max_concurrent: int, timeout_s: float,
-                 handler: TurnHandler, role: str = "both") -> None:
-        """``role``: ``both`` (one process, or a bot that also runs turns), ``scheduler`` (a
-        bot whose turns run on workers), ``worker`` (a scale-out worker: runs jobs only)."""
+                 role: ProcessRole = ProcessRole.ALL) -> None:
+        """Call ``serve`` with the handlers before entering the pool."""
         self._url = jobs_url
-        self._role = SchedulerRole[role]
+        self._role = _SCHEDULER_ROLES[role]
         self.identity = identity
         self._max_concurrent = max_concurrent
         self._timeout_s = timeout_s
-        self._handler = handler
+        self._handler: TurnHandler | None = None
         self._running: dict[int, TurnControl] = {}  # by turn id: one registration per turn
         self._scheduler: AsyncScheduler | None = None
         self.on_schedule: ScheduleHandler | None = None
 
+    def serve(self, on_turn: TurnHandler, on_schedule: ScheduleHandler | None = None) -> Self:
+        """The handlers of this pool's jobs: a turn, and a schedule that fires."""
+        self._handler, self.on_schedule = on_turn, on_schedule
+        return self
+
     async def __aenter__(self) -> Self:
+        assert self._handler is not None, "serve() names the handlers before the pool starts"
         store: DataStore = MemoryDataStore()
         broker: EventBroker = LocalEventBroker()
         if self._url is not None:
@@ -247,8 +257,10 @@ class JobPool:
         self._running[turn_id] = control
         timer = asyncio.get_running_loop().call_later(
             self._timeout_s, control.request_stop, StopReason.TIMED_OUT)
+        handler = self._handler
+        assert handler is not None, "serve() named no turn handler"
         try:
-            await self._handler(turn_id, control)
+            await handler(turn_id, control)
         except asyncio.CancelledError:
             if control.reason is None:
                 raise  # APScheduler itself cancelled the job

@@ -1,11 +1,13 @@
-"""The Protocols the core depends on; adapters live in executors/ and bot/notifier.py."""
+"""The Protocols the core depends on, and how an engine declares itself; adapters live in
+executors/ (one module per engine, listed in executors/registry.py) and bot/notifier.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import Protocol
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from bot.models import AgentEvent, ApprovalDecision, ApprovalRequest, TurnSpec
+from bot.models import AgentEvent, ApprovalDecision, ApprovalRequest, Preset, TurnSpec
 
 
 class Approver(Protocol):
@@ -26,4 +28,31 @@ class Executor(Protocol):
 
     def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]: ...
 
-    async def version(self) -> str: ...
+    async def probe(self) -> str:
+        """A status line for /status (version, and anything the engine checks at start); raises
+        ``AgentNotInstalled`` when the engine cannot run here."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """What the composition root hands an engine's factory."""
+
+    binary: str | None  # DETACH_<NAME>_BIN, else the default binary on PATH
+    environ: Mapping[str, str]  # the environment agents inherit (secrets removed by the engine)
+    secrets: Sequence[str] = ()
+    cancel_grace_s: float = 5.0
+    options: Mapping[str, Any] = field(default_factory=dict)  # DETACH_<NAME>_* settings
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """An engine's declaration: its name (also its Telegram command and ``engine=`` value), the
+    binary looked up on PATH, the CLI version it was measured with, its built-in model
+    presets, and the factory of its Executor."""
+
+    name: str
+    default_binary: str
+    pinned_version: str
+    presets: tuple[Preset, ...]
+    make: Callable[[EngineConfig], Executor]

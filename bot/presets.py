@@ -4,6 +4,7 @@ resolution of what a person typed ("sonet", "OPUS", "gpt5") to one of them."""
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,39 +12,11 @@ from typing import Any
 from rapidfuzz import fuzz, process, utils
 
 from bot.errors import ConfigError
-from bot.models import Engine, Usage
+from bot.models import Preset
 
 WIN_SCORE = 70.0  # a fuzzy winner must score at least this...
 WIN_MARGIN = 15.0  # ...and beat the runner-up by this much
 MIN_SCORE = 50.0  # below this nothing is a candidate
-
-
-@dataclass(frozen=True, slots=True)
-class Preset:
-    """A named model: engine, model string, extra CLI arguments, USD per million tokens."""
-
-    name: str
-    engine: Engine
-    model: str
-    args: tuple[str, ...] = ()
-    price_input: float = 0.0
-    price_output: float = 0.0
-    price_cache_read: float = 0.0
-    price_cache_write: float = 0.0
-
-    def cost_usd(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.price_input + usage.output_tokens * self.price_output
-                + usage.cache_read_tokens * self.price_cache_read
-                + usage.cache_write_tokens * self.price_cache_write) / 1_000_000
-
-
-BUILTIN = (
-    Preset("opus", Engine.CLAUDE, "opus", (), 15.0, 75.0, 1.5, 18.75),
-    Preset("sonnet", Engine.CLAUDE, "sonnet", (), 3.0, 15.0, 0.3, 3.75),
-    Preset("haiku", Engine.CLAUDE, "haiku", (), 1.0, 5.0, 0.1, 1.25),
-    Preset("gpt-5.5", Engine.CODEX, "gpt-5.5", (), 1.25, 10.0, 0.125, 0.0),
-    Preset("gpt-6.2-sol", Engine.CODEX, "gpt-6.2-sol", (), 1.25, 10.0, 0.125, 0.0),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +33,9 @@ class PresetCatalog:
         self._presets = presets
 
     @classmethod
-    def load(cls, path: Path | None) -> PresetCatalog:
-        presets = {p.name: p for p in BUILTIN}
+    def load(cls, path: Path | None, builtin: Iterable[Preset]) -> PresetCatalog:
+        """``builtin``: the engines' own presets (executors/registry.py), under the file's."""
+        presets = {p.name: p for p in builtin}
         if path is not None:
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -99,7 +73,7 @@ class PresetCatalog:
 
 def _preset(name: str, table: dict[str, Any]) -> Preset:
     try:
-        return Preset(name=name, engine=Engine(table["engine"]), model=str(table["model"]),
+        return Preset(name=name, engine=str(table["engine"]), model=str(table["model"]),
                       args=tuple(str(a) for a in table.get("args", ())),
                       price_input=float(table.get("price_input", 0)),
                       price_output=float(table.get("price_output", 0)),

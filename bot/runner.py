@@ -136,7 +136,7 @@ class TurnRunner:
             append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
             allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
-            max_budget_usd=left if task.engine is Engine.CLAUDE else None,
+            max_budget_usd=left,  # engines that take a budget enforce it themselves
             process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None)
 
     async def _finish(self, task: Task, turn_id: int, outcome: TurnOutcome,
@@ -194,7 +194,7 @@ class TurnRunner:
         tools from settings; in readonly mode nothing."""
         if task.approval_mode is ApprovalMode.READONLY:
             return ()
-        grants = await self._store.grants.active(task.owner_id, task.engine.value, task.cwd)
+        grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
         tools = tuple(g.pattern for g in grants)
         if task.approval_mode is ApprovalMode.AUTO:
             tools = self._auto_allowed_tools + tools
@@ -204,7 +204,7 @@ class TurnRunner:
                      left: float | None) -> tuple[TurnOutcome, tuple[str, ...]]:
         executor = self._executors.get(task.engine)
         if executor is None:
-            raise AgentNotInstalled(task.engine.value, None)
+            raise AgentNotInstalled(task.engine, None)
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
         progress = Progress(self._notifier, task, self._progress_interval_s, preset)

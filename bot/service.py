@@ -76,7 +76,7 @@ class TaskService:
         """A checked NewTask from options (``model=``, ``cwd=``, ...) and a prompt: the model
         preset, budget, directory and mode resolved now, so bad input fails before anything
         is created."""
-        chosen = engine or (option_engine(options, self.default_engine)
+        chosen = engine or (option_engine(options, self.default_engine, self._engines)
                             if "engine" in options else None)
         preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
         chat_dir = await self.current_dir(chat_id)
@@ -113,7 +113,7 @@ class TaskService:
     async def start(self, new: NewTask, reply_to: int | None = None) -> Task:
         """Create a task, acknowledge it in its chat, and queue its first turn."""
         if new.engine not in self._engines:
-            raise UserInputError("error.engine_unavailable", engine=new.engine.value)
+            raise UserInputError("error.engine_unavailable", engine=new.engine)
         await self.money.check_daily_cap(new.owner_id)
         # a worktree outside a repository is refused before anything is created
         repo = await self.worktrees.repository(new.cwd) if new.worktree else None
@@ -125,7 +125,7 @@ class TaskService:
             if reply_to is not None:
                 await self._store.links.link(new.chat_id, reply_to, task.id, "command")
             await self._store.audit.record("task_created", new.owner_id, task.id,
-                                           new.engine.value)
+                                           new.engine)
             if new.announced:
                 await self._notifier.acknowledge(task, reply_to=reply_to, origin=new.origin)
             failpoints.hit("task.before_commit")

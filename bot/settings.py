@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.models import ApprovalMode
+from bot.models import ApprovalMode, ProcessRole
 
 TELEGRAM_API_URL = "https://api.telegram.org"
 
@@ -44,7 +44,8 @@ class Settings(BaseSettings):
     codex_sandbox: str = "workspace-write"
     approval_timeout_s: float = Field(default=600, gt=0)
     approval_mode: ApprovalMode = ApprovalMode.ASK
-    role: Literal["all", "front"] = "all"  # front: turns run on `detach worker` processes
+    # front: turns run on `detach worker` processes (a worker is started as one, not set here)
+    role: Literal[ProcessRole.ALL, ProcessRole.FRONT] = ProcessRole.ALL
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (

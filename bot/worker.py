@@ -14,6 +14,7 @@ import socket
 from collections.abc import AsyncIterator, Mapping
 
 from bot.app import Core, build_core, start_core
+from bot.models import ProcessRole
 from bot.settings import Settings
 from bot.store.db import Clock, utcnow
 
@@ -27,7 +28,8 @@ async def build_worker(settings: Settings, name: str, environ: Mapping[str, str]
     is stable (host and name), so a restarted worker recovers the turns it was running."""
     async with contextlib.AsyncExitStack() as stack:
         identity = f"detach-worker-{socket.gethostname()}-{name}"
-        core = await build_core(settings, stack, None, environ, clock, "worker", identity)
+        core = await build_core(settings, stack, None, environ, clock, ProcessRole.WORKER,
+                                identity)
         await start_core(core, settings, stack)
         log.info("worker %s ready: %s", identity, "; ".join(core.status))
         yield core

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import shutil
@@ -14,18 +13,10 @@ from typing import Any
 import anyio
 
 from bot.errors import AgentCrashed, AgentNotInstalled
-from bot.models import AgentEvent, ApprovalMode, TurnFinished, TurnSpec
-from bot.ports import Approver
+from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
+from bot.ports import Approver, EngineConfig, EngineSpec
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.process import (
-    JsonLines,
-    StderrTail,
-    agent_env,
-    read_lines,
-    spawn,
-    stop_tree,
-    wait_exit,
-)
+from executors.process import JsonLines, agent_env, agent_process, read_lines, wait_exit
 
 log = logging.getLogger(__name__)
 
@@ -80,36 +71,30 @@ class ClaudeExecutor:
             raise AgentNotInstalled(self.engine, self._binary)
         return match.group(1)
 
+    async def probe(self) -> str:
+        version = await self.version()
+        note = "" if version == PINNED_VERSION else f" (tested with {PINNED_VERSION})"
+        return f"{self.engine} {version}{note}"
+
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
-        try:
-            proc = await spawn(self.argv(spec), str(spec.cwd), self._env, spec.process_tag)
-        except OSError as exc:
-            raise AgentNotInstalled(self.engine, self._binary) from exc
-        log.info("task %s turn %s: claude pid %s started", spec.task_id, spec.turn_id, proc.pid)
-        stderr = StderrTail()
-        drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
-        channel = _Channel(proc, approver)
-        try:
-            await channel.send({"type": "user", "parent_tool_use_id": None, "session_id": "",
-                                "message": {"role": "user", "content": spec.prompt}})
-            async for event in self._events(proc, channel):
-                yield event
-                if isinstance(event, TurnFinished):
-                    # the result line is the verdict: an agent that lingers after it is stopped
-                    # below, and its answer is kept
-                    await wait_exit(proc, self._grace_s)
-                    return
-            await wait_exit(proc, self._grace_s * 2)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(drain), self._grace_s)
-            raise AgentCrashed("claude ended without a result", proc.returncode, stderr.text())
-        finally:
-            with anyio.CancelScope(shield=True):
-                await channel.aclose()
-                await stop_tree(proc, self._grace_s, tag=spec.process_tag)
-                drain.cancel()
-            log.info("task %s turn %s: claude pid %s ended rc=%s", spec.task_id, spec.turn_id,
-                     proc.pid, proc.returncode)
+        async with agent_process(self.engine, self._binary, self.argv(spec), spec, self._env,
+                                 self._grace_s) as agent:
+            channel = _Channel(agent.proc, approver)
+            try:
+                await channel.send({"type": "user", "parent_tool_use_id": None,
+                                    "session_id": "",
+                                    "message": {"role": "user", "content": spec.prompt}})
+                async for event in self._events(agent.proc, channel):
+                    yield event
+                    if isinstance(event, TurnFinished):
+                        # the result line is the verdict: an agent that lingers after it is
+                        # stopped on the way out, and its answer is kept
+                        await wait_exit(agent.proc, self._grace_s)
+                        return
+                raise await agent.crashed("claude ended without a result", self._grace_s * 2)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await channel.aclose()
 
     @staticmethod
     async def _events(proc: asyncio.subprocess.Process,
@@ -192,3 +177,16 @@ class _Channel:
         self.close()
 
 
+
+
+def _make(config: EngineConfig) -> ClaudeExecutor:
+    return ClaudeExecutor(config.binary, config.environ, config.secrets, config.cancel_grace_s)
+
+
+SPEC = EngineSpec(
+    name="claude", default_binary="claude", pinned_version=PINNED_VERSION, make=_make,
+    presets=(
+        Preset("opus", "claude", "opus", (), 15.0, 75.0, 1.5, 18.75),
+        Preset("sonnet", "claude", "sonnet", (), 3.0, 15.0, 0.3, 3.75),
+        Preset("haiku", "claude", "haiku", (), 1.0, 5.0, 0.1, 1.25),
+    ))

@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 
 from bot.errors import AgentCrashed, AgentNotInstalled
-from bot.models import AgentEvent, ApprovalMode, SessionStarted, TurnFinished, TurnSpec
-from bot.ports import Approver
+from bot.models import AgentEvent, ApprovalMode, Preset, SessionStarted, TurnFinished, TurnSpec
+from bot.ports import Approver, EngineConfig, EngineSpec
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
@@ -26,7 +26,7 @@ from executors.codex_protocol import (
     decision_result,
     notification_events,
 )
-from executors.process import JsonLines, StderrTail, agent_env, read_lines, spawn, stop_tree
+from executors.process import JsonLines, agent_env, agent_process, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -102,41 +102,46 @@ class CodexExecutor:
                 "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
                 None, "")
 
+    async def probe(self) -> str:
+        """The version, and whether the sandbox can work here: where it cannot, sandboxed turns
+        are refused with a clear reason (not every command failing)."""
+        version = await self.version()
+        note = "" if version == PINNED_VERSION else f" (tested with {PINNED_VERSION})"
+        if self.sandbox == "danger-full-access" or await self.sandbox_works():
+            return f"{self.engine} {version}{note}, sandbox {self.sandbox}"
+        self.refuse_sandbox()
+        log.warning("codex sandbox cannot work here (no user namespaces): sandboxed Codex turns "
+                    "are refused; set DETACH_CODEX_SANDBOX=danger-full-access to run "
+                    "unsandboxed with approvals")
+        return (f"{self.engine} {version}{note}, sandbox UNAVAILABLE (no user namespaces): "
+                "sandboxed turns are refused")
+
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
-        try:
-            proc = await spawn(self.argv(spec), str(spec.cwd), self._env, spec.process_tag)
-        except OSError as exc:
-            raise AgentNotInstalled(self.engine, self._binary) from exc
-        log.info("task %s turn %s: codex pid %s started", spec.task_id, spec.turn_id, proc.pid)
-        stderr = StderrTail()
-        drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
-        rpc = _Rpc(proc)
-        thread_id: str | None = None
-        turn_id: str | None = None
-        finished = False
-        try:
-            thread_id, turn_id = await self._start(rpc, spec)
-            yield SessionStarted(thread_id, spec.model)
-            async with contextlib.aclosing(self._turn_events(rpc, thread_id, approver)) as events:
-                async for event in events:
-                    finished = isinstance(event, TurnFinished)
-                    yield event
-            if not finished:
-                raise AgentCrashed("codex ended without completing the turn", proc.returncode,
-                                   stderr.text())
-        finally:
-            with anyio.CancelScope(shield=True):
-                if not finished and thread_id and turn_id and proc.returncode is None:
-                    with contextlib.suppress(Exception):
-                        await rpc.request("turn/interrupt", {"threadId": thread_id,
-                                                             "turnId": turn_id}, timeout_s=2)
-                await rpc.aclose()
-                # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
-                await stop_tree(proc, self._grace_s, first=signal.SIGTERM, tag=spec.process_tag)
-                drain.cancel()
-            log.info("task %s turn %s: codex pid %s ended rc=%s", spec.task_id, spec.turn_id,
-                     proc.pid, proc.returncode)
+        # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
+        async with agent_process(self.engine, self._binary, self.argv(spec), spec, self._env,
+                                 self._grace_s, first=signal.SIGTERM) as agent:
+            rpc = _Rpc(agent.proc)
+            started: tuple[str, str] | None = None
+            finished = False
+            try:
+                started = await self._start(rpc, spec)
+                yield SessionStarted(started[0], spec.model)
+                async with contextlib.aclosing(self._turn_events(rpc, started[0],
+                                                                 approver)) as events:
+                    async for event in events:
+                        finished = isinstance(event, TurnFinished)
+                        yield event
+                if not finished:
+                    raise await agent.crashed("codex ended without completing the turn",
+                                              self._grace_s)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if not finished and started and agent.proc.returncode is None:
+                        with contextlib.suppress(Exception):  # best effort before the stop
+                            await rpc.request("turn/interrupt", {
+                                "threadId": started[0], "turnId": started[1]}, timeout_s=2)
+                    await rpc.aclose()
 
     async def _turn_events(self, rpc: _Rpc, thread_id: str,
                            approver: Approver) -> AsyncGenerator[AgentEvent, None]:
@@ -275,3 +280,17 @@ class _Rpc:
             task.cancel()
         await asyncio.gather(*self._tasks, self._reader, return_exceptions=True)
         self.close()
+
+
+def _make(config: EngineConfig) -> CodexExecutor:
+    return CodexExecutor(config.binary, config.environ, config.secrets, config.cancel_grace_s,
+                         str(config.options.get("approval_policy", "untrusted")),
+                         str(config.options.get("sandbox", "workspace-write")))
+
+
+SPEC = EngineSpec(
+    name="codex", default_binary="codex", pinned_version=PINNED_VERSION, make=_make,
+    presets=(
+        Preset("gpt-5.5", "codex", "gpt-5.5", (), 1.25, 10.0, 0.125, 0.0),
+        Preset("gpt-6.2-sol", "codex", "gpt-6.2-sol", (), 1.25, 10.0, 0.125, 0.0),
+    ))

@@ -1,4 +1,5 @@
-"""Subprocess plumbing shared by the engines: a clean environment, line reading, stopping a tree."""
+"""Subprocess plumbing shared by the engines: a clean environment, the turn's process (spawn,
+stderr tail, stop the whole tree), line reading."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import shutil
 import signal
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import psutil
 
-from bot.errors import AgentCrashed
+from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.models import TurnSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,46 @@ async def spawn(argv: list[str], cwd: str, env: Mapping[str, str],
         *_death_signal_prefix(), *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         start_new_session=True, limit=LINE_LIMIT)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProcess:
+    """A running agent: its process and the tail of what it wrote to stderr."""
+
+    proc: asyncio.subprocess.Process
+    stderr: StderrTail
+    drain: asyncio.Task[None]
+
+    async def crashed(self, reason: str, grace_s: float) -> AgentCrashed:
+        """The error for an agent that ended without a verdict (after it exited, bounded)."""
+        await wait_exit(self.proc, grace_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.drain), grace_s)
+        return AgentCrashed(reason, self.proc.returncode, self.stderr.text())
+
+
+@contextlib.asynccontextmanager
+async def agent_process(engine: str, binary: str | None, argv: list[str], spec: TurnSpec,
+                        env: Mapping[str, str], grace_s: float,
+                        first: signal.Signals = signal.SIGINT) -> AsyncIterator[AgentProcess]:
+    """The skeleton every engine's turn runs in: spawn (a missing binary is
+    ``AgentNotInstalled``), keep the stderr tail, and whatever ends the turn (its end, an error,
+    a cancel) stop the agent's whole tree, shielded from further cancels."""
+    try:
+        proc = await spawn(argv, str(spec.cwd), env, spec.process_tag)
+    except OSError as exc:
+        raise AgentNotInstalled(engine, binary) from exc
+    log.info("task %s turn %s: %s pid %s started", spec.task_id, spec.turn_id, engine, proc.pid)
+    stderr = StderrTail()
+    drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
+    try:
+        yield AgentProcess(proc, stderr, drain)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop_tree(proc, grace_s, first, spec.process_tag)
+            drain.cancel()
+        log.info("task %s turn %s: %s pid %s ended rc=%s", spec.task_id, spec.turn_id, engine,
+                 proc.pid, proc.returncode)
 
 
 async def read_lines(stream: asyncio.StreamReader,

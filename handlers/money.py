@@ -22,7 +22,7 @@ class ModelAction(CallbackData, prefix="md"):
 
 
 def _keyboard(presets: list[Preset]) -> InlineKeyboardMarkup:
-    rows = [[InlineKeyboardButton(text=f"{p.name} ({p.engine.value})",
+    rows = [[InlineKeyboardButton(text=f"{p.name} ({p.engine})",
                                   callback_data=ModelAction(name=p.name).pack())]
             for p in presets if len(ModelAction(name=p.name).pack().encode()) <= 64]
     return InlineKeyboardMarkup(inline_keyboard=rows)
@@ -39,7 +39,7 @@ def router() -> Router:
         if not typed:
             current = await desk.chat_preset(message.chat.id)
             text = (texts.get(locale, "money.model_current", name=current.name,
-                              engine=current.engine.value, model=current.model) if current
+                              engine=current.engine, model=current.model) if current
                     else texts.get(locale, "money.model_none"))
             presets = [desk.catalog.get(n) for n in desk.catalog.names()]
             await outbox.send(message.chat.id, text, markup=_keyboard([p for p in presets if p]))
@@ -51,7 +51,7 @@ def router() -> Router:
             return
         preset = await desk.set_chat_preset(message.chat.id, typed)
         await outbox.send(message.chat.id, texts.get(locale, "money.model_set", name=preset.name,
-                                       engine=preset.engine.value, model=preset.model))
+                                       engine=preset.engine, model=preset.model))
 
     @r.callback_query(ModelAction.filter())
     async def on_model_pressed(query: CallbackQuery, callback_data: ModelAction,
@@ -60,7 +60,7 @@ def router() -> Router:
         chat_id = query.message.chat.id if query.message else query.from_user.id
         preset = await tasks.money.set_chat_preset(chat_id, callback_data.name)
         text = texts.get(locale, "money.model_set", name=preset.name,
-                         engine=preset.engine.value, model=preset.model)
+                         engine=preset.engine, model=preset.model)
         await query.answer()
         if query.message is not None:
             await outbox.edit(chat_id, query.message.message_id, text)

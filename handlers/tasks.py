@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from aiogram import Router
@@ -9,23 +10,25 @@ from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
 from bot.card import TaskCard
-from bot.models import Engine, TaskKind
+from bot.models import TaskKind
 from bot.outbox import Outbox
 from bot.render import STATUS_ICONS, age
 from bot.service import TaskService, parse_task_id
 from bot.texts import Texts
 
 
-def router() -> Router:
+def router(engines: Sequence[str]) -> Router:
+    """``engines``: one session command per engine (/claude, /codex, ...)."""
     r = Router(name="tasks")
 
-    @r.message(Command("detach", "claude", "codex"))
+    @r.message(Command("detach", *engines))
     async def on_task_command(message: Message, command: CommandObject, tasks: TaskService,
                               locale: str) -> None:
-        """/detach runs a self-contained goal; /claude and /codex start a session."""
+        """/detach runs a self-contained goal on the default engine; /<engine> starts a
+        session on that engine."""
         name = command.command.lower()
         kind = TaskKind.DETACH if name == "detach" else TaskKind.SESSION
-        engine = None if name == "detach" else Engine(name)
+        engine = None if name == "detach" else name
         await tasks.start_from_chat(message.from_user.id, message.chat.id,  # type: ignore[union-attr]
                                     kind, command.args or "", locale, name, engine=engine,
                                     reply_to=message.message_id)

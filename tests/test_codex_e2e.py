@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.models import Engine, TaskStatus
+from bot.models import TaskStatus
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
 from tests.test_approvals_e2e import answer_of, buttons
@@ -28,7 +28,7 @@ async def test_codex_task_with_an_approval_and_a_resumed_turn(tmp_path, claude_b
             assert await answer_of(fake, q) == "Allowed."
             done = await fake.wait_text(OWNER, "Codex did it.", timeout_s=60)
             task = await app.store.tasks.get(1)
-            assert task.engine is Engine.CODEX and task.session_id
+            assert task.engine == "codex" and task.session_id
             turn = await app.store.tasks.last_turn(1)
             assert turn.input_tokens == 200 and turn.output_tokens == 20  # two model requests
             await wait_linked(app, OWNER, done.result["message_id"])
@@ -51,7 +51,7 @@ async def test_detach_on_codex_and_a_failed_model(tmp_path, claude_bin, codex_bi
             failed = await fake.wait_text(OWNER, "failed", timeout_s=60)
             assert "#1" in failed.params["text"]
             task = await app.store.tasks.get(1)
-            assert task.engine is Engine.CODEX and task.status is TaskStatus.FAILED
+            assert task.engine == "codex" and task.status is TaskStatus.FAILED
 
 
 async def test_codex_always_is_remembered_for_later_turns(tmp_path, claude_bin, codex_bin,

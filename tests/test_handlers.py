@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiogram.types import Update
 
-from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.models import NewTask, TaskKind, TaskStatus
 from bot.settings import Settings
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task
@@ -116,7 +116,7 @@ async def test_detach_acknowledges_with_label_state_and_cancel_button(app):
     assert "#1 fix-flaky-login" in ack.text and "queued" in ack.text
     assert ack.reply_markup.inline_keyboard[0][0].callback_data == "t:cancel:1"
     task = await app.store.tasks.get(1)
-    assert task.kind is TaskKind.DETACH and task.engine is Engine.CLAUDE
+    assert task.kind is TaskKind.DETACH and task.engine == "claude"
 
 
 @pytest.mark.parametrize("text", ["/cancel 42", "/cancel", "/cancel abc", "/result 42",
@@ -129,7 +129,7 @@ async def test_unknown_ids_get_a_clear_reply(app, text):
 
 async def _foreign_task(app) -> int:
     task, _ = await app.store.tasks.create(NewTask(
-        owner_id=OTHER, chat_id=OTHER, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+        owner_id=OTHER, chat_id=OTHER, engine="claude", kind=TaskKind.DETACH,
         prompt="theirs", cwd=app.settings.default_workdir), "theirs")
     await app.store.tasks.set_status(task.id, TaskStatus.INTERRUPTED)
     return task.id
@@ -178,7 +178,7 @@ async def test_strangers_cause_no_action_and_get_one_refusal(app):
 
 async def test_mark_failed_button_on_an_interrupted_task(app):
     task, _ = await app.store.tasks.create(NewTask(  # queued, never submitted: no intake here
-        owner_id=OWNER, chat_id=OWNER, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+        owner_id=OWNER, chat_id=OWNER, engine="claude", kind=TaskKind.DETACH,
         prompt="x", cwd=app.settings.default_workdir), "x")
     session = await feed(app, press(f"t:fail:{task.id}"))
     answer = session.sent("AnswerCallbackQuery")[-1]
@@ -262,7 +262,7 @@ async def test_a_stored_task_outside_the_allowed_directories_never_runs(app):
     from pathlib import Path
 
     task, _ = await app.store.tasks.create(NewTask(  # e.g. written by an older version
-        owner_id=OWNER, chat_id=OWNER, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+        owner_id=OWNER, chat_id=OWNER, engine="claude", kind=TaskKind.DETACH,
         prompt="read it", cwd=Path("/etc"), announced=False), "read-it")
     await app.intake.poll_once()
     async with asyncio.timeout(20):

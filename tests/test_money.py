@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.models import NewTask, TaskKind, TaskStatus
 from bot.settings import Settings
 from bot.store import Store, TurnOutcome
 from tests.support.fake_telegram import TOKEN
@@ -52,7 +52,7 @@ async def test_model_option_is_resolved_at_capture(app):
     await feed(app, message("/detach model=opsu max_usd=2.5 tidy up"))
     task = await app.store.tasks.get(1)
     assert (task.preset, task.model, task.engine, task.max_usd) == ("opus", "opus",
-                                                                    Engine.CLAUDE, 2.5)
+                                                                    "claude", 2.5)
     session = await feed(app, message("/claude model=gpt-5.5 hi"))
     assert "runs on codex, not claude" in session.new_texts()
     session = await feed(app, message("/detach model=gpt hi"))
@@ -110,7 +110,7 @@ async def test_ledger_totals_across_days(tmp_path):
 
 async def test_spend_command(app):
     task, _ = await app.store.tasks.create(NewTask(
-        owner_id=OWNER, chat_id=OWNER, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+        owner_id=OWNER, chat_id=OWNER, engine="claude", kind=TaskKind.DETACH,
         prompt="costly thing", cwd=app.settings.default_workdir), "costly-thing")
     await app.store.spend.record(OWNER, task.id, 1, 0.75, 10, 10)
     await app.store.tasks.finish_turn(await app.store.tasks.last_turn(task.id),

@@ -53,8 +53,7 @@ async def _until(predicate, timeout_s: float = 10) -> None:  # type: ignore[no-u
 
 async def test_cap_is_honoured_and_tasks_run_in_parallel(jobs_url):
     recorder = Recorder(1.0)
-    async with JobPool(jobs_url, "t1", 2, 60,
-                       recorder) as pool:
+    async with JobPool(jobs_url, "t1", 2, 60).serve(recorder) as pool:
         for n in (1, 2, 3):
             await pool.submit(task_id=n, turn_id=n)
         await _until(lambda: len(recorder.started) == 3)
@@ -65,8 +64,7 @@ async def test_cap_is_honoured_and_tasks_run_in_parallel(jobs_url):
 
 async def test_timeout_stops_the_turn_with_a_reason(jobs_url):
     recorder = Recorder(30)
-    async with JobPool(jobs_url, "t2", 2, 0.5,
-                       recorder) as pool:
+    async with JobPool(jobs_url, "t2", 2, 0.5).serve(recorder) as pool:
         await pool.submit(task_id=7, turn_id=70)
         await _until(lambda: 70 in recorder.stopped)
         assert not pool.is_running(7)
@@ -75,8 +73,7 @@ async def test_timeout_stops_the_turn_with_a_reason(jobs_url):
 
 async def test_cancel_by_task_id(jobs_url):
     recorder = Recorder(30)
-    async with JobPool(jobs_url, "t3", 2, 60,
-                       recorder) as pool:
+    async with JobPool(jobs_url, "t3", 2, 60).serve(recorder) as pool:
         assert pool.cancel(5) is False  # nothing runs for task 5
         await pool.submit(task_id=5, turn_id=50)
         await _until(lambda: pool.is_running(5))
@@ -90,7 +87,7 @@ async def test_cancel_by_task_id(jobs_url):
 
 async def test_shutdown_lets_running_turns_finish_their_final_writes(jobs_url):
     recorder = Recorder(30)
-    async with JobPool(jobs_url, "t4", 2, 60, recorder) as pool:
+    async with JobPool(jobs_url, "t4", 2, 60).serve(recorder) as pool:
         await pool.submit(task_id=8, turn_id=80)
         await _until(lambda: pool.is_running(8))
     assert recorder.stopped[80] is StopReason.SHUTDOWN
@@ -98,7 +95,7 @@ async def test_shutdown_lets_running_turns_finish_their_final_writes(jobs_url):
 
 async def test_a_stop_while_starting_applies_when_the_agent_would_start(jobs_url):
     recorder = Recorder(30, claim_s=0.5)
-    async with JobPool(jobs_url, "t5", 2, 60, recorder) as pool:
+    async with JobPool(jobs_url, "t5", 2, 60).serve(recorder) as pool:
         await pool.submit(task_id=9, turn_id=90)
         await _until(lambda: 90 in recorder.started)
         assert pool.cancel(9) is True
@@ -117,7 +114,7 @@ async def test_a_stop_after_the_agent_ended_is_refused(jobs_url):
         finishing.set()
         await release.wait()  # writing the outcome, sending the card
 
-    async with JobPool(jobs_url, "t6", 2, 60, handler) as pool:
+    async with JobPool(jobs_url, "t6", 2, 60).serve(handler) as pool:
         await pool.submit(task_id=4, turn_id=40)
         await asyncio.wait_for(finishing.wait(), 10)
         assert pool.cancel(4) is False  # too late: the outcome is being written

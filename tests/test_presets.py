@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bot.errors import ConfigError
-from bot.models import Engine, Usage
+from bot.models import Usage
 from bot.presets import PresetCatalog
+from executors import registry
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ engine = "claude"
 model = "claude-sonnet-4-5"
 price_input = 3.5
 ''')
-    return PresetCatalog.load(path)
+    return PresetCatalog.load(path, registry.builtin_presets())
 
 
 @pytest.mark.parametrize(("typed", "winner"), [
@@ -51,7 +52,7 @@ def test_unknown_names_the_closest(catalog):
 
 def test_presets_from_toml_over_builtins(catalog):
     fast = catalog.get("fast")
-    assert fast.engine is Engine.CLAUDE and fast.args == ("--effort", "low")
+    assert fast.engine == "claude" and fast.args == ("--effort", "low")
     assert catalog.get("sonnet").model == "claude-sonnet-4-5"
     assert catalog.get("opus").model == "opus"  # built-ins stay
     assert fast.cost_usd(Usage(input_tokens=1_000_000, output_tokens=200_000)) == 2.0
@@ -61,4 +62,4 @@ def test_a_broken_config_is_a_clear_error(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text('[presets.x]\nmodel = "m"\n')
     with pytest.raises(ConfigError, match="preset 'x'"):
-        PresetCatalog.load(path)
+        PresetCatalog.load(path, registry.builtin_presets())

@@ -89,7 +89,7 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
                 proc.kill()
     assert bot.returncode is not None
     log = (tmp_path / "bot.log").read_text()
-    assert "task 1 turn 1: running" in log and "claude CLI 2.1.197" in log
+    assert "task 1 turn 1: running" in log and "claude 2.1.197" in log
     assert TOKEN.split(":")[1] not in log  # secrets never reach the log
     assert "MARK-KILL" not in log  # nor prompts, at INFO
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.models import Engine, NewTask, TaskKind, TaskStatus
+from bot.models import NewTask, TaskKind, TaskStatus
 from bot.store import Store, TurnOutcome
 from bot.store.migrations import MIGRATIONS
 from tests.support.postgres import postgres_database
@@ -37,7 +37,7 @@ async def store(request, tmp_path):
 
 
 def new(prompt: str = "fix the login", owner: int = 1) -> NewTask:
-    return NewTask(owner_id=owner, chat_id=owner, engine=Engine.CLAUDE, kind=TaskKind.DETACH,
+    return NewTask(owner_id=owner, chat_id=owner, engine="claude", kind=TaskKind.DETACH,
                    prompt=prompt, cwd=Path("/tmp"))
 
 

@@ -62,7 +62,7 @@ class TaskRepo:
         now = self._clock()
         async with self._engine.begin() as conn:
             inserted = await conn.execute(tasks.insert().values(
-                owner_id=new.owner_id, chat_id=new.chat_id, engine=new.engine.value,
+                owner_id=new.owner_id, chat_id=new.chat_id, engine=new.engine,
                 kind=new.kind.value, slug=slug, title=new.prompt[:200], cwd=str(new.cwd),
                 model=new.model, status=TaskStatus.QUEUED.value, locale=new.locale,
                 announced=new.announced, created_at=now, updated_at=now,

@@ -1,0 +1,36 @@
+"""An engine that replays a recorded event stream: the fast test tier for handlers, notifier and
+outbox, plugged in through ``build(executors=...)`` — the same seam the registry's engines use."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Sequence
+
+from bot.models import AgentEvent, ApprovalRequest, TurnSpec
+from bot.ports import Approver
+
+Script = Sequence[AgentEvent | ApprovalRequest]
+
+
+class FakeEngine:
+    """Replays ``script`` (or ``script(spec)``) for every turn; an ApprovalRequest in it is put
+    to the approval desk like a real engine would, and the decision recorded."""
+
+    def __init__(self, script: Script | Callable[[TurnSpec], Script], engine: str = "claude",
+                 version: str = "fake") -> None:
+        self.engine = engine
+        self._script = script
+        self._version = version
+        self.specs: list[TurnSpec] = []
+        self.decisions: list[bool] = []
+
+    async def probe(self) -> str:
+        return f"{self.engine} {self._version}"
+
+    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+        self.specs.append(spec)
+        script = self._script(spec) if callable(self._script) else self._script
+        for item in script:
+            if isinstance(item, ApprovalRequest):
+                self.decisions.append((await approver.decide(item)).allow)
+            else:
+                yield item
