@@ -21,33 +21,33 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.session.base import BaseSession
 from aiogram.client.telegram import TelegramAPIServer
 
-from bot.access import AccessPolicy
-from bot.approval_answers import ApprovalAnswers
-from bot.approvals import ApprovalDesk
-from bot.card import TaskCard
+from bot.approvals.answers import ApprovalAnswers
+from bot.approvals.desk import ApprovalDesk
 from bot.errors import AgentNotInstalled, ConfigError
-from bot.inbox import Inbox
-from bot.intake import Intake, recover
-from bot.journal import JournaledDispatcher
+from bot.intake.inbox import Inbox
+from bot.intake.intake import Intake, recover
 from bot.models import ProcessRole
-from bot.money import MoneyDesk
-from bot.notifier import Notifier
-from bot.outbox import Outbox
-from bot.pool import JobPool
+from bot.money.desk import MoneyDesk
+from bot.money.presets import PresetCatalog
 from bot.ports import EngineConfig, EngineSpec, Executor
-from bot.presets import PresetCatalog
-from bot.queue import TurnQueue
-from bot.runner import TurnRunner
-from bot.schedules import ScheduleDesk
-from bot.service import TaskService
+from bot.schedules.desk import ScheduleDesk
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
-from bot.telegram_retry import RetryMiddleware
-from bot.texts import Texts
-from bot.workdirs import WorkdirPolicy
-from bot.worktree_card import WorktreeCard
-from bot.worktrees import Worktrees
+from bot.tasks.card import TaskCard
+from bot.tasks.service import TaskService
+from bot.tasks.workdirs import WorkdirPolicy
+from bot.telegram.access import AccessPolicy
+from bot.telegram.journal import JournaledDispatcher
+from bot.telegram.notifier import Notifier
+from bot.telegram.outbox import Outbox
+from bot.telegram.retry import RetryMiddleware
+from bot.telegram.texts import Texts
+from bot.turns.pool import JobPool
+from bot.turns.queue import TurnQueue
+from bot.turns.runner import TurnRunner
+from bot.worktrees.card import WorktreeCard
+from bot.worktrees.git import Worktrees
 from executors import registry
 from executors.process import kill_tagged
 from handlers import build_dispatcher

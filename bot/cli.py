@@ -10,12 +10,12 @@ from pathlib import Path
 
 from bot.errors import ConfigError, DetachError, UserInputError
 from bot.models import NewTask, TaskKind, TaskStatus
-from bot.money import resolve_preset
-from bot.presets import PresetCatalog
-from bot.render import plain, slugify
+from bot.money.desk import resolve_preset
+from bot.money.presets import PresetCatalog
 from bot.settings import Settings
 from bot.store import Store
-from bot.workdirs import WorkdirPolicy
+from bot.tasks.workdirs import WorkdirPolicy
+from bot.telegram.render import plain, slugify
 from executors import registry
 
 NO_TOKEN = """Detach needs a Telegram bot token.
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"detach: {exc}", file=sys.stderr)
         return 2
     except UserInputError as exc:
-        from bot.texts import Texts  # aiogram's I18n: loaded only when there is a message
+        from bot.telegram.texts import Texts  # aiogram's I18n: loaded only when there is a message
 
         print(f"detach: {plain(Texts().get('en', exc.key, **exc.params))}", file=sys.stderr)
         return 1
@@ -161,7 +161,7 @@ def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None,
     default applies (a worktree where the directory is in a repository)."""
     from datetime import UTC, datetime
 
-    from bot.taskfile import TaskFile, drop
+    from bot.intake.taskfile import TaskFile, drop
 
     target = drop(settings.data_dir / "inbox", TaskFile(
         goal=new.prompt, created=datetime.now(UTC), chat_id=new.chat_id, model=new.preset,
@@ -209,7 +209,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from bot.inbox import export  # the bot's imports, only for this command
+    from bot.intake.inbox import export  # the bot's imports, only for this command
 
     async def work(store: Store) -> None:
         sys.stdout.write(await export(store, args.id))

@@ -7,14 +7,14 @@ from collections.abc import Callable, Sequence
 from aiogram import Bot, Dispatcher
 from aiogram.types import BotCommand
 
-from bot.access import AccessPolicy
-from bot.approval_answers import ApprovalAnswers
-from bot.card import TaskCard
-from bot.outbox import Outbox
-from bot.schedules import ScheduleDesk
-from bot.service import TaskService
-from bot.texts import DEFAULT_LOCALE, Texts
-from bot.worktree_card import WorktreeCard
+from bot.approvals.answers import ApprovalAnswers
+from bot.schedules.desk import ScheduleDesk
+from bot.tasks.card import TaskCard
+from bot.tasks.service import TaskService
+from bot.telegram.access import AccessPolicy
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import DEFAULT_LOCALE, Texts
+from bot.worktrees.card import WorktreeCard
 from handlers import approvals, basics, buttons, errors, money, replies, schedules, tasks
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware

@@ -9,9 +9,9 @@ from typing import Any
 from aiogram import BaseMiddleware
 from aiogram.types import Chat, TelegramObject, User
 
-from bot.access import AccessPolicy
-from bot.outbox import Outbox
-from bot.texts import Texts
+from bot.telegram.access import AccessPolicy
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
 
 Handler = Callable[[TelegramObject, dict[str, Any]], Awaitable[Any]]
 

@@ -6,10 +6,10 @@ from aiogram import F, Router
 from aiogram.filters import Command
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
-from bot.approval_answers import ApprovalAnswers
-from bot.approval_view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
-from bot.outbox import Outbox
-from bot.texts import Texts
+from bot.approvals.answers import ApprovalAnswers
+from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
 
 
 def router() -> Router:

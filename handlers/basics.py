@@ -9,9 +9,9 @@ from aiogram.filters import Command, CommandObject, CommandStart
 from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
-from bot.access import AccessPolicy
-from bot.outbox import Outbox
-from bot.texts import Texts
+from bot.telegram.access import AccessPolicy
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
 
 
 def router() -> Router:

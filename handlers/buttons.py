@@ -8,11 +8,11 @@ from functools import partial
 from aiogram import F, Router
 from aiogram.types import CallbackQuery
 
-from bot.callbacks import ACTIONS, TaskAction
-from bot.card import TaskCard
-from bot.service import TaskService
-from bot.texts import Texts
-from bot.worktree_card import WorktreeCard
+from bot.tasks.card import TaskCard
+from bot.tasks.service import TaskService
+from bot.telegram.callbacks import ACTIONS, TaskAction
+from bot.telegram.texts import Texts
+from bot.worktrees.card import WorktreeCard
 
 
 def router() -> Router:

@@ -9,8 +9,8 @@ from aiogram import Router
 from aiogram.types import ErrorEvent
 
 from bot.errors import UserInputError
-from bot.outbox import Outbox
-from bot.texts import Texts
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 _TAGS = re.compile(r"<[^>]+>")

@@ -8,8 +8,8 @@ from typing import Any
 from aiogram.types import TelegramObject, User
 from aiogram.utils.i18n import I18nMiddleware
 
-from bot.access import AccessPolicy
-from bot.texts import Texts
+from bot.telegram.access import AccessPolicy
+from bot.telegram.texts import Texts
 
 
 class LocaleMiddleware(I18nMiddleware):

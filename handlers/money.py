@@ -7,14 +7,14 @@ from aiogram.filters import Command, CommandObject
 from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
-from bot.approval_view import BudgetAction
-from bot.card import TaskCard
-from bot.money import MoneyDesk
-from bot.outbox import Outbox
-from bot.presets import Preset
-from bot.render import money
-from bot.service import TaskService
-from bot.texts import Texts
+from bot.approvals.view import BudgetAction
+from bot.money.desk import MoneyDesk
+from bot.money.presets import Preset
+from bot.tasks.card import TaskCard
+from bot.tasks.service import TaskService
+from bot.telegram.outbox import Outbox
+from bot.telegram.render import money
+from bot.telegram.texts import Texts
 
 
 class ModelAction(CallbackData, prefix="md"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from aiogram import F, Router
 from aiogram.types import Message
 
-from bot.outbox import Outbox
-from bot.service import TaskService
-from bot.texts import Texts
+from bot.tasks.service import TaskService
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
 
 
 def router() -> Router:

@@ -7,10 +7,10 @@ from aiogram.filters import Command, CommandObject
 from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
-from bot.callbacks import Id
-from bot.outbox import Outbox
-from bot.schedules import Listed, ScheduleDesk
-from bot.texts import Texts
+from bot.schedules.desk import Listed, ScheduleDesk
+from bot.telegram.callbacks import Id
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
 
 ACTIONS = ("pause", "resume", "delete")
 

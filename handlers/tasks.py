@@ -9,12 +9,12 @@ from aiogram import Router
 from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
-from bot.card import TaskCard
 from bot.models import TaskKind
-from bot.outbox import Outbox
-from bot.render import STATUS_ICONS, age
-from bot.service import TaskService, parse_task_id
-from bot.texts import Texts
+from bot.tasks.card import TaskCard
+from bot.tasks.service import TaskService, parse_task_id
+from bot.telegram.outbox import Outbox
+from bot.telegram.render import STATUS_ICONS, age
+from bot.telegram.texts import Texts
 
 
 def router(engines: Sequence[str]) -> Router:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.approval_view import ApprovalAction
+from bot.approvals.view import ApprovalAction
 from bot.models import TaskStatus
 from tests.support.fake_telegram import Call, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked

@@ -37,7 +37,7 @@ def test_add_list_show_archive(tmp_path):
 
 
 def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
-    from bot.taskfile import parse
+    from bot.intake.taskfile import parse
 
     added = detach(tmp_path, "add", "--worktree", "--model", "haiku", "Bump", "the", "version")
     assert added.returncode == 0, added.stderr

@@ -8,7 +8,7 @@ import string
 import pytest
 from babel.messages.pofile import read_po
 
-from bot.texts import Texts, catalog_files
+from bot.telegram.texts import Texts, catalog_files
 
 SOURCES = catalog_files()
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bot.pool import JobPool, StopReason, TurnControl
+from bot.turns.pool import JobPool, StopReason, TurnControl
 from tests.support.postgres import postgres_database
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from bot.errors import ConfigError
 from bot.models import Usage
-from bot.presets import PresetCatalog
+from bot.money.presets import PresetCatalog
 from executors import registry
 
 

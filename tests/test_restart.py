@@ -10,9 +10,9 @@ from pathlib import Path
 
 import psutil
 
-from bot.callbacks import TaskAction
 from bot.models import TaskStatus
 from bot.store import Store
+from bot.telegram.callbacks import TaskAction
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, process_env, stop_process
 from tests.support.processes import matching

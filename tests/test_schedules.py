@@ -12,8 +12,8 @@ import pytest
 
 from bot.errors import UserInputError
 from bot.models import TaskStatus
+from bot.schedules.when import parse_at, parse_every
 from bot.settings import Settings
-from bot.when import parse_at, parse_every
 from handlers.schedules import ScheduleAction
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task, wait_sent

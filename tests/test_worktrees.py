@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.callbacks import TaskAction
 from bot.errors import UserInputError
 from bot.models import TaskStatus
 from bot.settings import Settings
 from bot.store import Store
-from bot.worktrees import Worktrees
+from bot.telegram.callbacks import TaskAction
+from bot.worktrees.git import Worktrees
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession

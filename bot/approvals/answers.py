@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from bot.approval_view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
-from bot.approvals import ApprovalDesk
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
 from bot.errors import UserInputError
 from bot.models import Question, Task
-from bot.notifier import Notifier
 from bot.store import Grant, PendingQuestion, Store
-from bot.texts import Texts
+from bot.telegram.notifier import Notifier
+from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 _OUTCOME_KEYS = {"allow": "approval.allowed", "deny": "approval.denied"}

@@ -14,13 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from bot.errors import TaskNotFound, UserInputError
+from bot.intake.taskfile import TaskFile, TaskFileError, parse, render, write_atomic
 from bot.models import TaskKind, TaskStatus
-from bot.outbox import Outbox
-from bot.render import plain
-from bot.service import TaskService
 from bot.store import Store, TaskFileRow
-from bot.taskfile import TaskFile, TaskFileError, parse, render, write_atomic
-from bot.texts import DEFAULT_LOCALE, Texts
+from bot.tasks.service import TaskService
+from bot.telegram.outbox import Outbox
+from bot.telegram.render import plain
+from bot.telegram.texts import DEFAULT_LOCALE, Texts
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 256 * 1024

@@ -9,9 +9,9 @@ from aiogram.filters.callback_data import CallbackData
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from pydantic import Field
 
-from bot.callbacks import Id
 from bot.models import ApprovalRequest, Question, Task
-from bot.texts import Texts
+from bot.telegram.callbacks import Id
+from bot.telegram.texts import Texts
 
 APPROVAL_CHOICES = ("allow", "deny", "always", "confirm", "back")
 DONE = -1

@@ -10,7 +10,7 @@ import logging
 from dataclasses import asdict
 from datetime import timedelta
 
-from bot.approval_view import (
+from bot.approvals.view import (
     DONE,
     approval_keyboard,
     approval_text,
@@ -20,10 +20,10 @@ from bot.approval_view import (
     question_text,
 )
 from bot.models import ApprovalDecision, ApprovalRequest, Question, Task
-from bot.notifier import Notifier
 from bot.store import PendingQuestion, Store
 from bot.store.db import utcnow
-from bot.texts import Texts
+from bot.telegram.notifier import Notifier
+from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from datetime import date, timedelta
 
 from bot.errors import UserInputError
 from bot.models import Engine, Task, TaskStatus
-from bot.presets import Preset, PresetCatalog
-from bot.render import money
+from bot.money.presets import Preset, PresetCatalog
 from bot.store import Store
+from bot.telegram.render import money
 
 log = logging.getLogger(__name__)
 

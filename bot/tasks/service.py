@@ -9,17 +9,17 @@ from pathlib import Path
 from bot import failpoints
 from bot.errors import TaskNotFound, TaskStateError, UserInputError, clean
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
-from bot.money import MoneyDesk, parse_usd
-from bot.notifier import Notifier
-from bot.options import approval_mode, flag, split_options
-from bot.options import engine as option_engine
-from bot.pool import JobPool
-from bot.queue import TurnQueue
-from bot.render import given_slug, slugify
+from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store
-from bot.texts import Texts
-from bot.workdirs import WorkdirPolicy
-from bot.worktrees import Worktrees
+from bot.tasks.options import approval_mode, flag, split_options
+from bot.tasks.options import engine as option_engine
+from bot.tasks.workdirs import WorkdirPolicy
+from bot.telegram.notifier import Notifier
+from bot.telegram.render import given_slug, slugify
+from bot.telegram.texts import Texts
+from bot.turns.pool import JobPool
+from bot.turns.queue import TurnQueue
+from bot.worktrees.git import Worktrees
 
 log = logging.getLogger(__name__)
 LIST_LIMIT = 15

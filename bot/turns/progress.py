@@ -10,9 +10,9 @@ import logging
 import time
 
 from bot.models import AgentEvent, Task, ToolCalled, UsageUpdated
-from bot.notifier import Notifier
-from bot.presets import Preset
-from bot.render import duration, money
+from bot.money.presets import Preset
+from bot.telegram.notifier import Notifier
+from bot.telegram.render import duration, money
 
 log = logging.getLogger(__name__)
 

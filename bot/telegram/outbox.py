@@ -27,12 +27,12 @@ from aiogram.exceptions import (
 )
 from aiogram.types import BufferedInputFile, ForceReply, InlineKeyboardMarkup
 
-from bot.pacing import Pace
-from bot.render import plain
 from bot.store import Store
 from bot.store.db import utcnow
 from bot.store.outbox import PENDING, OutboxRow
-from bot.telegram_retry import NO_RETRY
+from bot.telegram.pacing import Pace
+from bot.telegram.render import plain
+from bot.telegram.retry import NO_RETRY
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12

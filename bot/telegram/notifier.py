@@ -10,12 +10,19 @@ from dataclasses import dataclass
 
 from aiogram.types import ForceReply, InlineKeyboardMarkup
 
-from bot.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.models import Task, TaskStatus, Turn
-from bot.outbox import Outbox
-from bot.render import MAX_CHUNKS, STATUS_ICONS, duration, markdown_chunks, money, split_text
 from bot.store import Store
-from bot.texts import Texts
+from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.outbox import Outbox
+from bot.telegram.render import (
+    MAX_CHUNKS,
+    STATUS_ICONS,
+    duration,
+    markdown_chunks,
+    money,
+    split_text,
+)
+from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 

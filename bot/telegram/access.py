@@ -6,7 +6,7 @@ import logging
 
 from bot.errors import UserInputError
 from bot.store import Store
-from bot.texts import Texts
+from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from aiogram.filters.callback_data import CallbackData
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from pydantic import Field
 
-from bot.texts import Texts
+from bot.telegram.texts import Texts
 
 ACTIONS = ("cancel", "resume", "fail", "followup", "transcript", "retry", "archive",
            "diff", "merge", "discard", "discard_yes")

@@ -8,12 +8,12 @@ import logging
 from collections import defaultdict
 
 from bot import failpoints
-from bot.approvals import ApprovalDesk
-from bot.inbox import Inbox
+from bot.approvals.desk import ApprovalDesk
+from bot.intake.inbox import Inbox
 from bot.models import Task
-from bot.notifier import Notifier
-from bot.queue import TurnQueue
 from bot.store import Store
+from bot.telegram.notifier import Notifier
+from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from bot.errors import ConfigError
 
 DEFAULT_LOCALE = "en"
 DOMAIN = "detach"
-LOCALES_DIR = Path(__file__).resolve().parent.parent / "locales"
+LOCALES_DIR = Path(__file__).resolve().parents[2] / "locales"
 
 
 def catalog_files(directory: Path = LOCALES_DIR) -> dict[str, Path]:

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bot import failpoints
-from bot.approvals import ApprovalDesk
+from bot.approvals.desk import ApprovalDesk
 from bot.errors import AgentCrashed, AgentNotInstalled, UserInputError
-from bot.gitinfo import diff_stat
 from bot.models import (
     AgentEvent,
     ApprovalMode,
@@ -27,16 +26,17 @@ from bot.models import (
     TurnSpec,
     UsageUpdated,
 )
-from bot.money import MoneyDesk
-from bot.notifier import Notifier
-from bot.pool import StopReason, TurnControl
+from bot.money.desk import MoneyDesk
+from bot.money.presets import Preset
 from bot.ports import Executor
-from bot.presets import Preset
-from bot.progress import Progress
-from bot.queue import TurnQueue
-from bot.render import plain
 from bot.store import Store, TurnOutcome
-from bot.workdirs import WorkdirPolicy
+from bot.tasks.workdirs import WorkdirPolicy
+from bot.telegram.notifier import Notifier
+from bot.telegram.render import plain
+from bot.turns.gitinfo import diff_stat
+from bot.turns.pool import StopReason, TurnControl
+from bot.turns.progress import Progress
+from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from bot.pool import JobPool
 from bot.store import Store
+from bot.turns.pool import JobPool
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ import io
 from aiogram.types import ForceReply
 
 from bot.errors import UserInputError
-from bot.inbox import export
+from bot.intake.inbox import export
 from bot.models import Task
-from bot.notifier import Notifier
-from bot.queue import TurnQueue
-from bot.service import TaskService
 from bot.store import Store
-from bot.texts import Texts
+from bot.tasks.service import TaskService
+from bot.telegram.notifier import Notifier
+from bot.telegram.texts import Texts
+from bot.turns.queue import TurnQueue
 
 
 class TaskCard:

@@ -13,16 +13,16 @@ from datetime import datetime, timedelta
 
 from bot.errors import UserInputError
 from bot.models import TaskKind
-from bot.options import split_options
-from bot.outbox import Outbox
-from bot.pool import JobPool, When
-from bot.render import plain
-from bot.service import TaskService
+from bot.schedules.when import describe, parse_at, parse_every, zone
 from bot.store import Schedule, Store
 from bot.store.db import utcnow
 from bot.store.schedules import ACTIVE, DELETED, PAUSED
-from bot.texts import Texts
-from bot.when import describe, parse_at, parse_every, zone
+from bot.tasks.options import split_options
+from bot.tasks.service import TaskService
+from bot.telegram.outbox import Outbox
+from bot.telegram.render import plain
+from bot.telegram.texts import Texts
+from bot.turns.pool import JobPool, When
 
 log = logging.getLogger(__name__)
 DEFAULT_TZ = "UTC"

@@ -116,8 +116,8 @@ _SCHEDULER_ROLES = {ProcessRole.ALL: SchedulerRole.both,
 
 # pool identity -> running pool; the job function must be importable by module path.
 _POOLS: dict[str, JobPool] = {}
-TURN_TASK_ID = "bot.pool:run_turn_job"
-SCHEDULE_TASK_ID = "bot.pool:fire_schedule_job"
+TURN_TASK_ID = "bot.turns.pool:run_turn_job"
+SCHEDULE_TASK_ID = "bot.turns.pool:fire_schedule_job"
 JOBS_SCHEMA = "apscheduler"
 DRAIN_TIMEOUT_S = 20.0
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import html
 
-from bot.callbacks import task_keyboard
 from bot.errors import UserInputError
-from bot.notifier import Notifier
-from bot.service import TaskService
-from bot.texts import Texts
-from bot.worktrees import Worktrees
+from bot.tasks.service import TaskService
+from bot.telegram.callbacks import task_keyboard
+from bot.telegram.notifier import Notifier
+from bot.telegram.texts import Texts
+from bot.worktrees.git import Worktrees
 
 INLINE_DIFF_CHARS = 3000
 

@@ -1,0 +1,2 @@
+"""Work that arrives outside Telegram updates: the shell, the inbox's task files, restart
+recovery."""

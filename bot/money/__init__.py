@@ -1,0 +1,1 @@
+"""Model presets, spend, daily caps and task budgets."""

@@ -1,0 +1,1 @@
+"""/every and /at: what people type, and the desk that fires schedules."""
