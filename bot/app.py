@@ -172,10 +172,12 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
                         process_tag=process_tag(settings, identity))
     # a front bot accepts every engine (its workers have the CLIs)
     engines = set(registry.names()) if role is ProcessRole.FRONT else set(executors)
-    service = TaskService(store, pool, queue, notifier, texts, engines,
-                          settings.max_prompt_chars, workdirs,
-                          settings.default_engine, money, settings.approval_mode,
-                          worktrees=worktrees, default_worktree=settings.worktrees)
+    service = TaskService(store=store, pool=pool, queue=queue, notifier=notifier, texts=texts,
+                          money=money, workdirs=workdirs, worktrees=worktrees, engines=engines,
+                          default_engine=settings.default_engine,
+                          max_prompt_chars=settings.max_prompt_chars,
+                          default_mode=settings.approval_mode,
+                          default_worktree=settings.worktrees)
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)
     return Core(store, texts, outbox, notifier, status, pool, queue, desk, worktrees, service,
                 schedules, runner)
@@ -219,7 +221,7 @@ async def build(settings: Settings, session: BaseSession | None = None,
                       settings.allowed_users)
         intake = Intake(store, core.queue, notifier, settings.intake_interval_s, inbox)
         access = AccessPolicy(settings.allowed_users, store, texts)
-        card = TaskCard(service, store, core.queue, notifier, texts)
+        card = TaskCard(service, store, notifier, texts)
         dispatcher = build_dispatcher(
             service, card, WorktreeCard(service, core.worktrees, notifier, texts), answers,
             access, texts, outbox, core.schedules, core.status,

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-import re
 
 from aiogram import Router
 from aiogram.types import ErrorEvent
 
 from bot.errors import UserInputError
 from bot.telegram.outbox import Outbox
+from bot.telegram.render import plain, shorten
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
-_TAGS = re.compile(r"<[^>]+>")
 
 
 def router() -> Router:
@@ -29,7 +28,7 @@ def router() -> Router:
             log.error("update %s failed: %r", event.update.update_id, exc, exc_info=exc)
             text = texts.get(locale, "error.internal")
         if event.update.callback_query is not None:
-            await event.update.callback_query.answer(_TAGS.sub("", text)[:200], show_alert=True)
+            await event.update.callback_query.answer(shorten(plain(text), 200), show_alert=True)
         elif event.update.message is not None:
             await outbox.send(event.update.message.chat.id, text)
 

@@ -108,7 +108,7 @@ class ApprovalDesk:
             return await self._close(task, question, "timeout", "approval.expired", future,
                                      row_id)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # deliberate: the cancel must go on whatever
                 await asyncio.shield(self._close(task, question, "ended", "approval.ended",
                                                  future, row_id))
             raise

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from bot.models import ApprovalRequest, Question, Task
 from bot.telegram.callbacks import Id
+from bot.telegram.render import shorten
 from bot.telegram.texts import Texts
 
 APPROVAL_CHOICES = ("allow", "deny", "always", "confirm", "back")
@@ -45,16 +46,13 @@ def budget_keyboard(texts: Texts, loc: str, qid: int, extend_usd: float) -> Inli
                              callback_data=BudgetAction(qid=qid, extend=False).pack())]])
 
 
-def _shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
     """Exactly what the tool wants: the command, the path, a short summary of an edit."""
     data: dict[str, Any] = request.tool_input
     lines: list[str] = []
     if isinstance(data.get("command"), str):
-        lines.append(texts.get(loc, "approval.command", command=_shorten(data["command"], 1500)))
+        lines.append(texts.get(loc, "approval.command", command=shorten(data["command"], 1500)))
     path = data.get("file_path") or data.get("path") or data.get("notebook_path")
     if isinstance(path, str):
         lines.append(texts.get(loc, "approval.path", path=path))
@@ -62,12 +60,12 @@ def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
         old, new = data["old_string"], str(data.get("new_string", ""))
         diff = "\n".join([f"- {x}" for x in old.splitlines()[:6]] +
                          [f"+ {x}" for x in new.splitlines()[:6]])
-        lines.append(texts.get(loc, "approval.detail", detail=_shorten(diff, 1200)))
+        lines.append(texts.get(loc, "approval.detail", detail=shorten(diff, 1200)))
     elif isinstance(data.get("content"), str):
         head = "\n".join(data["content"].splitlines()[:8])
-        lines.append(texts.get(loc, "approval.detail", detail=_shorten(head, 1200)))
+        lines.append(texts.get(loc, "approval.detail", detail=shorten(head, 1200)))
     if not lines:
-        lines.append(texts.get(loc, "approval.detail", detail=_shorten(
+        lines.append(texts.get(loc, "approval.detail", detail=shorten(
             json.dumps(data, ensure_ascii=False, indent=1), 1200)))
     if isinstance(data.get("description"), str):
         lines.append(texts.get(loc, "approval.description", description=data["description"]))
@@ -103,7 +101,7 @@ def question_text(texts: Texts, task: Task, question: Question) -> str:
 def question_keyboard(texts: Texts, loc: str, qid: int, question: Question,
                       selected: list[int]) -> InlineKeyboardMarkup:
     rows = [[InlineKeyboardButton(
-        text=("☑️ " if i in selected else "") + _shorten(option, 60),
+        text=("☑️ " if i in selected else "") + shorten(option, 60),
         callback_data=QuestionAction(qid=qid, option=i).pack())]
         for i, option in enumerate(question.options)]
     if question.multi:

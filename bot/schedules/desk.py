@@ -128,7 +128,7 @@ class ScheduleDesk:
         the scheduler."""
         try:
             await self.fire(schedule_id)
-        except Exception:
+        except Exception:  # deliberate: a failing run must not reach (and stop) the scheduler
             log.exception("schedule %s failed to fire", schedule_id)
 
     async def fire(self, schedule_id: int) -> bool:

@@ -15,15 +15,12 @@ from bot.store import Store
 from bot.tasks.service import TaskService
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
-from bot.turns.queue import TurnQueue
 
 
 class TaskCard:
-    def __init__(self, tasks: TaskService, store: Store, queue: TurnQueue, notifier: Notifier,
-                 texts: Texts) -> None:
+    def __init__(self, tasks: TaskService, store: Store, notifier: Notifier, texts: Texts) -> None:
         self._tasks = tasks
         self._store = store
-        self._queue = queue
         self._notifier = notifier
         self._texts = texts
 
@@ -51,10 +48,10 @@ class TaskCard:
             return task
         await self._store.tasks.raise_budget(task.id, amount)
         task = await self._tasks.get_own(user_id, task.id)
-        await self._store.tasks.add_turn(task.id, self._texts.get(loc, "money.continue_prompt"))
-        await self._notifier.edit(task.chat_id, question.message_id or 0, self._texts.get(
-            loc, "money.extended", label=task.label, cap=f"{task.max_usd or 0:.2f}"))
-        await self._queue.kick(task.id)
+        await self._tasks.queue_turn(
+            task, user_id, self._texts.get(loc, "money.continue_prompt"), "budget_continued",
+            lambda: self._notifier.edit(task.chat_id, question.message_id or 0, self._texts.get(
+                loc, "money.extended", label=task.label, cap=f"{task.max_usd or 0:.2f}")))
         return task
 
     async def ask_follow_up(self, user_id: int, task_id: int) -> None:
@@ -100,11 +97,8 @@ class TaskCard:
         task = await self._tasks.get_idle(user_id, task_id)
         await self._tasks.money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
-        await self._store.tasks.add_turn(task.id, last.prompt if last else task.title)
-        await self._store.audit.record("retry", user_id, task.id)
-        await self._notifier.send(task, self._texts.get(task.locale, "task.retrying",
-                                                        label=task.label), kind="status")
-        await self._queue.kick(task.id)
+        await self._tasks.queue_turn(task, user_id, last.prompt if last else task.title, "retry",
+                                     lambda: self._tasks.say(task, "task.retrying"))
         return task
 
 

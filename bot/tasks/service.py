@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 from bot import failpoints
@@ -26,17 +26,18 @@ LIST_LIMIT = 15
 
 
 class TaskService:
-    def __init__(self, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
-                 texts: Texts, engines: Collection[Engine], max_prompt_chars: int,
-                 workdirs: WorkdirPolicy, default_engine: Engine, money: MoneyDesk,
-                 default_mode: ApprovalMode = ApprovalMode.ASK, *, worktrees: Worktrees,
+    def __init__(self, *, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
+                 texts: Texts, money: MoneyDesk, workdirs: WorkdirPolicy, worktrees: Worktrees,
+                 engines: Collection[Engine], default_engine: Engine, max_prompt_chars: int,
+                 default_mode: ApprovalMode = ApprovalMode.ASK,
                  default_worktree: bool = False) -> None:
+        """``engines``: those tasks may use (here, or on scale-out workers)."""
         self._store = store
         self._pool = pool
         self._queue = queue
         self._notifier = notifier
         self._texts = texts
-        self._engines = engines  # those tasks may use (here, or on scale-out workers)
+        self._engines = engines
         self._max_prompt_chars = max_prompt_chars
         self.workdirs = workdirs
         self.default_engine = default_engine
@@ -147,13 +148,30 @@ class TaskService:
         if await self._store.links.task_for(task.chat_id, reply_to) is not None:
             log.info("message %s already continued task %s", reply_to, task.id)
             return None
-        await self._store.links.link(task.chat_id, reply_to, task.id, "follow_up")
-        turn = await self._store.tasks.add_turn(task.id, prompt)
-        await self._store.audit.record("follow_up", user_id, task.id)
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
+
+        async def link_and_say() -> None:
+            await self._store.links.link(task.chat_id, reply_to, task.id, "follow_up")
+            await self._notifier.followup_queued(task, running, reply_to)
+
+        return await self.queue_turn(task, user_id, prompt, "follow_up", link_and_say)
+
+    async def queue_turn(self, task: Task, user_id: int, prompt: str, action: str,
+                         notify: Callable[[], Awaitable[None]]) -> Turn:
+        """The next turn of ``task`` (a follow-up, a resume, a retry, a budget extension):
+        the turn, its audit line and what ``notify`` tells the user commit together; then the
+        turn is submitted."""
+        async with self._store.atomic():
+            turn = await self._store.tasks.add_turn(task.id, prompt)
+            await self._store.audit.record(action, user_id, task.id)
+            await notify()
         await self._queue.kick(task.id)
-        await self._notifier.followup_queued(task, running, reply_to)
         return turn
+
+    async def say(self, task: Task, key: str) -> None:
+        """A status line about ``task`` (``key`` takes the task's label)."""
+        await self._notifier.send(task, self._texts.get(task.locale, key, label=task.label),
+                                  kind="status")
 
     async def get_own(self, user_id: int, task_id: int) -> Task:
         """A task of this user; somebody else's task is reported exactly like a missing one."""
@@ -218,11 +236,8 @@ class TaskService:
         await self.money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
         preamble = self._texts.get(task.locale, "task.interrupted_preamble")
-        await self._store.tasks.add_turn(task.id, f"{preamble}\n\n{last.prompt if last else ''}")
-        await self._store.audit.record("resumed", user_id, task.id)
-        await self._notifier.send(task, self._texts.get(task.locale, "task.resumed",
-                                                        label=task.label), kind="status")
-        await self._queue.kick(task.id)
+        await self.queue_turn(task, user_id, f"{preamble}\n\n{last.prompt if last else ''}",
+                              "resumed", lambda: self.say(task, "task.resumed"))
         return task
 
     async def mark_failed(self, user_id: int, task_id: int) -> Task:
@@ -230,8 +245,7 @@ class TaskService:
         await self._store.tasks.set_status(task.id, TaskStatus.FAILED,
                                            only_from=[TaskStatus.INTERRUPTED])
         await self._store.audit.record("marked_failed", user_id, task.id)
-        await self._notifier.send(task, self._texts.get(task.locale, "task.marked_failed",
-                                                        label=task.label), kind="status")
+        await self.say(task, "task.marked_failed")
         return task
 
     async def _interrupted(self, user_id: int, task_id: int) -> Task:

@@ -20,6 +20,7 @@ from bot.telegram.render import (
     duration,
     markdown_chunks,
     money,
+    shorten,
     split_text,
 )
 from bot.telegram.texts import Texts
@@ -47,7 +48,7 @@ class Notifier:
         loc = task.locale
         text = self._texts.get(loc, "task.ack", icon=STATUS_ICONS[task.status], label=task.label,
                                status=self._texts.status(loc, task.status),
-                               title=_shorten(task.title, 300))
+                               title=shorten(task.title, 300, one_line=True))
         if origin:
             text += "\n" + origin
         await self.send(task, text, kind="ack", reply_to=reply_to,
@@ -108,7 +109,7 @@ class Notifier:
         if turn.status is TaskStatus.TIMED_OUT:
             return self._texts.get(loc, "task.timed_out", label=label, duration=took)
         text = self._texts.get(loc, "task.failed", label=label, duration=took,
-                               reason=_shorten(turn.error or "unknown error", 500))
+                               reason=shorten(turn.error or "unknown error", 500, one_line=True))
         if turn.stderr_tail:
             text += "\n" + self._texts.get(loc, "task.stderr", tail=turn.stderr_tail[-1500:])
         return text
@@ -130,7 +131,7 @@ class Notifier:
         loc = tasks[0].locale
         lines = [self._texts.get(loc, "task.interrupted_header")]
         lines += [self._texts.get(loc, "task.interrupted_item", label=t.label,
-                                  title=_shorten(t.title, 80)) for t in tasks]
+                                  title=shorten(t.title, 80, one_line=True)) for t in tasks]
         lines.append(self._texts.get(loc, "task.interrupted_footer"))
         rows = [TaskAction.buttons(self._texts, loc, t.id, ["resume", "fail"], t.label)
                 for t in tasks[:20]]
@@ -184,8 +185,3 @@ class Notifier:
         """Remove what a crash left of these tasks' messages of ``link_kind`` (progress)."""
         for row_id, chat_id in await self._store.outbox.live(task_ids, link_kind):
             await self._outbox.retire(chat_id, row_id)
-
-
-def _shorten(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -94,5 +94,13 @@ def markdown_chunks(markdown: str, limit: int = HTML_CHUNK_CHARS) -> list[str]:
 
 
 def plain(html_text: str) -> str:
-    """The text a chunk shows, for when Telegram rejects its HTML."""
+    """The text HTML shows (tags stripped, entities decoded): for when Telegram rejects a
+    chunk's HTML, and wherever a text goes somewhere that is not HTML."""
     return html.unescape(_TAG.sub("", html_text))
+
+
+def shorten(text: str, limit: int, *, one_line: bool = False) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis; ``one_line`` folds whitespace."""
+    if one_line:
+        text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

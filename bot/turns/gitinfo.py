@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+from bot.telegram.render import shorten
+
 TIMEOUT_S = 5.0
 
 
@@ -28,5 +30,5 @@ async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
             raise
         if proc.returncode == 0:
             text = out.decode(errors="replace").strip()
-            return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+            return shorten(text, max_chars)
     return ""

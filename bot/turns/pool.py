@@ -17,7 +17,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from apscheduler import AsyncScheduler, CoalescePolicy, ConflictPolicy, SchedulerRole, TaskDefaults
+from apscheduler import (
+    AsyncScheduler,
+    CoalescePolicy,
+    ConflictPolicy,
+    ScheduleLookupError,
+    SchedulerRole,
+    TaskDefaults,
+)
 from apscheduler.abc import DataStore, EventBroker, Trigger
 from apscheduler.datastores.memory import MemoryDataStore
 from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
@@ -233,7 +240,7 @@ class JobPool:
 
     async def remove_schedule(self, schedule_id: int) -> None:
         assert self._scheduler is not None, "pool not started"
-        with contextlib.suppress(Exception):  # already gone (a one-off that fired) is fine
+        with contextlib.suppress(ScheduleLookupError):  # already gone (a one-off that fired)
             await self._scheduler.remove_schedule(f"schedule-{schedule_id}")
 
     def is_running(self, task_id: int) -> bool:
