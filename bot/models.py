@@ -33,6 +33,32 @@ TurnStatus = TaskStatus  # a turn moves through the same states as its task
 Engine = str
 
 
+class QuestionStatus(StrEnum):
+    PENDING = "pending"  # somebody may still answer it
+    ANSWERED = "answered"
+    EXPIRED = "expired"  # its deadline passed, its turn ended, or the process restarted
+
+
+class OutboxStatus(StrEnum):
+    PENDING = "pending"  # to be delivered (maybe waiting to retry)
+    SENT = "sent"
+    FAILED = "failed"  # undeliverable (the user blocked the bot, Telegram refused it)
+    SUPERSEDED = "superseded"  # a newer edit replaced it, or its moment passed before it went
+
+
+class WorktreeState(StrEnum):
+    ACTIVE = "active"
+    MERGED = "merged"
+    DISCARDED = "discarded"
+
+
+class ScheduleState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DONE = "done"  # a one-off (/at) that ran
+    DELETED = "deleted"
+
+
 class ProcessRole(StrEnum):
     """What a process does: ``all`` (the bot, running turns too), ``front`` (the bot; turns run
     on workers), ``worker`` (a scale-out worker: turns and schedule runs, no Telegram)."""

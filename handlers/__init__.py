@@ -37,7 +37,7 @@ def build_dispatcher(service: TaskService, card: TaskCard, worktree_card: Worktr
                     texts=texts, outbox=outbox, schedules=schedule_desk,
                     engine_status=engine_status, access=access)
     dp.update.outer_middleware(AllowListMiddleware(access, texts, outbox))
-    dp.update.outer_middleware(LocaleMiddleware(access, texts))
+    dp.update.outer_middleware(LocaleMiddleware(access, texts, outbox))
     dp.include_routers(basics.router(), tasks.router(engines), approvals.router(), money.router(),
                        schedules.router(), buttons.router(), replies.router(), errors.router())
 

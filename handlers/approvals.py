@@ -8,8 +8,8 @@ from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
-from bot.telegram.outbox import Outbox
-from bot.telegram.texts import Texts
+from bot.telegram.render import plain
+from bot.telegram.reply import Reply
 
 
 def router() -> Router:
@@ -17,47 +17,45 @@ def router() -> Router:
 
     @r.callback_query(ApprovalAction.filter(F.choice.in_(APPROVAL_CHOICES)))
     async def on_approval_pressed(query: CallbackQuery, callback_data: ApprovalAction,
-                                  answers: ApprovalAnswers, texts: Texts, locale: str) -> None:
-        key = await answers.on_approval(query.from_user.id, callback_data.qid,
-                                        callback_data.choice, _where(query))
-        await query.answer(texts.get(locale, key))
+                                  answers: ApprovalAnswers, user_id: int, reply: Reply) -> None:
+        key = await answers.on_approval(user_id, callback_data.qid, callback_data.choice,
+                                        _where(query))
+        await query.answer(reply.text(key))
 
     @r.callback_query(QuestionAction.filter())
     async def on_option_pressed(query: CallbackQuery, callback_data: QuestionAction,
-                                answers: ApprovalAnswers, texts: Texts, locale: str) -> None:
-        key = await answers.on_option(query.from_user.id, callback_data.qid,
-                                      callback_data.option, _where(query))
-        await query.answer(texts.get(locale, key))
+                                answers: ApprovalAnswers, user_id: int, reply: Reply) -> None:
+        key = await answers.on_option(user_id, callback_data.qid, callback_data.option,
+                                      _where(query))
+        await query.answer(reply.text(key))
 
     @r.message(Command("grants"))
-    async def on_grants(message: Message, answers: ApprovalAnswers, texts: Texts,
-                        locale: str, outbox: Outbox) -> None:
-        text, markup = await _grants_view(answers, texts, locale, message.from_user.id)  # type: ignore[union-attr]
-        await outbox.send(message.chat.id, text, markup=markup)
+    async def on_grants(message: Message, answers: ApprovalAnswers, user_id: int,
+                        reply: Reply) -> None:
+        text, markup = await _grants_view(answers, reply, user_id)
+        await reply.send(text, markup=markup)
 
     @r.callback_query(GrantAction.filter())
     async def on_revoke_pressed(query: CallbackQuery, callback_data: GrantAction,
-                                answers: ApprovalAnswers, texts: Texts, locale: str,
-                                outbox: Outbox) -> None:
-        grant = await answers.revoke(query.from_user.id, callback_data.grant_id)
-        await query.answer(texts.get(locale, "grants.revoked", pattern=grant.pattern)
-                           .replace("<code>", "").replace("</code>", ""))
-        text, markup = await _grants_view(answers, texts, locale, query.from_user.id)
+                                answers: ApprovalAnswers, user_id: int, reply: Reply) -> None:
+        grant = await answers.revoke(user_id, callback_data.grant_id)
+        await query.answer(plain(reply.text("grants.revoked", pattern=grant.pattern)))
+        text, markup = await _grants_view(answers, reply, user_id)
         if query.message is not None:
-            await outbox.edit(query.message.chat.id, query.message.message_id, text, markup)
+            await reply.edit(query.message.message_id, text, markup)
 
     return r
 
 
-async def _grants_view(answers: ApprovalAnswers, texts: Texts, locale: str,
+async def _grants_view(answers: ApprovalAnswers, reply: Reply,
                        user_id: int) -> tuple[str, InlineKeyboardMarkup | None]:
     grants = await answers.grants(user_id)
     if not grants:
-        return texts.get(locale, "grants.empty"), None
-    lines = [texts.get(locale, "grants.header")] + [
-        texts.get(locale, "grants.line", n=n, pattern=g.pattern, engine=g.engine, cwd=g.cwd)
+        return reply.text("grants.empty"), None
+    lines = [reply.text("grants.header")] + [
+        reply.text("grants.line", n=n, pattern=g.pattern, engine=g.engine, cwd=g.cwd)
         for n, g in enumerate(grants, start=1)]
-    rows = [[InlineKeyboardButton(text=texts.get(locale, "grants.revoke", n=n),
+    rows = [[InlineKeyboardButton(text=reply.text("grants.revoke", n=n),
                                   callback_data=GrantAction(grant_id=g.id).pack())]
             for n, g in enumerate(grants[:20], start=1)]
     return "\n".join(lines), InlineKeyboardMarkup(inline_keyboard=rows)

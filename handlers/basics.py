@@ -1,4 +1,4 @@
-"""/start and /help."""
+"""/start, /help, /status and /lang."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
 from bot.telegram.access import AccessPolicy
-from bot.telegram.outbox import Outbox
+from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
 
 
@@ -18,40 +18,38 @@ def router() -> Router:
     r = Router(name="basics")
 
     @r.message(CommandStart())
-    async def on_start(message: Message, texts: Texts, locale: str, outbox: Outbox) -> None:
-        await outbox.send(message.chat.id, texts.get(locale, "start.greeting"))
+    async def on_start(message: Message, reply: Reply) -> None:
+        await reply("start.greeting")
 
     @r.message(Command("help"))
-    async def on_help(message: Message, texts: Texts, locale: str, outbox: Outbox) -> None:
-        await outbox.send(message.chat.id, texts.get(locale, "start.help"))
+    async def on_help(message: Message, reply: Reply) -> None:
+        await reply("start.help")
 
     @r.message(Command("status"))
-    async def on_status(message: Message, texts: Texts, locale: str,
-                        engine_status: list[str], outbox: Outbox) -> None:
+    async def on_status(message: Message, reply: Reply, engine_status: list[str]) -> None:
         lines = "\n".join(f"• {line}" for line in engine_status)
-        await outbox.send(message.chat.id,
-                          texts.get(locale, "start.status") + "\n" + html.escape(lines))
+        await reply.send(reply.text("start.status") + "\n" + html.escape(lines))
 
     @r.message(Command("lang"))
     async def on_lang(message: Message, command: CommandObject, access: AccessPolicy,
-                      texts: Texts, locale: str, outbox: Outbox) -> None:
+                      texts: Texts, user_id: int, reply: Reply) -> None:
         if command.args:
-            chosen = await access.set_locale(message.from_user.id, command.args)  # type: ignore[union-attr]
-            await outbox.send(message.chat.id, texts.get(chosen, "lang.set", lang=chosen))
+            chosen = await access.set_locale(user_id, command.args)
+            await reply.send(texts.get(chosen, "lang.set", lang=chosen))
             return
         rows = [[InlineKeyboardButton(text=loc, callback_data=LangAction(lang=loc).pack())]
                 for loc in texts.locales]
-        await outbox.send(message.chat.id, texts.get(locale, "lang.current", lang=locale),
-                             markup=InlineKeyboardMarkup(inline_keyboard=rows))
+        await reply("lang.current", lang=reply.locale,
+                    markup=InlineKeyboardMarkup(inline_keyboard=rows))
 
     @r.callback_query(LangAction.filter())
     async def on_lang_pressed(query: CallbackQuery, callback_data: LangAction,
-                              access: AccessPolicy, texts: Texts, outbox: Outbox) -> None:
-        chosen = await access.set_locale(query.from_user.id, callback_data.lang)
+                              access: AccessPolicy, texts: Texts, user_id: int,
+                              reply: Reply) -> None:
+        chosen = await access.set_locale(user_id, callback_data.lang)
         await query.answer()
         if query.message is not None:
-            await outbox.edit(query.message.chat.id, query.message.message_id,
-                              texts.get(chosen, "lang.set", lang=chosen))
+            await reply.edit(query.message.message_id, texts.get(chosen, "lang.set", lang=chosen))
 
     return r
 

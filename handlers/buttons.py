@@ -1,4 +1,5 @@
-"""Task buttons: Cancel on acknowledgements, Resume / Mark failed after a restart."""
+"""Task buttons: Cancel on acknowledgements, Resume / Mark failed after a restart, the card's
+and the worktree card's buttons; a button that is not (or no longer) ours is stale."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from aiogram.types import CallbackQuery
 from bot.tasks.card import TaskCard
 from bot.tasks.service import TaskService
 from bot.telegram.callbacks import ACTIONS, TaskAction
-from bot.telegram.texts import Texts
+from bot.telegram.render import plain
+from bot.telegram.reply import Reply
 from bot.worktrees.card import WorktreeCard
 
 
@@ -21,11 +23,10 @@ def router() -> Router:
     @r.callback_query(TaskAction.filter(F.action.in_(ACTIONS)))
     async def on_task_action(query: CallbackQuery, callback_data: TaskAction,
                              tasks: TaskService, card: TaskCard, worktree_card: WorktreeCard,
-                             texts: Texts, locale: str) -> None:
-        user_id = query.from_user.id
+                             user_id: int, reply: Reply) -> None:
         if callback_data.action == "cancel":
             task = await tasks.cancel(user_id, callback_data.task_id)
-            await query.answer(_plain(texts.get(locale, "task.cancel_requested", label=task.label)))
+            await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
             return
         actions: dict[str, Callable[[int, int], Awaitable[object]]] = {
             "resume": tasks.resume_interrupted, "fail": tasks.mark_failed,
@@ -35,14 +36,10 @@ def router() -> Router:
             "discard_yes": partial(worktree_card.discard, confirmed=True),
             "archive": lambda user, task_id: tasks.archive(user, str(task_id))}
         await actions[callback_data.action](user_id, callback_data.task_id)
-        await query.answer(texts.get(locale, "callback.done"))
+        await query.answer(reply.text("callback.done"))
 
     @r.callback_query()
-    async def on_stale(query: CallbackQuery, texts: Texts, locale: str) -> None:
-        await query.answer(texts.get(locale, "callback.stale"))
+    async def on_stale(query: CallbackQuery, reply: Reply) -> None:
+        await query.answer(reply.text("callback.stale"))
 
     return r
-
-
-def _plain(html_text: str) -> str:
-    return html_text.replace("<b>", "").replace("</b>", "")

@@ -1,25 +1,36 @@
 """aiogram's I18n middleware, picking the locale from the user's /lang choice, else their
-Telegram language; handlers get it as ``locale`` (and ``i18n``, aiogram's own context)."""
+Telegram language. Handlers get it as ``locale`` (and ``i18n``, aiogram's own context), the
+sender as ``user_id`` and ``reply``, which answers in the chat the update came from."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aiogram.types import TelegramObject, User
+from aiogram.types import Chat, TelegramObject, User
 from aiogram.utils.i18n import I18nMiddleware
 
 from bot.telegram.access import AccessPolicy
+from bot.telegram.outbox import Outbox
+from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
 
 
 class LocaleMiddleware(I18nMiddleware):
-    def __init__(self, policy: AccessPolicy, texts: Texts) -> None:
+    def __init__(self, policy: AccessPolicy, texts: Texts, outbox: Outbox) -> None:
         super().__init__(texts.i18n)
         self._policy = policy
+        self._texts = texts
+        self._outbox = outbox
 
     async def get_locale(self, event: TelegramObject, data: dict[str, Any]) -> str:
         user: User | None = data.get("event_from_user")
         locale = await self._policy.locale(user.id, user.language_code) if user else \
             self.i18n.default_locale
         data["locale"] = locale
+        if user is not None:
+            data["user_id"] = user.id
+        chat: Chat | None = data.get("event_chat")
+        chat_id = chat.id if chat is not None else user.id if user is not None else None
+        if chat_id is not None:
+            data["reply"] = Reply(self._outbox, self._texts, locale, chat_id)
         return locale

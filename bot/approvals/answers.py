@@ -8,7 +8,7 @@ import logging
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
 from bot.errors import UserInputError
-from bot.models import Question, Task
+from bot.models import Question, QuestionStatus, Task
 from bot.store import Grant, PendingQuestion, Store
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
@@ -33,8 +33,9 @@ class ApprovalAnswers:
         if task.owner_id != user_id:
             await self._store.audit.record("approval_refused", user_id, task.id, f"q{qid}")
             raise UserInputError("callback.not_yours")
-        if question.status != "pending":
-            raise UserInputError("callback_approval.expired" if question.status == "expired"
+        if question.status != QuestionStatus.PENDING:
+            raise UserInputError("callback_approval.expired"
+                                 if question.status == QuestionStatus.EXPIRED
                                  else "callback_approval.answered")
         return question, task
 
@@ -55,7 +56,7 @@ class ApprovalAnswers:
             await self._edit(question, text, approval_keyboard(self._texts, loc, qid))
             return "callback_approval.back"
         answer = "always" if choice == "confirm" else choice
-        if not await self._store.questions.resolve(qid, "answered", answer):
+        if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, answer):
             raise UserInputError("callback_approval.answered")
         outcome = self._texts.get(loc, _OUTCOME_KEYS.get(answer, "approval.allowed"))
         if answer == "always":
@@ -93,7 +94,7 @@ class ApprovalAnswers:
             return "callback_approval.selected"
         picked = sorted(selected) if item.multi else [option]
         answer = ", ".join(item.options[i] for i in picked)
-        if not await self._store.questions.resolve(qid, "answered", answer):
+        if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, answer):
             raise UserInputError("callback_approval.answered")
         await self._store.audit.record("question_answered", user_id, task.id, f"q{qid}")
         self._desk.settle(qid, answer)

@@ -19,7 +19,7 @@ from bot.approvals.view import (
     question_keyboard,
     question_text,
 )
-from bot.models import ApprovalDecision, ApprovalRequest, Question, Task
+from bot.models import ApprovalDecision, ApprovalRequest, Question, QuestionStatus, Task
 from bot.store import PendingQuestion, Store
 from bot.store.db import utcnow
 from bot.telegram.notifier import Notifier
@@ -130,7 +130,8 @@ class ApprovalDesk:
                                               min(left, self._answer_poll_s))
             except TimeoutError:
                 stored = await self._store.questions.get(qid)
-                if stored is not None and stored.status == "answered" and stored.answer:
+                if stored is not None and stored.status == QuestionStatus.ANSWERED \
+                        and stored.answer:
                     return stored.answer
 
     async def _remember_message(self, task: Task, question: PendingQuestion,
@@ -141,7 +142,7 @@ class ApprovalDesk:
 
     async def _close(self, task: Task, question: PendingQuestion, answer: str, key: str,
                      future: asyncio.Future[str], row_id: int | None) -> str:
-        if not await self._store.questions.resolve(question.id, "expired", answer):
+        if not await self._store.questions.resolve(question.id, QuestionStatus.EXPIRED, answer):
             fresh = await self._store.questions.get(question.id)  # the owner just answered
             return future.result() if future.done() else (fresh.answer if fresh and
                                                           fresh.answer else answer)

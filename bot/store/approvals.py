@@ -9,10 +9,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bot.models import QuestionStatus
 from bot.store.db import Clock, Database, aware
 from bot.store.schema import grants, pending_questions, turns
 
-PENDING = "pending"
+PENDING = QuestionStatus.PENDING
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class QuestionRepo:
             rows = list(await conn.execute(pending_questions.select().where(mine)))
             await conn.execute(pending_questions.update().where(
                 pending_questions.c.id.in_([r.id for r in rows])).values(
-                status="expired", answer="restart", answered_at=self._clock()))
+                status=QuestionStatus.EXPIRED, answer="restart", answered_at=self._clock()))
         return [_question(r) for r in rows]
 
 

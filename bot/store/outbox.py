@@ -10,10 +10,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.errors import clean
+from bot.models import OutboxStatus
 from bot.store.db import Clock, Database, aware
 from bot.store.schema import outbox
 
-PENDING, SENT, FAILED, SUPERSEDED = "pending", "sent", "failed", "superseded"
+PENDING, SENT, FAILED, SUPERSEDED = (OutboxStatus.PENDING, OutboxStatus.SENT, OutboxStatus.FAILED,
+                                     OutboxStatus.SUPERSEDED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from bot.models import WorktreeState
 from bot.store.db import Clock, Database
 from bot.store.schema import task_files, worktrees
 
-ACTIVE, MERGED, DISCARDED = "active", "merged", "discarded"
+ACTIVE, MERGED, DISCARDED = WorktreeState.ACTIVE, WorktreeState.MERGED, WorktreeState.DISCARDED
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,12 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from bot.models import ScheduleState
 from bot.store.db import Clock, Database, aware
 from bot.store.schema import schedules
 
-ACTIVE, PAUSED, DONE, DELETED = "active", "paused", "done", "deleted"
+ACTIVE, PAUSED, DONE, DELETED = (ScheduleState.ACTIVE, ScheduleState.PAUSED, ScheduleState.DONE,
+                                 ScheduleState.DELETED)
 
 
 @dataclass(frozen=True, slots=True)

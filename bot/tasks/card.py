@@ -10,7 +10,7 @@ from aiogram.types import ForceReply
 
 from bot.errors import UserInputError
 from bot.intake.inbox import export
-from bot.models import Task
+from bot.models import QuestionStatus, Task
 from bot.store import Store
 from bot.tasks.service import TaskService
 from bot.telegram.notifier import Notifier
@@ -34,7 +34,7 @@ class TaskCard:
             raise UserInputError("callback.not_yours")
         if extend:
             await self._tasks.money.check_daily_cap(user_id)
-        if not await self._store.questions.resolve(qid, "answered",
+        if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED,
                                                    "extend" if extend else "stop"):
             raise UserInputError("callback_approval.answered")
         amount = float(question.payload.get("extend", 0))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiogram.types import ForceReply, InlineKeyboardMarkup
 
-from bot.models import Task, TaskStatus, Turn
+from bot.models import Task, TaskStatus, Turn, WorktreeState
 from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.telegram.outbox import Outbox
@@ -70,8 +70,9 @@ class Notifier:
         if changes:
             header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
         worktree = await self._store.worktrees.get(task.id)
+        in_worktree = worktree is not None and worktree.state == WorktreeState.ACTIVE
         card = task_keyboard(self._texts, loc, task.id, CARD_ACTIONS,
-                             WORKTREE_ACTIONS if worktree and worktree.state == "active" else [])
+                             WORKTREE_ACTIONS if in_worktree else [])
         if turn.status is not TaskStatus.DONE:
             await self.send(task, header, kind="result", markup=card)
             return

@@ -1,0 +1,36 @@
+"""A handler's answer: localized texts to the chat its update came from, through the outbox."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiogram.types import InlineKeyboardMarkup
+
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Built per update by the locale middleware: ``await reply("key", **params)``."""
+
+    outbox: Outbox
+    texts: Texts
+    locale: str
+    chat_id: int
+
+    def text(self, key: str, **params: Any) -> str:
+        """The text of ``key`` in this user's locale (string params are escaped)."""
+        return self.texts.get(self.locale, key, **params)
+
+    async def __call__(self, key: str, *, markup: InlineKeyboardMarkup | None = None,
+                       **params: Any) -> None:
+        await self.send(self.text(key, **params), markup=markup)
+
+    async def send(self, html_text: str, markup: InlineKeyboardMarkup | None = None) -> None:
+        await self.outbox.send(self.chat_id, html_text, markup=markup)
+
+    async def edit(self, message_id: int, html_text: str,
+                   markup: InlineKeyboardMarkup | None = None) -> None:
+        await self.outbox.edit(self.chat_id, message_id, html_text, markup)
