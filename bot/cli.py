@@ -16,6 +16,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.render import plain, slugify
+from bot.telegram.texts import DEFAULT_LOCALE, Texts
 from executors import registry
 
 NO_TOKEN = """Detach needs a Telegram bot token.
@@ -199,8 +200,9 @@ def _show(args: argparse.Namespace) -> int:
               f"session: {task.session_id}")
         turn = await store.tasks.last_turn(task.id)
         if turn:
+            error = Texts().error(DEFAULT_LOCALE, turn.error) if turn.error else ""
             print(f"\nturn {turn.seq} [{turn.status.value}] cost={turn.cost_usd}\n"
-                  f"{turn.result_text or turn.error or ''}")
+                  f"{turn.result_text or error}")
         for line in await store.transcript.tail(task.id, 20):
             print(f"  {line.kind}: {str(line.body)[:160]}")
         return 0
@@ -212,7 +214,7 @@ def _export(args: argparse.Namespace) -> int:
     from bot.intake.inbox import export  # the bot's imports, only for this command
 
     async def work(store: Store) -> None:
-        sys.stdout.write(await export(store, args.id))
+        sys.stdout.write(await export(store, args.id, Texts()))
 
     return asyncio.run(_with_store(Settings(), work))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -114,7 +115,7 @@ class Turn:
     prompt: str
     status: TaskStatus
     result_text: str | None
-    error: str | None
+    error: TurnError | None
     stderr_tail: str | None
     cost_usd: float | None
     input_tokens: int | None
@@ -128,6 +129,31 @@ class Turn:
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnError:
+    """Why a turn did not succeed, stored as a message key and its parameters and localised
+    when shown (``turn_error.*`` in the catalogs, or the key of the refusal that stopped it)."""
+
+    key: str
+    params: dict[str, str | int | float] = field(default_factory=dict)
+
+    def encode(self) -> str:
+        return json.dumps({"key": self.key, "params": self.params}, ensure_ascii=False)
+
+    @classmethod
+    def decode(cls, stored: str | None) -> TurnError | None:
+        """A stored error; plain text (rows written before errors had keys) is kept as text."""
+        if not stored:
+            return None
+        try:
+            data = json.loads(stored)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("key"), str):
+            return cls(data["key"], dict(data.get("params") or {}))
+        return cls("turn_error.text", {"text": stored})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from aiogram.types import Update
 
 from bot.models import NewTask, TaskKind, TaskStatus
 from bot.settings import Settings
+from bot.telegram.texts import Texts
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task
 from tests.support.recording_session import RecordingSession
@@ -268,4 +269,5 @@ async def test_a_stored_task_outside_the_allowed_directories_never_runs(app):
     async with asyncio.timeout(20):
         while (turn := await app.store.tasks.last_turn(task.id)).status.active:
             await asyncio.sleep(0.05)
-    assert turn.status is TaskStatus.FAILED and "outside the allowed" in turn.error
+    assert turn.status is TaskStatus.FAILED
+    assert "outside the allowed" in Texts().error("en", turn.error)  # localised when shown

@@ -178,3 +178,13 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path):
     task = await store.tasks.get(1)
     await store.close()
     assert "approval_mode" in columns and task.title == "old task"
+
+
+def test_turn_errors_are_keys_with_params_and_old_text_is_kept():
+    from bot.models import TurnError
+
+    error = TurnError("turn_error.not_installed", {"engine": "codex", "binary": "–"})
+    assert TurnError.decode(error.encode()) == error
+    assert TurnError.decode("the bot stopped while this turn ran") == TurnError(
+        "turn_error.text", {"text": "the bot stopped while this turn ran"})
+    assert TurnError.decode(None) is None

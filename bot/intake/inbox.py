@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bot.errors import TaskNotFound, UserInputError
 from bot.intake.taskfile import TaskFile, TaskFileError, parse, render, write_atomic
-from bot.models import TaskKind, TaskStatus
+from bot.models import TaskKind, TaskStatus, Turn
 from bot.store import Store, TaskFileRow
 from bot.tasks.service import TaskService
 from bot.telegram.outbox import Outbox
@@ -112,11 +112,11 @@ class Inbox:
             if task is None or task.status.active or task.status is TaskStatus.INTERRUPTED:
                 continue
             write_atomic(self.directory / "done" / f"{task.id}-{task.slug}.md",
-                          await export(self._store, task.id))
+                          await export(self._store, task.id, self._texts))
             await self._store.task_files.exported(task.id)
 
 
-async def export(store: Store, task_id: int) -> str:
+async def export(store: Store, task_id: int, texts: Texts) -> str:
     """The task in the task-file format: its goal and constraints (as dropped in, or its first
     request), the last answer as ``# Result``, and when finished the trailing block."""
     task = await store.tasks.get(task_id)
@@ -130,7 +130,7 @@ async def export(store: Store, task_id: int) -> str:
     started = first.started_at if first and first.started_at else task.created_at
     return render(TaskFile(
         goal=goal, constraints=source.constraints if source else "",
-        result=(last.result_text or last.error or "") if last and finished else "",
+        result=_result(last, texts, task.locale) if last and finished else "",
         created=task.created_at, chat_id=task.chat_id, slug=task.slug, model=task.preset,
         completed=last.finished_at if finished and last else None,
         duration_seconds=(round((last.finished_at - started).total_seconds())
@@ -148,3 +148,9 @@ def _free(path: Path) -> Path:
 
 def _move(source: Path, target: Path) -> None:
     os.replace(source, _free(target))
+
+
+def _result(turn: Turn, texts: Texts, locale: str) -> str:
+    if turn.result_text or turn.error is None:
+        return turn.result_text or ""
+    return texts.error(locale, turn.error)

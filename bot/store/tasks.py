@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn, TurnError
 from bot.store.db import Clock, Database, aware
 from bot.store.schema import tasks, turns
 
@@ -19,7 +19,7 @@ ACTIVE = (TaskStatus.QUEUED.value, TaskStatus.RUNNING.value)
 class TurnOutcome:
     status: TaskStatus
     result_text: str | None = None
-    error: str | None = None
+    error: TurnError | None = None
     stderr_tail: str | None = None
     cost_usd: float | None = None
     input_tokens: int | None = None
@@ -44,7 +44,8 @@ def _turn(row: Any) -> Turn:
     m = row._mapping
     return Turn(
         id=m["id"], task_id=m["task_id"], seq=m["seq"], prompt=m["prompt"],
-        status=TaskStatus(m["status"]), result_text=m["result_text"], error=m["error"],
+        status=TaskStatus(m["status"]), result_text=m["result_text"],
+        error=TurnError.decode(m["error"]),
         stderr_tail=m["stderr_tail"], cost_usd=m["cost_usd"], input_tokens=m["input_tokens"],
         output_tokens=m["output_tokens"], created_at=aware(m["created_at"]),  # type: ignore[arg-type]
         started_at=aware(m["started_at"]), finished_at=aware(m["finished_at"]),
@@ -204,7 +205,8 @@ class TaskRepo:
         async with self._engine.begin() as conn:
             await conn.execute(turns.update().where(turns.c.id == turn.id).values(
                 status=outcome.status.value, result_text=outcome.result_text,
-                error=outcome.error, stderr_tail=outcome.stderr_tail,
+                error=outcome.error.encode() if outcome.error else None,
+                stderr_tail=outcome.stderr_tail,
                 cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
                 output_tokens=outcome.output_tokens, finished_at=now))
             queued = (await conn.execute(sa.select(sa.func.count()).where(
@@ -268,7 +270,7 @@ class TaskRepo:
                 mine).distinct())]
             await conn.execute(turns.update().where(mine).values(
                 status=TaskStatus.INTERRUPTED.value, finished_at=now,
-                error="the bot stopped while this turn ran"))
+                error=TurnError("turn_error.interrupted").encode()))
             running = sa.select(turns.c.id).where(turns.c.task_id == tasks.c.id,
                                                   turns.c.status == TaskStatus.RUNNING.value)
             ids += [r[0] for r in await conn.execute(sa.select(tasks.c.id).where(

@@ -88,9 +88,10 @@ class TaskCard:
     async def send_task_file(self, user_id: int, task_id: int) -> None:
         """The task as a task file (the detach skill's Markdown format), as a document."""
         task = await self._tasks.get_own(user_id, task_id)
-        await self._notifier.send_file(task, (await export(self._store, task.id)).encode(),
-                                       f"{task.id}-{task.slug}.task.md", self._texts.get(
-                                           task.locale, "task.task_file", label=task.label))
+        exported = await export(self._store, task.id, self._texts)
+        await self._notifier.send_file(task, exported.encode(), f"{task.id}-{task.slug}.task.md",
+                                       self._texts.get(task.locale, "task.task_file",
+                                                       label=task.label))
 
     async def retry(self, user_id: int, task_id: int) -> Task:
         """Run the last request again, in the same session."""

@@ -110,7 +110,8 @@ class Notifier:
         if turn.status is TaskStatus.TIMED_OUT:
             return self._texts.get(loc, "task.timed_out", label=label, duration=took)
         text = self._texts.get(loc, "task.failed", label=label, duration=took,
-                               reason=shorten(turn.error or "unknown error", 500, one_line=True))
+                               reason=shorten(self._texts.error(loc, turn.error), 500,
+                                              one_line=True))
         if turn.stderr_tail:
             text += "\n" + self._texts.get(loc, "task.stderr", tail=turn.stderr_tail[-1500:])
         return text

@@ -12,6 +12,8 @@ from typing import Any
 from aiogram.utils.i18n import I18n
 
 from bot.errors import ConfigError
+from bot.models import TurnError
+from bot.telegram.render import plain
 
 DEFAULT_LOCALE = "en"
 DOMAIN = "detach"
@@ -58,6 +60,12 @@ class Texts:
         safe = {k: html.escape(v, quote=False) if isinstance(v, str) else v
                 for k, v in params.items()}
         return self.template(locale, key).format(**safe)
+
+    def error(self, locale: str, error: TurnError | None) -> str:
+        """Why a turn did not succeed, in plain text (it goes into other texts as a param)."""
+        if error is None:
+            return self.get(locale, "turn_error.unknown")
+        return plain(self.get(locale, error.key, **error.params))
 
     def status(self, locale: str, status: StrEnum) -> str:
         return self.get(locale, f"status.{status.value}")

@@ -22,6 +22,7 @@ from bot.models import (
     TaskKind,
     TaskStatus,
     Turn,
+    TurnError,
     TurnFinished,
     TurnSpec,
     UsageUpdated,
@@ -32,7 +33,6 @@ from bot.ports import Executor
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
-from bot.telegram.render import plain
 from bot.turns.gitinfo import diff_stat
 from bot.turns.pool import StopReason, TurnControl
 from bot.turns.progress import Progress
@@ -94,17 +94,19 @@ class TurnRunner:
             if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
             outcome = TurnOutcome(status=TaskStatus(control.reason.value),
-                                  error="cancelled by the user" if control.reason is
-                                  StopReason.CANCELLED else "turn timeout reached")
+                                  error=TurnError(f"turn_error.{control.reason.value}"))
             await self._finish(task, turn_id, outcome, denials)
             raise
         except AgentCrashed as exc:
-            outcome = TurnOutcome(TaskStatus.FAILED, error=exc.reason, stderr_tail=exc.stderr_tail)
+            outcome = TurnOutcome(TaskStatus.FAILED, stderr_tail=exc.stderr_tail,
+                                  error=TurnError("turn_error.agent", {"reason": exc.reason}))
         except AgentNotInstalled as exc:
-            outcome = TurnOutcome(TaskStatus.FAILED, error=str(exc))
+            outcome = TurnOutcome(TaskStatus.FAILED, error=TurnError(
+                "turn_error.not_installed", {"engine": exc.engine, "binary": exc.binary or "–"}))
         except Exception as exc:  # the one catch-all of the pool: a failing turn never kills it
             log.exception("task %s turn %s: unexpected error", task.id, turn.id)
-            outcome = TurnOutcome(TaskStatus.FAILED, error=f"internal error: {type(exc).__name__}")
+            outcome = TurnOutcome(TaskStatus.FAILED, error=TurnError(
+                "turn_error.internal", {"error": type(exc).__name__}))
         await self._finish(task, turn_id, outcome, denials)
 
     @contextlib.contextmanager
@@ -176,17 +178,17 @@ class TurnRunner:
         the cap was reached), or a task whose budget is already spent."""
         over = await self._money.over_daily_cap(task.owner_id)
         if over is not None:
-            return TurnOutcome(TaskStatus.FAILED, error=self._notifier.text(
-                task.locale, "money.daily_cap_turn", **over[1]))
+            return TurnOutcome(TaskStatus.FAILED,
+                               error=TurnError("money.daily_cap_turn", dict(over[1])))
         left = self._money.budget_left(task)
         if left is not None and left <= 0:
-            return TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error="budget spent")
+            return TurnOutcome(TaskStatus.BUDGET_EXCEEDED,
+                               error=TurnError("turn_error.budget_spent"))
         if self._workdirs is not None:
             try:
                 self._workdirs.check(Path(task.cwd))  # the allow-list may have changed since
             except UserInputError as exc:
-                return TurnOutcome(TaskStatus.FAILED, error=plain(self._notifier.text(
-                    task.locale, exc.key, **exc.params)))
+                return TurnOutcome(TaskStatus.FAILED, error=TurnError(exc.key, exc.params))
         return None
 
     async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
@@ -222,7 +224,8 @@ class TurnRunner:
                             and preset.cost_usd(event.usage) > left):
                         log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
                         cost = preset.cost_usd(event.usage)
-                        return TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error="budget reached",
+                        return TurnOutcome(TaskStatus.BUDGET_EXCEEDED,
+                                           error=TurnError("turn_error.budget_reached"),
                                            cost_usd=cost, input_tokens=event.usage.input_tokens,
                                            output_tokens=event.usage.output_tokens), ()
                     if len(batch) >= TRANSCRIPT_BATCH:
@@ -243,8 +246,9 @@ def _transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:
 def _outcome(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
     """Claude reports its cost; other engines are priced from the task's preset."""
     error = None
-    if final.is_error:
-        error = final.result_text or "; ".join(final.errors) or final.subtype or "agent error"
+    if final.is_error:  # the agent's own words
+        error = TurnError("turn_error.text", {"text": final.result_text or "; ".join(
+            final.errors) or final.subtype or "agent error"})
     status = TaskStatus.FAILED if final.is_error else TaskStatus.DONE
     if final.subtype == "error_max_budget_usd":
         status = TaskStatus.BUDGET_EXCEEDED
