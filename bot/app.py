@@ -166,8 +166,9 @@ async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: 
     worktrees = Worktrees(store, settings.data_dir / "worktrees")
     workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs,
                              internal=[worktrees.root])
-    runner = TurnRunner(store, executors, notifier, queue, desk, money,
-                        settings.auto_allowed_tools, settings.progress_interval_s, workdirs,
+    runner = TurnRunner(store=store, executors=executors, notifier=notifier, queue=queue,
+                        desk=desk, money=money, auto_allowed_tools=settings.auto_allowed_tools,
+                        progress_interval_s=settings.progress_interval_s, workdirs=workdirs,
                         runner_id=identity, stop_poll_s=poll_s,
                         process_tag=process_tag(settings, identity))
     # a front bot accepts every engine (its workers have the CLIs)

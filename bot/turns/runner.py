@@ -50,8 +50,8 @@ TRANSCRIPT_BATCH = 25
 
 
 class TurnRunner:
-    def __init__(self, store: Store, executors: Mapping[Engine, Executor], notifier: Notifier,
-                 queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
+    def __init__(self, *, store: Store, executors: Mapping[Engine, Executor],
+                 notifier: Notifier, queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
                  auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0,
                  workdirs: WorkdirPolicy | None = None, runner_id: str | None = None,
                  stop_poll_s: float | None = None, process_tag: str | None = None) -> None:
