@@ -38,6 +38,7 @@ run: venv
 
 test: dev agents locales
 	$(VENV)/bin/ruff check bot handlers executors tests
+	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude DETACH_TEST_CODEX_BIN=$(CURDIR)/$(CODEX_NATIVE) \
 		$(PY) -m pytest -q
@@ -47,6 +48,7 @@ bench: dev agents locales
 
 lint: dev
 	$(VENV)/bin/ruff check bot handlers executors tests
+	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors
 
 clean:

@@ -31,22 +31,37 @@ RUNS = int(os.environ.get("BENCH_RUNS", "8"))
 async def direct_turn(claude: str, env: dict[str, str], cwd: Path, marker: str) -> float:
     start = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        claude, "-p", "--output-format", "stream-json", "--verbose", cwd=cwd, env=env,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL)
+        claude,
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     out, _ = await asyncio.wait_for(proc.communicate(f"{marker} hi".encode()), 60)
     assert b'"type":"result"' in out
     return time.perf_counter() - start
 
 
 async def main() -> None:
-    claude = os.environ.get("DETACH_TEST_CLAUDE_BIN") or str(ROOT / "agents/node_modules/.bin/claude")
+    claude = os.environ.get("DETACH_TEST_CLAUDE_BIN") or str(
+        ROOT / "agents/node_modules/.bin/claude"
+    )
     mock = AnthropicMock().start()
     tmp = Path(tempfile.mkdtemp(prefix="detach-bench-"))
     (tmp / "home").mkdir()
     (tmp / "work").mkdir()
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp / "home"), "LANG": "C.UTF-8",
-           **mock.env(), **QUIET_ENV}
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp / "home"),
+        "LANG": "C.UTF-8",
+        **mock.env(),
+        **QUIET_ENV,
+    }
     mock.script("BENCH", [{"text": "benchmark answer"}])
     direct: list[float] = []
     via_bot: list[float] = []

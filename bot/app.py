@@ -74,39 +74,59 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
         raise ConfigError("DETACH_BOT_TOKEN is not set")
     session = session or AiohttpSession(api=TelegramAPIServer.from_base(settings.telegram_api_url))
     session.middleware(RetryMiddleware())
-    return Bot(settings.bot_token.get_secret_value(), session=session,
-               default=DefaultBotProperties(parse_mode="HTML", link_preview_is_disabled=True))
+    return Bot(
+        settings.bot_token.get_secret_value(),
+        session=session,
+        default=DefaultBotProperties(parse_mode="HTML", link_preview_is_disabled=True),
+    )
 
 
-def engine_config(settings: Settings, spec: EngineSpec, environ: Mapping[str, str],
-                  process_env: Mapping[str, str]) -> EngineConfig:
+def engine_config(
+    settings: Settings, spec: EngineSpec, environ: Mapping[str, str], process_env: Mapping[str, str]
+) -> EngineConfig:
     """An engine's configuration: its ``DETACH_<NAME>_*`` settings (fields of Settings, or
     variables of the bot's own environment for an engine Settings does not know)."""
     prefix, env_prefix = f"{spec.name}_", f"DETACH_{spec.name.upper()}_"
-    options: dict[str, Any] = {key[len(env_prefix):].lower(): value
-                               for key, value in process_env.items() if key.startswith(env_prefix)}
-    options.update({name[len(prefix):]: value for name, value in settings
-                    if name.startswith(prefix) and value is not None})
+    options: dict[str, Any] = {
+        key[len(env_prefix) :].lower(): value
+        for key, value in process_env.items()
+        if key.startswith(env_prefix)
+    }
+    options.update(
+        {
+            name[len(prefix) :]: value
+            for name, value in settings
+            if name.startswith(prefix) and value is not None
+        }
+    )
     binary = options.get("bin") or shutil.which(spec.default_binary)
-    return EngineConfig(binary=str(binary) if binary else None, environ=environ,
-                        secrets=settings.secret_values(), cancel_grace_s=settings.cancel_grace_s,
-                        options=options)
+    return EngineConfig(
+        binary=str(binary) if binary else None,
+        environ=environ,
+        secrets=settings.secret_values(),
+        cancel_grace_s=settings.cancel_grace_s,
+        options=options,
+    )
 
 
-async def make_executors(settings: Settings, environ: Mapping[str, str],
-                         given: Mapping[str, Executor] | None = None
-                         ) -> tuple[dict[str, Executor], list[str]]:
+async def make_executors(
+    settings: Settings, environ: Mapping[str, str], given: Mapping[str, Executor] | None = None
+) -> tuple[dict[str, Executor], list[str]]:
     """The engines that pass their probe on this machine (probed concurrently), and a status
     line for each; ``given`` replaces the registry (a test's fake engine)."""
     if given is not None:
         candidates = dict(given)
     else:
-        candidates = {spec.name: spec.make(engine_config(settings, spec, environ, os.environ))
-                      for spec in registry.ENGINES}
-    probes = await asyncio.gather(*(_probe(name, executor)
-                                    for name, executor in candidates.items()))
-    executors = {name: candidates[name] for name, (ok, _) in zip(candidates, probes,
-                                                                 strict=True) if ok}
+        candidates = {
+            spec.name: spec.make(engine_config(settings, spec, environ, os.environ))
+            for spec in registry.ENGINES
+        }
+    probes = await asyncio.gather(
+        *(_probe(name, executor) for name, executor in candidates.items())
+    )
+    executors = {
+        name: candidates[name] for name, (ok, _) in zip(candidates, probes, strict=True) if ok
+    }
     return executors, [line for _, line in probes]
 
 
@@ -139,49 +159,93 @@ class Core:
     runner: TurnRunner
 
 
-async def build_core(settings: Settings, stack: contextlib.AsyncExitStack, bot: Bot | None,
-                     environ: Mapping[str, str] | None, clock: Clock, role: ProcessRole,
-                     identity: str, given_executors: Mapping[str, Executor] | None = None
-                     ) -> Core:
+async def build_core(
+    settings: Settings,
+    stack: contextlib.AsyncExitStack,
+    bot: Bot | None,
+    environ: Mapping[str, str] | None,
+    clock: Clock,
+    role: ProcessRole,
+    identity: str,
+    given_executors: Mapping[str, Executor] | None = None,
+) -> Core:
     """The shared objects; the pool is not started yet (``start_core`` does that)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if role is not ProcessRole.ALL and settings.jobs_database_url is None:
-        raise ConfigError("scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
-                          "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…")
+        raise ConfigError(
+            "scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
+            "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…"
+        )
     store = await Store.open(settings.resolved_database_url)
     stack.push_async_callback(store.close)
     texts = Texts()
-    outbox = Outbox(store, bot, settings.outbox_chat_interval_s,
-                    settings.outbox_group_interval_s)
+    outbox = Outbox(store, bot, settings.outbox_chat_interval_s, settings.outbox_group_interval_s)
     notifier = Notifier(store, texts, outbox)
     executors, status = await make_executors(
-        settings, os.environ if environ is None else environ, given_executors)
-    pool = JobPool(settings.jobs_database_url, identity, settings.max_concurrent_turns,
-                   settings.turn_timeout_s, role)
+        settings, os.environ if environ is None else environ, given_executors
+    )
+    pool = JobPool(
+        settings.jobs_database_url,
+        identity,
+        settings.max_concurrent_turns,
+        settings.turn_timeout_s,
+        role,
+    )
     queue = TurnQueue(store, pool)
     poll_s = SHARED_POLL_S if settings.jobs_database_url else None  # scale-out: other processes
     desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
     presets = PresetCatalog.load(settings.config, registry.builtin_presets())
     money = MoneyDesk(store, presets, settings.daily_cap_usd, settings.task_cap_usd)
     worktrees = Worktrees(store, settings.data_dir / "worktrees")
-    workdirs = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs,
-                             internal=[worktrees.root])
-    runner = TurnRunner(store=store, executors=executors, notifier=notifier, queue=queue,
-                        desk=desk, money=money, auto_allowed_tools=settings.auto_allowed_tools,
-                        progress_interval_s=settings.progress_interval_s, workdirs=workdirs,
-                        runner_id=identity, stop_poll_s=poll_s,
-                        process_tag=process_tag(settings, identity))
+    workdirs = WorkdirPolicy(
+        settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
+    )
+    runner = TurnRunner(
+        store=store,
+        executors=executors,
+        notifier=notifier,
+        queue=queue,
+        desk=desk,
+        money=money,
+        auto_allowed_tools=settings.auto_allowed_tools,
+        progress_interval_s=settings.progress_interval_s,
+        workdirs=workdirs,
+        runner_id=identity,
+        stop_poll_s=poll_s,
+        process_tag=process_tag(settings, identity),
+    )
     # a front bot accepts every engine (its workers have the CLIs)
     engines = set(registry.names()) if role is ProcessRole.FRONT else set(executors)
-    service = TaskService(store=store, pool=pool, queue=queue, notifier=notifier, texts=texts,
-                          money=money, workdirs=workdirs, worktrees=worktrees, engines=engines,
-                          default_engine=settings.default_engine,
-                          max_prompt_chars=settings.max_prompt_chars,
-                          default_mode=settings.approval_mode,
-                          default_worktree=settings.worktrees)
+    service = TaskService(
+        store=store,
+        pool=pool,
+        queue=queue,
+        notifier=notifier,
+        texts=texts,
+        money=money,
+        workdirs=workdirs,
+        worktrees=worktrees,
+        engines=engines,
+        default_engine=settings.default_engine,
+        max_prompt_chars=settings.max_prompt_chars,
+        default_mode=settings.approval_mode,
+        default_worktree=settings.worktrees,
+    )
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)
-    return Core(store, texts, outbox, notifier, status, pool, queue, desk, worktrees, service,
-                schedules, runner)
+    return Core(
+        store,
+        texts,
+        outbox,
+        notifier,
+        status,
+        pool,
+        queue,
+        desk,
+        worktrees,
+        service,
+        schedules,
+        runner,
+    )
 
 
 def process_tag(settings: Settings, identity: str) -> str:
@@ -197,40 +261,62 @@ async def start_core(core: Core, settings: Settings, stack: contextlib.AsyncExit
     shared = core.pool.identity if settings.jobs_database_url else None  # else: one process
     await asyncio.to_thread(kill_tagged, process_tag(settings, core.pool.identity) + ":")
     await recover(core.store, core.notifier, core.desk, shared)
-    await stack.enter_async_context(core.pool.serve(core.runner.run_turn,
-                                                    core.schedules.on_fire))
+    await stack.enter_async_context(core.pool.serve(core.runner.run_turn, core.schedules.on_fire))
 
 
 @contextlib.asynccontextmanager
-async def build(settings: Settings, session: BaseSession | None = None,
-                environ: Mapping[str, str] | None = None, clock: Clock = utcnow,
-                executors: Mapping[str, Executor] | None = None) -> AsyncIterator[App]:
+async def build(
+    settings: Settings,
+    session: BaseSession | None = None,
+    environ: Mapping[str, str] | None = None,
+    clock: Clock = utcnow,
+    executors: Mapping[str, Executor] | None = None,
+) -> AsyncIterator[App]:
     """Every object of a running bot; ``session``, ``environ``, ``clock`` and ``executors`` are
     the seams tests plug into (a Telegram session, the environment agents inherit, the
     schedules' clock, engines instead of the registry's, e.g. a fake that replays events)."""
     async with contextlib.AsyncExitStack() as stack:
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
-        core = await build_core(settings, stack, bot, environ, clock, settings.role,
-                                f"detach-{socket.gethostname()}", executors)
+        core = await build_core(
+            settings,
+            stack,
+            bot,
+            environ,
+            clock,
+            settings.role,
+            f"detach-{socket.gethostname()}",
+            executors,
+        )
         store, texts, outbox, notifier = core.store, core.texts, core.outbox, core.notifier
         delivery = asyncio.create_task(outbox.run_forever(), name="outbox")
         stack.push_async_callback(_stop, delivery)
         service = core.service
         answers = ApprovalAnswers(store, core.desk, notifier, texts)
-        inbox = Inbox(settings.data_dir / "inbox", service, store, outbox, texts,
-                      settings.allowed_users)
+        inbox = Inbox(
+            settings.data_dir / "inbox", service, store, outbox, texts, settings.allowed_users
+        )
         intake = Intake(store, core.queue, notifier, settings.intake_interval_s, inbox)
         access = AccessPolicy(settings.allowed_users, store, texts)
         card = TaskCard(service, store, notifier, texts)
         dispatcher = build_dispatcher(
-            service, card, WorktreeCard(service, core.worktrees, notifier, texts), answers,
-            access, texts, outbox, core.schedules, core.status,
-            engines=registry.names(), make=functools.partial(JournaledDispatcher, store))
+            service,
+            card,
+            WorktreeCard(service, core.worktrees, notifier, texts),
+            answers,
+            access,
+            texts,
+            outbox,
+            core.schedules,
+            core.status,
+            engines=registry.names(),
+            make=functools.partial(JournaledDispatcher, store),
+        )
         await start_core(core, settings, stack)
         await core.schedules.start()  # missed runs once, then every schedule from now
-        yield App(settings, store, bot, dispatcher, core.pool, service, intake, outbox,
-                  core.schedules)
+        yield App(
+            settings, store, bot, dispatcher, core.pool, service, intake, outbox, core.schedules
+        )
 
 
 async def _stop(task: asyncio.Task[None]) -> None:
@@ -245,11 +331,13 @@ async def serve(settings: Settings) -> None:
         intake_task = asyncio.create_task(app.intake.run_forever(), name="intake")
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(
-                app.dispatcher.stop_polling()))
+            loop.add_signal_handler(
+                sig, lambda: asyncio.ensure_future(app.dispatcher.stop_polling())
+            )
         try:
-            await app.dispatcher.start_polling(app.bot, handle_signals=False,
-                                               close_bot_session=False)
+            await app.dispatcher.start_polling(
+                app.bot, handle_signals=False, close_bot_session=False
+            )
         finally:
             intake_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -50,8 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="detach", description=__doc__)
     sub = parser.add_subparsers(required=True)
     sub.add_parser("run", help="run the bot (long polling)").set_defaults(func=_run)
-    worker = sub.add_parser("worker", help="run agent turns from the shared PostgreSQL database "
-                            "(scale-out; the bot runs with DETACH_ROLE=front or all)")
+    worker = sub.add_parser(
+        "worker",
+        help="run agent turns from the shared PostgreSQL database "
+        "(scale-out; the bot runs with DETACH_ROLE=front or all)",
+    )
     worker.add_argument("name", nargs="?", default="1", help="this worker's name on this host")
     worker.set_defaults(func=_worker)
     add = sub.add_parser("add", help="queue a goal; the running bot starts it and reports")
@@ -59,18 +62,27 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--model")
     add.add_argument("--engine", choices=registry.names())
     add.add_argument("--chat", type=int, help="chat to report to (default: the first allowed user)")
-    add.add_argument("--cwd", help="working directory (default: the current one); must be inside "
-                     "DETACH_ALLOWED_WORKDIRS")
-    add.add_argument("--worktree", action=argparse.BooleanOptionalAction, default=None,
-                     help="run in its own git worktree and branch (default: DETACH_WORKTREES); "
-                     "such a task goes through the inbox, so the bot makes the worktree")
+    add.add_argument(
+        "--cwd",
+        help="working directory (default: the current one); must be inside DETACH_ALLOWED_WORKDIRS",
+    )
+    add.add_argument(
+        "--worktree",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run in its own git worktree and branch (default: DETACH_WORKTREES); "
+        "such a task goes through the inbox, so the bot makes the worktree",
+    )
     add.set_defaults(func=_add)
     sub.add_parser("list", help="list tasks").set_defaults(func=_list)
     show = sub.add_parser("show", help="show a task, its turns and transcript tail")
     show.add_argument("id", type=int)
     show.set_defaults(func=_show)
-    export_ = sub.add_parser("export", help="print a task as a task file (the detach skill's "
-                             "Markdown); drop such a file into DATA_DIR/inbox/ to start a task")
+    export_ = sub.add_parser(
+        "export",
+        help="print a task as a task file (the detach skill's "
+        "Markdown); drop such a file into DATA_DIR/inbox/ to start a task",
+    )
     export_.add_argument("id", type=int)
     export_.set_defaults(func=_export)
     archive = sub.add_parser("archive", help="archive a finished task, or all of them")
@@ -81,8 +93,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _logging() -> None:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("aiogram.event").setLevel(logging.WARNING)
 
 
@@ -92,8 +105,11 @@ def _run(_args: argparse.Namespace) -> int:
         print(NO_TOKEN, file=sys.stderr)
         return 2
     if not settings.allowed_users:
-        print("detach: DETACH_ALLOWED_USERS is empty, so nobody could use the bot. Put your "
-              "numeric Telegram user id there (ask @userinfobot).", file=sys.stderr)
+        print(
+            "detach: DETACH_ALLOWED_USERS is empty, so nobody could use the bot. Put your "
+            "numeric Telegram user id there (ask @userinfobot).",
+            file=sys.stderr,
+        )
         return 2
     _logging()
     from bot.app import serve  # the bot's imports are only needed to serve
@@ -105,8 +121,11 @@ def _run(_args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     settings = Settings()
     if settings.jobs_database_url is None:
-        print("detach: a worker needs the bot's PostgreSQL database: set DETACH_DATABASE_URL="
-              "postgresql+asyncpg://… (the same as the bot's)", file=sys.stderr)
+        print(
+            "detach: a worker needs the bot's PostgreSQL database: set DETACH_DATABASE_URL="
+            "postgresql+asyncpg://… (the same as the bot's)",
+            file=sys.stderr,
+        )
         return 2
     _logging()
     from bot.worker import serve_worker  # the bot's imports are only needed to serve
@@ -133,16 +152,24 @@ def _add(args: argparse.Namespace) -> int:
         raise ConfigError(f"the goal must have 1 to {settings.max_prompt_chars} characters")
     preset = None
     if args.model:  # resolved at capture: fail fast with the same suggestions as in Telegram
-        preset = resolve_preset(PresetCatalog.load(settings.config,
-                                                   registry.builtin_presets()), args.model)
+        preset = resolve_preset(
+            PresetCatalog.load(settings.config, registry.builtin_presets()), args.model
+        )
     engine = args.engine or (preset.engine if preset else settings.default_engine)
     if preset is not None and preset.engine != engine:
         raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
-    new = NewTask(owner_id=owner, chat_id=args.chat or owner, engine=engine,
-                  kind=TaskKind.DETACH, prompt=goal,
-                  cwd=_workdir(settings, args.cwd), announced=False,
-                  preset=preset.name if preset else None,
-                  model=preset.model if preset else None, max_usd=settings.task_cap_usd)
+    new = NewTask(
+        owner_id=owner,
+        chat_id=args.chat or owner,
+        engine=engine,
+        kind=TaskKind.DETACH,
+        prompt=goal,
+        cwd=_workdir(settings, args.cwd),
+        announced=False,
+        preset=preset.name if preset else None,
+        model=preset.model if preset else None,
+        max_usd=settings.task_cap_usd,
+    )
 
     if args.worktree or (args.worktree is None and settings.worktrees):
         return _add_through_inbox(settings, new, args.engine, explicit=bool(args.worktree))
@@ -155,8 +182,7 @@ def _add(args: argparse.Namespace) -> int:
     return asyncio.run(_with_store(settings, work))
 
 
-def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None,
-                       explicit: bool) -> int:
+def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None, explicit: bool) -> int:
     """A worktree task is a task file in the inbox: the bot cuts the worktree when it starts
     it (the same path as any program dropping a file there). Without ``explicit`` the bot's
     default applies (a worktree where the directory is in a repository)."""
@@ -164,13 +190,24 @@ def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None,
 
     from bot.intake.taskfile import TaskFile, drop
 
-    target = drop(settings.data_dir / "inbox", TaskFile(
-        goal=new.prompt, created=datetime.now(UTC), chat_id=new.chat_id, model=new.preset,
-        cwd=str(new.cwd), engine=engine, worktree="yes" if explicit else None),
-        slugify(new.prompt))
+    target = drop(
+        settings.data_dir / "inbox",
+        TaskFile(
+            goal=new.prompt,
+            created=datetime.now(UTC),
+            chat_id=new.chat_id,
+            model=new.preset,
+            cwd=str(new.cwd),
+            engine=engine,
+            worktree="yes" if explicit else None,
+        ),
+        slugify(new.prompt),
+    )
     where = "its own worktree" if explicit else "its own worktree when in a repository"
-    print(f"queued as {target}; the running bot starts it in {where} and reports in chat "
-          f"{new.chat_id}")
+    print(
+        f"queued as {target}; the running bot starts it in {where} and reports in chat "
+        f"{new.chat_id}"
+    )
     return 0
 
 
@@ -183,8 +220,10 @@ def _workdir(settings: Settings, typed: str | None) -> Path:
 def _list(_args: argparse.Namespace) -> int:
     async def work(store: Store) -> None:
         for task in await store.tasks.list_for(None, limit=50):
-            print(f"{task.label:32} {task.status.value:12} {task.engine:7} "
-                  f"{task.created_at:%Y-%m-%d %H:%M} ${task.total_cost_usd:.4f}")
+            print(
+                f"{task.label:32} {task.status.value:12} {task.engine:7} "
+                f"{task.created_at:%Y-%m-%d %H:%M} ${task.total_cost_usd:.4f}"
+            )
 
     return asyncio.run(_with_store(Settings(), work))
 
@@ -195,14 +234,18 @@ def _show(args: argparse.Namespace) -> int:
         if task is None:
             print(f"detach: no task #{args.id}", file=sys.stderr)
             return 1
-        print(f"{task.label}  [{task.status.value}]  engine={task.engine} "
-              f"model={task.model or 'default'}\ngoal: {task.title}\ncwd: {task.cwd}\n"
-              f"session: {task.session_id}")
+        print(
+            f"{task.label}  [{task.status.value}]  engine={task.engine} "
+            f"model={task.model or 'default'}\ngoal: {task.title}\ncwd: {task.cwd}\n"
+            f"session: {task.session_id}"
+        )
         turn = await store.tasks.last_turn(task.id)
         if turn:
             error = Texts().error(DEFAULT_LOCALE, turn.error) if turn.error else ""
-            print(f"\nturn {turn.seq} [{turn.status.value}] cost={turn.cost_usd}\n"
-                  f"{turn.result_text or error}")
+            print(
+                f"\nturn {turn.seq} [{turn.status.value}] cost={turn.cost_usd}\n"
+                f"{turn.result_text or error}"
+            )
         for line in await store.transcript.tail(task.id, 20):
             print(f"  {line.kind}: {str(line.body)[:160]}")
         return 0

@@ -281,9 +281,12 @@ class Preset:
     price_cache_write: float = 0.0
 
     def cost_usd(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.price_input + usage.output_tokens * self.price_output
-                + usage.cache_read_tokens * self.price_cache_read
-                + usage.cache_write_tokens * self.price_cache_write) / 1_000_000
+        return (
+            usage.input_tokens * self.price_input
+            + usage.output_tokens * self.price_output
+            + usage.cache_read_tokens * self.price_cache_read
+            + usage.cache_write_tokens * self.price_cache_write
+        ) / 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,5 +312,4 @@ class TurnFinished:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-AgentEvent = (SessionStarted | TextEmitted | ToolCalled | ToolFinished | UsageUpdated |
-              TurnFinished)
+AgentEvent = SessionStarted | TextEmitted | ToolCalled | ToolFinished | UsageUpdated | TurnFinished

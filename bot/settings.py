@@ -49,8 +49,19 @@ class Settings(BaseSettings):
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
-        "Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "Read", "Glob", "Grep", "LS",
-        "TodoWrite", "WebFetch", "WebSearch")
+        "Bash",
+        "Edit",
+        "MultiEdit",
+        "Write",
+        "NotebookEdit",
+        "Read",
+        "Glob",
+        "Grep",
+        "LS",
+        "TodoWrite",
+        "WebFetch",
+        "WebSearch",
+    )
 
     @field_validator("allowed_users", mode="before")
     @classmethod

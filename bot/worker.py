@@ -22,14 +22,14 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.asynccontextmanager
-async def build_worker(settings: Settings, name: str, environ: Mapping[str, str] | None = None,
-                       clock: Clock = utcnow) -> AsyncIterator[Core]:
+async def build_worker(
+    settings: Settings, name: str, environ: Mapping[str, str] | None = None, clock: Clock = utcnow
+) -> AsyncIterator[Core]:
     """A worker's objects, its job pool started in APScheduler's ``worker`` role. The identity
     is stable (host and name), so a restarted worker recovers the turns it was running."""
     async with contextlib.AsyncExitStack() as stack:
         identity = f"detach-worker-{socket.gethostname()}-{name}"
-        core = await build_core(settings, stack, None, environ, clock, ProcessRole.WORKER,
-                                identity)
+        core = await build_core(settings, stack, None, environ, clock, ProcessRole.WORKER, identity)
         await start_core(core, settings, stack)
         log.info("worker %s ready: %s", identity, "; ".join(core.status))
         yield core

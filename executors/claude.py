@@ -31,8 +31,13 @@ class ClaudeExecutor:
 
     engine = "claude"
 
-    def __init__(self, binary: str | None, env: Mapping[str, str], secrets: Iterable[str] = (),
-                 cancel_grace_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        binary: str | None,
+        env: Mapping[str, str],
+        secrets: Iterable[str] = (),
+        cancel_grace_s: float = 5.0,
+    ) -> None:
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
@@ -41,8 +46,15 @@ class ClaudeExecutor:
         binary = shutil.which(self._binary) if self._binary else None
         if binary is None:
             raise AgentNotInstalled(self.engine, self._binary)
-        argv = [binary, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
-                "--verbose"]
+        argv = [
+            binary,
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]
         if spec.approval_mode is ApprovalMode.ASK:
             argv += ["--permission-prompt-tool", "stdio"]
         if spec.model:
@@ -61,8 +73,11 @@ class ClaudeExecutor:
         argv = [self._binary or "claude", "--version"]
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-                env=self._env)
+                *argv,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=self._env,
+            )
             out, _ = await asyncio.wait_for(proc.communicate(), 30)
         except (OSError, TimeoutError) as exc:
             raise AgentNotInstalled(self.engine, self._binary) from exc
@@ -77,13 +92,19 @@ class ClaudeExecutor:
         return f"{self.engine} {version}{note}"
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
-        async with agent_process(self.engine, self._binary, self.argv(spec), spec, self._env,
-                                 self._grace_s) as agent:
+        async with agent_process(
+            self.engine, self._binary, self.argv(spec), spec, self._env, self._grace_s
+        ) as agent:
             channel = _Channel(agent.proc, approver)
             try:
-                await channel.send({"type": "user", "parent_tool_use_id": None,
-                                    "session_id": "",
-                                    "message": {"role": "user", "content": spec.prompt}})
+                await channel.send(
+                    {
+                        "type": "user",
+                        "parent_tool_use_id": None,
+                        "session_id": "",
+                        "message": {"role": "user", "content": spec.prompt},
+                    }
+                )
                 async for event in self._events(agent.proc, channel):
                     yield event
                     if isinstance(event, TurnFinished):
@@ -97,8 +118,9 @@ class ClaudeExecutor:
                     await channel.aclose()
 
     @staticmethod
-    async def _events(proc: asyncio.subprocess.Process,
-                      channel: _Channel) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(
+        proc: asyncio.subprocess.Process, channel: _Channel
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Events from stdout until the result; a line that cannot be understood is logged and
         skipped, never fatal to the turn."""
         assert proc.stdout is not None
@@ -110,8 +132,9 @@ class ClaudeExecutor:
             try:
                 events = parse_event(data)
             except (TypeError, ValueError, AttributeError, KeyError):
-                log.warning("claude pid %s: skipped a line of unexpected shape: %.200s",
-                            proc.pid, line)
+                log.warning(
+                    "claude pid %s: skipped a line of unexpected shape: %.200s", proc.pid, line
+                )
                 continue
             for event in events:
                 if isinstance(event, TurnFinished):
@@ -126,8 +149,9 @@ def _session_uuid(session_id: str) -> uuid.UUID:
     try:
         return uuid.UUID(session_id)
     except ValueError as exc:
-        raise AgentCrashed("the stored session id is not a UUID; start a new task", None,
-                           "") from exc
+        raise AgentCrashed(
+            "the stored session id is not a UUID; start a new task", None, ""
+        ) from exc
 
 
 class _Channel:
@@ -162,9 +186,15 @@ class _Channel:
             tool_input = {**tool_input, "answers": decision.answers}
         body: dict[str, Any] = (  # always echo updatedInput on allow (2.1.197 requires it)
             {"behavior": "allow", "updatedInput": tool_input}
-            if decision.allow else {"behavior": "deny", "message": decision.message})
-        await self.send({"type": "control_response", "response": {
-            "subtype": "success", "request_id": request_id, "response": body}})
+            if decision.allow
+            else {"behavior": "deny", "message": decision.message}
+        )
+        await self.send(
+            {
+                "type": "control_response",
+                "response": {"subtype": "success", "request_id": request_id, "response": body},
+            }
+        )
 
     def close(self) -> None:
         self._lines.close()
@@ -177,16 +207,18 @@ class _Channel:
         self.close()
 
 
-
-
 def _make(config: EngineConfig) -> ClaudeExecutor:
     return ClaudeExecutor(config.binary, config.environ, config.secrets, config.cancel_grace_s)
 
 
 SPEC = EngineSpec(
-    name="claude", default_binary="claude", pinned_version=PINNED_VERSION, make=_make,
+    name="claude",
+    default_binary="claude",
+    pinned_version=PINNED_VERSION,
+    make=_make,
     presets=(
         Preset("opus", "claude", "opus", (), 15.0, 75.0, 1.5, 18.75),
         Preset("sonnet", "claude", "sonnet", (), 3.0, 15.0, 0.3, 3.75),
         Preset("haiku", "claude", "haiku", (), 1.0, 5.0, 0.1, 1.25),
-    ))
+    ),
+)

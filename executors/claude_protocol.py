@@ -24,24 +24,37 @@ log = logging.getLogger(__name__)
 
 
 def control_error(request_id: str, error: str) -> dict[str, Any]:
-    return {"type": "control_response",
-            "response": {"subtype": "error", "request_id": request_id, "error": error}}
+    return {
+        "type": "control_response",
+        "response": {"subtype": "error", "request_id": request_id, "error": error},
+    }
 
 
 def approval_request(request: dict[str, Any]) -> ApprovalRequest:
     """A ``can_use_tool`` control request -> an engine-neutral ApprovalRequest."""
     tool = str(request.get("tool_name") or "?")
     tool_input = _obj(request.get("input"))
-    questions = tuple(
-        Question(text=str(q.get("question", "")), header=str(q.get("header", "")),
-                 options=tuple(str(o.get("label", "")) for o in _blocks(q.get("options"))),
-                 multi=bool(q.get("multiSelect")))
-        for q in _blocks(tool_input.get("questions"))
-    ) if tool == "AskUserQuestion" else ()
-    return ApprovalRequest(tool_name=tool, tool_input=tool_input,
-                           tool_use_id=str(request.get("tool_use_id", "")),
-                           rule=_suggested_rule(tool, request.get("permission_suggestions")),
-                           blocked_path=request.get("blocked_path"), questions=questions)
+    questions = (
+        tuple(
+            Question(
+                text=str(q.get("question", "")),
+                header=str(q.get("header", "")),
+                options=tuple(str(o.get("label", "")) for o in _blocks(q.get("options"))),
+                multi=bool(q.get("multiSelect")),
+            )
+            for q in _blocks(tool_input.get("questions"))
+        )
+        if tool == "AskUserQuestion"
+        else ()
+    )
+    return ApprovalRequest(
+        tool_name=tool,
+        tool_input=tool_input,
+        tool_use_id=str(request.get("tool_use_id", "")),
+        rule=_suggested_rule(tool, request.get("permission_suggestions")),
+        blocked_path=request.get("blocked_path"),
+        questions=questions,
+    )
 
 
 def _suggested_rule(tool: str, suggestions: Any) -> str:
@@ -92,8 +105,11 @@ def parse_event(data: dict[str, Any]) -> list[AgentEvent]:
     if kind == "system" and data.get("subtype") == "init":
         session_id = session_id_of(data.get("session_id"))
         model = data.get("model")
-        return [SessionStarted(session_id, model if isinstance(model, str) else None)
-                ] if session_id else []
+        return (
+            [SessionStarted(session_id, model if isinstance(model, str) else None)]
+            if session_id
+            else []
+        )
     if kind == "assistant":
         return _assistant_events(_obj(data.get("message")))
     if kind == "user":
@@ -109,8 +125,13 @@ def _assistant_events(message: dict[str, Any]) -> list[AgentEvent]:
         if block.get("type") == "text" and block.get("text"):
             events.append(TextEmitted(str(block["text"])))
         elif block.get("type") == "tool_use":
-            events.append(ToolCalled(str(block.get("id", "")), str(block.get("name", "?")),
-                                     summarize_input(_obj(block.get("input")))))
+            events.append(
+                ToolCalled(
+                    str(block.get("id", "")),
+                    str(block.get("name", "?")),
+                    summarize_input(_obj(block.get("input"))),
+                )
+            )
     return events
 
 
@@ -118,9 +139,15 @@ def _tool_results(message: dict[str, Any]) -> list[AgentEvent]:
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    return [ToolFinished(str(b.get("tool_use_id", "")), bool(b.get("is_error")),
-                         _text_of(b.get("content"))[:4000])
-            for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    return [
+        ToolFinished(
+            str(b.get("tool_use_id", "")),
+            bool(b.get("is_error")),
+            _text_of(b.get("content"))[:4000],
+        )
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
 
 
 def _text_of(content: Any) -> str:
@@ -144,8 +171,10 @@ def _cost(value: Any) -> float | None:
 
 def _result(data: dict[str, Any]) -> TurnFinished:
     usage = _obj(data.get("usage"))
-    denials = tuple(f"{d.get('tool_name', '?')}: {summarize_input(_obj(d.get('tool_input')))}"
-                    for d in _blocks(data.get("permission_denials")))
+    denials = tuple(
+        f"{d.get('tool_name', '?')}: {summarize_input(_obj(d.get('tool_input')))}"
+        for d in _blocks(data.get("permission_denials"))
+    )
     errors = data.get("errors")
     return TurnFinished(
         is_error=bool(data.get("is_error")),
@@ -156,11 +185,14 @@ def _result(data: dict[str, Any]) -> TurnFinished:
             input_tokens=_count(usage.get("input_tokens")),
             output_tokens=_count(usage.get("output_tokens")),
             cache_read_tokens=_count(usage.get("cache_read_input_tokens")),
-            cache_write_tokens=_count(usage.get("cache_creation_input_tokens"))),
+            cache_write_tokens=_count(usage.get("cache_creation_input_tokens")),
+        ),
         num_turns=_count(data.get("num_turns")),
         denials=denials,
         errors=tuple(str(e) for e in errors) if isinstance(errors, list) else (),
         subtype=str(data.get("subtype") or ""),
-        extra={"api_error_status": data.get("api_error_status"),
-               "terminal_reason": data.get("terminal_reason")},
+        extra={
+            "api_error_status": data.get("api_error_status"),
+            "terminal_reason": data.get("terminal_reason"),
+        },
     )

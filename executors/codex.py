@@ -31,17 +31,26 @@ from executors.process import JsonLines, agent_env, agent_process, read_lines
 log = logging.getLogger(__name__)
 
 PINNED_VERSION = "0.171.0"
-QUIET_CONFIG = ("analytics.enabled=false", "features.plugins=false",
-                "check_for_update_on_startup=false")
+QUIET_CONFIG = (
+    "analytics.enabled=false",
+    "features.plugins=false",
+    "check_for_update_on_startup=false",
+)
 RPC_TIMEOUT_S = 60.0
 
 
 class CodexExecutor:
     engine = "codex"
 
-    def __init__(self, binary: str | None, env: Mapping[str, str], secrets: Iterable[str] = (),
-                 cancel_grace_s: float = 5.0, approval_policy: str = "untrusted",
-                 sandbox: str = "workspace-write") -> None:
+    def __init__(
+        self,
+        binary: str | None,
+        env: Mapping[str, str],
+        secrets: Iterable[str] = (),
+        cancel_grace_s: float = 5.0,
+        approval_policy: str = "untrusted",
+        sandbox: str = "workspace-write",
+    ) -> None:
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
@@ -67,8 +76,13 @@ class CodexExecutor:
     async def _output(self, *args: str) -> tuple[int, str]:
         try:
             proc = await asyncio.create_subprocess_exec(
-                self._binary or "codex", *args, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=self._env)
+                self._binary or "codex",
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=self._env,
+            )
             out, _ = await asyncio.wait_for(proc.communicate(), 60)
         except (OSError, TimeoutError) as exc:
             raise AgentNotInstalled(self.engine, self._binary) from exc
@@ -83,8 +97,9 @@ class CodexExecutor:
 
     async def sandbox_works(self) -> bool:
         """Codex sandboxes commands with bubblewrap, which needs user namespaces."""
-        code, out = await self._output("sandbox", *sum((["-c", c] for c in QUIET_CONFIG), []),
-                                       "--", "/bin/true")
+        code, out = await self._output(
+            "sandbox", *sum((["-c", c] for c in QUIET_CONFIG), []), "--", "/bin/true"
+        )
         if code != 0:
             log.warning("codex sandbox does not work here (%s)", out.strip()[-200:])
         return code == 0
@@ -100,7 +115,9 @@ class CodexExecutor:
             raise AgentCrashed(
                 "Codex's sandbox cannot work on this machine (no user namespaces); set "
                 "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
-                None, "")
+                None,
+                "",
+            )
 
     async def probe(self) -> str:
         """The version, and whether the sandbox can work here: where it cannot, sandboxed turns
@@ -110,41 +127,58 @@ class CodexExecutor:
         if self.sandbox == "danger-full-access" or await self.sandbox_works():
             return f"{self.engine} {version}{note}, sandbox {self.sandbox}"
         self.refuse_sandbox()
-        log.warning("codex sandbox cannot work here (no user namespaces): sandboxed Codex turns "
-                    "are refused; set DETACH_CODEX_SANDBOX=danger-full-access to run "
-                    "unsandboxed with approvals")
-        return (f"{self.engine} {version}{note}, sandbox UNAVAILABLE (no user namespaces): "
-                "sandboxed turns are refused")
+        log.warning(
+            "codex sandbox cannot work here (no user namespaces): sandboxed Codex turns "
+            "are refused; set DETACH_CODEX_SANDBOX=danger-full-access to run "
+            "unsandboxed with approvals"
+        )
+        return (
+            f"{self.engine} {version}{note}, sandbox UNAVAILABLE (no user namespaces): "
+            "sandboxed turns are refused"
+        )
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
-        async with agent_process(self.engine, self._binary, self.argv(spec), spec, self._env,
-                                 self._grace_s, first=signal.SIGTERM) as agent:
+        async with agent_process(
+            self.engine,
+            self._binary,
+            self.argv(spec),
+            spec,
+            self._env,
+            self._grace_s,
+            first=signal.SIGTERM,
+        ) as agent:
             rpc = _Rpc(agent.proc)
             started: tuple[str, str] | None = None
             finished = False
             try:
                 started = await self._start(rpc, spec)
                 yield SessionStarted(started[0], spec.model)
-                async with contextlib.aclosing(self._turn_events(rpc, started[0],
-                                                                 approver)) as events:
+                async with contextlib.aclosing(
+                    self._turn_events(rpc, started[0], approver)
+                ) as events:
                     async for event in events:
                         finished = isinstance(event, TurnFinished)
                         yield event
                 if not finished:
-                    raise await agent.crashed("codex ended without completing the turn",
-                                              self._grace_s)
+                    raise await agent.crashed(
+                        "codex ended without completing the turn", self._grace_s
+                    )
             finally:
                 with anyio.CancelScope(shield=True):
                     if not finished and started and agent.proc.returncode is None:
                         with contextlib.suppress(Exception):  # best effort before the stop
-                            await rpc.request("turn/interrupt", {
-                                "threadId": started[0], "turnId": started[1]}, timeout_s=2)
+                            await rpc.request(
+                                "turn/interrupt",
+                                {"threadId": started[0], "turnId": started[1]},
+                                timeout_s=2,
+                            )
                     await rpc.aclose()
 
-    async def _turn_events(self, rpc: _Rpc, thread_id: str,
-                           approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    async def _turn_events(
+        self, rpc: _Rpc, thread_id: str, approver: Approver
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Notifications up to ``turn/completed``; approval requests are answered alongside."""
         state = TurnState()
         async for message in rpc.incoming():
@@ -159,34 +193,46 @@ class CodexExecutor:
                 yield event
 
     async def _start(self, rpc: _Rpc, spec: TurnSpec) -> tuple[str, str]:
-        await rpc.request("initialize", {"clientInfo": {"name": "detach", "title": None,
-                                                        "version": "0.1"},
-                                         "capabilities": {"experimentalApi": False,
-                                                          "requestAttestation": False}})
+        await rpc.request(
+            "initialize",
+            {
+                "clientInfo": {"name": "detach", "title": None, "version": "0.1"},
+                "capabilities": {"experimentalApi": False, "requestAttestation": False},
+            },
+        )
         await rpc.notify("initialized")
         policy = self._policy(spec)
         if spec.resume_session_id:
-            thread = await rpc.request("thread/resume", {"threadId": spec.resume_session_id,
-                                                         **policy})
+            thread = await rpc.request(
+                "thread/resume", {"threadId": spec.resume_session_id, **policy}
+            )
         else:
             thread = await rpc.request("thread/start", {"cwd": str(spec.cwd), **policy})
         thread_id = str(thread["thread"]["id"])
         text = spec.prompt
         if spec.append_system_prompt:
             text = f"{spec.append_system_prompt}\n\n{text}"
-        turn = await rpc.request("turn/start", {"threadId": thread_id, "input": [
-            {"type": "text", "text": text, "text_elements": []}]})
+        turn = await rpc.request(
+            "turn/start",
+            {"threadId": thread_id, "input": [{"type": "text", "text": text, "text_elements": []}]},
+        )
         return thread_id, str(turn["turn"]["id"])
 
-    async def _answer(self, rpc: _Rpc, message: dict[str, Any], state: TurnState,
-                      approver: Approver) -> None:
+    async def _answer(
+        self, rpc: _Rpc, message: dict[str, Any], state: TurnState, approver: Approver
+    ) -> None:
         method = str(message.get("method"))
         if method not in (COMMAND_APPROVAL, FILE_APPROVAL):
-            await rpc.send({"id": message["id"], "error": {"code": -32601,
-                                                           "message": f"unsupported: {method}"}})
+            await rpc.send(
+                {
+                    "id": message["id"],
+                    "error": {"code": -32601, "message": f"unsupported: {method}"},
+                }
+            )
             return
-        decision = await approver.decide(approval_request(method, message.get("params") or {},
-                                                          state))
+        decision = await approver.decide(
+            approval_request(method, message.get("params") or {}, state)
+        )
         await rpc.send({"id": message["id"], "result": decision_result(decision)})
 
 
@@ -194,8 +240,9 @@ def _events_of(message: dict[str, Any], state: TurnState) -> list[AgentEvent]:
     """A notification's events; one of unexpected shape is logged and skipped."""
     params = message.get("params")
     try:
-        return notification_events(str(message.get("method")),
-                                   params if isinstance(params, dict) else {}, state)
+        return notification_events(
+            str(message.get("method")), params if isinstance(params, dict) else {}, state
+        )
     except (TypeError, ValueError, AttributeError, KeyError):
         log.warning("codex: skipped a notification of unexpected shape: %.200s", message)
         return []
@@ -239,8 +286,11 @@ class _Rpc:
         if not isinstance(message, dict):
             return
         key = message.get("id")
-        future = self._waiting.pop(key, None) if isinstance(key, int) and (
-            "result" in message or "error" in message) else None
+        future = (
+            self._waiting.pop(key, None)
+            if isinstance(key, int) and ("result" in message or "error" in message)
+            else None
+        )
         if future is not None and not future.done():
             future.set_result(message)
         elif future is None:
@@ -252,8 +302,9 @@ class _Rpc:
     async def notify(self, method: str) -> None:
         await self.send({"method": method})
 
-    async def request(self, method: str, params: dict[str, Any],
-                      timeout_s: float = RPC_TIMEOUT_S) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: dict[str, Any], timeout_s: float = RPC_TIMEOUT_S
+    ) -> dict[str, Any]:
         self._next_id += 1
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[self._next_id] = future
@@ -283,14 +334,23 @@ class _Rpc:
 
 
 def _make(config: EngineConfig) -> CodexExecutor:
-    return CodexExecutor(config.binary, config.environ, config.secrets, config.cancel_grace_s,
-                         str(config.options.get("approval_policy", "untrusted")),
-                         str(config.options.get("sandbox", "workspace-write")))
+    return CodexExecutor(
+        config.binary,
+        config.environ,
+        config.secrets,
+        config.cancel_grace_s,
+        str(config.options.get("approval_policy", "untrusted")),
+        str(config.options.get("sandbox", "workspace-write")),
+    )
 
 
 SPEC = EngineSpec(
-    name="codex", default_binary="codex", pinned_version=PINNED_VERSION, make=_make,
+    name="codex",
+    default_binary="codex",
+    pinned_version=PINNED_VERSION,
+    make=_make,
     presets=(
         Preset("gpt-5.5", "codex", "gpt-5.5", (), 1.25, 10.0, 0.125, 0.0),
         Preset("gpt-6.2-sol", "codex", "gpt-6.2-sol", (), 1.25, 10.0, 0.125, 0.0),
-    ))
+    ),
+)

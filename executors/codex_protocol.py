@@ -36,26 +36,36 @@ class TurnState:
         self.usage = Usage(
             input_tokens=self.usage.input_tokens + int(last.get("inputTokens") or 0),
             output_tokens=self.usage.output_tokens + int(last.get("outputTokens") or 0),
-            cache_read_tokens=self.usage.cache_read_tokens +
-            int(last.get("cachedInputTokens") or 0),
-            cache_write_tokens=self.usage.cache_write_tokens +
-            int(last.get("cacheWriteInputTokens") or 0))
+            cache_read_tokens=self.usage.cache_read_tokens
+            + int(last.get("cachedInputTokens") or 0),
+            cache_write_tokens=self.usage.cache_write_tokens
+            + int(last.get("cacheWriteInputTokens") or 0),
+        )
 
 
-def notification_events(method: str, params: dict[str, Any], state: TurnState
-                        ) -> list[AgentEvent]:
+def notification_events(method: str, params: dict[str, Any], state: TurnState) -> list[AgentEvent]:
     item = params.get("item") or {}
     kind = item.get("type")
     if method == "item/started" and kind == "commandExecution":
         return [ToolCalled(str(item.get("id")), "Bash", _command(item))]
     if method == "item/started" and kind == "fileChange":
         state.changes[str(item.get("id"))] = list(item.get("changes") or [])
-        return [ToolCalled(str(item.get("id")), "Edit", ", ".join(
-            str(c.get("path")) for c in item.get("changes") or []))]
+        return [
+            ToolCalled(
+                str(item.get("id")),
+                "Edit",
+                ", ".join(str(c.get("path")) for c in item.get("changes") or []),
+            )
+        ]
     if method == "item/completed" and kind in ("commandExecution", "fileChange"):
         ok = item.get("status") == "completed" and item.get("exitCode") in (None, 0)
-        return [ToolFinished(str(item.get("id")), not ok,
-                             str(item.get("aggregatedOutput") or item.get("status") or ""))]
+        return [
+            ToolFinished(
+                str(item.get("id")),
+                not ok,
+                str(item.get("aggregatedOutput") or item.get("status") or ""),
+            )
+        ]
     if method == "item/completed" and kind == "agentMessage" and item.get("text"):
         state.last_text = str(item["text"])
         return [TextEmitted(state.last_text)]
@@ -81,9 +91,15 @@ def _finished(turn: dict[str, Any], state: TurnState) -> TurnFinished:
     error = (turn.get("error") or {}).get("message") or state.error
     failed = status != "completed"
     text = state.last_text if not failed else (error or f"turn {status}")
-    return TurnFinished(is_error=failed, result_text=text, session_id=None, cost_usd=None,
-                        usage=state.usage, subtype=str(status),
-                        errors=(error,) if failed and error else ())
+    return TurnFinished(
+        is_error=failed,
+        result_text=text,
+        session_id=None,
+        cost_usd=None,
+        usage=state.usage,
+        subtype=str(status),
+        errors=(error,) if failed and error else (),
+    )
 
 
 def approval_request(method: str, params: dict[str, Any], state: TurnState) -> ApprovalRequest:
@@ -92,15 +108,22 @@ def approval_request(method: str, params: dict[str, Any], state: TurnState) -> A
         command = str(actions[0].get("command")) if actions else str(params.get("command"))
         amendment = params.get("proposedExecpolicyAmendment") or []
         rule = f"Bash({' '.join(amendment)})" if amendment else f"Bash({command})"
-        return ApprovalRequest(tool_name="Bash", tool_input={
-            "command": command, "description": params.get("reason") or ""},
-            tool_use_id=str(params.get("itemId")), rule=rule)
+        return ApprovalRequest(
+            tool_name="Bash",
+            tool_input={"command": command, "description": params.get("reason") or ""},
+            tool_use_id=str(params.get("itemId")),
+            rule=rule,
+        )
     changes = state.changes.get(str(params.get("itemId")), [])
     paths = ", ".join(str(c.get("path")) for c in changes) or "?"
     diff = "\n".join(str(c.get("diff") or "") for c in changes)
-    return ApprovalRequest(tool_name="Edit", tool_input={"file_path": paths, "content": diff},
-                           tool_use_id=str(params.get("itemId")), rule=f"Edit({paths})",
-                           blocked_path=params.get("grantRoot"))
+    return ApprovalRequest(
+        tool_name="Edit",
+        tool_input={"file_path": paths, "content": diff},
+        tool_use_id=str(params.get("itemId")),
+        rule=f"Edit({paths})",
+        blocked_path=params.get("grantRoot"),
+    )
 
 
 def decision_result(decision: ApprovalDecision) -> dict[str, Any]:

@@ -43,8 +43,11 @@ LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child 
 def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
     """The bot's environment minus its own settings and anything holding a secret value."""
     hidden = [s for s in secrets if s]
-    env = {k: v for k, v in base.items()
-           if not k.startswith("DETACH_") and not any(s in v for s in hidden)}
+    env = {
+        k: v
+        for k, v in base.items()
+        if not k.startswith("DETACH_") and not any(s in v for s in hidden)
+    }
     env.update(QUIET_ENV)
     return env
 
@@ -57,15 +60,23 @@ def _death_signal_prefix() -> tuple[str, ...]:
     return (setpriv, "--pdeathsig", "INT", "--") if setpriv else ()
 
 
-async def spawn(argv: list[str], cwd: str, env: Mapping[str, str],
-                tag: str | None = None) -> asyncio.subprocess.Process:
+async def spawn(
+    argv: list[str], cwd: str, env: Mapping[str, str], tag: str | None = None
+) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
     (see TAG_ENV)."""
     env = {**env, TAG_ENV: tag} if tag else dict(env)
     return await asyncio.create_subprocess_exec(
-        *_death_signal_prefix(), *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        start_new_session=True, limit=LINE_LIMIT)
+        *_death_signal_prefix(),
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        limit=LINE_LIMIT,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +96,15 @@ class AgentProcess:
 
 
 @contextlib.asynccontextmanager
-async def agent_process(engine: str, binary: str | None, argv: list[str], spec: TurnSpec,
-                        env: Mapping[str, str], grace_s: float,
-                        first: signal.Signals = signal.SIGINT) -> AsyncIterator[AgentProcess]:
+async def agent_process(
+    engine: str,
+    binary: str | None,
+    argv: list[str],
+    spec: TurnSpec,
+    env: Mapping[str, str],
+    grace_s: float,
+    first: signal.Signals = signal.SIGINT,
+) -> AsyncIterator[AgentProcess]:
     """The skeleton every engine's turn runs in: spawn (a missing binary is
     ``AgentNotInstalled``), keep the stderr tail, and whatever ends the turn (its end, an error,
     a cancel) stop the agent's whole tree, shielded from further cancels."""
@@ -104,12 +121,19 @@ async def agent_process(engine: str, binary: str | None, argv: list[str], spec: 
         with anyio.CancelScope(shield=True):
             await stop_tree(proc, grace_s, first, spec.process_tag)
             drain.cancel()
-        log.info("task %s turn %s: %s pid %s ended rc=%s", spec.task_id, spec.turn_id, engine,
-                 proc.pid, proc.returncode)
+        log.info(
+            "task %s turn %s: %s pid %s ended rc=%s",
+            spec.task_id,
+            spec.turn_id,
+            engine,
+            proc.pid,
+            proc.returncode,
+        )
 
 
-async def read_lines(stream: asyncio.StreamReader,
-                     proc: asyncio.subprocess.Process | None = None) -> AsyncIterator[str]:
+async def read_lines(
+    stream: asyncio.StreamReader, proc: asyncio.subprocess.Process | None = None
+) -> AsyncIterator[str]:
     """The stream's lines until EOF; once ``proc`` exited, until EOF or LINGER_S without a line
     (a child it left may hold the pipe open for ever). A line over LINE_LIMIT ends the turn with
     a clear reason instead of an internal error."""
@@ -117,8 +141,7 @@ async def read_lines(stream: asyncio.StreamReader,
         yield line.decode("utf-8", errors="replace")
 
 
-async def _readline(stream: asyncio.StreamReader,
-                    proc: asyncio.subprocess.Process | None) -> bytes:
+async def _readline(stream: asyncio.StreamReader, proc: asyncio.subprocess.Process | None) -> bytes:
     read = asyncio.ensure_future(stream.readline())
     try:
         if proc is not None and proc.returncode is None:
@@ -131,13 +154,15 @@ async def _readline(stream: asyncio.StreamReader,
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(read), LINGER_S)
             if not read.done():
-                log.info("agent pid %s exited; its output pipe is held open: stop reading",
-                         proc.pid)
+                log.info(
+                    "agent pid %s exited; its output pipe is held open: stop reading", proc.pid
+                )
                 return b""
         return await read
     except ValueError as exc:  # asyncio's LimitOverrunError, re-raised by readline()
-        raise AgentCrashed(f"the agent printed a line longer than {LINE_LIMIT // 2**20} MiB",
-                           None, "") from exc
+        raise AgentCrashed(
+            f"the agent printed a line longer than {LINE_LIMIT // 2**20} MiB", None, ""
+        ) from exc
     finally:
         read.cancel()
 
@@ -199,8 +224,12 @@ async def wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
     return proc.returncode is not None
 
 
-async def stop_tree(proc: asyncio.subprocess.Process, grace_s: float,
-                    first: signal.Signals = signal.SIGINT, tag: str | None = None) -> None:
+async def stop_tree(
+    proc: asyncio.subprocess.Process,
+    grace_s: float,
+    first: signal.Signals = signal.SIGINT,
+    tag: str | None = None,
+) -> None:
     """``first`` (Claude: SIGINT, it stops its own tools and exits), then after ``grace_s``
     SIGKILL the agent, every process group below it (tool shells are session leaders) and
     every process carrying the turn's ``tag`` (daemons that left the tree)."""
@@ -209,8 +238,9 @@ async def stop_tree(proc: asyncio.subprocess.Process, grace_s: float,
         await asyncio.to_thread(kill_tagged, tag, exact=True)
 
 
-async def _stop_agent(proc: asyncio.subprocess.Process, grace_s: float,
-                      first: signal.Signals) -> None:
+async def _stop_agent(
+    proc: asyncio.subprocess.Process, grace_s: float, first: signal.Signals
+) -> None:
     if proc.returncode is not None:
         _kill_all(descendants(proc.pid))
         return
@@ -223,8 +253,9 @@ async def _stop_agent(proc: asyncio.subprocess.Process, grace_s: float,
         tree.update((p.pid, p) for p in descendants(proc.pid))
         await asyncio.sleep(0.05)
     if proc.returncode is None:
-        log.info("agent pid %s ignored %s for %.1fs; killing its tree", proc.pid, first.name,
-                 grace_s)
+        log.info(
+            "agent pid %s ignored %s for %.1fs; killing its tree", proc.pid, first.name, grace_s
+        )
     tree.update((p.pid, p) for p in descendants(proc.pid))
     with contextlib.suppress(ProcessLookupError):
         proc.kill()

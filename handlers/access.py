@@ -31,6 +31,7 @@ class AllowListMiddleware(BaseMiddleware):
             if await self._policy.refuse(user.id) and chat is not None and chat.type == "private":
                 locale = self._texts.pick(user.language_code)
                 await self._outbox.send(
-                    chat.id, self._texts.get(locale, "access.refused", user_id=user.id))
+                    chat.id, self._texts.get(locale, "access.refused", user_id=user.id)
+                )
             return None
         return await handler(event, data)

@@ -16,28 +16,46 @@ def router() -> Router:
     r = Router(name="approvals")
 
     @r.callback_query(ApprovalAction.filter(F.choice.in_(APPROVAL_CHOICES)))
-    async def on_approval_pressed(query: CallbackQuery, callback_data: ApprovalAction,
-                                  answers: ApprovalAnswers, user_id: int, reply: Reply) -> None:
-        key = await answers.on_approval(user_id, callback_data.qid, callback_data.choice,
-                                        _where(query))
+    async def on_approval_pressed(
+        query: CallbackQuery,
+        callback_data: ApprovalAction,
+        answers: ApprovalAnswers,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
+        key = await answers.on_approval(
+            user_id, callback_data.qid, callback_data.choice, _where(query)
+        )
         await query.answer(reply.text(key))
 
     @r.callback_query(QuestionAction.filter())
-    async def on_option_pressed(query: CallbackQuery, callback_data: QuestionAction,
-                                answers: ApprovalAnswers, user_id: int, reply: Reply) -> None:
-        key = await answers.on_option(user_id, callback_data.qid, callback_data.option,
-                                      _where(query))
+    async def on_option_pressed(
+        query: CallbackQuery,
+        callback_data: QuestionAction,
+        answers: ApprovalAnswers,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
+        key = await answers.on_option(
+            user_id, callback_data.qid, callback_data.option, _where(query)
+        )
         await query.answer(reply.text(key))
 
     @r.message(Command("grants"))
-    async def on_grants(message: Message, answers: ApprovalAnswers, user_id: int,
-                        reply: Reply) -> None:
+    async def on_grants(
+        message: Message, answers: ApprovalAnswers, user_id: int, reply: Reply
+    ) -> None:
         text, markup = await _grants_view(answers, reply, user_id)
         await reply.send(text, markup=markup)
 
     @r.callback_query(GrantAction.filter())
-    async def on_revoke_pressed(query: CallbackQuery, callback_data: GrantAction,
-                                answers: ApprovalAnswers, user_id: int, reply: Reply) -> None:
+    async def on_revoke_pressed(
+        query: CallbackQuery,
+        callback_data: GrantAction,
+        answers: ApprovalAnswers,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
         grant = await answers.revoke(user_id, callback_data.grant_id)
         await query.answer(plain(reply.text("grants.revoked", pattern=grant.pattern)))
         text, markup = await _grants_view(answers, reply, user_id)
@@ -47,17 +65,25 @@ def router() -> Router:
     return r
 
 
-async def _grants_view(answers: ApprovalAnswers, reply: Reply,
-                       user_id: int) -> tuple[str, InlineKeyboardMarkup | None]:
+async def _grants_view(
+    answers: ApprovalAnswers, reply: Reply, user_id: int
+) -> tuple[str, InlineKeyboardMarkup | None]:
     grants = await answers.grants(user_id)
     if not grants:
         return reply.text("grants.empty"), None
     lines = [reply.text("grants.header")] + [
         reply.text("grants.line", n=n, pattern=g.pattern, engine=g.engine, cwd=g.cwd)
-        for n, g in enumerate(grants, start=1)]
-    rows = [[InlineKeyboardButton(text=reply.text("grants.revoke", n=n),
-                                  callback_data=GrantAction(grant_id=g.id).pack())]
-            for n, g in enumerate(grants[:20], start=1)]
+        for n, g in enumerate(grants, start=1)
+    ]
+    rows = [
+        [
+            InlineKeyboardButton(
+                text=reply.text("grants.revoke", n=n),
+                callback_data=GrantAction(grant_id=g.id).pack(),
+            )
+        ]
+        for n, g in enumerate(grants[:20], start=1)
+    ]
     return "\n".join(lines), InlineKeyboardMarkup(inline_keyboard=rows)
 
 

@@ -31,21 +31,35 @@ def router() -> Router:
         await reply.send(reply.text("start.status") + "\n" + html.escape(lines))
 
     @r.message(Command("lang"))
-    async def on_lang(message: Message, command: CommandObject, access: AccessPolicy,
-                      texts: Texts, user_id: int, reply: Reply) -> None:
+    async def on_lang(
+        message: Message,
+        command: CommandObject,
+        access: AccessPolicy,
+        texts: Texts,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
         if command.args:
             chosen = await access.set_locale(user_id, command.args)
             await reply.send(texts.get(chosen, "lang.set", lang=chosen))
             return
-        rows = [[InlineKeyboardButton(text=loc, callback_data=LangAction(lang=loc).pack())]
-                for loc in texts.locales]
-        await reply("lang.current", lang=reply.locale,
-                    markup=InlineKeyboardMarkup(inline_keyboard=rows))
+        rows = [
+            [InlineKeyboardButton(text=loc, callback_data=LangAction(lang=loc).pack())]
+            for loc in texts.locales
+        ]
+        await reply(
+            "lang.current", lang=reply.locale, markup=InlineKeyboardMarkup(inline_keyboard=rows)
+        )
 
     @r.callback_query(LangAction.filter())
-    async def on_lang_pressed(query: CallbackQuery, callback_data: LangAction,
-                              access: AccessPolicy, texts: Texts, user_id: int,
-                              reply: Reply) -> None:
+    async def on_lang_pressed(
+        query: CallbackQuery,
+        callback_data: LangAction,
+        access: AccessPolicy,
+        texts: Texts,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
         chosen = await access.set_locale(user_id, callback_data.lang)
         await query.answer()
         if query.message is not None:

@@ -21,20 +21,31 @@ def router() -> Router:
     r = Router(name="buttons")
 
     @r.callback_query(TaskAction.filter(F.action.in_(ACTIONS)))
-    async def on_task_action(query: CallbackQuery, callback_data: TaskAction,
-                             tasks: TaskService, card: TaskCard, worktree_card: WorktreeCard,
-                             user_id: int, reply: Reply) -> None:
+    async def on_task_action(
+        query: CallbackQuery,
+        callback_data: TaskAction,
+        tasks: TaskService,
+        card: TaskCard,
+        worktree_card: WorktreeCard,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
         if callback_data.action == "cancel":
             task = await tasks.cancel(user_id, callback_data.task_id)
             await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
             return
         actions: dict[str, Callable[[int, int], Awaitable[object]]] = {
-            "resume": tasks.resume_interrupted, "fail": tasks.mark_failed,
-            "followup": card.ask_follow_up, "transcript": card.send_transcript,
-            "retry": card.retry, "diff": worktree_card.show_diff, "merge": worktree_card.merge,
+            "resume": tasks.resume_interrupted,
+            "fail": tasks.mark_failed,
+            "followup": card.ask_follow_up,
+            "transcript": card.send_transcript,
+            "retry": card.retry,
+            "diff": worktree_card.show_diff,
+            "merge": worktree_card.merge,
             "discard": partial(worktree_card.discard, confirmed=False),
             "discard_yes": partial(worktree_card.discard, confirmed=True),
-            "archive": lambda user, task_id: tasks.archive(user, str(task_id))}
+            "archive": lambda user, task_id: tasks.archive(user, str(task_id)),
+        }
         await actions[callback_data.action](user_id, callback_data.task_id)
         await query.answer(reply.text("callback.done"))
 

@@ -19,8 +19,7 @@ def router() -> Router:
     r = Router(name="errors")
 
     @r.errors()
-    async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox,
-                       locale: str = "en") -> None:
+    async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox, locale: str = "en") -> None:
         exc = event.exception
         if isinstance(exc, UserInputError):
             text = texts.get(locale, exc.key, **exc.params)

@@ -24,8 +24,11 @@ class LocaleMiddleware(I18nMiddleware):
 
     async def get_locale(self, event: TelegramObject, data: dict[str, Any]) -> str:
         user: User | None = data.get("event_from_user")
-        locale = await self._policy.locale(user.id, user.language_code) if user else \
-            self.i18n.default_locale
+        locale = (
+            await self._policy.locale(user.id, user.language_code)
+            if user
+            else self.i18n.default_locale
+        )
         data["locale"] = locale
         if user is not None:
             data["user_id"] = user.id

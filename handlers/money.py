@@ -21,9 +21,15 @@ class ModelAction(CallbackData, prefix="md"):
 
 
 def _keyboard(presets: list[Preset]) -> InlineKeyboardMarkup:
-    rows = [[InlineKeyboardButton(text=f"{p.name} ({p.engine})",
-                                  callback_data=ModelAction(name=p.name).pack())]
-            for p in presets if len(ModelAction(name=p.name).pack().encode()) <= 64]
+    rows = [
+        [
+            InlineKeyboardButton(
+                text=f"{p.name} ({p.engine})", callback_data=ModelAction(name=p.name).pack()
+            )
+        ]
+        for p in presets
+        if len(ModelAction(name=p.name).pack().encode()) <= 64
+    ]
     return InlineKeyboardMarkup(inline_keyboard=rows)
 
 
@@ -31,15 +37,23 @@ def router() -> Router:
     r = Router(name="money")
 
     @r.message(Command("model"))
-    async def on_model(message: Message, command: CommandObject, tasks: TaskService,
-                       reply: Reply) -> None:
+    async def on_model(
+        message: Message, command: CommandObject, tasks: TaskService, reply: Reply
+    ) -> None:
         desk: MoneyDesk = tasks.money
         typed = (command.args or "").strip()
         if not typed:
             current = await desk.chat_preset(message.chat.id)
-            text = (reply.text("money.model_current", name=current.name,
-                               engine=current.engine, model=current.model) if current
-                    else reply.text("money.model_none"))
+            text = (
+                reply.text(
+                    "money.model_current",
+                    name=current.name,
+                    engine=current.engine,
+                    model=current.model,
+                )
+                if current
+                else reply.text("money.model_none")
+            )
             presets = [desk.catalog.get(n) for n in desk.catalog.names()]
             await reply.send(text, markup=_keyboard([p for p in presets if p]))
             return
@@ -48,39 +62,58 @@ def router() -> Router:
             await reply("money.model_pick", markup=_keyboard(candidates))
             return
         preset = await desk.set_chat_preset(message.chat.id, typed)
-        await reply("money.model_set", name=preset.name, engine=preset.engine,
-                    model=preset.model)
+        await reply("money.model_set", name=preset.name, engine=preset.engine, model=preset.model)
 
     @r.callback_query(ModelAction.filter())
-    async def on_model_pressed(query: CallbackQuery, callback_data: ModelAction,
-                               tasks: TaskService, reply: Reply) -> None:
+    async def on_model_pressed(
+        query: CallbackQuery, callback_data: ModelAction, tasks: TaskService, reply: Reply
+    ) -> None:
         preset = await tasks.money.set_chat_preset(reply.chat_id, callback_data.name)
         await query.answer()
         if query.message is not None:
-            await reply.edit(query.message.message_id, reply.text(
-                "money.model_set", name=preset.name, engine=preset.engine, model=preset.model))
+            await reply.edit(
+                query.message.message_id,
+                reply.text(
+                    "money.model_set", name=preset.name, engine=preset.engine, model=preset.model
+                ),
+            )
 
     @r.message(Command("spend"))
-    async def on_spend(message: Message, tasks: TaskService, user_id: int,
-                       reply: Reply) -> None:
+    async def on_spend(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
         summary = await tasks.money.summary(user_id)
-        cap = (reply.text("money.spend_cap", cap=money(summary.cap_usd))
-               if summary.cap_usd is not None else "")
-        lines = [reply.texts.raw(reply.locale, "money.spend_header",
-                                 today=money(summary.today_usd), cap=cap)]
-        lines += [reply.text("money.spend_day", day=day, total=money(total))
-                  for day, total in summary.days if total]
+        cap = (
+            reply.text("money.spend_cap", cap=money(summary.cap_usd))
+            if summary.cap_usd is not None
+            else ""
+        )
+        lines = [
+            reply.texts.raw(
+                reply.locale, "money.spend_header", today=money(summary.today_usd), cap=cap
+            )
+        ]
+        lines += [
+            reply.text("money.spend_day", day=day, total=money(total))
+            for day, total in summary.days
+            if total
+        ]
         if summary.top:
             lines.append(reply.text("money.spend_top"))
-            lines += [reply.text("money.spend_task", label=t.label,
-                                 total=money(t.total_cost_usd)) for t in summary.top]
+            lines += [
+                reply.text("money.spend_task", label=t.label, total=money(t.total_cost_usd))
+                for t in summary.top
+            ]
         else:
             lines.append(reply.text("money.spend_none"))
         await reply.send("\n".join(lines))
 
     @r.callback_query(BudgetAction.filter())
-    async def on_budget_pressed(query: CallbackQuery, callback_data: BudgetAction,
-                                card: TaskCard, user_id: int, reply: Reply) -> None:
+    async def on_budget_pressed(
+        query: CallbackQuery,
+        callback_data: BudgetAction,
+        card: TaskCard,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
         await card.answer_budget(user_id, callback_data.qid, callback_data.extend)
         await query.answer(reply.text("callback.done"))
 

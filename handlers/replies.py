@@ -13,8 +13,7 @@ def router() -> Router:
     r = Router(name="replies")
 
     @r.message(F.reply_to_message, F.text & ~F.text.startswith("/"))
-    async def on_reply(message: Message, tasks: TaskService, user_id: int,
-                       reply: Reply) -> None:
+    async def on_reply(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
         replied = message.reply_to_message
         assert replied is not None  # the filter says so
         task = await tasks.task_for_message(message.chat.id, replied.message_id, user_id)

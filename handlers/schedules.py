@@ -21,21 +21,27 @@ class ScheduleAction(CallbackData, prefix="sc"):
 
 
 def _line(desk: ScheduleDesk, reply: Reply, listed: Listed) -> str:
-    key = ("schedule.line_paused" if listed.schedule.state == ScheduleState.PAUSED
-           else "schedule.line")
+    key = (
+        "schedule.line_paused" if listed.schedule.state == ScheduleState.PAUSED else "schedule.line"
+    )
     return reply.text(key, **desk.describe(listed))
 
 
 def _buttons(reply: Reply, listed: Listed) -> list[InlineKeyboardButton]:
     s = listed.schedule
     toggle = "resume" if s.state == ScheduleState.PAUSED else "pause"
-    return [InlineKeyboardButton(text=f"S{s.id}: " + reply.text(f"button.{action}"),
-                                 callback_data=ScheduleAction(action=action, schedule_id=s.id)
-                                 .pack()) for action in (toggle, "delete")]
+    return [
+        InlineKeyboardButton(
+            text=f"S{s.id}: " + reply.text(f"button.{action}"),
+            callback_data=ScheduleAction(action=action, schedule_id=s.id).pack(),
+        )
+        for action in (toggle, "delete")
+    ]
 
 
-async def _view(desk: ScheduleDesk, reply: Reply,
-                user_id: int) -> tuple[str, InlineKeyboardMarkup | None]:
+async def _view(
+    desk: ScheduleDesk, reply: Reply, user_id: int
+) -> tuple[str, InlineKeyboardMarkup | None]:
     listed = await desk.list(user_id)
     if not listed:
         return reply.text("schedule.none", tz=await desk.tz(user_id)), None
@@ -49,39 +55,59 @@ def router() -> Router:
     r = Router(name="schedules")
 
     @r.message(Command("every", "at"))
-    async def on_schedule(message: Message, command: CommandObject, schedules: ScheduleDesk,
-                          user_id: int, reply: Reply) -> None:
+    async def on_schedule(
+        message: Message,
+        command: CommandObject,
+        schedules: ScheduleDesk,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
         name = command.command.lower()
         if not (command.args or "").strip():
             await reply(f"schedule.usage_{name}")
             return
-        listed = await schedules.add(user_id, message.chat.id, reply.locale, name,
-                                     command.args or "")
-        await reply("schedule.added", **schedules.describe(listed),
-                    markup=InlineKeyboardMarkup(inline_keyboard=[_buttons(reply, listed)]))
+        listed = await schedules.add(
+            user_id, message.chat.id, reply.locale, name, command.args or ""
+        )
+        await reply(
+            "schedule.added",
+            **schedules.describe(listed),
+            markup=InlineKeyboardMarkup(inline_keyboard=[_buttons(reply, listed)]),
+        )
 
     @r.message(Command("tz"))
-    async def on_tz(message: Message, command: CommandObject, schedules: ScheduleDesk,
-                    user_id: int, reply: Reply) -> None:
+    async def on_tz(
+        message: Message,
+        command: CommandObject,
+        schedules: ScheduleDesk,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
         if (command.args or "").strip():
             await reply("schedule.tz_set", tz=await schedules.set_tz(user_id, command.args or ""))
             return
         await reply("schedule.tz_current", tz=await schedules.tz(user_id))
 
     @r.message(Command("schedules"))
-    async def on_list(message: Message, schedules: ScheduleDesk, user_id: int,
-                      reply: Reply) -> None:
+    async def on_list(
+        message: Message, schedules: ScheduleDesk, user_id: int, reply: Reply
+    ) -> None:
         text, markup = await _view(schedules, reply, user_id)
         await reply.send(text, markup=markup)
 
     @r.callback_query(ScheduleAction.filter(F.action.in_(ACTIONS)))
-    async def on_pressed(query: CallbackQuery, callback_data: ScheduleAction,
-                         schedules: ScheduleDesk, user_id: int, reply: Reply) -> None:
-        action = {"pause": schedules.pause, "resume": schedules.resume,
-                  "delete": schedules.delete}[callback_data.action]
+    async def on_pressed(
+        query: CallbackQuery,
+        callback_data: ScheduleAction,
+        schedules: ScheduleDesk,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
+        action = {"pause": schedules.pause, "resume": schedules.resume, "delete": schedules.delete}[
+            callback_data.action
+        ]
         schedule = await action(user_id, callback_data.schedule_id)
-        await query.answer(reply.text(f"schedule.{callback_data.action}d",
-                                      ref=f"S{schedule.id}"))
+        await query.answer(reply.text(f"schedule.{callback_data.action}d", ref=f"S{schedule.id}"))
         if query.message is not None:
             text, markup = await _view(schedules, reply, user_id)
             await reply.edit(query.message.message_id, text, markup)

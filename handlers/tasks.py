@@ -22,19 +22,29 @@ def router(engines: Sequence[str]) -> Router:
     r = Router(name="tasks")
 
     @r.message(Command("detach", *engines))
-    async def on_task_command(message: Message, command: CommandObject, tasks: TaskService,
-                              user_id: int, locale: str) -> None:
+    async def on_task_command(
+        message: Message, command: CommandObject, tasks: TaskService, user_id: int, locale: str
+    ) -> None:
         """/detach runs a self-contained goal on the default engine; /<engine> starts a
         session on that engine."""
         name = command.command.lower()
         kind = TaskKind.DETACH if name == "detach" else TaskKind.SESSION
         engine = None if name == "detach" else name
-        await tasks.start_from_chat(user_id, message.chat.id, kind, command.args or "", locale,
-                                    name, engine=engine, reply_to=message.message_id)
+        await tasks.start_from_chat(
+            user_id,
+            message.chat.id,
+            kind,
+            command.args or "",
+            locale,
+            name,
+            engine=engine,
+            reply_to=message.message_id,
+        )
 
     @r.message(Command("cd"))
-    async def on_cd(message: Message, command: CommandObject, tasks: TaskService,
-                    reply: Reply) -> None:
+    async def on_cd(
+        message: Message, command: CommandObject, tasks: TaskService, reply: Reply
+    ) -> None:
         if not (command.args or "").strip():
             await reply("workdir.current", cwd=str(await tasks.current_dir(message.chat.id)))
             return
@@ -42,38 +52,47 @@ def router(engines: Sequence[str]) -> Router:
         await reply("workdir.set", cwd=str(cwd))
 
     @r.message(Command("tasks"))
-    async def on_tasks(message: Message, tasks: TaskService, user_id: int,
-                       reply: Reply) -> None:
+    async def on_tasks(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
         found = await tasks.list(user_id)
         if not found:
             await reply("tasks.empty")
             return
         now = datetime.now(UTC)
-        lines = [reply.text("tasks.header")] + [reply.text(
-            "tasks.line", icon=STATUS_ICONS[t.status], label=t.label,
-            status=reply.texts.status(reply.locale, t.status), age=age(t.updated_at, now))
-            for t in found]
+        lines = [reply.text("tasks.header")] + [
+            reply.text(
+                "tasks.line",
+                icon=STATUS_ICONS[t.status],
+                label=t.label,
+                status=reply.texts.status(reply.locale, t.status),
+                age=age(t.updated_at, now),
+            )
+            for t in found
+        ]
         await reply.send("\n".join(lines))
 
     @r.message(Command("result"))
-    async def on_result(message: Message, command: CommandObject, tasks: TaskService,
-                        user_id: int) -> None:
+    async def on_result(
+        message: Message, command: CommandObject, tasks: TaskService, user_id: int
+    ) -> None:
         await tasks.show_result(user_id, parse_task_id(command.args or "", "result"))
 
     @r.message(Command("export"))
-    async def on_export(message: Message, command: CommandObject, card: TaskCard,
-                        user_id: int) -> None:
+    async def on_export(
+        message: Message, command: CommandObject, card: TaskCard, user_id: int
+    ) -> None:
         await card.send_task_file(user_id, parse_task_id(command.args or "", "export"))
 
     @r.message(Command("cancel"))
-    async def on_cancel(message: Message, command: CommandObject, tasks: TaskService,
-                        user_id: int, reply: Reply) -> None:
+    async def on_cancel(
+        message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
+    ) -> None:
         task = await tasks.cancel(user_id, parse_task_id(command.args or "", "cancel"))
         await reply("task.cancel_requested", label=task.label)
 
     @r.message(Command("archive"))
-    async def on_archive(message: Message, command: CommandObject, tasks: TaskService,
-                         user_id: int, reply: Reply) -> None:
+    async def on_archive(
+        message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
+    ) -> None:
         count = await tasks.archive(user_id, (command.args or "").strip() or "?")
         await reply("task.archived", count=count)
 

@@ -34,8 +34,13 @@ def agent_env(tmp_path: Path, anthropic: AnthropicMock) -> dict[str, str]:
     """An environment for agent CLIs that reaches nothing but the mock on 127.0.0.1."""
     home = tmp_path / "home"
     home.mkdir()
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
-           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
     env.update(anthropic.env())
     return env
 
@@ -47,8 +52,9 @@ def workdir(tmp_path: Path) -> Path:
     return path
 
 
-CODEX_NATIVE = ("agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/"
-                "bin/codex")
+CODEX_NATIVE = (
+    "agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+)
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +80,12 @@ def codex_env(tmp_path: Path, openai: OpenAIMock) -> dict[str, str]:
     home = tmp_path / "chome"
     (tmp_path / "ctmp").mkdir()
     openai.write_codex_home(home / ".codex")
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
-            "CODEX_HOME": str(home / ".codex"), "TMPDIR": str(tmp_path / "ctmp"),
-            "LANG": "C.UTF-8", "MOCK_API_KEY": "sk-test", "NO_PROXY": "127.0.0.1"}
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "TMPDIR": str(tmp_path / "ctmp"),
+        "LANG": "C.UTF-8",
+        "MOCK_API_KEY": "sk-test",
+        "NO_PROXY": "127.0.0.1",
+    }

@@ -34,8 +34,9 @@ def fake_bin(tmp_path: Path) -> str:
 
 
 def spec(prompt: str, cwd: Path, tag: str, resume: str | None = None) -> TurnSpec:
-    return TurnSpec(task_id=1, turn_id=1, prompt=prompt, cwd=cwd, process_tag=tag,
-                    resume_session_id=resume)
+    return TurnSpec(
+        task_id=1, turn_id=1, prompt=prompt, cwd=cwd, process_tag=tag, resume_session_id=resume
+    )
 
 
 async def collect(executor: ClaudeExecutor, turn: TurnSpec, timeout_s: float = 30) -> list:
@@ -54,23 +55,27 @@ def _env() -> dict[str, str]:
 
 
 async def test_garbage_lines_are_skipped_and_the_answer_kept(fake_bin, tmp_path):
-    events = await collect(ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1),
-                           spec("GARBAGE", tmp_path, "t-garbage:1"))
+    events = await collect(
+        ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1), spec("GARBAGE", tmp_path, "t-garbage:1")
+    )
     final = events[-1]
     assert isinstance(final, TurnFinished) and not final.is_error
     assert final.result_text == "the valid answer after garbage"
     assert final.cost_usd is None and final.usage.input_tokens == 0 and final.errors == ()
 
 
-@pytest.mark.parametrize("line", [
-    {"type": "user", "message": "x"},
-    {"type": "user", "message": {"content": [1, "a", {"type": "tool_result", "content": 5}]}},
-    {"type": "assistant", "message": {"content": "just text"}},
-    {"type": "assistant", "message": {"content": [None, {"type": "tool_use", "input": []}]}},
-    {"type": "result", "usage": "lots", "num_turns": "many", "total_cost_usd": float("nan")},
-    {"type": "result", "usage": {"input_tokens": -5, "output_tokens": 1e400}},
-    {"type": "system", "subtype": "init", "session_id": ["no"]},
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        {"type": "user", "message": "x"},
+        {"type": "user", "message": {"content": [1, "a", {"type": "tool_result", "content": 5}]}},
+        {"type": "assistant", "message": {"content": "just text"}},
+        {"type": "assistant", "message": {"content": [None, {"type": "tool_use", "input": []}]}},
+        {"type": "result", "usage": "lots", "num_turns": "many", "total_cost_usd": float("nan")},
+        {"type": "result", "usage": {"input_tokens": -5, "output_tokens": 1e400}},
+        {"type": "system", "subtype": "init", "session_id": ["no"]},
+    ],
+)
 def test_parse_event_never_raises_on_odd_shapes(line):
     for event in parse_event(line):
         if isinstance(event, TurnFinished):
@@ -87,11 +92,12 @@ async def test_a_session_id_that_is_not_a_uuid_is_ignored(fake_bin, tmp_path):
         executor.argv(spec("x", tmp_path, "t-bad:2", resume="../../etc/passwd"))
 
 
-async def test_an_agent_that_lingers_after_its_result_is_stopped_and_answered(fake_bin,
-                                                                            tmp_path):
+async def test_an_agent_that_lingers_after_its_result_is_stopped_and_answered(fake_bin, tmp_path):
     started = time.monotonic()
-    events = await collect(ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1),
-                           spec("NOEXIT please", tmp_path, "t-noexit:1"))
+    events = await collect(
+        ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1),
+        spec("NOEXIT please", tmp_path, "t-noexit:1"),
+    )
     assert isinstance(events[-1], TurnFinished) and not events[-1].is_error
     assert events[-1].result_text.startswith("fake answer to: NOEXIT")
     assert time.monotonic() - started < 15
@@ -102,8 +108,9 @@ async def test_an_agent_that_lingers_after_its_result_is_stopped_and_answered(fa
 async def test_daemons_and_pipe_holders_end_with_the_turn(fake_bin, tmp_path, word):
     tag = f"t-{word.lower()}-{os.getpid()}:1"
     started = time.monotonic()
-    events = await collect(ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1),
-                           spec(word, tmp_path, tag))
+    events = await collect(
+        ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1), spec(word, tmp_path, tag)
+    )
     assert isinstance(events[-1], TurnFinished) and not events[-1].is_error
     assert time.monotonic() - started < 15
     await _until_gone(f"fake-daemon-{tag}")
@@ -125,16 +132,25 @@ async def test_a_stubborn_agent_and_its_daemon_stop_on_cancel(fake_bin, tmp_path
 
 async def test_a_line_over_the_limit_is_a_clear_failure(fake_bin, tmp_path):
     with pytest.raises(AgentCrashed, match="longer than 64 MiB"):
-        await collect(ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1),
-                      spec("HUGE", tmp_path, "t-huge:1"), timeout_s=60)
+        await collect(
+            ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1),
+            spec("HUGE", tmp_path, "t-huge:1"),
+            timeout_s=60,
+        )
 
 
 def test_kill_tagged_stops_what_a_crashed_run_left_and_nothing_else(tmp_path):
     code = fake_claude.DAEMON_CODE
-    mine = subprocess.Popen([sys.executable, "-c", code, "left-behind"],
-                            env={**_env(), TAG_ENV: "owner-a:7"}, start_new_session=True)
-    other = subprocess.Popen([sys.executable, "-c", code, "someone-elses"],
-                             env={**_env(), TAG_ENV: "owner-b:7"}, start_new_session=True)
+    mine = subprocess.Popen(
+        [sys.executable, "-c", code, "left-behind"],
+        env={**_env(), TAG_ENV: "owner-a:7"},
+        start_new_session=True,
+    )
+    other = subprocess.Popen(
+        [sys.executable, "-c", code, "someone-elses"],
+        env={**_env(), TAG_ENV: "owner-b:7"},
+        start_new_session=True,
+    )
     try:
         assert kill_tagged("owner-a:") == 1
         assert mine.wait(10) != 0

@@ -14,30 +14,49 @@ OTHER, STRANGER = 222, 999
 
 
 def touch(name: str) -> dict:
-    return {"tool_use": {"name": "Bash", "input": {"command": f"touch {name}",
-                                                    "description": f"create {name}"}}}
+    return {
+        "tool_use": {
+            "name": "Bash",
+            "input": {"command": f"touch {name}", "description": f"create {name}"},
+        }
+    }
 
 
 def buttons(call: Call) -> dict[str, str]:
-    return {b["text"]: b["callback_data"] for row in call.params["reply_markup"][
-        "inline_keyboard"] for b in row}
+    return {
+        b["text"]: b["callback_data"]
+        for row in call.params["reply_markup"]["inline_keyboard"]
+        for b in row
+    }
 
 
 async def answer_of(fake: FakeTelegram, query_id: str) -> str:
-    call = await fake.wait_call("answerCallbackQuery",
-                                lambda c: c.params["callback_query_id"] == query_id)
+    call = await fake.wait_call(
+        "answerCallbackQuery", lambda c: c.params["callback_query_id"] == query_id
+    )
     return call.params.get("text", "")
 
 
-async def edited(fake: FakeTelegram, message_id: int, needle: str, after: int = 0,
-                 timeout_s: float = 30) -> Call:
-    return await fake.wait_call("editMessageText", lambda c: int(c.params["message_id"]) ==
-                                message_id and needle in c.params["text"], timeout_s, after)
+async def edited(
+    fake: FakeTelegram, message_id: int, needle: str, after: int = 0, timeout_s: float = 30
+) -> Call:
+    return await fake.wait_call(
+        "editMessageText",
+        lambda c: int(c.params["message_id"]) == message_id and needle in c.params["text"],
+        timeout_s,
+        after,
+    )
 
 
 def settings_for(tmp_path, fake, claude_bin, workdir, **extra):
-    return make_settings(tmp_path / "data", fake, claude_bin, workdir,
-                         allowed_users=frozenset({OWNER, OTHER}), **extra)
+    return make_settings(
+        tmp_path / "data",
+        fake,
+        claude_bin,
+        workdir,
+        allowed_users=frozenset({OWNER, OTHER}),
+        **extra,
+    )
 
 
 async def test_allow_deny_and_refused_taps(tmp_path, claude_bin, agent_env, anthropic, workdir):
@@ -46,8 +65,7 @@ async def test_allow_deny_and_refused_taps(tmp_path, claude_bin, agent_env, anth
         async with running_bot(settings_for(tmp_path, fake, claude_bin, workdir), agent_env):
             await fake.user_message("/claude MARK-AD make files", OWNER)
             ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
-            assert "touch yes.txt" in ask.params["text"] and "#1 mark-ad-make" in \
-                ask.params["text"]
+            assert "touch yes.txt" in ask.params["text"] and "#1 mark-ad-make" in ask.params["text"]
             keys = buttons(ask)
             assert set(keys) == {"✅ Allow", "⛔ Deny", "♾ Always…"}
             msg_id = ask.result["message_id"]
@@ -55,8 +73,9 @@ async def test_allow_deny_and_refused_taps(tmp_path, claude_bin, agent_env, anth
             q = await fake.press(OWNER, msg_id, keys["✅ Allow"], OTHER)
             assert "not your task" in await answer_of(fake, q)
             await fake.press(OWNER, msg_id, keys["✅ Allow"], STRANGER)
-            q = await fake.press(OWNER, msg_id, ApprovalAction(qid=9999, choice="allow").pack(),
-                                 OWNER)
+            q = await fake.press(
+                OWNER, msg_id, ApprovalAction(qid=9999, choice="allow").pack(), OWNER
+            )
             assert "no longer valid" in await answer_of(fake, q)
             q = await fake.press(OWNER, msg_id, "ap:1:explode", OWNER)
             assert "no longer valid" in await answer_of(fake, q)
@@ -70,8 +89,7 @@ async def test_allow_deny_and_refused_taps(tmp_path, claude_bin, agent_env, anth
             assert await answer_of(fake, q) == "Answered already."
 
             ask2 = await fake.wait_text(OWNER, "touch no.txt", timeout_s=60)
-            q = await fake.press(OWNER, ask2.result["message_id"], buttons(ask2)["⛔ Deny"],
-                                 OWNER)
+            q = await fake.press(OWNER, ask2.result["message_id"], buttons(ask2)["⛔ Deny"], OWNER)
             assert await answer_of(fake, q) == "Denied."
             done = await fake.wait_text(OWNER, "done", timeout_s=60)
             assert "finished" in done.params["text"]
@@ -82,10 +100,18 @@ async def test_allow_deny_and_refused_taps(tmp_path, claude_bin, agent_env, anth
     assert "denied this tool call from Telegram" in str(last["messages"])
 
 
-async def test_always_remembers_until_revoked(tmp_path, claude_bin, agent_env, anthropic,
-                                              workdir):
-    anthropic.script("MARK-ALWAYS", [touch("a.txt"), {"text": "one"}, touch("a.txt"),
-                                      {"text": "two"}, touch("a.txt"), {"text": "three"}])
+async def test_always_remembers_until_revoked(tmp_path, claude_bin, agent_env, anthropic, workdir):
+    anthropic.script(
+        "MARK-ALWAYS",
+        [
+            touch("a.txt"),
+            {"text": "one"},
+            touch("a.txt"),
+            {"text": "two"},
+            touch("a.txt"),
+            {"text": "three"},
+        ],
+    )
     async with FakeTelegram() as fake:
         settings = settings_for(tmp_path, fake, claude_bin, workdir)
         async with running_bot(settings, agent_env) as app:
@@ -106,20 +132,26 @@ async def test_always_remembers_until_revoked(tmp_path, claude_bin, agent_env, a
             mark = len(fake.calls)
             await fake.user_message("again", OWNER, reply_to_message_id=first.result["message_id"])
             await fake.wait_text(OWNER, "two", timeout_s=60, after=mark)
-            assert not [c for c in fake.calls[mark:] if c.method == "sendMessage"
-                        and "wants to use" in c.params["text"]]  # not asked again
+            assert not [
+                c
+                for c in fake.calls[mark:]
+                if c.method == "sendMessage" and "wants to use" in c.params["text"]
+            ]  # not asked again
 
             await fake.user_message("/grants", OWNER)
             listing = await fake.wait_text(OWNER, "Remembered approvals", after=mark)
-            q = await fake.press(OWNER, listing.result["message_id"],
-                                 buttons(listing)["Revoke 1"], OWNER)
+            q = await fake.press(
+                OWNER, listing.result["message_id"], buttons(listing)["Revoke 1"], OWNER
+            )
             assert "Revoked" in await answer_of(fake, q)
             assert await app.store.grants.active(OWNER) == []
-            second = [c for c in fake.calls if c.method == "sendMessage" and "two" in
-                      c.params["text"]][-1]
+            second = [
+                c for c in fake.calls if c.method == "sendMessage" and "two" in c.params["text"]
+            ][-1]
             mark = len(fake.calls)
-            await fake.user_message("once more", OWNER,
-                                    reply_to_message_id=second.result["message_id"])
+            await fake.user_message(
+                "once more", OWNER, reply_to_message_id=second.result["message_id"]
+            )
             ask3 = await fake.wait_text(OWNER, "wants to use", timeout_s=60, after=mark)
             await fake.press(OWNER, ask3.result["message_id"], buttons(ask3)["✅ Allow"], OWNER)
             await fake.wait_text(OWNER, "three", timeout_s=60, after=mark)
@@ -127,8 +159,9 @@ async def test_always_remembers_until_revoked(tmp_path, claude_bin, agent_env, a
             assert await app.store.audit.count("grant_revoked", OWNER) == 1
 
 
-async def test_timeout_denies_and_a_late_tap_is_expired(tmp_path, claude_bin, agent_env,
-                                                        anthropic, workdir):
+async def test_timeout_denies_and_a_late_tap_is_expired(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
     anthropic.script("MARK-LATE", [touch("late.txt"), {"text": "went on"}])
     async with FakeTelegram() as fake:
         settings = settings_for(tmp_path, fake, claude_bin, workdir, approval_timeout_s=2)
@@ -141,24 +174,50 @@ async def test_timeout_denies_and_a_late_tap_is_expired(tmp_path, claude_bin, ag
             assert await answer_of(fake, q) == "This request has expired."
     assert not (workdir / "late.txt").exists()
     assert "Nobody answered this permission request" in str(
-        anthropic.requests_for("MARK-LATE")[-1]["messages"])
+        anthropic.requests_for("MARK-LATE")[-1]["messages"]
+    )
 
 
-async def test_questions_as_buttons_and_two_tasks_waiting_at_once(tmp_path, claude_bin,
-                                                                  agent_env, anthropic,
-                                                                  workdir):
-    anthropic.script("MARK-Q1", [{"tool_use": {"name": "AskUserQuestion", "input": {
-        "questions": [{"question": "Which color?", "header": "Color", "multiSelect": False,
-                       "options": [{"label": "Red", "description": ""},
-                                   {"label": "Blue", "description": ""}]},
-                      {"question": "Which sizes?", "header": "Size", "multiSelect": True,
-                       "options": [{"label": "S", "description": ""},
-                                   {"label": "M", "description": ""},
-                                   {"label": "L", "description": ""}]}]}}}, {"echo": True}])
+async def test_questions_as_buttons_and_two_tasks_waiting_at_once(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-Q1",
+        [
+            {
+                "tool_use": {
+                    "name": "AskUserQuestion",
+                    "input": {
+                        "questions": [
+                            {
+                                "question": "Which color?",
+                                "header": "Color",
+                                "multiSelect": False,
+                                "options": [
+                                    {"label": "Red", "description": ""},
+                                    {"label": "Blue", "description": ""},
+                                ],
+                            },
+                            {
+                                "question": "Which sizes?",
+                                "header": "Size",
+                                "multiSelect": True,
+                                "options": [
+                                    {"label": "S", "description": ""},
+                                    {"label": "M", "description": ""},
+                                    {"label": "L", "description": ""},
+                                ],
+                            },
+                        ]
+                    },
+                }
+            },
+            {"echo": True},
+        ],
+    )
     anthropic.script("MARK-Q2", [touch("two.txt"), {"text": "second task done"}])
     async with FakeTelegram() as fake:
-        async with running_bot(settings_for(tmp_path, fake, claude_bin, workdir),
-                               agent_env) as app:
+        async with running_bot(settings_for(tmp_path, fake, claude_bin, workdir), agent_env) as app:
             await fake.user_message("/claude MARK-Q1 ask me", OWNER)
             await fake.user_message("/claude MARK-Q2 write", OWNER)
             color = await fake.wait_text(OWNER, "Which color?", timeout_s=60)
@@ -179,8 +238,13 @@ async def test_questions_as_buttons_and_two_tasks_waiting_at_once(tmp_path, clau
             for label in ("S", "L"):
                 await fake.press(OWNER, size_id, buttons(sizes)[label], OWNER)
                 await edited(fake, size_id, "Which sizes?")
-            await fake.wait_call("editMessageText", lambda c: int(c.params["message_id"]) ==
-                                 size_id and "☑️ L" in str(c.params.get("reply_markup")))
+            await fake.wait_call(
+                "editMessageText",
+                lambda c: (
+                    int(c.params["message_id"]) == size_id
+                    and "☑️ L" in str(c.params.get("reply_markup"))
+                ),
+            )
             await fake.press(OWNER, size_id, buttons(sizes)["Done"], OWNER)
             done = await fake.wait_text(OWNER, "ECHO", timeout_s=60)
             assert '"Which color?"="Blue"' in done.params["text"]
@@ -191,8 +255,7 @@ async def test_questions_as_buttons_and_two_tasks_waiting_at_once(tmp_path, clau
 async def test_waiting_task_can_be_cancelled(tmp_path, claude_bin, agent_env, anthropic, workdir):
     anthropic.script("MARK-WAITC", [touch("never.txt"), {"text": "never"}])
     async with FakeTelegram() as fake:
-        async with running_bot(settings_for(tmp_path, fake, claude_bin, workdir),
-                               agent_env) as app:
+        async with running_bot(settings_for(tmp_path, fake, claude_bin, workdir), agent_env) as app:
             await fake.user_message("/claude MARK-WAITC go", OWNER)
             ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
             await fake.user_message("/cancel 1", OWNER)

@@ -10,8 +10,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # handlers reply through the outbox (paced, durable), never straight to Telegram
 # the packages (and core modules) handlers may use; never the job pool, runner or store
-HANDLER_MAY_IMPORT_PACKAGES = ("bot.tasks", "bot.approvals", "bot.money", "bot.schedules",
-                               "bot.worktrees", "bot.telegram")
+HANDLER_MAY_IMPORT_PACKAGES = (
+    "bot.tasks",
+    "bot.approvals",
+    "bot.money",
+    "bot.schedules",
+    "bot.worktrees",
+    "bot.telegram",
+)
 HANDLER_MAY_IMPORT_MODULES = {"bot.models", "bot.errors"}
 HANDLER_MAY_NOT_IMPORT = {"bot.telegram.journal", "bot.telegram.notifier"}
 EXECUTOR_MAY_IMPORT = {"bot.models", "bot.errors", "bot.ports"}
@@ -34,8 +40,12 @@ def modules(package: str) -> list[Path]:
 @pytest.mark.parametrize("path", modules("handlers"), ids=lambda p: p.name)
 def test_handlers_use_only_services_models_errors_and_texts(path):
     used = {m for m in imports(path) if m.startswith("bot.")}
-    allowed = {m for m in used if m in HANDLER_MAY_IMPORT_MODULES or (
-        m.startswith(HANDLER_MAY_IMPORT_PACKAGES) and m not in HANDLER_MAY_NOT_IMPORT)}
+    allowed = {
+        m
+        for m in used
+        if m in HANDLER_MAY_IMPORT_MODULES
+        or (m.startswith(HANDLER_MAY_IMPORT_PACKAGES) and m not in HANDLER_MAY_NOT_IMPORT)
+    }
     assert used == allowed, used - allowed
 
 
@@ -45,9 +55,20 @@ def test_executors_use_only_models_errors_and_ports(path):
     assert used <= EXECUTOR_MAY_IMPORT, used - EXECUTOR_MAY_IMPORT
 
 
-SENDING_METHODS = {"answer", "reply", "send_message", "send_document", "edit_text",
-                   "edit_message_text", "edit_reply_markup", "delete_message", "send_photo",
-                   "answer_document", "copy_message", "forward_message"}
+SENDING_METHODS = {
+    "answer",
+    "reply",
+    "send_message",
+    "send_document",
+    "edit_text",
+    "edit_message_text",
+    "edit_reply_markup",
+    "delete_message",
+    "send_photo",
+    "answer_document",
+    "copy_message",
+    "forward_message",
+}
 
 
 def test_only_the_outbox_sends_edits_or_deletes_messages():
@@ -59,19 +80,29 @@ def test_only_the_outbox_sends_edits_or_deletes_messages():
             if path.relative_to(ROOT).as_posix() == "bot/telegram/outbox.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                        node.func.attr in SENDING_METHODS:
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in SENDING_METHODS
+                ):
                     owner = ast.unparse(node.func.value)
-                    if not (node.func.attr == "answer" and owner.endswith("query")) and \
-                            "outbox" not in owner:
-                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {owner}."
-                                         f"{node.func.attr}")
+                    if (
+                        not (node.func.attr == "answer" and owner.endswith("query"))
+                        and "outbox" not in owner
+                    ):
+                        offenders.append(
+                            f"{path.relative_to(ROOT)}:{node.lineno} {owner}.{node.func.attr}"
+                        )
     assert offenders == []
 
 
 def test_only_the_pool_imports_apscheduler():
-    users = [p.relative_to(ROOT).as_posix() for pkg in ("bot", "handlers", "executors")
-             for p in modules(pkg) if any(m.startswith("apscheduler") for m in imports(p))]
+    users = [
+        p.relative_to(ROOT).as_posix()
+        for pkg in ("bot", "handlers", "executors")
+        for p in modules(pkg)
+        if any(m.startswith("apscheduler") for m in imports(p))
+    ]
     assert users == ["bot/turns/pool.py"]
 
 
@@ -82,7 +113,8 @@ def test_nothing_is_built_at_import_time():
         for path in modules(pkg):
             for node in ast.parse(path.read_text()).body:
                 if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(
-                        getattr(node, "value", None), ast.Call):
+                    getattr(node, "value", None), ast.Call
+                ):
                     func = node.value.func  # type: ignore[union-attr]
                     name = getattr(func, "id", getattr(func, "attr", ""))
                     assert name not in forbidden, f"{path}: module-level {name}()"

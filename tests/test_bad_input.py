@@ -12,26 +12,43 @@ from tests.test_handlers import OWNER, app, feed, message, press  # noqa: F401 (
 INTERNAL = "Something went wrong"
 
 
-@pytest.mark.parametrize("typed", [
-    "/cancel " + "x" * 5000, "/result " + "9" * 4500, "/cd " + "/nowhere" * 700,
-    "/claude model=" + "z" * 4200 + " go", "/every " + "nonsense " * 600,
-    "/tz " + "Europe/" * 700, "/claude mode=" + "q" * 4500 + " go",
-])
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "/cancel " + "x" * 5000,
+        "/result " + "9" * 4500,
+        "/cd " + "/nowhere" * 700,
+        "/claude model=" + "z" * 4200 + " go",
+        "/every " + "nonsense " * 600,
+        "/tz " + "Europe/" * 700,
+        "/claude mode=" + "q" * 4500 + " go",
+    ],
+)
 async def test_error_replies_quote_briefly_and_always_fit(app, typed):  # noqa: F811
     session = await feed(app, message(typed[:9000]))
     replies = session.new_texts()
     assert replies and INTERNAL not in replies
-    assert all(len(text) <= 4096 for text in session.texts()[session.mark:])
+    assert all(len(text) <= 4096 for text in session.texts()[session.mark :])
 
 
-@pytest.mark.parametrize(("typed", "needle"), [
-    ("/cancel ²", "/cancel"), ("/result ³", "/result"), ("/export ¹", "/export"),
-    ("/archive ²", "/archive"), ("/cd a\x00b", "a␀b"), ("/claude cwd=a\x00b go", "a␀b"),
-    ("/claude max_usd=nan go", "nan"), ("/claude max_usd=inf go", "inf"),
-    ("/claude max_usd=1e309 go", "1e309"), ("/claude max_usd=0.0000001 go", "0.0000001"),
-    ("/claude mode=ask mode=auto go", "mode="), ("/every 0 0 * * 8 x", "0 0 * * 8"),
-    ("/every 0 0 31 2 * x", "0 0 31 2 *"),
-])
+@pytest.mark.parametrize(
+    ("typed", "needle"),
+    [
+        ("/cancel ²", "/cancel"),
+        ("/result ³", "/result"),
+        ("/export ¹", "/export"),
+        ("/archive ²", "/archive"),
+        ("/cd a\x00b", "a␀b"),
+        ("/claude cwd=a\x00b go", "a␀b"),
+        ("/claude max_usd=nan go", "nan"),
+        ("/claude max_usd=inf go", "inf"),
+        ("/claude max_usd=1e309 go", "1e309"),
+        ("/claude max_usd=0.0000001 go", "0.0000001"),
+        ("/claude mode=ask mode=auto go", "mode="),
+        ("/every 0 0 * * 8 x", "0 0 * * 8"),
+        ("/every 0 0 31 2 * x", "0 0 31 2 *"),
+    ],
+)
 async def test_odd_input_gets_a_clear_reply(app, typed, needle):  # noqa: F811
     session = await feed(app, message(typed))
     replies = session.new_texts()
@@ -54,9 +71,13 @@ async def test_forged_callback_data_is_a_stale_button(app):  # noqa: F811
 async def test_a_forged_done_does_not_answer_a_single_choice_question(app):  # noqa: F811
     session = await feed(app, message("/claude mode=readonly pick"))
     task = await app.store.tasks.get(1)
-    question = await app.store.questions.create(task.id, 1, "question", {
-        "text": "Which?", "header": "h", "options": ["keep", "delete everything"],
-        "multi": False}, None)
+    question = await app.store.questions.create(
+        task.id,
+        1,
+        "question",
+        {"text": "Which?", "header": "h", "options": ["keep", "delete everything"], "multi": False},
+        None,
+    )
     with pytest.raises(UserInputError):
         await app.dispatcher["answers"].on_option(OWNER, question.id, -1)
     assert (await app.store.questions.get(question.id)).status == "pending"

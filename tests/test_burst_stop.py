@@ -35,8 +35,9 @@ async def _runs(app) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 async def _burst(fake: FakeTelegram, word: str) -> None:
-    await asyncio.gather(*(fake.user_message(f"/detach {word} job {n}", OWNER)
-                           for n in range(BURST)))
+    await asyncio.gather(
+        *(fake.user_message(f"/detach {word} job {n}", OWNER) for n in range(BURST))
+    )
 
 
 async def _no_agents_left(fake_bin: str) -> None:
@@ -48,18 +49,24 @@ async def _no_agents_left(fake_bin: str) -> None:
 async def test_a_burst_of_turns_all_stop_by_their_timeout(tmp_path: Path, workdir):
     fake_bin = fake_claude.script(tmp_path)
     async with FakeTelegram(flood_burst=100, flood_per_s=100) as fake:
-        settings = make_settings(tmp_path / "data", fake, fake_bin, workdir,
-                                 max_concurrent_turns=BURST, turn_timeout_s=4,
-                                 intake_interval_s=0.02, cancel_grace_s=1,
-                                 outbox_chat_interval_s=0.01)
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            fake_bin,
+            workdir,
+            max_concurrent_turns=BURST,
+            turn_timeout_s=4,
+            intake_interval_s=0.02,
+            cancel_grace_s=1,
+            outbox_chat_interval_s=0.01,
+        )
         async with running_bot(settings, {"PATH": "/usr/bin:/bin"}) as app:
             await fake.wait_call("setMyCommands")
             await _burst(fake, "STUBBORN")
 
             async def all_timed_out() -> bool:
                 statuses = await _statuses(app)
-                return len(statuses) == BURST and set(statuses.values()) == {
-                    TaskStatus.TIMED_OUT}
+                return len(statuses) == BURST and set(statuses.values()) == {TaskStatus.TIMED_OUT}
 
             await _until(all_timed_out, 90)
             assert await _runs(app) == [1] * BURST  # each turn ran exactly once
@@ -69,23 +76,33 @@ async def test_a_burst_of_turns_all_stop_by_their_timeout(tmp_path: Path, workdi
 async def test_a_burst_of_turns_all_stop_on_cancel(tmp_path: Path, workdir):
     fake_bin = fake_claude.script(tmp_path)
     async with FakeTelegram(flood_burst=100, flood_per_s=100) as fake:
-        settings = make_settings(tmp_path / "data", fake, fake_bin, workdir,
-                                 max_concurrent_turns=BURST, turn_timeout_s=600,
-                                 intake_interval_s=0.02, cancel_grace_s=1,
-                                 outbox_chat_interval_s=0.01)
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            fake_bin,
+            workdir,
+            max_concurrent_turns=BURST,
+            turn_timeout_s=600,
+            intake_interval_s=0.02,
+            cancel_grace_s=1,
+            outbox_chat_interval_s=0.01,
+        )
         async with running_bot(settings, {"PATH": "/usr/bin:/bin"}) as app:
             await fake.wait_call("setMyCommands")
             await _burst(fake, "HANG")
 
             async def all_running() -> bool:
                 statuses = await _statuses(app)
-                return (len(statuses) == BURST
-                        and set(statuses.values()) == {TaskStatus.RUNNING}
-                        and len(matching(fake_bin)) >= BURST)
+                return (
+                    len(statuses) == BURST
+                    and set(statuses.values()) == {TaskStatus.RUNNING}
+                    and len(matching(fake_bin)) >= BURST
+                )
 
             await _until(all_running, 90)
-            await asyncio.gather(*(fake.user_message(f"/cancel {n}", OWNER)
-                                   for n in range(1, BURST + 1)))
+            await asyncio.gather(
+                *(fake.user_message(f"/cancel {n}", OWNER) for n in range(1, BURST + 1))
+            )
 
             async def all_cancelled() -> bool:
                 return set((await _statuses(app)).values()) == {TaskStatus.CANCELLED}

@@ -42,10 +42,14 @@ async def test_thirty_tasks_through_kill_9_and_bot_api_faults(tmp_path: Path, wo
     data_dir = tmp_path / "data"
     agent = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
     async with FakeTelegram(flood_burst=50, flood_per_s=50, chaos_rate=0.2, seed=7) as fake:
-        env = {**process_env(agent, fake, data_dir, fake_bin, workdir),
-               "DETACH_INTAKE_INTERVAL_S": "0.2", "DETACH_CANCEL_GRACE_S": "1",
-               "DETACH_OUTBOX_CHAT_INTERVAL_S": "0.05", "DETACH_MAX_CONCURRENT_TURNS": "6",
-               "DETACH_PROGRESS_INTERVAL_S": "0.5"}
+        env = {
+            **process_env(agent, fake, data_dir, fake_bin, workdir),
+            "DETACH_INTAKE_INTERVAL_S": "0.2",
+            "DETACH_CANCEL_GRACE_S": "1",
+            "DETACH_OUTBOX_CHAT_INTERVAL_S": "0.05",
+            "DETACH_MAX_CONCURRENT_TURNS": "6",
+            "DETACH_PROGRESS_INTERVAL_S": "0.5",
+        }
         bot = await _start(tmp_path, env)
         try:
             per_burst = TASKS // BURSTS
@@ -59,8 +63,11 @@ async def test_thirty_tasks_through_kill_9_and_bot_api_faults(tmp_path: Path, wo
 
             async def settled() -> bool:
                 tasks, runs = await _store_state(data_dir)
-                return (len(tasks) == TASKS and not [t for t in tasks if t.status.active]
-                        and min(runs, default=0) >= 0)
+                return (
+                    len(tasks) == TASKS
+                    and not [t for t in tasks if t.status.active]
+                    and min(runs, default=0) >= 0
+                )
 
             async with asyncio.timeout(240):
                 while not await settled():
@@ -79,10 +86,12 @@ async def test_thirty_tasks_through_kill_9_and_bot_api_faults(tmp_path: Path, wo
         mine = [i for i, c in enumerate(sent) if re.search(rf"#{task.id}\b", c.params["text"])]
         notices = [i for i in mine if NOTICE in sent[i].params["text"]]
         assert len(notices) == (1 if label in interrupted else 0), label
-        acks = [i for i in mine if "queued" in sent[i].params["text"]
-                or "🕓" in sent[i].params["text"]]
+        acks = [
+            i for i in mine if "queued" in sent[i].params["text"] or "🕓" in sent[i].params["text"]
+        ]
         assert acks and acks[0] == mine[0], f"{label}: its acknowledgement comes first"
     shown = {c.result["message_id"] for c in sent if "· running ·" in c.params["text"]}
-    removed = {int(c.params["message_id"]) for c in fake.calls
-               if c.method == "deleteMessage" and c.ok}
+    removed = {
+        int(c.params["message_id"]) for c in fake.calls if c.method == "deleteMessage" and c.ok
+    }
     assert shown <= removed, "no progress message outlives its turn"

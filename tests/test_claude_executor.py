@@ -25,10 +25,22 @@ from executors.claude import ClaudeExecutor
 from tests.support.processes import matching
 
 
-def spec(prompt: str, cwd: Path, resume: str | None = None,
-         mode: ApprovalMode = ApprovalMode.ASK, allowed: tuple[str, ...] = ()) -> TurnSpec:
-    return TurnSpec(task_id=1, turn_id=1, prompt=prompt, cwd=cwd, resume_session_id=resume,
-                    approval_mode=mode, allowed_tools=allowed)
+def spec(
+    prompt: str,
+    cwd: Path,
+    resume: str | None = None,
+    mode: ApprovalMode = ApprovalMode.ASK,
+    allowed: tuple[str, ...] = (),
+) -> TurnSpec:
+    return TurnSpec(
+        task_id=1,
+        turn_id=1,
+        prompt=prompt,
+        cwd=cwd,
+        resume_session_id=resume,
+        approval_mode=mode,
+        allowed_tools=allowed,
+    )
 
 
 class Scripted:
@@ -43,8 +55,9 @@ class Scripted:
         return self.decisions.pop(0) if self.decisions else ApprovalDecision(False, "no")
 
 
-async def collect(executor: ClaudeExecutor, turn: TurnSpec, approver: Scripted | None = None
-                  ) -> list:
+async def collect(
+    executor: ClaudeExecutor, turn: TurnSpec, approver: Scripted | None = None
+) -> list:
     return [event async for event in executor.run(turn, approver or Scripted())]
 
 
@@ -74,10 +87,19 @@ async def test_prompt_that_looks_like_a_flag_is_a_prompt(claude_bin, agent_env, 
 
 
 async def test_tool_call_turn(claude_bin, agent_env, anthropic, workdir):
-    anthropic.script("MARK-TOOL", [
-        {"text": "Let me look.", "tool_use": {"name": "Bash", "input": {
-            "command": "echo tool-output-42", "description": "print"}}},
-        {"text": "The command printed tool-output-42."}])
+    anthropic.script(
+        "MARK-TOOL",
+        [
+            {
+                "text": "Let me look.",
+                "tool_use": {
+                    "name": "Bash",
+                    "input": {"command": "echo tool-output-42", "description": "print"},
+                },
+            },
+            {"text": "The command printed tool-output-42."},
+        ],
+    )
     events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-TOOL go", workdir))
     calls = [e for e in events if isinstance(e, ToolCalled)]
     results = [e for e in events if isinstance(e, ToolFinished)]
@@ -102,8 +124,18 @@ async def test_resumed_turn_sends_prior_conversation(claude_bin, agent_env, anth
 
 
 async def test_api_error_is_reported_by_is_error(claude_bin, agent_env, anthropic, workdir):
-    anthropic.script("MARK-ERR", [{"error": {"status": 400, "type": "invalid_request_error",
-                                             "message": "scripted failure"}}])
+    anthropic.script(
+        "MARK-ERR",
+        [
+            {
+                "error": {
+                    "status": 400,
+                    "type": "invalid_request_error",
+                    "message": "scripted failure",
+                }
+            }
+        ],
+    )
     events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-ERR x", workdir))
     final = events[-1]
     assert isinstance(final, TurnFinished) and final.is_error
@@ -112,6 +144,7 @@ async def test_api_error_is_reported_by_is_error(claude_bin, agent_env, anthropi
 
 async def test_missing_binary_is_not_installed(agent_env, workdir):
     from bot.errors import AgentNotInstalled
+
     with pytest.raises(AgentNotInstalled):
         await collect(ClaudeExecutor("/nonexistent/claude", agent_env), spec("x", workdir))
 
@@ -121,9 +154,13 @@ _sleepers = matching
 
 async def test_cancel_leaves_no_process_behind(claude_bin, agent_env, anthropic, workdir):
     marker = "sleep 37.25"
-    anthropic.script("MARK-CANCEL", [
-        {"tool_use": {"name": "Bash", "input": {"command": marker, "description": "wait"}}},
-        {"text": "done"}])
+    anthropic.script(
+        "MARK-CANCEL",
+        [
+            {"tool_use": {"name": "Bash", "input": {"command": marker, "description": "wait"}}},
+            {"text": "done"},
+        ],
+    )
     executor = ClaudeExecutor(claude_bin, agent_env, cancel_grace_s=3)
     seen: list = []
 
@@ -142,14 +179,25 @@ async def test_cancel_leaves_no_process_behind(claude_bin, agent_env, anthropic,
     assert _sleepers(marker) == []
 
 
-async def test_denied_tool_calls_are_reported_in_the_result(claude_bin, agent_env, anthropic,
-                                                            workdir):
-    anthropic.script("MARK-DENY", [
-        {"tool_use": {"name": "Bash", "input": {"command": "touch denied.txt",
-                                                 "description": "create"}}},
-        {"text": "I could not create the file."}])
-    events = await collect(ClaudeExecutor(claude_bin, agent_env),
-                           spec("MARK-DENY go", workdir, mode=ApprovalMode.READONLY))
+async def test_denied_tool_calls_are_reported_in_the_result(
+    claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-DENY",
+        [
+            {
+                "tool_use": {
+                    "name": "Bash",
+                    "input": {"command": "touch denied.txt", "description": "create"},
+                }
+            },
+            {"text": "I could not create the file."},
+        ],
+    )
+    events = await collect(
+        ClaudeExecutor(claude_bin, agent_env),
+        spec("MARK-DENY go", workdir, mode=ApprovalMode.READONLY),
+    )
     final = events[-1]
     assert not final.is_error and final.denials == ("Bash: touch denied.txt",)
     assert not (workdir / "denied.txt").exists()
@@ -157,9 +205,18 @@ async def test_denied_tool_calls_are_reported_in_the_result(claude_bin, agent_en
 
 def test_agents_never_see_the_bot_token_and_run_quiet():
     from executors.process import agent_env
+
     token = "123456:SECRET-TOKEN"
-    env = agent_env({"DETACH_BOT_TOKEN": token, "DETACH_DATA_DIR": "/x", "TG": f"x{token}",
-                     "ANTHROPIC_API_KEY": "sk-ant", "PATH": "/usr/bin"}, [token])
+    env = agent_env(
+        {
+            "DETACH_BOT_TOKEN": token,
+            "DETACH_DATA_DIR": "/x",
+            "TG": f"x{token}",
+            "ANTHROPIC_API_KEY": "sk-ant",
+            "PATH": "/usr/bin",
+        },
+        [token],
+    )
     assert token not in "".join(env.values()) and "DETACH_DATA_DIR" not in env
     assert env["ANTHROPIC_API_KEY"] == "sk-ant" and env["PATH"] == "/usr/bin"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
@@ -167,13 +224,22 @@ def test_agents_never_see_the_bot_token_and_run_quiet():
 
 
 async def test_approval_allowed_runs_the_tool(claude_bin, agent_env, anthropic, workdir):
-    anthropic.script("MARK-ALLOW", [
-        {"tool_use": {"name": "Bash", "input": {"command": "touch allowed.txt",
-                                                 "description": "create"}}},
-        {"text": "created"}])
+    anthropic.script(
+        "MARK-ALLOW",
+        [
+            {
+                "tool_use": {
+                    "name": "Bash",
+                    "input": {"command": "touch allowed.txt", "description": "create"},
+                }
+            },
+            {"text": "created"},
+        ],
+    )
     approver = Scripted(ApprovalDecision(allow=True))
-    events = await collect(ClaudeExecutor(claude_bin, agent_env),
-                           spec("MARK-ALLOW go", workdir), approver)
+    events = await collect(
+        ClaudeExecutor(claude_bin, agent_env), spec("MARK-ALLOW go", workdir), approver
+    )
     (request,) = approver.requests
     assert request.tool_name == "Bash" and request.tool_input["command"] == "touch allowed.txt"
     assert request.rule == "Bash(touch allowed.txt)"
@@ -181,13 +247,22 @@ async def test_approval_allowed_runs_the_tool(claude_bin, agent_env, anthropic, 
 
 
 async def test_approval_denied_carries_the_message(claude_bin, agent_env, anthropic, workdir):
-    anthropic.script("MARK-NO", [
-        {"tool_use": {"name": "Write", "input": {"file_path": str(workdir / "w.txt"),
-                                                  "content": "x"}}},
-        {"text": "skipped"}])
+    anthropic.script(
+        "MARK-NO",
+        [
+            {
+                "tool_use": {
+                    "name": "Write",
+                    "input": {"file_path": str(workdir / "w.txt"), "content": "x"},
+                }
+            },
+            {"text": "skipped"},
+        ],
+    )
     approver = Scripted(ApprovalDecision(allow=False, message="Denied from Telegram: MSG-42"))
-    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-NO go", workdir),
-                           approver)
+    events = await collect(
+        ClaudeExecutor(claude_bin, agent_env), spec("MARK-NO go", workdir), approver
+    )
     assert approver.requests[0].rule == "Write"  # no rule suggested: the whole tool
     results = [e for e in events if isinstance(e, ToolFinished)]
     assert results[0].is_error and "MSG-42" in results[0].output
@@ -196,28 +271,58 @@ async def test_approval_denied_carries_the_message(claude_bin, agent_env, anthro
 
 
 async def test_agent_question_answers_reach_the_model(claude_bin, agent_env, anthropic, workdir):
-    anthropic.script("MARK-ASK", [
-        {"tool_use": {"name": "AskUserQuestion", "input": {"questions": [{
-            "question": "Which color?", "header": "Color", "multiSelect": False,
-            "options": [{"label": "Red", "description": "r"},
-                        {"label": "Blue", "description": "b"}]}]}}},
-        {"echo": True}])
+    anthropic.script(
+        "MARK-ASK",
+        [
+            {
+                "tool_use": {
+                    "name": "AskUserQuestion",
+                    "input": {
+                        "questions": [
+                            {
+                                "question": "Which color?",
+                                "header": "Color",
+                                "multiSelect": False,
+                                "options": [
+                                    {"label": "Red", "description": "r"},
+                                    {"label": "Blue", "description": "b"},
+                                ],
+                            }
+                        ]
+                    },
+                }
+            },
+            {"echo": True},
+        ],
+    )
     approver = Scripted(ApprovalDecision(allow=True, answers={"Which color?": "Blue"}))
-    events = await collect(ClaudeExecutor(claude_bin, agent_env), spec("MARK-ASK go", workdir),
-                           approver)
+    events = await collect(
+        ClaudeExecutor(claude_bin, agent_env), spec("MARK-ASK go", workdir), approver
+    )
     (request,) = approver.requests
     assert request.questions[0].options == ("Red", "Blue")
     assert '"Which color?"="Blue"' in events[-1].result_text
 
 
-async def test_auto_mode_uses_allowed_tools_and_never_asks(claude_bin, agent_env, anthropic,
-                                                           workdir):
-    anthropic.script("MARK-AUTO", [
-        {"tool_use": {"name": "Bash", "input": {"command": "touch auto.txt",
-                                                 "description": "create"}}},
-        {"text": "done"}])
+async def test_auto_mode_uses_allowed_tools_and_never_asks(
+    claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-AUTO",
+        [
+            {
+                "tool_use": {
+                    "name": "Bash",
+                    "input": {"command": "touch auto.txt", "description": "create"},
+                }
+            },
+            {"text": "done"},
+        ],
+    )
     approver = Scripted()
-    await collect(ClaudeExecutor(claude_bin, agent_env),
-                  spec("MARK-AUTO go", workdir, mode=ApprovalMode.AUTO, allowed=("Bash",)),
-                  approver)
+    await collect(
+        ClaudeExecutor(claude_bin, agent_env),
+        spec("MARK-AUTO go", workdir, mode=ApprovalMode.AUTO, allowed=("Bash",)),
+        approver,
+    )
     assert approver.requests == [] and (workdir / "auto.txt").exists()

@@ -10,11 +10,21 @@ from tests.conftest import ROOT
 
 
 def detach(tmp_path, *args: str, users: str = "111") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DETACH_DATA_DIR": str(tmp_path / "data"), "DETACH_ALLOWED_USERS": users,
-           "DETACH_ALLOWED_WORKDIRS": str(tmp_path)}
+    env = {
+        **os.environ,
+        "DETACH_DATA_DIR": str(tmp_path / "data"),
+        "DETACH_ALLOWED_USERS": users,
+        "DETACH_ALLOWED_WORKDIRS": str(tmp_path),
+    }
     env.pop("DETACH_BOT_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_add_list_show_archive(tmp_path):
@@ -44,8 +54,12 @@ def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
     [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
     assert str(dropped) in added.stdout and "in its own worktree and" in added.stdout
     tf = parse(dropped.read_text())
-    assert (tf.goal, tf.model, tf.worktree, tf.cwd) == ("Bump the version", "haiku", "yes",
-                                                        str(tmp_path.resolve()))
+    assert (tf.goal, tf.model, tf.worktree, tf.cwd) == (
+        "Bump the version",
+        "haiku",
+        "yes",
+        str(tmp_path.resolve()),
+    )
     assert detach(tmp_path, "list").stdout.strip() == ""  # the bot creates the task
 
 

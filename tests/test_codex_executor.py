@@ -24,14 +24,17 @@ from tests.test_claude_executor import Scripted
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from codex\n*** End Patch\n"
 
 
-def spec(prompt: str, cwd: Path, resume: str | None = None,
-         mode: ApprovalMode = ApprovalMode.ASK) -> TurnSpec:
-    return TurnSpec(task_id=1, turn_id=1, prompt=prompt, cwd=cwd, resume_session_id=resume,
-                    approval_mode=mode)
+def spec(
+    prompt: str, cwd: Path, resume: str | None = None, mode: ApprovalMode = ApprovalMode.ASK
+) -> TurnSpec:
+    return TurnSpec(
+        task_id=1, turn_id=1, prompt=prompt, cwd=cwd, resume_session_id=resume, approval_mode=mode
+    )
 
 
-async def collect(executor: CodexExecutor, turn: TurnSpec, approver: Scripted | None = None
-                  ) -> list:
+async def collect(
+    executor: CodexExecutor, turn: TurnSpec, approver: Scripted | None = None
+) -> list:
     async with asyncio.timeout(60):
         return [e async for e in executor.run(turn, approver or Scripted())]
 
@@ -54,13 +57,14 @@ async def test_text_turn(codex_bin, codex_env, openai, workdir):
 
 
 async def test_command_approval_allowed_and_denied(codex_bin, codex_env, openai, workdir):
-    openai.script("MARK-CCMD", [{"shell": "touch yes.txt"}, {"shell": "touch no.txt"},
-                                {"text": "done"}])
+    openai.script(
+        "MARK-CCMD", [{"shell": "touch yes.txt"}, {"shell": "touch no.txt"}, {"text": "done"}]
+    )
     approver = Scripted(ApprovalDecision(allow=True), ApprovalDecision(allow=False))
-    events = await collect(CodexExecutor(codex_bin, codex_env), spec("MARK-CCMD go", workdir),
-                           approver)
-    assert [r.tool_input["command"] for r in approver.requests] == ["touch yes.txt",
-                                                                    "touch no.txt"]
+    events = await collect(
+        CodexExecutor(codex_bin, codex_env), spec("MARK-CCMD go", workdir), approver
+    )
+    assert [r.tool_input["command"] for r in approver.requests] == ["touch yes.txt", "touch no.txt"]
     assert approver.requests[0].rule == "Bash(touch yes.txt)"
     assert (workdir / "yes.txt").exists() and not (workdir / "no.txt").exists()
     finished = [e for e in events if isinstance(e, ToolFinished)]
@@ -71,8 +75,9 @@ async def test_command_approval_allowed_and_denied(codex_bin, codex_env, openai,
 async def test_file_change_approval_shows_the_diff(codex_bin, codex_env, openai, workdir):
     openai.script("MARK-CPATCH", [{"patch": PATCH}, {"text": "patched"}])
     approver = Scripted(ApprovalDecision(allow=True))
-    events = await collect(CodexExecutor(codex_bin, codex_env), spec("MARK-CPATCH go", workdir),
-                           approver)
+    events = await collect(
+        CodexExecutor(codex_bin, codex_env), spec("MARK-CPATCH go", workdir), approver
+    )
     (request,) = approver.requests
     assert request.tool_name == "Edit" and "hello.txt" in request.tool_input["file_path"]
     assert "hello from codex" in request.tool_input["content"]
@@ -84,8 +89,7 @@ async def test_resumed_turn_carries_the_history(codex_bin, codex_env, openai, wo
     openai.script("MARK-CRES", [{"text": "first codex answer"}, {"echo": True}])
     executor = CodexExecutor(codex_bin, codex_env)
     first = await collect(executor, spec("MARK-CRES one", workdir))
-    second = await collect(executor, spec("the follow-up", workdir,
-                                          resume=first[-1].session_id))
+    second = await collect(executor, spec("the follow-up", workdir, resume=first[-1].session_id))
     assert second[-1].session_id == first[-1].session_id
     assert "first codex answer" in str(openai.requests_for("MARK-CRES")[-1]["input"])
     assert "the follow-up" in second[-1].result_text
@@ -106,8 +110,9 @@ async def test_cancel_leaves_no_process_behind(codex_bin, codex_env, openai, wor
     executor = CodexExecutor(codex_bin, codex_env, cancel_grace_s=3)
 
     async def consume() -> None:
-        async for _ in executor.run(spec("MARK-CCANCEL go", workdir, mode=ApprovalMode.AUTO),
-                                    Scripted()):
+        async for _ in executor.run(
+            spec("MARK-CCANCEL go", workdir, mode=ApprovalMode.AUTO), Scripted()
+        ):
             pass
 
     task = asyncio.create_task(consume())

@@ -18,12 +18,14 @@ from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, process_env, stop_process
 
 
-async def _start(tmp_path: Path, env: dict[str, str],
-                 failpoint: str | None = None) -> asyncio.subprocess.Process:
+async def _start(
+    tmp_path: Path, env: dict[str, str], failpoint: str | None = None
+) -> asyncio.subprocess.Process:
     log = open(tmp_path / "bot.log", "ab")  # noqa: SIM115 (the child owns it)
     env = {**env, "DETACH_FAILPOINT": failpoint} if failpoint else env
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log)
+        sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+    )
 
 
 async def _killed(proc: asyncio.subprocess.Process) -> None:
@@ -42,8 +44,15 @@ async def _progress_recorded(data_dir: Path) -> bool:
     store = await Store.open(f"sqlite+aiosqlite:///{data_dir / 'detach.sqlite'}")
     try:
         async with store.engine.connect() as conn:
-            return bool((await conn.execute(sa.select(outbox.c.id).where(
-                outbox.c.link_kind == "progress", outbox.c.status == "sent"))).first())
+            return bool(
+                (
+                    await conn.execute(
+                        sa.select(outbox.c.id).where(
+                            outbox.c.link_kind == "progress", outbox.c.status == "sent"
+                        )
+                    )
+                ).first()
+            )
     finally:
         await store.close()
 
@@ -51,14 +60,22 @@ async def _progress_recorded(data_dir: Path) -> bool:
 @pytest.fixture
 def env(tmp_path: Path, workdir: Path) -> dict[str, str]:
     fake_bin = fake_claude.script(tmp_path)
-    return {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
-            "_FAKE_BIN": fake_bin, "_WORKDIR": str(workdir)}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "_FAKE_BIN": fake_bin,
+        "_WORKDIR": str(workdir),
+    }
 
 
 def _bot_env(base: dict[str, str], fake: FakeTelegram, data_dir: Path) -> dict[str, str]:
     agent = {k: v for k, v in base.items() if not k.startswith("_")}
-    return {**process_env(agent, fake, data_dir, base["_FAKE_BIN"], Path(base["_WORKDIR"])),
-            "DETACH_INTAKE_INTERVAL_S": "0.2", "DETACH_CANCEL_GRACE_S": "1"}
+    return {
+        **process_env(agent, fake, data_dir, base["_FAKE_BIN"], Path(base["_WORKDIR"])),
+        "DETACH_INTAKE_INTERVAL_S": "0.2",
+        "DETACH_CANCEL_GRACE_S": "1",
+    }
 
 
 async def test_a_command_confirmed_to_telegram_before_its_task_was_stored(tmp_path, env):
@@ -93,11 +110,13 @@ async def test_a_turn_killed_while_recording_its_outcome_is_surfaced(tmp_path, e
             await _killed(bot)
             mark = len(fake.calls)
             bot = await _start(tmp_path, bot_env)
-            notice = await fake.wait_text(OWNER, "restarted while these tasks were running",
-                                          timeout_s=60, after=mark)
+            notice = await fake.wait_text(
+                OWNER, "restarted while these tasks were running", timeout_s=60, after=mark
+            )
             assert "#1 quick-job" in notice.params["text"]
             assert [(t.id, t.status) for t in await _tasks(data_dir)] == [
-                (1, TaskStatus.INTERRUPTED)]
+                (1, TaskStatus.INTERRUPTED)
+            ]
         finally:
             await stop_process(bot)
 
@@ -115,8 +134,11 @@ async def test_a_turn_killed_after_recording_its_outcome_still_reports(tmp_path,
             card = await fake.wait_text(OWNER, "fake answer to", timeout_s=60)
             assert "#1 quick-job" in card.params["text"]
             assert [(t.id, t.status) for t in await _tasks(data_dir)] == [(1, TaskStatus.DONE)]
-            assert not [c for c in fake.calls if c.method == "sendMessage"
-                        and "restarted while" in c.params["text"]]
+            assert not [
+                c
+                for c in fake.calls
+                if c.method == "sendMessage" and "restarted while" in c.params["text"]
+            ]
         finally:
             await stop_process(bot)
 
@@ -144,15 +166,22 @@ async def test_a_recovery_killed_before_its_notice_recovers_again(tmp_path, env)
             assert [t.status for t in await _tasks(data_dir)] == [TaskStatus.RUNNING]
             mark = len(fake.calls)
             bot = await _start(tmp_path, bot_env)
-            notice = await fake.wait_text(OWNER, "restarted while these tasks were running",
-                                          timeout_s=60, after=mark)
+            notice = await fake.wait_text(
+                OWNER, "restarted while these tasks were running", timeout_s=60, after=mark
+            )
             assert "#1 hang-while" in notice.params["text"]
-            notices = [c for c in fake.calls if c.method == "sendMessage"
-                       and "restarted while" in c.params["text"]]
+            notices = [
+                c
+                for c in fake.calls
+                if c.method == "sendMessage" and "restarted while" in c.params["text"]
+            ]
             assert len(notices) == 1
             # the progress message the crash left is removed, not left "running" for ever
-            await fake.wait_call("deleteMessage", lambda c: int(c.params["message_id"]) ==
-                                 progress.result["message_id"], timeout_s=30)
+            await fake.wait_call(
+                "deleteMessage",
+                lambda c: int(c.params["message_id"]) == progress.result["message_id"],
+                timeout_s=30,
+            )
         finally:
             await stop_process(bot)
 
@@ -179,8 +208,9 @@ async def test_a_daemon_left_by_a_killed_bot_is_stopped_at_the_next_start(tmp_pa
             assert matching("fake-daemon-"), "the daemon outlived the bot"
             mark = len(fake.calls)
             bot = await _start(tmp_path, bot_env)
-            await fake.wait_text(OWNER, "restarted while these tasks were running",
-                                 timeout_s=60, after=mark)
+            await fake.wait_text(
+                OWNER, "restarted while these tasks were running", timeout_s=60, after=mark
+            )
             async with asyncio.timeout(10):
                 while matching("fake-daemon-"):
                     await asyncio.sleep(0.1)

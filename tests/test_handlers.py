@@ -21,35 +21,59 @@ OWNER, OTHER, STRANGER = 111, 222, 999
 _ids = itertools.count(1)
 
 
-def message(text: str, user: int = OWNER, reply_to: int | None = None,
-            language: str = "en") -> dict[str, Any]:
+def message(
+    text: str, user: int = OWNER, reply_to: int | None = None, language: str = "en"
+) -> dict[str, Any]:
     msg: dict[str, Any] = {
-        "message_id": next(_ids), "date": int(time.time()), "text": text,
+        "message_id": next(_ids),
+        "date": int(time.time()),
+        "text": text,
         "chat": {"id": user, "type": "private"},
-        "from": {"id": user, "is_bot": False, "first_name": "U", "language_code": language}}
+        "from": {"id": user, "is_bot": False, "first_name": "U", "language_code": language},
+    }
     if text.startswith("/"):
         msg["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
     if reply_to is not None:
-        msg["reply_to_message"] = {"message_id": reply_to, "date": int(time.time()),
-                                   "chat": {"id": user, "type": "private"},
-                                   "from": {"id": 123456, "is_bot": True, "first_name": "D"},
-                                   "text": "earlier"}
+        msg["reply_to_message"] = {
+            "message_id": reply_to,
+            "date": int(time.time()),
+            "chat": {"id": user, "type": "private"},
+            "from": {"id": 123456, "is_bot": True, "first_name": "D"},
+            "text": "earlier",
+        }
     return {"update_id": next(_ids), "message": msg}
 
 
 def press(data: str, user: int = OWNER, message_id: int = 1) -> dict[str, Any]:
-    return {"update_id": next(_ids), "callback_query": {
-        "id": f"cb{next(_ids)}", "chat_instance": "ci", "data": data,
-        "from": {"id": user, "is_bot": False, "first_name": "U"},
-        "message": {"message_id": message_id, "date": int(time.time()),
-                    "chat": {"id": user, "type": "private"}, "text": "x"}}}
+    return {
+        "update_id": next(_ids),
+        "callback_query": {
+            "id": f"cb{next(_ids)}",
+            "chat_instance": "ci",
+            "data": data,
+            "from": {"id": user, "is_bot": False, "first_name": "U"},
+            "message": {
+                "message_id": message_id,
+                "date": int(time.time()),
+                "chat": {"id": user, "type": "private"},
+                "text": "x",
+            },
+        },
+    }
 
 
 @pytest.fixture
 async def app(tmp_path, claude_bin, agent_env, workdir):
-    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER, OTHER}),
-                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
-                        max_prompt_chars=1000, outbox_chat_interval_s=0)  # type: ignore[call-arg]
+    settings = Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER, OTHER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        max_prompt_chars=1000,
+        outbox_chat_interval_s=0,
+    )  # type: ignore[call-arg]
     session = RecordingSession()
     async with app_in_own_task(settings, session=session, environ=agent_env) as app:
         yield app
@@ -120,8 +144,9 @@ async def test_detach_acknowledges_with_label_state_and_cancel_button(app):
     assert task.kind is TaskKind.DETACH and task.engine == "claude"
 
 
-@pytest.mark.parametrize("text", ["/cancel 42", "/cancel", "/cancel abc", "/result 42",
-                                  "/archive 42", "/archive"])
+@pytest.mark.parametrize(
+    "text", ["/cancel 42", "/cancel", "/cancel abc", "/result 42", "/archive 42", "/archive"]
+)
 async def test_unknown_ids_get_a_clear_reply(app, text):
     session = await feed(app, message(text))
     reply = session.texts()[-1]
@@ -129,9 +154,17 @@ async def test_unknown_ids_get_a_clear_reply(app, text):
 
 
 async def _foreign_task(app) -> int:
-    task, _ = await app.store.tasks.create(NewTask(
-        owner_id=OTHER, chat_id=OTHER, engine="claude", kind=TaskKind.DETACH,
-        prompt="theirs", cwd=app.settings.default_workdir), "theirs")
+    task, _ = await app.store.tasks.create(
+        NewTask(
+            owner_id=OTHER,
+            chat_id=OTHER,
+            engine="claude",
+            kind=TaskKind.DETACH,
+            prompt="theirs",
+            cwd=app.settings.default_workdir,
+        ),
+        "theirs",
+    )
     await app.store.tasks.set_status(task.id, TaskStatus.INTERRUPTED)
     return task.id
 
@@ -178,9 +211,17 @@ async def test_strangers_cause_no_action_and_get_one_refusal(app):
 
 
 async def test_mark_failed_button_on_an_interrupted_task(app):
-    task, _ = await app.store.tasks.create(NewTask(  # queued, never submitted: no intake here
-        owner_id=OWNER, chat_id=OWNER, engine="claude", kind=TaskKind.DETACH,
-        prompt="x", cwd=app.settings.default_workdir), "x")
+    task, _ = await app.store.tasks.create(
+        NewTask(  # queued, never submitted: no intake here
+            owner_id=OWNER,
+            chat_id=OWNER,
+            engine="claude",
+            kind=TaskKind.DETACH,
+            prompt="x",
+            cwd=app.settings.default_workdir,
+        ),
+        "x",
+    )
     session = await feed(app, press(f"t:fail:{task.id}"))
     answer = session.sent("AnswerCallbackQuery")[-1]
     assert "not interrupted" in answer.text  # only interrupted tasks can be marked failed
@@ -194,12 +235,14 @@ async def test_mark_failed_button_on_an_interrupted_task(app):
     assert "not interrupted" in session.sent("AnswerCallbackQuery")[-1].text
 
 
-@pytest.mark.parametrize(("code", "description", "retry_after"), [
-    (429, "Too Many Requests: retry after 1", 1),
-    (502, "Bad Gateway", None),
-])
-async def test_replies_survive_flood_control_and_server_errors(app, code, description,
-                                                               retry_after):
+@pytest.mark.parametrize(
+    ("code", "description", "retry_after"),
+    [
+        (429, "Too Many Requests: retry after 1", 1),
+        (502, "Bad Gateway", None),
+    ],
+)
+async def test_replies_survive_flood_control_and_server_errors(app, code, description, retry_after):
     app.bot.session.fail_next("SendMessage", code, description, retry_after)
     session = await feed(app, message("/help"))
     sends = session.sent()
@@ -208,6 +251,7 @@ async def test_replies_survive_flood_control_and_server_errors(app, code, descri
 
 async def test_mode_option_sets_the_approval_mode(app):
     from bot.models import ApprovalMode
+
     await feed(app, message("/claude mode=readonly explain the build"))
     task = await app.store.tasks.get(1)
     assert task.approval_mode is ApprovalMode.READONLY and task.title == "explain the build"
@@ -262,9 +306,18 @@ async def test_a_stored_task_outside_the_allowed_directories_never_runs(app):
     import asyncio
     from pathlib import Path
 
-    task, _ = await app.store.tasks.create(NewTask(  # e.g. written by an older version
-        owner_id=OWNER, chat_id=OWNER, engine="claude", kind=TaskKind.DETACH,
-        prompt="read it", cwd=Path("/etc"), announced=False), "read-it")
+    task, _ = await app.store.tasks.create(
+        NewTask(  # e.g. written by an older version
+            owner_id=OWNER,
+            chat_id=OWNER,
+            engine="claude",
+            kind=TaskKind.DETACH,
+            prompt="read it",
+            cwd=Path("/etc"),
+            announced=False,
+        ),
+        "read-it",
+    )
     await app.intake.poll_once()
     async with asyncio.timeout(20):
         while (turn := await app.store.tasks.last_turn(task.id)).status.active:

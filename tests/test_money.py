@@ -16,9 +16,15 @@ from tests.test_handlers import OWNER, feed, message, press
 
 
 def app_for(tmp_path, claude_bin, agent_env, workdir, **extra):
-    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
-                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
-                        **extra)  # type: ignore[call-arg]
+    settings = Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        **extra,
+    )  # type: ignore[call-arg]
     return app_in_own_task(settings, session=RecordingSession(), environ=agent_env)
 
 
@@ -33,7 +39,10 @@ async def test_model_menu_fuzzy_choice_and_candidates(app):
     menu = session.sent()[-1]
     assert "No model chosen" in menu.text
     assert {b[0].callback_data for b in menu.reply_markup.inline_keyboard} >= {
-        "md:opus", "md:sonnet", "md:gpt-5.5"}
+        "md:opus",
+        "md:sonnet",
+        "md:gpt-5.5",
+    }
     session = await feed(app, message("/model sonet"))
     assert "Model for this chat: <b>sonnet</b>" in session.new_texts()
     assert await app.store.chats.preset(OWNER) == "sonnet"
@@ -51,8 +60,7 @@ async def test_model_menu_fuzzy_choice_and_candidates(app):
 async def test_model_option_is_resolved_at_capture(app):
     await feed(app, message("/detach model=opsu max_usd=2.5 tidy up"))
     task = await app.store.tasks.get(1)
-    assert (task.preset, task.model, task.engine, task.max_usd) == ("opus", "opus",
-                                                                    "claude", 2.5)
+    assert (task.preset, task.model, task.engine, task.max_usd) == ("opus", "opus", "claude", 2.5)
     session = await feed(app, message("/claude model=gpt-5.5 hi"))
     assert "runs on codex, not claude" in session.new_texts()
     session = await feed(app, message("/detach model=gpt hi"))
@@ -101,20 +109,28 @@ async def test_ledger_totals_across_days(tmp_path):
         await store.spend.record(2, 3, 4, 7.0, 1, 1)
         assert await store.spend.day_total(1, "2026-11-29") == 0.5
         assert await store.spend.day_total(1, "2026-11-30") == 0.5
-        assert await store.spend.by_day(1, "2026-11-01") == {"2026-11-29": 0.5,
-                                                             "2026-11-30": 0.5}
+        assert await store.spend.by_day(1, "2026-11-01") == {"2026-11-29": 0.5, "2026-11-30": 0.5}
         assert store.spend.today() == "2026-11-30"
     finally:
         await store.close()
 
 
 async def test_spend_command(app):
-    task, _ = await app.store.tasks.create(NewTask(
-        owner_id=OWNER, chat_id=OWNER, engine="claude", kind=TaskKind.DETACH,
-        prompt="costly thing", cwd=app.settings.default_workdir), "costly-thing")
+    task, _ = await app.store.tasks.create(
+        NewTask(
+            owner_id=OWNER,
+            chat_id=OWNER,
+            engine="claude",
+            kind=TaskKind.DETACH,
+            prompt="costly thing",
+            cwd=app.settings.default_workdir,
+        ),
+        "costly-thing",
+    )
     await app.store.spend.record(OWNER, task.id, 1, 0.75, 10, 10)
-    await app.store.tasks.finish_turn(await app.store.tasks.last_turn(task.id),
-                                      TurnOutcome(TaskStatus.DONE, cost_usd=0.75))
+    await app.store.tasks.finish_turn(
+        await app.store.tasks.last_turn(task.id), TurnOutcome(TaskStatus.DONE, cost_usd=0.75)
+    )
     session = await feed(app, message("/spend"))
     text = session.texts()[-1]
     assert "today $0.7500" in text and "#1 costly-thing: $0.7500" in text

@@ -17,11 +17,13 @@ async def _until(predicate, timeout_s: float) -> None:  # type: ignore[no-untype
             await asyncio.sleep(0.05)
 
 
-async def test_a_burst_of_100_messages_arrives_complete_and_in_order(tmp_path, claude_bin,
-                                                                     agent_env, workdir):
+async def test_a_burst_of_100_messages_arrives_complete_and_in_order(
+    tmp_path, claude_bin, agent_env, workdir
+):
     async with FakeTelegram(flood_burst=5, flood_per_s=10) as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
-                                 outbox_chat_interval_s=0.1)
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, outbox_chat_interval_s=0.1
+        )
         async with running_bot(settings, agent_env) as app:
             for n in range(100):
                 await app.outbox.send(OWNER, f"completion {n}")
@@ -52,57 +54,73 @@ async def test_flood_control_is_honoured_per_chat(tmp_path, claude_bin, agent_en
             assert first.at - refused.at >= 1.9
 
 
-async def test_edits_are_coalesced_and_a_blocked_user_is_recorded(tmp_path, claude_bin,
-                                                                  agent_env, workdir):
+async def test_edits_are_coalesced_and_a_blocked_user_is_recorded(
+    tmp_path, claude_bin, agent_env, workdir
+):
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
-                                 outbox_chat_interval_s=1.0)
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, outbox_chat_interval_s=1.0
+        )
         async with running_bot(settings, agent_env) as app:
             row = await app.outbox.send(OWNER, "progress 0")
             message_id = await app.outbox.delivered(row)
             for n in range(1, 6):  # the chat's pace holds these back; only the last matters
                 await app.outbox.edit(OWNER, message_id, f"progress {n}")
-            await fake.wait_call("editMessageText", lambda c: c.params["text"] == "progress 5",
-                                 timeout_s=10)
+            await fake.wait_call(
+                "editMessageText", lambda c: c.params["text"] == "progress 5", timeout_s=10
+            )
             edits = [c for c in fake.calls if c.method == "editMessageText"]
             assert [c.params["text"] for c in edits] == ["progress 5"]
-            fake.block("sendMessage", 403, "Forbidden: bot was blocked by the user",
-                       where=lambda p: int(p["chat_id"]) == 777)
+            fake.block(
+                "sendMessage",
+                403,
+                "Forbidden: bot was blocked by the user",
+                where=lambda p: int(p["chat_id"]) == 777,
+            )
             blocked = await app.outbox.send(777, "hello?")
             assert await app.outbox.delivered(blocked, timeout_s=10) is None
             await asyncio.sleep(1.5)
-            tries = [c for c in fake.calls if c.method == "sendMessage"
-                     and int(c.params["chat_id"]) == 777]
+            tries = [
+                c
+                for c in fake.calls
+                if c.method == "sendMessage" and int(c.params["chat_id"]) == 777
+            ]
             assert len(tries) == 1 and await app.store.outbox.count("failed") == 1
 
 
-async def test_undelivered_rows_survive_kill_9(tmp_path, claude_bin, agent_env, anthropic,
-                                               workdir):
+async def test_undelivered_rows_survive_kill_9(tmp_path, claude_bin, agent_env, anthropic, workdir):
     anthropic.script("MARK-OUTBOX", [{"text": "the DELIVERED-LATER text"}])
     async with FakeTelegram() as fake:
-        fake.block("sendMessage", 502, "Bad Gateway",
-                   where=lambda p: "DELIVERED-LATER" in p.get("text", ""))
+        fake.block(
+            "sendMessage",
+            502,
+            "Bad Gateway",
+            where=lambda p: "DELIVERED-LATER" in p.get("text", ""),
+        )
         env = process_env(agent_env, fake, tmp_path / "data", claude_bin, workdir)
         bot = await _start_bot(tmp_path, env)
         try:
             await fake.user_message("/detach MARK-OUTBOX answer", OWNER)
             async with asyncio.timeout(60):
-                while not any(not c.ok and "DELIVERED-LATER" in c.params.get("text", "")
-                              for c in fake.calls):
+                while not any(
+                    not c.ok and "DELIVERED-LATER" in c.params.get("text", "") for c in fake.calls
+                ):
                     await asyncio.sleep(0.1)
             os.kill(bot.pid, signal.SIGKILL)
             await asyncio.wait_for(bot.wait(), 10)
             fake.unblock()
             bot = await _start_bot(tmp_path, env)
-            delivered = await fake.wait_call("sendMessage", lambda c: "DELIVERED-LATER" in
-                                             c.params["text"], timeout_s=60)
+            delivered = await fake.wait_call(
+                "sendMessage", lambda c: "DELIVERED-LATER" in c.params["text"], timeout_s=60
+            )
             assert "done" in delivered.params["text"]
         finally:
             await stop_process(bot)
 
 
 async def test_a_burst_of_100_real_tasks_into_one_chat_delivers_everything_in_order(
-        tmp_path, claude_bin, agent_env, anthropic, workdir):
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
     """100 /detach tasks (the real claude CLI) finishing close together in one chat. Telegram's
     ~1 message/s per chat is scaled 10x: the fake allows a burst of 3 and 10/s, the outbox
     paces at 0.1 s. Every acknowledgement and completion card arrives once, each task's in
@@ -111,22 +129,39 @@ async def test_a_burst_of_100_real_tasks_into_one_chat_delivers_everything_in_or
     for n in range(count):
         anthropic.script(f"BURST-{n:03d}", [{"text": f"answer {n:03d}\n\n```py\nprint({n})\n```"}])
     async with FakeTelegram(flood_burst=3, flood_per_s=10) as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir,
-                                 outbox_chat_interval_s=0.1, max_concurrent_turns=6)
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            outbox_chat_interval_s=0.1,
+            max_concurrent_turns=6,
+        )
         async with running_bot(settings, agent_env) as app:
             for n in range(count):
                 await fake.user_message(f"/detach BURST-{n:03d} job", OWNER)
 
             async def all_done() -> bool:  # a task is done a moment before its card is queued
                 tasks = await app.store.tasks.list_for(None, limit=count + 10)
-                cards = sum(1 for c in fake.calls if c.method == "sendMessage" and c.ok
-                            and "answer " in c.params["text"])
-                return (len(tasks) == count and all(t.status.value == "done" for t in tasks)
-                        and cards >= count and await _done(app))
+                cards = sum(
+                    1
+                    for c in fake.calls
+                    if c.method == "sendMessage" and c.ok and "answer " in c.params["text"]
+                )
+                return (
+                    len(tasks) == count
+                    and all(t.status.value == "done" for t in tasks)
+                    and cards >= count
+                    and await _done(app)
+                )
+
             await _until(all_done, 300)
             assert await _failed(app) == 0
-    sent = [c.params["text"] for c in fake.calls
-            if c.method == "sendMessage" and c.ok and int(c.params["chat_id"]) == OWNER]
+    sent = [
+        c.params["text"]
+        for c in fake.calls
+        if c.method == "sendMessage" and c.ok and int(c.params["chat_id"]) == OWNER
+    ]
     for n in range(count):
         acks = [i for i, t in enumerate(sent) if f"<i>BURST-{n:03d} job</i>" in t]
         cards = [i for i, t in enumerate(sent) if f"answer {n:03d}" in t]
@@ -135,18 +170,21 @@ async def test_a_burst_of_100_real_tasks_into_one_chat_delivers_everything_in_or
         assert f"print({n})" in sent[cards[0]]
 
 
-async def test_documents_are_rows_delivered_after_a_restart(tmp_path, claude_bin, agent_env,
-                                                            workdir):
+async def test_documents_are_rows_delivered_after_a_restart(
+    tmp_path, claude_bin, agent_env, workdir
+):
     data = tmp_path / "data"
     async with FakeTelegram() as fake:
         fake.block("sendDocument", 502, "Bad Gateway")
         settings = make_settings(data, fake, claude_bin, workdir)
         async with running_bot(settings, agent_env) as app:
-            await app.outbox.send_document(OWNER, b"# the whole answer\n", "7-answer.md",
-                                           "<b>#7</b> the <i>unclosed answer")
+            await app.outbox.send_document(
+                OWNER, b"# the whole answer\n", "7-answer.md", "<b>#7</b> the <i>unclosed answer"
+            )
 
             async def refused() -> bool:
                 return any(c.method == "sendDocument" and not c.ok for c in fake.calls)
+
             await _until(refused, 10)
         assert await app.store.outbox.count("pending") == 1  # the bytes wait with their row
         fake.unblock()
@@ -157,8 +195,9 @@ async def test_documents_are_rows_delivered_after_a_restart(tmp_path, claude_bin
     assert sent.params.get("parse_mode") is None and "<b>" not in sent.params["caption"]
 
 
-async def test_a_message_waiting_to_retry_is_not_overtaken_in_its_chat(tmp_path, claude_bin,
-                                                                        agent_env, workdir):
+async def test_a_message_waiting_to_retry_is_not_overtaken_in_its_chat(
+    tmp_path, claude_bin, agent_env, workdir
+):
     async with FakeTelegram() as fake:
         fake.fail_next("sendMessage", 502, "Bad Gateway", where=lambda p: p["text"] == "ack")
         fake.fail_next("sendMessage", 500, "Internal", where=lambda p: p["text"] == "ack")
@@ -170,7 +209,10 @@ async def test_a_message_waiting_to_retry_is_not_overtaken_in_its_chat(tmp_path,
             await app.outbox.send(OWNER + 1, "other chat")
             await fake.wait_text(OWNER + 1, "other chat", timeout_s=5)  # not held up
             await _until(lambda: _done(app), 30)
-    texts = [c.params["text"] for c in fake.calls if c.method == "sendMessage" and c.ok
-             and int(c.params["chat_id"]) == OWNER]
+    texts = [
+        c.params["text"]
+        for c in fake.calls
+        if c.method == "sendMessage" and c.ok and int(c.params["chat_id"]) == OWNER
+    ]
     assert texts == ["ack", "running", "done"]
     assert len([c for c in fake.calls if not c.ok]) == 2

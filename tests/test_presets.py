@@ -13,7 +13,7 @@ from executors import registry
 @pytest.fixture
 def catalog(tmp_path) -> PresetCatalog:
     path = tmp_path / "detach.toml"
-    path.write_text('''
+    path.write_text("""
 [presets.fast]
 engine = "claude"
 model = "haiku"
@@ -25,15 +25,24 @@ price_output = 5.0
 engine = "claude"
 model = "claude-sonnet-4-5"
 price_input = 3.5
-''')
+""")
     return PresetCatalog.load(path, registry.builtin_presets())
 
 
-@pytest.mark.parametrize(("typed", "winner"), [
-    ("sonnet", "sonnet"), ("SONNET", "sonnet"), ("Opus", "opus"),  # exact, any case
-    ("sonet", "sonnet"), ("hiaku", "haiku"), ("opsu", "opus"),      # typos
-    ("son", "sonnet"), ("fa", "fast"), ("gpt-6", "gpt-6.2-sol"),    # unique prefixes
-])
+@pytest.mark.parametrize(
+    ("typed", "winner"),
+    [
+        ("sonnet", "sonnet"),
+        ("SONNET", "sonnet"),
+        ("Opus", "opus"),  # exact, any case
+        ("sonet", "sonnet"),
+        ("hiaku", "haiku"),
+        ("opsu", "opus"),  # typos
+        ("son", "sonnet"),
+        ("fa", "fast"),
+        ("gpt-6", "gpt-6.2-sol"),  # unique prefixes
+    ],
+)
 def test_clear_winners(catalog, typed, winner):
     assert catalog.resolve(typed).winner.name == winner
 

@@ -27,7 +27,8 @@ def _sleepers() -> list[psutil.Process]:
 async def _start_bot(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
     log = open(tmp_path / "bot.log", "ab")  # noqa: SIM115 (the child owns it)
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log)
+        sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+    )
 
 
 async def _until(predicate, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
@@ -36,11 +37,16 @@ async def _until(predicate, timeout_s: float) -> None:  # type: ignore[no-untype
             await asyncio.sleep(0.1)
 
 
-async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env, anthropic,
-                                                workdir):
-    anthropic.script("MARK-KILL", [
-        {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
-        {"text": "Resumed and finished."}])
+async def test_kill_9_during_a_turn_then_resume(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-KILL",
+        [
+            {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+            {"text": "Resumed and finished."},
+        ],
+    )
     data_dir = tmp_path / "data"
     async with FakeTelegram() as fake:
         env = process_env(agent_env, fake, data_dir, claude_bin, workdir)
@@ -57,11 +63,15 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
 
             mark = len(fake.calls)
             bot = await _start_bot(tmp_path, env)
-            notice = await fake.wait_text(OWNER, "restarted while these tasks were running",
-                                          timeout_s=30, after=mark)
+            notice = await fake.wait_text(
+                OWNER, "restarted while these tasks were running", timeout_s=30, after=mark
+            )
             assert "#1 mark-kill-wait" in notice.params["text"]
-            buttons = [b["callback_data"] for row in notice.params["reply_markup"][
-                "inline_keyboard"] for b in row]
+            buttons = [
+                b["callback_data"]
+                for row in notice.params["reply_markup"]["inline_keyboard"]
+                for b in row
+            ]
             resume = TaskAction(action="resume", task_id=1).pack()
             assert resume in buttons and TaskAction(action="fail", task_id=1).pack() in buttons
 
@@ -76,8 +86,9 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
             await fake.wait_call("setMyCommands", after=mark)
             query = await fake.press(OWNER, notice.result["message_id"], resume, OWNER)
             await fake.wait_text(OWNER, "resuming the session", after=mark)
-            answer = await fake.wait_call("answerCallbackQuery",
-                                          lambda c: c.params["callback_query_id"] == query)
+            answer = await fake.wait_call(
+                "answerCallbackQuery", lambda c: c.params["callback_query_id"] == query
+            )
             assert answer.params["text"] == "Done."
             done = await fake.wait_text(OWNER, "done", timeout_s=60, after=mark)
             assert "Resumed and finished." in done.params["text"]
@@ -94,14 +105,18 @@ async def test_kill_9_during_a_turn_then_resume(tmp_path, claude_bin, agent_env,
     assert "MARK-KILL" not in log  # nor prompts, at INFO
 
 
-async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(tmp_path, claude_bin,
-                                                                       agent_env, anthropic,
-                                                                       workdir):
+async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
     """What `systemctl stop` does: the bot stops its agents (no orphans) and exits promptly; the
     turn it stopped is offered for resume at the next start."""
-    anthropic.script("MARK-TERM", [
-        {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
-        {"text": "after"}])
+    anthropic.script(
+        "MARK-TERM",
+        [
+            {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+            {"text": "after"},
+        ],
+    )
     async with FakeTelegram() as fake:
         env = process_env(agent_env, fake, tmp_path / "data", claude_bin, workdir)
         bot = await _start_bot(tmp_path, env)
@@ -113,8 +128,9 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(tmp_path,
             assert _sleepers() == []
             mark = len(fake.calls)
             bot = await _start_bot(tmp_path, env)
-            notice = await fake.wait_text(OWNER, "restarted while these tasks were running",
-                                          timeout_s=30, after=mark)
+            notice = await fake.wait_text(
+                OWNER, "restarted while these tasks were running", timeout_s=30, after=mark
+            )
             assert "#1 mark-term-wait" in notice.params["text"]
         finally:
             await stop_process(bot)
@@ -122,12 +138,21 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(tmp_path,
                 proc.kill()
 
 
-async def test_pending_approval_at_kill_9_is_expired_after_restart(tmp_path, claude_bin,
-                                                                   agent_env, anthropic, workdir):
-    anthropic.script("MARK-PENDING", [
-        {"tool_use": {"name": "Bash", "input": {"command": "touch pending.txt",
-                                                 "description": "create"}}},
-        {"text": "never"}])
+async def test_pending_approval_at_kill_9_is_expired_after_restart(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-PENDING",
+        [
+            {
+                "tool_use": {
+                    "name": "Bash",
+                    "input": {"command": "touch pending.txt", "description": "create"},
+                }
+            },
+            {"text": "never"},
+        ],
+    )
     async with FakeTelegram() as fake:
         env = process_env(agent_env, fake, tmp_path / "data", claude_bin, workdir)
         bot = await _start_bot(tmp_path, env)
@@ -147,13 +172,18 @@ async def test_pending_approval_at_kill_9_is_expired_after_restart(tmp_path, cla
             await asyncio.wait_for(bot.wait(), 10)
             mark = len(fake.calls)
             bot = await _start_bot(tmp_path, env)
-            edit = await fake.wait_call("editMessageText", lambda c: int(c.params[
-                "message_id"]) == ask.result["message_id"], timeout_s=30, after=mark)
+            edit = await fake.wait_call(
+                "editMessageText",
+                lambda c: int(c.params["message_id"]) == ask.result["message_id"],
+                timeout_s=30,
+                after=mark,
+            )
             assert "bot restarted" in edit.params["text"] and "reply_markup" not in edit.params
             await fake.wait_text(OWNER, "restarted while these tasks were running", after=mark)
             query = await fake.press(OWNER, ask.result["message_id"], allow, OWNER)
-            answer = await fake.wait_call("answerCallbackQuery",
-                                          lambda c: c.params["callback_query_id"] == query)
+            answer = await fake.wait_call(
+                "answerCallbackQuery", lambda c: c.params["callback_query_id"] == query
+            )
             assert answer.params["text"] == "This request has expired."
         finally:
             await stop_process(bot)

@@ -37,8 +37,14 @@ async def store(request, tmp_path):
 
 
 def new(prompt: str = "fix the login", owner: int = 1) -> NewTask:
-    return NewTask(owner_id=owner, chat_id=owner, engine="claude", kind=TaskKind.DETACH,
-                   prompt=prompt, cwd=Path("/tmp"))
+    return NewTask(
+        owner_id=owner,
+        chat_id=owner,
+        engine="claude",
+        kind=TaskKind.DETACH,
+        prompt=prompt,
+        cwd=Path("/tmp"),
+    )
 
 
 async def test_migrations_are_idempotent_and_recorded(tmp_path):
@@ -68,8 +74,9 @@ async def test_follow_ups_queue_behind_the_running_turn_in_order(store):
     third = await store.tasks.add_turn(task.id, "three")
     assert await store.tasks.next_queued_turn(task.id) is None  # one turn per task at a time
     assert await store.tasks.claim_turn(second.id) is None
-    after, _ = await store.tasks.finish_turn(first, TurnOutcome(TaskStatus.DONE, "ok",
-                                                                cost_usd=0.5))
+    after, _ = await store.tasks.finish_turn(
+        first, TurnOutcome(TaskStatus.DONE, "ok", cost_usd=0.5)
+    )
     assert after.status is TaskStatus.QUEUED and after.total_cost_usd == 0.5
     assert (await store.tasks.next_queued_turn(task.id)).id == second.id
     assert await store.tasks.claim_turn(third.id) is None  # not before the older one
@@ -113,8 +120,9 @@ async def test_a_worker_recovers_only_its_own_turns_and_stops_travel_by_row(stor
 
 async def test_transcript_is_read_back_as_a_tail(store):
     task, turn = await store.tasks.create(new(), "t")
-    await store.transcript.append(task.id, turn.id, [("TextEmitted", {"text": str(i)})
-                                                     for i in range(100)])
+    await store.transcript.append(
+        task.id, turn.id, [("TextEmitted", {"text": str(i)}) for i in range(100)]
+    )
     tail = await store.transcript.tail(task.id, 3)
     assert [line.body["text"] for line in tail] == ["97", "98", "99"]
 
@@ -161,18 +169,22 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path):
             "slug VARCHAR(64) NOT NULL, title TEXT NOT NULL, cwd TEXT NOT NULL, model VARCHAR(128),"
             " status VARCHAR(16) NOT NULL, session_id VARCHAR(128), locale VARCHAR(8) NOT NULL "
             "DEFAULT 'en', announced BOOLEAN NOT NULL DEFAULT 1, total_cost_usd FLOAT NOT NULL "
-            "DEFAULT 0, created_at DATETIME NOT NULL, updated_at DATETIME NOT NULL)")
+            "DEFAULT 0, created_at DATETIME NOT NULL, updated_at DATETIME NOT NULL)"
+        )
         await conn.exec_driver_sql(
             "CREATE TABLE pending_questions (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, "
             "turn_id INTEGER, kind VARCHAR(24) NOT NULL, payload TEXT NOT NULL DEFAULT '{}', "
             "status VARCHAR(16) NOT NULL, chat_id BIGINT, message_id BIGINT, deadline DATETIME, "
-            "created_at DATETIME NOT NULL, answered_at DATETIME)")
+            "created_at DATETIME NOT NULL, answered_at DATETIME)"
+        )
         await conn.exec_driver_sql(
             "INSERT INTO tasks VALUES (1, 1, 1, 'claude', 'detach', 'old', 'old task', '/tmp', "
-            "NULL, 'done', NULL, 'en', 1, 0, '2026-01-01', '2026-01-01')")
+            "NULL, 'done', NULL, 'en', 1, 0, '2026-01-01', '2026-01-01')"
+        )
         assert await conn.run_sync(migrate) == len(MIGRATIONS)
-        columns = await conn.run_sync(lambda c: [x["name"] for x in sa.inspect(c).get_columns(
-            "tasks")])
+        columns = await conn.run_sync(
+            lambda c: [x["name"] for x in sa.inspect(c).get_columns("tasks")]
+        )
     await engine.dispose()
     store = await Store.open(url)
     task = await store.tasks.get(1)
@@ -186,5 +198,6 @@ def test_turn_errors_are_keys_with_params_and_old_text_is_kept():
     error = TurnError("turn_error.not_installed", {"engine": "codex", "binary": "–"})
     assert TurnError.decode(error.encode()) == error
     assert TurnError.decode("the bot stopped while this turn ran") == TurnError(
-        "turn_error.text", {"text": "the bot stopped while this turn ran"})
+        "turn_error.text", {"text": "the bot stopped while this turn ran"}
+    )
     assert TurnError.decode(None) is None

@@ -10,8 +10,10 @@ import pytest
 
 from tests.conftest import ROOT
 
-UNITS = {"detach.service": "/.venv/bin/detach run",
-         "detach-worker@.service": "/.venv/bin/detach worker %i"}
+UNITS = {
+    "detach.service": "/.venv/bin/detach run",
+    "detach-worker@.service": "/.venv/bin/detach worker %i",
+}
 
 
 @pytest.mark.parametrize(("name", "command"), UNITS.items())
@@ -23,7 +25,7 @@ def test_unit_runs_the_console_script_and_stops_agents_cleanly(name, command):
     assert service["Type"] == "exec" and service["Restart"] == "on-failure"
     assert service["KillMode"] == "mixed" and int(service["TimeoutStopSec"]) >= 30
     assert service["EnvironmentFile"].endswith("/.env")
-    assert "detach = \"bot.cli:main\"" in (ROOT / "pyproject.toml").read_text()
+    assert 'detach = "bot.cli:main"' in (ROOT / "pyproject.toml").read_text()
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
@@ -37,8 +39,9 @@ def test_systemd_analyze_verify(tmp_path, name):
     (home / "detach" / ".env").write_text("")
     unit = tmp_path / name.replace("@", "@1") if "@" in name else tmp_path / name
     unit.write_text((ROOT / "systemd" / name).read_text().replace("%h", str(home)))
-    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
     problems = [line for line in result.stderr.splitlines() if unit.name in line]
     assert result.returncode == 0 and problems == [], result.stderr
 
@@ -49,6 +52,12 @@ def test_a_worker_without_the_shared_database_says_what_to_set(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("DETACH_")}
     env["DETACH_DATA_DIR"] = str(tmp_path / "data")
-    result = subprocess.run([sys.executable, "-m", "bot", "worker", "1"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "worker", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "DETACH_DATABASE_URL=postgresql" in result.stderr

@@ -40,30 +40,40 @@ Keep it short.
 
 
 def test_render_and_parse_round_trip():
-    original = TaskFile(goal="Fix the login page.\n\n## Details\nThe button.",
-                        constraints="- no new deps", result="Done: see `login.py`.\n\n---\nok",
-                        created=datetime(2026, 11, 29, 9, tzinfo=UTC), chat_id=-100123,
-                        slug="fix-login", model="opus",
-                        completed=datetime(2026, 11, 29, 9, 5, tzinfo=UTC),
-                        duration_seconds=300, status="done")
+    original = TaskFile(
+        goal="Fix the login page.\n\n## Details\nThe button.",
+        constraints="- no new deps",
+        result="Done: see `login.py`.\n\n---\nok",
+        created=datetime(2026, 11, 29, 9, tzinfo=UTC),
+        chat_id=-100123,
+        slug="fix-login",
+        model="opus",
+        completed=datetime(2026, 11, 29, 9, 5, tzinfo=UTC),
+        duration_seconds=300,
+        status="done",
+    )
     text = render(original)
     assert text.startswith("---\ncreated: 2026-11-29T09:00:00+00:00\nchannel: telegram\n")
-    assert text.endswith("---\ncompleted: 2026-11-29T09:05:00+00:00\nduration_seconds: 300\n"
-                         "status: done\n")
+    assert text.endswith(
+        "---\ncompleted: 2026-11-29T09:05:00+00:00\nduration_seconds: 300\nstatus: done\n"
+    )
     assert parse(text) == original
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("# Goal\nno frontmatter\n", "must start with a '---'"),
-    ("---\nchat_id: 1\n# Goal\nx\n", "not closed"),
-    ("---\nchat_id: 1\n---\n# Constraints\nonly this\n", "'# Goal' section is missing"),
-    ("---\nchat_id: one\n---\n# Goal\nx\n", "chat_id: not a whole number"),
-    ("---\ncolour: red\n---\n# Goal\nx\n", "unknown key 'colour'"),
-    ("---\nchannel: slack\n---\n# Goal\nx\n", "only 'telegram'"),
-    ("---\ncreated: yesterday\n---\n# Goal\nx\n", "created: not an ISO date"),
-    ("---\n---\npreamble\n# Goal\nx\n", "text before the '# Goal'"),
-    ("---\n---\n# Goal\nx\n# Goal\ny\n", "appears twice"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("# Goal\nno frontmatter\n", "must start with a '---'"),
+        ("---\nchat_id: 1\n# Goal\nx\n", "not closed"),
+        ("---\nchat_id: 1\n---\n# Constraints\nonly this\n", "'# Goal' section is missing"),
+        ("---\nchat_id: one\n---\n# Goal\nx\n", "chat_id: not a whole number"),
+        ("---\ncolour: red\n---\n# Goal\nx\n", "unknown key 'colour'"),
+        ("---\nchannel: slack\n---\n# Goal\nx\n", "only 'telegram'"),
+        ("---\ncreated: yesterday\n---\n# Goal\nx\n", "created: not an ISO date"),
+        ("---\n---\npreamble\n# Goal\nx\n", "text before the '# Goal'"),
+        ("---\n---\n# Goal\nx\n# Goal\ny\n", "appears twice"),
+    ],
+)
 def test_malformed_files_say_why(text, reason):
     with pytest.raises(TaskFileError) as refused:
         parse(text)
@@ -72,9 +82,15 @@ def test_malformed_files_say_why(text, reason):
 
 @pytest.fixture
 async def app(tmp_path, claude_bin, agent_env, workdir):
-    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
-                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
-                        outbox_chat_interval_s=0)  # type: ignore[call-arg]
+    settings = Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        outbox_chat_interval_s=0,
+    )  # type: ignore[call-arg]
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         yield app
 
@@ -102,8 +118,12 @@ async def test_inbox_file_becomes_a_task_and_comes_back_finished(app, anthropic,
     assert done.goal == "MARK-INBOX Tidy the README.\nKeep it short."
     assert done.constraints == "- Do not touch the code.\n- English only."
     assert done.result == "README tidied: 3 sections."
-    assert (done.status, done.chat_id, done.slug, done.model) == ("done", OWNER,
-                                                                   "tidy-the-readme", "sonnet")
+    assert (done.status, done.chat_id, done.slug, done.model) == (
+        "done",
+        OWNER,
+        "tidy-the-readme",
+        "sonnet",
+    )
     assert done.completed is not None and done.duration_seconds is not None
     await app.intake.poll_once()  # written once
     assert len(list((inbox / "done").iterdir())) == 1
@@ -127,8 +147,13 @@ async def test_a_malformed_or_foreign_file_is_rejected_and_the_owner_told(app, t
     assert await app.store.tasks.get(1) is None
     rejected = inbox / "rejected"
     assert sorted(p.name for p in rejected.iterdir()) == [
-        "badmodel.md", "badmodel.md.reason.txt", "broken.md", "broken.md.reason.txt",
-        "stranger.md", "stranger.md.reason.txt"]
+        "badmodel.md",
+        "badmodel.md.reason.txt",
+        "broken.md",
+        "broken.md.reason.txt",
+        "stranger.md",
+        "stranger.md.reason.txt",
+    ]
     assert "'# Goal' section is missing" in (rejected / "broken.md.reason.txt").read_text()
     assert "999 is not an allowed user" in (rejected / "stranger.md.reason.txt").read_text()
     assert "gpt-9" in (rejected / "badmodel.md.reason.txt").read_text()

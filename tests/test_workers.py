@@ -20,8 +20,8 @@ from tests.support.postgres import postgres_database
 async def start_worker(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
     log = open(tmp_path / "worker.log", "ab")  # noqa: SIM115 (the child owns it)
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "worker", "w1", cwd=tmp_path, env=env, stdout=log,
-        stderr=log)
+        sys.executable, "-m", "bot", "worker", "w1", cwd=tmp_path, env=env, stdout=log, stderr=log
+    )
 
 
 async def wait_status(app, task_id: int, status: TaskStatus, timeout_s: float = 60) -> None:  # type: ignore[no-untyped-def]
@@ -30,21 +30,40 @@ async def wait_status(app, task_id: int, status: TaskStatus, timeout_s: float = 
             await asyncio.sleep(0.1)
 
 
-async def test_turns_run_on_a_worker_and_the_bot_delivers(tmp_path, claude_bin, agent_env,
-                                                          anthropic, workdir):
+async def test_turns_run_on_a_worker_and_the_bot_delivers(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
     anthropic.script("MARK-W1", [{"text": "answered on the worker"}])
-    anthropic.script("MARK-W2", [
-        {"tool_use": {"name": "Bash", "input": {"command": "touch approved.txt",
-                                                 "description": "create"}}},
-        {"text": "created it"}])
-    anthropic.script("MARK-W3", [
-        {"tool_use": {"name": "Bash", "input": {"command": "sleep 60", "description": "wait"}}},
-        {"text": "never"}])
+    anthropic.script(
+        "MARK-W2",
+        [
+            {
+                "tool_use": {
+                    "name": "Bash",
+                    "input": {"command": "touch approved.txt", "description": "create"},
+                }
+            },
+            {"text": "created it"},
+        ],
+    )
+    anthropic.script(
+        "MARK-W3",
+        [
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 60", "description": "wait"}}},
+            {"text": "never"},
+        ],
+    )
     async with postgres_database() as url, FakeTelegram() as fake:
-        env = {**agent_env, "DETACH_DATABASE_URL": url, "DETACH_DATA_DIR": str(tmp_path / "w"),
-               "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, role="front",
-                                 database_url=url)
+        env = {
+            **agent_env,
+            "DETACH_DATABASE_URL": url,
+            "DETACH_DATA_DIR": str(tmp_path / "w"),
+            "DETACH_CLAUDE_BIN": claude_bin,
+            "DETACH_WORKDIR": str(workdir),
+        }
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, role="front", database_url=url
+        )
         async with running_bot(settings, agent_env) as app:
             worker = await start_worker(tmp_path, env)
             try:
@@ -52,8 +71,9 @@ async def test_turns_run_on_a_worker_and_the_bot_delivers(tmp_path, claude_bin, 
                 done = await fake.wait_text(OWNER, "answered on the worker", timeout_s=90)
                 assert "done" in done.params["text"]
                 async with app.store.engine.connect() as conn:
-                    runner = (await conn.execute(sa.text(
-                        "SELECT runner FROM turns WHERE task_id = 1"))).scalar()
+                    runner = (
+                        await conn.execute(sa.text("SELECT runner FROM turns WHERE task_id = 1"))
+                    ).scalar()
                 assert runner == f"detach-worker-{socket.gethostname()}-w1"
 
                 await fake.user_message("/claude MARK-W2 make the file", OWNER)

@@ -23,9 +23,13 @@ from tests.test_handlers import OWNER, feed, message, press
 
 
 def sh_git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@t", "-C", str(cwd),
-                           *args], check=True, capture_output=True, text=True,
-                          timeout=30).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=T", "-c", "user.email=t@t", "-C", str(cwd), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.strip()
 
 
 def make_repo(path: Path) -> Path:
@@ -127,15 +131,28 @@ async def test_discard_with_work_needs_the_second_button(tmp_path, store):
 
 async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, anthropic, workdir):
     repo = make_repo(workdir / "repo")
-    anthropic.script("MARK-WT", [
-        {"tool_use": {"name": "Write", "input": {"file_path": "NOTES.md",
-                                                 "content": "written by the agent\n"}}},
-        {"text": "Wrote NOTES.md."}])
-    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
-                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
-                        outbox_chat_interval_s=0)  # type: ignore[call-arg]
-    async with app_in_own_task(settings, session=RecordingSession(),
-                               environ=agent_env) as app:
+    anthropic.script(
+        "MARK-WT",
+        [
+            {
+                "tool_use": {
+                    "name": "Write",
+                    "input": {"file_path": "NOTES.md", "content": "written by the agent\n"},
+                }
+            },
+            {"text": "Wrote NOTES.md."},
+        ],
+    )
+    settings = Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        outbox_chat_interval_s=0,
+    )  # type: ignore[call-arg]
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         session = await feed(app, message("/claude worktree=yes mode=auto cwd=repo MARK-WT go"))
         task = await app.store.tasks.get(1)
         assert Path(task.cwd).is_relative_to((tmp_path / "data" / "worktrees").resolve())
@@ -144,8 +161,14 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
                 await asyncio.sleep(0.1)
         assert task.status is TaskStatus.DONE
         merge = TaskAction(action="merge", task_id=1).pack()
-        await wait_sent(session, lambda c: c.reply_markup is not None and merge in [
-            b.callback_data for row in c.reply_markup.inline_keyboard for b in row])
+        await wait_sent(
+            session,
+            lambda c: (
+                c.reply_markup is not None
+                and merge
+                in [b.callback_data for row in c.reply_markup.inline_keyboard for b in row]
+            ),
+        )
         assert (Path(task.cwd) / "NOTES.md").exists() and not (repo / "NOTES.md").exists()
 
         session = await feed(app, press(TaskAction(action="discard", task_id=1).pack()))
@@ -164,16 +187,21 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
         assert await app.store.tasks.get(2) is None
 
 
-async def test_a_task_file_asking_for_a_worktree_gets_one(tmp_path, claude_bin, agent_env,
-                                                          workdir):
+async def test_a_task_file_asking_for_a_worktree_gets_one(tmp_path, claude_bin, agent_env, workdir):
     make_repo(workdir / "repo")
-    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
-                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
-                        outbox_chat_interval_s=0)  # type: ignore[call-arg]
-    async with app_in_own_task(settings, session=RecordingSession(),
-                               environ=agent_env) as app:
+    settings = Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        outbox_chat_interval_s=0,
+    )  # type: ignore[call-arg]
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         (tmp_path / "data" / "inbox" / "wt.md").write_text(
-            "---\ncwd: repo\nworktree: yes\n---\n# Goal\nsay ok\n")
+            "---\ncwd: repo\nworktree: yes\n---\n# Goal\nsay ok\n"
+        )
         await app.intake.poll_once()
         task = await app.store.tasks.get(1)
         assert task is not None
@@ -185,13 +213,20 @@ async def test_a_task_file_asking_for_a_worktree_gets_one(tmp_path, claude_bin, 
 
 
 async def test_the_default_setting_gives_worktrees_only_inside_repositories(
-        tmp_path, claude_bin, agent_env, workdir):
+    tmp_path, claude_bin, agent_env, workdir
+):
     make_repo(workdir / "repo")
-    settings = Settings(_env_file=None, bot_token=TOKEN, allowed_users=frozenset({OWNER}),
-                        data_dir=tmp_path / "data", claude_bin=claude_bin, workdir=workdir,
-                        outbox_chat_interval_s=0, worktrees=True)  # type: ignore[call-arg]
-    async with app_in_own_task(settings, session=RecordingSession(),
-                               environ=agent_env) as app:
+    settings = Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        outbox_chat_interval_s=0,
+        worktrees=True,
+    )  # type: ignore[call-arg]
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         await feed(app, message("/detach plain directory"))  # not a repository: no worktree
         assert (await app.store.tasks.get(1)).cwd == str(workdir.resolve())
         await feed(app, message("/detach cwd=repo in the repo"))

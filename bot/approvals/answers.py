@@ -18,8 +18,7 @@ _OUTCOME_KEYS = {"allow": "approval.allowed", "deny": "approval.denied"}
 
 
 class ApprovalAnswers:
-    def __init__(self, store: Store, desk: ApprovalDesk, notifier: Notifier,
-                 texts: Texts) -> None:
+    def __init__(self, store: Store, desk: ApprovalDesk, notifier: Notifier, texts: Texts) -> None:
         self._store = store
         self._desk = desk
         self._notifier = notifier
@@ -34,23 +33,32 @@ class ApprovalAnswers:
             await self._store.audit.record("approval_refused", user_id, task.id, f"q{qid}")
             raise UserInputError("callback.not_yours")
         if question.status != QuestionStatus.PENDING:
-            raise UserInputError("callback_approval.expired"
-                                 if question.status == QuestionStatus.EXPIRED
-                                 else "callback_approval.answered")
+            raise UserInputError(
+                "callback_approval.expired"
+                if question.status == QuestionStatus.EXPIRED
+                else "callback_approval.answered"
+            )
         return question, task
 
-    async def on_approval(self, user_id: int, qid: int, choice: str,
-                          where: tuple[int, int] | None = None) -> str:
+    async def on_approval(
+        self, user_id: int, qid: int, choice: str, where: tuple[int, int] | None = None
+    ) -> str:
         """Returns the locale key of the short callback answer. ``where`` is the (chat, message)
         that was tapped: a tap can arrive before the message id is stored."""
         question, task = await self._pending(user_id, qid, "approval")
         question = _at(question, where)
         loc, text = task.locale, question.payload.get("text", "")
         if choice == "always":
-            prompt = self._texts.get(loc, "approval.always_prompt", rule=question.payload["rule"],
-                                     engine=task.engine, cwd=task.cwd)
-            await self._edit(question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc,
-                                                                                 qid))
+            prompt = self._texts.get(
+                loc,
+                "approval.always_prompt",
+                rule=question.payload["rule"],
+                engine=task.engine,
+                cwd=task.cwd,
+            )
+            await self._edit(
+                question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc, qid)
+            )
             return "callback_approval.confirm"
         if choice == "back":
             await self._edit(question, text, approval_keyboard(self._texts, loc, qid))
@@ -66,7 +74,8 @@ class ApprovalAnswers:
         self._desk.settle(qid, answer)
         await self._edit(question, f"{text.rsplit(chr(10), 1)[0]}\n\n{outcome}", None)
         return {"allow": "callback_approval.allowed", "deny": "callback_approval.denied"}.get(
-            answer, "callback_approval.always")
+            answer, "callback_approval.always"
+        )
 
     async def _remember(self, task: Task, rule: str) -> Grant:
         grant = await self._store.grants.add(task.owner_id, task.engine, task.cwd, rule)
@@ -74,23 +83,29 @@ class ApprovalAnswers:
         log.info("task %s: grant %s added for user %s", task.id, grant.id, task.owner_id)
         return grant
 
-    async def on_option(self, user_id: int, qid: int, option: int,
-                        where: tuple[int, int] | None = None) -> str:
+    async def on_option(
+        self, user_id: int, qid: int, option: int, where: tuple[int, int] | None = None
+    ) -> str:
         question, task = await self._pending(user_id, qid, "question")
         question = _at(question, where)
         payload = question.payload
-        item = Question(payload["text"], payload["header"], tuple(payload["options"]),
-                        bool(payload["multi"]))
+        item = Question(
+            payload["text"], payload["header"], tuple(payload["options"]), bool(payload["multi"])
+        )
         valid = 0 <= option < len(item.options) or (option == DONE and item.multi)
         if not valid:  # DONE closes a multi-select only; a forged index is a stale button
             raise UserInputError("callback.stale")
         selected: list[int] = list(payload.get("selected") or [])
         if item.multi and option != DONE:
-            selected = [i for i in selected if i != option] + ([] if option in selected
-                                                               else [option])
+            selected = [i for i in selected if i != option] + (
+                [] if option in selected else [option]
+            )
             await self._store.questions.update_payload(qid, {**payload, "selected": selected})
-            await self._edit(question, self._question_text(task, item),
-                             question_keyboard(self._texts, task.locale, qid, item, selected))
+            await self._edit(
+                question,
+                self._question_text(task, item),
+                question_keyboard(self._texts, task.locale, qid, item, selected),
+            )
             return "callback_approval.selected"
         picked = sorted(selected) if item.multi else [option]
         answer = ", ".join(item.options[i] for i in picked)
@@ -98,13 +113,23 @@ class ApprovalAnswers:
             raise UserInputError("callback_approval.answered")
         await self._store.audit.record("question_answered", user_id, task.id, f"q{qid}")
         self._desk.settle(qid, answer)
-        await self._edit(question, self._texts.get(task.locale, "approval.question_answered",
-                                                   question=item.text, answer=answer), None)
+        await self._edit(
+            question,
+            self._texts.get(
+                task.locale, "approval.question_answered", question=item.text, answer=answer
+            ),
+            None,
+        )
         return "callback.done"
 
     def _question_text(self, task: Task, item: Question) -> str:
-        return self._texts.get(task.locale, "approval.question", label=task.label,
-                               header=item.header or "?", question=item.text)
+        return self._texts.get(
+            task.locale,
+            "approval.question",
+            label=task.label,
+            header=item.header or "?",
+            question=item.text,
+        )
 
     async def _edit(self, question: PendingQuestion, text: str, markup) -> None:  # type: ignore[no-untyped-def]
         if question.chat_id is not None and question.message_id is not None:

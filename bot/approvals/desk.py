@@ -29,8 +29,14 @@ log = logging.getLogger(__name__)
 
 
 class ApprovalDesk:
-    def __init__(self, store: Store, notifier: Notifier, texts: Texts, timeout_s: float,
-                 answer_poll_s: float | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        notifier: Notifier,
+        texts: Texts,
+        timeout_s: float,
+        answer_poll_s: float | None = None,
+    ) -> None:
         """``answer_poll_s``: how often a pending question is re-read from the database, for
         answers taken by another process (scale-out); None in a single process."""
         self._answer_poll_s = answer_poll_s
@@ -54,44 +60,69 @@ class ApprovalDesk:
         loc = task.locale
         granted = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
         if request.rule in {g.pattern for g in granted}:  # engines that do not take rules
-            await self._store.audit.record("approval", task.owner_id, task.id,
-                                           f"{request.tool_name}: granted {request.rule}")
+            await self._store.audit.record(
+                "approval", task.owner_id, task.id, f"{request.tool_name}: granted {request.rule}"
+            )
             return ApprovalDecision(allow=True, always=True)
         question = await self._store.questions.create(
-            task.id, turn_id, "approval", {"tool": request.tool_name, "rule": request.rule,
-                                           "engine": task.engine, "cwd": task.cwd,
-                                           "text": approval_text(self._texts, task, request,
-                                                                 self._timeout_s)},
-            utcnow() + timedelta(seconds=self._timeout_s))
-        answer = await self._post_and_wait(task, question, question.payload["text"],
-                                           approval_keyboard(self._texts, loc, question.id))
-        await self._store.audit.record("approval", task.owner_id, task.id,
-                                       f"{request.tool_name}: {answer}")
+            task.id,
+            turn_id,
+            "approval",
+            {
+                "tool": request.tool_name,
+                "rule": request.rule,
+                "engine": task.engine,
+                "cwd": task.cwd,
+                "text": approval_text(self._texts, task, request, self._timeout_s),
+            },
+            utcnow() + timedelta(seconds=self._timeout_s),
+        )
+        answer = await self._post_and_wait(
+            task,
+            question,
+            question.payload["text"],
+            approval_keyboard(self._texts, loc, question.id),
+        )
+        await self._store.audit.record(
+            "approval", task.owner_id, task.id, f"{request.tool_name}: {answer}"
+        )
         log.info("task %s: %s request %s -> %s", task.id, request.tool_name, question.id, answer)
         if answer in ("allow", "always"):
             return ApprovalDecision(allow=True, always=answer == "always")
         key = "approval.deny_message" if answer == "deny" else "approval.timeout_message"
-        return ApprovalDecision(allow=False, message=self._texts.get(
-            loc, key, minutes=self.minutes))
+        return ApprovalDecision(
+            allow=False, message=self._texts.get(loc, key, minutes=self.minutes)
+        )
 
-    async def _ask_all(self, task: Task, turn_id: int,
-                       questions: tuple[Question, ...]) -> ApprovalDecision:
+    async def _ask_all(
+        self, task: Task, turn_id: int, questions: tuple[Question, ...]
+    ) -> ApprovalDecision:
         answers: dict[str, str] = {}
         for item in questions:
             question = await self._store.questions.create(
-                task.id, turn_id, "question", {**asdict(item), "selected": []},
-                utcnow() + timedelta(seconds=self._timeout_s))
+                task.id,
+                turn_id,
+                "question",
+                {**asdict(item), "selected": []},
+                utcnow() + timedelta(seconds=self._timeout_s),
+            )
             answer = await self._post_and_wait(
-                task, question, question_text(self._texts, task, item),
-                question_keyboard(self._texts, task.locale, question.id, item, []))
+                task,
+                question,
+                question_text(self._texts, task, item),
+                question_keyboard(self._texts, task.locale, question.id, item, []),
+            )
             if answer in ("timeout", "ended"):
-                return ApprovalDecision(allow=False, message=self._texts.get(
-                    task.locale, "approval.question_timeout", minutes=self.minutes))
+                return ApprovalDecision(
+                    allow=False,
+                    message=self._texts.get(
+                        task.locale, "approval.question_timeout", minutes=self.minutes
+                    ),
+                )
             answers[item.text] = answer
         return ApprovalDecision(allow=True, answers=answers)
 
-    async def _post_and_wait(self, task: Task, question: PendingQuestion, text: str,
-                             markup) -> str:  # type: ignore[no-untyped-def]
+    async def _post_and_wait(self, task: Task, question: PendingQuestion, text: str, markup) -> str:  # type: ignore[no-untyped-def]
         """Post the question (a new message, so the phone notifies) and wait for the owner's
         answer, or "timeout" / "ended" after closing the question ourselves. The answer can be
         tapped as soon as the message exists, so the future is registered before it is sent."""
@@ -105,12 +136,12 @@ class ApprovalDesk:
             remember.add_done_callback(self._background.discard)
             return await self._answer(question.id, future)
         except TimeoutError:
-            return await self._close(task, question, "timeout", "approval.expired", future,
-                                     row_id)
+            return await self._close(task, question, "timeout", "approval.expired", future, row_id)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):  # deliberate: the cancel must go on whatever
-                await asyncio.shield(self._close(task, question, "ended", "approval.ended",
-                                                 future, row_id))
+                await asyncio.shield(
+                    self._close(task, question, "ended", "approval.ended", future, row_id)
+                )
             raise
         finally:
             self._waiting.pop(question.id, None)
@@ -126,48 +157,76 @@ class ApprovalDesk:
             if left <= 0:
                 raise TimeoutError
             try:
-                return await asyncio.wait_for(asyncio.shield(future),
-                                              min(left, self._answer_poll_s))
+                return await asyncio.wait_for(
+                    asyncio.shield(future), min(left, self._answer_poll_s)
+                )
             except TimeoutError:
                 stored = await self._store.questions.get(qid)
-                if stored is not None and stored.status == QuestionStatus.ANSWERED \
-                        and stored.answer:
+                if (
+                    stored is not None
+                    and stored.status == QuestionStatus.ANSWERED
+                    and stored.answer
+                ):
                     return stored.answer
 
-    async def _remember_message(self, task: Task, question: PendingQuestion,
-                                row_id: int) -> None:
+    async def _remember_message(self, task: Task, question: PendingQuestion, row_id: int) -> None:
         message_id = await self._notifier.delivered(row_id)
         if message_id is not None:
             await self._store.questions.set_message(question.id, task.chat_id, message_id)
 
-    async def _close(self, task: Task, question: PendingQuestion, answer: str, key: str,
-                     future: asyncio.Future[str], row_id: int | None) -> str:
+    async def _close(
+        self,
+        task: Task,
+        question: PendingQuestion,
+        answer: str,
+        key: str,
+        future: asyncio.Future[str],
+        row_id: int | None,
+    ) -> str:
         if not await self._store.questions.resolve(question.id, QuestionStatus.EXPIRED, answer):
             fresh = await self._store.questions.get(question.id)  # the owner just answered
-            return future.result() if future.done() else (fresh.answer if fresh and
-                                                          fresh.answer else answer)
+            return (
+                future.result()
+                if future.done()
+                else (fresh.answer if fresh and fresh.answer else answer)
+            )
         if row_id is not None:  # the outbox edits the message that row became, in order
-            await self._notifier.edit_row(task.chat_id, row_id, _first_part(question) + "\n\n" +
-                                      self._texts.get(task.locale, key))
+            await self._notifier.edit_row(
+                task.chat_id,
+                row_id,
+                _first_part(question) + "\n\n" + self._texts.get(task.locale, key),
+            )
         return answer
 
-    async def ask_budget(self, task: Task, turn_id: int, spent_usd: float, cap_usd: float,
-                         extend_usd: float) -> None:
+    async def ask_budget(
+        self, task: Task, turn_id: int, spent_usd: float, cap_usd: float, extend_usd: float
+    ) -> None:
         """A budget breach parks the task with "extend or stop"; the answer arrives through the
         task service (it queues the resumed turn), so nothing waits here."""
         question = await self._store.questions.create(
-            task.id, turn_id, "budget", {"spent": spent_usd, "cap": cap_usd,
-                                         "extend": extend_usd}, None)
+            task.id,
+            turn_id,
+            "budget",
+            {"spent": spent_usd, "cap": cap_usd, "extend": extend_usd},
+            None,
+        )
         loc = task.locale
-        text = self._texts.get(loc, "money.budget_question", label=task.label,
-                               spent=f"{spent_usd:.4f}", cap=f"{cap_usd:.2f}",
-                               extend=f"{extend_usd:.2f}")
-        message = await self._notifier.send_and_wait(task, text, kind="approval",
-                                            markup=budget_keyboard(self._texts, loc,
-                                                                   question.id, extend_usd))
+        text = self._texts.get(
+            loc,
+            "money.budget_question",
+            label=task.label,
+            spent=f"{spent_usd:.4f}",
+            cap=f"{cap_usd:.2f}",
+            extend=f"{extend_usd:.2f}",
+        )
+        message = await self._notifier.send_and_wait(
+            task,
+            text,
+            kind="approval",
+            markup=budget_keyboard(self._texts, loc, question.id, extend_usd),
+        )
         if message is not None:
-            await self._store.questions.set_message(question.id, task.chat_id,
-                                                    message.message_id)
+            await self._store.questions.set_message(question.id, task.chat_id, message.message_id)
 
     def settle(self, qid: int, answer: str) -> None:
         future = self._waiting.get(qid)
@@ -181,8 +240,9 @@ class ApprovalDesk:
             if question.chat_id is not None and question.message_id is not None:
                 task = await self._store.tasks.get(question.task_id)
                 text = self._texts.get(task.locale if task else "en", "approval.restarted")
-                await self._notifier.edit(question.chat_id, question.message_id,
-                                          _first_part(question) + "\n\n" + text)
+                await self._notifier.edit(
+                    question.chat_id, question.message_id, _first_part(question) + "\n\n" + text
+                )
         return len(expired)
 
 

@@ -39,12 +39,20 @@ class BudgetAction(CallbackData, prefix="bu"):
 
 
 def budget_keyboard(texts: Texts, loc: str, qid: int, extend_usd: float) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup(inline_keyboard=[[
-        InlineKeyboardButton(text=texts.get(loc, "money.extend", extend=f"{extend_usd:.2f}"),
-                             callback_data=BudgetAction(qid=qid, extend=True).pack()),
-        InlineKeyboardButton(text=texts.get(loc, "money.stop"),
-                             callback_data=BudgetAction(qid=qid, extend=False).pack())]])
-
+    return InlineKeyboardMarkup(
+        inline_keyboard=[
+            [
+                InlineKeyboardButton(
+                    text=texts.get(loc, "money.extend", extend=f"{extend_usd:.2f}"),
+                    callback_data=BudgetAction(qid=qid, extend=True).pack(),
+                ),
+                InlineKeyboardButton(
+                    text=texts.get(loc, "money.stop"),
+                    callback_data=BudgetAction(qid=qid, extend=False).pack(),
+                ),
+            ]
+        ]
+    )
 
 
 def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
@@ -58,15 +66,21 @@ def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
         lines.append(texts.get(loc, "approval.path", path=path))
     if isinstance(data.get("old_string"), str):
         old, new = data["old_string"], str(data.get("new_string", ""))
-        diff = "\n".join([f"- {x}" for x in old.splitlines()[:6]] +
-                         [f"+ {x}" for x in new.splitlines()[:6]])
+        diff = "\n".join(
+            [f"- {x}" for x in old.splitlines()[:6]] + [f"+ {x}" for x in new.splitlines()[:6]]
+        )
         lines.append(texts.get(loc, "approval.detail", detail=shorten(diff, 1200)))
     elif isinstance(data.get("content"), str):
         head = "\n".join(data["content"].splitlines()[:8])
         lines.append(texts.get(loc, "approval.detail", detail=shorten(head, 1200)))
     if not lines:
-        lines.append(texts.get(loc, "approval.detail", detail=shorten(
-            json.dumps(data, ensure_ascii=False, indent=1), 1200)))
+        lines.append(
+            texts.get(
+                loc,
+                "approval.detail",
+                detail=shorten(json.dumps(data, ensure_ascii=False, indent=1), 1200),
+            )
+        )
     if isinstance(data.get("description"), str):
         lines.append(texts.get(loc, "approval.description", description=data["description"]))
     return lines
@@ -80,32 +94,56 @@ def approval_text(texts: Texts, task: Task, request: ApprovalRequest, timeout_s:
 
 
 def approval_keyboard(texts: Texts, loc: str, qid: int) -> InlineKeyboardMarkup:
-    row = [InlineKeyboardButton(text=texts.get(loc, f"approval.{c}"),
-                                callback_data=ApprovalAction(qid=qid, choice=c).pack())
-           for c in ("allow", "deny", "always")]
+    row = [
+        InlineKeyboardButton(
+            text=texts.get(loc, f"approval.{c}"),
+            callback_data=ApprovalAction(qid=qid, choice=c).pack(),
+        )
+        for c in ("allow", "deny", "always")
+    ]
     return InlineKeyboardMarkup(inline_keyboard=[row])
 
 
 def confirm_keyboard(texts: Texts, loc: str, qid: int) -> InlineKeyboardMarkup:
-    row = [InlineKeyboardButton(text=texts.get(loc, f"approval.{key}"),
-                                callback_data=ApprovalAction(qid=qid, choice=c).pack())
-           for c, key in (("confirm", "confirm_always"), ("back", "back"))]
+    row = [
+        InlineKeyboardButton(
+            text=texts.get(loc, f"approval.{key}"),
+            callback_data=ApprovalAction(qid=qid, choice=c).pack(),
+        )
+        for c, key in (("confirm", "confirm_always"), ("back", "back"))
+    ]
     return InlineKeyboardMarkup(inline_keyboard=[row])
 
 
 def question_text(texts: Texts, task: Task, question: Question) -> str:
-    return texts.get(task.locale, "approval.question", label=task.label,
-                     header=question.header or "?", question=question.text)
+    return texts.get(
+        task.locale,
+        "approval.question",
+        label=task.label,
+        header=question.header or "?",
+        question=question.text,
+    )
 
 
-def question_keyboard(texts: Texts, loc: str, qid: int, question: Question,
-                      selected: list[int]) -> InlineKeyboardMarkup:
-    rows = [[InlineKeyboardButton(
-        text=("☑️ " if i in selected else "") + shorten(option, 60),
-        callback_data=QuestionAction(qid=qid, option=i).pack())]
-        for i, option in enumerate(question.options)]
+def question_keyboard(
+    texts: Texts, loc: str, qid: int, question: Question, selected: list[int]
+) -> InlineKeyboardMarkup:
+    rows = [
+        [
+            InlineKeyboardButton(
+                text=("☑️ " if i in selected else "") + shorten(option, 60),
+                callback_data=QuestionAction(qid=qid, option=i).pack(),
+            )
+        ]
+        for i, option in enumerate(question.options)
+    ]
     if question.multi:
-        rows.append([InlineKeyboardButton(text=texts.get(loc, "approval.question_done"),
-                                          callback_data=QuestionAction(qid=qid, option=DONE)
-                                          .pack())])
+        rows.append(
+            [
+                InlineKeyboardButton(
+                    text=texts.get(loc, "approval.question_done"),
+                    callback_data=QuestionAction(qid=qid, option=DONE).pack(),
+                )
+            ]
+        )
     return InlineKeyboardMarkup(inline_keyboard=rows)

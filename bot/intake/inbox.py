@@ -27,8 +27,15 @@ MAX_FILE_BYTES = 256 * 1024
 
 
 class Inbox:
-    def __init__(self, directory: Path, service: TaskService, store: Store, outbox: Outbox,
-                 texts: Texts, allowed_users: Collection[int]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        service: TaskService,
+        store: Store,
+        outbox: Outbox,
+        texts: Texts,
+        allowed_users: Collection[int],
+    ) -> None:
         self.directory = directory
         self._service = service
         self._store = store
@@ -62,8 +69,9 @@ class Inbox:
             await self._reject(path, str(exc), chat_id)
             return
         except UserInputError as exc:
-            await self._reject(path, plain(self._texts.get(DEFAULT_LOCALE, exc.key,
-                                                           **exc.params)), chat_id)
+            await self._reject(
+                path, plain(self._texts.get(DEFAULT_LOCALE, exc.key, **exc.params)), chat_id
+            )
             return
         _move(path, self.directory / "accepted" / f"{task_id}-{path.name}")
 
@@ -71,12 +79,22 @@ class Inbox:
         owner = self._owner(tf.chat_id)
         chat_id = tf.chat_id or owner
         locale = (await self._store.users.locales()).get(owner, DEFAULT_LOCALE)
-        options = {k: v for k, v in (("model", tf.model), ("cwd", tf.cwd),
-                                     ("engine", tf.engine), ("worktree", tf.worktree)) if v}
-        new = await self._service.plan(owner, chat_id, TaskKind.DETACH, options, tf.prompt,
-                                       locale, "detach", slug=tf.slug)
-        task = await self._service.start(replace(new, origin=self._texts.get(
-            locale, "inbox.origin", name=name)))
+        options = {
+            k: v
+            for k, v in (
+                ("model", tf.model),
+                ("cwd", tf.cwd),
+                ("engine", tf.engine),
+                ("worktree", tf.worktree),
+            )
+            if v
+        }
+        new = await self._service.plan(
+            owner, chat_id, TaskKind.DETACH, options, tf.prompt, locale, "detach", slug=tf.slug
+        )
+        task = await self._service.start(
+            replace(new, origin=self._texts.get(locale, "inbox.origin", name=name))
+        )
         await self._store.task_files.add(TaskFileRow(task.id, name, tf.goal, tf.constraints))
         await self._store.audit.record("task_file", owner, task.id, name)
         log.info("inbox file %s became task %s", name, task.id)
@@ -102,17 +120,26 @@ class Inbox:
         locales = await self._store.users.locales()
         for user in told:
             assert user is not None
-            await self._outbox.send(user, self._texts.get(
-                locales.get(user, DEFAULT_LOCALE), "inbox.rejected", name=path.name,
-                reason=reason, where=str(target)))
+            await self._outbox.send(
+                user,
+                self._texts.get(
+                    locales.get(user, DEFAULT_LOCALE),
+                    "inbox.rejected",
+                    name=path.name,
+                    reason=reason,
+                    where=str(target),
+                ),
+            )
 
     async def _write_back(self) -> None:
         for task_id in await self._store.task_files.unexported():
             task = await self._store.tasks.get(task_id)
             if task is None or task.status.active or task.status is TaskStatus.INTERRUPTED:
                 continue
-            write_atomic(self.directory / "done" / f"{task.id}-{task.slug}.md",
-                          await export(self._store, task.id, self._texts))
+            write_atomic(
+                self.directory / "done" / f"{task.id}-{task.slug}.md",
+                await export(self._store, task.id, self._texts),
+            )
             await self._store.task_files.exported(task.id)
 
 
@@ -128,14 +155,24 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
     goal = source.goal if source else (first.prompt if first else task.title)
     finished = last is not None and not last.status.active and last.finished_at is not None
     started = first.started_at if first and first.started_at else task.created_at
-    return render(TaskFile(
-        goal=goal, constraints=source.constraints if source else "",
-        result=_result(last, texts, task.locale) if last and finished else "",
-        created=task.created_at, chat_id=task.chat_id, slug=task.slug, model=task.preset,
-        completed=last.finished_at if finished and last else None,
-        duration_seconds=(round((last.finished_at - started).total_seconds())
-                          if finished and last and last.finished_at else None),
-        status=task.status.value if finished else None))
+    return render(
+        TaskFile(
+            goal=goal,
+            constraints=source.constraints if source else "",
+            result=_result(last, texts, task.locale) if last and finished else "",
+            created=task.created_at,
+            chat_id=task.chat_id,
+            slug=task.slug,
+            model=task.preset,
+            completed=last.finished_at if finished and last else None,
+            duration_seconds=(
+                round((last.finished_at - started).total_seconds())
+                if finished and last and last.finished_at
+                else None
+            ),
+            status=task.status.value if finished else None,
+        )
+    )
 
 
 def _free(path: Path) -> Path:

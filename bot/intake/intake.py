@@ -21,8 +21,14 @@ log = logging.getLogger(__name__)
 class Intake:
     """Polls the store for tasks written by `detach add` (another process) and starts them."""
 
-    def __init__(self, store: Store, queue: TurnQueue, notifier: Notifier,
-                 interval_s: float, inbox: Inbox | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        queue: TurnQueue,
+        notifier: Notifier,
+        interval_s: float,
+        inbox: Inbox | None = None,
+    ) -> None:
         self._inbox = inbox
         self._store = store
         self._queue = queue
@@ -49,8 +55,9 @@ class Intake:
             await self._inbox.poll_once()
 
 
-async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk,
-                  runner: str | None = None) -> list[Task]:
+async def recover(
+    store: Store, notifier: Notifier, desk: ApprovalDesk, runner: str | None = None
+) -> list[Task]:
     """At start: questions nobody waits for expire, turns this process (``runner``) left
     running become interrupted and each owner gets one message listing them, all in one
     transaction (a crash here leaves it all to the next start); queued turns are

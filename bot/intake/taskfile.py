@@ -91,17 +91,17 @@ def _frontmatter(lines: list[str]) -> tuple[dict[str, str], list[str]]:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
     except StopIteration:
         raise TaskFileError("the frontmatter block is not closed with '---'") from None
-    return _pairs(lines[1:end], HEAD_KEYS, "frontmatter"), lines[end + 1:]
+    return _pairs(lines[1:end], HEAD_KEYS, "frontmatter"), lines[end + 1 :]
 
 
 def _trailing_block(body: list[str]) -> tuple[dict[str, str], list[str]]:
     """The block after the last ``---`` when everything there is a known ``key: value``."""
     marks = [i for i, line in enumerate(body) if line.strip() == "---"]
     if marks:
-        after = body[marks[-1] + 1:]
+        after = body[marks[-1] + 1 :]
         keys = {_LINE.fullmatch(line.strip()) for line in after if line.strip()}
         if after and all(m is not None and m.group(1) in TAIL_KEYS for m in keys) and keys:
-            return _pairs(after, TAIL_KEYS, "trailing block"), body[:marks[-1]]
+            return _pairs(after, TAIL_KEYS, "trailing block"), body[: marks[-1]]
     return {}, body
 
 
@@ -133,32 +133,57 @@ def parse(text: str) -> TaskFile:
     if channel != "telegram":
         raise TaskFileError(f"channel: only 'telegram' is supported, not {channel!r}")
     return TaskFile(
-        goal=goal, constraints=sections.get("Constraints", ""),
+        goal=goal,
+        constraints=sections.get("Constraints", ""),
         result=sections.get("Result", ""),
-        created=_time(head.get("created"), "created"), channel=channel,
-        chat_id=_int(head.get("chat_id"), "chat_id"), slug=head.get("slug") or None,
-        model=head.get("model") or None, cwd=head.get("cwd") or None,
-        engine=head.get("engine") or None, worktree=head.get("worktree") or None,
+        created=_time(head.get("created"), "created"),
+        channel=channel,
+        chat_id=_int(head.get("chat_id"), "chat_id"),
+        slug=head.get("slug") or None,
+        model=head.get("model") or None,
+        cwd=head.get("cwd") or None,
+        engine=head.get("engine") or None,
+        worktree=head.get("worktree") or None,
         completed=_time(tail.get("completed"), "completed"),
         duration_seconds=_int(tail.get("duration_seconds"), "duration_seconds"),
-        status=tail.get("status") or None)
+        status=tail.get("status") or None,
+    )
 
 
 def render(tf: TaskFile) -> str:
-    head = [("created", tf.created.isoformat() if tf.created else None),
-            ("channel", tf.channel), ("chat_id", tf.chat_id), ("slug", tf.slug),
-            ("model", tf.model), ("cwd", tf.cwd), ("engine", tf.engine),
-            ("worktree", tf.worktree)]
-    out = ["---", *(f"{k}: {v}" for k, v in head if v is not None), "---", "",
-           "# Goal", "", tf.goal.strip(), "", "# Constraints", ""]
+    head = [
+        ("created", tf.created.isoformat() if tf.created else None),
+        ("channel", tf.channel),
+        ("chat_id", tf.chat_id),
+        ("slug", tf.slug),
+        ("model", tf.model),
+        ("cwd", tf.cwd),
+        ("engine", tf.engine),
+        ("worktree", tf.worktree),
+    ]
+    out = [
+        "---",
+        *(f"{k}: {v}" for k, v in head if v is not None),
+        "---",
+        "",
+        "# Goal",
+        "",
+        tf.goal.strip(),
+        "",
+        "# Constraints",
+        "",
+    ]
     if tf.constraints.strip():
         out += [tf.constraints.strip(), ""]
     out += ["# Result", ""]
     if tf.result.strip():
         out += [tf.result.strip(), ""]
     if tf.status is not None:
-        tail = [("completed", tf.completed.isoformat() if tf.completed else None),
-                ("duration_seconds", tf.duration_seconds), ("status", tf.status)]
+        tail = [
+            ("completed", tf.completed.isoformat() if tf.completed else None),
+            ("duration_seconds", tf.duration_seconds),
+            ("status", tf.status),
+        ]
         out += ["---", *(f"{k}: {v}" for k, v in tail if v is not None)]
     return "\n".join(out) + "\n"
 

@@ -25,8 +25,13 @@ class SpendSummary:
 
 
 class MoneyDesk:
-    def __init__(self, store: Store, catalog: PresetCatalog, daily_cap_usd: float | None,
-                 task_cap_usd: float | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        catalog: PresetCatalog,
+        daily_cap_usd: float | None,
+        task_cap_usd: float | None,
+    ) -> None:
         self._store = store
         self.catalog = catalog
         self.daily_cap_usd = daily_cap_usd
@@ -35,14 +40,19 @@ class MoneyDesk:
     def resolve(self, typed: str) -> Preset:
         return resolve_preset(self.catalog, typed)
 
-    async def preset_for(self, chat_id: int, typed: str | None,
-                         engine: Engine | None) -> Preset | None:
+    async def preset_for(
+        self, chat_id: int, typed: str | None, engine: Engine | None
+    ) -> Preset | None:
         """model= wins; else the chat's preset when it fits the engine; else none (CLI default)."""
         if typed:
             preset = self.resolve(typed)
             if engine is not None and preset.engine != engine:
-                raise UserInputError("money.preset_engine", name=preset.name,
-                                     preset_engine=preset.engine, engine=engine)
+                raise UserInputError(
+                    "money.preset_engine",
+                    name=preset.name,
+                    preset_engine=preset.engine,
+                    engine=engine,
+                )
             return preset
         chosen = self.catalog.get(await self._store.chats.preset(chat_id))
         if chosen is not None and (engine is None or chosen.engine == engine):
@@ -82,10 +92,12 @@ class MoneyDesk:
         since = (today - timedelta(days=days - 1)).isoformat()
         totals = await self._store.spend.by_day(user_id, since)
         series = [((today - timedelta(days=n)).isoformat(), 0.0) for n in range(days)]
-        return SpendSummary(today_usd=totals.get(today.isoformat(), 0.0),
-                            days=[(d, totals.get(d, 0.0)) for d, _ in series],
-                            top=await self._store.tasks.top_by_cost(user_id),
-                            cap_usd=self.daily_cap_usd)
+        return SpendSummary(
+            today_usd=totals.get(today.isoformat(), 0.0),
+            days=[(d, totals.get(d, 0.0)) for d, _ in series],
+            top=await self._store.tasks.top_by_cost(user_id),
+            cap_usd=self.daily_cap_usd,
+        )
 
     def budget_left(self, task: Task) -> float | None:
         """What the task may still spend; under a millionth (what the CLI's budget flag can
@@ -105,10 +117,12 @@ def resolve_preset(catalog: PresetCatalog, typed: str) -> Preset:
     if resolution.winner is not None:
         return resolution.winner
     if resolution.candidates:
-        raise UserInputError("money.ambiguous_model", typed=typed, candidates=", ".join(
-            p.name for p in resolution.candidates))
-    raise UserInputError("money.unknown_model", typed=typed,
-                         closest=", ".join(resolution.closest))
+        raise UserInputError(
+            "money.ambiguous_model",
+            typed=typed,
+            candidates=", ".join(p.name for p in resolution.candidates),
+        )
+    raise UserInputError("money.unknown_model", typed=typed, closest=", ".join(resolution.closest))
 
 
 # a budget outside this is a typo, not a plan (under a millionth the CLI's flag reads $0)

@@ -59,11 +59,15 @@ class PresetCatalog:
         prefixed = [p for n, p in exact.items() if n.startswith(query)] if query else []
         if len(prefixed) == 1:
             return Resolution(winner=prefixed[0])
-        scored = process.extract(query, list(self._presets), scorer=fuzz.WRatio,
-                                 processor=utils.default_process, limit=5)
+        scored = process.extract(
+            query, list(self._presets), scorer=fuzz.WRatio, processor=utils.default_process, limit=5
+        )
         good = [(name, score) for name, score, _ in scored if score >= MIN_SCORE]
-        if good and good[0][1] >= WIN_SCORE and (len(good) == 1 or
-                                                 good[0][1] - good[1][1] >= WIN_MARGIN):
+        if (
+            good
+            and good[0][1] >= WIN_SCORE
+            and (len(good) == 1 or good[0][1] - good[1][1] >= WIN_MARGIN)
+        ):
             return Resolution(winner=self._presets[good[0][0]])
         near = [self._presets[n] for n, s in good if good and good[0][1] - s < WIN_MARGIN]
         if len(near) > 1:
@@ -73,11 +77,15 @@ class PresetCatalog:
 
 def _preset(name: str, table: dict[str, Any]) -> Preset:
     try:
-        return Preset(name=name, engine=str(table["engine"]), model=str(table["model"]),
-                      args=tuple(str(a) for a in table.get("args", ())),
-                      price_input=float(table.get("price_input", 0)),
-                      price_output=float(table.get("price_output", 0)),
-                      price_cache_read=float(table.get("price_cache_read", 0)),
-                      price_cache_write=float(table.get("price_cache_write", 0)))
+        return Preset(
+            name=name,
+            engine=str(table["engine"]),
+            model=str(table["model"]),
+            args=tuple(str(a) for a in table.get("args", ())),
+            price_input=float(table.get("price_input", 0)),
+            price_output=float(table.get("price_output", 0)),
+            price_cache_read=float(table.get("price_cache_read", 0)),
+            price_cache_write=float(table.get("price_cache_write", 0)),
+        )
     except (KeyError, ValueError, TypeError) as exc:
         raise ConfigError(f"preset {name!r} in DETACH_CONFIG: {exc!r}") from exc

@@ -40,9 +40,16 @@ class Listed:
 
 
 class ScheduleDesk:
-    def __init__(self, store: Store, pool: JobPool, service: TaskService, outbox: Outbox,
-                 texts: Texts, default_tz: str = DEFAULT_TZ,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        store: Store,
+        pool: JobPool,
+        service: TaskService,
+        outbox: Outbox,
+        texts: Texts,
+        default_tz: str = DEFAULT_TZ,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
         self._store = store
         self._pool = pool
         self._service = service
@@ -60,26 +67,32 @@ class ScheduleDesk:
         await self._store.users.set_tz(user_id, key)
         return key
 
-    async def add(self, user_id: int, chat_id: int, locale: str, command: str,
-                  text: str) -> Listed:
+    async def add(self, user_id: int, chat_id: int, locale: str, command: str, text: str) -> Listed:
         """/every or /at: the time first, then the task's options and goal (checked now, so a
         bad model or directory fails here, not at 3 a.m.)."""
         tz = await self.tz(user_id)
-        when, rest = (parse_every(text, tz, self._clock()) if command == "every"
-                      else parse_at(text, tz, self._clock()))
+        when, rest = (
+            parse_every(text, tz, self._clock())
+            if command == "every"
+            else parse_at(text, tz, self._clock())
+        )
         options, prompt = split_options(rest)
-        await self._service.plan(user_id, chat_id, TaskKind.DETACH, options, prompt, locale,
-                                 command)
-        schedule = await self._store.schedules.add(user_id, chat_id, when.cron, when.at, tz,
-                                                   rest, locale)
+        await self._service.plan(
+            user_id, chat_id, TaskKind.DETACH, options, prompt, locale, command
+        )
+        schedule = await self._store.schedules.add(
+            user_id, chat_id, when.cron, when.at, tz, rest, locale
+        )
         await self._store.audit.record("schedule_added", user_id, None, f"S{schedule.id}")
         await self._pool.set_schedule(schedule.id, when)
         return Listed(schedule, when.next_after(self._clock()))
 
     async def list(self, user_id: int) -> list[Listed]:
         now = self._clock()
-        return [Listed(s, when_of(s).next_after(now) if s.state == ACTIVE else None)
-                for s in await self._store.schedules.list_for(user_id, (ACTIVE, PAUSED))]
+        return [
+            Listed(s, when_of(s).next_after(now) if s.state == ACTIVE else None)
+            for s in await self._store.schedules.list_for(user_id, (ACTIVE, PAUSED))
+        ]
 
     async def pause(self, user_id: int, schedule_id: int) -> Schedule:
         schedule = await self._own(user_id, schedule_id)
@@ -144,27 +157,54 @@ class ScheduleDesk:
         await self._store.schedules.ran(schedule.id, now, done=schedule.cron is None)
         try:
             options, prompt = split_options(schedule.text)
-            new = await self._service.plan(schedule.owner_id, schedule.chat_id,
-                                           TaskKind.DETACH, options, prompt, schedule.locale,
-                                           "every" if schedule.cron else "at")
-            task = await self._service.start(replace(new, origin=self._texts.get(
-                schedule.locale, "schedule.origin", ref=f"S{schedule.id}",
-                when=describe(when_of(schedule)))))
+            new = await self._service.plan(
+                schedule.owner_id,
+                schedule.chat_id,
+                TaskKind.DETACH,
+                options,
+                prompt,
+                schedule.locale,
+                "every" if schedule.cron else "at",
+            )
+            task = await self._service.start(
+                replace(
+                    new,
+                    origin=self._texts.get(
+                        schedule.locale,
+                        "schedule.origin",
+                        ref=f"S{schedule.id}",
+                        when=describe(when_of(schedule)),
+                    ),
+                )
+            )
         except UserInputError as exc:
             reason = plain(self._texts.get(schedule.locale, exc.key, **exc.params))
             log.warning("schedule %s could not start: %s", schedule.id, reason)
-            await self._outbox.send(schedule.chat_id, self._texts.get(
-                schedule.locale, "schedule.run_failed", ref=f"S{schedule.id}", reason=reason))
+            await self._outbox.send(
+                schedule.chat_id,
+                self._texts.get(
+                    schedule.locale, "schedule.run_failed", ref=f"S{schedule.id}", reason=reason
+                ),
+            )
             return True
-        await self._store.audit.record("schedule_run", schedule.owner_id, task.id,
-                                       f"S{schedule.id}")
+        await self._store.audit.record(
+            "schedule_run", schedule.owner_id, task.id, f"S{schedule.id}"
+        )
         log.info("schedule %s started task %s", schedule.id, task.id)
         return True
 
     def describe(self, listed: Listed) -> dict[str, str]:
         """The placeholders the locale's schedule lines use."""
         s = listed.schedule
-        return {"ref": f"S{s.id}", "when": describe(when_of(s)), "tz": s.tz,
-                "next": (listed.next_run.astimezone(zone(s.tz)).strftime("%a %d %b %H:%M")
-                         if listed.next_run else "–"),
-                "goal": s.text[:120], "runs": str(s.runs)}
+        return {
+            "ref": f"S{s.id}",
+            "when": describe(when_of(s)),
+            "tz": s.tz,
+            "next": (
+                listed.next_run.astimezone(zone(s.tz)).strftime("%a %d %b %H:%M")
+                if listed.next_run
+                else "–"
+            ),
+            "goal": s.text[:120],
+            "runs": str(s.runs),
+        }

@@ -26,16 +26,24 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        close = process.extract(name, sorted(available_timezones()), scorer=fuzz.WRatio,
-                                processor=str.lower, limit=3, score_cutoff=80)
-        raise UserInputError("schedule.bad_tz", tz=name,
-                             close=", ".join(match for match, _, _ in close) or "–") from None
+        close = process.extract(
+            name,
+            sorted(available_timezones()),
+            scorer=fuzz.WRatio,
+            processor=str.lower,
+            limit=3,
+            score_cutoff=80,
+        )
+        raise UserInputError(
+            "schedule.bad_tz", tz=name, close=", ".join(match for match, _, _ in close) or "–"
+        ) from None
 
 
 def _day_list(word: str) -> str | None:
     days = [d[:3] for d in word.lower().split(",")]
-    if all(d in _DAYS for d in days) and all(w.lower().startswith(d) for w, d in
-                                             zip(word.split(","), days, strict=True)):
+    if all(d in _DAYS for d in days) and all(
+        w.lower().startswith(d) for w, d in zip(word.split(","), days, strict=True)
+    ):
         return ",".join(days)
     return None
 
@@ -93,8 +101,9 @@ def parse_at(text: str, tz: str, now: datetime) -> tuple[When, str]:
             at += timedelta(days=1)
         used = 1
     elif first == "tomorrow" and (clock := _TIME.fullmatch(second)):
-        at = (here + timedelta(days=1)).replace(hour=int(clock[1]), minute=int(clock[2]),
-                                                second=0, microsecond=0)
+        at = (here + timedelta(days=1)).replace(
+            hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0
+        )
         used = 2
     elif re.fullmatch(r"\d{4}-\d\d-\d\d", first) and _TIME.fullmatch(second):
         at, used = _local(f"{first}T{second}", local), 2
@@ -103,8 +112,7 @@ def parse_at(text: str, tz: str, now: datetime) -> tuple[When, str]:
     if at is None:
         raise UserInputError("schedule.bad_at", typed=" ".join(words[:2]))
     if at <= now:
-        raise UserInputError("schedule.in_past", at=at.astimezone(local).strftime(
-            "%Y-%m-%d %H:%M"))
+        raise UserInputError("schedule.in_past", at=at.astimezone(local).strftime("%Y-%m-%d %H:%M"))
     # stored and compared as UTC; shown in the owner's zone (``describe``)
     return When(at=at.astimezone(UTC), tz=local.key), " ".join(words[used:])
 

@@ -22,8 +22,16 @@ from bot.store.records import (
 from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.tasks import TaskRepo, TurnOutcome
 
-__all__ = ["Grant", "PendingQuestion", "Schedule", "Store", "TaskFileRow", "TranscriptLine",
-           "TurnOutcome", "WorktreeRow"]
+__all__ = [
+    "Grant",
+    "PendingQuestion",
+    "Schedule",
+    "Store",
+    "TaskFileRow",
+    "TranscriptLine",
+    "TurnOutcome",
+    "WorktreeRow",
+]
 
 
 class Store:

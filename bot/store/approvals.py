@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.models import QuestionStatus
-from bot.store.db import Clock, Database, aware
+from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import grants, pending_questions, turns
 
 PENDING = QuestionStatus.PENDING
@@ -42,9 +42,18 @@ class Grant:
 
 def _question(row: Any) -> PendingQuestion:
     m = row._mapping
-    return PendingQuestion(m["id"], m["task_id"], m["turn_id"], m["kind"],
-                           json.loads(m["payload"]), m["status"], m["chat_id"], m["message_id"],
-                           aware(m["deadline"]), m["answer"])
+    return PendingQuestion(
+        m["id"],
+        m["task_id"],
+        m["turn_id"],
+        m["kind"],
+        json.loads(m["payload"]),
+        m["status"],
+        m["chat_id"],
+        m["message_id"],
+        aware(m["deadline"]),
+        m["answer"],
+    )
 
 
 class QuestionRepo:
@@ -52,39 +61,60 @@ class QuestionRepo:
         self._engine = engine
         self._clock = clock
 
-    async def create(self, task_id: int, turn_id: int | None, kind: str, payload: dict[str, Any],
-                     deadline: datetime | None) -> PendingQuestion:
+    async def create(
+        self,
+        task_id: int,
+        turn_id: int | None,
+        kind: str,
+        payload: dict[str, Any],
+        deadline: datetime | None,
+    ) -> PendingQuestion:
         async with self._engine.begin() as conn:
-            result = await conn.execute(pending_questions.insert().values(
-                task_id=task_id, turn_id=turn_id, kind=kind, status=PENDING,
-                payload=json.dumps(payload, ensure_ascii=False), deadline=deadline,
-                created_at=self._clock()))
+            result = await conn.execute(
+                pending_questions.insert().values(
+                    task_id=task_id,
+                    turn_id=turn_id,
+                    kind=kind,
+                    status=PENDING,
+                    payload=json.dumps(payload, ensure_ascii=False),
+                    deadline=deadline,
+                    created_at=self._clock(),
+                )
+            )
             qid = int(result.inserted_primary_key[0])  # type: ignore[index]
         return await self.get(qid)  # type: ignore[return-value]
 
     async def get(self, qid: int) -> PendingQuestion | None:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(pending_questions.select().where(
-                pending_questions.c.id == qid))).first()
+            row = (
+                await conn.execute(pending_questions.select().where(pending_questions.c.id == qid))
+            ).first()
         return _question(row) if row else None
 
     async def set_message(self, qid: int, chat_id: int, message_id: int) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(pending_questions.update().where(
-                pending_questions.c.id == qid).values(chat_id=chat_id, message_id=message_id))
+            await conn.execute(
+                pending_questions.update()
+                .where(pending_questions.c.id == qid)
+                .values(chat_id=chat_id, message_id=message_id)
+            )
 
     async def update_payload(self, qid: int, payload: dict[str, Any]) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(pending_questions.update().where(
-                pending_questions.c.id == qid, pending_questions.c.status == PENDING).values(
-                payload=json.dumps(payload, ensure_ascii=False)))
+            await conn.execute(
+                pending_questions.update()
+                .where(pending_questions.c.id == qid, pending_questions.c.status == PENDING)
+                .values(payload=json.dumps(payload, ensure_ascii=False))
+            )
 
     async def resolve(self, qid: int, status: str, answer: str) -> bool:
         """Close a pending question; False if it was closed already (second tap, expiry)."""
         async with self._engine.begin() as conn:
-            result = await conn.execute(pending_questions.update().where(
-                pending_questions.c.id == qid, pending_questions.c.status == PENDING).values(
-                status=status, answer=answer, answered_at=self._clock()))
+            result = await conn.execute(
+                pending_questions.update()
+                .where(pending_questions.c.id == qid, pending_questions.c.status == PENDING)
+                .values(status=status, answer=answer, answered_at=self._clock())
+            )
         return result.rowcount == 1
 
     async def expire_all_pending(self, runner: str | None = None) -> list[PendingQuestion]:
@@ -92,15 +122,19 @@ class QuestionRepo:
         scale-out workers only the questions of turns this process (``runner``) ran."""
         mine = pending_questions.c.status == PENDING
         if runner is not None:
-            theirs = sa.select(turns.c.id).where(turns.c.id == pending_questions.c.turn_id,
-                                                 turns.c.runner.is_not(None),
-                                                 turns.c.runner != runner)
+            theirs = sa.select(turns.c.id).where(
+                turns.c.id == pending_questions.c.turn_id,
+                turns.c.runner.is_not(None),
+                turns.c.runner != runner,
+            )
             mine = sa.and_(mine, ~sa.exists(theirs))
         async with self._engine.begin() as conn:
             rows = list(await conn.execute(pending_questions.select().where(mine)))
-            await conn.execute(pending_questions.update().where(
-                pending_questions.c.id.in_([r.id for r in rows])).values(
-                status=QuestionStatus.EXPIRED, answer="restart", answered_at=self._clock()))
+            await conn.execute(
+                pending_questions.update()
+                .where(pending_questions.c.id.in_([r.id for r in rows]))
+                .values(status=QuestionStatus.EXPIRED, answer="restart", answered_at=self._clock())
+            )
         return [_question(r) for r in rows]
 
 
@@ -114,29 +148,41 @@ class GrantRepo:
         if existing:
             return existing[0]
         async with self._engine.begin() as conn:
-            await conn.execute(grants.insert().values(
-                user_id=user_id, engine=engine, cwd=cwd, pattern=pattern,
-                created_at=self._clock()))
+            await conn.execute(
+                grants.insert().values(
+                    user_id=user_id,
+                    engine=engine,
+                    cwd=cwd,
+                    pattern=pattern,
+                    created_at=self._clock(),
+                )
+            )
         return [g for g in await self.active(user_id, engine, cwd) if g.pattern == pattern][0]
 
-    async def active(self, user_id: int, engine: str | None = None,
-                     cwd: str | None = None) -> list[Grant]:
-        query = grants.select().where(grants.c.user_id == user_id,
-                                      grants.c.revoked_at.is_(None)).order_by(grants.c.id)
+    async def active(
+        self, user_id: int, engine: str | None = None, cwd: str | None = None
+    ) -> list[Grant]:
+        query = (
+            grants.select()
+            .where(grants.c.user_id == user_id, grants.c.revoked_at.is_(None))
+            .order_by(grants.c.id)
+        )
         if engine is not None:
             query = query.where(grants.c.engine == engine)
         if cwd is not None:
             query = query.where(grants.c.cwd == cwd)
         async with self._engine.connect() as conn:
-            return [Grant(r.id, r.user_id, r.engine, r.cwd, r.pattern,
-                          aware(r.created_at))  # type: ignore[arg-type]
-                    for r in await conn.execute(query)]
+            return [
+                Grant(r.id, r.user_id, r.engine, r.cwd, r.pattern, utc(r.created_at))
+                for r in await conn.execute(query)
+            ]
 
     async def revoke(self, user_id: int, grant_id: int) -> Grant | None:
         found = [g for g in await self.active(user_id) if g.id == grant_id]
         if not found:
             return None
         async with self._engine.begin() as conn:
-            await conn.execute(grants.update().where(grants.c.id == grant_id).values(
-                revoked_at=self._clock()))
+            await conn.execute(
+                grants.update().where(grants.c.id == grant_id).values(revoked_at=self._clock())
+            )
         return found[0]

@@ -25,7 +25,8 @@ class Database:
         self.engine = engine
         self._tx: ContextVar[AsyncConnection | None] = ContextVar(f"tx{id(self)}", default=None)
         self._hooks: ContextVar[list[Callable[[], None]] | None] = ContextVar(
-            f"hooks{id(self)}", default=None)
+            f"hooks{id(self)}", default=None
+        )
 
     def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
         conn = self._tx.get()
@@ -69,6 +70,11 @@ async def _joined(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def utc(value: datetime) -> datetime:
+    """A stored time that is never NULL, as an aware UTC datetime."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def aware(value: datetime | None) -> datetime | None:

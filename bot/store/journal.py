@@ -17,20 +17,30 @@ class UpdateJournalRepo:
     async def keep(self, update_id: int, payload: str) -> None:
         """Store an update (again is fine: Telegram re-sends what was not confirmed)."""
         async with self._engine.begin() as conn:
-            exists = (await conn.execute(sa.select(update_journal.c.update_id).where(
-                update_journal.c.update_id == update_id))).first()
+            exists = (
+                await conn.execute(
+                    sa.select(update_journal.c.update_id).where(
+                        update_journal.c.update_id == update_id
+                    )
+                )
+            ).first()
             if exists is None:
-                await conn.execute(update_journal.insert().values(
-                    update_id=update_id, payload=payload, received_at=self._clock()))
+                await conn.execute(
+                    update_journal.insert().values(
+                        update_id=update_id, payload=payload, received_at=self._clock()
+                    )
+                )
 
     async def done(self, update_id: int) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(update_journal.delete().where(
-                update_journal.c.update_id == update_id))
+            await conn.execute(
+                update_journal.delete().where(update_journal.c.update_id == update_id)
+            )
 
     async def pending(self) -> list[tuple[int, str]]:
         """Updates kept but never handled, oldest first."""
         query = sa.select(update_journal.c.update_id, update_journal.c.payload).order_by(
-            update_journal.c.update_id)
+            update_journal.c.update_id
+        )
         async with self._engine.connect() as conn:
             return [(r[0], r[1]) for r in await conn.execute(query)]

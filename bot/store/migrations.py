@@ -38,7 +38,8 @@ def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """Add a column unless the table already has it (tables are created in their latest shape)."""
     inspector = sa.inspect(conn)
     if inspector.has_table(table) and column not in {
-            c["name"] for c in inspector.get_columns(table)}:
+        c["name"] for c in inspector.get_columns(table)
+    }:
         conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
 
 
@@ -102,8 +103,19 @@ def _v11(conn: Connection) -> None:
 
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10,
-                                                  _v11]
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    _v1,
+    _v2,
+    _v3,
+    _v4,
+    _v5,
+    _v6,
+    _v7,
+    _v8,
+    _v9,
+    _v10,
+    _v11,
+]
 
 
 def migrate(conn: Connection) -> int:

@@ -14,8 +14,12 @@ from bot.models import OutboxStatus
 from bot.store.db import Clock, Database, aware
 from bot.store.schema import outbox
 
-PENDING, SENT, FAILED, SUPERSEDED = (OutboxStatus.PENDING, OutboxStatus.SENT, OutboxStatus.FAILED,
-                                     OutboxStatus.SUPERSEDED)
+PENDING, SENT, FAILED, SUPERSEDED = (
+    OutboxStatus.PENDING,
+    OutboxStatus.SENT,
+    OutboxStatus.FAILED,
+    OutboxStatus.SUPERSEDED,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,50 +38,79 @@ class OutboxRepo:
         self._engine = engine
         self._clock = clock
 
-    async def add(self, chat_id: int, op: str, payload: dict[str, Any], task_id: int | None,
-                  link_kind: str | None, coalesce_key: str | None = None) -> int:
+    async def add(
+        self,
+        chat_id: int,
+        op: str,
+        payload: dict[str, Any],
+        task_id: int | None,
+        link_kind: str | None,
+        coalesce_key: str | None = None,
+    ) -> int:
         """Queue a row; a newer edit of the same message supersedes a pending older one."""
         now = self._clock()
         async with self._engine.begin() as conn:
             if coalesce_key is not None:
-                await conn.execute(outbox.update().where(
-                    outbox.c.coalesce_key == coalesce_key, outbox.c.status == PENDING).values(
-                    status=SUPERSEDED))
-            result = await conn.execute(outbox.insert().values(
-                chat_id=chat_id, op=op, payload=_json(payload),
-                task_id=task_id, link_kind=link_kind, coalesce_key=coalesce_key, status=PENDING,
-                not_before=now, created_at=now))
+                await conn.execute(
+                    outbox.update()
+                    .where(outbox.c.coalesce_key == coalesce_key, outbox.c.status == PENDING)
+                    .values(status=SUPERSEDED)
+                )
+            result = await conn.execute(
+                outbox.insert().values(
+                    chat_id=chat_id,
+                    op=op,
+                    payload=_json(payload),
+                    task_id=task_id,
+                    link_kind=link_kind,
+                    coalesce_key=coalesce_key,
+                    status=PENDING,
+                    not_before=now,
+                    created_at=now,
+                )
+            )
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     async def due(self, limit: int = 500) -> list[OutboxRow]:
         """The oldest pending row of each chat, where it is due: a row waiting to retry holds
         back the rows queued after it in its chat, so a chat's order survives retries."""
-        query = outbox.select().where(outbox.c.status == PENDING).order_by(outbox.c.id).limit(
-            limit)
+        query = outbox.select().where(outbox.c.status == PENDING).order_by(outbox.c.id).limit(limit)
         now = self._clock()
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(query))
         first: dict[int, Any] = {}
         for row in rows:
             first.setdefault(row.chat_id, row)
-        return [OutboxRow(r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind,
-                          r.attempts) for r in first.values() if _aware(r.not_before) <= now]
+        return [
+            OutboxRow(
+                r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind, r.attempts
+            )
+            for r in first.values()
+            if _aware(r.not_before) <= now
+        ]
 
     async def retire(self, row_id: int) -> None:
         """A message whose moment passed: never sent if it is still pending."""
         async with self._engine.begin() as conn:
-            await conn.execute(outbox.update().where(outbox.c.id == row_id).values(
-                retired_at=self._clock()))
-            await conn.execute(outbox.update().where(
-                outbox.c.id == row_id, outbox.c.status == PENDING).values(status=SUPERSEDED))
+            await conn.execute(
+                outbox.update().where(outbox.c.id == row_id).values(retired_at=self._clock())
+            )
+            await conn.execute(
+                outbox.update()
+                .where(outbox.c.id == row_id, outbox.c.status == PENDING)
+                .values(status=SUPERSEDED)
+            )
 
     async def live(self, task_ids: list[int], link_kind: str) -> list[tuple[int, int]]:
         """(row id, chat id) of the messages of ``link_kind`` about these tasks that were
         queued and not retired (a progress message a crash left behind)."""
         query = sa.select(outbox.c.id, outbox.c.chat_id).where(
-            outbox.c.task_id.in_(task_ids), outbox.c.op == "send",
-            outbox.c.link_kind == link_kind, outbox.c.retired_at.is_(None),
-            outbox.c.status.in_([PENDING, SENT]))
+            outbox.c.task_id.in_(task_ids),
+            outbox.c.op == "send",
+            outbox.c.link_kind == link_kind,
+            outbox.c.retired_at.is_(None),
+            outbox.c.status.in_([PENDING, SENT]),
+        )
         async with self._engine.connect() as conn:
             return [(r[0], r[1]) for r in await conn.execute(query)]
 
@@ -87,8 +120,9 @@ class OutboxRepo:
     async def failed(self, row_id: int, error: str) -> None:
         await self._update(row_id, status=FAILED, error=error[:500])
 
-    async def retry_later(self, row_id: int, attempts: int, not_before: datetime,
-                          error: str) -> None:
+    async def retry_later(
+        self, row_id: int, attempts: int, not_before: datetime, error: str
+    ) -> None:
         await self._update(row_id, attempts=attempts, not_before=not_before, error=error[:500])
 
     async def replace_payload(self, row_id: int, payload: dict[str, Any]) -> None:
@@ -96,19 +130,26 @@ class OutboxRepo:
 
     async def state(self, row_id: int) -> tuple[str, int | None]:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(sa.select(outbox.c.status, outbox.c.message_id).where(
-                outbox.c.id == row_id))).first()
+            row = (
+                await conn.execute(
+                    sa.select(outbox.c.status, outbox.c.message_id).where(outbox.c.id == row_id)
+                )
+            ).first()
         return (row.status, row.message_id) if row else (FAILED, None)
 
     async def message_id_of(self, row_id: int) -> int | None:
         async with self._engine.connect() as conn:
-            return (await conn.execute(sa.select(outbox.c.message_id).where(
-                outbox.c.id == row_id))).scalar()
+            return (
+                await conn.execute(sa.select(outbox.c.message_id).where(outbox.c.id == row_id))
+            ).scalar()
 
     async def count(self, status: str) -> int:
         async with self._engine.connect() as conn:
-            return int((await conn.execute(sa.select(sa.func.count()).where(
-                outbox.c.status == status))).scalar_one())
+            return int(
+                (
+                    await conn.execute(sa.select(sa.func.count()).where(outbox.c.status == status))
+                ).scalar_one()
+            )
 
     async def _update(self, row_id: int, **values: Any) -> None:
         async with self._engine.begin() as conn:

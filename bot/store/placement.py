@@ -32,24 +32,35 @@ class WorktreeRepo:
 
     async def add(self, row: WorktreeRow) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(worktrees.insert().values(
-                task_id=row.task_id, repo_root=row.repo_root, path=row.path, branch=row.branch,
-                base_branch=row.base_branch, base_commit=row.base_commit, state=row.state,
-                created_at=self._clock()))
+            await conn.execute(
+                worktrees.insert().values(
+                    task_id=row.task_id,
+                    repo_root=row.repo_root,
+                    path=row.path,
+                    branch=row.branch,
+                    base_branch=row.base_branch,
+                    base_commit=row.base_commit,
+                    state=row.state,
+                    created_at=self._clock(),
+                )
+            )
 
     async def get(self, task_id: int) -> WorktreeRow | None:
         async with self._engine.connect() as conn:
-            r = (await conn.execute(worktrees.select().where(
-                worktrees.c.task_id == task_id))).first()
+            r = (
+                await conn.execute(worktrees.select().where(worktrees.c.task_id == task_id))
+            ).first()
         if r is None:
             return None
-        return WorktreeRow(r.task_id, r.repo_root, r.path, r.branch, r.base_branch,
-                           r.base_commit, r.state)
+        return WorktreeRow(
+            r.task_id, r.repo_root, r.path, r.branch, r.base_branch, r.base_commit, r.state
+        )
 
     async def set_state(self, task_id: int, state: str) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(sa.update(worktrees).where(
-                worktrees.c.task_id == task_id).values(state=state))
+            await conn.execute(
+                sa.update(worktrees).where(worktrees.c.task_id == task_id).values(state=state)
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,22 +78,36 @@ class TaskFileRepo:
 
     async def add(self, row: TaskFileRow) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(task_files.insert().values(
-                task_id=row.task_id, source=row.source, goal=row.goal,
-                constraints=row.constraints))
+            await conn.execute(
+                task_files.insert().values(
+                    task_id=row.task_id,
+                    source=row.source,
+                    goal=row.goal,
+                    constraints=row.constraints,
+                )
+            )
 
     async def get(self, task_id: int) -> TaskFileRow | None:
         async with self._engine.connect() as conn:
-            r = (await conn.execute(task_files.select().where(
-                task_files.c.task_id == task_id))).first()
+            r = (
+                await conn.execute(task_files.select().where(task_files.c.task_id == task_id))
+            ).first()
         return TaskFileRow(r.task_id, r.source, r.goal, r.constraints) if r else None
 
     async def unexported(self) -> list[int]:
         async with self._engine.connect() as conn:
-            return list((await conn.execute(sa.select(task_files.c.task_id).where(
-                task_files.c.exported_at.is_(None)))).scalars())
+            return list(
+                (
+                    await conn.execute(
+                        sa.select(task_files.c.task_id).where(task_files.c.exported_at.is_(None))
+                    )
+                ).scalars()
+            )
 
     async def exported(self, task_id: int) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(sa.update(task_files).where(
-                task_files.c.task_id == task_id).values(exported_at=self._clock()))
+            await conn.execute(
+                sa.update(task_files)
+                .where(task_files.c.task_id == task_id)
+                .values(exported_at=self._clock())
+            )

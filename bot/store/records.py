@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from bot.store.db import Clock, Database, aware
+from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import audit, chat_settings, message_links, spend, transcript, user_settings
 
 
@@ -33,44 +33,68 @@ class TranscriptRepo:
         self._engine = engine
         self._clock = clock
 
-    async def append(self, task_id: int, turn_id: int,
-                     events: list[tuple[str, dict[str, Any]]]) -> None:
+    async def append(
+        self, task_id: int, turn_id: int, events: list[tuple[str, dict[str, Any]]]
+    ) -> None:
         if not events:
             return
         now = self._clock()
-        rows = [dict(task_id=task_id, turn_id=turn_id, kind=kind, created_at=now,
-                     body=json.dumps(body, ensure_ascii=False)) for kind, body in events]
+        rows = [
+            dict(
+                task_id=task_id,
+                turn_id=turn_id,
+                kind=kind,
+                created_at=now,
+                body=json.dumps(body, ensure_ascii=False),
+            )
+            for kind, body in events
+        ]
         async with self._engine.begin() as conn:
             await conn.execute(transcript.insert(), rows)
 
     async def count(self, task_id: int) -> int:
         async with self._engine.connect() as conn:
-            return int((await conn.execute(sa.select(sa.func.count()).where(
-                transcript.c.task_id == task_id))).scalar_one())
+            return int(
+                (
+                    await conn.execute(
+                        sa.select(sa.func.count()).where(transcript.c.task_id == task_id)
+                    )
+                ).scalar_one()
+            )
 
     async def write_all(self, task_id: int, out: Writer, batch: int = 500) -> None:
         """The whole transcript as text lines into ``out``, read in batches."""
         last_id = 0
         while True:
-            query = transcript.select().where(transcript.c.task_id == task_id,
-                                              transcript.c.id > last_id).order_by(
-                transcript.c.id).limit(batch)
+            query = (
+                transcript.select()
+                .where(transcript.c.task_id == task_id, transcript.c.id > last_id)
+                .order_by(transcript.c.id)
+                .limit(batch)
+            )
             async with self._engine.connect() as conn:
                 rows = list(await conn.execute(query))
             if not rows:
                 return
             for r in rows:
-                out.write(f"{aware(r.created_at):%Y-%m-%d %H:%M:%S} turn {r.turn_id} {r.kind}: "
-                          f"{r.body}\n")
+                out.write(
+                    f"{aware(r.created_at):%Y-%m-%d %H:%M:%S} turn {r.turn_id} {r.kind}: {r.body}\n"
+                )
             last_id = rows[-1].id
 
     async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:
-        query = transcript.select().where(transcript.c.task_id == task_id).order_by(
-            transcript.c.id.desc()).limit(limit)
+        query = (
+            transcript.select()
+            .where(transcript.c.task_id == task_id)
+            .order_by(transcript.c.id.desc())
+            .limit(limit)
+        )
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(query))
-        return [TranscriptLine(r.id, r.turn_id, r.kind, json.loads(r.body),
-                               aware(r.created_at)) for r in reversed(rows)]  # type: ignore[arg-type]
+        return [
+            TranscriptLine(r.id, r.turn_id, r.kind, json.loads(r.body), utc(r.created_at))
+            for r in reversed(rows)
+        ]
 
 
 class LinkRepo:
@@ -81,18 +105,29 @@ class LinkRepo:
 
     async def link(self, chat_id: int, message_id: int, task_id: int, kind: str) -> None:
         async with self._engine.begin() as conn:
-            exists = (await conn.execute(sa.select(message_links.c.task_id).where(
-                message_links.c.chat_id == chat_id,
-                message_links.c.message_id == message_id))).first()
+            exists = (
+                await conn.execute(
+                    sa.select(message_links.c.task_id).where(
+                        message_links.c.chat_id == chat_id, message_links.c.message_id == message_id
+                    )
+                )
+            ).first()
             if exists is None:
-                await conn.execute(message_links.insert().values(
-                    chat_id=chat_id, message_id=message_id, task_id=task_id, kind=kind))
+                await conn.execute(
+                    message_links.insert().values(
+                        chat_id=chat_id, message_id=message_id, task_id=task_id, kind=kind
+                    )
+                )
 
     async def task_for(self, chat_id: int, message_id: int) -> int | None:
         async with self._engine.connect() as conn:
-            return (await conn.execute(sa.select(message_links.c.task_id).where(
-                message_links.c.chat_id == chat_id,
-                message_links.c.message_id == message_id))).scalar()
+            return (
+                await conn.execute(
+                    sa.select(message_links.c.task_id).where(
+                        message_links.c.chat_id == chat_id, message_links.c.message_id == message_id
+                    )
+                )
+            ).scalar()
 
 
 class SpendRepo:
@@ -100,25 +135,48 @@ class SpendRepo:
         self._engine = engine
         self._clock = clock
 
-    async def record(self, user_id: int, task_id: int, turn_id: int, cost_usd: float,
-                     input_tokens: int, output_tokens: int) -> None:
+    async def record(
+        self,
+        user_id: int,
+        task_id: int,
+        turn_id: int,
+        cost_usd: float,
+        input_tokens: int,
+        output_tokens: int,
+    ) -> None:
         now = self._clock()
         async with self._engine.begin() as conn:
-            await conn.execute(spend.insert().values(
-                user_id=user_id, day=now.date().isoformat(), task_id=task_id, turn_id=turn_id,
-                cost_usd=cost_usd, input_tokens=input_tokens, output_tokens=output_tokens,
-                created_at=now))
+            await conn.execute(
+                spend.insert().values(
+                    user_id=user_id,
+                    day=now.date().isoformat(),
+                    task_id=task_id,
+                    turn_id=turn_id,
+                    cost_usd=cost_usd,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    created_at=now,
+                )
+            )
 
     async def day_total(self, user_id: int, day: str) -> float:
         async with self._engine.connect() as conn:
-            return float((await conn.execute(sa.select(sa.func.coalesce(
-                sa.func.sum(spend.c.cost_usd), 0.0)).where(
-                spend.c.user_id == user_id, spend.c.day == day))).scalar_one())
-
+            return float(
+                (
+                    await conn.execute(
+                        sa.select(sa.func.coalesce(sa.func.sum(spend.c.cost_usd), 0.0)).where(
+                            spend.c.user_id == user_id, spend.c.day == day
+                        )
+                    )
+                ).scalar_one()
+            )
 
     async def by_day(self, user_id: int, since_day: str) -> dict[str, float]:
-        query = sa.select(spend.c.day, sa.func.sum(spend.c.cost_usd)).where(
-            spend.c.user_id == user_id, spend.c.day >= since_day).group_by(spend.c.day)
+        query = (
+            sa.select(spend.c.day, sa.func.sum(spend.c.cost_usd))
+            .where(spend.c.user_id == user_id, spend.c.day >= since_day)
+            .group_by(spend.c.day)
+        )
         async with self._engine.connect() as conn:
             return {day: float(total) for day, total in await conn.execute(query)}
 
@@ -133,27 +191,39 @@ class ChatSettingsRepo:
 
     async def preset(self, chat_id: int) -> str | None:
         async with self._engine.connect() as conn:
-            return (await conn.execute(sa.select(chat_settings.c.preset).where(
-                chat_settings.c.chat_id == chat_id))).scalar()
+            return (
+                await conn.execute(
+                    sa.select(chat_settings.c.preset).where(chat_settings.c.chat_id == chat_id)
+                )
+            ).scalar()
 
     async def set_preset(self, chat_id: int, preset: str) -> None:
         await self._set(chat_id, preset=preset)
 
     async def cwd(self, chat_id: int) -> str | None:
         async with self._engine.connect() as conn:
-            return (await conn.execute(sa.select(chat_settings.c.cwd).where(
-                chat_settings.c.chat_id == chat_id))).scalar()
+            return (
+                await conn.execute(
+                    sa.select(chat_settings.c.cwd).where(chat_settings.c.chat_id == chat_id)
+                )
+            ).scalar()
 
     async def set_cwd(self, chat_id: int, cwd: str) -> None:
         await self._set(chat_id, cwd=cwd)
 
     async def _set(self, chat_id: int, **values: str) -> None:
         async with self._engine.begin() as conn:
-            updated = await conn.execute(chat_settings.update().where(
-                chat_settings.c.chat_id == chat_id).values(updated_at=self._clock(), **values))
+            updated = await conn.execute(
+                chat_settings.update()
+                .where(chat_settings.c.chat_id == chat_id)
+                .values(updated_at=self._clock(), **values)
+            )
             if updated.rowcount == 0:
-                await conn.execute(chat_settings.insert().values(
-                    chat_id=chat_id, updated_at=self._clock(), **values))
+                await conn.execute(
+                    chat_settings.insert().values(
+                        chat_id=chat_id, updated_at=self._clock(), **values
+                    )
+                )
 
 
 class UserSettingsRepo:
@@ -163,27 +233,41 @@ class UserSettingsRepo:
 
     async def locales(self) -> dict[int, str]:
         async with self._engine.connect() as conn:
-            return {uid: loc for uid, loc in await conn.execute(sa.select(
-                user_settings.c.user_id, user_settings.c.locale)) if loc}
+            return {
+                uid: loc
+                for uid, loc in await conn.execute(
+                    sa.select(user_settings.c.user_id, user_settings.c.locale)
+                )
+                if loc
+            }
 
     async def set_locale(self, user_id: int, locale: str) -> None:
         await self._set(user_id, locale=locale)
 
     async def tz(self, user_id: int) -> str | None:
         async with self._engine.connect() as conn:
-            return (await conn.execute(sa.select(user_settings.c.tz).where(
-                user_settings.c.user_id == user_id))).scalar()
+            return (
+                await conn.execute(
+                    sa.select(user_settings.c.tz).where(user_settings.c.user_id == user_id)
+                )
+            ).scalar()
 
     async def set_tz(self, user_id: int, tz: str) -> None:
         await self._set(user_id, tz=tz)
 
     async def _set(self, user_id: int, **values: str) -> None:
         async with self._engine.begin() as conn:
-            updated = await conn.execute(user_settings.update().where(
-                user_settings.c.user_id == user_id).values(**values, updated_at=self._clock()))
+            updated = await conn.execute(
+                user_settings.update()
+                .where(user_settings.c.user_id == user_id)
+                .values(**values, updated_at=self._clock())
+            )
             if updated.rowcount == 0:
-                await conn.execute(user_settings.insert().values(
-                    user_id=user_id, **values, updated_at=self._clock()))
+                await conn.execute(
+                    user_settings.insert().values(
+                        user_id=user_id, **values, updated_at=self._clock()
+                    )
+                )
 
 
 class AuditRepo:
@@ -191,12 +275,19 @@ class AuditRepo:
         self._engine = engine
         self._clock = clock
 
-    async def record(self, action: str, user_id: int | None, task_id: int | None = None,
-                     detail: str = "") -> None:
+    async def record(
+        self, action: str, user_id: int | None, task_id: int | None = None, detail: str = ""
+    ) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(audit.insert().values(
-                at=self._clock(), user_id=user_id, action=action, task_id=task_id,
-                detail=detail[:2000]))
+            await conn.execute(
+                audit.insert().values(
+                    at=self._clock(),
+                    user_id=user_id,
+                    action=action,
+                    task_id=task_id,
+                    detail=detail[:2000],
+                )
+            )
 
     async def count(self, action: str, user_id: int | None = None) -> int:
         query = sa.select(sa.func.count()).where(audit.c.action == action)

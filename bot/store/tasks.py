@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn, TurnError
-from bot.store.db import Clock, Database, aware
+from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import tasks, turns
 
 ACTIVE = (TaskStatus.QUEUED.value, TaskStatus.RUNNING.value)
@@ -29,13 +29,24 @@ class TurnOutcome:
 def _task(row: Any) -> Task:
     m = row._mapping
     return Task(
-        id=m["id"], owner_id=m["owner_id"], chat_id=m["chat_id"], engine=Engine(m["engine"]),
-        kind=TaskKind(m["kind"]), slug=m["slug"], title=m["title"], cwd=m["cwd"],
-        model=m["model"], status=TaskStatus(m["status"]), session_id=m["session_id"],
-        locale=m["locale"], created_at=aware(m["created_at"]),  # type: ignore[arg-type]
-        updated_at=aware(m["updated_at"]), announced=bool(m["announced"]),  # type: ignore[arg-type]
+        id=m["id"],
+        owner_id=m["owner_id"],
+        chat_id=m["chat_id"],
+        engine=Engine(m["engine"]),
+        kind=TaskKind(m["kind"]),
+        slug=m["slug"],
+        title=m["title"],
+        cwd=m["cwd"],
+        model=m["model"],
+        status=TaskStatus(m["status"]),
+        session_id=m["session_id"],
+        locale=m["locale"],
+        created_at=utc(m["created_at"]),
+        updated_at=utc(m["updated_at"]),
+        announced=bool(m["announced"]),
         total_cost_usd=m["total_cost_usd"] or 0.0,
-        approval_mode=ApprovalMode(m["approval_mode"]), preset=m["preset"],
+        approval_mode=ApprovalMode(m["approval_mode"]),
+        preset=m["preset"],
         max_usd=m["max_usd"],
     )
 
@@ -43,12 +54,20 @@ def _task(row: Any) -> Task:
 def _turn(row: Any) -> Turn:
     m = row._mapping
     return Turn(
-        id=m["id"], task_id=m["task_id"], seq=m["seq"], prompt=m["prompt"],
-        status=TaskStatus(m["status"]), result_text=m["result_text"],
+        id=m["id"],
+        task_id=m["task_id"],
+        seq=m["seq"],
+        prompt=m["prompt"],
+        status=TaskStatus(m["status"]),
+        result_text=m["result_text"],
         error=TurnError.decode(m["error"]),
-        stderr_tail=m["stderr_tail"], cost_usd=m["cost_usd"], input_tokens=m["input_tokens"],
-        output_tokens=m["output_tokens"], created_at=aware(m["created_at"]),  # type: ignore[arg-type]
-        started_at=aware(m["started_at"]), finished_at=aware(m["finished_at"]),
+        stderr_tail=m["stderr_tail"],
+        cost_usd=m["cost_usd"],
+        input_tokens=m["input_tokens"],
+        output_tokens=m["output_tokens"],
+        created_at=utc(m["created_at"]),
+        started_at=aware(m["started_at"]),
+        finished_at=aware(m["finished_at"]),
     )
 
 
@@ -62,13 +81,26 @@ class TaskRepo:
     async def create(self, new: NewTask, slug: str) -> tuple[Task, Turn]:
         now = self._clock()
         async with self._engine.begin() as conn:
-            inserted = await conn.execute(tasks.insert().values(
-                owner_id=new.owner_id, chat_id=new.chat_id, engine=new.engine,
-                kind=new.kind.value, slug=slug, title=new.prompt[:200], cwd=str(new.cwd),
-                model=new.model, status=TaskStatus.QUEUED.value, locale=new.locale,
-                announced=new.announced, created_at=now, updated_at=now,
-                approval_mode=new.approval_mode.value, preset=new.preset,
-                max_usd=new.max_usd))
+            inserted = await conn.execute(
+                tasks.insert().values(
+                    owner_id=new.owner_id,
+                    chat_id=new.chat_id,
+                    engine=new.engine,
+                    kind=new.kind.value,
+                    slug=slug,
+                    title=new.prompt[:200],
+                    cwd=str(new.cwd),
+                    model=new.model,
+                    status=TaskStatus.QUEUED.value,
+                    locale=new.locale,
+                    announced=new.announced,
+                    created_at=now,
+                    updated_at=now,
+                    approval_mode=new.approval_mode.value,
+                    preset=new.preset,
+                    max_usd=new.max_usd,
+                )
+            )
             task_id = int(inserted.inserted_primary_key[0])  # type: ignore[index]
             turn_id = await self._insert_turn(conn, task_id, 1, new.prompt)
         return await self.get(task_id), await self.get_turn(turn_id)  # type: ignore[return-value]
@@ -76,19 +108,34 @@ class TaskRepo:
     async def add_turn(self, task_id: int, prompt: str) -> Turn:
         """Queue a follow-up; the task becomes queued again unless a turn is running."""
         async with self._engine.begin() as conn:
-            seq = (await conn.execute(
-                sa.select(sa.func.coalesce(sa.func.max(turns.c.seq), 0)).where(
-                    turns.c.task_id == task_id))).scalar_one()
+            seq = (
+                await conn.execute(
+                    sa.select(sa.func.coalesce(sa.func.max(turns.c.seq), 0)).where(
+                        turns.c.task_id == task_id
+                    )
+                )
+            ).scalar_one()
             turn_id = await self._insert_turn(conn, task_id, seq + 1, prompt)
-            await conn.execute(tasks.update().where(
-                tasks.c.id == task_id, tasks.c.status != TaskStatus.RUNNING.value,
-            ).values(status=TaskStatus.QUEUED.value, updated_at=self._clock()))
+            await conn.execute(
+                tasks.update()
+                .where(
+                    tasks.c.id == task_id,
+                    tasks.c.status != TaskStatus.RUNNING.value,
+                )
+                .values(status=TaskStatus.QUEUED.value, updated_at=self._clock())
+            )
         return await self.get_turn(turn_id)  # type: ignore[return-value]
 
     async def _insert_turn(self, conn: Any, task_id: int, seq: int, prompt: str) -> int:
-        result = await conn.execute(turns.insert().values(
-            task_id=task_id, seq=seq, prompt=prompt, status=TaskStatus.QUEUED.value,
-            created_at=self._clock()))
+        result = await conn.execute(
+            turns.insert().values(
+                task_id=task_id,
+                seq=seq,
+                prompt=prompt,
+                status=TaskStatus.QUEUED.value,
+                created_at=self._clock(),
+            )
+        )
         return int(result.inserted_primary_key[0])
 
     async def get(self, task_id: int) -> Task | None:
@@ -116,10 +163,18 @@ class TaskRepo:
     async def next_queued_turn(self, task_id: int) -> Turn | None:
         """The oldest queued turn of a task, if no turn of it is running."""
         running = sa.select(turns.c.id).where(
-            turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value)
-        query = turns.select().where(
-            turns.c.task_id == task_id, turns.c.status == TaskStatus.QUEUED.value,
-            ~sa.exists(running)).order_by(turns.c.seq).limit(1)
+            turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value
+        )
+        query = (
+            turns.select()
+            .where(
+                turns.c.task_id == task_id,
+                turns.c.status == TaskStatus.QUEUED.value,
+                ~sa.exists(running),
+            )
+            .order_by(turns.c.seq)
+            .limit(1)
+        )
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return _turn(row) if row else None
@@ -127,20 +182,32 @@ class TaskRepo:
     async def mark_submitted(self, turn_id: int) -> bool:
         """Mark a queued turn submitted; False when somebody already did (submit it once)."""
         async with self._engine.begin() as conn:
-            result = await conn.execute(turns.update().where(
-                turns.c.id == turn_id, turns.c.submitted_at.is_(None),
-                turns.c.status == TaskStatus.QUEUED.value).values(submitted_at=self._clock()))
+            result = await conn.execute(
+                turns.update()
+                .where(
+                    turns.c.id == turn_id,
+                    turns.c.submitted_at.is_(None),
+                    turns.c.status == TaskStatus.QUEUED.value,
+                )
+                .values(submitted_at=self._clock())
+            )
         return result.rowcount == 1
 
     async def unsubmit_queued(self) -> None:
         """After a restart the job engine's queue is not trusted: queued turns are re-submitted."""
         async with self._engine.begin() as conn:
-            await conn.execute(turns.update().where(
-                turns.c.status == TaskStatus.QUEUED.value).values(submitted_at=None))
+            await conn.execute(
+                turns.update()
+                .where(turns.c.status == TaskStatus.QUEUED.value)
+                .values(submitted_at=None)
+            )
 
     async def unsubmitted_task_ids(self) -> list[int]:
-        query = sa.select(turns.c.task_id).where(
-            turns.c.status == TaskStatus.QUEUED.value, turns.c.submitted_at.is_(None)).distinct()
+        query = (
+            sa.select(turns.c.task_id)
+            .where(turns.c.status == TaskStatus.QUEUED.value, turns.c.submitted_at.is_(None))
+            .distinct()
+        )
         async with self._engine.connect() as conn:
             return [r[0] for r in await conn.execute(query)]
 
@@ -149,8 +216,9 @@ class TaskRepo:
         only while no other turn of the task runs. A second run of the same job gets None."""
         now = self._clock()
         async with self._engine.begin() as conn:
-            task_id = (await conn.execute(sa.select(turns.c.task_id).where(
-                turns.c.id == turn_id))).scalar()
+            task_id = (
+                await conn.execute(sa.select(turns.c.task_id).where(turns.c.id == turn_id))
+            ).scalar()
             if task_id is None:
                 return None
             # Touching the task row first serialises claims of one task (a row lock on PostgreSQL).
@@ -158,76 +226,126 @@ class TaskRepo:
             other = turns.alias("other")
             blocked = sa.select(other.c.id).where(
                 other.c.task_id == task_id,
-                sa.or_(other.c.status == TaskStatus.RUNNING.value,
-                       sa.and_(other.c.status == TaskStatus.QUEUED.value,
-                               other.c.seq < turns.c.seq)))
-            claimed = await conn.execute(turns.update().where(
-                turns.c.id == turn_id, turns.c.status == TaskStatus.QUEUED.value,
-                ~sa.exists(blocked),
-            ).values(status=TaskStatus.RUNNING.value, started_at=now, runs=turns.c.runs + 1,
-                     runner=runner, stop_requested=False))
+                sa.or_(
+                    other.c.status == TaskStatus.RUNNING.value,
+                    sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
+                ),
+            )
+            claimed = await conn.execute(
+                turns.update()
+                .where(
+                    turns.c.id == turn_id,
+                    turns.c.status == TaskStatus.QUEUED.value,
+                    ~sa.exists(blocked),
+                )
+                .values(
+                    status=TaskStatus.RUNNING.value,
+                    started_at=now,
+                    runs=turns.c.runs + 1,
+                    runner=runner,
+                    stop_requested=False,
+                )
+            )
             if claimed.rowcount != 1:
                 return None
-            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
-                status=TaskStatus.RUNNING.value))
+            await conn.execute(
+                tasks.update().where(tasks.c.id == task_id).values(status=TaskStatus.RUNNING.value)
+            )
         return await self.get_turn(turn_id)
 
     async def request_stop(self, task_id: int) -> bool:
         """Ask whichever process runs this task's turn to stop it; False if none runs."""
         async with self._engine.begin() as conn:
-            result = await conn.execute(turns.update().where(
-                turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value).values(
-                stop_requested=True))
+            result = await conn.execute(
+                turns.update()
+                .where(turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value)
+                .values(stop_requested=True)
+            )
         return result.rowcount > 0
 
     async def stop_requested(self, turn_id: int) -> bool:
         async with self._engine.connect() as conn:
-            return bool((await conn.execute(sa.select(turns.c.stop_requested).where(
-                turns.c.id == turn_id))).scalar())
+            return bool(
+                (
+                    await conn.execute(
+                        sa.select(turns.c.stop_requested).where(turns.c.id == turn_id)
+                    )
+                ).scalar()
+            )
 
     async def set_cwd(self, task_id: int, cwd: str) -> Task:
         async with self._engine.begin() as conn:
-            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
-                cwd=cwd, updated_at=self._clock()))
+            await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == task_id)
+                .values(cwd=cwd, updated_at=self._clock())
+            )
         task = await self.get(task_id)
         assert task is not None
         return task
 
     async def set_session(self, task_id: int, session_id: str) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
-                session_id=session_id, updated_at=self._clock()))
+            await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == task_id)
+                .values(session_id=session_id, updated_at=self._clock())
+            )
 
     async def finish_turn(self, turn: Turn, outcome: TurnOutcome) -> tuple[Task, Turn]:
         """Record a turn's outcome; the task takes the outcome unless more turns are queued.
         Returns the task and the finished turn."""
         now = self._clock()
         async with self._engine.begin() as conn:
-            await conn.execute(turns.update().where(turns.c.id == turn.id).values(
-                status=outcome.status.value, result_text=outcome.result_text,
-                error=outcome.error.encode() if outcome.error else None,
-                stderr_tail=outcome.stderr_tail,
-                cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
-                output_tokens=outcome.output_tokens, finished_at=now))
-            queued = (await conn.execute(sa.select(sa.func.count()).where(
-                turns.c.task_id == turn.task_id,
-                turns.c.status == TaskStatus.QUEUED.value))).scalar_one()
+            await conn.execute(
+                turns.update()
+                .where(turns.c.id == turn.id)
+                .values(
+                    status=outcome.status.value,
+                    result_text=outcome.result_text,
+                    error=outcome.error.encode() if outcome.error else None,
+                    stderr_tail=outcome.stderr_tail,
+                    cost_usd=outcome.cost_usd,
+                    input_tokens=outcome.input_tokens,
+                    output_tokens=outcome.output_tokens,
+                    finished_at=now,
+                )
+            )
+            queued = (
+                await conn.execute(
+                    sa.select(sa.func.count()).where(
+                        turns.c.task_id == turn.task_id, turns.c.status == TaskStatus.QUEUED.value
+                    )
+                )
+            ).scalar_one()
             status = TaskStatus.QUEUED if queued else outcome.status
-            await conn.execute(tasks.update().where(tasks.c.id == turn.task_id).values(
-                status=status.value, updated_at=now,
-                total_cost_usd=tasks.c.total_cost_usd + (outcome.cost_usd or 0.0)))
+            await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == turn.task_id)
+                .values(
+                    status=status.value,
+                    updated_at=now,
+                    total_cost_usd=tasks.c.total_cost_usd + (outcome.cost_usd or 0.0),
+                )
+            )
         return await self.get(turn.task_id), await self.get_turn(turn.id)  # type: ignore[return-value]
 
     async def cancel_queued(self, task_id: int) -> int:
         """Cancel every queued turn of a task; returns how many."""
         async with self._engine.begin() as conn:
-            result = await conn.execute(turns.update().where(
-                turns.c.task_id == task_id, turns.c.status == TaskStatus.QUEUED.value,
-            ).values(status=TaskStatus.CANCELLED.value, finished_at=self._clock()))
+            result = await conn.execute(
+                turns.update()
+                .where(
+                    turns.c.task_id == task_id,
+                    turns.c.status == TaskStatus.QUEUED.value,
+                )
+                .values(status=TaskStatus.CANCELLED.value, finished_at=self._clock())
+            )
         return int(result.rowcount)
 
-    async def set_status(self, task_id: int, status: TaskStatus,
-                         only_from: Sequence[TaskStatus] | None = None) -> bool:
+    async def set_status(
+        self, task_id: int, status: TaskStatus, only_from: Sequence[TaskStatus] | None = None
+    ) -> bool:
         query = tasks.update().where(tasks.c.id == task_id)
         if only_from is not None:
             query = query.where(tasks.c.status.in_([s.value for s in only_from]))
@@ -237,14 +355,22 @@ class TaskRepo:
 
     async def raise_budget(self, task_id: int, extra_usd: float) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(
-                max_usd=sa.func.coalesce(tasks.c.max_usd, 0) + extra_usd,
-                updated_at=self._clock()))
+            await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == task_id)
+                .values(
+                    max_usd=sa.func.coalesce(tasks.c.max_usd, 0) + extra_usd,
+                    updated_at=self._clock(),
+                )
+            )
 
     async def top_by_cost(self, owner_id: int, limit: int = 5) -> list[Task]:
-        query = tasks.select().where(tasks.c.owner_id == owner_id,
-                                     tasks.c.total_cost_usd > 0).order_by(
-            tasks.c.total_cost_usd.desc()).limit(limit)
+        query = (
+            tasks.select()
+            .where(tasks.c.owner_id == owner_id, tasks.c.total_cost_usd > 0)
+            .order_by(tasks.c.total_cost_usd.desc())
+            .limit(limit)
+        )
         async with self._engine.connect() as conn:
             return [_task(r) for r in await conn.execute(query)]
 
@@ -266,23 +392,41 @@ class TaskRepo:
         if runner is not None:
             mine = sa.and_(mine, sa.or_(turns.c.runner.is_(None), turns.c.runner == runner))
         async with self._engine.begin() as conn:
-            ids = [r[0] for r in await conn.execute(sa.select(turns.c.task_id).where(
-                mine).distinct())]
-            await conn.execute(turns.update().where(mine).values(
-                status=TaskStatus.INTERRUPTED.value, finished_at=now,
-                error=TurnError("turn_error.interrupted").encode()))
-            running = sa.select(turns.c.id).where(turns.c.task_id == tasks.c.id,
-                                                  turns.c.status == TaskStatus.RUNNING.value)
-            ids += [r[0] for r in await conn.execute(sa.select(tasks.c.id).where(
-                tasks.c.status == TaskStatus.RUNNING.value, ~sa.exists(running)))
-                if r[0] not in ids]
-            await conn.execute(tasks.update().where(tasks.c.id.in_(ids)).values(
-                status=TaskStatus.INTERRUPTED.value, updated_at=now))
+            ids = [
+                r[0] for r in await conn.execute(sa.select(turns.c.task_id).where(mine).distinct())
+            ]
+            await conn.execute(
+                turns.update()
+                .where(mine)
+                .values(
+                    status=TaskStatus.INTERRUPTED.value,
+                    finished_at=now,
+                    error=TurnError("turn_error.interrupted").encode(),
+                )
+            )
+            running = sa.select(turns.c.id).where(
+                turns.c.task_id == tasks.c.id, turns.c.status == TaskStatus.RUNNING.value
+            )
+            ids += [
+                r[0]
+                for r in await conn.execute(
+                    sa.select(tasks.c.id).where(
+                        tasks.c.status == TaskStatus.RUNNING.value, ~sa.exists(running)
+                    )
+                )
+                if r[0] not in ids
+            ]
+            await conn.execute(
+                tasks.update()
+                .where(tasks.c.id.in_(ids))
+                .values(status=TaskStatus.INTERRUPTED.value, updated_at=now)
+            )
             rows = await conn.execute(tasks.select().where(tasks.c.id.in_(ids)))
             return [_task(r) for r in rows]
 
-    async def list_for(self, owner_id: int | None, statuses: Sequence[TaskStatus] | None = None,
-                       limit: int = 20) -> list[Task]:
+    async def list_for(
+        self, owner_id: int | None, statuses: Sequence[TaskStatus] | None = None, limit: int = 20
+    ) -> list[Task]:
         query = tasks.select().order_by(tasks.c.id.desc()).limit(limit)
         if owner_id is not None:
             query = query.where(tasks.c.owner_id == owner_id)
@@ -296,6 +440,7 @@ class TaskRepo:
         if owner_id is not None:
             query = query.where(tasks.c.owner_id == owner_id)
         async with self._engine.begin() as conn:
-            result = await conn.execute(query.values(
-                status=TaskStatus.ARCHIVED.value, updated_at=self._clock()))
+            result = await conn.execute(
+                query.values(status=TaskStatus.ARCHIVED.value, updated_at=self._clock())
+            )
         return int(result.rowcount)

@@ -34,34 +34,52 @@ class TaskCard:
             raise UserInputError("callback.not_yours")
         if extend:
             await self._tasks.money.check_daily_cap(user_id)
-        if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED,
-                                                   "extend" if extend else "stop"):
+        if not await self._store.questions.resolve(
+            qid, QuestionStatus.ANSWERED, "extend" if extend else "stop"
+        ):
             raise UserInputError("callback_approval.answered")
         amount = float(question.payload.get("extend", 0))
-        await self._store.audit.record("budget_extended" if extend else "budget_stopped",
-                                       user_id, task.id, f"{amount}")
+        await self._store.audit.record(
+            "budget_extended" if extend else "budget_stopped", user_id, task.id, f"{amount}"
+        )
         loc = task.locale
         if not extend:
-            text = self._texts.get(loc, "money.stopped", label=task.label,
-                                   spent=f"{task.total_cost_usd:.4f}")
+            text = self._texts.get(
+                loc, "money.stopped", label=task.label, spent=f"{task.total_cost_usd:.4f}"
+            )
             await self._notifier.edit(task.chat_id, question.message_id or 0, text)
             return task
         await self._store.tasks.raise_budget(task.id, amount)
         task = await self._tasks.get_own(user_id, task.id)
         await self._tasks.queue_turn(
-            task, user_id, self._texts.get(loc, "money.continue_prompt"), "budget_continued",
-            lambda: self._notifier.edit(task.chat_id, question.message_id or 0, self._texts.get(
-                loc, "money.extended", label=task.label, cap=f"{task.max_usd or 0:.2f}")))
+            task,
+            user_id,
+            self._texts.get(loc, "money.continue_prompt"),
+            "budget_continued",
+            lambda: self._notifier.edit(
+                task.chat_id,
+                question.message_id or 0,
+                self._texts.get(
+                    loc, "money.extended", label=task.label, cap=f"{task.max_usd or 0:.2f}"
+                ),
+            ),
+        )
         return task
 
     async def ask_follow_up(self, user_id: int, task_id: int) -> None:
         """A force-reply prompt linked to the task: the reply continues it."""
         task = await self._tasks.get_own(user_id, task_id)
         await self._notifier.send(
-            task, self._texts.get(task.locale, "task.followup_prompt", label=task.label),
-            kind="status", markup=ForceReply(force_reply=True, input_field_placeholder=self._texts
-                                             .get(task.locale, "task.followup_placeholder",
-                                                  label=task.label)[:64]))
+            task,
+            self._texts.get(task.locale, "task.followup_prompt", label=task.label),
+            kind="status",
+            markup=ForceReply(
+                force_reply=True,
+                input_field_placeholder=self._texts.get(
+                    task.locale, "task.followup_placeholder", label=task.label
+                )[:64],
+            ),
+        )
 
     async def send_transcript(self, user_id: int, task_id: int, lines: int = 25) -> None:
         """The last events as a message; the whole transcript as a file when there is more."""
@@ -69,43 +87,60 @@ class TaskCard:
         total = await self._store.transcript.count(task.id)
         loc = task.locale
         if total == 0:
-            await self._notifier.send(task, self._texts.get(loc, "task.transcript_empty",
-                                                            label=task.label), kind="status")
+            await self._notifier.send(
+                task, self._texts.get(loc, "task.transcript_empty", label=task.label), kind="status"
+            )
             return
         tail = await self._store.transcript.tail(task.id, lines)
         body = "\n".join(_transcript_line(line.kind, line.body) for line in tail)[-3300:]
-        header = self._texts.get(loc, "task.transcript_header", label=task.label,
-                                 count=len(tail), total=total)
-        await self._notifier.send(task, f"{header}\n<pre>{html.escape(body)}</pre>",
-                                  kind="status")
+        header = self._texts.get(
+            loc, "task.transcript_header", label=task.label, count=len(tail), total=total
+        )
+        await self._notifier.send(task, f"{header}\n<pre>{html.escape(body)}</pre>", kind="status")
         if total > lines:
             out = io.StringIO()
             await self._store.transcript.write_all(task.id, out)
             await self._notifier.send_file(
-                task, out.getvalue().encode(), f"{task.id}-{task.slug}-transcript.txt",
-                self._texts.get(loc, "task.transcript_file", label=task.label))
+                task,
+                out.getvalue().encode(),
+                f"{task.id}-{task.slug}-transcript.txt",
+                self._texts.get(loc, "task.transcript_file", label=task.label),
+            )
 
     async def send_task_file(self, user_id: int, task_id: int) -> None:
         """The task as a task file (the detach skill's Markdown format), as a document."""
         task = await self._tasks.get_own(user_id, task_id)
         exported = await export(self._store, task.id, self._texts)
-        await self._notifier.send_file(task, exported.encode(), f"{task.id}-{task.slug}.task.md",
-                                       self._texts.get(task.locale, "task.task_file",
-                                                       label=task.label))
+        await self._notifier.send_file(
+            task,
+            exported.encode(),
+            f"{task.id}-{task.slug}.task.md",
+            self._texts.get(task.locale, "task.task_file", label=task.label),
+        )
 
     async def retry(self, user_id: int, task_id: int) -> Task:
         """Run the last request again, in the same session."""
         task = await self._tasks.get_idle(user_id, task_id)
         await self._tasks.money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
-        await self._tasks.queue_turn(task, user_id, last.prompt if last else task.title, "retry",
-                                     lambda: self._tasks.say(task, "task.retrying"))
+        await self._tasks.queue_turn(
+            task,
+            user_id,
+            last.prompt if last else task.title,
+            "retry",
+            lambda: self._tasks.say(task, "task.retrying"),
+        )
         return task
 
 
 def _transcript_line(kind: str, body: dict[str, object]) -> str:
-    detail = body.get("text") or body.get("summary") or body.get("output") or body.get(
-        "result_text") or ""
+    detail = (
+        body.get("text")
+        or body.get("summary")
+        or body.get("output")
+        or body.get("result_text")
+        or ""
+    )
     name = body.get("name")
     prefix = f"{kind} {name}" if name else kind
     return f"{prefix}: {str(detail)[:300]}"

@@ -22,8 +22,9 @@ def split_options(text: str) -> tuple[dict[str, str], str]:
     while words and (match := _OPTION.fullmatch(words[0])):
         key, value = match.groups()
         if key not in KNOWN:
-            raise UserInputError("error.unknown_option", option=key,
-                                 known=", ".join(f"{k}=" for k in KNOWN))
+            raise UserInputError(
+                "error.unknown_option", option=key, known=", ".join(f"{k}=" for k in KNOWN)
+            )
         if key in options:  # which one was meant is not ours to guess
             raise UserInputError("error.duplicate_option", option=key)
         options[key] = value

@@ -26,11 +26,23 @@ LIST_LIMIT = 15
 
 
 class TaskService:
-    def __init__(self, *, store: Store, pool: JobPool, queue: TurnQueue, notifier: Notifier,
-                 texts: Texts, money: MoneyDesk, workdirs: WorkdirPolicy, worktrees: Worktrees,
-                 engines: Collection[Engine], default_engine: Engine, max_prompt_chars: int,
-                 default_mode: ApprovalMode = ApprovalMode.ASK,
-                 default_worktree: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        pool: JobPool,
+        queue: TurnQueue,
+        notifier: Notifier,
+        texts: Texts,
+        money: MoneyDesk,
+        workdirs: WorkdirPolicy,
+        worktrees: Worktrees,
+        engines: Collection[Engine],
+        default_engine: Engine,
+        max_prompt_chars: int,
+        default_mode: ApprovalMode = ApprovalMode.ASK,
+        default_worktree: bool = False,
+    ) -> None:
         """``engines``: those tasks may use (here, or on scale-out workers)."""
         self._store = store
         self._pool = pool
@@ -51,13 +63,22 @@ class TaskService:
         if not prompt:
             raise UserInputError("error.empty_goal", command=command)
         if len(prompt) > self._max_prompt_chars:
-            raise UserInputError("error.prompt_too_long", chars=len(prompt),
-                                 limit=self._max_prompt_chars)
+            raise UserInputError(
+                "error.prompt_too_long", chars=len(prompt), limit=self._max_prompt_chars
+            )
         return prompt
 
-    async def start_from_chat(self, user_id: int, chat_id: int, kind: TaskKind, text: str,
-                              locale: str, command: str, engine: Engine | None = None,
-                              reply_to: int | None = None) -> Task:
+    async def start_from_chat(
+        self,
+        user_id: int,
+        chat_id: int,
+        kind: TaskKind,
+        text: str,
+        locale: str,
+        command: str,
+        engine: Engine | None = None,
+        reply_to: int | None = None,
+    ) -> Task:
         """A task from a Telegram command: ``[key=value ...] prompt``, in the default working
         directory. A command Telegram delivers twice (a restart before the update was
         confirmed) starts one task."""
@@ -66,35 +87,53 @@ class TaskService:
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
             if existing is not None:
-                log.info("message %s in chat %s already started task %s", reply_to, chat_id,
-                         existing)
+                log.info(
+                    "message %s in chat %s already started task %s", reply_to, chat_id, existing
+                )
                 return await self.get_own(user_id, existing)
         return await self.start(new, reply_to=reply_to)
 
-    async def plan(self, user_id: int, chat_id: int, kind: TaskKind, options: dict[str, str],
-                   prompt: str, locale: str, command: str, engine: Engine | None = None,
-                   slug: str | None = None) -> NewTask:
+    async def plan(
+        self,
+        user_id: int,
+        chat_id: int,
+        kind: TaskKind,
+        options: dict[str, str],
+        prompt: str,
+        locale: str,
+        command: str,
+        engine: Engine | None = None,
+        slug: str | None = None,
+    ) -> NewTask:
         """A checked NewTask from options (``model=``, ``cwd=``, ...) and a prompt: the model
         preset, budget, directory and mode resolved now, so bad input fails before anything
         is created."""
-        chosen = engine or (option_engine(options, self.default_engine, self._engines)
-                            if "engine" in options else None)
+        chosen = engine or (
+            option_engine(options, self.default_engine, self._engines)
+            if "engine" in options
+            else None
+        )
         preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
         chat_dir = await self.current_dir(chat_id)
-        cwd = (self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options
-               else chat_dir)
+        cwd = self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options else chat_dir
         worktree = flag(options, "worktree", self._default_worktree)
         if worktree and "worktree" not in options and not await self.worktrees.in_repository(cwd):
             worktree = False  # the default setting applies where there is a repository
-        return NewTask(owner_id=user_id, chat_id=chat_id,
-                       engine=chosen or (preset.engine if preset else self.default_engine),
-                       preset=preset.name if preset else None,
-                       model=preset.model if preset else None,
-                       max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
-                       kind=kind, prompt=self.validate_prompt(prompt, command),
-                       cwd=cwd, locale=locale,
-                       approval_mode=approval_mode(options, self._default_mode),
-                       worktree=worktree, slug=slug)
+        return NewTask(
+            owner_id=user_id,
+            chat_id=chat_id,
+            engine=chosen or (preset.engine if preset else self.default_engine),
+            preset=preset.name if preset else None,
+            model=preset.model if preset else None,
+            max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
+            kind=kind,
+            prompt=self.validate_prompt(prompt, command),
+            cwd=cwd,
+            locale=locale,
+            approval_mode=approval_mode(options, self._default_mode),
+            worktree=worktree,
+            slug=slug,
+        )
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""
@@ -125,8 +164,7 @@ class TaskService:
                 task = await self._own_worktree(task, new.cwd, repo)
             if reply_to is not None:
                 await self._store.links.link(new.chat_id, reply_to, task.id, "command")
-            await self._store.audit.record("task_created", new.owner_id, task.id,
-                                           new.engine)
+            await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
             if new.announced:
                 await self._notifier.acknowledge(task, reply_to=reply_to, origin=new.origin)
             failpoints.hit("task.before_commit")
@@ -140,8 +178,9 @@ class TaskService:
         created = await self.worktrees.create(task.id, task.slug, cwd, repo)
         return await self._store.tasks.set_cwd(task.id, str(created.cwd))
 
-    async def follow_up(self, user_id: int, task_id: int, prompt: str,
-                        reply_to: int) -> Turn | None:
+    async def follow_up(
+        self, user_id: int, task_id: int, prompt: str, reply_to: int
+    ) -> Turn | None:
         task = await self.get_own(user_id, task_id)
         prompt = self.validate_prompt(prompt, "detach")
         await self.money.check_daily_cap(user_id)
@@ -156,8 +195,14 @@ class TaskService:
 
         return await self.queue_turn(task, user_id, prompt, "follow_up", link_and_say)
 
-    async def queue_turn(self, task: Task, user_id: int, prompt: str, action: str,
-                         notify: Callable[[], Awaitable[None]]) -> Turn:
+    async def queue_turn(
+        self,
+        task: Task,
+        user_id: int,
+        prompt: str,
+        action: str,
+        notify: Callable[[], Awaitable[None]],
+    ) -> Turn:
         """The next turn of ``task`` (a follow-up, a resume, a retry, a budget extension):
         the turn, its audit line and what ``notify`` tells the user commit together; then the
         turn is submitted."""
@@ -170,8 +215,9 @@ class TaskService:
 
     async def say(self, task: Task, key: str) -> None:
         """A status line about ``task`` (``key`` takes the task's label)."""
-        await self._notifier.send(task, self._texts.get(task.locale, key, label=task.label),
-                                  kind="status")
+        await self._notifier.send(
+            task, self._texts.get(task.locale, key, label=task.label), kind="status"
+        )
 
     async def get_own(self, user_id: int, task_id: int) -> Task:
         """A task of this user; somebody else's task is reported exactly like a missing one."""
@@ -184,8 +230,11 @@ class TaskService:
         """A task of this user that is neither queued nor running."""
         task = await self.get_own(user_id, task_id)
         if task.status.active:
-            raise TaskStateError("error.still_active", label=task.label,
-                                 status=self._texts.status(task.locale, task.status))
+            raise TaskStateError(
+                "error.still_active",
+                label=task.label,
+                status=self._texts.status(task.locale, task.status),
+            )
         return task
 
     async def task_for_message(self, chat_id: int, message_id: int, user_id: int) -> Task | None:
@@ -204,8 +253,11 @@ class TaskService:
         task = await self.get_own(user_id, task_id)
         turn = await self._store.tasks.last_turn(task.id)
         if turn is None or turn.status.active:
-            raise TaskStateError("tasks.no_result", label=task.label,
-                                 status=self._texts.status(task.locale, task.status))
+            raise TaskStateError(
+                "tasks.no_result",
+                label=task.label,
+                status=self._texts.status(task.locale, task.status),
+            )
         await self._notifier.turn_finished(task, turn)
 
     async def cancel(self, user_id: int, task_id: int) -> Task:
@@ -213,11 +265,15 @@ class TaskService:
         dropped = await self._store.tasks.cancel_queued(task.id)
         stopping = self._pool.cancel(task.id) or await self._store.tasks.request_stop(task.id)
         if not stopping and not dropped:
-            raise TaskStateError("error.not_active", label=task.label,
-                                 status=self._texts.status(task.locale, task.status))
+            raise TaskStateError(
+                "error.not_active",
+                label=task.label,
+                status=self._texts.status(task.locale, task.status),
+            )
         if not stopping:
-            await self._store.tasks.set_status(task.id, TaskStatus.CANCELLED,
-                                               only_from=[TaskStatus.QUEUED])
+            await self._store.tasks.set_status(
+                task.id, TaskStatus.CANCELLED, only_from=[TaskStatus.QUEUED]
+            )
         await self._store.audit.record("task_cancelled", user_id, task.id)
         return task
 
@@ -236,14 +292,20 @@ class TaskService:
         await self.money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
         preamble = self._texts.get(task.locale, "task.interrupted_preamble")
-        await self.queue_turn(task, user_id, f"{preamble}\n\n{last.prompt if last else ''}",
-                              "resumed", lambda: self.say(task, "task.resumed"))
+        await self.queue_turn(
+            task,
+            user_id,
+            f"{preamble}\n\n{last.prompt if last else ''}",
+            "resumed",
+            lambda: self.say(task, "task.resumed"),
+        )
         return task
 
     async def mark_failed(self, user_id: int, task_id: int) -> Task:
         task = await self._interrupted(user_id, task_id)
-        await self._store.tasks.set_status(task.id, TaskStatus.FAILED,
-                                           only_from=[TaskStatus.INTERRUPTED])
+        await self._store.tasks.set_status(
+            task.id, TaskStatus.FAILED, only_from=[TaskStatus.INTERRUPTED]
+        )
         await self._store.audit.record("marked_failed", user_id, task.id)
         await self.say(task, "task.marked_failed")
         return task
@@ -251,8 +313,11 @@ class TaskService:
     async def _interrupted(self, user_id: int, task_id: int) -> Task:
         task = await self.get_own(user_id, task_id)
         if task.status is not TaskStatus.INTERRUPTED:
-            raise TaskStateError("error.not_interrupted", label=task.label,
-                                 status=self._texts.status(task.locale, task.status))
+            raise TaskStateError(
+                "error.not_interrupted",
+                label=task.label,
+                status=self._texts.status(task.locale, task.status),
+            )
         return task
 
 

@@ -10,16 +10,18 @@ from bot.errors import UserInputError
 
 
 class WorkdirPolicy:
-    def __init__(self, default: Path, allowed: Iterable[Path],
-                 internal: Iterable[Path] = ()) -> None:
+    def __init__(
+        self, default: Path, allowed: Iterable[Path], internal: Iterable[Path] = ()
+    ) -> None:
         """``internal`` roots (the task worktrees under the data dir) hold directories the bot
         made itself: a stored task directory may be there, a typed path may not."""
         self.default = default.resolve()
         self.allowed = tuple(p.resolve() for p in allowed) or (self.default,)
         self._internal = tuple(p.resolve() for p in internal)
 
-    def resolve(self, typed: str, base: Path | None = None,
-                roots: tuple[Path, ...] | None = None) -> Path:
+    def resolve(
+        self, typed: str, base: Path | None = None, roots: tuple[Path, ...] | None = None
+    ) -> Path:
         """An existing directory inside an allowed root, or a clear refusal."""
         text = typed.strip()
         if not text:
@@ -36,8 +38,9 @@ class WorkdirPolicy:
         if not real.is_dir():
             raise UserInputError("workdir.not_a_directory", path=text)
         if not any(real == root or real.is_relative_to(root) for root in roots or self.allowed):
-            raise UserInputError("workdir.outside", path=text, allowed=", ".join(
-                str(root) for root in self.allowed))
+            raise UserInputError(
+                "workdir.outside", path=text, allowed=", ".join(str(root) for root in self.allowed)
+            )
         return real
 
     def check(self, path: Path) -> Path:

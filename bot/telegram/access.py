@@ -30,8 +30,7 @@ class AccessPolicy:
     async def set_locale(self, user_id: int, lang: str) -> str:
         locale = lang.strip().lower()
         if locale not in self._texts.locales:
-            raise UserInputError("error.bad_lang", lang=lang, known=", ".join(
-                self._texts.locales))
+            raise UserInputError("error.bad_lang", lang=lang, known=", ".join(self._texts.locales))
         await self._store.users.set_locale(user_id, locale)
         if self._locales is not None:
             self._locales[user_id] = locale

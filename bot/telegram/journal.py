@@ -27,15 +27,17 @@ class JournaledDispatcher(Dispatcher):
         self.startup.register(self._replay)
 
     async def _listen_updates(  # type: ignore[override]
-            self, bot: Bot, *args: Any, **kwargs: Any) -> AsyncGenerator[Update, None]:
+        self, bot: Bot, *args: Any, **kwargs: Any
+    ) -> AsyncGenerator[Update, None]:
         # The base generator asks for the next batch (confirming this one) only after the
         # consumer took every update of it; each is stored before it is handed on.
         async for update in super()._listen_updates(bot, *args, **kwargs):
             await self._store.journal.keep(update.update_id, _dump(update))
             yield update
 
-    async def _process_update(self, bot: Bot, update: Update, call_answer: bool = True,
-                              **kwargs: Any) -> bool:
+    async def _process_update(
+        self, bot: Bot, update: Update, call_answer: bool = True, **kwargs: Any
+    ) -> bool:
         try:
             return await super()._process_update(bot, update, call_answer, **kwargs)
         finally:
@@ -52,8 +54,9 @@ class JournaledDispatcher(Dispatcher):
             self._replays.add(task)
             task.add_done_callback(self._replays.discard)
 
-    async def _handle_in_order(self, bot: Bot, pending: list[tuple[int, str]],
-                               kwargs: dict[str, Any]) -> bool:
+    async def _handle_in_order(
+        self, bot: Bot, pending: list[tuple[int, str]], kwargs: dict[str, Any]
+    ) -> bool:
         for _update_id, payload in pending:
             update = Update.model_validate(json.loads(payload), context={"bot": bot})
             await self._process_update(bot, update, dispatcher=self, **kwargs)

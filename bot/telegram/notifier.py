@@ -42,27 +42,45 @@ class Notifier:
     def text(self, locale: str, key: str, **params: object) -> str:
         return self._texts.get(locale, key, **params)
 
-    async def acknowledge(self, task: Task, reply_to: int | None = None,
-                          origin: str | None = None) -> None:
+    async def acknowledge(
+        self, task: Task, reply_to: int | None = None, origin: str | None = None
+    ) -> None:
         """``origin`` (already HTML): where a task that no message started came from."""
         loc = task.locale
-        text = self._texts.get(loc, "task.ack", icon=STATUS_ICONS[task.status], label=task.label,
-                               status=self._texts.status(loc, task.status),
-                               title=shorten(task.title, 300, one_line=True))
+        text = self._texts.get(
+            loc,
+            "task.ack",
+            icon=STATUS_ICONS[task.status],
+            label=task.label,
+            status=self._texts.status(loc, task.status),
+            title=shorten(task.title, 300, one_line=True),
+        )
         if origin:
             text += "\n" + origin
-        await self.send(task, text, kind="ack", reply_to=reply_to,
-                        markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
+        await self.send(
+            task,
+            text,
+            kind="ack",
+            reply_to=reply_to,
+            markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]),
+        )
 
     async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
-        text = self._texts.raw(task.locale, "task.followup_ack",
-                               label=html.escape(task.label), behind=behind)
-        await self.send(task, text, kind="ack", reply_to=reply_to,
-                        markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]))
+        text = self._texts.raw(
+            task.locale, "task.followup_ack", label=html.escape(task.label), behind=behind
+        )
+        await self.send(
+            task,
+            text,
+            kind="ack",
+            reply_to=reply_to,
+            markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]),
+        )
 
-    async def turn_finished(self, task: Task, turn: Turn, denials: Sequence[str] = (),
-                            changes: str = "") -> None:
+    async def turn_finished(
+        self, task: Task, turn: Turn, denials: Sequence[str] = (), changes: str = ""
+    ) -> None:
         """The completion card: status line, what changed in the repository, the answer (split,
         or as a document), denials, and the card's buttons on its last message."""
         loc = task.locale
@@ -71,8 +89,9 @@ class Notifier:
             header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
         worktree = await self._store.worktrees.get(task.id)
         in_worktree = worktree is not None and worktree.state == WorktreeState.ACTIVE
-        card = task_keyboard(self._texts, loc, task.id, CARD_ACTIONS,
-                             WORKTREE_ACTIONS if in_worktree else [])
+        card = task_keyboard(
+            self._texts, loc, task.id, CARD_ACTIONS, WORKTREE_ACTIONS if in_worktree else []
+        )
         if turn.status is not TaskStatus.DONE:
             await self.send(task, header, kind="result", markup=card)
             return
@@ -83,35 +102,52 @@ class Notifier:
         else:
             for index, chunk in enumerate(chunks):
                 last = index == len(chunks) - 1 and not denials
-                await self.send_rich(task, f"{header}\n\n{chunk}" if index == 0 else chunk,
-                                     kind="result", markup=card if last else None)
+                await self.send_rich(
+                    task,
+                    f"{header}\n\n{chunk}" if index == 0 else chunk,
+                    kind="result",
+                    markup=card if last else None,
+                )
         if denials:
             items = "\n".join(f"• {d}" for d in denials[:10])
-            await self.send(task, self._texts.get(loc, "task.denials", items=items), kind="result",
-                            markup=card)
+            await self.send(
+                task, self._texts.get(loc, "task.denials", items=items), kind="result", markup=card
+            )
 
     def _header(self, task: Task, turn: Turn) -> str:
         loc, label = task.locale, task.label
         took = duration(turn.duration_s)
         cost = money(turn.cost_usd)
-        cost_text = (self._texts.get(loc, "task.cost", cost=cost) if cost
-                     else self._texts.get(loc, "task.cost_unknown"))
+        cost_text = (
+            self._texts.get(loc, "task.cost", cost=cost)
+            if cost
+            else self._texts.get(loc, "task.cost_unknown")
+        )
         if turn.status is TaskStatus.DONE:
             total = money(task.total_cost_usd) if task.total_cost_usd else None
-            total_text = (self._texts.get(loc, "task.task_total", total=total)
-                          if total and total != cost else "")
-            return self._texts.get(loc, "task.done", label=label, duration=took, cost=cost_text,
-                                   total=total_text)
+            total_text = (
+                self._texts.get(loc, "task.task_total", total=total)
+                if total and total != cost
+                else ""
+            )
+            return self._texts.get(
+                loc, "task.done", label=label, duration=took, cost=cost_text, total=total_text
+            )
         if turn.status is TaskStatus.BUDGET_EXCEEDED:
-            return self._texts.get(loc, "task.budget_exceeded", label=label, duration=took,
-                                   cost=cost_text)
+            return self._texts.get(
+                loc, "task.budget_exceeded", label=label, duration=took, cost=cost_text
+            )
         if turn.status is TaskStatus.CANCELLED:
             return self._texts.get(loc, "task.cancelled", label=label)
         if turn.status is TaskStatus.TIMED_OUT:
             return self._texts.get(loc, "task.timed_out", label=label, duration=took)
-        text = self._texts.get(loc, "task.failed", label=label, duration=took,
-                               reason=shorten(self._texts.error(loc, turn.error), 500,
-                                              one_line=True))
+        text = self._texts.get(
+            loc,
+            "task.failed",
+            label=label,
+            duration=took,
+            reason=shorten(self._texts.error(loc, turn.error), 500, one_line=True),
+        )
         if turn.stderr_tail:
             text += "\n" + self._texts.get(loc, "task.stderr", tail=turn.stderr_tail[-1500:])
         return text
@@ -125,47 +161,73 @@ class Notifier:
 
     async def send_file(self, task: Task, data: bytes, filename: str, caption: str) -> None:
         """A document about ``task``, through the outbox (linked to the task once delivered)."""
-        await self._outbox.send_document(task.chat_id, data, filename, caption, task_id=task.id,
-                                         link_kind="document")
+        await self._outbox.send_document(
+            task.chat_id, data, filename, caption, task_id=task.id, link_kind="document"
+        )
 
     async def interrupted(self, chat_id: int, tasks: Sequence[Task]) -> None:
         """One message per owner listing what a restart interrupted, with buttons per task."""
         loc = tasks[0].locale
         lines = [self._texts.get(loc, "task.interrupted_header")]
-        lines += [self._texts.get(loc, "task.interrupted_item", label=t.label,
-                                  title=shorten(t.title, 80, one_line=True)) for t in tasks]
+        lines += [
+            self._texts.get(
+                loc,
+                "task.interrupted_item",
+                label=t.label,
+                title=shorten(t.title, 80, one_line=True),
+            )
+            for t in tasks
+        ]
         lines.append(self._texts.get(loc, "task.interrupted_footer"))
-        rows = [TaskAction.buttons(self._texts, loc, t.id, ["resume", "fail"], t.label)
-                for t in tasks[:20]]
-        await self._outbox.send(chat_id, "\n".join(lines), task_id=tasks[0].id,
-                                link_kind="interrupted",
-                                markup=InlineKeyboardMarkup(inline_keyboard=rows))
+        rows = [
+            TaskAction.buttons(self._texts, loc, t.id, ["resume", "fail"], t.label)
+            for t in tasks[:20]
+        ]
+        await self._outbox.send(
+            chat_id,
+            "\n".join(lines),
+            task_id=tasks[0].id,
+            link_kind="interrupted",
+            markup=InlineKeyboardMarkup(inline_keyboard=rows),
+        )
 
-    async def send_rich(self, task: Task, html_text: str, kind: str,
-                        markup: InlineKeyboardMarkup | None = None) -> None:
+    async def send_rich(
+        self, task: Task, html_text: str, kind: str, markup: InlineKeyboardMarkup | None = None
+    ) -> None:
         """Rendered HTML; the outbox sends it as plain text if Telegram rejects the HTML."""
         await self.send(task, html_text, kind, markup=markup)
 
-    async def send(self, task: Task, text: str, kind: str, reply_to: int | None = None,
-                   markup: InlineKeyboardMarkup | ForceReply | None = None) -> None:
+    async def send(
+        self,
+        task: Task,
+        text: str,
+        kind: str,
+        reply_to: int | None = None,
+        markup: InlineKeyboardMarkup | ForceReply | None = None,
+    ) -> None:
         """Queue a message about ``task`` (linked to it once delivered); returns at once."""
-        await self._outbox.send(task.chat_id, text, markup=markup, reply_to=reply_to,
-                                task_id=task.id, link_kind=kind)
+        await self._outbox.send(
+            task.chat_id, text, markup=markup, reply_to=reply_to, task_id=task.id, link_kind=kind
+        )
 
-    async def send_and_wait(self, task: Task, text: str, kind: str,
-                            markup: InlineKeyboardMarkup | None = None) -> Sent | None:
+    async def send_and_wait(
+        self, task: Task, text: str, kind: str, markup: InlineKeyboardMarkup | None = None
+    ) -> Sent | None:
         """Like ``send``, for the caller that needs the message id: waits for delivery, after
         the outbox's pacing (None when it failed or took too long)."""
-        row_id = await self._outbox.send(task.chat_id, text, markup=markup, task_id=task.id,
-                                         link_kind=kind)
+        row_id = await self._outbox.send(
+            task.chat_id, text, markup=markup, task_id=task.id, link_kind=kind
+        )
         message_id = await self._outbox.delivered(row_id)
         return Sent(message_id) if message_id is not None else None
 
-    async def queue(self, task: Task, text: str, kind: str,
-                    markup: InlineKeyboardMarkup | None = None) -> int:
+    async def queue(
+        self, task: Task, text: str, kind: str, markup: InlineKeyboardMarkup | None = None
+    ) -> int:
         """Queue a message about ``task``; returns its outbox row."""
-        return await self._outbox.send(task.chat_id, text, markup=markup, task_id=task.id,
-                                       link_kind=kind)
+        return await self._outbox.send(
+            task.chat_id, text, markup=markup, task_id=task.id, link_kind=kind
+        )
 
     async def delivered(self, row_id: int) -> int | None:
         return await self._outbox.delivered(row_id)
@@ -174,8 +236,9 @@ class Notifier:
         """Edit the message an outbox row became (queued after it, so it is sent by then)."""
         await self._outbox.edit(chat_id, None, text, None, row_id=row_id)
 
-    async def edit(self, chat_id: int, message_id: int, text: str,
-                   markup: InlineKeyboardMarkup | None = None) -> None:
+    async def edit(
+        self, chat_id: int, message_id: int, text: str, markup: InlineKeyboardMarkup | None = None
+    ) -> None:
         """Edit a message in place; without ``markup`` its buttons are removed."""
         await self._outbox.edit(chat_id, message_id, text, markup)
 

@@ -41,8 +41,14 @@ POLL_S = 0.2
 
 
 class Outbox:
-    def __init__(self, store: Store, bot: Bot | None, chat_interval_s: float = 1.0,
-                 group_interval_s: float = 3.0, per_second: float = 25.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        bot: Bot | None,
+        chat_interval_s: float = 1.0,
+        group_interval_s: float = 3.0,
+        per_second: float = 25.0,
+    ) -> None:
         self._store = store
         self._bot = bot
         self._pace = Pace(chat_interval_s, group_interval_s, per_second)
@@ -51,23 +57,46 @@ class Outbox:
         self._delivering = False  # a scale-out worker queues rows; the bot delivers them
 
     # -- the producers' side ---------------------------------------------------------------
-    async def send(self, chat_id: int, text: str, *, markup: InlineKeyboardMarkup | Any = None,
-                   reply_to: int | None = None, html: bool = True, task_id: int | None = None,
-                   link_kind: str | None = None) -> int:
+    async def send(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        markup: InlineKeyboardMarkup | Any = None,
+        reply_to: int | None = None,
+        html: bool = True,
+        task_id: int | None = None,
+        link_kind: str | None = None,
+    ) -> int:
         """Queue a message; returns the row id (``delivered`` gives its message id)."""
-        payload = {"text": text, "html": html, "reply_to": reply_to,
-                   "markup": markup.model_dump(exclude_none=True) if markup else None,
-                   "force_reply": isinstance(markup, ForceReply)}
+        payload = {
+            "text": text,
+            "html": html,
+            "reply_to": reply_to,
+            "markup": markup.model_dump(exclude_none=True) if markup else None,
+            "force_reply": isinstance(markup, ForceReply),
+        }
         row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
         self._wait_for(row_id)
         self._store.after_commit(self._wake.set)  # a row in a transaction waits for it
         return row_id
 
-    async def send_document(self, chat_id: int, data: bytes, filename: str, caption: str, *,
-                            task_id: int | None = None, link_kind: str | None = None) -> int:
+    async def send_document(
+        self,
+        chat_id: int,
+        data: bytes,
+        filename: str,
+        caption: str,
+        *,
+        task_id: int | None = None,
+        link_kind: str | None = None,
+    ) -> int:
         """Queue a file; its bytes are stored with the row, so a restart delivers it too."""
-        payload = {"data": base64.b64encode(data).decode(), "filename": filename,
-                   "caption": caption}
+        payload = {
+            "data": base64.b64encode(data).decode(),
+            "filename": filename,
+            "caption": caption,
+        }
         row_id = await self._store.outbox.add(chat_id, "document", payload, task_id, link_kind)
         self._wait_for(row_id)
         self._store.after_commit(self._wake.set)  # a row in a transaction waits for it
@@ -77,11 +106,21 @@ class Outbox:
         if self._delivering:
             self._waiters[row_id] = asyncio.get_running_loop().create_future()
 
-    async def edit(self, chat_id: int, message_id: int | None, text: str,
-                   markup: InlineKeyboardMarkup | None = None, row_id: int | None = None) -> None:
+    async def edit(
+        self,
+        chat_id: int,
+        message_id: int | None,
+        text: str,
+        markup: InlineKeyboardMarkup | None = None,
+        row_id: int | None = None,
+    ) -> None:
         """Edit a message, or the message that send-row ``row_id`` became."""
-        payload = {"message_id": message_id, "row_id": row_id, "text": text,
-                   "markup": markup.model_dump(exclude_none=True) if markup else None}
+        payload = {
+            "message_id": message_id,
+            "row_id": row_id,
+            "text": text,
+            "markup": markup.model_dump(exclude_none=True) if markup else None,
+        }
         key = f"{chat_id}:{message_id}" if message_id is not None else f"{chat_id}:r{row_id}"
         await self._store.outbox.add(chat_id, "edit", payload, None, None, coalesce_key=key)
         self._store.after_commit(self._wake.set)
@@ -90,8 +129,9 @@ class Outbox:
         """Remove the message send-row ``row_id`` became, or make sure it is never sent; its
         pending edits are dropped. Needs no message id, so it never waits for delivery."""
         await self._store.outbox.retire(row_id)
-        await self._store.outbox.add(chat_id, "delete", {"row_id": row_id}, None, None,
-                                     coalesce_key=f"{chat_id}:r{row_id}")
+        await self._store.outbox.add(
+            chat_id, "delete", {"row_id": row_id}, None, None, coalesce_key=f"{chat_id}:r{row_id}"
+        )
         self._store.after_commit(self._wake.set)
 
     async def delivered(self, row_id: int, timeout_s: float = 120.0) -> int | None:
@@ -175,8 +215,9 @@ class Outbox:
             self._pace.sent(row.chat_id)
         await self._store.outbox.sent(row.id, message_id)
         if row.task_id is not None and message_id is not None:
-            await self._store.links.link(row.chat_id, message_id, row.task_id,
-                                         row.link_kind or "message")
+            await self._store.links.link(
+                row.chat_id, message_id, row.task_id, row.link_kind or "message"
+            )
         self._resolve(row.id, message_id)
 
     async def _call(self, row: OutboxRow) -> int | None:
@@ -186,15 +227,21 @@ class Outbox:
         p = row.payload
         if row.op == "send":
             message = await bot.send_message(
-                row.chat_id, p["text"], parse_mode="HTML" if p.get("html") else None,
-                reply_markup=_markup(p), reply_to_message_id=p.get("reply_to"),
-                allow_sending_without_reply=True)
+                row.chat_id,
+                p["text"],
+                parse_mode="HTML" if p.get("html") else None,
+                reply_markup=_markup(p),
+                reply_to_message_id=p.get("reply_to"),
+                allow_sending_without_reply=True,
+            )
             return message.message_id
         if row.op == "document":
             message = await bot.send_document(
-                row.chat_id, BufferedInputFile(base64.b64decode(p["data"]),
-                                               filename=p["filename"]),
-                caption=p.get("caption"), parse_mode="HTML" if p.get("html", True) else None)
+                row.chat_id,
+                BufferedInputFile(base64.b64decode(p["data"]), filename=p["filename"]),
+                caption=p.get("caption"),
+                parse_mode="HTML" if p.get("html", True) else None,
+            )
             return message.message_id
         if row.op == "edit":
             return await self._edit(bot, row)
@@ -215,16 +262,21 @@ class Outbox:
             raise _Undeliverable("the message to edit was never sent")
         markup = _markup(p)
         await bot.edit_message_text(
-            text=p["text"], chat_id=row.chat_id, message_id=message_id,
-            reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None)
+            text=p["text"],
+            chat_id=row.chat_id,
+            message_id=message_id,
+            reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None,
+        )
         return int(message_id)
 
     async def _bad_request(self, row: OutboxRow, message: str) -> None:
         field = {"send": "text", "document": "caption"}.get(row.op)
         if field and row.payload.get("html", True) and "parse" in message.lower():
             log.info("outbox row %s: HTML rejected (%s); sending plain text", row.id, message)
-            await self._store.outbox.replace_payload(row.id, {
-                **row.payload, "html": False, field: plain(row.payload[field] or "")[:4096]})
+            await self._store.outbox.replace_payload(
+                row.id,
+                {**row.payload, "html": False, field: plain(row.payload[field] or "")[:4096]},
+            )
             return
         if "not modified" in message:
             await self._store.outbox.sent(row.id, row.payload.get("message_id"))
@@ -238,14 +290,14 @@ class Outbox:
             return
         delay = min(2.0 ** (attempts - 1), MAX_BACKOFF_S)
         log.info("outbox row %s: %s; retry %s in %.0fs", row.id, error, attempts, delay)
-        await self._store.outbox.retry_later(row.id, attempts,
-                                             utcnow() + timedelta(seconds=delay), error)
+        await self._store.outbox.retry_later(
+            row.id, attempts, utcnow() + timedelta(seconds=delay), error
+        )
 
     async def _give_up(self, row: OutboxRow, error: str) -> None:
         log.warning("outbox row %s to chat %s not deliverable: %s", row.id, row.chat_id, error)
         await self._store.outbox.failed(row.id, error)
         self._resolve(row.id, None)
-
 
     def _resolve(self, row_id: int, message_id: int | None) -> None:
         future = self._waiters.pop(row_id, None)

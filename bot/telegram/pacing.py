@@ -11,8 +11,7 @@ GLOBAL_BURST = 5.0
 
 
 class Pace:
-    def __init__(self, chat_interval_s: float, group_interval_s: float,
-                 per_second: float) -> None:
+    def __init__(self, chat_interval_s: float, group_interval_s: float, per_second: float) -> None:
         self._chat_interval_s = chat_interval_s
         self._group_interval_s = group_interval_s
         self._per_second = per_second
@@ -35,8 +34,9 @@ class Pace:
         """Wait for the overall pace to allow one more call."""
         while True:
             now = time.monotonic()
-            self._tokens = min(GLOBAL_BURST,
-                               self._tokens + (now - self._refilled) * self._per_second)
+            self._tokens = min(
+                GLOBAL_BURST, self._tokens + (now - self._refilled) * self._per_second
+            )
             self._refilled = now
             if self._tokens >= 1:
                 self._tokens -= 1

@@ -16,9 +16,15 @@ CHUNK_CHARS = 3500  # room for the header line and HTML escaping of the first ch
 MAX_CHUNKS = 4  # more than this goes out as a .md document
 
 STATUS_ICONS = {
-    TaskStatus.QUEUED: "🕓", TaskStatus.RUNNING: "⏳", TaskStatus.DONE: "✅",
-    TaskStatus.FAILED: "❌", TaskStatus.CANCELLED: "⏹", TaskStatus.TIMED_OUT: "⏱",
-    TaskStatus.BUDGET_EXCEEDED: "💸", TaskStatus.INTERRUPTED: "⚠️", TaskStatus.ARCHIVED: "🗄",
+    TaskStatus.QUEUED: "🕓",
+    TaskStatus.RUNNING: "⏳",
+    TaskStatus.DONE: "✅",
+    TaskStatus.FAILED: "❌",
+    TaskStatus.CANCELLED: "⏹",
+    TaskStatus.TIMED_OUT: "⏱",
+    TaskStatus.BUDGET_EXCEEDED: "💸",
+    TaskStatus.INTERRUPTED: "⚠️",
+    TaskStatus.ARCHIVED: "🗄",
 }
 _STOPWORDS = {"the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "please", "with"}
 

@@ -24,13 +24,15 @@ class Reply:
         """The text of ``key`` in this user's locale (string params are escaped)."""
         return self.texts.get(self.locale, key, **params)
 
-    async def __call__(self, key: str, *, markup: InlineKeyboardMarkup | None = None,
-                       **params: Any) -> None:
+    async def __call__(
+        self, key: str, *, markup: InlineKeyboardMarkup | None = None, **params: Any
+    ) -> None:
         await self.send(self.text(key, **params), markup=markup)
 
     async def send(self, html_text: str, markup: InlineKeyboardMarkup | None = None) -> None:
         await self.outbox.send(self.chat_id, html_text, markup=markup)
 
-    async def edit(self, message_id: int, html_text: str,
-                   markup: InlineKeyboardMarkup | None = None) -> None:
+    async def edit(
+        self, message_id: int, html_text: str, markup: InlineKeyboardMarkup | None = None
+    ) -> None:
         await self.outbox.edit(self.chat_id, message_id, html_text, markup)

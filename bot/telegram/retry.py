@@ -28,8 +28,9 @@ class RetryMiddleware(BaseRequestMiddleware):
         self._attempts = attempts
         self._max_wait_s = max_wait_s
 
-    async def __call__(self, make_request: NextRequestMiddlewareType[Any], bot: Bot,
-                       method: TelegramMethod[Any]) -> Any:
+    async def __call__(
+        self, make_request: NextRequestMiddlewareType[Any], bot: Bot, method: TelegramMethod[Any]
+    ) -> Any:
         if isinstance(method, GetUpdates) or NO_RETRY.get():
             return await make_request(bot, method)
         for attempt in range(1, self._attempts + 1):
@@ -43,7 +44,12 @@ class RetryMiddleware(BaseRequestMiddleware):
                 if attempt == self._attempts:
                     raise
                 wait_s = min(2.0 ** (attempt - 1), self._max_wait_s)
-                log.info("%s failed (%s); retry %s in %.0fs", type(method).__name__,
-                         type(exc).__name__, attempt, wait_s)
+                log.info(
+                    "%s failed (%s); retry %s in %.0fs",
+                    type(method).__name__,
+                    type(exc).__name__,
+                    attempt,
+                    wait_s,
+                )
             await asyncio.sleep(wait_s)
         raise AssertionError("unreachable")

@@ -22,8 +22,9 @@ LOCALES_DIR = Path(__file__).resolve().parents[2] / "locales"
 
 def catalog_files(directory: Path = LOCALES_DIR) -> dict[str, Path]:
     """The ``.po`` source of every locale, by locale."""
-    return {po.parent.parent.name: po
-            for po in sorted(directory.glob(f"*/LC_MESSAGES/{DOMAIN}.po"))}
+    return {
+        po.parent.parent.name: po for po in sorted(directory.glob(f"*/LC_MESSAGES/{DOMAIN}.po"))
+    }
 
 
 class Texts:
@@ -33,8 +34,10 @@ class Texts:
         for locale, po in catalog_files(directory).items():
             mo = po.with_suffix(".mo")
             if not mo.exists() or mo.stat().st_mtime < po.stat().st_mtime:
-                raise ConfigError(f"the {locale} messages are not compiled (or older than {po}); "
-                                  "run `make venv` (it runs pybabel compile)")
+                raise ConfigError(
+                    f"the {locale} messages are not compiled (or older than {po}); "
+                    "run `make venv` (it runs pybabel compile)"
+                )
         self.i18n = I18n(path=directory, default_locale=DEFAULT_LOCALE, domain=DOMAIN)
         if DEFAULT_LOCALE not in self.i18n.available_locales:
             raise ConfigError(f"no {DEFAULT_LOCALE} messages in {directory}")
@@ -57,8 +60,9 @@ class Texts:
 
     def get(self, locale: str, key: str, **params: Any) -> str:
         """The text for ``key``; string params are HTML-escaped (texts are Telegram HTML)."""
-        safe = {k: html.escape(v, quote=False) if isinstance(v, str) else v
-                for k, v in params.items()}
+        safe = {
+            k: html.escape(v, quote=False) if isinstance(v, str) else v for k, v in params.items()
+        }
         return self.template(locale, key).format(**safe)
 
     def error(self, locale: str, error: TurnError | None) -> str:

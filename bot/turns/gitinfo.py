@@ -19,9 +19,17 @@ async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
         return ""  # not in a repository: no git process to spawn
     with contextlib.suppress(OSError, TimeoutError):
         proc = await asyncio.create_subprocess_exec(
-            "git", "-C", cwd, "diff", "HEAD", "--stat", "--no-color",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL)
+            "git",
+            "-C",
+            cwd,
+            "diff",
+            "HEAD",
+            "--stat",
+            "--no-color",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
         except TimeoutError:

@@ -117,9 +117,12 @@ class When:
         if self.cron is not None and self.next_after(now) is None:
             raise ValueError("it never fires")
 
-_SCHEDULER_ROLES = {ProcessRole.ALL: SchedulerRole.both,
-                    ProcessRole.FRONT: SchedulerRole.scheduler,
-                    ProcessRole.WORKER: SchedulerRole.worker}
+
+_SCHEDULER_ROLES = {
+    ProcessRole.ALL: SchedulerRole.both,
+    ProcessRole.FRONT: SchedulerRole.scheduler,
+    ProcessRole.WORKER: SchedulerRole.worker,
+}
 
 # pool identity -> running pool; the job function must be importable by module path.
 _POOLS: dict[str, JobPool] = {}
@@ -157,8 +160,14 @@ async def fire_schedule_job(pool_id: str, schedule_id: int) -> None:
 
 
 class JobPool:
-    def __init__(self, jobs_url: str | None, identity: str, max_concurrent: int, timeout_s: float,
-                 role: ProcessRole = ProcessRole.ALL) -> None:
+    def __init__(
+        self,
+        jobs_url: str | None,
+        identity: str,
+        max_concurrent: int,
+        timeout_s: float,
+        role: ProcessRole = ProcessRole.ALL,
+    ) -> None:
         """Call ``serve`` with the handlers before entering the pool."""
         self._url = jobs_url
         self._role = _SCHEDULER_ROLES[role]
@@ -190,14 +199,19 @@ class JobPool:
                 broker = AsyncpgEventBroker.from_async_sqla_engine(engine)
         # APScheduler's default of one running job per task would serialise every turn; the cap
         # is max_concurrent_jobs. add_job by task id, since add_job(callable) re-applies defaults.
-        self._scheduler = AsyncScheduler(store, broker, role=self._role, identity=self.identity,
-                                         max_concurrent_jobs=self._max_concurrent,
-                                         task_defaults=TaskDefaults(max_running_jobs=None))
+        self._scheduler = AsyncScheduler(
+            store,
+            broker,
+            role=self._role,
+            identity=self.identity,
+            max_concurrent_jobs=self._max_concurrent,
+            task_defaults=TaskDefaults(max_running_jobs=None),
+        )
         await self._scheduler.__aenter__()
-        await self._scheduler.configure_task(TURN_TASK_ID, func=run_turn_job,
-                                             max_running_jobs=None)
-        await self._scheduler.configure_task(SCHEDULE_TASK_ID, func=fire_schedule_job,
-                                             max_running_jobs=None)
+        await self._scheduler.configure_task(TURN_TASK_ID, func=run_turn_job, max_running_jobs=None)
+        await self._scheduler.configure_task(
+            SCHEDULE_TASK_ID, func=fire_schedule_job, max_running_jobs=None
+        )
         _POOLS[self.identity] = self
         await self._scheduler.start_in_background()
         return self
@@ -218,13 +232,13 @@ class JobPool:
         while self._running and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
         if self._running:
-            log.warning("turns %s did not stop within %ss", sorted(self._running),
-                        DRAIN_TIMEOUT_S)
+            log.warning("turns %s did not stop within %ss", sorted(self._running), DRAIN_TIMEOUT_S)
 
     async def submit(self, task_id: int, turn_id: int) -> None:
         assert self._scheduler is not None, "pool not started"
-        await self._scheduler.add_job(TURN_TASK_ID, kwargs={
-            "pool_id": self.identity, "task_id": task_id, "turn_id": turn_id})
+        await self._scheduler.add_job(
+            TURN_TASK_ID, kwargs={"pool_id": self.identity, "task_id": task_id, "turn_id": turn_id}
+        )
         log.info("task %s turn %s submitted", task_id, turn_id)
 
     async def set_schedule(self, schedule_id: int, when: When) -> None:
@@ -233,10 +247,14 @@ class JobPool:
         second catch-up run of its own."""
         assert self._scheduler is not None, "pool not started"
         await self._scheduler.add_schedule(
-            SCHEDULE_TASK_ID, when.trigger(), id=f"schedule-{schedule_id}",
+            SCHEDULE_TASK_ID,
+            when.trigger(),
+            id=f"schedule-{schedule_id}",
             kwargs={"pool_id": self.identity, "schedule_id": schedule_id},
-            conflict_policy=ConflictPolicy.replace, coalesce=CoalescePolicy.latest,
-            misfire_grace_time=None)
+            conflict_policy=ConflictPolicy.replace,
+            coalesce=CoalescePolicy.latest,
+            misfire_grace_time=None,
+        )
 
     async def remove_schedule(self, schedule_id: int) -> None:
         assert self._scheduler is not None, "pool not started"
@@ -248,8 +266,9 @@ class JobPool:
 
     def cancel(self, task_id: int, reason: StopReason = StopReason.CANCELLED) -> bool:
         """Stop the turns of ``task_id`` running in this process; False if none runs here."""
-        stopped = [c.request_stop(reason) for c in list(self._running.values())
-                   if c.task_id == task_id]
+        stopped = [
+            c.request_stop(reason) for c in list(self._running.values()) if c.task_id == task_id
+        ]
         return any(stopped)
 
     async def run(self, task_id: int, turn_id: int) -> None:
@@ -257,13 +276,15 @@ class JobPool:
         submitted twice) returns at once and leaves the first one's registration alone, so
         the timeout and /cancel keep holding the turn that runs."""
         if turn_id in self._running:
-            log.warning("task %s turn %s: already running here; duplicate job ignored",
-                        task_id, turn_id)
+            log.warning(
+                "task %s turn %s: already running here; duplicate job ignored", task_id, turn_id
+            )
             return
         control = TurnControl(task_id, turn_id, _job=asyncio.current_task())
         self._running[turn_id] = control
         timer = asyncio.get_running_loop().call_later(
-            self._timeout_s, control.request_stop, StopReason.TIMED_OUT)
+            self._timeout_s, control.request_stop, StopReason.TIMED_OUT
+        )
         handler = self._handler
         assert handler is not None, "serve() named no turn handler"
         try:

@@ -18,8 +18,9 @@ log = logging.getLogger(__name__)
 
 
 class Progress:
-    def __init__(self, notifier: Notifier, task: Task, interval_s: float,
-                 preset: Preset | None) -> None:
+    def __init__(
+        self, notifier: Notifier, task: Task, interval_s: float, preset: Preset | None
+    ) -> None:
         self._notifier = notifier
         self._task = task
         self._interval_s = interval_s
@@ -36,10 +37,16 @@ class Progress:
     def text(self) -> str:
         loc, elapsed = self._task.locale, duration(time.monotonic() - self._started)
         step = self._notifier.text(loc, "progress.step", step=self._step) if self._step else ""
-        cost = (self._notifier.text(loc, "progress.cost", cost=money(self._cost))
-                if self._cost else "")
-        return self._notifier.text(loc, "progress.running", label=self._task.label,
-                                   elapsed=elapsed, steps=self._steps) + cost + step
+        cost = (
+            self._notifier.text(loc, "progress.cost", cost=money(self._cost)) if self._cost else ""
+        )
+        return (
+            self._notifier.text(
+                loc, "progress.running", label=self._task.label, elapsed=elapsed, steps=self._steps
+            )
+            + cost
+            + step
+        )
 
     async def __aenter__(self) -> Progress:
         """Queue the message and return at once: the agent must not wait for Telegram."""

@@ -50,11 +50,22 @@ TRANSCRIPT_BATCH = 25
 
 
 class TurnRunner:
-    def __init__(self, *, store: Store, executors: Mapping[Engine, Executor],
-                 notifier: Notifier, queue: TurnQueue, desk: ApprovalDesk, money: MoneyDesk,
-                 auto_allowed_tools: tuple[str, ...], progress_interval_s: float = 3.0,
-                 workdirs: WorkdirPolicy | None = None, runner_id: str | None = None,
-                 stop_poll_s: float | None = None, process_tag: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        executors: Mapping[Engine, Executor],
+        notifier: Notifier,
+        queue: TurnQueue,
+        desk: ApprovalDesk,
+        money: MoneyDesk,
+        auto_allowed_tools: tuple[str, ...],
+        progress_interval_s: float = 3.0,
+        workdirs: WorkdirPolicy | None = None,
+        runner_id: str | None = None,
+        stop_poll_s: float | None = None,
+        process_tag: str | None = None,
+    ) -> None:
         """``stop_poll_s``: how often a running turn looks for a /cancel handled by another
         process (scale-out); None in a single process, where the pool cancels directly.
         ``process_tag``: this process's prefix of the tag every agent process carries."""
@@ -93,20 +104,31 @@ class TurnRunner:
         except asyncio.CancelledError:
             if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
-            outcome = TurnOutcome(status=TaskStatus(control.reason.value),
-                                  error=TurnError(f"turn_error.{control.reason.value}"))
+            outcome = TurnOutcome(
+                status=TaskStatus(control.reason.value),
+                error=TurnError(f"turn_error.{control.reason.value}"),
+            )
             await self._finish(task, turn_id, outcome, denials)
             raise
         except AgentCrashed as exc:
-            outcome = TurnOutcome(TaskStatus.FAILED, stderr_tail=exc.stderr_tail,
-                                  error=TurnError("turn_error.agent", {"reason": exc.reason}))
+            outcome = TurnOutcome(
+                TaskStatus.FAILED,
+                stderr_tail=exc.stderr_tail,
+                error=TurnError("turn_error.agent", {"reason": exc.reason}),
+            )
         except AgentNotInstalled as exc:
-            outcome = TurnOutcome(TaskStatus.FAILED, error=TurnError(
-                "turn_error.not_installed", {"engine": exc.engine, "binary": exc.binary or "–"}))
+            outcome = TurnOutcome(
+                TaskStatus.FAILED,
+                error=TurnError(
+                    "turn_error.not_installed", {"engine": exc.engine, "binary": exc.binary or "–"}
+                ),
+            )
         except Exception as exc:  # the one catch-all of the pool: a failing turn never kills it
             log.exception("task %s turn %s: unexpected error", task.id, turn.id)
-            outcome = TurnOutcome(TaskStatus.FAILED, error=TurnError(
-                "turn_error.internal", {"error": type(exc).__name__}))
+            outcome = TurnOutcome(
+                TaskStatus.FAILED,
+                error=TurnError("turn_error.internal", {"error": type(exc).__name__}),
+            )
         await self._finish(task, turn_id, outcome, denials)
 
     @contextlib.contextmanager
@@ -130,19 +152,27 @@ class TurnRunner:
                 control.request_stop(StopReason.CANCELLED)
                 return
 
-    async def _spec(self, task: Task, turn: Turn, preset: Preset | None,
-                    left: float | None) -> TurnSpec:
+    async def _spec(
+        self, task: Task, turn: Turn, preset: Preset | None, left: float | None
+    ) -> TurnSpec:
         return TurnSpec(
-            task_id=task.id, turn_id=turn.id, prompt=turn.prompt, cwd=Path(task.cwd),
-            model=task.model, resume_session_id=task.session_id,
+            task_id=task.id,
+            turn_id=turn.id,
+            prompt=turn.prompt,
+            cwd=Path(task.cwd),
+            model=task.model,
+            resume_session_id=task.session_id,
             append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
-            allowed_tools=await self._allowed_tools(task), approval_mode=task.approval_mode,
+            allowed_tools=await self._allowed_tools(task),
+            approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
             max_budget_usd=left,  # engines that take a budget enforce it themselves
-            process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None)
+            process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None,
+        )
 
-    async def _finish(self, task: Task, turn_id: int, outcome: TurnOutcome,
-                      denials: tuple[str, ...]) -> None:
+    async def _finish(
+        self, task: Task, turn_id: int, outcome: TurnOutcome, denials: tuple[str, ...]
+    ) -> None:
         """Record the outcome, its spend and the completion card in one transaction: a crash
         leaves either a running turn (recovered as interrupted, and said so) or a finished one
         whose card is queued, never a finished task that does not report."""
@@ -161,16 +191,23 @@ class TurnRunner:
         failpoints.hit("finish.after_commit")
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
         if outcome.status is TaskStatus.BUDGET_EXCEEDED and task.max_usd is not None:
-            await self._desk.ask_budget(task, turn_id, task.total_cost_usd, task.max_usd,
-                                        self._money.extend_amount(task))
+            await self._desk.ask_budget(
+                task, turn_id, task.total_cost_usd, task.max_usd, self._money.extend_amount(task)
+            )
         await self._queue.kick(task.id)
 
     async def _record(self, turn: Turn, outcome: TurnOutcome) -> tuple[Task, Turn]:
         """The outcome and its spend; returns the task and the finished turn."""
         task, finished = await self._store.tasks.finish_turn(turn, outcome)
         if outcome.cost_usd:
-            await self._store.spend.record(task.owner_id, task.id, turn.id, outcome.cost_usd,
-                                           outcome.input_tokens or 0, outcome.output_tokens or 0)
+            await self._store.spend.record(
+                task.owner_id,
+                task.id,
+                turn.id,
+                outcome.cost_usd,
+                outcome.input_tokens or 0,
+                outcome.output_tokens or 0,
+            )
         return task, finished
 
     async def _refusal(self, task: Task) -> TurnOutcome | None:
@@ -178,12 +215,14 @@ class TurnRunner:
         the cap was reached), or a task whose budget is already spent."""
         over = await self._money.over_daily_cap(task.owner_id)
         if over is not None:
-            return TurnOutcome(TaskStatus.FAILED,
-                               error=TurnError("money.daily_cap_turn", dict(over[1])))
+            return TurnOutcome(
+                TaskStatus.FAILED, error=TurnError("money.daily_cap_turn", dict(over[1]))
+            )
         left = self._money.budget_left(task)
         if left is not None and left <= 0:
-            return TurnOutcome(TaskStatus.BUDGET_EXCEEDED,
-                               error=TurnError("turn_error.budget_spent"))
+            return TurnOutcome(
+                TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_spent")
+            )
         if self._workdirs is not None:
             try:
                 self._workdirs.check(Path(task.cwd))  # the allow-list may have changed since
@@ -202,8 +241,9 @@ class TurnRunner:
             tools = self._auto_allowed_tools + tools
         return tools
 
-    async def _drive(self, task: Task, spec: TurnSpec, preset: Preset | None,
-                     left: float | None) -> tuple[TurnOutcome, tuple[str, ...]]:
+    async def _drive(
+        self, task: Task, spec: TurnSpec, preset: Preset | None, left: float | None
+    ) -> tuple[TurnOutcome, tuple[str, ...]]:
         executor = self._executors.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
@@ -211,8 +251,12 @@ class TurnRunner:
         final: TurnFinished | None = None
         progress = Progress(self._notifier, task, self._progress_interval_s, preset)
         try:
-            async with progress, contextlib.aclosing(executor.run(
-                    spec, self._desk.for_turn(task, spec.turn_id))) as events:
+            async with (
+                progress,
+                contextlib.aclosing(
+                    executor.run(spec, self._desk.for_turn(task, spec.turn_id))
+                ) as events,
+            ):
                 async for event in events:
                     progress.observe(event)
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
@@ -220,14 +264,21 @@ class TurnRunner:
                     if isinstance(event, TurnFinished):
                         final = event
                     batch.append(_transcript_entry(event))
-                    if (isinstance(event, UsageUpdated) and preset is not None and left is not None
-                            and preset.cost_usd(event.usage) > left):
+                    if (
+                        isinstance(event, UsageUpdated)
+                        and preset is not None
+                        and left is not None
+                        and preset.cost_usd(event.usage) > left
+                    ):
                         log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
                         cost = preset.cost_usd(event.usage)
-                        return TurnOutcome(TaskStatus.BUDGET_EXCEEDED,
-                                           error=TurnError("turn_error.budget_reached"),
-                                           cost_usd=cost, input_tokens=event.usage.input_tokens,
-                                           output_tokens=event.usage.output_tokens), ()
+                        return TurnOutcome(
+                            TaskStatus.BUDGET_EXCEEDED,
+                            error=TurnError("turn_error.budget_reached"),
+                            cost_usd=cost,
+                            input_tokens=event.usage.input_tokens,
+                            output_tokens=event.usage.output_tokens,
+                        ), ()
                     if len(batch) >= TRANSCRIPT_BATCH:
                         await self._store.transcript.append(task.id, spec.turn_id, batch)
                         batch = []
@@ -247,8 +298,15 @@ def _outcome(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
     """Claude reports its cost; other engines are priced from the task's preset."""
     error = None
     if final.is_error:  # the agent's own words
-        error = TurnError("turn_error.text", {"text": final.result_text or "; ".join(
-            final.errors) or final.subtype or "agent error"})
+        error = TurnError(
+            "turn_error.text",
+            {
+                "text": final.result_text
+                or "; ".join(final.errors)
+                or final.subtype
+                or "agent error"
+            },
+        )
     status = TaskStatus.FAILED if final.is_error else TaskStatus.DONE
     if final.subtype == "error_max_budget_usd":
         status = TaskStatus.BUDGET_EXCEEDED
@@ -256,5 +314,10 @@ def _outcome(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
     if cost is None and preset is not None:
         cost = preset.cost_usd(final.usage)
     return TurnOutcome(
-        status=status, result_text=final.result_text, error=error, cost_usd=cost,
-        input_tokens=final.usage.input_tokens, output_tokens=final.usage.output_tokens)
+        status=status,
+        result_text=final.result_text,
+        error=error,
+        cost_usd=cost,
+        input_tokens=final.usage.input_tokens,
+        output_tokens=final.usage.output_tokens,
+    )

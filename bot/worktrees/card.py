@@ -16,8 +16,9 @@ INLINE_DIFF_CHARS = 3000
 
 
 class WorktreeCard:
-    def __init__(self, tasks: TaskService, worktrees: Worktrees, notifier: Notifier,
-                 texts: Texts) -> None:
+    def __init__(
+        self, tasks: TaskService, worktrees: Worktrees, notifier: Notifier, texts: Texts
+    ) -> None:
         self._tasks = tasks
         self._worktrees = worktrees
         self._notifier = notifier
@@ -29,20 +30,26 @@ class WorktreeCard:
         diff = await self._worktrees.diff(task_id)
         loc = task.locale
         if not diff.patch:
-            await self._notifier.send(task, self._texts.get(loc, "worktree.no_changes",
-                                                            label=task.label), kind="status")
+            await self._notifier.send(
+                task, self._texts.get(loc, "worktree.no_changes", label=task.label), kind="status"
+            )
             return
         header = self._texts.get(loc, "worktree.diff_header", label=task.label)
         stat = html.escape(diff.stat[-1500:])
         if len(diff.patch) <= INLINE_DIFF_CHARS:
             await self._notifier.send(
-                task, f"{header}\n<pre>{stat}</pre>\n<pre>{html.escape(diff.patch)}</pre>",
-                kind="status")
+                task,
+                f"{header}\n<pre>{stat}</pre>\n<pre>{html.escape(diff.patch)}</pre>",
+                kind="status",
+            )
             return
         await self._notifier.send(task, f"{header}\n<pre>{stat}</pre>", kind="status")
-        await self._notifier.send_file(task, diff.patch.encode(), f"{task.id}-{task.slug}.diff",
-                                       self._texts.get(loc, "worktree.diff_file",
-                                                       label=task.label))
+        await self._notifier.send_file(
+            task,
+            diff.patch.encode(),
+            f"{task.id}-{task.slug}.diff",
+            self._texts.get(loc, "worktree.diff_file", label=task.label),
+        )
 
     async def merge(self, user_id: int, task_id: int) -> None:
         task = await self._tasks.get_idle(user_id, task_id)
@@ -50,21 +57,27 @@ class WorktreeCard:
         try:
             base = await self._worktrees.merge(task_id, f"{task.label}: {task.title[:72]}")
         except UserInputError as exc:  # a refusal belongs in the chat, not a passing alert
-            await self._notifier.send(task, self._texts.get(loc, exc.key, **exc.params),
-                                      kind="status")
+            await self._notifier.send(
+                task, self._texts.get(loc, exc.key, **exc.params), kind="status"
+            )
             return
-        await self._notifier.send(task, self._texts.get(loc, "worktree.merged", label=task.label,
-                                                        base=base), kind="status")
+        await self._notifier.send(
+            task,
+            self._texts.get(loc, "worktree.merged", label=task.label, base=base),
+            kind="status",
+        )
 
     async def discard(self, user_id: int, task_id: int, confirmed: bool) -> None:
         task = await self._tasks.get_idle(user_id, task_id)
         loc = task.locale
         if await self._worktrees.discard(task_id, confirmed):
-            await self._notifier.send(task, self._texts.get(loc, "worktree.discarded",
-                                                            label=task.label),
-                                      kind="status")
+            await self._notifier.send(
+                task, self._texts.get(loc, "worktree.discarded", label=task.label), kind="status"
+            )
             return
         await self._notifier.send(
-            task, self._texts.get(loc, "worktree.confirm_discard", label=task.label),
+            task,
+            self._texts.get(loc, "worktree.confirm_discard", label=task.label),
             kind="status",
-            markup=task_keyboard(self._texts, loc, task.id, ["discard_yes", "diff"]))
+            markup=task_keyboard(self._texts, loc, task.id, ["discard_yes", "diff"]),
+        )

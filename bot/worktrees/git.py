@@ -30,18 +30,31 @@ class Git:
 async def git(cwd: Path | str, *args: str, timeout_s: float = GIT_TIMEOUT_S) -> Git:
     """Run git in ``cwd`` (bounded; never prompts)."""
     proc = await asyncio.create_subprocess_exec(
-        "git", "-C", str(cwd), *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/local/bin:/usr/bin:/bin",
-             "HOME": str(Path.home()), "LC_ALL": "C"})
+        "git",
+        "-C",
+        str(cwd),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={
+            "GIT_TERMINAL_PROMPT": "0",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(Path.home()),
+            "LC_ALL": "C",
+        },
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     except TimeoutError:
         proc.kill()
         await proc.wait()
         return Git(124, "", f"git {args[0]} took longer than {timeout_s:.0f}s")
-    return Git(proc.returncode or 0, out.decode(errors="replace").strip(),
-               err.decode(errors="replace").strip())
+    return Git(
+        proc.returncode or 0,
+        out.decode(errors="replace").strip(),
+        err.decode(errors="replace").strip(),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +91,7 @@ class Worktrees:
             return False
         return True
 
-    async def create(self, task_id: int, slug: str, cwd: Path,
-                     repo: Path | None = None) -> Created:
+    async def create(self, task_id: int, slug: str, cwd: Path, repo: Path | None = None) -> Created:
         """``repo``: the repository holding ``cwd`` when the caller already looked it up."""
         repo = repo or await self.repository(cwd)
         branch_name = await git(repo, "symbolic-ref", "--quiet", "--short", "HEAD")
@@ -91,8 +103,7 @@ class Worktrees:
         added = await git(repo, "worktree", "add", "-b", branch, str(path), base_commit)
         if added.code != 0:
             raise UserInputError("worktree.failed", error=added.err[-500:])
-        row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, base_commit,
-                          ACTIVE)
+        row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, base_commit, ACTIVE)
         await self._store.worktrees.add(row)
         log.info("task %s: worktree %s on %s (from %s)", task_id, path, branch, base_branch)
         return Created(row, path / cwd.resolve().relative_to(repo))
@@ -128,22 +139,37 @@ class Worktrees:
         row = await self.active(task_id)
         current = await git(row.repo_root, "symbolic-ref", "--quiet", "--short", "HEAD")
         if current.out != row.base_branch:
-            raise UserInputError("worktree.base_moved", repo=row.repo_root,
-                                 base=row.base_branch, current=current.out or "detached HEAD")
+            raise UserInputError(
+                "worktree.base_moved",
+                repo=row.repo_root,
+                base=row.base_branch,
+                current=current.out or "detached HEAD",
+            )
         await git(row.path, "add", "--all")
         staged = await git(row.path, "diff", "--cached", "--quiet")
         if staged.code == 1:
             committed = await git(row.path, *IDENTITY, "commit", "--quiet", "-m", message)
             if committed.code != 0:
                 raise UserInputError("worktree.failed", error=committed.err[-500:])
-        merged = await git(row.repo_root, *IDENTITY, "merge", "--no-ff", "--no-edit", "-m",
-                           f"Merge {row.branch}", row.branch)
+        merged = await git(
+            row.repo_root,
+            *IDENTITY,
+            "merge",
+            "--no-ff",
+            "--no-edit",
+            "-m",
+            f"Merge {row.branch}",
+            row.branch,
+        )
         if merged.code != 0:
             conflicts = await git(row.repo_root, "diff", "--name-only", "--diff-filter=U")
             await git(row.repo_root, "merge", "--abort")
             if conflicts.out:
-                raise UserInputError("worktree.conflict", base=row.base_branch,
-                                     files=", ".join(conflicts.out.splitlines()[:10]))
+                raise UserInputError(
+                    "worktree.conflict",
+                    base=row.base_branch,
+                    files=", ".join(conflicts.out.splitlines()[:10]),
+                )
             raise UserInputError("worktree.failed", error=(merged.err or merged.out)[-500:])
         await self._remove(row, force=False)
         await self._store.worktrees.set_state(task_id, MERGED)
@@ -160,8 +186,9 @@ class Worktrees:
         return True
 
     async def _remove(self, row: WorktreeRow, force: bool) -> None:
-        removed = await git(row.repo_root, "worktree", "remove", *(["--force"] if force else []),
-                            row.path)
+        removed = await git(
+            row.repo_root, "worktree", "remove", *(["--force"] if force else []), row.path
+        )
         if removed.code != 0 and Path(row.path).exists():
             if not force:
                 raise UserInputError("worktree.failed", error=removed.err[-500:])

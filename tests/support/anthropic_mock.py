@@ -29,17 +29,24 @@ class AnthropicMock(ScriptedServer):
         return self.root_url
 
     def env(self) -> dict[str, str]:
-        return {"ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": "sk-ant-mock",
-                "CLAUDE_CODE_MAX_RETRIES": "0"}
+        return {
+            "ANTHROPIC_BASE_URL": self.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-mock",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+        }
 
     # -- used by the handler ------------------------------------------------------------------
     def choose(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         messages = body.get("messages") or []
         first = next((m for m in messages if m.get("role") == "user"), {})
-        record = {"first_user_text": _text(first.get("content")),
-                  "last_user_text": _text(_last_user(messages)),
-                  "roles": [m.get("role") for m in messages], "messages": messages,
-                  "model": body.get("model"), "system": json.dumps(body.get("system"))}
+        record = {
+            "first_user_text": _text(first.get("content")),
+            "last_user_text": _text(_last_user(messages)),
+            "roles": [m.get("role") for m in messages],
+            "messages": messages,
+            "model": body.get("model"),
+            "system": json.dumps(body.get("system")),
+        }
         step_index = sum(1 for m in messages if m.get("role") == "assistant")
         steps = self.record(record, [{"text": "ok"}])
         step = steps[min(step_index, len(steps) - 1)] if steps else {"text": "ok"}
@@ -69,16 +76,24 @@ def _text(content: Any) -> str:
 
 def _blocks(step: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
     if step.get("echo"):
-        text = f"ECHO roles={','.join(r or '?' for r in record['roles'])} " \
-               f"last={record['last_user_text'][-200:]}"
+        text = (
+            f"ECHO roles={','.join(r or '?' for r in record['roles'])} "
+            f"last={record['last_user_text'][-200:]}"
+        )
         return [{"type": "text", "text": text}]
     blocks: list[dict[str, Any]] = []
     if step.get("text"):
         blocks.append({"type": "text", "text": step["text"]})
     if step.get("tool_use"):
         tool = step["tool_use"]
-        blocks.append({"type": "tool_use", "id": f"toolu_mock{uuid.uuid4().hex[:20]}",
-                       "name": tool["name"], "input": tool["input"]})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_mock{uuid.uuid4().hex[:20]}",
+                "name": tool["name"],
+                "input": tool["input"],
+            }
+        )
     return blocks or [{"type": "text", "text": "ok"}]
 
 
@@ -95,8 +110,9 @@ def _handler_for(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
 
         def do_GET(self) -> None:  # noqa: N802
-            self._json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                       "message": "not found"}})
+            self._json(
+                404, {"type": "error", "error": {"type": "not_found_error", "message": "not found"}}
+            )
 
         def do_POST(self) -> None:  # noqa: N802
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -108,15 +124,25 @@ def _handler_for(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
             if "count_tokens" in self.path:
                 return self._json(200, {"input_tokens": 42})
             if not self.path.startswith("/v1/messages"):
-                return self._json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                                   "message": self.path}})
+                return self._json(
+                    404,
+                    {"type": "error", "error": {"type": "not_found_error", "message": self.path}},
+                )
             step, record = mock.choose(body)
             if step.get("delay"):
                 time.sleep(min(float(step["delay"]), 30))
             if step.get("error"):
                 err = step["error"]
-                return self._json(int(err.get("status", 500)), {"type": "error", "error": {
-                    "type": err.get("type", "api_error"), "message": err.get("message", "boom")}})
+                return self._json(
+                    int(err.get("status", 500)),
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": err.get("type", "api_error"),
+                            "message": err.get("message", "boom"),
+                        },
+                    },
+                )
             self._stream(step, _blocks(step, record), body.get("model") or "claude-mock")
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
@@ -142,37 +168,75 @@ def _handler_for(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.close_connection = True
             msg_id = f"msg_mock{uuid.uuid4().hex[:16]}"
-            self._event("message_start", {"type": "message_start", "message": {
-                "id": msg_id, "type": "message", "role": "assistant", "model": model,
-                "content": [], "stop_reason": None, "stop_sequence": None,
-                "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}})
+            self._event(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+                    },
+                },
+            )
             if step.get("stall"):
                 mock._stop.wait(min(float(step["stall"]), 60))
                 return
             for index, block in enumerate(blocks):
                 self._block(index, block)
             stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-            self._event("message_delta", {"type": "message_delta", "delta": {
-                "stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]}})
+            self._event(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            )
             self._event("message_stop", {"type": "message_stop"})
 
         def _block(self, index: int, block: dict[str, Any]) -> None:
             if block["type"] == "text":
-                self._event("content_block_start", {"type": "content_block_start", "index": index,
-                                                    "content_block": {"type": "text", "text": ""}})
+                self._event(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
                 text = block["text"]
                 for i in range(0, len(text), 256):
-                    self._event("content_block_delta", {"type": "content_block_delta",
-                                "index": index, "delta": {"type": "text_delta",
-                                                          "text": text[i:i + 256]}})
+                    self._event(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "text_delta", "text": text[i : i + 256]},
+                        },
+                    )
             else:
                 start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-                self._event("content_block_start", {"type": "content_block_start", "index": index,
-                                                    "content_block": start})
-                self._event("content_block_delta", {"type": "content_block_delta", "index": index,
-                            "delta": {"type": "input_json_delta",
-                                      "partial_json": json.dumps(block["input"])}})
+                self._event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                )
+                self._event(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {
+                            "type": "input_json_delta",
+                            "partial_json": json.dumps(block["input"]),
+                        },
+                    },
+                )
             self._event("content_block_stop", {"type": "content_block_stop", "index": index})
 
     return Handler

@@ -32,8 +32,10 @@ DAEMON_CODE = "import time\nwhile True: time.sleep(1)"
 def script(directory: Path) -> str:
     path = directory / "fake-claude"
     root = str(Path(__file__).resolve().parents[2])
-    path.write_text(f"#!{sys.executable}\nimport runpy, sys\nsys.path.insert(0, {root!r})\n"
-                    "runpy.run_module('tests.support.fake_claude', run_name='__main__')\n")
+    path.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\nsys.path.insert(0, {root!r})\n"
+        "runpy.run_module('tests.support.fake_claude', run_name='__main__')\n"
+    )
     path.chmod(0o755)
     return str(path)
 
@@ -48,9 +50,18 @@ def init(session: str = SESSION) -> None:
 
 
 def result(text: str, session: str = SESSION) -> None:
-    emit({"type": "result", "subtype": "success", "is_error": False, "result": text,
-          "session_id": session, "total_cost_usd": 0.001,
-          "usage": {"input_tokens": 3, "output_tokens": 4}, "num_turns": 1})
+    emit(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": text,
+            "session_id": session,
+            "total_cost_usd": 0.001,
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+            "num_turns": 1,
+        }
+    )
 
 
 def spawn_detached(label: str, hold_pipes: bool) -> None:
@@ -92,16 +103,28 @@ def main() -> None:
     if "HANG" in prompt or "STUBBORN" in prompt:
         run_forever()
     if "GARBAGE" in prompt:
-        for line in ('{"type":"user","message":"x"}',
-                     '{"type":"assistant","message":{"content":["text", 5, null]}}',
-                     '{"type":"assistant","message":{"content":[{"type":"tool_use",'
-                     '"input":"rm -rf /"}]}}',
-                     '{"type":"system","subtype":"init","session_id":{"a":1}}',
-                     '[1, 2, 3]', "not json at all \x00\x01"):
+        for line in (
+            '{"type":"user","message":"x"}',
+            '{"type":"assistant","message":{"content":["text", 5, null]}}',
+            '{"type":"assistant","message":{"content":[{"type":"tool_use","input":"rm -rf /"}]}}',
+            '{"type":"system","subtype":"init","session_id":{"a":1}}',
+            "[1, 2, 3]",
+            "not json at all \x00\x01",
+        ):
             sys.stdout.write(line + "\n")
-        emit({"type": "result", "subtype": "success", "is_error": False, "usage": "lots",
-              "result": "the valid answer after garbage", "session_id": SESSION,
-              "total_cost_usd": "free", "errors": "x", "permission_denials": "none"})
+        emit(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "usage": "lots",
+                "result": "the valid answer after garbage",
+                "session_id": SESSION,
+                "total_cost_usd": "free",
+                "errors": "x",
+                "permission_denials": "none",
+            }
+        )
         return
     if "HUGE" in prompt:
         chunk = "x" * (1 << 20)

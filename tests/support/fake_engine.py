@@ -15,8 +15,12 @@ class FakeEngine:
     """Replays ``script`` (or ``script(spec)``) for every turn; an ApprovalRequest in it is put
     to the approval desk like a real engine would, and the decision recorded."""
 
-    def __init__(self, script: Script | Callable[[TurnSpec], Script], engine: str = "claude",
-                 version: str = "fake") -> None:
+    def __init__(
+        self,
+        script: Script | Callable[[TurnSpec], Script],
+        engine: str = "claude",
+        version: str = "fake",
+    ) -> None:
         self.engine = engine
         self._script = script
         self._version = version

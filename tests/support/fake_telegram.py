@@ -24,10 +24,33 @@ from aiohttp import web
 
 BOT_ID = 123456
 TOKEN = f"{BOT_ID}:TEST-TOKEN"
-JSON_FIELDS = {"reply_markup", "reply_parameters", "entities", "commands", "caption_entities",
-               "link_preview_options", "allowed_updates"}
-ALLOWED_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
-                "tg-spoiler", "span", "blockquote", "tg-emoji"}
+JSON_FIELDS = {
+    "reply_markup",
+    "reply_parameters",
+    "entities",
+    "commands",
+    "caption_entities",
+    "link_preview_options",
+    "allowed_updates",
+}
+ALLOWED_TAGS = {
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "a",
+    "code",
+    "pre",
+    "tg-spoiler",
+    "span",
+    "blockquote",
+    "tg-emoji",
+}
 
 
 @dataclass
@@ -48,12 +71,12 @@ class _HTMLCheck(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         if tag not in ALLOWED_TAGS:
-            self.error = self.error or f"Unsupported start tag \"{tag}\""
+            self.error = self.error or f'Unsupported start tag "{tag}"'
         self.stack.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
         if not self.stack or self.stack.pop() != tag:
-            self.error = self.error or f"Unexpected end tag \"{tag}\""
+            self.error = self.error or f'Unexpected end tag "{tag}"'
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
@@ -69,18 +92,22 @@ def visible_text(text: str, parse_mode: str | None) -> tuple[str, str | None]:
     checker.feed(text)
     checker.close()
     if checker.stack and not checker.error:
-        checker.error = f"Can't find end tag corresponding to start tag \"{checker.stack[-1]}\""
+        checker.error = f'Can\'t find end tag corresponding to start tag "{checker.stack[-1]}"'
     error = f"can't parse entities: {checker.error}" if checker.error else None
     return "".join(checker.text), error  # worded like Telegram's own
 
 
-CHAOS_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendDocument",
-                 "getUpdates")
+CHAOS_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendDocument", "getUpdates")
 
 
 class FakeTelegram:
-    def __init__(self, flood_burst: int = 20, flood_per_s: float = 20.0,
-                 chaos_rate: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        flood_burst: int = 20,
+        flood_per_s: float = 20.0,
+        chaos_rate: float = 0.0,
+        seed: int = 0,
+    ) -> None:
         """``chaos_rate``: the share of sends, edits, deletes and getUpdates that fail at random
         (429, an HTML 502 page, a 500, a dropped connection), from ``seed``."""
         self.chaos_rate = chaos_rate
@@ -103,8 +130,13 @@ class FakeTelegram:
         self._faults: list[tuple[str, int, str, int | None, Callable[[dict[str, Any]], bool]]] = []
         self.blocks: list[tuple[str, int, str, int | None, Callable[[dict[str, Any]], bool]]] = []
 
-    def block(self, method: str, code: int, description: str,
-              where: Callable[[dict[str, Any]], bool] = lambda p: True) -> None:
+    def block(
+        self,
+        method: str,
+        code: int,
+        description: str,
+        where: Callable[[dict[str, Any]], bool] = lambda p: True,
+    ) -> None:
         """Every call of ``method`` matching ``where`` fails until ``unblock``."""
         fault = (method, code, description, None, where)
         self._faults.append(fault)
@@ -115,9 +147,14 @@ class FakeTelegram:
             self._faults.remove(fault)
         self.blocks.clear()
 
-    def fail_next(self, method: str, code: int, description: str,
-                  retry_after: int | None = None,
-                  where: Callable[[dict[str, Any]], bool] = lambda p: True) -> None:
+    def fail_next(
+        self,
+        method: str,
+        code: int,
+        description: str,
+        retry_after: int | None = None,
+        where: Callable[[dict[str, Any]], bool] = lambda p: True,
+    ) -> None:
         """The next call of ``method`` matching ``where`` fails like Telegram would."""
         self._faults.append((method, code, description, retry_after, where))
 
@@ -141,18 +178,32 @@ class FakeTelegram:
 
     # -- the user's side --------------------------------------------------------------------
     def user(self, user_id: int, language_code: str = "en") -> dict[str, Any]:
-        return {"id": user_id, "is_bot": False, "first_name": f"User{user_id}",
-                "language_code": language_code}
+        return {
+            "id": user_id,
+            "is_bot": False,
+            "first_name": f"User{user_id}",
+            "language_code": language_code,
+        }
 
-    async def user_message(self, text: str, user_id: int, chat_id: int | None = None,
-                           reply_to_message_id: int | None = None) -> dict[str, Any]:
+    async def user_message(
+        self,
+        text: str,
+        user_id: int,
+        chat_id: int | None = None,
+        reply_to_message_id: int | None = None,
+    ) -> dict[str, Any]:
         chat_id = chat_id or user_id
-        message = {"message_id": next(self._ids), "date": int(time.time()),
-                   "chat": {"id": chat_id, "type": "private" if chat_id == user_id else "group"},
-                   "from": self.user(user_id), "text": text}
+        message = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id == user_id else "group"},
+            "from": self.user(user_id),
+            "text": text,
+        }
         if text.startswith("/"):
-            message["entities"] = [{"type": "bot_command", "offset": 0,
-                                    "length": len(text.split()[0])}]
+            message["entities"] = [
+                {"type": "bot_command", "offset": 0, "length": len(text.split()[0])}
+            ]
         if reply_to_message_id is not None:
             message["reply_to_message"] = self.find_message(chat_id, reply_to_message_id)
         self.messages.setdefault(chat_id, []).append(message)
@@ -161,9 +212,17 @@ class FakeTelegram:
 
     async def press(self, chat_id: int, message_id: int, data: str, user_id: int) -> str:
         query_id = f"cb{next(self._ids)}"
-        await self._push({"callback_query": {
-            "id": query_id, "from": self.user(user_id), "chat_instance": f"ci{chat_id}",
-            "message": self.find_message(chat_id, message_id), "data": data}})
+        await self._push(
+            {
+                "callback_query": {
+                    "id": query_id,
+                    "from": self.user(user_id),
+                    "chat_instance": f"ci{chat_id}",
+                    "message": self.find_message(chat_id, message_id),
+                    "data": data,
+                }
+            }
+        )
         return query_id
 
     def find_message(self, chat_id: int, message_id: int) -> dict[str, Any]:
@@ -179,8 +238,13 @@ class FakeTelegram:
     def bot_messages(self, chat_id: int) -> list[dict[str, Any]]:
         return [m for m in self.messages.get(chat_id, []) if m["from"]["id"] == BOT_ID]
 
-    async def wait_call(self, method: str, where: Callable[[Call], bool] = lambda c: True,
-                        timeout_s: float = 30.0, after: int = 0) -> Call:
+    async def wait_call(
+        self,
+        method: str,
+        where: Callable[[Call], bool] = lambda c: True,
+        timeout_s: float = 30.0,
+        after: int = 0,
+    ) -> Call:
         """The first successful call of ``method`` (from index ``after``) matching ``where``."""
         async with asyncio.timeout(timeout_s):
             async with self._changed:
@@ -190,11 +254,15 @@ class FakeTelegram:
                             return call
                     await self._changed.wait()
 
-    async def wait_text(self, chat_id: int, needle: str, timeout_s: float = 30.0,
-                        after: int = 0) -> Call:
+    async def wait_text(
+        self, chat_id: int, needle: str, timeout_s: float = 30.0, after: int = 0
+    ) -> Call:
         return await self.wait_call(
-            "sendMessage", lambda c: int(c.params["chat_id"]) == chat_id
-            and needle in c.params["text"], timeout_s, after)
+            "sendMessage",
+            lambda c: int(c.params["chat_id"]) == chat_id and needle in c.params["text"],
+            timeout_s,
+            after,
+        )
 
     # -- the bot's side ---------------------------------------------------------------------
     async def _push(self, body: dict[str, Any]) -> None:
@@ -226,16 +294,20 @@ class FakeTelegram:
         await self._record(method, params, True, result)
         return web.json_response({"ok": True, "result": result})
 
-    async def _chaos(self, request: web.Request, method: str,
-                     params: dict[str, Any]) -> web.Response:
+    async def _chaos(
+        self, request: web.Request, method: str, params: dict[str, Any]
+    ) -> web.Response:
         """One of the faults Telegram and the network really produce, before the call runs."""
         kind = self._rng.choice(("429", "502-html", "500", "drop"))
         await self._record(method, params, False, f"chaos {kind}")
         if kind == "429":
             return self._error(429, "Too Many Requests: retry after 1", 1)
         if kind == "502-html":
-            return web.Response(status=502, content_type="text/html",
-                                text="<html><body><h1>502 Bad Gateway</h1></body></html>")
+            return web.Response(
+                status=502,
+                content_type="text/html",
+                text="<html><body><h1>502 Bad Gateway</h1></body></html>",
+            )
         if kind == "500":
             return self._error(500, "Internal Server Error")
         if request.transport is not None:
@@ -298,17 +370,24 @@ class FakeTelegram:
                     raise _ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
 
     def _bot_message(self, chat_id: int, **fields: Any) -> dict[str, Any]:
-        message = {"message_id": next(self._ids), "date": int(time.time()),
-                   "chat": {"id": chat_id, "type": "private"},
-                   "from": {"id": BOT_ID, "is_bot": True, "first_name": "Detach",
-                            "username": "detach_test_bot"}, **fields}
+        message = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private"},
+            "from": {
+                "id": BOT_ID,
+                "is_bot": True,
+                "first_name": "Detach",
+                "username": "detach_test_bot",
+            },
+            **fields,
+        }
         self.messages.setdefault(chat_id, []).append(message)
         return message
 
     # -- Bot API methods --------------------------------------------------------------------
     async def _m_getMe(self, _p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
-        return {"id": BOT_ID, "is_bot": True, "first_name": "Detach",
-                "username": "detach_test_bot"}
+        return {"id": BOT_ID, "is_bot": True, "first_name": "Detach", "username": "detach_test_bot"}
 
     async def _m_deleteWebhook(self, _p: dict[str, Any]) -> bool:  # noqa: N802
         return True
@@ -348,9 +427,11 @@ class FakeTelegram:
         if len(document) > 50 * 1024 * 1024:
             raise _ApiError(413, "Request Entity Too Large")
         self.files[file_id] = document
-        return self._bot_message(chat_id, document={"file_id": file_id,
-                                                    "file_unique_id": file_id},
-                                 caption=p.get("caption"))
+        return self._bot_message(
+            chat_id,
+            document={"file_id": file_id, "file_unique_id": file_id},
+            caption=p.get("caption"),
+        )
 
     async def _m_editMessageText(self, p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         message = self.find_message(int(p["chat_id"]), int(p["message_id"]))
@@ -373,8 +454,9 @@ class FakeTelegram:
     async def _m_getUpdates(self, p: dict[str, Any]) -> list[dict[str, Any]]:  # noqa: N802
         offset = int(p.get("offset") or 0)
         if offset:  # like Telegram: an offset confirms, and forgets, every update before it
-            self._updates = [u for u in self._updates
-                             if "_shutdown" in u or u["update_id"] >= offset]
+            self._updates = [
+                u for u in self._updates if "_shutdown" in u or u["update_id"] >= offset
+            ]
         timeout_s = min(float(p.get("timeout") or 0), 30.0)
         deadline = time.monotonic() + timeout_s
         async with self._changed:

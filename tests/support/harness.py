@@ -17,12 +17,20 @@ from tests.support.recording_session import RecordingSession
 OWNER = 111
 
 
-def make_settings(data_dir: Path, fake: FakeTelegram, claude_bin: str, workdir: Path,
-                  **overrides: object) -> Settings:
+def make_settings(
+    data_dir: Path, fake: FakeTelegram, claude_bin: str, workdir: Path, **overrides: object
+) -> Settings:
     values: dict[str, object] = dict(
-        bot_token=TOKEN, allowed_users=frozenset({OWNER}), data_dir=data_dir,
-        telegram_api_url=fake.base_url, claude_bin=claude_bin, workdir=workdir,
-        intake_interval_s=0.2, cancel_grace_s=3.0, outbox_chat_interval_s=0.05)
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=data_dir,
+        telegram_api_url=fake.base_url,
+        claude_bin=claude_bin,
+        workdir=workdir,
+        intake_interval_s=0.2,
+        cancel_grace_s=3.0,
+        outbox_chat_interval_s=0.05,
+    )
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
@@ -30,8 +38,11 @@ def make_settings(data_dir: Path, fake: FakeTelegram, claude_bin: str, workdir: 
 @contextlib.asynccontextmanager
 async def running_bot(settings: Settings, environ: Mapping[str, str]) -> AsyncIterator[App]:
     async with build(settings, environ=environ) as app:
-        polling = asyncio.create_task(app.dispatcher.start_polling(
-            app.bot, handle_signals=False, close_bot_session=False, polling_timeout=1))
+        polling = asyncio.create_task(
+            app.dispatcher.start_polling(
+                app.bot, handle_signals=False, close_bot_session=False, polling_timeout=1
+            )
+        )
         intake = asyncio.create_task(app.intake.run_forever())
         try:
             yield app
@@ -79,12 +90,19 @@ async def app_in_own_task(settings: Settings, **build_kwargs: object) -> AsyncIt
         await asyncio.wait_for(holder, 30)
 
 
-def process_env(agent_env: Mapping[str, str], fake: FakeTelegram, data_dir: Path,
-                claude_bin: str, workdir: Path) -> dict[str, str]:
+def process_env(
+    agent_env: Mapping[str, str], fake: FakeTelegram, data_dir: Path, claude_bin: str, workdir: Path
+) -> dict[str, str]:
     """The environment of a bot run as its own process (``python -m bot run``)."""
-    return {**agent_env, "DETACH_BOT_TOKEN": TOKEN, "DETACH_ALLOWED_USERS": str(OWNER),
-            "DETACH_DATA_DIR": str(data_dir), "DETACH_TELEGRAM_API_URL": fake.base_url,
-            "DETACH_CLAUDE_BIN": claude_bin, "DETACH_WORKDIR": str(workdir)}
+    return {
+        **agent_env,
+        "DETACH_BOT_TOKEN": TOKEN,
+        "DETACH_ALLOWED_USERS": str(OWNER),
+        "DETACH_DATA_DIR": str(data_dir),
+        "DETACH_TELEGRAM_API_URL": fake.base_url,
+        "DETACH_CLAUDE_BIN": claude_bin,
+        "DETACH_WORKDIR": str(workdir),
+    }
 
 
 async def stop_process(proc: asyncio.subprocess.Process, timeout_s: float = 20) -> None:
@@ -99,8 +117,9 @@ async def stop_process(proc: asyncio.subprocess.Process, timeout_s: float = 20) 
         await proc.wait()
 
 
-async def wait_sent(session: RecordingSession, predicate: Callable[[Any], bool],
-                    timeout_s: float = 30) -> Any:
+async def wait_sent(
+    session: RecordingSession, predicate: Callable[[Any], bool], timeout_s: float = 30
+) -> Any:
     """The first SendMessage the recording session saw that matches; a task's status changes
     before its completion card is queued, so tests wait for the card itself."""
     async with asyncio.timeout(timeout_s):

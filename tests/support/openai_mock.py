@@ -36,9 +36,10 @@ class OpenAIMock(ScriptedServer):
             f'model = "{MODEL}"\nmodel_provider = "mock"\ncheck_for_update_on_startup = false\n'
             "[analytics]\nenabled = false\n[features]\nplugins = false\n"
             "unbounded_connection_retries = false\n"
-            "[model_providers.mock]\nname = \"Mock\"\n"
+            '[model_providers.mock]\nname = "Mock"\n'
             f'base_url = "{self.base_url}"\nenv_key = "MOCK_API_KEY"\nwire_api = "responses"\n'
-            "request_max_retries = 0\nstream_max_retries = 0\nstream_idle_timeout_ms = 20000\n")
+            "request_max_retries = 0\nstream_max_retries = 0\nstream_idle_timeout_ms = 20000\n"
+        )
 
     def next_id(self) -> int:
         with self._lock:
@@ -48,10 +49,17 @@ class OpenAIMock(ScriptedServer):
     def choose(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         items = body.get("input") or []
         user_text = "\n".join(_text(i) for i in items if i.get("role") == "user")
-        outputs = [i for i in items if i.get("type") in ("function_call", "custom_tool_call")
-                   or (i.get("type") == "message" and i.get("role") == "assistant")]
-        record = {"user_text": user_text, "input": items, "tools": [
-            t.get("name") for t in body.get("tools") or []]}
+        outputs = [
+            i
+            for i in items
+            if i.get("type") in ("function_call", "custom_tool_call")
+            or (i.get("type") == "message" and i.get("role") == "assistant")
+        ]
+        record = {
+            "user_text": user_text,
+            "input": items,
+            "tools": [t.get("name") for t in body.get("tools") or []],
+        }
         steps = self.record(record, [{"text": "ok"}])
         return steps[min(len(outputs), len(steps) - 1)], record
 
@@ -80,8 +88,9 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
             if step.get("delay"):
                 time.sleep(min(float(step["delay"]), 30))
             if step.get("http_error"):
-                data = json.dumps({"error": {"message": "scripted failure",
-                                             "type": "server_error"}})
+                data = json.dumps(
+                    {"error": {"message": "scripted failure", "type": "server_error"}}
+                )
                 self.send_response(int(step["http_error"]))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -98,28 +107,50 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
             item = self._item(step, record, n)
             self._event("response.output_item.added", {"output_index": 0, "item": item})
             self._event("response.output_item.done", {"output_index": 0, "item": item})
-            usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
-                     "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": 110, **(step.get("usage") or {})}
-            self._event("response.completed", {"response": {
-                "id": f"resp_{n}", "status": "completed", "usage": usage}})
+            usage = {
+                "input_tokens": 100,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 10,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 110,
+                **(step.get("usage") or {}),
+            }
+            self._event(
+                "response.completed",
+                {"response": {"id": f"resp_{n}", "status": "completed", "usage": usage}},
+            )
 
         def _item(self, step: dict[str, Any], record: dict[str, Any], n: int) -> dict[str, Any]:
             if step.get("shell"):
-                return {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}",
-                        "name": "exec_command", "arguments": json.dumps({"cmd": step["shell"]})}
+                return {
+                    "type": "function_call",
+                    "id": f"fc_{n}",
+                    "call_id": f"call_{n}",
+                    "name": "exec_command",
+                    "arguments": json.dumps({"cmd": step["shell"]}),
+                }
             if step.get("patch"):
-                return {"type": "custom_tool_call", "id": f"ctc_{n}", "call_id": f"call_{n}",
-                        "name": "apply_patch", "input": step["patch"]}
+                return {
+                    "type": "custom_tool_call",
+                    "id": f"ctc_{n}",
+                    "call_id": f"call_{n}",
+                    "name": "apply_patch",
+                    "input": step["patch"],
+                }
             text = step.get("text", "ok")
             if step.get("echo"):
                 text = f"ECHO items={len(record['input'])} user={record['user_text'][-300:]}"
-            return {"type": "message", "id": f"msg_{n}", "role": "assistant",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}]}
+            return {
+                "type": "message",
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
 
         def _event(self, name: str, payload: dict[str, Any]) -> None:
-            self.wfile.write(f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n"
-                             .encode())
+            self.wfile.write(
+                f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n".encode()
+            )
             self.wfile.flush()
 
     return Handler

@@ -26,8 +26,9 @@ class RecordingSession(BaseSession):
         self._failures: deque[tuple[str, int, str, int | None]] = deque()
         self.mark = 0
 
-    def fail_next(self, method: str, code: int, description: str,
-                  retry_after: int | None = None) -> None:
+    def fail_next(
+        self, method: str, code: int, description: str, retry_after: int | None = None
+    ) -> None:
         self._failures.append((method, code, description, retry_after))
 
     def sent(self, method: str = "SendMessage") -> list[Any]:
@@ -39,11 +40,13 @@ class RecordingSession(BaseSession):
     def new_texts(self) -> str:
         """Every text sent since ``mark`` (set by the tests' ``feed``), joined: a background
         task's card may be delivered between a command and its reply."""
-        return "\n---\n".join(c.text for c in self.calls[self.mark:]
-                               if type(c).__name__ == "SendMessage")
+        return "\n---\n".join(
+            c.text for c in self.calls[self.mark :] if type(c).__name__ == "SendMessage"
+        )
 
-    async def make_request(self, bot: Bot, method: TelegramMethod[TelegramType],
-                           timeout: int | None = None) -> TelegramType:
+    async def make_request(
+        self, bot: Bot, method: TelegramMethod[TelegramType], timeout: int | None = None
+    ) -> TelegramType:
         self.calls.append(method)
         name = type(method).__name__
         if self._failures and self._failures[0][0] == name:
@@ -52,8 +55,9 @@ class RecordingSession(BaseSession):
             if retry_after is not None:
                 body["parameters"] = {"retry_after": retry_after}
             self.check_response(bot, method, code, json.dumps(body))
-        response = self.check_response(bot, method, 200, json.dumps(
-            {"ok": True, "result": self._result(method)}))
+        response = self.check_response(
+            bot, method, 200, json.dumps({"ok": True, "result": self._result(method)})
+        )
         return response.result  # type: ignore[return-value]
 
     def _result(self, method: TelegramMethod[Any]) -> Any:
@@ -62,15 +66,24 @@ class RecordingSession(BaseSession):
             return BOT_USER
         if name in ("SendMessage", "SendDocument", "EditMessageText"):
             chat_id = getattr(method, "chat_id", 0)
-            return {"message_id": getattr(method, "message_id", None) or next(self._ids),
-                    "date": int(time.time()), "chat": {"id": chat_id, "type": "private"},
-                    "from": BOT_USER, "text": getattr(method, "text", None) or ""}
+            return {
+                "message_id": getattr(method, "message_id", None) or next(self._ids),
+                "date": int(time.time()),
+                "chat": {"id": chat_id, "type": "private"},
+                "from": BOT_USER,
+                "text": getattr(method, "text", None) or "",
+            }
         return True
 
     async def close(self) -> None:
         pass
 
-    async def stream_content(self, url: str, headers: dict[str, Any] | None = None,
-                             timeout: int = 30, chunk_size: int = 65536,
-                             raise_for_status: bool = True) -> AsyncGenerator[bytes, None]:
+    async def stream_content(
+        self,
+        url: str,
+        headers: dict[str, Any] | None = None,
+        timeout: int = 30,
+        chunk_size: int = 65536,
+        raise_for_status: bool = True,
+    ) -> AsyncGenerator[bytes, None]:
         yield b""

@@ -41,10 +41,10 @@ class ScriptedServer:
         with self._lock:
             return [r for r in self.requests if marker in r[self.MARKER_FIELD]]
 
-    def record(self, record: dict[str, Any], default: list[dict[str, Any]]
-               ) -> list[dict[str, Any]]:
+    def record(self, record: dict[str, Any], default: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Keep a request; the script whose marker it carries (or ``default``)."""
         with self._lock:
             self.requests.append(record)
-            return next((s for k, s in self.scripts.items() if k in record[self.MARKER_FIELD]),
-                        default)
+            return next(
+                (s for k, s in self.scripts.items() if k in record[self.MARKER_FIELD]), default
+            )
