@@ -23,9 +23,11 @@ class TaskStatus(StrEnum):
 
     @property
     def active(self) -> bool:
-        return self in (TaskStatus.QUEUED, TaskStatus.RUNNING)
+        """Queued or running: not finished (the one meaning of "active" for a task)."""
+        return self in ACTIVE_STATUSES
 
 
+ACTIVE_STATUSES = frozenset({TaskStatus.QUEUED, TaskStatus.RUNNING})
 TurnStatus = TaskStatus  # a turn moves through the same states as its task
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -103,12 +102,6 @@ class Settings(BaseSettings):
     @property
     def default_workdir(self) -> Path:
         return (self.workdir or Path.home()).resolve()
-
-    def resolved_claude_bin(self) -> str | None:
-        return self.claude_bin or shutil.which("claude")
-
-    def resolved_codex_bin(self) -> str | None:
-        return self.codex_bin or shutil.which("codex")
 
     def secret_values(self) -> list[str]:
         """Values that must never reach an agent's environment or a log line."""

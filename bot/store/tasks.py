@@ -8,11 +8,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn, TurnError
+from bot.models import (
+    ACTIVE_STATUSES,
+    ApprovalMode,
+    Engine,
+    NewTask,
+    Task,
+    TaskKind,
+    TaskStatus,
+    Turn,
+    TurnError,
+)
 from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import tasks, turns
-
-ACTIVE = (TaskStatus.QUEUED.value, TaskStatus.RUNNING.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,7 +444,7 @@ class TaskRepo:
             return [_task(r) for r in await conn.execute(query)]
 
     async def archive_finished(self, owner_id: int | None) -> int:
-        query = tasks.update().where(tasks.c.status.not_in([*ACTIVE, TaskStatus.ARCHIVED.value]))
+        query = tasks.update().where(tasks.c.status.not_in([*ACTIVE_STATUSES, TaskStatus.ARCHIVED]))
         if owner_id is not None:
             query = query.where(tasks.c.owner_id == owner_id)
         async with self._engine.begin() as conn:
