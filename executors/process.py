@@ -37,6 +37,7 @@ LINE_LIMIT = 64 * 1024 * 1024  # one stream-json line may carry a whole file
 # agent's process group and session still has it, so it is found and stopped with the turn, and
 # at the next start when the bot died.
 TAG_ENV = "DETACH_AGENT_TAG"
+_SWEEPS: set[asyncio.Future[int]] = set()  # tag sweeps under way (kept from being collected)
 LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child holding it)
 
 
@@ -211,10 +212,15 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 
 async def _exited(proc: asyncio.subprocess.Process, every_s: float = 0.1) -> None:
-    """Until the process exited. Not ``proc.wait()``: on Python 3.11 that also waits for every
-    pipe to close, which a child left holding one never does."""
-    while proc.returncode is None:
-        await asyncio.sleep(every_s)
+    """Until the process exited: at once in the usual case (``proc.wait()``), and within
+    ``every_s`` when a child it left holds a pipe open (on Python 3.11 ``wait()`` also waits for
+    every pipe to close)."""
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        while proc.returncode is None and not waiter.done():
+            await asyncio.wait({waiter}, timeout=every_s)
+    finally:
+        waiter.cancel()
 
 
 async def wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
@@ -234,8 +240,10 @@ async def stop_tree(
     SIGKILL the agent, every process group below it (tool shells are session leaders) and
     every process carrying the turn's ``tag`` (daemons that left the tree)."""
     await _stop_agent(proc, grace_s, first)
-    if tag:
-        await asyncio.to_thread(kill_tagged, tag, exact=True)
+    if tag:  # a /proc scan: in the background, so the turn's answer does not wait for it
+        sweep = asyncio.ensure_future(asyncio.to_thread(kill_tagged, tag, exact=True))
+        _SWEEPS.add(sweep)
+        sweep.add_done_callback(_SWEEPS.discard)
 
 
 async def _stop_agent(
