@@ -99,17 +99,28 @@ async def test_a_command_confirmed_to_telegram_before_its_task_was_stored(tmp_pa
             await stop_process(bot)
 
 
+async def _killed_at(
+    tmp_path: Path, fake: FakeTelegram, bot_env: dict[str, str], failpoint: str
+) -> asyncio.subprocess.Process:
+    """``/detach quick job`` to a bot that dies at ``failpoint``; returns it started again."""
+    bot = await _start(tmp_path, bot_env, failpoint)
+    try:
+        await fake.wait_call("setMyCommands", timeout_s=60)
+        await fake.user_message("/detach quick job", OWNER)
+        await _killed(bot)
+    finally:
+        await stop_process(bot)
+    return await _start(tmp_path, bot_env)
+
+
 async def test_a_turn_killed_while_recording_its_outcome_is_surfaced(tmp_path, env):
     data_dir = tmp_path / "data"
     async with FakeTelegram() as fake:
-        bot_env = _bot_env(env, fake, data_dir)
-        bot = await _start(tmp_path, bot_env, "finish.before_commit")
+        mark = len(fake.calls)
+        bot = await _killed_at(
+            tmp_path, fake, _bot_env(env, fake, data_dir), "finish.before_commit"
+        )
         try:
-            await fake.wait_call("setMyCommands", timeout_s=60)
-            await fake.user_message("/detach quick job", OWNER)
-            await _killed(bot)
-            mark = len(fake.calls)
-            bot = await _start(tmp_path, bot_env)
             notice = await fake.wait_text(
                 OWNER, "restarted while these tasks were running", timeout_s=60, after=mark
             )
@@ -124,13 +135,8 @@ async def test_a_turn_killed_while_recording_its_outcome_is_surfaced(tmp_path, e
 async def test_a_turn_killed_after_recording_its_outcome_still_reports(tmp_path, env):
     data_dir = tmp_path / "data"
     async with FakeTelegram() as fake:
-        bot_env = _bot_env(env, fake, data_dir)
-        bot = await _start(tmp_path, bot_env, "finish.after_commit")
+        bot = await _killed_at(tmp_path, fake, _bot_env(env, fake, data_dir), "finish.after_commit")
         try:
-            await fake.wait_call("setMyCommands", timeout_s=60)
-            await fake.user_message("/detach quick job", OWNER)
-            await _killed(bot)
-            bot = await _start(tmp_path, bot_env)
             card = await fake.wait_text(OWNER, "fake answer to", timeout_s=60)
             assert "#1 quick-job" in card.params["text"]
             assert [(t.id, t.status) for t in await _tasks(data_dir)] == [(1, TaskStatus.DONE)]
