@@ -48,32 +48,56 @@ def _day_list(word: str) -> str | None:
     return None
 
 
+_DAILY = ("day", "daily", "everyday")
+_WEEKDAYS = ("weekday", "weekdays", "workday", "workdays")
+_EVERY_MINUTES = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)  # those that divide an hour
+_EVERY_HOURS = (1, 2, 3, 4, 6, 8, 12)  # those that divide a day
+_CRON_FIELD = re.compile(r"[0-9a-zA-Z*/,\-]+")
+
+
+def _at_clock(head: str, clock: re.Match[str] | None) -> str | None:
+    """``day 09:00``, ``weekdays 18:30``, ``mon,thu 08:00`` -> a crontab line."""
+    if clock is None:
+        return None
+    days = "*" if head in _DAILY else "1-5" if head in _WEEKDAYS else _day_list(head)
+    return f"{int(clock[2])} {int(clock[1])} * * {days}" if days else None
+
+
+def _every_span(head: str) -> str | None:
+    """``hour``, ``15m``, ``2h`` -> a crontab line (spans that divide an hour or a day)."""
+    if head in ("hour", "hourly"):
+        return "0 * * * *"
+    span = re.fullmatch(r"(\d{1,2})(m|h)", head)
+    if span is None:
+        return None
+    n, unit = int(span[1]), span[2]
+    if unit == "m":
+        return f"*/{n} * * * *" if n in _EVERY_MINUTES else None
+    return f"0 */{n} * * *" if n in _EVERY_HOURS else None
+
+
+def _recurrence(words: list[str]) -> tuple[str, int] | None:
+    """The crontab line the first words say, and how many words that took."""
+    if not words:
+        return None
+    head = words[0].lower()
+    clock = _TIME.fullmatch(words[1]) if len(words) > 1 else None
+    if (cron := _at_clock(head, clock)) is not None:
+        return cron, 2
+    if (cron := _every_span(head)) is not None:
+        return cron, 1
+    if len(words) >= 5 and all(_CRON_FIELD.fullmatch(w) for w in words[:5]):
+        return " ".join(words[:5]), 5
+    return None
+
+
 def parse_every(text: str, tz: str, now: datetime) -> tuple[When, str]:
     """A recurring time and the rest of the text (the task's options and goal)."""
     words = text.split()
-    cron: str | None = None
-    used = 0
-    if words:
-        head = words[0].lower()
-        clock = _TIME.fullmatch(words[1]) if len(words) > 1 else None
-        if head in ("day", "daily", "everyday") and clock:
-            cron, used = f"{int(clock[2])} {int(clock[1])} * * *", 2
-        elif head in ("weekday", "weekdays", "workday", "workdays") and clock:
-            cron, used = f"{int(clock[2])} {int(clock[1])} * * 1-5", 2
-        elif (days := _day_list(head)) and clock:
-            cron, used = f"{int(clock[2])} {int(clock[1])} * * {days}", 2
-        elif head in ("hour", "hourly"):
-            cron, used = "0 * * * *", 1
-        elif (span := re.fullmatch(r"(\d{1,2})(m|h)", head)) is not None:
-            n, unit = int(span[1]), span[2]
-            if unit == "m" and n in (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30):
-                cron, used = f"*/{n} * * * *", 1
-            elif unit == "h" and n in (1, 2, 3, 4, 6, 8, 12):
-                cron, used = f"0 */{n} * * *", 1
-        elif len(words) >= 5 and all(re.fullmatch(r"[0-9a-zA-Z*/,\-]+", w) for w in words[:5]):
-            cron, used = " ".join(words[:5]), 5
-    if cron is None:
+    found = _recurrence(words)
+    if found is None:
         raise UserInputError("schedule.bad_every", typed=" ".join(words[:5]))
+    cron, used = found
     when = When(cron=cron, tz=zone(tz).key)
     try:
         when.check(now)
