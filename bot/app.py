@@ -8,12 +8,10 @@ import functools
 import hashlib
 import logging
 import os
-import shutil
 import signal
 import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aiogram import Bot, Dispatcher
 from aiogram.client.default import DefaultBotProperties
@@ -23,13 +21,14 @@ from aiogram.client.telegram import TelegramAPIServer
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.desk import ApprovalDesk
-from bot.errors import AgentNotInstalled, ConfigError
+from bot.engines import make_executors
+from bot.errors import ConfigError
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake, recover
 from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
-from bot.ports import EngineConfig, EngineSpec, Executor
+from bot.ports import Executor
 from bot.schedules.desk import ScheduleDesk
 from bot.settings import Settings
 from bot.store import Store
@@ -49,7 +48,7 @@ from bot.turns.runner import TurnRunner
 from bot.worktrees.card import WorktreeCard
 from bot.worktrees.git import Worktrees
 from executors import registry
-from executors.process import kill_tagged
+from executors.tree import kill_tagged
 from handlers import build_dispatcher
 
 log = logging.getLogger(__name__)
@@ -79,65 +78,6 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
         session=session,
         default=DefaultBotProperties(parse_mode="HTML", link_preview_is_disabled=True),
     )
-
-
-def engine_config(
-    settings: Settings, spec: EngineSpec, environ: Mapping[str, str], process_env: Mapping[str, str]
-) -> EngineConfig:
-    """An engine's configuration: its ``DETACH_<NAME>_*`` settings (fields of Settings, or
-    variables of the bot's own environment for an engine Settings does not know)."""
-    prefix, env_prefix = f"{spec.name}_", f"DETACH_{spec.name.upper()}_"
-    options: dict[str, Any] = {
-        key[len(env_prefix) :].lower(): value
-        for key, value in process_env.items()
-        if key.startswith(env_prefix)
-    }
-    options.update(
-        {
-            name[len(prefix) :]: value
-            for name, value in settings
-            if name.startswith(prefix) and value is not None
-        }
-    )
-    binary = options.get("bin") or shutil.which(spec.default_binary)
-    return EngineConfig(
-        binary=str(binary) if binary else None,
-        environ=environ,
-        secrets=settings.secret_values(),
-        cancel_grace_s=settings.cancel_grace_s,
-        options=options,
-    )
-
-
-async def make_executors(
-    settings: Settings, environ: Mapping[str, str], given: Mapping[str, Executor] | None = None
-) -> tuple[dict[str, Executor], list[str]]:
-    """The engines that pass their probe on this machine (probed concurrently), and a status
-    line for each; ``given`` replaces the registry (a test's fake engine)."""
-    if given is not None:
-        candidates = dict(given)
-    else:
-        candidates = {
-            spec.name: spec.make(engine_config(settings, spec, environ, os.environ))
-            for spec in registry.ENGINES
-        }
-    probes = await asyncio.gather(
-        *(_probe(name, executor) for name, executor in candidates.items())
-    )
-    executors = {
-        name: candidates[name] for name, (ok, _) in zip(candidates, probes, strict=True) if ok
-    }
-    return executors, [line for _, line in probes]
-
-
-async def _probe(name: str, executor: Executor) -> tuple[bool, str]:
-    try:
-        line = await executor.probe()
-    except AgentNotInstalled:
-        log.warning("%s CLI not found (DETACH_%s_BIN or PATH): unavailable", name, name.upper())
-        return False, f"{name}: not installed"
-    log.info("%s", line)
-    return True, line
 
 
 @dataclass(frozen=True)

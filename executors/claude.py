@@ -16,7 +16,8 @@ from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.process import JsonLines, agent_env, agent_process, read_lines, wait_exit
+from executors.process import JsonLines, agent_env, agent_process, read_lines
+from executors.tree import wait_exit
 
 log = logging.getLogger(__name__)
 

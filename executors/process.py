@@ -8,7 +8,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import shutil
 import signal
 from collections import deque
@@ -17,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import psutil
 
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import TurnSpec
+from executors.tree import TAG_ENV, exited, stop_tree, wait_exit
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +32,6 @@ QUIET_ENV = {
     "DISABLE_BUG_COMMAND": "1",
 }
 LINE_LIMIT = 64 * 1024 * 1024  # one stream-json line may carry a whole file
-# Every process of a turn carries this variable (``<owner>:<turn id>``): a daemon that left the
-# agent's process group and session still has it, so it is found and stopped with the turn, and
-# at the next start when the bot died.
-TAG_ENV = "DETACH_AGENT_TAG"
-_SWEEPS: set[asyncio.Future[int]] = set()  # tag sweeps under way (kept from being collected)
 LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child holding it)
 
 
@@ -146,11 +140,11 @@ async def _readline(stream: asyncio.StreamReader, proc: asyncio.subprocess.Proce
     read = asyncio.ensure_future(stream.readline())
     try:
         if proc is not None and proc.returncode is None:
-            exited = asyncio.ensure_future(_exited(proc))
+            gone = asyncio.ensure_future(exited(proc))
             try:
-                await asyncio.wait({read, exited}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({read, gone}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                exited.cancel()
+                gone.cancel()
         if proc is not None and not read.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(read), LINGER_S)
@@ -203,97 +197,3 @@ class JsonLines:
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.is_closing():
             self._proc.stdin.close()
-
-
-def descendants(pid: int) -> list[psutil.Process]:
-    with contextlib.suppress(psutil.Error):
-        return psutil.Process(pid).children(recursive=True)
-    return []
-
-
-async def _exited(proc: asyncio.subprocess.Process, every_s: float = 0.1) -> None:
-    """Until the process exited: at once in the usual case (``proc.wait()``), and within
-    ``every_s`` when a child it left holds a pipe open (on Python 3.11 ``wait()`` also waits for
-    every pipe to close)."""
-    waiter = asyncio.ensure_future(proc.wait())
-    try:
-        while proc.returncode is None and not waiter.done():
-            await asyncio.wait({waiter}, timeout=every_s)
-    finally:
-        waiter.cancel()
-
-
-async def wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for the agent to exit; False if it still runs."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(_exited(proc), timeout_s)
-    return proc.returncode is not None
-
-
-async def stop_tree(
-    proc: asyncio.subprocess.Process,
-    grace_s: float,
-    first: signal.Signals = signal.SIGINT,
-    tag: str | None = None,
-) -> None:
-    """``first`` (Claude: SIGINT, it stops its own tools and exits), then after ``grace_s``
-    SIGKILL the agent, every process group below it (tool shells are session leaders) and
-    every process carrying the turn's ``tag`` (daemons that left the tree)."""
-    await _stop_agent(proc, grace_s, first)
-    if tag:  # a /proc scan: in the background, so the turn's answer does not wait for it
-        sweep = asyncio.ensure_future(asyncio.to_thread(kill_tagged, tag, exact=True))
-        _SWEEPS.add(sweep)
-        sweep.add_done_callback(_SWEEPS.discard)
-
-
-async def _stop_agent(
-    proc: asyncio.subprocess.Process, grace_s: float, first: signal.Signals
-) -> None:
-    if proc.returncode is not None:
-        _kill_all(descendants(proc.pid))
-        return
-    tree = {p.pid: p for p in descendants(proc.pid)}
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(first)
-    deadline = asyncio.get_running_loop().time() + grace_s
-    while proc.returncode is None and asyncio.get_running_loop().time() < deadline:
-        # what it starts while stopping (or had just started) is part of the tree too
-        tree.update((p.pid, p) for p in descendants(proc.pid))
-        await asyncio.sleep(0.05)
-    if proc.returncode is None:
-        log.info(
-            "agent pid %s ignored %s for %.1fs; killing its tree", proc.pid, first.name, grace_s
-        )
-    tree.update((p.pid, p) for p in descendants(proc.pid))
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    _kill_all(list(tree.values()))
-    await wait_exit(proc, grace_s)
-
-
-def _kill_all(procs: list[psutil.Process]) -> None:
-    for child in procs:
-        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-            if child.is_running():
-                os.killpg(os.getpgid(child.pid), signal.SIGKILL)
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-
-
-def kill_tagged(tag: str, *, exact: bool = False) -> int:
-    """SIGKILL every process of ours whose environment carries TAG_ENV equal to ``tag`` (or,
-    without ``exact``, starting with it); returns how many. At start, the bot passes its owner
-    prefix to stop what a crashed run left behind."""
-    me = os.getpid()
-    killed = 0
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me:
-            continue
-        with contextlib.suppress(psutil.Error, OSError):
-            value = proc.environ().get(TAG_ENV)
-            if value is not None and (value == tag if exact else value.startswith(tag)):
-                proc.kill()
-                killed += 1
-    if killed:
-        log.info("stopped %s left-behind agent process(es) tagged %s", killed, tag)
-    return killed

@@ -18,7 +18,7 @@ from bot.errors import AgentCrashed
 from bot.models import ApprovalDecision, SessionStarted, TurnFinished, TurnSpec
 from executors.claude import ClaudeExecutor
 from executors.claude_protocol import parse_event
-from executors.process import TAG_ENV, kill_tagged
+from executors.tree import TAG_ENV, kill_tagged
 from tests.support import fake_claude
 from tests.support.processes import matching
 
