@@ -16,7 +16,7 @@ from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.process import JsonLines, agent_env, agent_process, read_lines
+from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
 from executors.tree import wait_exit
 
 log = logging.getLogger(__name__)
@@ -88,9 +88,7 @@ class ClaudeExecutor:
         return match.group(1)
 
     async def probe(self) -> str:
-        version = await self.version()
-        note = "" if version == PINNED_VERSION else f" (tested with {PINNED_VERSION})"
-        return f"{self.engine} {version}{note}"
+        return version_line(self.engine, await self.version(), PINNED_VERSION)
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         async with agent_process(

@@ -26,7 +26,7 @@ from executors.codex_protocol import (
     decision_result,
     notification_events,
 )
-from executors.process import JsonLines, agent_env, agent_process, read_lines
+from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
 
 log = logging.getLogger(__name__)
 
@@ -122,20 +122,16 @@ class CodexExecutor:
     async def probe(self) -> str:
         """The version, and whether the sandbox can work here: where it cannot, sandboxed turns
         are refused with a clear reason (not every command failing)."""
-        version = await self.version()
-        note = "" if version == PINNED_VERSION else f" (tested with {PINNED_VERSION})"
+        line = version_line(self.engine, await self.version(), PINNED_VERSION)
         if self.sandbox == "danger-full-access" or await self.sandbox_works():
-            return f"{self.engine} {version}{note}, sandbox {self.sandbox}"
+            return f"{line}, sandbox {self.sandbox}"
         self.refuse_sandbox()
         log.warning(
             "codex sandbox cannot work here (no user namespaces): sandboxed Codex turns "
             "are refused; set DETACH_CODEX_SANDBOX=danger-full-access to run "
             "unsandboxed with approvals"
         )
-        return (
-            f"{self.engine} {version}{note}, sandbox UNAVAILABLE (no user namespaces): "
-            "sandboxed turns are refused"
-        )
+        return f"{line}, sandbox UNAVAILABLE (no user namespaces): sandboxed turns are refused"
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)

@@ -35,6 +35,13 @@ LINE_LIMIT = 64 * 1024 * 1024  # one stream-json line may carry a whole file
 LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child holding it)
 
 
+def version_line(engine: str, version: str, pinned: str) -> str:
+    """``claude 2.1.197``, with a note when this is not the version the engine was measured
+    with."""
+    note = "" if version == pinned else f" (tested with {pinned})"
+    return f"{engine} {version}{note}"
+
+
 def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
     """The bot's environment minus its own settings and anything holding a secret value."""
     hidden = [s for s in secrets if s]
