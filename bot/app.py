@@ -34,7 +34,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.card import TaskCard
-from bot.tasks.service import TaskService
+from bot.tasks.service import TaskDefaults, TaskService
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.access import AccessPolicy
 from bot.telegram.journal import JournaledDispatcher
@@ -44,10 +44,11 @@ from bot.telegram.retry import RetryMiddleware
 from bot.telegram.texts import Texts
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
-from bot.turns.runner import TurnRunner
+from bot.turns.runner import TurnPolicy, TurnRunner
 from bot.worktrees.card import WorktreeCard
 from bot.worktrees.git import Worktrees
 from executors import registry
+from executors.check import ShellCheck
 from executors.tree import kill_tagged
 from handlers import build_dispatcher
 
@@ -121,9 +122,8 @@ async def build_core(
     texts = Texts()
     outbox = Outbox(store, bot, settings.outbox_chat_interval_s, settings.outbox_group_interval_s)
     notifier = Notifier(store, texts, outbox)
-    executors, status = await make_executors(
-        settings, os.environ if environ is None else environ, given_executors
-    )
+    agent_environ = os.environ if environ is None else environ
+    executors, status = await make_executors(settings, agent_environ, given_executors)
     pool = JobPool(
         settings.jobs_database_url,
         identity,
@@ -147,12 +147,17 @@ async def build_core(
         queue=queue,
         desk=desk,
         money=money,
-        auto_allowed_tools=settings.auto_allowed_tools,
-        progress_interval_s=settings.progress_interval_s,
+        policy=TurnPolicy(
+            auto_allowed_tools=settings.auto_allowed_tools,
+            progress_interval_s=settings.progress_interval_s,
+            check_rounds=settings.check_rounds,
+            sandbox_domains=settings.sandbox_allowed_domains,
+        ),
         workdirs=workdirs,
         runner_id=identity,
         stop_poll_s=poll_s,
         process_tag=process_tag(settings, identity),
+        checks=ShellCheck(agent_environ, settings.secret_values(), settings.check_timeout_s),
     )
     # a front bot accepts every engine (its workers have the CLIs)
     engines = set(registry.names()) if role is ProcessRole.FRONT else set(executors)
@@ -166,10 +171,14 @@ async def build_core(
         workdirs=workdirs,
         worktrees=worktrees,
         engines=engines,
-        default_engine=settings.default_engine,
-        max_prompt_chars=settings.max_prompt_chars,
-        default_mode=settings.approval_mode,
-        default_worktree=settings.worktrees,
+        defaults=TaskDefaults(
+            engine=settings.default_engine,
+            max_prompt_chars=settings.max_prompt_chars,
+            session_mode=settings.approval_mode,
+            detach_mode=settings.detach_mode,
+            worktree=settings.worktrees,
+            sandbox_problem=functools.partial(sandbox_problem, executors),
+        ),
     )
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)
     return Core(
@@ -186,6 +195,13 @@ async def build_core(
         schedules,
         runner,
     )
+
+
+def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> str | None:
+    """Why ``engine`` cannot run sandboxed here; None where it can, or where it runs elsewhere
+    (a front bot: its workers' CLIs refuse a sandbox they do not have)."""
+    executor = executors.get(engine)
+    return executor.sandbox_problem() if executor is not None else None
 
 
 def process_tag(settings: Settings, identity: str) -> str:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import subprocess
 import sys
 from pathlib import Path
 
 from bot.errors import ConfigError, DetachError, UserInputError
-from bot.models import NewTask, TaskKind, TaskStatus
+from bot.models import ApprovalMode, NewTask, TaskKind, TaskStatus
 from bot.money.desk import resolve_preset
 from bot.money.presets import PresetCatalog
 from bot.settings import Settings
@@ -70,8 +71,19 @@ def _parser() -> argparse.ArgumentParser:
         "--worktree",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="run in its own git worktree and branch (default: DETACH_WORKTREES); "
-        "such a task goes through the inbox, so the bot makes the worktree",
+        help="run in its own git worktree and branch (default: in a repository when sandboxed, "
+        "else DETACH_WORKTREES); such a task goes through the inbox, so the bot makes the worktree",
+    )
+    add.add_argument(
+        "--mode",
+        choices=[m.value for m in ApprovalMode],
+        help="approval mode (default: DETACH_DETACH_MODE, sandbox where the bot's sandbox works); "
+        "a sandboxed task goes through the inbox, so the bot decides",
+    )
+    add.add_argument(
+        "--check",
+        help='a command run after the agent, e.g. "pytest -q" (default: check in the '
+        "repository's .detach.toml; --check no for none)",
     )
     add.set_defaults(func=_add)
     sub.add_parser("list", help="list tasks").set_defaults(func=_list)
@@ -158,21 +170,28 @@ def _add(args: argparse.Namespace) -> int:
     engine = args.engine or (preset.engine if preset else settings.default_engine)
     if preset is not None and preset.engine != engine:
         raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
+    mode = ApprovalMode(args.mode) if args.mode else settings.detach_mode
+    new_cwd = _workdir(settings, args.cwd)
     new = NewTask(
         owner_id=owner,
         chat_id=args.chat or owner,
         engine=engine,
         kind=TaskKind.DETACH,
         prompt=goal,
-        cwd=_workdir(settings, args.cwd),
+        cwd=new_cwd,
         announced=False,
         preset=preset.name if preset else None,
         model=preset.model if preset else None,
         max_usd=settings.task_cap_usd,
+        approval_mode=mode,
+        check=_check(args.check, new_cwd),
     )
-
-    if args.worktree or (args.worktree is None and settings.worktrees):
-        return _add_through_inbox(settings, new, args.engine, explicit=bool(args.worktree))
+    if (
+        args.worktree
+        or (args.worktree is None and settings.worktrees)
+        or mode is ApprovalMode.SANDBOX
+    ):
+        return _add_through_inbox(settings, new, args, explicit=bool(args.worktree))
 
     async def work(store: Store) -> None:
         task, _ = await store.tasks.create(new, slugify(goal))
@@ -182,10 +201,33 @@ def _add(args: argparse.Namespace) -> int:
     return asyncio.run(_with_store(settings, work))
 
 
-def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None, explicit: bool) -> int:
-    """A worktree task is a task file in the inbox: the bot cuts the worktree when it starts
-    it (the same path as any program dropping a file there). Without ``explicit`` the bot's
-    default applies (a worktree where the directory is in a repository)."""
+def _check(given: str | None, cwd: Path) -> str | None:
+    """``--check``, else the repository's ``.detach.toml`` (``--check no``: none)."""
+    from bot.tasks.checks import repository_check
+    from bot.tasks.options import NONE
+
+    if given is not None:
+        return None if given.strip().lower() in (*NONE, "") else given.strip()
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if top.returncode != 0 or not top.stdout.strip():
+        return None
+    return repository_check(Path(top.stdout.strip()))
+
+
+def _add_through_inbox(
+    settings: Settings, new: NewTask, args: argparse.Namespace, explicit: bool
+) -> int:
+    """A worktree or sandboxed task is a task file in the inbox: the bot cuts the worktree
+    and knows whether its sandbox works when it starts it (the same path as any program
+    dropping a file there). Without ``explicit`` the bot's default applies (a worktree where
+    the directory is in a repository)."""
     from datetime import UTC, datetime
 
     from bot.intake.taskfile import TaskFile, drop
@@ -198,12 +240,20 @@ def _add_through_inbox(settings: Settings, new: NewTask, engine: str | None, exp
             chat_id=new.chat_id,
             model=new.preset,
             cwd=str(new.cwd),
-            engine=engine,
-            worktree="yes" if explicit else None,
+            engine=args.engine,
+            worktree="yes" if explicit else ("no" if args.worktree is False else None),
+            mode=args.mode,
+            check=new.check or ("no" if args.check is not None else None),
         ),
         slugify(new.prompt),
     )
-    where = "its own worktree" if explicit else "its own worktree when in a repository"
+    where = (
+        "its own worktree"
+        if explicit
+        else "its own worktree when in a repository"
+        if args.worktree is None
+        else "its directory"
+    )
     print(
         f"queued as {target}; the running bot starts it in {where} and reports in chat "
         f"{new.chat_id}"
@@ -237,8 +287,16 @@ def _show(args: argparse.Namespace) -> int:
         print(
             f"{task.label}  [{task.status.value}]  engine={task.engine} "
             f"model={task.model or 'default'}\ngoal: {task.title}\ncwd: {task.cwd}\n"
-            f"session: {task.session_id}"
+            f"session: {task.session_id}\nmode: {task.approval_mode.value}"
+            + (f"\ncheck: {task.check}" if task.check else "")
         )
+        check = await store.checks.last(task.id)
+        if check is not None:
+            verdict = "passed" if check.passed else f"failed (exit {check.exit_code})"
+            print(
+                f"check {verdict} in round {check.round}, {check.duration_s:.1f} s:\n"
+                + "\n".join("  " + line for line in check.tail(1500).splitlines()[-20:])
+            )
         turn = await store.tasks.last_turn(task.id)
         if turn:
             error = Texts().error(DEFAULT_LOCALE, turn.error) if turn.error else ""

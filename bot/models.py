@@ -19,6 +19,7 @@ class TaskStatus(StrEnum):
     TIMED_OUT = "timed_out"
     BUDGET_EXCEEDED = "budget_exceeded"
     INTERRUPTED = "interrupted"
+    CHECK_FAILED = "check_failed"  # the agent finished but its check still fails
     ARCHIVED = "archived"
 
     @property
@@ -75,6 +76,7 @@ class ApprovalMode(StrEnum):
     ASK = "ask"  # tool calls that need permission become buttons
     AUTO = "auto"  # no prompts: the allowed tools come from settings
     READONLY = "readonly"  # everything that needs permission is denied
+    SANDBOX = "sandbox"  # free inside an OS sandbox (the task's directory); crossing it asks
 
 
 class TaskKind(StrEnum):
@@ -103,6 +105,7 @@ class Task:
     approval_mode: ApprovalMode = ApprovalMode.ASK
     preset: str | None = None
     max_usd: float | None = None
+    check: str | None = None  # the command that proves the work (``check=``), run after a turn
 
     @property
     def label(self) -> str:
@@ -125,6 +128,7 @@ class Turn:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    check_round: int = 1  # 2 and up: a turn the failed check asked for
 
     @property
     def duration_s(self) -> float | None:
@@ -177,6 +181,8 @@ class NewTask:
     worktree: bool = False  # run in its own git worktree on its own branch
     slug: str | None = None  # from a task file; else made from the prompt
     origin: str | None = None  # shown on the acknowledgement: the schedule or file it came from
+    check: str | None = None  # ``check=``, ``check:``, ``--check`` or the repository's .detach.toml
+    note: str | None = None  # one line for the acknowledgement (why the sandbox is not used)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +201,23 @@ class TurnSpec:
     extra_args: tuple[str, ...] = ()
     max_budget_usd: float | None = None
     process_tag: str | None = None  # carried by every process of the turn (executors.process)
+    sandbox_domains: tuple[str, ...] = ()  # hosts a sandboxed turn may reach without asking
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One run of a task's check after a turn: passed or not, its output (capped), how long."""
+
+    command: str
+    passed: bool
+    exit_code: int | None  # None: it did not finish (timed out)
+    output: str
+    duration_s: float
+    round: int
+    timed_out: bool = False
+
+    def tail(self, chars: int = 1500) -> str:
+        return self.output[-chars:]
 
 
 # --- approvals: what an agent asks, and the answer it gets ------------------------------------

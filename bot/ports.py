@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
-from bot.models import AgentEvent, ApprovalDecision, ApprovalRequest, Preset, TurnSpec
+from bot.models import (
+    AgentEvent,
+    ApprovalDecision,
+    ApprovalRequest,
+    CheckResult,
+    Preset,
+    TurnSpec,
+)
 
 
 class Approver(Protocol):
@@ -32,6 +40,19 @@ class Executor(Protocol):
         """A status line for /status (version, and anything the engine checks at start); raises
         ``AgentNotInstalled`` when the engine cannot run here."""
         ...
+
+    def sandbox_problem(self) -> str | None:
+        """Why ``mode=sandbox`` cannot run on this machine (known after ``probe``), or None."""
+        ...
+
+
+class CheckRunner(Protocol):
+    """Runs a task's check command in its directory (confined to it when ``sandboxed``), bounded
+    in time; a cancel stops it and everything it started."""
+
+    async def run(
+        self, command: str, cwd: Path, sandboxed: bool, round_: int, tag: str | None = None
+    ) -> CheckResult: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,12 @@ class Settings(BaseSettings):
     codex_approval_policy: str = "untrusted"
     codex_sandbox: str = "workspace-write"
     approval_timeout_s: float = Field(default=600, gt=0)
-    approval_mode: ApprovalMode = ApprovalMode.ASK
+    approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
+    # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask
+    detach_mode: ApprovalMode = ApprovalMode.SANDBOX
+    sandbox_allowed_domains: Annotated[tuple[str, ...], NoDecode] = ()
+    check_timeout_s: float = Field(default=900, gt=0)
+    check_rounds: int = Field(default=2, ge=1, le=10)
     # front: turns run on `detach worker` processes (a worker is started as one, not set here)
     role: Literal[ProcessRole.ALL, ProcessRole.FRONT] = ProcessRole.ALL
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
@@ -78,7 +83,7 @@ class Settings(BaseSettings):
             return tuple(Path(part.strip()) for part in value.split(",") if part.strip())
         return value
 
-    @field_validator("auto_allowed_tools", mode="before")
+    @field_validator("auto_allowed_tools", "sandbox_allowed_domains", mode="before")
     @classmethod
     def _parse_tools(cls, value: object) -> object:
         if isinstance(value, str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import shutil
@@ -15,6 +16,7 @@ import anyio
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
+from executors import sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
 from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
 from executors.tree import wait_exit
@@ -56,8 +58,10 @@ class ClaudeExecutor:
             "stream-json",
             "--verbose",
         ]
-        if spec.approval_mode is ApprovalMode.ASK:
+        if spec.approval_mode in (ApprovalMode.ASK, ApprovalMode.SANDBOX):
             argv += ["--permission-prompt-tool", "stdio"]
+        if spec.approval_mode is ApprovalMode.SANDBOX:
+            argv += ["--permission-mode", "acceptEdits", "--settings", sandbox_settings(spec)]
         if spec.model:
             argv += ["--model", spec.model]
         if spec.resume_session_id:
@@ -88,7 +92,13 @@ class ClaudeExecutor:
         return match.group(1)
 
     async def probe(self) -> str:
-        return version_line(self.engine, await self.version(), PINNED_VERSION)
+        line = version_line(self.engine, await self.version(), PINNED_VERSION)
+        problem = await asyncio.to_thread(self.sandbox_problem)
+        return f"{line}, sandbox {'works' if problem is None else 'UNAVAILABLE: ' + problem}"
+
+    def sandbox_problem(self) -> str | None:
+        """Claude Code's Bash sandbox needs bubblewrap and socat on the agents' PATH."""
+        return sandbox.problem(self._env)
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         async with agent_process(
@@ -141,6 +151,21 @@ class ClaudeExecutor:
                 yield event
                 if isinstance(event, TurnFinished):
                     return
+
+
+def sandbox_settings(spec: TurnSpec) -> str:
+    """``--settings`` for a sandboxed turn (measured with 2.1.197, docs/sandbox.md): Bash runs in
+    bubblewrap, writable only in the task's directory, and needs no approval there; a command the
+    agent wants to run outside it (``dangerouslyDisableSandbox``), a host not in the list and an
+    edit outside the directory come to the permission prompt; no sandbox, no turn."""
+    settings: dict[str, Any] = {
+        "enabled": True,
+        "autoAllowBashIfSandboxed": True,
+        "failIfUnavailable": True,
+        "allowUnsandboxedCommands": True,
+        "network": {"allowedDomains": list(spec.sandbox_domains)},
+    }
+    return json.dumps({"sandbox": settings})
 
 
 def _session_uuid(session_id: str) -> uuid.UUID:

@@ -36,6 +36,12 @@ QUIET_CONFIG = (
     "features.plugins=false",
     "check_for_update_on_startup=false",
 )
+# sandboxed mode writes only in the task's directory, as Claude's does: not /tmp, not $TMPDIR
+SANDBOX_CONFIG = (
+    "sandbox_workspace_write.exclude_slash_tmp=true",
+    "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+    "sandbox_workspace_write.network_access=false",
+)
 RPC_TIMEOUT_S = 60.0
 
 
@@ -71,6 +77,9 @@ class CodexExecutor:
             argv += ["-c", item]
         if spec.model:
             argv += ["-c", f"model={json.dumps(spec.model)}"]
+        if spec.approval_mode is ApprovalMode.SANDBOX:
+            for item in SANDBOX_CONFIG:
+                argv += ["-c", item]
         return argv + list(spec.extra_args)
 
     async def _output(self, *args: str) -> tuple[int, str]:
@@ -104,7 +113,14 @@ class CodexExecutor:
             log.warning("codex sandbox does not work here (%s)", out.strip()[-200:])
         return code == 0
 
+    def sandbox_problem(self) -> str | None:
+        """Codex brings its own bubblewrap; it needs user namespaces (found by the probe)."""
+        return "no user namespaces for Codex's sandbox" if self._sandbox_refused else None
+
     def _policy(self, spec: TurnSpec) -> dict[str, str]:
+        if spec.approval_mode is ApprovalMode.SANDBOX:
+            # commands run sandboxed without asking; the model asks to go outside it
+            return {"approvalPolicy": "on-request", "sandbox": "workspace-write"}
         if spec.approval_mode is ApprovalMode.ASK:
             return {"approvalPolicy": self.approval_policy, "sandbox": self.sandbox}
         sandbox = "read-only" if spec.approval_mode is ApprovalMode.READONLY else self.sandbox

@@ -166,7 +166,7 @@ async def test_timeout_denies_and_a_late_tap_is_expired(
     async with FakeTelegram() as fake:
         settings = settings_for(tmp_path, fake, claude_bin, workdir, approval_timeout_s=2)
         async with running_bot(settings, agent_env):
-            await fake.user_message("/detach MARK-LATE go", OWNER)
+            await fake.user_message("/detach mode=ask MARK-LATE go", OWNER)
             ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
             await edited(fake, ask.result["message_id"], "Expired")
             await fake.wait_text(OWNER, "went on", timeout_s=60)

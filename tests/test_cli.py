@@ -28,7 +28,9 @@ def detach(tmp_path, *args: str, users: str = "111") -> subprocess.CompletedProc
 
 
 def test_add_list_show_archive(tmp_path):
-    added = detach(tmp_path, "add", "--model", "sonnet", "Summarise", "the", "error", "logs")
+    added = detach(
+        tmp_path, "add", "--mode", "ask", "--model", "sonnet", "Summarise", "the", "error", "logs"
+    )
     assert added.returncode == 0, added.stderr
     assert "#1 summarise-error-logs queued" in added.stdout
     listed = detach(tmp_path, "list")
@@ -40,7 +42,7 @@ def test_add_list_show_archive(tmp_path):
     assert detach(tmp_path, "show", "99").returncode == 1
     exported = detach(tmp_path, "export", "1")
     assert exported.returncode == 0, exported.stderr
-    assert "slug: summarise-error-logs\nmodel: sonnet\n---" in exported.stdout
+    assert "slug: summarise-error-logs\nmodel: sonnet\nmode: ask\n---" in exported.stdout
     assert "# Goal\n\nSummarise the error logs\n" in exported.stdout
     missing = detach(tmp_path, "export", "99")
     assert missing.returncode == 1 and "#99" in missing.stderr
@@ -61,6 +63,34 @@ def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
         str(tmp_path.resolve()),
     )
     assert detach(tmp_path, "list").stdout.strip() == ""  # the bot creates the task
+
+
+def test_add_is_sandboxed_by_default_and_the_bot_decides(tmp_path):
+    """Without --mode the task is a walk-away task: sandboxed where the bot's sandbox works,
+    so it goes through the inbox (the bot knows its sandbox and cuts the worktree); --check
+    and the repository's .detach.toml travel with it."""
+    from bot.intake.taskfile import parse
+
+    added = detach(tmp_path, "add", "--check", "pytest -q", "Fix", "the", "tests")
+    assert added.returncode == 0, added.stderr
+    [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
+    tf = parse(dropped.read_text())
+    assert (tf.goal, tf.mode, tf.check, tf.worktree) == ("Fix the tests", None, "pytest -q", None)
+    dropped.unlink()
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".detach.toml").write_text('check = "make test"  # the whole suite\n')
+    added = detach(tmp_path, "add", "--cwd", str(repo), "--no-worktree", "Tidy")
+    assert added.returncode == 0, added.stderr
+    [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
+    tf = parse(dropped.read_text())
+    assert (tf.check, tf.worktree, tf.cwd) == ("make test", "no", str(repo.resolve()))
+
+    (repo / ".detach.toml").write_text("check = [1]\n")
+    refused = detach(tmp_path, "add", "--cwd", str(repo), "Tidy")
+    assert refused.returncode != 0 and ".detach.toml" in refused.stderr
 
 
 def test_add_needs_someone_to_report_to(tmp_path):

@@ -59,6 +59,10 @@ def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
     """Exactly what the tool wants: the command, the path, a short summary of an edit."""
     data: dict[str, Any] = request.tool_input
     lines: list[str] = []
+    if data.get("dangerouslyDisableSandbox") is True:  # the agent asks to leave the sandbox
+        lines.append(texts.get(loc, "approval.unsandboxed"))
+    if request.tool_name == "SandboxNetworkAccess" and isinstance(data.get("host"), str):
+        lines.append(texts.get(loc, "approval.host", host=data["host"]))
     if isinstance(data.get("command"), str):
         lines.append(texts.get(loc, "approval.command", command=shorten(data["command"], 1500)))
     path = data.get("file_path") or data.get("path") or data.get("notebook_path")
@@ -73,7 +77,7 @@ def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
     elif isinstance(data.get("content"), str):
         head = "\n".join(data["content"].splitlines()[:8])
         lines.append(texts.get(loc, "approval.detail", detail=shorten(head, 1200)))
-    if not lines:
+    if not lines or lines == [texts.get(loc, "approval.unsandboxed")]:
         lines.append(
             texts.get(
                 loc,

@@ -86,6 +86,8 @@ class Inbox:
                 ("cwd", tf.cwd),
                 ("engine", tf.engine),
                 ("worktree", tf.worktree),
+                ("mode", tf.mode),
+                ("check", tf.check),
             )
             if v
         }
@@ -155,6 +157,7 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
     goal = source.goal if source else (first.prompt if first else task.title)
     finished = last is not None and not last.status.active and last.finished_at is not None
     started = first.started_at if first and first.started_at else task.created_at
+    check = await store.checks.last(task_id) if finished else None
     return render(
         TaskFile(
             goal=goal,
@@ -164,6 +167,8 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
             chat_id=task.chat_id,
             slug=task.slug,
             model=task.preset,
+            mode=task.approval_mode.value,
+            check=task.check,
             completed=last.finished_at if finished and last else None,
             duration_seconds=(
                 round((last.finished_at - started).total_seconds())
@@ -171,6 +176,8 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
                 else None
             ),
             status=task.status.value if finished else None,
+            check_status=("passed" if check.passed else "failed") if check else None,
+            check_round=check.round if check else None,
         )
     )
 

@@ -1,7 +1,8 @@
 """Task files: the Markdown format of the original detach skill. Frontmatter (``created``,
-``channel``, ``chat_id``, ``slug``, optional ``model``; Detach also reads ``cwd``, ``engine``
-and ``worktree``), sections ``# Goal``, ``# Constraints``, ``# Result``, and a trailing block
-``completed``, ``duration_seconds``, ``status`` once the task has finished."""
+``channel``, ``chat_id``, ``slug``, optional ``model``; Detach also reads ``cwd``, ``engine``,
+``worktree``, ``mode`` and ``check``), sections ``# Goal``, ``# Constraints``, ``# Result``,
+and a trailing block ``completed``, ``duration_seconds``, ``status`` (and ``check_status``,
+``check_round`` for a task with a check) once the task has finished."""
 
 from __future__ import annotations
 
@@ -15,8 +16,19 @@ from pathlib import Path
 
 from bot.errors import DetachError
 
-HEAD_KEYS = ("created", "channel", "chat_id", "slug", "model", "cwd", "engine", "worktree")
-TAIL_KEYS = ("completed", "duration_seconds", "status")
+HEAD_KEYS = (
+    "created",
+    "channel",
+    "chat_id",
+    "slug",
+    "model",
+    "cwd",
+    "engine",
+    "worktree",
+    "mode",
+    "check",
+)
+TAIL_KEYS = ("completed", "duration_seconds", "status", "check_status", "check_round")
 SECTIONS = ("Goal", "Constraints", "Result")
 _LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
 
@@ -38,9 +50,13 @@ class TaskFile:
     cwd: str | None = None
     engine: str | None = None
     worktree: str | None = None  # yes / no
+    mode: str | None = None  # sandbox / ask / auto / readonly
+    check: str | None = None  # a command run after the agent (``no``: not even the default)
     completed: datetime | None = None
     duration_seconds: int | None = None
     status: str | None = None
+    check_status: str | None = None  # passed / failed: the last check's verdict
+    check_round: int | None = None
 
     @property
     def prompt(self) -> str:
@@ -144,9 +160,13 @@ def parse(text: str) -> TaskFile:
         cwd=head.get("cwd") or None,
         engine=head.get("engine") or None,
         worktree=head.get("worktree") or None,
+        mode=head.get("mode") or None,
+        check=head.get("check") or None,
         completed=_time(tail.get("completed"), "completed"),
         duration_seconds=_int(tail.get("duration_seconds"), "duration_seconds"),
         status=tail.get("status") or None,
+        check_status=tail.get("check_status") or None,
+        check_round=_int(tail.get("check_round"), "check_round"),
     )
 
 
@@ -160,6 +180,8 @@ def render(tf: TaskFile) -> str:
         ("cwd", tf.cwd),
         ("engine", tf.engine),
         ("worktree", tf.worktree),
+        ("mode", tf.mode),
+        ("check", tf.check),
     ]
     out = [
         "---",
@@ -183,6 +205,8 @@ def render(tf: TaskFile) -> str:
             ("completed", tf.completed.isoformat() if tf.completed else None),
             ("duration_seconds", tf.duration_seconds),
             ("status", tf.status),
+            ("check_status", tf.check_status),
+            ("check_round", tf.check_round),
         ]
         out += ["---", *(f"{k}: {v}" for k, v in tail if v is not None)]
     return "\n".join(out) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
+from bot.store.checks import CheckRepo
 from bot.store.db import Clock, Database, make_engine, utcnow
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
@@ -56,6 +57,7 @@ class Store:
         self.task_files = TaskFileRepo(db, clock)
         self.schedules = ScheduleRepo(db, clock)
         self.journal = UpdateJournalRepo(db, clock)
+        self.checks = CheckRepo(db, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

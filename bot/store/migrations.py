@@ -18,6 +18,7 @@ from bot.store.schema import (
     schedules,
     schema_version,
     spend,
+    task_checks,
     task_files,
     tasks,
     transcript,
@@ -101,6 +102,13 @@ def _v11(conn: Connection) -> None:
     _add_column(conn, "outbox", "retired_at", "TIMESTAMP")
 
 
+def _v12(conn: Connection) -> None:
+    """Checks: a task's check command, the round a turn belongs to, and every check's result."""
+    _add_column(conn, "tasks", "check_command", "TEXT")
+    _add_column(conn, "turns", "check_round", "INTEGER NOT NULL DEFAULT 1")
+    task_checks.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -115,6 +123,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v9,
     _v10,
     _v11,
+    _v12,
 ]
 
 

@@ -33,6 +33,7 @@ tasks = sa.Table(
     sa.Column("approval_mode", sa.String(16), nullable=False, server_default="ask"),  # v2
     sa.Column("preset", sa.String(64)),  # v3
     sa.Column("max_usd", sa.Float),  # v3
+    sa.Column("check_command", sa.Text),  # v12
 )
 
 turns = sa.Table(
@@ -52,6 +53,7 @@ turns = sa.Table(
     sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
     sa.Column("runner", sa.String(128)),  # v10: the process running it (bot or a worker)
     sa.Column("stop_requested", sa.Boolean, nullable=False, server_default=sa.false()),  # v10
+    sa.Column("check_round", sa.Integer, nullable=False, server_default="1"),  # v12
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("submitted_at", sa.DateTime(timezone=True)),
     sa.Column("started_at", sa.DateTime(timezone=True)),
@@ -223,4 +225,21 @@ update_journal = sa.Table(
     sa.Column("update_id", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("payload", sa.Text, nullable=False),
     sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# v12: every run of a task's check, with its (capped) output
+task_checks = sa.Table(
+    "task_checks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, nullable=False, index=True),
+    sa.Column("turn_id", sa.Integer, nullable=False),
+    sa.Column("round", sa.Integer, nullable=False),
+    sa.Column("command", sa.Text, nullable=False),
+    sa.Column("passed", sa.Boolean, nullable=False),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("timed_out", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("duration_s", sa.Float, nullable=False),
+    sa.Column("output", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )

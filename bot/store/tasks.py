@@ -56,6 +56,7 @@ def _task(row: Any) -> Task:
         approval_mode=ApprovalMode(m["approval_mode"]),
         preset=m["preset"],
         max_usd=m["max_usd"],
+        check=m["check_command"],
     )
 
 
@@ -76,6 +77,7 @@ def _turn(row: Any) -> Turn:
         created_at=utc(m["created_at"]),
         started_at=aware(m["started_at"]),
         finished_at=aware(m["finished_at"]),
+        check_round=m["check_round"],
     )
 
 
@@ -107,14 +109,16 @@ class TaskRepo:
                     approval_mode=new.approval_mode.value,
                     preset=new.preset,
                     max_usd=new.max_usd,
+                    check_command=new.check,
                 )
             )
             task_id = int(inserted.inserted_primary_key[0])  # type: ignore[index]
             turn_id = await self._insert_turn(conn, task_id, 1, new.prompt)
         return await self.get(task_id), await self.get_turn(turn_id)  # type: ignore[return-value]
 
-    async def add_turn(self, task_id: int, prompt: str) -> Turn:
-        """Queue a follow-up; the task becomes queued again unless a turn is running."""
+    async def add_turn(self, task_id: int, prompt: str, check_round: int = 1) -> Turn:
+        """Queue a follow-up; the task becomes queued again unless a turn is running.
+        ``check_round`` above 1: the turn a failed check asked for."""
         async with self._engine.begin() as conn:
             seq = (
                 await conn.execute(
@@ -123,7 +127,7 @@ class TaskRepo:
                     )
                 )
             ).scalar_one()
-            turn_id = await self._insert_turn(conn, task_id, seq + 1, prompt)
+            turn_id = await self._insert_turn(conn, task_id, seq + 1, prompt, check_round)
             await conn.execute(
                 tasks.update()
                 .where(
@@ -134,12 +138,15 @@ class TaskRepo:
             )
         return await self.get_turn(turn_id)  # type: ignore[return-value]
 
-    async def _insert_turn(self, conn: Any, task_id: int, seq: int, prompt: str) -> int:
+    async def _insert_turn(
+        self, conn: Any, task_id: int, seq: int, prompt: str, check_round: int = 1
+    ) -> int:
         result = await conn.execute(
             turns.insert().values(
                 task_id=task_id,
                 seq=seq,
                 prompt=prompt,
+                check_round=check_round,
                 status=TaskStatus.QUEUED.value,
                 created_at=self._clock(),
             )

@@ -10,17 +10,21 @@ from typing import TypeVar
 from bot.errors import UserInputError
 from bot.models import ApprovalMode, Engine
 
-KNOWN = ("model", "max_usd", "mode", "engine", "cwd", "worktree")
+KNOWN = ("model", "max_usd", "mode", "engine", "cwd", "worktree", "check")
 _YES, _NO = ("yes", "y", "true", "on", "1"), ("no", "n", "false", "off", "0")
-_OPTION = re.compile(r"([a-z_]+)=(\S+)")
+NONE = ("no", "none", "off")  # ``check=no``: no check, not even the repository's default
+# key=value, key="a value" or key='a value' (a phone's “smart quotes” too), then spaces
+_OPTION = re.compile(r"""([a-z_]+)=(?:"([^"]*)"|“([^”]*)”|'([^']*)'|(\S+))(?:\s+|$)""")
 
 
 def split_options(text: str) -> tuple[dict[str, str], str]:
-    """Options from the start of ``text`` and the prompt after them; unknown keys are errors."""
+    """Options from the start of ``text`` and the prompt after them; unknown keys are errors.
+    A value with spaces is quoted: ``check="pytest -q"``."""
     options: dict[str, str] = {}
-    words = text.strip().split(" ")
-    while words and (match := _OPTION.fullmatch(words[0])):
-        key, value = match.groups()
+    rest = text.strip()
+    while match := _OPTION.match(rest):
+        key = match.group(1)
+        value = next(v for v in match.groups()[1:] if v is not None)
         if key not in KNOWN:
             raise UserInputError(
                 "error.unknown_option", option=key, known=", ".join(f"{k}=" for k in KNOWN)
@@ -28,8 +32,8 @@ def split_options(text: str) -> tuple[dict[str, str], str]:
         if key in options:  # which one was meant is not ours to guess
             raise UserInputError("error.duplicate_option", option=key)
         options[key] = value
-        words.pop(0)
-    return options, " ".join(words).strip()
+        rest = rest[match.end() :]
+    return options, rest.strip()
 
 
 E = TypeVar("E", bound=StrEnum)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot import failpoints
@@ -11,7 +12,8 @@ from bot.errors import TaskNotFound, TaskStateError, UserInputError, clean
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store
-from bot.tasks.options import approval_mode, flag, split_options
+from bot.tasks.checks import repository_check
+from bot.tasks.options import NONE, approval_mode, flag, split_options
 from bot.tasks.options import engine as option_engine
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
@@ -23,6 +25,25 @@ from bot.worktrees.git import Worktrees
 
 log = logging.getLogger(__name__)
 LIST_LIMIT = 15
+
+
+def _sandbox_everywhere(_engine: Engine) -> str | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDefaults:
+    """What a task gets when its command does not say. ``session_mode``: the approval mode of
+    sessions (/claude, /codex); ``detach_mode``: of walk-away tasks (/detach, schedules, task
+    files, ``detach add``). ``sandbox_problem``: why an engine cannot run sandboxed on this
+    machine (such a task then runs in ``ask`` and its acknowledgement says why)."""
+
+    engine: Engine
+    max_prompt_chars: int
+    session_mode: ApprovalMode = ApprovalMode.ASK
+    detach_mode: ApprovalMode = ApprovalMode.SANDBOX
+    worktree: bool = False
+    sandbox_problem: Callable[[Engine], str | None] = _sandbox_everywhere
 
 
 class TaskService:
@@ -38,10 +59,7 @@ class TaskService:
         workdirs: WorkdirPolicy,
         worktrees: Worktrees,
         engines: Collection[Engine],
-        default_engine: Engine,
-        max_prompt_chars: int,
-        default_mode: ApprovalMode = ApprovalMode.ASK,
-        default_worktree: bool = False,
+        defaults: TaskDefaults,
     ) -> None:
         """``engines``: those tasks may use (here, or on scale-out workers)."""
         self._store = store
@@ -50,21 +68,19 @@ class TaskService:
         self._notifier = notifier
         self._texts = texts
         self._engines = engines
-        self._max_prompt_chars = max_prompt_chars
+        self._defaults = defaults
         self.workdirs = workdirs
-        self.default_engine = default_engine
-        self._default_mode = default_mode
+        self.default_engine = defaults.engine
         self.money = money
         self.worktrees = worktrees
-        self._default_worktree = default_worktree
 
     def validate_prompt(self, prompt: str, command: str) -> str:
         prompt = clean(prompt).strip()
         if not prompt:
             raise UserInputError("error.empty_goal", command=command)
-        if len(prompt) > self._max_prompt_chars:
+        if len(prompt) > self._defaults.max_prompt_chars:
             raise UserInputError(
-                "error.prompt_too_long", chars=len(prompt), limit=self._max_prompt_chars
+                "error.prompt_too_long", chars=len(prompt), limit=self._defaults.max_prompt_chars
             )
         return prompt
 
@@ -114,15 +130,19 @@ class TaskService:
             else None
         )
         preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
+        engine_name = chosen or (preset.engine if preset else self.default_engine)
         chat_dir = await self.current_dir(chat_id)
         cwd = self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options else chat_dir
-        worktree = flag(options, "worktree", self._default_worktree)
+        mode, note = self._mode(options, kind, engine_name, locale)
+        worktree = flag(
+            options, "worktree", self._defaults.worktree or mode is ApprovalMode.SANDBOX
+        )
         if worktree and "worktree" not in options and not await self.worktrees.in_repository(cwd):
-            worktree = False  # the default setting applies where there is a repository
+            worktree = False  # the default applies where there is a repository
         return NewTask(
             owner_id=user_id,
             chat_id=chat_id,
-            engine=chosen or (preset.engine if preset else self.default_engine),
+            engine=engine_name,
             preset=preset.name if preset else None,
             model=preset.model if preset else None,
             max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
@@ -130,10 +150,36 @@ class TaskService:
             prompt=self.validate_prompt(prompt, command),
             cwd=cwd,
             locale=locale,
-            approval_mode=approval_mode(options, self._default_mode),
+            approval_mode=mode,
             worktree=worktree,
             slug=slug,
+            check=await self._check(options, cwd),
+            note=note,
         )
+
+    def _mode(
+        self, options: dict[str, str], kind: TaskKind, engine: Engine, locale: str
+    ) -> tuple[ApprovalMode, str | None]:
+        """The task's approval mode, and a line for its acknowledgement when the sandbox it
+        would have had does not work here (the task then asks instead)."""
+        defaults = self._defaults
+        default = defaults.detach_mode if kind is TaskKind.DETACH else defaults.session_mode
+        mode = approval_mode(options, default)
+        if mode is not ApprovalMode.SANDBOX:
+            return mode, None
+        problem = defaults.sandbox_problem(engine)
+        if problem is None:
+            return mode, None
+        log.warning("%s: no sandbox here (%s); the task runs in ask mode", engine, problem)
+        return ApprovalMode.ASK, self._texts.get(locale, "task.sandbox_unavailable", reason=problem)
+
+    async def _check(self, options: dict[str, str], cwd: Path) -> str | None:
+        """``check=`` (``check=no``: none), else the repository's ``.detach.toml``."""
+        given = options.get("check")
+        if given is not None:
+            return None if given.strip().lower() in (*NONE, "") else clean(given).strip()
+        top = await self.worktrees.top_level(cwd)
+        return repository_check(top) if top is not None else None
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""
@@ -166,7 +212,9 @@ class TaskService:
                 await self._store.links.link(new.chat_id, reply_to, task.id, "command")
             await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
             if new.announced:
-                await self._notifier.acknowledge(task, reply_to=reply_to, origin=new.origin)
+                await self._notifier.acknowledge(
+                    task, reply_to=reply_to, origin=new.origin, note=new.note
+                )
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         await self._queue.kick(task.id)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiogram.types import ForceReply, InlineKeyboardMarkup
 
-from bot.models import Task, TaskStatus, Turn, WorktreeState
+from bot.models import ApprovalMode, CheckResult, Task, TaskStatus, Turn, WorktreeState
 from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.telegram.outbox import Outbox
@@ -43,9 +43,14 @@ class Notifier:
         return self._texts.get(locale, key, **params)
 
     async def acknowledge(
-        self, task: Task, reply_to: int | None = None, origin: str | None = None
+        self,
+        task: Task,
+        reply_to: int | None = None,
+        origin: str | None = None,
+        note: str | None = None,
     ) -> None:
-        """``origin`` (already HTML): where a task that no message started came from."""
+        """``origin`` (already HTML): where a task that no message started came from; ``note``
+        (plain): one line more, such as why the sandbox is not used."""
         loc = task.locale
         text = self._texts.get(
             loc,
@@ -57,6 +62,9 @@ class Notifier:
         )
         if origin:
             text += "\n" + origin
+        text += self._ack_mode(task)
+        if note:
+            text += "\n" + html.escape(note, quote=False)
         await self.send(
             task,
             text,
@@ -64,6 +72,19 @@ class Notifier:
             reply_to=reply_to,
             markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]),
         )
+
+    def _ack_mode(self, task: Task) -> str:
+        """How the task may act, when it is not the usual asking: sandboxed, and its check."""
+        parts = []
+        if task.approval_mode is ApprovalMode.SANDBOX:
+            parts.append(self._texts.get(task.locale, "task.ack_sandbox"))
+        if task.check:
+            parts.append(
+                self._texts.get(
+                    task.locale, "task.ack_check", command=shorten(task.check, 80, one_line=True)
+                )
+            )
+        return "\n" + " · ".join(parts) if parts else ""
 
     async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
@@ -85,6 +106,9 @@ class Notifier:
         or as a document), denials, and the card's buttons on its last message."""
         loc = task.locale
         header = self._header(task, turn)
+        check = await self._store.checks.for_turn(turn.id)
+        if check is not None:
+            header += "\n" + self._check_line(loc, check)
         if changes:
             header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
         worktree = await self._store.worktrees.get(task.id)
@@ -92,7 +116,9 @@ class Notifier:
         card = task_keyboard(
             self._texts, loc, task.id, CARD_ACTIONS, WORKTREE_ACTIONS if in_worktree else []
         )
-        if turn.status is not TaskStatus.DONE:
+        if check is not None and not check.passed:
+            await self._check_output(task, check)
+        if turn.status not in (TaskStatus.DONE, TaskStatus.CHECK_FAILED):
             await self.send(task, header, kind="result", markup=card)
             return
         answer = (turn.result_text or "").strip() or self._texts.get(loc, "task.no_answer")
@@ -114,6 +140,44 @@ class Notifier:
                 task, self._texts.get(loc, "task.denials", items=items), kind="result", markup=card
             )
 
+    def _check_line(self, loc: str, check: CheckResult) -> str:
+        """``✅ check passed (pytest -q, 12 s, round 2)`` or the failure with its output's tail."""
+        params = {
+            "command": html.escape(shorten(check.command, 80, one_line=True)),
+            "duration": duration(check.duration_s),
+            "round": check.round,
+        }
+        if check.passed:
+            return self._texts.raw(loc, "check.passed", **params)
+        line = self._texts.raw(
+            loc,
+            "check.timed_out" if check.timed_out else "check.failed",
+            code=check.exit_code if check.exit_code is not None else "–",
+            **params,
+        )
+        return f"{line}\n<pre>{html.escape(check.tail(800))}</pre>"
+
+    async def _check_output(self, task: Task, check: CheckResult) -> None:
+        """The whole output of a failed check, as a file."""
+        await self.send_file(
+            task,
+            check.output.encode(),
+            f"{task.id}-{task.slug}-check-round{check.round}.txt",
+            self._texts.get(task.locale, "check.output_caption", label=task.label),
+        )
+
+    async def check_retrying(self, task: Task, check: CheckResult, rounds: int) -> None:
+        """A failed check with rounds left: one line, the agent is on it."""
+        text = self._texts.raw(
+            task.locale,
+            "check.retrying",
+            label=html.escape(task.label),
+            command=html.escape(shorten(check.command, 80, one_line=True)),
+            round=check.round,
+            rounds=rounds,
+        )
+        await self.send(task, f"{text}\n<pre>{html.escape(check.tail(600))}</pre>", kind="status")
+
     def _header(self, task: Task, turn: Turn) -> str:
         loc, label = task.locale, task.label
         took = duration(turn.duration_s)
@@ -132,6 +196,10 @@ class Notifier:
             )
             return self._texts.get(
                 loc, "task.done", label=label, duration=took, cost=cost_text, total=total_text
+            )
+        if turn.status is TaskStatus.CHECK_FAILED:
+            return self._texts.get(
+                loc, "task.check_failed", label=label, duration=took, cost=cost_text
             )
         if turn.status is TaskStatus.BUDGET_EXCEEDED:
             return self._texts.get(

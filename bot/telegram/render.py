@@ -24,6 +24,7 @@ STATUS_ICONS = {
     TaskStatus.TIMED_OUT: "⏱",
     TaskStatus.BUDGET_EXCEEDED: "💸",
     TaskStatus.INTERRUPTED: "⚠️",
+    TaskStatus.CHECK_FAILED: "🧪",
     TaskStatus.ARCHIVED: "🗄",
 }
 _STOPWORDS = {"the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "please", "with"}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from bot.errors import AgentCrashed, AgentNotInstalled, UserInputError
 from bot.models import (
     AgentEvent,
     ApprovalMode,
+    CheckResult,
     Engine,
     SessionStarted,
     Task,
@@ -29,7 +31,7 @@ from bot.models import (
 )
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
-from bot.ports import Executor
+from bot.ports import CheckRunner, Executor
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
@@ -46,7 +48,31 @@ DETACH_PREAMBLE = (
     "have, make reasonable assumptions, state them in your final answer, and finish with a short "
     "summary of what you did and what is left."
 )
+SANDBOX_PREAMBLE = (
+    "Your shell commands run in an operating-system sandbox: you may write only inside the "
+    "working directory and reach only allowed network hosts. Stay inside it; anything outside "
+    "it waits for the owner's approval from their phone, which may be denied. Leave your "
+    "changes uncommitted in the working directory: the owner reviews and merges them."
+)
 TRANSCRIPT_BATCH = 25
+CHECK_PROMPT = (
+    "The check `{command}` failed after your last turn. The end of its output:\n\n"
+    "```\n{output}\n```\n\nFix the cause so that the check passes, then summarise what you "
+    "changed."
+)
+CHECK_PROMPT_TAIL = 6000
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPolicy:
+    """How turns run: the tools of ``auto`` mode, how often progress is edited, how many check
+    rounds a task gets (a failing check sends its output back to the agent until then), and the
+    hosts a sandboxed turn may reach without asking."""
+
+    auto_allowed_tools: tuple[str, ...] = ()
+    progress_interval_s: float = 3.0
+    check_rounds: int = 2
+    sandbox_domains: tuple[str, ...] = ()
 
 
 class TurnRunner:
@@ -59,28 +85,29 @@ class TurnRunner:
         queue: TurnQueue,
         desk: ApprovalDesk,
         money: MoneyDesk,
-        auto_allowed_tools: tuple[str, ...],
-        progress_interval_s: float = 3.0,
+        policy: TurnPolicy,
         workdirs: WorkdirPolicy | None = None,
         runner_id: str | None = None,
         stop_poll_s: float | None = None,
         process_tag: str | None = None,
+        checks: CheckRunner | None = None,
     ) -> None:
         """``stop_poll_s``: how often a running turn looks for a /cancel handled by another
         process (scale-out); None in a single process, where the pool cancels directly.
-        ``process_tag``: this process's prefix of the tag every agent process carries."""
+        ``process_tag``: this process's prefix of the tag every agent process carries.
+        ``checks`` runs a task's check after each of its turns."""
         self._store = store
         self._executors = executors
         self._notifier = notifier
         self._queue = queue
         self._desk = desk
         self._money = money
-        self._auto_allowed_tools = auto_allowed_tools
-        self._progress_interval_s = progress_interval_s
+        self._policy = policy
         self._workdirs = workdirs
         self.runner_id = runner_id
         self._stop_poll_s = stop_poll_s
         self._process_tag = process_tag
+        self._checks = checks
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         turn = await self._store.tasks.claim_turn(turn_id, self.runner_id)
@@ -91,6 +118,7 @@ class TurnRunner:
         assert task is not None
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
+        check: CheckResult | None = None
         refusal = await self._refusal(task)
         if refusal is not None:
             await self._finish(task, turn_id, refusal, denials)
@@ -101,6 +129,7 @@ class TurnRunner:
             spec = await self._spec(task, turn, preset, left)
             with control.running(), self._stops_from_elsewhere(turn_id, control):
                 outcome, denials = await self._drive(task, spec, preset, left)
+                check = await self._check(task, turn, outcome, spec.process_tag)
         except asyncio.CancelledError:
             if control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
@@ -129,7 +158,7 @@ class TurnRunner:
                 TaskStatus.FAILED,
                 error=TurnError("turn_error.internal", {"error": type(exc).__name__}),
             )
-        await self._finish(task, turn_id, outcome, denials)
+        await self._finish(task, turn_id, outcome, denials, check)
 
     @contextlib.contextmanager
     def _stops_from_elsewhere(self, turn_id: int, control: TurnControl) -> Iterator[None]:
@@ -162,27 +191,58 @@ class TurnRunner:
             cwd=Path(task.cwd),
             model=task.model,
             resume_session_id=task.session_id,
-            append_system_prompt=DETACH_PREAMBLE if task.kind is TaskKind.DETACH else None,
+            append_system_prompt=_preamble(task),
             allowed_tools=await self._allowed_tools(task),
             approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
             max_budget_usd=left,  # engines that take a budget enforce it themselves
             process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None,
+            sandbox_domains=self._policy.sandbox_domains,
         )
 
+    async def _check(
+        self, task: Task, turn: Turn, outcome: TurnOutcome, tag: str | None
+    ) -> CheckResult | None:
+        """The task's check after a turn the agent finished (not after a failure, a cancel or
+        a spent budget), in the task's directory; inside the sandbox for sandboxed tasks."""
+        if not task.check or self._checks is None or outcome.status is not TaskStatus.DONE:
+            return None
+        sandboxed = task.approval_mode is ApprovalMode.SANDBOX
+        return await self._checks.run(task.check, Path(task.cwd), sandboxed, turn.check_round, tag)
+
     async def _finish(
-        self, task: Task, turn_id: int, outcome: TurnOutcome, denials: tuple[str, ...]
+        self,
+        task: Task,
+        turn_id: int,
+        outcome: TurnOutcome,
+        denials: tuple[str, ...],
+        check: CheckResult | None = None,
     ) -> None:
-        """Record the outcome, its spend and the completion card in one transaction: a crash
-        leaves either a running turn (recovered as interrupted, and said so) or a finished one
-        whose card is queued, never a finished task that does not report."""
+        """Record the outcome, its spend, its check and the completion card in one transaction:
+        a crash leaves either a running turn (recovered as interrupted, and said so) or a
+        finished one whose card is queued, never a finished task that does not report. A failed
+        check with rounds left queues the next round instead of a card."""
         turn = await self._store.tasks.get_turn(turn_id)
         assert turn is not None
         changes = await diff_stat(task.cwd) if outcome.status is not TaskStatus.FAILED else ""
+        again = (
+            check is not None and not check.passed and turn.check_round < self._policy.check_rounds
+        )
+        if check is not None and not check.passed and not again:
+            outcome = dataclasses.replace(
+                outcome,
+                status=TaskStatus.CHECK_FAILED,
+                error=TurnError("turn_error.check_failed", {"rounds": turn.check_round}),
+            )
         try:
             async with self._store.atomic():
+                if check is not None:
+                    await self._store.checks.record(task.id, turn.id, check)
+                if again and check is not None:
+                    await self._next_round(task, turn, check)
                 task, finished = await self._record(turn, outcome)
-                await self._notifier.turn_finished(task, finished, denials, changes)
+                if not again:
+                    await self._notifier.turn_finished(task, finished, denials, changes)
                 failpoints.hit("finish.before_commit")
         except Exception:  # deliberate: a card that cannot be built must not leave it "running"
             log.exception("task %s turn %s: completion card failed", task.id, turn_id)
@@ -195,6 +255,13 @@ class TurnRunner:
                 task, turn_id, task.total_cost_usd, task.max_usd, self._money.extend_amount(task)
             )
         await self._queue.kick(task.id)
+
+    async def _next_round(self, task: Task, turn: Turn, check: CheckResult) -> None:
+        """The check failed with rounds left: its output goes back to the same session as the
+        next turn, and the chat gets one line instead of a card."""
+        prompt = CHECK_PROMPT.format(command=check.command, output=check.tail(CHECK_PROMPT_TAIL))
+        await self._store.tasks.add_turn(task.id, prompt, check_round=turn.check_round + 1)
+        await self._notifier.check_retrying(task, check, self._policy.check_rounds)
 
     async def _record(self, turn: Turn, outcome: TurnOutcome) -> tuple[Task, Turn]:
         """The outcome and its spend; returns the task and the finished turn."""
@@ -238,7 +305,7 @@ class TurnRunner:
         grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
         tools = tuple(g.pattern for g in grants)
         if task.approval_mode is ApprovalMode.AUTO:
-            tools = self._auto_allowed_tools + tools
+            tools = self._policy.auto_allowed_tools + tools
         return tools
 
     async def _drive(
@@ -249,7 +316,7 @@ class TurnRunner:
             raise AgentNotInstalled(task.engine, None)
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
-        progress = Progress(self._notifier, task, self._progress_interval_s, preset)
+        progress = Progress(self._notifier, task, self._policy.progress_interval_s, preset)
         try:
             async with (
                 progress,
@@ -286,6 +353,13 @@ class TurnRunner:
             await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
         assert final is not None  # executors end with TurnFinished or raise
         return _outcome(final, preset), final.denials
+
+
+def _preamble(task: Task) -> str | None:
+    parts = [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
+    if task.approval_mode is ApprovalMode.SANDBOX:
+        parts.append(SANDBOX_PREAMBLE)
+    return "\n\n".join(parts) or None
 
 
 def _transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:

@@ -84,6 +84,11 @@ class Worktrees:
             raise UserInputError("worktree.no_commits", path=top.out)
         return Path(top.out).resolve()
 
+    async def top_level(self, cwd: Path) -> Path | None:
+        """The top of the git repository holding ``cwd``, or None."""
+        top = await git(cwd, "rev-parse", "--show-toplevel")
+        return Path(top.out).resolve() if top.code == 0 and top.out else None
+
     async def in_repository(self, cwd: Path) -> bool:
         try:
             await self.repository(cwd)

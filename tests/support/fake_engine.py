@@ -20,8 +20,11 @@ class FakeEngine:
         script: Script | Callable[[TurnSpec], Script],
         engine: str = "claude",
         version: str = "fake",
+        sandbox_problem: str | None = None,
     ) -> None:
+        """``sandbox_problem``: what ``mode=sandbox`` would say on a machine without one."""
         self.engine = engine
+        self._sandbox_problem = sandbox_problem
         self._script = script
         self._version = version
         self.specs: list[TurnSpec] = []
@@ -29,6 +32,9 @@ class FakeEngine:
 
     async def probe(self) -> str:
         return f"{self.engine} {self._version}"
+
+    def sandbox_problem(self) -> str | None:
+        return self._sandbox_problem
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         self.specs.append(spec)

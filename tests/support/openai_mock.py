@@ -2,7 +2,8 @@
 
 Scripts are chosen by a substring of the conversation's user messages; the step used is the
 number of model outputs (assistant messages and tool calls) already in the request's input, so a
-script spans resumed turns. Steps: {"text"}, {"shell": cmd}, {"patch": text},
+script spans resumed turns. Steps: {"text"}, {"shell": cmd} (with "sandbox_permissions",
+"justification" to ask for escalation), {"patch": text},
 {"http_error": status}, {"delay": s}, {"echo": true}; "usage" on any step.
 """
 
@@ -122,12 +123,16 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
 
         def _item(self, step: dict[str, Any], record: dict[str, Any], n: int) -> dict[str, Any]:
             if step.get("shell"):
+                arguments = {"cmd": step["shell"]}
+                for extra in ("sandbox_permissions", "justification"):  # asking to escalate
+                    if step.get(extra):
+                        arguments[extra] = step[extra]
                 return {
                     "type": "function_call",
                     "id": f"fc_{n}",
                     "call_id": f"call_{n}",
                     "name": "exec_command",
-                    "arguments": json.dumps({"cmd": step["shell"]}),
+                    "arguments": json.dumps(arguments),
                 }
             if step.get("patch"):
                 return {

@@ -1,0 +1,35 @@
+"""A repository's default check: ``check = "make test"`` in ``.detach.toml`` at its root."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from bot.errors import UserInputError
+
+CONFIG_NAME = ".detach.toml"
+MAX_BYTES = 64 * 1024
+
+
+def repository_check(top: Path) -> str | None:
+    """The ``check`` of ``top/.detach.toml``; None without the file or the key. A file that is
+    not valid TOML, or a check that is not a string, is a clear refusal naming the file."""
+    path = top / CONFIG_NAME
+    try:
+        raw = path.read_bytes()[:MAX_BYTES]
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UserInputError("error.detach_toml", path=str(path), reason=str(exc)) from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8", errors="replace"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserInputError("error.detach_toml", path=str(path), reason=str(exc)) from exc
+    check = data.get("check")
+    if check is None:
+        return None
+    if not isinstance(check, str) or not check.strip():
+        raise UserInputError(
+            "error.detach_toml", path=str(path), reason="check must be a non-empty string"
+        )
+    return check.strip()

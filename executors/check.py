@@ -1,0 +1,93 @@
+"""Running a task's check (``pytest -q``, ``make test``) in its directory after a turn: through
+``sh -c``, inside bubblewrap for sandboxed tasks, bounded in time and stopped with its whole
+process tree on timeout or cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import anyio
+
+from bot.models import CheckResult
+from executors import sandbox
+from executors.process import agent_env, spawn
+from executors.tree import stop_tree
+
+log = logging.getLogger(__name__)
+
+OUTPUT_KEEP = 256 * 1024  # the end of a long output is what says why it failed
+READ_CHUNK = 64 * 1024
+
+
+class ShellCheck:
+    """The CheckRunner of the composition root (bot/ports.py)."""
+
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        secrets: Iterable[str],
+        timeout_s: float,
+        grace_s: float = 2.0,
+    ) -> None:
+        self._env = agent_env(environ, secrets)
+        self._timeout_s = timeout_s
+        self._grace_s = grace_s
+
+    async def run(
+        self, command: str, cwd: Path, sandboxed: bool, round_: int, tag: str | None = None
+    ) -> CheckResult:
+        argv = ["sh", "-c", command]
+        if sandboxed:
+            argv = sandbox.confine(argv, cwd, self._env)
+        started = time.monotonic()
+        proc = await spawn(argv, str(cwd), self._env, tag)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        output = bytearray()
+        timed_out = False
+        try:
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    await _collect(proc, output)
+            except TimeoutError:
+                timed_out = True
+        finally:
+            with anyio.CancelScope(shield=True):  # cancel or timeout: nothing of it runs on
+                await stop_tree(proc, self._grace_s, signal.SIGTERM, tag)
+        duration = time.monotonic() - started
+        text = output.decode(errors="replace")
+        if timed_out:
+            text += f"\n[stopped after {self._timeout_s:.0f} s]"
+        code = None if timed_out else proc.returncode
+        log.info("check %r in %s: rc=%s in %.1f s", command, cwd, code, duration)
+        return CheckResult(
+            command=command,
+            passed=code == 0,
+            exit_code=code,
+            output=text,
+            duration_s=duration,
+            round=round_,
+            timed_out=timed_out,
+        )
+
+
+async def _collect(proc: asyncio.subprocess.Process, output: bytearray) -> None:
+    """stdout and stderr, as they come, until both close and the shell exits; only the last
+    OUTPUT_KEEP bytes are kept."""
+    assert proc.stdout is not None and proc.stderr is not None
+
+    async def pump(stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(READ_CHUNK):
+            output.extend(chunk)
+            if len(output) > OUTPUT_KEEP:
+                del output[: len(output) - OUTPUT_KEEP]
+
+    await asyncio.gather(pump(proc.stdout), pump(proc.stderr))
+    with contextlib.suppress(ProcessLookupError):
+        await proc.wait()

@@ -1,0 +1,205 @@
+"""Sandboxed mode with the real pinned CLIs against the scripted model servers: inside the
+task's directory the agent acts with no approval; outside it nothing happens without one; the
+sandbox is really on (the commands see its restrictions), and without bubblewrap Claude refuses
+to run rather than run unsandboxed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bot.models import ApprovalDecision, ApprovalMode, ToolFinished, TurnFinished, TurnSpec
+from executors import sandbox
+from executors.claude import ClaudeExecutor
+from executors.codex import CodexExecutor
+from tests.test_claude_executor import Scripted, collect
+from tests.test_codex_executor import collect as collect_codex
+
+# what a command inside the sandbox sees: no new privileges, seccomp on, / read-only
+PROBE = "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"
+
+
+def sandboxed(prompt: str, cwd: Path, domains: tuple[str, ...] = ()) -> TurnSpec:
+    return TurnSpec(
+        task_id=1,
+        turn_id=1,
+        prompt=prompt,
+        cwd=cwd,
+        approval_mode=ApprovalMode.SANDBOX,
+        sandbox_domains=domains,
+    )
+
+
+def bash(command: str, **extra: object) -> dict:
+    return {
+        "tool_use": {"name": "Bash", "input": {"command": command, "description": "d", **extra}}
+    }
+
+
+@pytest.fixture
+def outside() -> Path:
+    """A path outside every task's directory; removed afterwards if a test let it appear."""
+    path = Path(f"/tmp/outside-{uuid.uuid4().hex[:10]}")
+    yield path
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def tool_outputs(events: list) -> str:
+    return "\n".join(e.output for e in events if isinstance(e, ToolFinished))
+
+
+async def test_claude_works_freely_inside_and_cannot_write_outside(
+    claude_bin, agent_env, anthropic, workdir, outside
+):
+    assert sandbox.problem(agent_env) is None, "bubblewrap and socat must be installed"
+    anthropic.script(
+        "MARK-SBX1",
+        [
+            bash(f"echo made > inside.txt && {PROBE}; touch {outside}; echo rc=$?"),
+            {"tool_use": {"name": "Write", "input": {"file_path": "edit.txt", "content": "x\n"}}},
+            {"text": "worked inside"},
+        ],
+    )
+    approver = Scripted()  # denies whatever it is asked
+    events = await collect(
+        ClaudeExecutor(claude_bin, agent_env), sandboxed("MARK-SBX1 go", workdir), approver
+    )
+    assert approver.requests == []  # not one approval for work inside the directory
+    assert (workdir / "inside.txt").read_text() == "made\n"
+    assert (workdir / "edit.txt").read_text() == "x\n"
+    assert not outside.exists()
+    output = tool_outputs(events)
+    assert "NoNewPrivs:\t1" in output and "Seccomp:\t2" in output
+    assert "Read-only file system" in output and "rc=1" in output
+    assert isinstance(events[-1], TurnFinished) and not events[-1].is_error
+
+
+async def test_claude_asks_before_leaving_the_sandbox(
+    claude_bin, agent_env, anthropic, workdir, outside
+):
+    anthropic.script(
+        "MARK-SBX2",
+        [
+            bash(f"touch {outside}", dangerouslyDisableSandbox=True),
+            {
+                "tool_use": {
+                    "name": "Write",
+                    "input": {"file_path": f"{outside}/x.txt", "content": "x\n"},
+                }
+            },
+            bash("curl -sS -m 5 -o /dev/null -w '%{http_code}' http://detach-test.invalid/"),
+            {"text": "stayed inside"},
+        ],
+    )
+    approver = Scripted()  # every request is denied
+    events = await collect(
+        ClaudeExecutor(claude_bin, agent_env), sandboxed("MARK-SBX2 go", workdir), approver
+    )
+    asked = [(r.tool_name, r.tool_input.get("host") or r.blocked_path) for r in approver.requests]
+    assert asked[0] == ("Bash", str(outside))
+    assert approver.requests[0].tool_input.get("dangerouslyDisableSandbox") is True
+    assert asked[1][0] == "Write"
+    assert asked[2] == ("SandboxNetworkAccess", "detach-test.invalid")
+    assert approver.requests[2].rule == "WebFetch(domain:detach-test.invalid)"
+    assert not outside.exists()
+    assert "403" in tool_outputs(events)  # the sandbox's proxy refused the host
+    assert not events[-1].is_error
+
+
+async def test_claude_allows_a_listed_host_without_asking(
+    claude_bin, agent_env, anthropic, workdir
+):
+    """A host in DETACH_SANDBOX_ALLOWED_DOMAINS is not asked for: the sandbox's proxy tries
+    it (127.0.0.2 port 9, so nothing leaves the machine: the proxy answers 502); an unlisted
+    host is asked for and, denied, gets 403 from the proxy."""
+    env = {k: v for k, v in agent_env.items() if k.lower() != "no_proxy"}
+    anthropic.script(
+        "MARK-SBX3",
+        [
+            bash("curl -sS -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.2:9/"),
+            bash("curl -sS -m 5 -o /dev/null -w '%{http_code}' http://other.invalid/"),
+            {"text": "tried"},
+        ],
+    )
+    approver = Scripted()
+    events = await collect(
+        ClaudeExecutor(claude_bin, env),
+        sandboxed("MARK-SBX3 go", workdir, domains=("127.0.0.2",)),
+        approver,
+    )
+    assert [r.tool_input for r in approver.requests] == [{"host": "other.invalid"}]
+    outputs = [e.output for e in events if isinstance(e, ToolFinished)]
+    assert "502" in outputs[0] and "403" in outputs[1]
+
+
+async def test_claude_without_bubblewrap_refuses_to_run_unsandboxed(
+    claude_bin, agent_env, anthropic, workdir, tmp_path
+):
+    bare = tmp_path / "bin-without-bwrap"
+    bare.mkdir()
+    for name in ("node", "sh", "bash", "git", "socat", "env", "touch"):
+        found = shutil.which(name)
+        if found:
+            os.symlink(found, bare / name)
+    env = {**agent_env, "PATH": str(bare)}
+    anthropic.script("MARK-SBX4", [bash("touch inside.txt"), {"text": "ran"}])
+    executor = ClaudeExecutor(claude_bin, env)
+    assert "bwrap" in (executor.sandbox_problem() or "")
+    events = await collect(executor, sandboxed("MARK-SBX4 go", workdir))
+    final = events[-1]
+    assert isinstance(final, TurnFinished) and final.is_error
+    assert "Sandbox required but unavailable" in " ".join(final.errors)
+    assert not (workdir / "inside.txt").exists()
+    assert anthropic.requests_for("MARK-SBX4") == []
+
+
+async def test_codex_works_freely_inside_and_cannot_write_outside(
+    codex_bin, codex_env, openai, workdir, outside
+):
+    openai.script(
+        "MARK-CSBX1",
+        [
+            {"shell": f"echo made > inside.txt && {PROBE}; touch {outside}; echo rc=$?"},
+            {"text": "worked inside"},
+        ],
+    )
+    approver = Scripted()
+    executor = CodexExecutor(codex_bin, codex_env)
+    events = await collect_codex(executor, sandboxed("MARK-CSBX1 go", workdir), approver)
+    assert approver.requests == []
+    assert (workdir / "inside.txt").read_text() == "made\n"
+    assert not outside.exists()
+    output = tool_outputs(events) + str(openai.requests_for("MARK-CSBX1")[-1])
+    assert "Read-only file system" in output and "rc=1" in output
+    assert "NoNewPrivs:\\t1" in output or "NoNewPrivs:\t1" in output
+    assert not events[-1].is_error
+
+
+async def test_codex_asks_before_leaving_the_sandbox(
+    codex_bin, codex_env, openai, workdir, outside
+):
+    openai.script(
+        "MARK-CSBX2",
+        [
+            {
+                "shell": f"touch {outside}",
+                "sandbox_permissions": "require_escalated",
+                "justification": "needs to write outside",
+            },
+            {"shell": f"touch {outside}", "sandbox_permissions": "require_escalated"},
+            {"text": "asked twice"},
+        ],
+    )
+    approver = Scripted(ApprovalDecision(allow=False))
+    await collect_codex(
+        CodexExecutor(codex_bin, codex_env), sandboxed("MARK-CSBX2 go", workdir), approver
+    )
+    assert [r.tool_input["command"] for r in approver.requests] == [f"touch {outside}"] * 2
+    assert not outside.exists()
