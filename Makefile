@@ -7,7 +7,7 @@ AGENTS := agents/node_modules/.bin
 CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
 
-.PHONY: run test venv dev agents locales lint bench clean
+.PHONY: run test venv dev agents locales lint bench clean sandbox sandbox-required
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,15 +28,36 @@ agents/node_modules/.installed: agents/package.json
 locales/%/LC_MESSAGES/detach.mo: locales/%/LC_MESSAGES/detach.po $(VENV)/.installed
 	$(VENV)/bin/pybabel compile --statistics -i $< -o $@ -l $*
 
+# The OS sandbox of sandboxed tasks (mode=sandbox, the default of /detach): bubblewrap and socat
+# from Debian's packages, installed when this user may (root, or sudo without a password);
+# otherwise `make run` says what to install and such tasks run in ask mode until then.
+SANDBOX_HINT := sandboxed tasks need bubblewrap and socat: sudo apt-get install bubblewrap socat
+sandbox:
+	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	  else SUDO=none; fi; \
+	  if [ "$$SUDO" != none ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap and socat (the sandbox of sandboxed tasks)"; \
+	    $$SUDO apt-get install -y -q bubblewrap socat >/dev/null 2>&1 || \
+	      { $$SUDO apt-get update -q >/dev/null 2>&1 && \
+	        $$SUDO apt-get install -y -q bubblewrap socat >/dev/null 2>&1; } || true; \
+	  fi; \
+	  command -v bwrap >/dev/null 2>&1 && command -v socat >/dev/null 2>&1 || \
+	    echo "NOTE: $(SANDBOX_HINT) (until then /detach runs in ask mode)"; \
+	fi
+sandbox-required: sandbox
+	@command -v bwrap >/dev/null 2>&1 && command -v socat >/dev/null 2>&1 || \
+	  { echo "the tests need the sandbox: $(SANDBOX_HINT)"; exit 1; }
+
 venv: $(VENV)/.installed locales
 locales: $(CATALOGS)
 dev: $(VENV)/.dev-installed
 agents: agents/node_modules/.installed
 
-run: venv
+run: venv sandbox
 	$(PY) -m bot run
 
-test: dev agents locales
+test: dev agents locales sandbox-required
 	$(VENV)/bin/ruff check bot handlers executors tests
 	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors

@@ -1,10 +1,11 @@
 """How much time Detach adds to an agent turn.
 
-Runs the same one-step text turn N times, interleaved, (a) as `claude -p --output-format stream-json` spawned
-directly and (b) through the whole bot: a `/detach` update over HTTP long polling to the
-completion message at the fake Bot API server. Both hit the same scripted model server on
-127.0.0.1, so the ratio is the bot's overhead on top of the CLI's own time. Prints medians and
-the ratio measured in this one run.
+Runs the same one-step text turn N times, interleaved, (a) as `claude -p --output-format
+stream-json` spawned directly and (b) through the whole bot: a `/detach` update over HTTP long
+polling to the completion message at the fake Bot API server; each both plain (`mode=ask`) and
+sandboxed (the CLI's bubblewrap sandbox, the default of /detach). All hit the same scripted model
+server on 127.0.0.1, so each ratio is the bot's overhead on top of the CLI's own time in the same
+mode. Prints medians and the ratios measured in this one run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bot.models import ApprovalMode, TurnSpec  # noqa: E402
+from executors.claude import sandbox_settings  # noqa: E402
 from executors.process import QUIET_ENV  # noqa: E402
 from tests.support.anthropic_mock import AnthropicMock  # noqa: E402
 from tests.support.fake_telegram import FakeTelegram  # noqa: E402
@@ -28,7 +31,17 @@ from tests.support.harness import OWNER, make_settings, running_bot  # noqa: E40
 RUNS = int(os.environ.get("BENCH_RUNS", "8"))
 
 
-async def direct_turn(claude: str, env: dict[str, str], cwd: Path, marker: str) -> float:
+SANDBOXED = (
+    "--permission-mode",
+    "acceptEdits",
+    "--settings",
+    sandbox_settings(TurnSpec(0, 0, "", Path("."), approval_mode=ApprovalMode.SANDBOX)),
+)
+
+
+async def direct_turn(
+    claude: str, env: dict[str, str], cwd: Path, marker: str, extra: tuple[str, ...] = ()
+) -> float:
     start = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
         claude,
@@ -36,6 +49,7 @@ async def direct_turn(claude: str, env: dict[str, str], cwd: Path, marker: str) 
         "--output-format",
         "stream-json",
         "--verbose",
+        *extra,
         cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.PIPE,
@@ -63,25 +77,40 @@ async def main() -> None:
         **QUIET_ENV,
     }
     mock.script("BENCH", [{"text": "benchmark answer"}])
-    direct: list[float] = []
-    via_bot: list[float] = []
+    series: dict[str, list[float]] = {k: [] for k in ("direct", "bot", "direct_sbx", "bot_sbx")}
+    work = tmp / "work"
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp / "data", fake, claude, tmp / "work")
+        settings = make_settings(tmp / "data", fake, claude, work)
         async with running_bot(settings, env):
             await fake.wait_call("setMyCommands")
-            for i in range(RUNS):  # interleaved, so drift in the machine's speed hits both
-                direct.append(await direct_turn(claude, env, tmp / "work", f"BENCH direct {i}"))
+
+            async def via_bot(command: str) -> float:
                 mark = len(fake.calls)
                 start = time.perf_counter()
-                await fake.user_message(f"/detach BENCH bot {i}", OWNER)
+                await fake.user_message(command, OWNER)
                 await fake.wait_text(OWNER, "benchmark answer", timeout_s=60, after=mark)
-                via_bot.append(time.perf_counter() - start)
+                return time.perf_counter() - start
+
+            for i in range(RUNS):  # interleaved, so drift in the machine's speed hits all
+                series["direct"].append(await direct_turn(claude, env, work, f"BENCH d {i}"))
+                series["bot"].append(await via_bot(f"/detach mode=ask BENCH bot {i}"))
+                series["direct_sbx"].append(
+                    await direct_turn(claude, env, work, f"BENCH ds {i}", SANDBOXED)
+                )
+                series["bot_sbx"].append(await via_bot(f"/detach BENCH sandboxed {i}"))
     mock.stop()
-    d, b = statistics.median(direct), statistics.median(via_bot)
+    m = {k: statistics.median(v) for k, v in series.items()}
     print(f"runs: {RUNS}")
-    print(f"claude -p direct      median {d:.3f}s  (min {min(direct):.3f}s)")
-    print(f"/detach through bot   median {b:.3f}s  (min {min(via_bot):.3f}s)")
-    print(f"ratio bot/direct: {b / d:.3f}x  (overhead {1000 * (b - d):.0f} ms per turn)")
+    print(f"claude -p direct                  median {m['direct']:.3f}s")
+    print(f"/detach mode=ask through bot      median {m['bot']:.3f}s")
+    print(f"claude -p direct, sandboxed       median {m['direct_sbx']:.3f}s")
+    print(f"/detach (sandboxed) through bot   median {m['bot_sbx']:.3f}s")
+    for label, bot, direct in (("ask", "bot", "direct"), ("sandboxed", "bot_sbx", "direct_sbx")):
+        print(
+            f"ratio bot/direct ({label}): {m[bot] / m[direct]:.3f}x  "
+            f"(overhead {1000 * (m[bot] - m[direct]):.0f} ms per turn)"
+        )
+    print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from executors import sandbox
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
 from tests.test_claude_executor import Scripted, collect
+from tests.test_codex_executor import PATCH
 from tests.test_codex_executor import collect as collect_codex
 
 # what a command inside the sandbox sees: no new privileges, seccomp on, / read-only
@@ -167,6 +168,7 @@ async def test_codex_works_freely_inside_and_cannot_write_outside(
         "MARK-CSBX1",
         [
             {"shell": f"echo made > inside.txt && {PROBE}; touch {outside}; echo rc=$?"},
+            {"patch": PATCH},
             {"text": "worked inside"},
         ],
     )
@@ -175,6 +177,7 @@ async def test_codex_works_freely_inside_and_cannot_write_outside(
     events = await collect_codex(executor, sandboxed("MARK-CSBX1 go", workdir), approver)
     assert approver.requests == []
     assert (workdir / "inside.txt").read_text() == "made\n"
+    assert (workdir / "hello.txt").read_text() == "hello from codex\n"
     assert not outside.exists()
     output = tool_outputs(events) + str(openai.requests_for("MARK-CSBX1")[-1])
     assert "Read-only file system" in output and "rc=1" in output
@@ -194,12 +197,19 @@ async def test_codex_asks_before_leaving_the_sandbox(
                 "justification": "needs to write outside",
             },
             {"shell": f"touch {outside}", "sandbox_permissions": "require_escalated"},
-            {"text": "asked twice"},
+            {"patch": f"*** Begin Patch\n*** Add File: {outside}\n+x\n*** End Patch\n"},
+            {"shell": "curl -sS -m 3 http://127.0.0.2:9/; echo rc=$?"},
+            {"text": "asked three times"},
         ],
     )
     approver = Scripted(ApprovalDecision(allow=False))
-    await collect_codex(
+    events = await collect_codex(
         CodexExecutor(codex_bin, codex_env), sandboxed("MARK-CSBX2 go", workdir), approver
     )
-    assert [r.tool_input["command"] for r in approver.requests] == [f"touch {outside}"] * 2
+    asked = [
+        r.tool_input.get("command") or r.tool_input.get("file_path") for r in approver.requests
+    ]
+    assert asked == [f"touch {outside}", f"touch {outside}", str(outside)]
     assert not outside.exists()
+    # Codex's sandbox has no network and no per-host prompt: the request just fails
+    assert "rc=7" in str(openai.requests_for("MARK-CSBX2")[-1]) and events[-1].result_text
