@@ -69,9 +69,17 @@ async def test_thirty_tasks_through_kill_9_and_bot_api_faults(tmp_path: Path, wo
                     and min(runs, default=0) >= 0
                 )
 
-            async with asyncio.timeout(240):
-                while not await settled():
-                    await asyncio.sleep(0.5)
+            try:  # inside pytest's own limit, so a stuck run says what is stuck
+                async with asyncio.timeout(100):
+                    while not await settled():
+                        await asyncio.sleep(0.5)
+            except TimeoutError:
+                tasks, runs = await _store_state(data_dir)
+                stuck = [(t.label, t.status.value) for t in tasks if t.status.active]
+                log = (tmp_path / "bot.log").read_text(errors="replace")[-6000:]
+                raise AssertionError(
+                    f"not settled: {len(tasks)} tasks, active {stuck}, runs {runs}\n{log}"
+                ) from None
         finally:
             await stop_process(bot)
 

@@ -13,8 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bot.intake.inbox import export
 from bot.models import ApprovalMode, SessionStarted, TaskStatus, TurnFinished, TurnSpec, Usage
 from bot.settings import Settings
+from bot.telegram.texts import Texts
 from executors import sandbox
 from executors.check import ShellCheck
 from tests.support.fake_engine import FakeEngine
@@ -113,8 +115,12 @@ async def test_a_check_that_keeps_failing_ends_in_its_own_status(tmp_path, workd
                 await asyncio.sleep(0.05)
         assert "check-round2" in docs[0].document.filename
         assert task.status is TaskStatus.CHECK_FAILED
+        assert "check failed after 2 rounds" in card.text
         session = await feed(app, message("/tasks"))
         assert "check failed" in session.new_texts()
+        exported = await export(app.store, 1, Texts())  # the inbox's done/ file, /export
+        assert "check: sh check.sh" in exported
+        assert "status: check_failed\ncheck_status: failed\ncheck_round: 2" in exported
 
 
 async def test_cancel_stops_a_running_check_and_its_processes(tmp_path, workdir):
@@ -213,3 +219,20 @@ async def test_a_sandboxed_check_can_write_only_in_its_directory(tmp_path, workd
         "sleep 30", workdir, sandboxed=False, round_=1
     )
     assert slow.timed_out and not slow.passed and slow.duration_s < 10
+
+
+@pytest.mark.parametrize("sandboxed", [False, True])
+async def test_a_check_that_leaves_a_daemon_leaves_nothing_running(workdir, sandboxed):
+    marker = f"{uuid.uuid4().int % 1000}.{uuid.uuid4().int % 1000}"
+    checks = ShellCheck({"PATH": "/usr/local/bin:/usr/bin:/bin"}, (), timeout_s=30)
+    result = await checks.run(
+        f"(setsid sleep {marker} > /dev/null 2>&1 &); head -c 3000000 /dev/zero | tr '\\0' x",
+        workdir,
+        sandboxed=sandboxed,
+        round_=1,
+        tag=f"check-test-{marker}",
+    )
+    assert result.passed and len(result.output) == 256 * 1024  # garbage is capped, kept
+    async with asyncio.timeout(10):  # the tagged sweep runs in the background
+        while _procs(f"sleep {marker}"):
+            await asyncio.sleep(0.05)

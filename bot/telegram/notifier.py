@@ -199,7 +199,12 @@ class Notifier:
             )
         if turn.status is TaskStatus.CHECK_FAILED:
             return self._texts.get(
-                loc, "task.check_failed", label=label, duration=took, cost=cost_text
+                loc,
+                "task.check_failed",
+                label=label,
+                rounds=turn.check_round,
+                duration=took,
+                cost=cost_text,
             )
         if turn.status is TaskStatus.BUDGET_EXCEEDED:
             return self._texts.get(
