@@ -150,6 +150,7 @@ async def build_core(
         policy=TurnPolicy(
             auto_allowed_tools=settings.auto_allowed_tools,
             progress_interval_s=settings.progress_interval_s,
+            progress_delay_s=settings.progress_delay_s,
             check_rounds=settings.check_rounds,
             sandbox_domains=settings.sandbox_allowed_domains,
         ),
@@ -178,6 +179,7 @@ async def build_core(
             detach_mode=settings.detach_mode,
             worktree=settings.worktrees,
             sandbox_problem=functools.partial(sandbox_problem, executors),
+            plain_text_tasks=settings.plain_text == "task",
         ),
     )
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)

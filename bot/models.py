@@ -79,6 +79,14 @@ class ApprovalMode(StrEnum):
     SANDBOX = "sandbox"  # free inside an OS sandbox (the task's directory); crossing it asks
 
 
+class NotifyPolicy(StrEnum):
+    """Which of a chat's task messages make the phone buzz (``/notify``)."""
+
+    ALL = "all"  # every message
+    DONE = "done"  # what needs the person: approvals, questions, the final card (the default)
+    QUIET = "quiet"  # none
+
+
 class TaskKind(StrEnum):
     DETACH = "detach"  # self-contained goal, no interaction
     SESSION = "session"  # an interactive agent session (/claude)

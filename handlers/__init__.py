@@ -34,6 +34,7 @@ COMMANDS = (
     "model",
     "spend",
     "cd",
+    "notify",
     "status",
     "lang",
     "help",

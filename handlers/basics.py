@@ -1,4 +1,4 @@
-"""/start, /help, /status and /lang."""
+"""/start, /help, /status, /notify and /lang."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from aiogram.filters import Command, CommandObject, CommandStart
 from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 
+from bot.tasks.service import TaskService
 from bot.telegram.access import AccessPolicy
 from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
@@ -29,6 +30,18 @@ def router() -> Router:
     async def on_status(message: Message, reply: Reply, engine_status: list[str]) -> None:
         lines = "\n".join(f"• {line}" for line in engine_status)
         await reply.send(reply.text("start.status") + "\n" + html.escape(lines))
+
+    @r.message(Command("notify"))
+    async def on_notify(
+        message: Message, command: CommandObject, tasks: TaskService, reply: Reply
+    ) -> None:
+        """/notify all|done|quiet: which task messages make the phone buzz."""
+        typed = (command.args or "").strip()
+        if typed:
+            policy = await tasks.set_notify_policy(message.chat.id, typed)
+        else:
+            policy = await tasks.notify_policy(message.chat.id)
+        await reply("notify.current", policy=policy.value)
 
     @r.message(Command("lang"))
     async def on_lang(

@@ -1,12 +1,16 @@
-"""Replies continue tasks; everything else that is not a command gets a clear hint."""
+"""Replies continue tasks; a plain message in a private chat starts one (``DETACH_PLAIN_TEXT``);
+everything else that is not a command gets a clear hint."""
 
 from __future__ import annotations
 
 from aiogram import F, Router
 from aiogram.types import Message
 
+from bot.models import TaskKind
 from bot.tasks.service import TaskService
 from bot.telegram.reply import Reply
+
+LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits this long
 
 
 def router() -> Router:
@@ -16,7 +20,10 @@ def router() -> Router:
     async def on_reply(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
         replied = message.reply_to_message
         assert replied is not None  # the filter says so
-        task = await tasks.task_for_message(message.chat.id, replied.message_id, user_id)
+        own = replied.from_user is not None and replied.from_user.is_bot
+        task = await tasks.task_for_message(
+            message.chat.id, replied.message_id, user_id, wait_s=LINK_WAIT_S if own else 0.0
+        )
         if task is None:
             await reply("error.unrelated_reply")
             return
@@ -29,6 +36,26 @@ def router() -> Router:
     @r.edited_message()
     async def on_edited(message: Message, reply: Reply) -> None:
         await reply("error.edited_message")
+
+    @r.message(F.chat.type == "private", F.text)
+    async def on_plain_text(
+        message: Message, tasks: TaskService, user_id: int, locale: str, reply: Reply
+    ) -> None:
+        """Text that is neither a command nor a reply: a task like /detach (all of it is the
+        goal), or the hint when the bot is set to answer with help."""
+        if not tasks.plain_text_tasks:
+            await reply("error.plain_text")
+            return
+        await tasks.start_from_chat(
+            user_id,
+            message.chat.id,
+            TaskKind.DETACH,
+            message.text or "",
+            locale,
+            "detach",
+            reply_to=message.message_id,
+            with_options=False,
+        )
 
     @r.message()
     async def on_other(message: Message, reply: Reply) -> None:

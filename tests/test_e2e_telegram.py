@@ -294,7 +294,12 @@ async def test_live_progress_is_paced_and_removed(
     )
     async with FakeTelegram() as fake:
         settings = make_settings(
-            tmp_path / "data", fake, claude_bin, workdir, progress_interval_s=0.5
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            progress_interval_s=0.5,
+            progress_delay_s=0,
         )
         async with running_bot(settings, agent_env):
             await fake.user_message("/claude MARK-PROG go", OWNER)

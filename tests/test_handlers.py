@@ -189,8 +189,10 @@ async def test_reply_to_an_unrelated_message(app):
 async def test_unknown_command_and_plain_text(app):
     session = await feed(app, message("/frobnicate"))
     assert "don't know that command" in session.new_texts()
-    session = await feed(app, message("hello there"))
-    assert "/detach" in session.new_texts()
+    session = await feed(app, message("hello there"))  # a plain message is a task
+    assert "#1 hello-there" in session.new_texts()
+    task = await app.store.tasks.get(1)
+    assert task.title == "hello there" and task.kind.value == "detach"
 
 
 @pytest.mark.parametrize("data", ["t:explode:1", "t:cancel:notanumber", "garbage", "t:resume:"])

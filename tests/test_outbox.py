@@ -163,7 +163,7 @@ async def test_a_burst_of_100_real_tasks_into_one_chat_delivers_everything_in_or
         if c.method == "sendMessage" and c.ok and int(c.params["chat_id"]) == OWNER
     ]
     for n in range(count):
-        acks = [i for i, t in enumerate(sent) if f"<i>BURST-{n:03d} job</i>" in t]
+        acks = [i for i, t in enumerate(sent) if f"<i>BURST-{n:03d} job</i>" in t and "queued" in t]
         cards = [i for i, t in enumerate(sent) if f"answer {n:03d}" in t]
         assert len(acks) == 1 and len(cards) == 1, (n, acks, cards)
         assert acks[0] < cards[0]

@@ -176,7 +176,14 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
         session = await feed(app, press(TaskAction(action="diff", task_id=1).pack()))
         assert "+written by the agent" in session.new_texts()
         session = await feed(app, press(TaskAction(action="merge", task_id=1).pack()))
-        assert "merged into <code>main</code>" in session.new_texts()
+        card = await wait_sent(  # the card says it, and loses its worktree buttons
+            session,
+            lambda c: type(c).__name__ == "EditMessageText" and "merged into" in c.text,
+            10,
+            method="EditMessageText",
+        )
+        assert "merged into <code>main</code>" in card.text
+        assert "Merge" not in str(card.reply_markup) and "Follow up" in str(card.reply_markup)
         assert (repo / "NOTES.md").read_text() == "written by the agent\n"
         session = await feed(app, press(TaskAction(action="merge", task_id=1).pack()))
         assert "already merged" in session.new_texts()

@@ -23,6 +23,7 @@ from bot.models import ApprovalDecision, ApprovalRequest, Question, QuestionStat
 from bot.store import PendingQuestion, Store
 from bot.store.db import utcnow
 from bot.telegram.notifier import Notifier
+from bot.telegram.render import usd
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
@@ -215,9 +216,9 @@ class ApprovalDesk:
             loc,
             "money.budget_question",
             label=task.label,
-            spent=f"{spent_usd:.4f}",
-            cap=f"{cap_usd:.2f}",
-            extend=f"{extend_usd:.2f}",
+            spent=usd(spent_usd),
+            cap=usd(cap_usd),
+            extend=usd(extend_usd),
         )
         message = await self._notifier.send_and_wait(
             task,

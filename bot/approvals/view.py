@@ -11,7 +11,7 @@ from pydantic import Field
 
 from bot.models import ApprovalRequest, Question, Task
 from bot.telegram.callbacks import Id
-from bot.telegram.render import shorten
+from bot.telegram.render import shorten, usd
 from bot.telegram.texts import Texts
 
 APPROVAL_CHOICES = ("allow", "deny", "always", "confirm", "back")
@@ -43,7 +43,7 @@ def budget_keyboard(texts: Texts, loc: str, qid: int, extend_usd: float) -> Inli
         inline_keyboard=[
             [
                 InlineKeyboardButton(
-                    text=texts.get(loc, "money.extend", extend=f"{extend_usd:.2f}"),
+                    text=texts.get(loc, "money.extend", extend=usd(extend_usd)),
                     callback_data=BudgetAction(qid=qid, extend=True).pack(),
                 ),
                 InlineKeyboardButton(

@@ -70,6 +70,7 @@ async def recover(
         for task in interrupted:
             by_chat[task.chat_id].append(task)
             await store.audit.record("interrupted", task.owner_id, task.id)
+            await notifier.ack_status(task)
         await notifier.retire_live([t.id for t in interrupted], "progress")
         for chat_id, tasks in by_chat.items():
             await notifier.interrupted(chat_id, tasks)

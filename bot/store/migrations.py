@@ -109,6 +109,11 @@ def _v12(conn: Connection) -> None:
     task_checks.create(conn, checkfirst=True)
 
 
+def _v13(conn: Connection) -> None:
+    """A chat's notification policy (/notify)."""
+    _add_column(conn, "chat_settings", "notify", "VARCHAR(8)")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -124,6 +129,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v10,
     _v11,
     _v12,
+    _v13,
 ]
 
 

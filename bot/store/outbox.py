@@ -81,13 +81,7 @@ class OutboxRepo:
         first: dict[int, Any] = {}
         for row in rows:
             first.setdefault(row.chat_id, row)
-        return [
-            OutboxRow(
-                r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind, r.attempts
-            )
-            for r in first.values()
-            if _aware(r.not_before) <= now
-        ]
+        return [_row(r) for r in first.values() if _aware(r.not_before) <= now]
 
     async def retire(self, row_id: int) -> None:
         """A message whose moment passed: never sent if it is still pending."""
@@ -113,6 +107,44 @@ class OutboxRepo:
         )
         async with self._engine.connect() as conn:
             return [(r[0], r[1]) for r in await conn.execute(query)]
+
+    async def first_send(self, task_id: int, link_kind: str) -> tuple[int, int, str] | None:
+        """(row id, chat id, text) of the first message of ``link_kind`` about a task (its
+        acknowledgement), unless it was never delivered or was removed."""
+        query = (
+            sa.select(outbox.c.id, outbox.c.chat_id, outbox.c.payload)
+            .where(
+                outbox.c.task_id == task_id,
+                outbox.c.op == "send",
+                outbox.c.link_kind == link_kind,
+                outbox.c.retired_at.is_(None),
+                outbox.c.status.in_([PENDING, SENT]),
+            )
+            .order_by(outbox.c.id)
+            .limit(1)
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            return None
+        return row[0], row[1], str(json.loads(row[2]).get("text", ""))
+
+    async def with_task_buttons(self, chat_id: int, task_id: int) -> list[OutboxRow]:
+        """The messages in a chat that carry a button of this task (cards, a restart's
+        notice that lists it), delivered or waiting, newest last."""
+        query = (
+            outbox.select()
+            .where(
+                outbox.c.chat_id == chat_id,
+                outbox.c.op == "send",
+                outbox.c.retired_at.is_(None),
+                outbox.c.status.in_([PENDING, SENT]),
+                outbox.c.payload.like(f'%"t:%:{task_id}"%'),
+            )
+            .order_by(outbox.c.id)
+        )
+        async with self._engine.connect() as conn:
+            return [_row(r) for r in await conn.execute(query)]
 
     async def sent(self, row_id: int, message_id: int | None) -> None:
         await self._update(row_id, status=SENT, sent_at=self._clock(), message_id=message_id)
@@ -154,6 +186,12 @@ class OutboxRepo:
     async def _update(self, row_id: int, **values: Any) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(outbox.update().where(outbox.c.id == row_id).values(**values))
+
+
+def _row(r: Any) -> OutboxRow:
+    return OutboxRow(
+        r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind, r.attempts
+    )
 
 
 def _json(payload: dict[str, Any]) -> str:

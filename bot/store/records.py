@@ -211,6 +211,17 @@ class ChatSettingsRepo:
     async def set_cwd(self, chat_id: int, cwd: str) -> None:
         await self._set(chat_id, cwd=cwd)
 
+    async def notify(self, chat_id: int) -> str | None:
+        async with self._engine.connect() as conn:
+            return (
+                await conn.execute(
+                    sa.select(chat_settings.c.notify).where(chat_settings.c.chat_id == chat_id)
+                )
+            ).scalar()
+
+    async def set_notify(self, chat_id: int, policy: str) -> None:
+        await self._set(chat_id, notify=policy)
+
     async def _set(self, chat_id: int, **values: str) -> None:
         async with self._engine.begin() as conn:
             updated = await conn.execute(

@@ -146,6 +146,7 @@ chat_settings = sa.Table(
     sa.Column("preset", sa.String(64)),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("cwd", sa.Text),  # v5
+    sa.Column("notify", sa.String(8)),  # v13: NotifyPolicy
 )
 
 user_settings = sa.Table(

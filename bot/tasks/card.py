@@ -14,6 +14,7 @@ from bot.models import QuestionStatus, Task
 from bot.store import Store
 from bot.tasks.service import TaskService
 from bot.telegram.notifier import Notifier
+from bot.telegram.render import usd
 from bot.telegram.texts import Texts
 
 
@@ -45,7 +46,7 @@ class TaskCard:
         loc = task.locale
         if not extend:
             text = self._texts.get(
-                loc, "money.stopped", label=task.label, spent=f"{task.total_cost_usd:.4f}"
+                loc, "money.stopped", label=task.label, spent=usd(task.total_cost_usd)
             )
             await self._notifier.edit(task.chat_id, question.message_id or 0, text)
             return task
@@ -60,7 +61,7 @@ class TaskCard:
                 task.chat_id,
                 question.message_id or 0,
                 self._texts.get(
-                    loc, "money.extended", label=task.label, cap=f"{task.max_usd or 0:.2f}"
+                    loc, "money.extended", label=task.label, cap=usd(task.max_usd or 0)
                 ),
             ),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -9,7 +10,16 @@ from pathlib import Path
 
 from bot import failpoints
 from bot.errors import TaskNotFound, TaskStateError, UserInputError, clean
-from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.models import (
+    ApprovalMode,
+    Engine,
+    NewTask,
+    NotifyPolicy,
+    Task,
+    TaskKind,
+    TaskStatus,
+    Turn,
+)
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store
 from bot.tasks.checks import repository_check
@@ -25,6 +35,7 @@ from bot.worktrees.git import Worktrees
 
 log = logging.getLogger(__name__)
 LIST_LIMIT = 15
+LINK_POLL_S = 0.05
 
 
 def _sandbox_everywhere(_engine: Engine) -> str | None:
@@ -44,6 +55,7 @@ class TaskDefaults:
     detach_mode: ApprovalMode = ApprovalMode.SANDBOX
     worktree: bool = False
     sandbox_problem: Callable[[Engine], str | None] = _sandbox_everywhere
+    plain_text_tasks: bool = True  # a plain message in a private chat starts a /detach task
 
 
 class TaskService:
@@ -71,6 +83,7 @@ class TaskService:
         self._defaults = defaults
         self.workdirs = workdirs
         self.default_engine = defaults.engine
+        self.plain_text_tasks = defaults.plain_text_tasks
         self.money = money
         self.worktrees = worktrees
 
@@ -94,11 +107,12 @@ class TaskService:
         command: str,
         engine: Engine | None = None,
         reply_to: int | None = None,
+        with_options: bool = True,
     ) -> Task:
-        """A task from a Telegram command: ``[key=value ...] prompt``, in the default working
-        directory. A command Telegram delivers twice (a restart before the update was
-        confirmed) starts one task."""
-        options, prompt = split_options(text)
+        """A task from a Telegram command: ``[key=value ...] prompt`` (a plain message,
+        ``with_options=False``: all prompt), in the default working directory. A command
+        Telegram delivers twice (a restart before the update was confirmed) starts one task."""
+        options, prompt = split_options(text) if with_options else ({}, text)
         new = await self.plan(user_id, chat_id, kind, options, prompt, locale, command, engine)
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
@@ -191,6 +205,19 @@ class TaskService:
                 log.warning("chat %s: stored directory no longer allowed", chat_id)
         return self.workdirs.default
 
+    async def notify_policy(self, chat_id: int) -> NotifyPolicy:
+        stored = await self._store.chats.notify(chat_id)
+        return NotifyPolicy(stored) if stored else NotifyPolicy.DONE
+
+    async def set_notify_policy(self, chat_id: int, typed: str) -> NotifyPolicy:
+        """``/notify all|done|quiet``: which task messages of this chat make the phone buzz."""
+        try:
+            policy = NotifyPolicy(typed.strip().lower())
+        except ValueError:
+            raise UserInputError("error.bad_notify", value=typed.strip()) from None
+        await self._store.chats.set_notify(chat_id, policy.value)
+        return policy
+
     async def change_dir(self, chat_id: int, typed: str) -> Path:
         path = self.workdirs.resolve(typed, await self.current_dir(chat_id))
         await self._store.chats.set_cwd(chat_id, str(path))
@@ -258,6 +285,9 @@ class TaskService:
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record(action, user_id, task.id)
             await notify()
+            now = await self.get_own(user_id, task.id)
+            await self._notifier.ack_status(now)
+            await self._notifier.buttons_follow(now)
         await self._queue.kick(task.id)
         return turn
 
@@ -285,10 +315,16 @@ class TaskService:
             )
         return task
 
-    async def task_for_message(self, chat_id: int, message_id: int, user_id: int) -> Task | None:
-        task_id = await self._store.links.task_for(chat_id, message_id)
-        if task_id is None:
-            return None
+    async def task_for_message(
+        self, chat_id: int, message_id: int, user_id: int, wait_s: float = 0.0
+    ) -> Task | None:
+        """The task a message belongs to. ``wait_s``: how long to wait for the link of one of
+        the bot's own messages (a reply can arrive before the bot has recorded what it sent)."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while (task_id := await self._store.links.task_for(chat_id, message_id)) is None:
+            if asyncio.get_running_loop().time() >= deadline:
+                return None
+            await asyncio.sleep(LINK_POLL_S)
         return await self.get_own(user_id, task_id)
 
     async def list(self, user_id: int) -> list[Task]:
@@ -322,6 +358,9 @@ class TaskService:
             await self._store.tasks.set_status(
                 task.id, TaskStatus.CANCELLED, only_from=[TaskStatus.QUEUED]
             )
+            now = await self.get_own(user_id, task.id)
+            await self._notifier.ack_status(now)
+            await self._notifier.buttons_follow(now)
         await self._store.audit.record("task_cancelled", user_id, task.id)
         return task
 
@@ -331,6 +370,10 @@ class TaskService:
         else:
             task = await self.get_idle(user_id, parse_task_id(ref, "archive"))
             await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+            await self._notifier.buttons_follow(
+                await self.get_own(user_id, task.id),
+                self._texts.get(task.locale, "task.archived_note"),
+            )
             count = 1
         await self._store.audit.record("archived", user_id, None, ref)
         return count
@@ -356,6 +399,9 @@ class TaskService:
         )
         await self._store.audit.record("marked_failed", user_id, task.id)
         await self.say(task, "task.marked_failed")
+        now = await self.get_own(user_id, task.id)
+        await self._notifier.ack_status(now)
+        await self._notifier.buttons_follow(now)
         return task
 
     async def _interrupted(self, user_id: int, task_id: int) -> Task:

@@ -7,10 +7,19 @@ import html
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiogram.types import ForceReply, InlineKeyboardMarkup
 
-from bot.models import ApprovalMode, CheckResult, Task, TaskStatus, Turn, WorktreeState
+from bot.models import (
+    ApprovalMode,
+    CheckResult,
+    NotifyPolicy,
+    Task,
+    TaskStatus,
+    Turn,
+    WorktreeState,
+)
 from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.telegram.outbox import Outbox
@@ -26,6 +35,34 @@ from bot.telegram.render import (
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
+CARD_ALWAYS = frozenset({"followup", "transcript"})
+WORKTREE_BUTTONS = frozenset({"diff", "merge", "discard", "discard_yes"})
+
+
+def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
+    """The task buttons that still do something for ``task`` as it is now."""
+    allowed: set[str] = set()
+    if task.status is not TaskStatus.ARCHIVED:
+        allowed |= CARD_ALWAYS
+        allowed |= {"cancel"} if task.status.active else {"retry", "archive"}
+    if task.status is TaskStatus.INTERRUPTED:
+        allowed |= {"resume", "fail"}
+    if worktree_active:
+        allowed |= WORKTREE_BUTTONS
+    return frozenset(allowed)
+
+
+def _keeps(button: dict[str, Any], task_id: int, allowed: frozenset[str]) -> bool:
+    """A button of another task, or not a task button, stays; this task's must be allowed."""
+    data = str(button.get("callback_data", ""))
+    parts = data.split(":")
+    if len(parts) != 3 or parts[0] != "t" or parts[2] != str(task_id):
+        return True
+    return parts[1] in allowed
+
+
+# what notifies under the default policy: what needs the person, and the final card
+LOUD_KINDS = frozenset({"result", "approval", "question", "budget", "interrupted"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +110,73 @@ class Notifier:
             markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]),
         )
 
+    async def ack_status(self, task: Task) -> None:
+        """Edit the task's acknowledgement to tell its status now (its first line), keeping
+        the rest (title, origin, mode); Cancel only while something can be cancelled. Nothing
+        when the acknowledgement already says it (or was never sent)."""
+        found = await self._store.outbox.first_send(task.id, "ack")
+        if found is None:
+            return
+        row_id, chat_id, text = found
+        lines = text.split("\n")
+        lines[0] = self._ack_head(task)
+        markup = (
+            task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+            if task.status.active
+            else None
+        )
+        if lines[0] != text.split("\n")[0]:
+            await self._outbox.edit(chat_id, None, "\n".join(lines), markup, row_id=row_id)
+
+    async def buttons_follow(self, task: Task, note: str | None = None) -> bool:
+        """Every message that carries this task's buttons (its cards, a restart's notice)
+        keeps only those that still apply to the task as it is now; ``note`` (HTML) is added
+        to its newest card, saying what happened (merged, archived…). The acknowledgement is
+        ``ack_status``'s. True when ``note`` went on a card."""
+        worktree = await self._store.worktrees.get(task.id)
+        allowed = allowed_actions(
+            task, worktree is not None and worktree.state == WorktreeState.ACTIVE
+        )
+        rows = [
+            r
+            for r in await self._store.outbox.with_task_buttons(task.chat_id, task.id)
+            if r.link_kind != "ack"
+        ]
+        newest_card = max((r.id for r in rows if r.link_kind == "result"), default=None)
+        for row in rows:
+            keyboard = (row.payload.get("markup") or {}).get("inline_keyboard") or []
+            kept = [[b for b in line if _keeps(b, task.id, allowed)] for line in keyboard]
+            kept = [line for line in kept if line]
+            text = row.payload.get("text", "")
+            if note and row.id == newest_card:
+                text = f"{text}\n{note}"
+            elif kept == keyboard:
+                continue
+            markup = {"inline_keyboard": kept} if kept else None
+            await self._store.outbox.replace_payload(
+                row.id, {**row.payload, "markup": markup, "text": text}
+            )
+            state, _ = await self._store.outbox.state(row.id)
+            if state != "sent":
+                continue  # not delivered yet: it goes out as it is now
+            keys = InlineKeyboardMarkup.model_validate(markup) if markup else None
+            if text != row.payload.get("text", ""):
+                await self._outbox.edit(task.chat_id, None, text, keys, row_id=row.id)
+            else:
+                await self._outbox.edit_markup(task.chat_id, row.id, keys)
+        return note is not None and newest_card is not None
+
+    def _ack_head(self, task: Task) -> str:
+        """The acknowledgement's first line: icon, label, status."""
+        return self._texts.get(
+            task.locale,
+            "task.ack",
+            icon=STATUS_ICONS[task.status],
+            label=task.label,
+            status=self._texts.status(task.locale, task.status),
+            title="",
+        ).split("\n")[0]
+
     def _ack_mode(self, task: Task) -> str:
         """How the task may act, when it is not the usual asking: sandboxed, and its check."""
         parts = []
@@ -106,6 +210,9 @@ class Notifier:
         or as a document), denials, and the card's buttons on its last message."""
         loc = task.locale
         header = self._header(task, turn)
+        header += (
+            "\n<i>" + html.escape(shorten(task.title, 100, one_line=True), quote=False) + "</i>"
+        )
         check = await self._store.checks.for_turn(turn.id)
         if check is not None:
             header += "\n" + self._check_line(loc, check)
@@ -235,8 +342,24 @@ class Notifier:
     async def send_file(self, task: Task, data: bytes, filename: str, caption: str) -> None:
         """A document about ``task``, through the outbox (linked to the task once delivered)."""
         await self._outbox.send_document(
-            task.chat_id, data, filename, caption, task_id=task.id, link_kind="document"
+            task.chat_id,
+            data,
+            filename,
+            caption,
+            task_id=task.id,
+            link_kind="document",
+            silent=await self._silent(task.chat_id, "document"),
         )
+
+    async def _silent(self, chat_id: int, kind: str) -> bool:
+        """Whether a message of ``kind`` goes without a buzz under the chat's /notify policy:
+        by default only what needs the person (approvals, questions, the card, a restart's
+        notice) notifies."""
+        stored = await self._store.chats.notify(chat_id)
+        policy = NotifyPolicy(stored) if stored else NotifyPolicy.DONE
+        if policy is NotifyPolicy.ALL:
+            return False
+        return policy is NotifyPolicy.QUIET or kind not in LOUD_KINDS
 
     async def interrupted(self, chat_id: int, tasks: Sequence[Task]) -> None:
         """One message per owner listing what a restart interrupted, with buttons per task."""
@@ -261,6 +384,7 @@ class Notifier:
             "\n".join(lines),
             task_id=tasks[0].id,
             link_kind="interrupted",
+            silent=await self._silent(chat_id, "interrupted"),
             markup=InlineKeyboardMarkup(inline_keyboard=rows),
         )
 
@@ -280,7 +404,13 @@ class Notifier:
     ) -> None:
         """Queue a message about ``task`` (linked to it once delivered); returns at once."""
         await self._outbox.send(
-            task.chat_id, text, markup=markup, reply_to=reply_to, task_id=task.id, link_kind=kind
+            task.chat_id,
+            text,
+            markup=markup,
+            reply_to=reply_to,
+            task_id=task.id,
+            link_kind=kind,
+            silent=await self._silent(task.chat_id, kind),
         )
 
     async def send_and_wait(
@@ -289,7 +419,12 @@ class Notifier:
         """Like ``send``, for the caller that needs the message id: waits for delivery, after
         the outbox's pacing (None when it failed or took too long)."""
         row_id = await self._outbox.send(
-            task.chat_id, text, markup=markup, task_id=task.id, link_kind=kind
+            task.chat_id,
+            text,
+            markup=markup,
+            task_id=task.id,
+            link_kind=kind,
+            silent=await self._silent(task.chat_id, kind),
         )
         message_id = await self._outbox.delivered(row_id)
         return Sent(message_id) if message_id is not None else None
@@ -299,7 +434,12 @@ class Notifier:
     ) -> int:
         """Queue a message about ``task``; returns its outbox row."""
         return await self._outbox.send(
-            task.chat_id, text, markup=markup, task_id=task.id, link_kind=kind
+            task.chat_id,
+            text,
+            markup=markup,
+            task_id=task.id,
+            link_kind=kind,
+            silent=await self._silent(task.chat_id, kind),
         )
 
     async def delivered(self, row_id: int) -> int | None:

@@ -67,14 +67,17 @@ class Outbox:
         html: bool = True,
         task_id: int | None = None,
         link_kind: str | None = None,
+        silent: bool = False,
     ) -> int:
-        """Queue a message; returns the row id (``delivered`` gives its message id)."""
+        """Queue a message; returns the row id (``delivered`` gives its message id).
+        ``silent``: delivered without a notification (``disable_notification``)."""
         payload = {
             "text": text,
             "html": html,
             "reply_to": reply_to,
             "markup": markup.model_dump(exclude_none=True) if markup else None,
             "force_reply": isinstance(markup, ForceReply),
+            "silent": silent,
         }
         row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
         self._wait_for(row_id)
@@ -90,12 +93,14 @@ class Outbox:
         *,
         task_id: int | None = None,
         link_kind: str | None = None,
+        silent: bool = False,
     ) -> int:
         """Queue a file; its bytes are stored with the row, so a restart delivers it too."""
         payload = {
             "data": base64.b64encode(data).decode(),
             "filename": filename,
             "caption": caption,
+            "silent": silent,
         }
         row_id = await self._store.outbox.add(chat_id, "document", payload, task_id, link_kind)
         self._wait_for(row_id)
@@ -123,6 +128,18 @@ class Outbox:
         }
         key = f"{chat_id}:{message_id}" if message_id is not None else f"{chat_id}:r{row_id}"
         await self._store.outbox.add(chat_id, "edit", payload, None, None, coalesce_key=key)
+        self._store.after_commit(self._wake.set)
+
+    async def edit_markup(
+        self, chat_id: int, row_id: int, markup: InlineKeyboardMarkup | None
+    ) -> None:
+        """Change only the buttons of the message send-row ``row_id`` became (None: none)."""
+        payload = {
+            "row_id": row_id,
+            "markup": markup.model_dump(exclude_none=True) if markup else None,
+        }
+        key = f"{chat_id}:r{row_id}:markup"
+        await self._store.outbox.add(chat_id, "markup", payload, None, None, coalesce_key=key)
         self._store.after_commit(self._wake.set)
 
     async def retire(self, chat_id: int, row_id: int) -> None:
@@ -213,11 +230,12 @@ class Outbox:
             return
         if row.op != "delete":  # Telegram paces what a chat is sent, not what is removed
             self._pace.sent(row.chat_id)
-        await self._store.outbox.sent(row.id, message_id)
-        if row.task_id is not None and message_id is not None:
-            await self._store.links.link(
-                row.chat_id, message_id, row.task_id, row.link_kind or "message"
-            )
+        async with self._store.atomic():  # delivered and linked at once: a reply finds it
+            await self._store.outbox.sent(row.id, message_id)
+            if row.task_id is not None and message_id is not None:
+                await self._store.links.link(
+                    row.chat_id, message_id, row.task_id, row.link_kind or "message"
+                )
         self._resolve(row.id, message_id)
 
     async def _call(self, row: OutboxRow) -> int | None:
@@ -233,6 +251,7 @@ class Outbox:
                 reply_markup=_markup(p),
                 reply_to_message_id=p.get("reply_to"),
                 allow_sending_without_reply=True,
+                disable_notification=p.get("silent") or None,
             )
             return message.message_id
         if row.op == "document":
@@ -241,10 +260,13 @@ class Outbox:
                 BufferedInputFile(base64.b64decode(p["data"]), filename=p["filename"]),
                 caption=p.get("caption"),
                 parse_mode="HTML" if p.get("html", True) else None,
+                disable_notification=p.get("silent") or None,
             )
             return message.message_id
         if row.op == "edit":
             return await self._edit(bot, row)
+        if row.op == "markup":
+            return await self._edit_markup(bot, row)
         message_id = p.get("message_id")
         if message_id is None:  # retired: the row it names may never have been sent
             message_id = await self._store.outbox.message_id_of(int(p["row_id"]))
@@ -263,6 +285,18 @@ class Outbox:
         markup = _markup(p)
         await bot.edit_message_text(
             text=p["text"],
+            chat_id=row.chat_id,
+            message_id=message_id,
+            reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None,
+        )
+        return int(message_id)
+
+    async def _edit_markup(self, bot: Bot, row: OutboxRow) -> int:
+        message_id = await self._store.outbox.message_id_of(int(row.payload["row_id"]))
+        if not message_id:
+            raise _Undeliverable("the message to change was never sent")
+        markup = _markup(row.payload)
+        await bot.edit_message_reply_markup(
             chat_id=row.chat_id,
             message_id=message_id,
             reply_markup=markup if isinstance(markup, InlineKeyboardMarkup) else None,

@@ -65,7 +65,18 @@ def age(then: datetime, now: datetime) -> str:
 def money(cost_usd: float | None) -> str | None:
     if cost_usd is None:
         return None
-    return f"{cost_usd:.4f}" if cost_usd < 1 else f"{cost_usd:.2f}"
+    return usd(cost_usd)
+
+
+def usd(amount: float) -> str:
+    """Dollars with the precision the amount needs: 12.50, 0.0300, 0.000225 — a small budget
+    never reads as 0.00."""
+    if amount >= 1 or amount <= 0:
+        return f"{amount:.2f}"
+    text = f"{amount:.6f}".rstrip("0")
+    if len(text.split(".")[1]) < 4:
+        return f"{amount:.4f}"
+    return text if float(text) else "0.000001"
 
 
 def split_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:

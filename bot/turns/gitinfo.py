@@ -9,23 +9,36 @@ from pathlib import Path
 from bot.telegram.render import shorten
 
 TIMEOUT_S = 5.0
+MAX_NEW_FILES = 20
 
 
 async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
-    """``git diff --stat`` (tracked changes, staged or not) of the repository holding ``cwd``;
-    empty when it is not a repository, nothing changed, or git is slow or missing."""
+    """``git diff --stat`` (tracked changes, staged or not) of the repository holding ``cwd``,
+    then its new files (untracked, not ignored); empty when it is not a repository, nothing
+    changed, or git is slow or missing."""
     path = Path(cwd)
     if not path.is_dir() or not any((p / ".git").exists() for p in (path, *path.parents)):
         return ""  # not in a repository: no git process to spawn
+    stat, new = await asyncio.gather(
+        _git(cwd, "diff", "HEAD", "--stat", "--no-color"),
+        _git(cwd, "ls-files", "--others", "--exclude-standard"),
+    )
+    lines = [stat] if stat else []
+    files = new.splitlines()
+    lines += [f" {name} | new" for name in files[:MAX_NEW_FILES]]
+    if len(files) > MAX_NEW_FILES:
+        lines.append(f" … {len(files) - MAX_NEW_FILES} more new files")
+    return shorten("\n".join(lines), max_chars)
+
+
+async def _git(cwd: str, *args: str) -> str:
+    """A git command's output in ``cwd``; empty when it fails or takes too long."""
     with contextlib.suppress(OSError, TimeoutError):
         proc = await asyncio.create_subprocess_exec(
             "git",
             "-C",
             cwd,
-            "diff",
-            "HEAD",
-            "--stat",
-            "--no-color",
+            *args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
@@ -37,6 +50,5 @@ async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
             await proc.wait()
             raise
         if proc.returncode == 0:
-            text = out.decode(errors="replace").strip()
-            return shorten(text, max_chars)
+            return out.decode(errors="replace").strip()
     return ""

@@ -1,15 +1,16 @@
-"""Live progress of a running turn: one message, edited in place when its text changed and no
-more often than every ``interval_s``; removed when the turn ends (the completion card is a new
-message, so the phone notifies)."""
+"""Live progress of a running turn: one silent message, sent only once the turn has run
+``delay_s`` (a quick turn gets none), edited in place when its text changed and no more often
+than every ``interval_s``; removed when the turn ends (the completion card is a new message)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 
-from bot.models import AgentEvent, Task, ToolCalled, UsageUpdated
+from bot.models import AgentEvent, Task, TaskStatus, ToolCalled, UsageUpdated
 from bot.money.presets import Preset
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import duration, money
@@ -19,11 +20,17 @@ log = logging.getLogger(__name__)
 
 class Progress:
     def __init__(
-        self, notifier: Notifier, task: Task, interval_s: float, preset: Preset | None
+        self,
+        notifier: Notifier,
+        task: Task,
+        interval_s: float,
+        preset: Preset | None,
+        delay_s: float = 0.0,
     ) -> None:
         self._notifier = notifier
         self._task = task
         self._interval_s = interval_s
+        self._delay_s = delay_s
         self._preset = preset
         self._started = time.monotonic()
         self._step = ""
@@ -49,10 +56,7 @@ class Progress:
         )
 
     async def __aenter__(self) -> Progress:
-        """Queue the message and return at once: the agent must not wait for Telegram."""
-        self._shown = self.text()
-        self._row_id = await self._notifier.queue(self._task, self._shown, kind="progress")
-        self._last_edit = time.monotonic()
+        """Return at once: the agent must not wait for Telegram."""
         self._ticker = asyncio.create_task(self._tick())
         return self
 
@@ -64,7 +68,13 @@ class Progress:
             self._cost = self._preset.cost_usd(event.usage)
 
     async def _tick(self) -> None:
-        """Edits name the message by its outbox row: nothing here waits for delivery."""
+        """The message after ``delay_s``, then its edits; edits name the message by its outbox
+        row: nothing here waits for delivery."""
+        await asyncio.sleep(self._delay_s)
+        self._shown = self.text()
+        self._row_id = await self._notifier.queue(self._task, self._shown, kind="progress")
+        await self._notifier.ack_status(dataclasses.replace(self._task, status=TaskStatus.RUNNING))
+        self._last_edit = time.monotonic()
         while True:
             await asyncio.sleep(self._interval_s)
             text = self.text()

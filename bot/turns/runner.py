@@ -65,12 +65,14 @@ CHECK_PROMPT_TAIL = 6000
 
 @dataclass(frozen=True, slots=True)
 class TurnPolicy:
-    """How turns run: the tools of ``auto`` mode, how often progress is edited, how many check
+    """How turns run: the tools of ``auto`` mode, when a progress message appears (a turn
+    shorter than ``progress_delay_s`` gets none) and how often it is edited, how many check
     rounds a task gets (a failing check sends its output back to the agent until then), and the
     hosts a sandboxed turn may reach without asking."""
 
     auto_allowed_tools: tuple[str, ...] = ()
     progress_interval_s: float = 3.0
+    progress_delay_s: float = 5.0
     check_rounds: int = 2
     sandbox_domains: tuple[str, ...] = ()
 
@@ -243,6 +245,8 @@ class TurnRunner:
                 task, finished = await self._record(turn, outcome)
                 if not again:
                     await self._notifier.turn_finished(task, finished, denials, changes)
+                await self._notifier.ack_status(task)  # after the card: it is not held back
+                await self._notifier.buttons_follow(task)
                 failpoints.hit("finish.before_commit")
         except Exception:  # deliberate: a card that cannot be built must not leave it "running"
             log.exception("task %s turn %s: completion card failed", task.id, turn_id)
@@ -316,7 +320,13 @@ class TurnRunner:
             raise AgentNotInstalled(task.engine, None)
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
-        progress = Progress(self._notifier, task, self._policy.progress_interval_s, preset)
+        progress = Progress(
+            self._notifier,
+            task,
+            self._policy.progress_interval_s,
+            preset,
+            self._policy.progress_delay_s,
+        )
         try:
             async with (
                 progress,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 
 from bot.errors import UserInputError
+from bot.models import Task
 from bot.tasks.service import TaskService
 from bot.telegram.callbacks import task_keyboard
 from bot.telegram.notifier import Notifier
@@ -61,18 +62,16 @@ class WorktreeCard:
                 task, self._texts.get(loc, exc.key, **exc.params), kind="status"
             )
             return
-        await self._notifier.send(
-            task,
-            self._texts.get(loc, "worktree.merged", label=task.label, base=base),
-            kind="status",
+        await self._said_on_card(
+            task, self._texts.get(loc, "worktree.merged", label=task.label, base=base)
         )
 
     async def discard(self, user_id: int, task_id: int, confirmed: bool) -> None:
         task = await self._tasks.get_idle(user_id, task_id)
         loc = task.locale
         if await self._worktrees.discard(task_id, confirmed):
-            await self._notifier.send(
-                task, self._texts.get(loc, "worktree.discarded", label=task.label), kind="status"
+            await self._said_on_card(
+                task, self._texts.get(loc, "worktree.discarded", label=task.label)
             )
             return
         await self._notifier.send(
@@ -81,3 +80,9 @@ class WorktreeCard:
             kind="status",
             markup=task_keyboard(self._texts, loc, task.id, ["discard_yes", "diff"]),
         )
+
+    async def _said_on_card(self, task: Task, text: str) -> None:
+        """What happened, on the task's newest card, whose worktree buttons go; a new line in
+        the chat only when the task has no card."""
+        if not await self._notifier.buttons_follow(task, text):
+            await self._notifier.send(task, text, kind="status")

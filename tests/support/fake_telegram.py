@@ -445,6 +445,15 @@ class FakeTelegram:
             message["reply_markup"] = p["reply_markup"]
         return message
 
+    async def _m_editMessageReplyMarkup(self, p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        message = self.find_message(int(p["chat_id"]), int(p["message_id"]))
+        if p.get("reply_markup") == message.get("reply_markup"):
+            raise _ApiError(400, "Bad Request: message is not modified")
+        message.pop("reply_markup", None)
+        if p.get("reply_markup"):
+            message["reply_markup"] = p["reply_markup"]
+        return message
+
     async def _m_deleteMessage(self, p: dict[str, Any]) -> bool:  # noqa: N802
         message = self.find_message(int(p["chat_id"]), int(p["message_id"]))
         self.messages[int(p["chat_id"])].remove(message)

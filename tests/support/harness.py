@@ -36,8 +36,11 @@ def make_settings(
 
 
 @contextlib.asynccontextmanager
-async def running_bot(settings: Settings, environ: Mapping[str, str]) -> AsyncIterator[App]:
-    async with build(settings, environ=environ) as app:
+async def running_bot(
+    settings: Settings, environ: Mapping[str, str], executors: Mapping[str, Any] | None = None
+) -> AsyncIterator[App]:
+    """The real bot, long polling the fake Bot API; ``executors`` replace the engines."""
+    async with build(settings, environ=environ, executors=executors) as app:
         polling = asyncio.create_task(
             app.dispatcher.start_polling(
                 app.bot, handle_signals=False, close_bot_session=False, polling_timeout=1
@@ -118,13 +121,16 @@ async def stop_process(proc: asyncio.subprocess.Process, timeout_s: float = 20) 
 
 
 async def wait_sent(
-    session: RecordingSession, predicate: Callable[[Any], bool], timeout_s: float = 30
+    session: RecordingSession,
+    predicate: Callable[[Any], bool],
+    timeout_s: float = 30,
+    method: str = "SendMessage",
 ) -> Any:
-    """The first SendMessage the recording session saw that matches; a task's status changes
-    before its completion card is queued, so tests wait for the card itself."""
+    """The first call of ``method`` the recording session saw that matches; a task's status
+    changes before its completion card is queued, so tests wait for the card itself."""
     async with asyncio.timeout(timeout_s):
         while True:
-            for call in session.sent():
+            for call in session.sent(method):
                 if predicate(call):
                     return call
             await asyncio.sleep(0.05)

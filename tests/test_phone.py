@@ -1,0 +1,229 @@
+"""What the phone shows over a task's whole life, through the real bot over HTTP against the
+fake Bot API (an engine that replays a recorded stream, so these are quick): acknowledgements
+that end true, buttons that follow the task, one buzz for a quick task, /notify, a plain
+message is a task, a reply right after the acknowledgement continues it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+from bot.models import (
+    ApprovalRequest,
+    SessionStarted,
+    TaskStatus,
+    ToolCalled,
+    TurnFinished,
+    TurnSpec,
+    Usage,
+)
+from bot.telegram.render import usd
+from tests.support.fake_engine import FakeEngine
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+
+SESSION = "0f0e0d0c-0b0a-4908-8706-050403020100"
+
+
+def answer(text: str, error: bool = False) -> tuple:
+    return (
+        SessionStarted(SESSION, "fake-model"),
+        ToolCalled("t1", "Bash", "make test"),
+        TurnFinished(
+            is_error=error,
+            result_text=text,
+            session_id=SESSION,
+            cost_usd=0.01,
+            usage=Usage(input_tokens=10, output_tokens=5),
+        ),
+    )
+
+
+def waits_for_approval() -> tuple:
+    """A turn that stays running until its approval is answered (or the task cancelled)."""
+    return (
+        SessionStarted(SESSION, "fake-model"),
+        ApprovalRequest("Bash", {"command": "rm -rf build"}, "t1", "Bash(rm -rf build)"),
+        *answer("after the approval")[1:],
+    )
+
+
+def sends(fake: FakeTelegram, after: int = 0) -> list:
+    return [c for c in fake.calls[after:] if c.method in ("sendMessage", "sendDocument") and c.ok]
+
+
+def buzzing(fake: FakeTelegram, after: int = 0) -> list:
+    return [
+        c for c in sends(fake, after) if str(c.params.get("disable_notification")).lower() != "true"
+    ]
+
+
+def buttons_of(fake: FakeTelegram, message_id: int) -> list[str]:
+    markup = fake.find_message(OWNER, message_id).get("reply_markup") or {}
+    return [b["text"] for row in markup.get("inline_keyboard", []) for b in row]
+
+
+async def until(predicate, timeout_s: float = 15) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.05)
+
+
+def settings(tmp_path: Path, fake: FakeTelegram, workdir: Path, **overrides: object):  # type: ignore[no-untyped-def]
+    return make_settings(tmp_path / "data", fake, "claude", workdir, **overrides)
+
+
+async def test_a_quick_task_buzzes_once_and_its_acknowledgement_ends_true(tmp_path, workdir):
+    engine = FakeEngine(answer("All green."))
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            mark = len(fake.calls)
+            await fake.user_message("/detach run the tests", OWNER)
+            ack = await fake.wait_text(OWNER, "#1 run-tests")
+            assert "Cancel" in str(ack.params["reply_markup"])
+            card = await fake.wait_text(OWNER, "All green.", timeout_s=20)
+            assert "run the tests" in card.params["text"]  # the card repeats the goal
+            ack_id = ack.result["message_id"]
+            await until(lambda: "done" in fake.find_message(OWNER, ack_id)["text"])
+            assert buttons_of(fake, ack_id) == []  # nothing left to cancel
+            assert not [c for c in sends(fake, mark) if "· running ·" in c.params["text"]]
+            assert len(buzzing(fake, mark)) == 1  # the card; the acknowledgement is silent
+            assert (await app.store.tasks.get(1)).status is TaskStatus.DONE
+
+
+async def test_acknowledgements_after_failed_and_cancelled(tmp_path, workdir):
+    def script(spec: TurnSpec) -> tuple:
+        return waits_for_approval() if "wait" in spec.prompt else answer("it broke", error=True)
+
+    async with FakeTelegram() as fake:
+        engine = FakeEngine(script)
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude fail now", OWNER)
+            failed_ack = await fake.wait_text(OWNER, "#1 fail-now")
+            await fake.wait_text(OWNER, "it broke", timeout_s=20)
+            await until(
+                lambda: (
+                    "failed" in fake.find_message(OWNER, failed_ack.result["message_id"])["text"]
+                )
+            )
+            assert buttons_of(fake, failed_ack.result["message_id"]) == []
+
+            await fake.user_message("/claude wait for me", OWNER)
+            ack = await fake.wait_text(OWNER, "#2 wait-me")
+            await fake.wait_text(OWNER, "wants to use", timeout_s=20)
+            await fake.user_message("/cancel 2", OWNER)
+            ack_id = ack.result["message_id"]
+            await until(lambda: "cancelled" in fake.find_message(OWNER, ack_id)["text"])
+            assert buttons_of(fake, ack_id) == []
+            assert (await app.store.tasks.get(2)).status is TaskStatus.CANCELLED
+
+
+async def test_card_buttons_follow_archive_and_retry(tmp_path, workdir):
+    engine = FakeEngine(answer("Answer."))
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude first task", OWNER)
+            card = await fake.wait_text(OWNER, "Answer.", timeout_s=20)
+            card_id = card.result["message_id"]
+            assert "🔁 Retry" in " ".join(buttons_of(fake, card_id))
+            data = {
+                b["text"]: b["callback_data"]
+                for row in card.params["reply_markup"]["inline_keyboard"]
+                for b in row
+            }
+            mark = len(fake.calls)
+            await fake.press(
+                OWNER, card_id, next(v for k, v in data.items() if "Retry" in k), OWNER
+            )
+            again = await fake.wait_text(OWNER, "Answer.", timeout_s=20, after=mark)
+            await until(lambda: not any("Retry" in b for b in buttons_of(fake, card_id)))
+            await fake.press(
+                OWNER,
+                again.result["message_id"],
+                next(
+                    b["callback_data"]
+                    for row in again.params["reply_markup"]["inline_keyboard"]
+                    for b in row
+                    if "Archive" in b["text"]
+                ),
+                OWNER,
+            )
+            new_id = again.result["message_id"]
+            await until(lambda: buttons_of(fake, new_id) == [] and buttons_of(fake, card_id) == [])
+            assert "archived" in fake.find_message(OWNER, new_id)["text"]
+
+
+async def test_notify_quiet_silences_everything(tmp_path, workdir):
+    engine = FakeEngine(answer("Quiet answer."))
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/notify loud", OWNER)
+            await fake.wait_text(OWNER, "Unknown notification policy")
+            await fake.user_message("/notify quiet", OWNER)
+            await fake.wait_text(OWNER, "Notifications: <b>quiet</b>")
+            mark = len(fake.calls)
+            await fake.user_message("/detach hush", OWNER)
+            await fake.wait_text(OWNER, "Quiet answer.", timeout_s=20)
+            task_sends = [c for c in sends(fake, mark) if "#1" in str(c.params.get("text"))]
+            assert len(task_sends) == 2 and buzzing(fake, mark) == []
+
+
+async def test_a_plain_message_is_a_task_and_an_immediate_reply_continues_it(tmp_path, workdir):
+    engine = FakeEngine(answer("Plain answer."))
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("x=1 tidy the logs please", OWNER)  # no options here
+            ack = await fake.wait_text(OWNER, "#1 x-1-tidy")
+            # a reply sent the moment the acknowledgement appears belongs to the task
+            await fake.user_message(
+                "and rotate them", OWNER, reply_to_message_id=ack.result["message_id"]
+            )
+            await until(lambda: len(engine.specs) == 2, timeout_s=20)
+            assert engine.specs[0].prompt.startswith("x=1 tidy the logs please")
+            assert engine.specs[1].prompt == "and rotate them"
+            assert not [c for c in sends(fake) if "does not belong" in str(c.params.get("text"))]
+            assert (await app.store.tasks.get(1)).approval_mode.value == "sandbox"
+
+
+async def test_the_card_lists_new_files_and_small_budgets_read_true(tmp_path, workdir):
+    subprocess.run(["git", "init", "-q", str(workdir)], check=True)
+    subprocess.run(
+        ["git", "-C", str(workdir), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q"]
+        + ["--allow-empty", "-m", "init"],
+        check=True,
+    )
+
+    def script(spec: TurnSpec) -> tuple:
+        (spec.cwd / "added.txt").write_text("new\n")
+        return answer("Made a file.")
+
+    async with FakeTelegram() as fake:
+        engine = FakeEngine(script)
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude make a file", OWNER)
+            card = await fake.wait_text(OWNER, "Made a file.", timeout_s=20)
+            assert "added.txt | new" in card.params["text"]
+    assert [usd(x) for x in (0.0001, 0.000225, 0.03, 2.5)] == [
+        "0.0001",
+        "0.000225",
+        "0.0300",
+        "2.50",
+    ]
+
+
+async def test_plain_text_can_be_set_to_answer_with_help(tmp_path, workdir):
+    engine = FakeEngine(answer("never"))
+    async with FakeTelegram() as fake:
+        custom = settings(tmp_path, fake, workdir, plain_text="help")
+        async with running_bot(custom, {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("tidy the logs", OWNER)
+            await fake.wait_text(OWNER, "/detach")
+            assert await app.store.tasks.get(1) is None
