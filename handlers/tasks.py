@@ -94,6 +94,6 @@ def router(engines: Sequence[str]) -> Router:
         message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
     ) -> None:
         count = await tasks.archive(user_id, (command.args or "").strip() or "?")
-        await reply("task.archived", count=count)
+        await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
 
     return r

@@ -288,7 +288,13 @@ async def test_live_progress_is_paced_and_removed(
     anthropic.script(
         "MARK-PROG",
         [
-            {"tool_use": {"name": "Bash", "input": {"command": "sleep 2", "description": "wait"}}},
+            {
+                "text": "Checking the build first.",
+                "tool_use": {
+                    "name": "Bash",
+                    "input": {"command": "sleep 2", "description": "wait"},
+                },
+            },
             {"text": "progress done", "delay": 1.5},
         ],
     )
@@ -316,6 +322,11 @@ async def test_live_progress_is_paced_and_removed(
         if c.method == "editMessageText" and int(c.params["message_id"]) == progress_id
     ]
     assert any("Bash: sleep 2" in c.params["text"] for c in edits)
+    # what the agent says, and the count in the language's plural form
+    assert any(
+        "💬 <i>Checking the build first.</i>" in c.params["text"] and "1 step" in c.params["text"]
+        for c in edits
+    )
     assert all(b.at - a.at >= 0.45 for a, b in zip(edits, edits[1:], strict=False))
     assert len({c.params["text"] for c in edits}) == len(edits)  # only when the text changed
 

@@ -79,6 +79,10 @@ class Notifier:
     def text(self, locale: str, key: str, **params: object) -> str:
         return self._texts.get(locale, key, **params)
 
+    @property
+    def texts(self) -> Texts:
+        return self._texts
+
     async def acknowledge(
         self,
         task: Task,

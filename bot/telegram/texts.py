@@ -65,6 +65,20 @@ class Texts:
         }
         return self.template(locale, key).format(**safe)
 
+    def plural(self, locale: str, key: str, n: int, **params: Any) -> str:
+        """A count in the language's plural form (gettext ``msgid_plural`` ``<key>.plural``):
+        "1 step", "2 steps"; "1 шаг", "3 шага", "5 шагов". ``{n}`` is the count."""
+        plural_key = f"{key}.plural"
+        text = self.i18n.gettext(key, plural_key, n, locale=locale)
+        if text in (key, plural_key) and locale != DEFAULT_LOCALE:
+            text = self.i18n.gettext(key, plural_key, n, locale=DEFAULT_LOCALE)
+        if text in (key, plural_key):
+            raise KeyError(f"no message {key!r}")
+        safe = {
+            k: html.escape(v, quote=False) if isinstance(v, str) else v for k, v in params.items()
+        }
+        return text.format(n=n, **safe)
+
     def error(self, locale: str, error: TurnError | None) -> str:
         """Why a turn did not succeed, in plain text (it goes into other texts as a param)."""
         if error is None:

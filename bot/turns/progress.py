@@ -10,12 +10,13 @@ import dataclasses
 import logging
 import time
 
-from bot.models import AgentEvent, Task, TaskStatus, ToolCalled, UsageUpdated
+from bot.models import AgentEvent, Task, TaskStatus, TextEmitted, ToolCalled, UsageUpdated
 from bot.money.presets import Preset
 from bot.telegram.notifier import Notifier
-from bot.telegram.render import duration, money
+from bot.telegram.render import duration, money, shorten
 
 log = logging.getLogger(__name__)
+SAYS_CHARS = 160  # the agent's latest line, as much as a phone shows at a glance
 
 
 class Progress:
@@ -34,6 +35,7 @@ class Progress:
         self._preset = preset
         self._started = time.monotonic()
         self._step = ""
+        self._says = ""
         self._steps = 0
         self._cost: float | None = None
         self._row_id = 0
@@ -42,18 +44,19 @@ class Progress:
         self._ticker: asyncio.Task[None] | None = None
 
     def text(self) -> str:
+        """Label, elapsed time, steps (plural forms per language), cost; what the agent said
+        last; the tool it runs now."""
         loc, elapsed = self._task.locale, duration(time.monotonic() - self._started)
         step = self._notifier.text(loc, "progress.step", step=self._step) if self._step else ""
+        says = self._notifier.text(loc, "progress.says", text=self._says) if self._says else ""
         cost = (
             self._notifier.text(loc, "progress.cost", cost=money(self._cost)) if self._cost else ""
         )
-        return (
-            self._notifier.text(
-                loc, "progress.running", label=self._task.label, elapsed=elapsed, steps=self._steps
-            )
-            + cost
-            + step
+        steps = self._notifier.texts.plural(loc, "progress.steps", self._steps)
+        head = self._notifier.text(
+            loc, "progress.running", label=self._task.label, elapsed=elapsed, steps=steps
         )
+        return head + cost + says + step
 
     async def __aenter__(self) -> Progress:
         """Return at once: the agent must not wait for Telegram."""
@@ -61,7 +64,10 @@ class Progress:
         return self
 
     def observe(self, event: AgentEvent) -> None:
-        if isinstance(event, ToolCalled):
+        if isinstance(event, TextEmitted) and event.text.strip():
+            last = event.text.strip().splitlines()[-1]
+            self._says = shorten(last, SAYS_CHARS, one_line=True)
+        elif isinstance(event, ToolCalled):
             self._steps += 1
             self._step = f"{event.name}: {event.summary}"[:200]
         elif isinstance(event, UsageUpdated) and self._preset is not None:
