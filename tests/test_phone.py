@@ -64,6 +64,11 @@ def buttons_of(fake: FakeTelegram, message_id: int) -> list[str]:
     return [b["text"] for row in markup.get("inline_keyboard", []) for b in row]
 
 
+def buttons_data(fake: FakeTelegram, message_id: int) -> list[str]:
+    markup = fake.find_message(OWNER, message_id).get("reply_markup") or {}
+    return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row]
+
+
 async def until(predicate, timeout_s: float = 15) -> None:  # type: ignore[no-untyped-def]
     async with asyncio.timeout(timeout_s):
         while not predicate():
@@ -227,3 +232,40 @@ async def test_plain_text_can_be_set_to_answer_with_help(tmp_path, workdir):
             await fake.user_message("tidy the logs", OWNER)
             await fake.wait_text(OWNER, "/detach")
             assert await app.store.tasks.get(1) is None
+
+
+async def test_after_a_restart_the_notice_and_acknowledgements_follow_the_buttons_used(
+    tmp_path, workdir
+):
+    async with FakeTelegram() as fake:
+        waiting = FakeEngine(waits_for_approval())
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": waiting}):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude first job", OWNER)
+            await fake.user_message("/claude second job", OWNER)
+            await until(lambda: len(waiting.specs) == 2)
+        acks = {
+            n: next(c for c in sends(fake) if f"#{n} " in c.params["text"]).result["message_id"]
+            for n in (1, 2)
+        }
+        engine = FakeEngine(answer("Resumed fine."))
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            notice = await fake.wait_text(OWNER, "restarted while these tasks were running")
+            notice_id = notice.result["message_id"]
+            for n in (1, 2):
+                await until(lambda n=n: "interrupted" in fake.find_message(OWNER, acks[n])["text"])
+                assert buttons_of(fake, acks[n]) == []
+            rows = [
+                [b["callback_data"] for b in row]
+                for row in notice.params["reply_markup"]["inline_keyboard"]
+            ]
+            assert rows == [["t:resume:1", "t:fail:1"], ["t:resume:2", "t:fail:2"]]
+            await fake.press(OWNER, notice_id, "t:resume:1", OWNER)
+            await fake.wait_text(OWNER, "Resumed fine.", timeout_s=20)
+            await until(lambda: "t:resume:1" not in str(buttons_data(fake, notice_id)))
+            assert "t:fail:2" in str(buttons_data(fake, notice_id))
+            await fake.press(OWNER, notice_id, "t:fail:2", OWNER)
+            await until(lambda: buttons_of(fake, notice_id) == [])  # both rows used
+            await until(lambda: "failed" in fake.find_message(OWNER, acks[2])["text"])
+            await until(lambda: "done" in fake.find_message(OWNER, acks[1])["text"])
+            assert (await app.store.tasks.get(2)).status is TaskStatus.FAILED
