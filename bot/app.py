@@ -180,6 +180,8 @@ async def build_core(
             worktree=settings.worktrees,
             sandbox_problem=functools.partial(sandbox_problem, executors),
             plain_text_tasks=settings.plain_text == "task",
+            max_attachment_bytes=int(settings.max_attachment_mb * 1024 * 1024),
+            attachments_staging=settings.data_dir / "attachments",
         ),
     )
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)

@@ -8,6 +8,7 @@ from aiogram.types import Message
 
 from bot.models import TaskKind
 from bot.tasks.service import TaskService
+from bot.telegram.attachments import staged
 from bot.telegram.reply import Reply
 
 LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits this long
@@ -16,8 +17,9 @@ LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits t
 def router() -> Router:
     r = Router(name="replies")
 
-    @r.message(F.reply_to_message, F.text & ~F.text.startswith("/"))
+    @r.message(F.reply_to_message, (F.text & ~F.text.startswith("/")) | F.document | F.photo)
     async def on_reply(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
+        """A reply continues its task; a file in it goes into the task's directory."""
         replied = message.reply_to_message
         assert replied is not None  # the filter says so
         own = replied.from_user is not None and replied.from_user.is_bot
@@ -27,7 +29,9 @@ def router() -> Router:
         if task is None:
             await reply("error.unrelated_reply")
             return
-        await tasks.follow_up(user_id, task.id, message.text or "", message.message_id)
+        files = await staged(message, tasks)
+        text = message.text or message.caption or ""
+        await tasks.follow_up(user_id, task.id, text, message.message_id, files)
 
     @r.message(F.text.startswith("/"))
     async def on_unknown_command(message: Message, reply: Reply) -> None:
@@ -37,12 +41,12 @@ def router() -> Router:
     async def on_edited(message: Message, reply: Reply) -> None:
         await reply("error.edited_message")
 
-    @r.message(F.chat.type == "private", F.text)
+    @r.message(F.chat.type == "private", F.text | F.document | F.photo)
     async def on_plain_text(
         message: Message, tasks: TaskService, user_id: int, locale: str, reply: Reply
     ) -> None:
-        """Text that is neither a command nor a reply: a task like /detach (all of it is the
-        goal), or the hint when the bot is set to answer with help."""
+        """Text (or a file with its caption) that is neither a command nor a reply: a task
+        like /detach (all of it is the goal), or the hint when the bot answers with help."""
         if not tasks.plain_text_tasks:
             await reply("error.plain_text")
             return
@@ -50,11 +54,12 @@ def router() -> Router:
             user_id,
             message.chat.id,
             TaskKind.DETACH,
-            message.text or "",
+            message.text or message.caption or "",
             locale,
             "detach",
             reply_to=message.message_id,
             with_options=False,
+            attachments=await staged(message, tasks),
         )
 
     @r.message()

@@ -13,6 +13,7 @@ from aiogram.types import Message
 from bot.models import TaskKind
 from bot.tasks.card import TaskCard
 from bot.tasks.service import TaskService, parse_task_id
+from bot.telegram.attachments import staged
 from bot.telegram.render import STATUS_ICONS, age
 from bot.telegram.reply import Reply
 
@@ -39,6 +40,7 @@ def router(engines: Sequence[str]) -> Router:
             name,
             engine=engine,
             reply_to=message.message_id,
+            attachments=await staged(message, tasks),
         )
 
     @r.message(Command("cd"))

@@ -77,8 +77,9 @@ async def test_thirty_tasks_through_kill_9_and_bot_api_faults(tmp_path: Path, wo
                 tasks, runs = await _store_state(data_dir)
                 stuck = [(t.label, t.status.value) for t in tasks if t.status.active]
                 log = (tmp_path / "bot.log").read_text(errors="replace")[-6000:]
+                titles = sorted(t.title for t in tasks)
                 raise AssertionError(
-                    f"not settled: {len(tasks)} tasks, active {stuck}, runs {runs}\n{log}"
+                    f"not settled: {len(tasks)} tasks {titles}, active {stuck}, runs {runs}\n{log}"
                 ) from None
         finally:
             await stop_process(bot)

@@ -426,7 +426,9 @@ async def test_completion_card_shows_changes_and_its_buttons_work(
             card_id = card.result["message_id"]
             await fake.press(OWNER, card_id, keys["📜 Transcript"], OWNER)
             transcript = await fake.wait_text(OWNER, "events", timeout_s=10)
-            assert "ToolCalled Bash" in transcript.params["text"]
+            log = transcript.params["text"]  # a human log: the call, its result, the words once
+            assert "▸ Bash: echo more &gt;&gt; README" in log and "ToolCalled" not in log
+            assert log.count("edited the readme") == 1 and "✔ the turn ended" in log
             await fake.press(OWNER, card_id, keys["🔁 Retry"], OWNER)
             await fake.wait_text(OWNER, "retried fine", timeout_s=60)
             await fake.press(OWNER, card_id, keys["↪️ Follow up"], OWNER)

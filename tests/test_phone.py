@@ -21,7 +21,7 @@ from bot.models import (
 from bot.telegram.render import usd
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
 
 SESSION = "0f0e0d0c-0b0a-4908-8706-050403020100"
 
@@ -269,3 +269,35 @@ async def test_after_a_restart_the_notice_and_acknowledgements_follow_the_button
             await until(lambda: "failed" in fake.find_message(OWNER, acks[2])["text"])
             await until(lambda: "done" in fake.find_message(OWNER, acks[1])["text"])
             assert (await app.store.tasks.get(2)).status is TaskStatus.FAILED
+
+
+async def test_files_go_into_the_task_directory_and_their_paths_reach_the_agent(tmp_path, workdir):
+    engine = FakeEngine(answer("Read it."))
+    async with FakeTelegram() as fake:
+        custom = settings(tmp_path, fake, workdir, max_attachment_mb=1)
+        async with running_bot(custom, {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_document(b"a,b\n1,2\n", "data.csv", OWNER, caption="/claude sum it")
+            card = await fake.wait_text(OWNER, "Read it.", timeout_s=20)
+            first = engine.specs[0].prompt
+            assert first.startswith("sum it") and "data.csv" in first
+            [saved] = (workdir / ".detach" / "attachments").glob("*-data.csv")
+            assert (
+                saved.read_bytes() == b"a,b\n1,2\n" and f".detach/attachments/{saved.name}" in first
+            )
+
+            await wait_linked(app, OWNER, card.result["message_id"])
+            await fake.user_document(
+                b"more", "../../evil name.txt", OWNER, reply_to_message_id=card.result["message_id"]
+            )
+            await until(lambda: len(engine.specs) == 2, timeout_s=20)
+            [second] = (workdir / ".detach" / "attachments").glob("*-evil_name.txt")
+            assert second.read_bytes() == b"more" and second.name in engine.specs[1].prompt
+
+            await fake.user_document(b"x" * (1024 * 1024 + 1), "big.bin", OWNER)
+            refusal = await fake.wait_text(OWNER, "big.bin")
+            assert "up to 1 MB" in refusal.params["text"]
+            await fake.user_document(b"look", "notes.txt", OWNER)  # a file alone is a task too
+            await until(lambda: len(engine.specs) == 3, timeout_s=20)
+            assert "notes.txt" in engine.specs[2].prompt
+            assert len([t for t in await app.store.tasks.list_for(None)]) == 2

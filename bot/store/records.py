@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -62,8 +63,15 @@ class TranscriptRepo:
                 ).scalar_one()
             )
 
-    async def write_all(self, task_id: int, out: Writer, batch: int = 500) -> None:
-        """The whole transcript as text lines into ``out``, read in batches."""
+    async def write_all(
+        self,
+        task_id: int,
+        out: Writer,
+        render: Callable[[str, dict[str, Any]], str | None],
+        batch: int = 500,
+    ) -> None:
+        """The whole transcript into ``out``, one ``render``ed line per event (None: skipped),
+        read in batches."""
         last_id = 0
         while True:
             query = (
@@ -77,9 +85,9 @@ class TranscriptRepo:
             if not rows:
                 return
             for r in rows:
-                out.write(
-                    f"{aware(r.created_at):%Y-%m-%d %H:%M:%S} turn {r.turn_id} {r.kind}: {r.body}\n"
-                )
+                line = render(r.kind, json.loads(r.body))
+                if line is not None:
+                    out.write(f"{aware(r.created_at):%H:%M:%S} {line}\n")
             last_id = rows[-1].id
 
     async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:

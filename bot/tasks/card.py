@@ -13,6 +13,7 @@ from bot.intake.inbox import export
 from bot.models import QuestionStatus, Task
 from bot.store import Store
 from bot.tasks.service import TaskService
+from bot.tasks.transcript import human_line
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import usd
 from bot.telegram.texts import Texts
@@ -93,14 +94,15 @@ class TaskCard:
             )
             return
         tail = await self._store.transcript.tail(task.id, lines)
-        body = "\n".join(_transcript_line(line.kind, line.body) for line in tail)[-3300:]
+        shown = [human_line(line.kind, line.body) for line in tail]
+        body = "\n".join(line for line in shown if line is not None)[-3300:]
         header = self._texts.get(
             loc, "task.transcript_header", label=task.label, count=len(tail), total=total
         )
         await self._notifier.send(task, f"{header}\n<pre>{html.escape(body)}</pre>", kind="status")
         if total > lines:
             out = io.StringIO()
-            await self._store.transcript.write_all(task.id, out)
+            await self._store.transcript.write_all(task.id, out, human_line)
             await self._notifier.send_file(
                 task,
                 out.getvalue().encode(),
@@ -132,16 +134,3 @@ class TaskCard:
             lambda: self._tasks.say(task, "task.retrying"),
         )
         return task
-
-
-def _transcript_line(kind: str, body: dict[str, object]) -> str:
-    detail = (
-        body.get("text")
-        or body.get("summary")
-        or body.get("output")
-        or body.get("result_text")
-        or ""
-    )
-    name = body.get("name")
-    prefix = f"{kind} {name}" if name else kind
-    return f"{prefix}: {str(detail)[:300]}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from bot.tasks.checks import repository_check
 from bot.tasks.options import NONE, approval_mode, flag, split_options
 from bot.tasks.options import engine as option_engine
 from bot.tasks.workdirs import WorkdirPolicy
+from bot.telegram.attachments import mention, place
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import given_slug, slugify
 from bot.telegram.texts import Texts
@@ -56,6 +57,8 @@ class TaskDefaults:
     worktree: bool = False
     sandbox_problem: Callable[[Engine], str | None] = _sandbox_everywhere
     plain_text_tasks: bool = True  # a plain message in a private chat starts a /detach task
+    max_attachment_bytes: int = 20 * 1024 * 1024
+    attachments_staging: Path = Path("data") / "attachments"  # before a task's directory is known
 
 
 class TaskService:
@@ -84,6 +87,8 @@ class TaskService:
         self.workdirs = workdirs
         self.default_engine = defaults.engine
         self.plain_text_tasks = defaults.plain_text_tasks
+        self.max_attachment_bytes = defaults.max_attachment_bytes
+        self.attachments_staging = defaults.attachments_staging
         self.money = money
         self.worktrees = worktrees
 
@@ -108,11 +113,14 @@ class TaskService:
         engine: Engine | None = None,
         reply_to: int | None = None,
         with_options: bool = True,
+        attachments: Sequence[Path] = (),
     ) -> Task:
         """A task from a Telegram command: ``[key=value ...] prompt`` (a plain message,
         ``with_options=False``: all prompt), in the default working directory. A command
-        Telegram delivers twice (a restart before the update was confirmed) starts one task."""
+        Telegram delivers twice (a restart before the update was confirmed) starts one task.
+        ``attachments`` (staged files) go into the task's directory, and the prompt says where."""
         options, prompt = split_options(text) if with_options else ({}, text)
+        prompt += mention(list(attachments))
         new = await self.plan(user_id, chat_id, kind, options, prompt, locale, command, engine)
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
@@ -121,7 +129,7 @@ class TaskService:
                     "message %s in chat %s already started task %s", reply_to, chat_id, existing
                 )
                 return await self.get_own(user_id, existing)
-        return await self.start(new, reply_to=reply_to)
+        return await self.start(new, reply_to=reply_to, attachments=attachments)
 
     async def plan(
         self,
@@ -223,8 +231,11 @@ class TaskService:
         await self._store.chats.set_cwd(chat_id, str(path))
         return path
 
-    async def start(self, new: NewTask, reply_to: int | None = None) -> Task:
-        """Create a task, acknowledge it in its chat, and queue its first turn."""
+    async def start(
+        self, new: NewTask, reply_to: int | None = None, attachments: Sequence[Path] = ()
+    ) -> Task:
+        """Create a task, acknowledge it in its chat, put its attachments in its directory,
+        and queue its first turn."""
         if new.engine not in self._engines:
             raise UserInputError("error.engine_unavailable", engine=new.engine)
         await self.money.check_daily_cap(new.owner_id)
@@ -244,6 +255,7 @@ class TaskService:
                 )
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
+        place(list(attachments), Path(task.cwd))
         await self._queue.kick(task.id)
         return task
 
@@ -254,15 +266,21 @@ class TaskService:
         return await self._store.tasks.set_cwd(task.id, str(created.cwd))
 
     async def follow_up(
-        self, user_id: int, task_id: int, prompt: str, reply_to: int
+        self,
+        user_id: int,
+        task_id: int,
+        prompt: str,
+        reply_to: int,
+        attachments: Sequence[Path] = (),
     ) -> Turn | None:
         task = await self.get_own(user_id, task_id)
-        prompt = self.validate_prompt(prompt, "detach")
+        prompt = self.validate_prompt(prompt + mention(list(attachments)), "detach")
         await self.money.check_daily_cap(user_id)
         if await self._store.links.task_for(task.chat_id, reply_to) is not None:
             log.info("message %s already continued task %s", reply_to, task.id)
             return None
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
+        place(list(attachments), Path(task.cwd))
 
         async def link_and_say() -> None:
             await self._store.links.link(task.chat_id, reply_to, task.id, "follow_up")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -17,6 +18,7 @@ from aiogram.types import Update
 from bot.store import Store
 
 log = logging.getLogger(__name__)
+TAKEN_MEMORY = 10_000  # update ids remembered per run (Telegram re-sends only the latest)
 
 
 class JournaledDispatcher(Dispatcher):
@@ -24,6 +26,10 @@ class JournaledDispatcher(Dispatcher):
         super().__init__(**workflow_data)
         self._store = store
         self._replays: set[asyncio.Task[bool]] = set()
+        # update ids this run took on: the replay of the journal and a re-delivery of the same
+        # unconfirmed update by getUpdates must not run one update twice, let alone at once
+        self._taken: set[int] = set()
+        self._taken_order: deque[int] = deque()
         self.startup.register(self._replay)
 
     async def _listen_updates(  # type: ignore[override]
@@ -38,10 +44,23 @@ class JournaledDispatcher(Dispatcher):
     async def _process_update(
         self, bot: Bot, update: Update, call_answer: bool = True, **kwargs: Any
     ) -> bool:
+        if not self._take(update.update_id):
+            log.info("update %s is already being handled; skipped", update.update_id)
+            return True
         try:
             return await super()._process_update(bot, update, call_answer, **kwargs)
         finally:
             await asyncio.shield(self._store.journal.done(update.update_id))
+
+    def _take(self, update_id: int) -> bool:
+        """True the first time this run sees ``update_id`` (the last TAKEN_MEMORY are kept)."""
+        if update_id in self._taken:
+            return False
+        self._taken.add(update_id)
+        self._taken_order.append(update_id)
+        if len(self._taken_order) > TAKEN_MEMORY:
+            self._taken.discard(self._taken_order.popleft())
+        return True
 
     async def _replay(self, bot: Bot, **kwargs: Any) -> None:
         """Handle again, in order and in the background, what the last run received but did not

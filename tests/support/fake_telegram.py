@@ -161,6 +161,7 @@ class FakeTelegram:
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=60 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.*}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -207,6 +208,42 @@ class FakeTelegram:
         if reply_to_message_id is not None:
             message["reply_to_message"] = self.find_message(chat_id, reply_to_message_id)
         self.messages.setdefault(chat_id, []).append(message)
+        await self._push({"message": message})
+        return message
+
+    async def user_document(
+        self,
+        data: bytes,
+        filename: str,
+        user_id: int,
+        caption: str | None = None,
+        reply_to_message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """The user sends a file (with a caption, maybe as a reply); the bot may download it
+        (getFile, then the file URL) like from Telegram."""
+        file_id = f"user-file-{next(self._ids)}"
+        self.files[file_id] = data
+        message: dict[str, Any] = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private"},
+            "from": self.user(user_id),
+            "document": {
+                "file_id": file_id,
+                "file_unique_id": file_id,
+                "file_name": filename,
+                "file_size": len(data),
+            },
+        }
+        if caption is not None:
+            message["caption"] = caption
+            if caption.startswith("/"):
+                message["caption_entities"] = [
+                    {"type": "bot_command", "offset": 0, "length": len(caption.split()[0])}
+                ]
+        if reply_to_message_id is not None:
+            message["reply_to_message"] = self.find_message(user_id, reply_to_message_id)
+        self.messages.setdefault(user_id, []).append(message)
         await self._push({"message": message})
         return message
 
@@ -453,6 +490,25 @@ class FakeTelegram:
         if p.get("reply_markup"):
             message["reply_markup"] = p["reply_markup"]
         return message
+
+    async def _m_getFile(self, p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        data = self.files.get(str(p["file_id"]))
+        if data is None:
+            raise _ApiError(400, "Bad Request: invalid file_id")
+        if len(data) > 20 * 1024 * 1024:  # the Bot API's download limit
+            raise _ApiError(400, "Bad Request: file is too big")
+        return {
+            "file_id": p["file_id"],
+            "file_unique_id": p["file_id"],
+            "file_size": len(data),
+            "file_path": f"documents/{p['file_id']}",
+        }
+
+    async def _file(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != TOKEN:
+            return web.Response(status=401)
+        data = self.files.get(request.match_info["path"].removeprefix("documents/"))
+        return web.Response(body=data) if data is not None else web.Response(status=404)
 
     async def _m_deleteMessage(self, p: dict[str, Any]) -> bool:  # noqa: N802
         message = self.find_message(int(p["chat_id"]), int(p["message_id"]))

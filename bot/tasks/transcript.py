@@ -1,0 +1,31 @@
+"""A task's transcript as a person reads it: what the agent said, each tool it called and the
+short result, how each turn ended — not event names, and the answer once (it is the agent's
+last words already)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.telegram.render import shorten
+
+SAID_CHARS = 600
+TOOL_CHARS = 200
+
+
+def human_line(kind: str, body: dict[str, Any]) -> str | None:
+    """One event of the transcript as a line (None: nothing a person needs to read)."""
+    if kind == "TextEmitted":
+        return f"💬 {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
+    if kind == "ToolCalled":
+        summary = shorten(str(body.get("summary", "")), TOOL_CHARS, one_line=True)
+        return f"▸ {body.get('name', '?')}: {summary}"
+    if kind == "ToolFinished":
+        output = str(body.get("output", "")).strip()
+        first = shorten(output, TOOL_CHARS, one_line=True) if output else "(no output)"
+        return f"  ↳ {'✗ ' if body.get('is_error') else ''}{first}"
+    if kind == "TurnFinished":
+        if body.get("is_error"):
+            errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
+            return f"✖ the turn failed: {shorten(str(errors or ''), TOOL_CHARS, one_line=True)}"
+        return "✔ the turn ended"
+    return None  # session ids, usage counters: bookkeeping
