@@ -114,6 +114,11 @@ def _v13(conn: Connection) -> None:
     _add_column(conn, "chat_settings", "notify", "VARCHAR(8)")
 
 
+def _v14(conn: Connection) -> None:
+    """A task's messages are looked up by task (its acknowledgement is edited as it moves)."""
+    conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_outbox_task_id ON outbox (task_id)"))
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -130,6 +135,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v11,
     _v12,
     _v13,
+    _v14,
 ]
 
 

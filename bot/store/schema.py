@@ -177,6 +177,7 @@ outbox = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("retired_at", sa.DateTime(timezone=True)),  # v11: a message removed once done
     sa.Index("ix_outbox_status_id", "status", "id"),
+    sa.Index("ix_outbox_task_id", "task_id"),  # v14: a task's messages (its ack, its cards)
 )
 
 worktrees = sa.Table(

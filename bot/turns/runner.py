@@ -246,7 +246,6 @@ class TurnRunner:
                 if not again:
                     await self._notifier.turn_finished(task, finished, denials, changes)
                 await self._notifier.ack_status(task)  # after the card: it is not held back
-                await self._notifier.buttons_follow(task)
                 failpoints.hit("finish.before_commit")
         except Exception:  # deliberate: a card that cannot be built must not leave it "running"
             log.exception("task %s turn %s: completion card failed", task.id, turn_id)

@@ -69,6 +69,12 @@ class Diff:
     patch: str
 
 
+def maybe_in_repository(cwd: Path) -> bool:
+    """A ``.git`` in ``cwd`` or above: the cheap test before asking git itself."""
+    path = cwd.resolve()
+    return any((p / ".git").exists() for p in (path, *path.parents))
+
+
 class Worktrees:
     def __init__(self, store: Store, root: Path) -> None:
         self._store = store
@@ -85,11 +91,16 @@ class Worktrees:
         return Path(top.out).resolve()
 
     async def top_level(self, cwd: Path) -> Path | None:
-        """The top of the git repository holding ``cwd``, or None."""
+        """The top of the git repository holding ``cwd``, or None (no git process at all for a
+        directory that is in no repository: this runs for every new task)."""
+        if not maybe_in_repository(cwd):
+            return None
         top = await git(cwd, "rev-parse", "--show-toplevel")
         return Path(top.out).resolve() if top.code == 0 and top.out else None
 
     async def in_repository(self, cwd: Path) -> bool:
+        if not maybe_in_repository(cwd):
+            return False
         try:
             await self.repository(cwd)
         except UserInputError:
