@@ -301,3 +301,23 @@ async def test_files_go_into_the_task_directory_and_their_paths_reach_the_agent(
             await until(lambda: len(engine.specs) == 3, timeout_s=20)
             assert "notes.txt" in engine.specs[2].prompt
             assert len([t for t in await app.store.tasks.list_for(None)]) == 2
+
+
+async def test_a_file_sent_as_a_reply_reaches_the_real_model(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script("MARK-FILE", [{"text": "first"}, {"echo": True}])
+    async with FakeTelegram() as fake:
+        real = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(real, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude MARK-FILE look", OWNER)
+            card = await fake.wait_text(OWNER, "first", timeout_s=60)
+            await wait_linked(app, OWNER, card.result["message_id"])
+            await fake.user_document(
+                b"col\n1\n", "report.csv", OWNER, reply_to_message_id=card.result["message_id"]
+            )
+            await fake.wait_text(OWNER, "ECHO", timeout_s=60)
+    [saved] = (workdir / ".detach" / "attachments").glob("*-report.csv")
+    last = anthropic.requests_for("MARK-FILE")[-1]["last_user_text"]
+    assert f".detach/attachments/{saved.name}" in last and saved.read_bytes() == b"col\n1\n"
