@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from aiogram import Bot, Dispatcher
 from aiogram.client.default import DefaultBotProperties
-from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.session.base import BaseSession
 from aiogram.client.telegram import TelegramAPIServer
 
@@ -41,6 +40,7 @@ from bot.telegram.journal import JournaledDispatcher
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
 from bot.telegram.retry import RetryMiddleware
+from bot.telegram.session import BotApiSession
 from bot.telegram.texts import Texts
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
@@ -72,7 +72,7 @@ class App:
 def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
     if settings.bot_token is None:
         raise ConfigError("DETACH_BOT_TOKEN is not set")
-    session = session or AiohttpSession(api=TelegramAPIServer.from_base(settings.telegram_api_url))
+    session = session or BotApiSession(api=TelegramAPIServer.from_base(settings.telegram_api_url))
     session.middleware(RetryMiddleware())
     return Bot(
         settings.bot_token.get_secret_value(),
