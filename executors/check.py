@@ -60,6 +60,7 @@ class ShellCheck:
         finally:
             with anyio.CancelScope(shield=True):  # cancel or timeout: nothing of it runs on
                 await stop_tree(proc, self._grace_s, signal.SIGTERM, tag)
+                await _drain(proc, self._grace_s)
         duration = time.monotonic() - started
         text = output.decode(errors="replace")
         if timed_out:
@@ -75,6 +76,14 @@ class ShellCheck:
             round=round_,
             timed_out=timed_out,
         )
+
+
+async def _drain(proc: asyncio.subprocess.Process, timeout_s: float) -> None:
+    """Read the pipes of a stopped check to their end (bounded), so their transports close now
+    and not when the loop is gone."""
+    assert proc.stdout is not None and proc.stderr is not None
+    with contextlib.suppress(TimeoutError, OSError, ValueError):
+        await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), timeout_s)
 
 
 async def _collect(proc: asyncio.subprocess.Process, output: bytearray) -> None:
