@@ -22,6 +22,7 @@ from executors.check import ShellCheck
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task, wait_sent
+from tests.support.machine import empty_repository
 from tests.support.recording_session import RecordingSession
 from tests.test_handlers import OWNER, feed, message
 
@@ -170,12 +171,7 @@ async def test_check_defaults_come_from_the_repository_and_check_no_turns_them_o
 
 
 async def test_detach_is_sandboxed_by_default_and_says_so_where_it_cannot_be(tmp_path, workdir):
-    subprocess.run(["git", "init", "-q", str(workdir)], check=True)
-    subprocess.run(
-        ["git", "-C", str(workdir), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q"]
-        + ["--allow-empty", "-m", "init"],
-        check=True,
-    )
+    empty_repository(workdir)
     works = FakeEngine(finished("ok"))
     lacks = FakeEngine(finished("ok"), engine="codex", sandbox_problem="bwrap not installed")
     async with app_in_own_task(

@@ -6,7 +6,6 @@ message is a task, a reply right after the acknowledgement continues it."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 from bot.models import (
@@ -22,6 +21,7 @@ from bot.telegram.render import usd
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
+from tests.support.machine import empty_repository
 
 SESSION = "0f0e0d0c-0b0a-4908-8706-050403020100"
 
@@ -197,12 +197,7 @@ async def test_a_plain_message_is_a_task_and_an_immediate_reply_continues_it(tmp
 
 
 async def test_the_card_lists_new_files_and_small_budgets_read_true(tmp_path, workdir):
-    subprocess.run(["git", "init", "-q", str(workdir)], check=True)
-    subprocess.run(
-        ["git", "-C", str(workdir), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q"]
-        + ["--allow-empty", "-m", "init"],
-        check=True,
-    )
+    empty_repository(workdir)
 
     def script(spec: TurnSpec) -> tuple:
         (spec.cwd / "added.txt").write_text("new\n")

@@ -5,7 +5,6 @@ to run rather than run unsandboxed."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from pathlib import Path
@@ -16,6 +15,7 @@ from bot.models import ApprovalDecision, ApprovalMode, ToolFinished, TurnFinishe
 from executors import sandbox
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
+from tests.support.machine import path_without_bwrap
 from tests.test_claude_executor import Scripted, collect
 from tests.test_codex_executor import PATCH
 from tests.test_codex_executor import collect as collect_codex
@@ -143,13 +143,7 @@ async def test_claude_allows_a_listed_host_without_asking(
 async def test_claude_without_bubblewrap_refuses_to_run_unsandboxed(
     claude_bin, agent_env, anthropic, workdir, tmp_path
 ):
-    bare = tmp_path / "bin-without-bwrap"
-    bare.mkdir()
-    for name in ("node", "sh", "bash", "git", "socat", "env", "touch"):
-        found = shutil.which(name)
-        if found:
-            os.symlink(found, bare / name)
-    env = {**agent_env, "PATH": str(bare)}
+    env = {**agent_env, "PATH": path_without_bwrap(tmp_path)}
     anthropic.script("MARK-SBX4", [bash("touch inside.txt"), {"text": "ran"}])
     executor = ClaudeExecutor(claude_bin, env)
     assert "bwrap" in (executor.sandbox_problem() or "")

@@ -5,14 +5,13 @@ round two passes, and the card says so; where bubblewrap is missing the task say
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 from bot.models import ApprovalMode, TaskStatus
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.machine import path_without_bwrap
 
 
 def bash(command: str) -> dict:
@@ -72,16 +71,12 @@ async def test_detach_runs_sandboxed_with_no_taps_and_is_done_when_its_check_pas
 async def test_without_bubblewrap_detach_says_so_and_asks(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    bare = tmp_path / "bin-without-bwrap"
-    bare.mkdir()
-    for name in ("node", "sh", "bash", "git", "env", "touch", "socat"):
-        found = shutil.which(name)
-        if found:
-            os.symlink(found, bare / name)
     anthropic.script("MARK-NOBW", [bash("touch made.txt"), {"text": "went on"}])
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
-        async with running_bot(settings, {**agent_env, "PATH": str(bare)}) as app:
+        async with running_bot(
+            settings, {**agent_env, "PATH": path_without_bwrap(tmp_path)}
+        ) as app:
             await fake.user_message("/status", OWNER)
             status = await fake.wait_text(OWNER, "sandbox UNAVAILABLE")
             assert "bwrap" in status.params["text"]
