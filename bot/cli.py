@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import subprocess
 import sys
 from pathlib import Path
 
@@ -203,22 +202,13 @@ def _add(args: argparse.Namespace) -> int:
 
 def _check(given: str | None, cwd: Path) -> str | None:
     """``--check``, else the repository's ``.detach.toml`` (``--check no``: none)."""
-    from bot.tasks.checks import repository_check
-    from bot.tasks.options import NONE
+    from bot.tasks.checks import given_check, repository_check
+    from bot.worktrees.git import top_level
 
     if given is not None:
-        return None if given.strip().lower() in (*NONE, "") else given.strip()
-    top = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if top.returncode != 0 or not top.stdout.strip():
-        return None
-    return repository_check(Path(top.stdout.strip()))
+        return given_check(given)
+    top = asyncio.run(top_level(cwd))
+    return repository_check(top) if top is not None else None
 
 
 def _add_through_inbox(

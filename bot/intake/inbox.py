@@ -79,18 +79,7 @@ class Inbox:
         owner = self._owner(tf.chat_id)
         chat_id = tf.chat_id or owner
         locale = (await self._store.users.locales()).get(owner, DEFAULT_LOCALE)
-        options = {
-            k: v
-            for k, v in (
-                ("model", tf.model),
-                ("cwd", tf.cwd),
-                ("engine", tf.engine),
-                ("worktree", tf.worktree),
-                ("mode", tf.mode),
-                ("check", tf.check),
-            )
-            if v
-        }
+        options = tf.options()
         new = await self._service.plan(
             owner, chat_id, TaskKind.DETACH, options, tf.prompt, locale, "detach", slug=tf.slug
         )

@@ -28,6 +28,7 @@ HEAD_KEYS = (
     "mode",
     "check",
 )
+OPTION_KEYS = ("model", "cwd", "engine", "worktree", "mode", "check")
 TAIL_KEYS = ("completed", "duration_seconds", "status", "check_status", "check_round")
 SECTIONS = ("Goal", "Constraints", "Result")
 _LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
@@ -57,6 +58,11 @@ class TaskFile:
     status: str | None = None
     check_status: str | None = None  # passed / failed: the last check's verdict
     check_round: int | None = None
+
+    def options(self) -> dict[str, str]:
+        """The task options the file sets (``model``, ``cwd``, ``engine``, ``worktree``,
+        ``mode``, ``check``), as a task command's ``key=value`` would."""
+        return {key: value for key in OPTION_KEYS if (value := getattr(self, key))}
 
     @property
     def prompt(self) -> str:

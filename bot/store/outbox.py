@@ -31,6 +31,7 @@ class OutboxRow:
     task_id: int | None
     link_kind: str | None
     attempts: int
+    status: str = OutboxStatus.PENDING
 
 
 class OutboxRepo:
@@ -190,7 +191,7 @@ class OutboxRepo:
 
 def _row(r: Any) -> OutboxRow:
     return OutboxRow(
-        r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind, r.attempts
+        r.id, r.chat_id, r.op, json.loads(r.payload), r.task_id, r.link_kind, r.attempts, r.status
     )
 
 

@@ -5,10 +5,17 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from bot.errors import UserInputError
+from bot.errors import UserInputError, clean
+from bot.tasks.options import NONE
 
 CONFIG_NAME = ".detach.toml"
 MAX_BYTES = 64 * 1024
+
+
+def given_check(given: str) -> str | None:
+    """An explicit check (``check=``, ``--check``): the command, or None for ``no``."""
+    text = clean(given).strip()
+    return None if text.lower() in (*NONE, "") else text
 
 
 def repository_check(top: Path) -> str | None:

@@ -22,8 +22,8 @@ from bot.models import (
 )
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store
-from bot.tasks.checks import repository_check
-from bot.tasks.options import NONE, approval_mode, flag, split_options
+from bot.tasks.checks import given_check, repository_check
+from bot.tasks.options import approval_mode, flag, split_options
 from bot.tasks.options import engine as option_engine
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.attachments import mention, place
@@ -197,9 +197,8 @@ class TaskService:
 
     async def _check(self, options: dict[str, str], cwd: Path) -> str | None:
         """``check=`` (``check=no``: none), else the repository's ``.detach.toml``."""
-        given = options.get("check")
-        if given is not None:
-            return None if given.strip().lower() in (*NONE, "") else clean(given).strip()
+        if "check" in options:
+            return given_check(options["check"])
         top = await self.worktrees.top_level(cwd)
         return repository_check(top) if top is not None else None
 

@@ -7,7 +7,6 @@ import html
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from aiogram.types import ForceReply, InlineKeyboardMarkup
 
@@ -22,6 +21,7 @@ from bot.models import (
 )
 from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import (
     MAX_CHUNKS,
@@ -35,32 +35,6 @@ from bot.telegram.render import (
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
-CARD_ALWAYS = frozenset({"followup", "transcript"})
-WORKTREE_BUTTONS = frozenset({"diff", "merge", "discard", "discard_yes"})
-
-
-def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
-    """The task buttons that still do something for ``task`` as it is now."""
-    allowed: set[str] = set()
-    if task.status is not TaskStatus.ARCHIVED:
-        allowed |= CARD_ALWAYS
-        allowed |= {"cancel"} if task.status.active else {"retry", "archive"}
-    if task.status is TaskStatus.INTERRUPTED:
-        allowed |= {"resume", "fail"}
-    if worktree_active:
-        allowed |= WORKTREE_BUTTONS
-    return frozenset(allowed)
-
-
-def _keeps(button: dict[str, Any], task_id: int, allowed: frozenset[str]) -> bool:
-    """A button of another task, or not a task button, stays; this task's must be allowed."""
-    data = str(button.get("callback_data", ""))
-    parts = data.split(":")
-    if len(parts) != 3 or parts[0] != "t" or parts[2] != str(task_id):
-        return True
-    return parts[1] in allowed
-
-
 # what notifies under the default policy: what needs the person, and the final card
 LOUD_KINDS = frozenset({"result", "approval", "question", "budget", "interrupted"})
 
@@ -75,6 +49,7 @@ class Notifier:
         self._store = store
         self._texts = texts
         self._outbox = outbox
+        self._lifecycle = TaskMessages(store, texts, outbox)
 
     def text(self, locale: str, key: str, **params: object) -> str:
         return self._texts.get(locale, key, **params)
@@ -115,71 +90,10 @@ class Notifier:
         )
 
     async def ack_status(self, task: Task) -> None:
-        """Edit the task's acknowledgement to tell its status now (its first line), keeping
-        the rest (title, origin, mode); Cancel only while something can be cancelled. Nothing
-        when the acknowledgement already says it (or was never sent)."""
-        found = await self._store.outbox.first_send(task.id, "ack")
-        if found is None:
-            return
-        row_id, chat_id, text = found
-        lines = text.split("\n")
-        lines[0] = self._ack_head(task)
-        markup = (
-            task_keyboard(self._texts, task.locale, task.id, ["cancel"])
-            if task.status.active
-            else None
-        )
-        if lines[0] != text.split("\n")[0]:
-            await self._outbox.edit(chat_id, None, "\n".join(lines), markup, row_id=row_id)
+        await self._lifecycle.ack_status(task)
 
     async def buttons_follow(self, task: Task, note: str | None = None) -> bool:
-        """Every message that carries this task's buttons (its cards, a restart's notice)
-        keeps only those that still apply to the task as it is now; ``note`` (HTML) is added
-        to its newest card, saying what happened (merged, archived…). The acknowledgement is
-        ``ack_status``'s. True when ``note`` went on a card."""
-        worktree = await self._store.worktrees.get(task.id)
-        allowed = allowed_actions(
-            task, worktree is not None and worktree.state == WorktreeState.ACTIVE
-        )
-        rows = [
-            r
-            for r in await self._store.outbox.with_task_buttons(task.chat_id, task.id)
-            if r.link_kind != "ack"
-        ]
-        newest_card = max((r.id for r in rows if r.link_kind == "result"), default=None)
-        for row in rows:
-            keyboard = (row.payload.get("markup") or {}).get("inline_keyboard") or []
-            kept = [[b for b in line if _keeps(b, task.id, allowed)] for line in keyboard]
-            kept = [line for line in kept if line]
-            text = row.payload.get("text", "")
-            if note and row.id == newest_card:
-                text = f"{text}\n{note}"
-            elif kept == keyboard:
-                continue
-            markup = {"inline_keyboard": kept} if kept else None
-            await self._store.outbox.replace_payload(
-                row.id, {**row.payload, "markup": markup, "text": text}
-            )
-            state, _ = await self._store.outbox.state(row.id)
-            if state != "sent":
-                continue  # not delivered yet: it goes out as it is now
-            keys = InlineKeyboardMarkup.model_validate(markup) if markup else None
-            if text != row.payload.get("text", ""):
-                await self._outbox.edit(task.chat_id, None, text, keys, row_id=row.id)
-            else:
-                await self._outbox.edit_markup(task.chat_id, row.id, keys)
-        return note is not None and newest_card is not None
-
-    def _ack_head(self, task: Task) -> str:
-        """The acknowledgement's first line: icon, label, status."""
-        return self._texts.get(
-            task.locale,
-            "task.ack",
-            icon=STATUS_ICONS[task.status],
-            label=task.label,
-            status=self._texts.status(task.locale, task.status),
-            title="",
-        ).split("\n")[0]
+        return await self._lifecycle.buttons_follow(task, note)
 
     def _ack_mode(self, task: Task) -> str:
         """How the task may act, when it is not the usual asking: sandboxed, and its check."""

@@ -75,6 +75,15 @@ def maybe_in_repository(cwd: Path) -> bool:
     return any((p / ".git").exists() for p in (path, *path.parents))
 
 
+async def top_level(cwd: Path) -> Path | None:
+    """The top of the git repository holding ``cwd``, or None (no git process at all for a
+    directory that is in no repository: this runs for every new task)."""
+    if not maybe_in_repository(cwd):
+        return None
+    top = await git(cwd, "rev-parse", "--show-toplevel")
+    return Path(top.out).resolve() if top.code == 0 and top.out else None
+
+
 class Worktrees:
     def __init__(self, store: Store, root: Path) -> None:
         self._store = store
@@ -91,12 +100,7 @@ class Worktrees:
         return Path(top.out).resolve()
 
     async def top_level(self, cwd: Path) -> Path | None:
-        """The top of the git repository holding ``cwd``, or None (no git process at all for a
-        directory that is in no repository: this runs for every new task)."""
-        if not maybe_in_repository(cwd):
-            return None
-        top = await git(cwd, "rev-parse", "--show-toplevel")
-        return Path(top.out).resolve() if top.code == 0 and top.out else None
+        return await top_level(cwd)
 
     async def in_repository(self, cwd: Path) -> bool:
         if not maybe_in_repository(cwd):

@@ -1,0 +1,121 @@
+"""Task messages that stay true after they were sent: the acknowledgement's status line and
+Cancel button, and the task buttons on its cards and on restart notices, edited as the task
+moves (no I/O to Telegram here: edits go through the outbox)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiogram.types import InlineKeyboardMarkup
+
+from bot.models import Task, TaskStatus, WorktreeState
+from bot.store import Store
+from bot.store.outbox import OutboxRow
+from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.outbox import Outbox
+from bot.telegram.render import STATUS_ICONS
+from bot.telegram.texts import Texts
+
+ALWAYS = frozenset(CARD_ACTIONS) - {"retry", "archive"}  # follow up, transcript
+IDLE_ONLY = frozenset({"retry", "archive"})
+WORKTREE = frozenset(WORKTREE_ACTIONS) | {"discard_yes"}
+
+
+def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
+    """The task buttons that still do something for ``task`` as it is now."""
+    allowed: set[str] = set()
+    if task.status is not TaskStatus.ARCHIVED:
+        allowed |= ALWAYS | ({"cancel"} if task.status.active else IDLE_ONLY)
+    if task.status is TaskStatus.INTERRUPTED:
+        allowed |= {"resume", "fail"}
+    if worktree_active:
+        allowed |= WORKTREE
+    return frozenset(allowed)
+
+
+def keeps(button: dict[str, object], task_id: int, allowed: frozenset[str]) -> bool:
+    """A button of another task, or not a task button, stays; this task's must be allowed."""
+    try:
+        action = TaskAction.unpack(str(button.get("callback_data", "")))
+    except (TypeError, ValueError):
+        return True
+    return action.task_id != task_id or action.action in allowed
+
+
+class TaskMessages:
+    def __init__(self, store: Store, texts: Texts, outbox: Outbox) -> None:
+        self._store = store
+        self._texts = texts
+        self._outbox = outbox
+
+    async def ack_status(self, task: Task) -> None:
+        """Edit the task's acknowledgement to tell its status now (its first line), keeping
+        the rest (title, origin, mode); Cancel only while something can be cancelled. Nothing
+        when the acknowledgement already says it (or was never sent)."""
+        found = await self._store.outbox.first_send(task.id, "ack")
+        if found is None:
+            return
+        row_id, chat_id, text = found
+        head, _, rest = text.partition("\n")
+        now = self._ack_head(task)
+        if now == head:
+            return
+        markup = (
+            task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+            if task.status.active
+            else None
+        )
+        await self._outbox.edit(chat_id, None, f"{now}\n{rest}", markup, row_id=row_id)
+
+    def _ack_head(self, task: Task) -> str:
+        """The acknowledgement's first line: icon, label, status."""
+        return self._texts.get(
+            task.locale,
+            "task.ack",
+            icon=STATUS_ICONS[task.status],
+            label=task.label,
+            status=self._texts.status(task.locale, task.status),
+            title="",
+        ).split("\n")[0]
+
+    async def buttons_follow(self, task: Task, note: str | None = None) -> bool:
+        """Every message that carries this task's buttons (its cards, a restart's notice)
+        keeps only those that still apply to the task as it is now; ``note`` (HTML) is added
+        to its newest card, saying what happened (merged, archived…). The acknowledgement is
+        ``ack_status``'s. True when ``note`` went on a card."""
+        worktree = await self._store.worktrees.get(task.id)
+        allowed = allowed_actions(
+            task, worktree is not None and worktree.state == WorktreeState.ACTIVE
+        )
+        rows = [
+            r
+            for r in await self._store.outbox.with_task_buttons(task.chat_id, task.id)
+            if r.link_kind != "ack"
+        ]
+        newest_card = max((r.id for r in rows if r.link_kind == "result"), default=None)
+        for row in rows:
+            keyboard = (row.payload.get("markup") or {}).get("inline_keyboard") or []
+            kept = [[b for b in line if keeps(b, task.id, allowed)] for line in keyboard]
+            kept = [line for line in kept if line]
+            text = row.payload.get("text", "")
+            if note and row.id == newest_card:
+                text = f"{text}\n{note}"
+            elif kept == keyboard:
+                continue
+            await self._show(task.chat_id, row, text, kept)
+        return note is not None and newest_card is not None
+
+    async def _show(self, chat_id: int, row: OutboxRow, text: str, kept: list[list[Any]]) -> None:
+        """A message's new text and buttons: in its row (a message not sent yet goes out as it
+        is now), and as an edit of the delivered one (only the buttons when the text stayed)."""
+        markup = {"inline_keyboard": kept} if kept else None
+        await self._store.outbox.replace_payload(
+            row.id, {**row.payload, "markup": markup, "text": text}
+        )
+        if row.status != "sent":
+            return
+        keys = InlineKeyboardMarkup.model_validate(markup) if markup else None
+        if text != row.payload.get("text", ""):
+            await self._outbox.edit(chat_id, None, text, keys, row_id=row.id)
+        else:
+            await self._outbox.edit_markup(chat_id, row.id, keys)
