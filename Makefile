@@ -64,7 +64,7 @@ test: dev agents locales sandbox-required
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude DETACH_TEST_CODEX_BIN=$(CURDIR)/$(CODEX_NATIVE) \
 		$(PY) -m pytest -q
 
-bench: dev agents locales
+bench: dev agents locales sandbox
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
 
 lint: dev

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ CHECK_PROMPT = (
     "changed."
 )
 CHECK_PROMPT_TAIL = 6000
+AGENT_EXIT_WAIT_S = 30.0  # a previous agent of the task still exiting (its stop is bounded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,7 @@ class TurnRunner:
         self._stop_poll_s = stop_poll_s
         self._process_tag = process_tag
         self._checks = checks
+        self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         turn = await self._store.tasks.claim_turn(turn_id, self.runner_id)
@@ -124,43 +126,54 @@ class TurnRunner:
         refusal = await self._refusal(task)
         if refusal is not None:
             await self._finish(task, turn_id, refusal, denials)
+            await self._queue.kick(task.id)
             return
         preset = self._money.catalog.get(task.preset)
         left = self._money.budget_left(task)
+        reported = False  # the outcome and its card are committed; the agent may still exit
         try:
             spec = await self._spec(task, turn, preset, left)
-            with control.running(), self._stops_from_elsewhere(turn_id, control):
-                outcome, denials = await self._drive(task, spec, preset, left)
-                check = await self._check(task, turn, outcome, spec.process_tag)
+            async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
+                with control.running(), self._stops_from_elsewhere(turn_id, control):
+                    outcome, denials = await self._drive(task, spec, preset, left, agent)
+                    check = await self._check(task, turn, outcome, spec.process_tag)
+                # The answer is reported while the agent exits after it (tens of ms for
+                # Claude); the block ends once it did, and only then may the next turn start.
+                await self._finish(task, turn_id, outcome, denials, check)
+                reported = True
         except asyncio.CancelledError:
-            if control.reason in (None, StopReason.SHUTDOWN):
+            if reported or control.reason in (None, StopReason.SHUTDOWN):
                 raise  # shutdown: recovery turns it into `interrupted` at the next start
             outcome = TurnOutcome(
                 status=TaskStatus(control.reason.value),
                 error=TurnError(f"turn_error.{control.reason.value}"),
             )
             await self._finish(task, turn_id, outcome, denials)
+            await self._queue.kick(task.id)
             raise
-        except AgentCrashed as exc:
-            outcome = TurnOutcome(
-                TaskStatus.FAILED,
-                stderr_tail=exc.stderr_tail,
-                error=TurnError("turn_error.agent", {"reason": exc.reason}),
-            )
-        except AgentNotInstalled as exc:
-            outcome = TurnOutcome(
-                TaskStatus.FAILED,
-                error=TurnError(
-                    "turn_error.not_installed", {"engine": exc.engine, "binary": exc.binary or "–"}
-                ),
-            )
-        except Exception as exc:  # the one catch-all of the pool: a failing turn never kills it
-            log.exception("task %s turn %s: unexpected error", task.id, turn.id)
-            outcome = TurnOutcome(
-                TaskStatus.FAILED,
-                error=TurnError("turn_error.internal", {"error": type(exc).__name__}),
-            )
-        await self._finish(task, turn_id, outcome, denials, check)
+        except Exception as exc:
+            if reported:  # the agent's exit after its answer went wrong: nothing to report
+                log.exception("task %s turn %s: stopping the agent failed", task.id, turn.id)
+            else:
+                await self._finish(task, turn_id, _failure(task, turn, exc), denials)
+        await self._queue.kick(task.id)
+
+    @contextlib.asynccontextmanager
+    async def _one_agent(self, task_id: int) -> AsyncIterator[None]:
+        """One agent process of a task at a time in this process: a turn reported while its
+        agent still exits does not start the next turn's agent (same session) beside it. The
+        wait is bounded by the agent stop's own bound."""
+        previous = self._agents.get(task_id)
+        if previous is not None:
+            await asyncio.wait({previous}, timeout=AGENT_EXIT_WAIT_S)
+        gone = asyncio.get_running_loop().create_future()
+        self._agents[task_id] = gone
+        try:
+            yield
+        finally:
+            gone.set_result(None)
+            if self._agents.get(task_id) is gone:
+                del self._agents[task_id]
 
     @contextlib.contextmanager
     def _stops_from_elsewhere(self, turn_id: int, control: TurnControl) -> Iterator[None]:
@@ -257,7 +270,6 @@ class TurnRunner:
             await self._desk.ask_budget(
                 task, turn_id, task.total_cost_usd, task.max_usd, self._money.extend_amount(task)
             )
-        await self._queue.kick(task.id)
 
     async def _next_round(self, task: Task, turn: Turn, check: CheckResult) -> None:
         """The check failed with rounds left: its output goes back to the same session as the
@@ -312,11 +324,21 @@ class TurnRunner:
         return tools
 
     async def _drive(
-        self, task: Task, spec: TurnSpec, preset: Preset | None, left: float | None
+        self,
+        task: Task,
+        spec: TurnSpec,
+        preset: Preset | None,
+        left: float | None,
+        agent: contextlib.AsyncExitStack,
     ) -> tuple[TurnOutcome, tuple[str, ...]]:
+        """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
+        verdict it is left to exit on its own when that block ends (after the card); on
+        anything else (a budget stop, an error, a cancel) it is stopped."""
         executor = self._executors.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
+        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
+        agent.push_async_exit(_reaper(events))
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
         progress = Progress(
@@ -327,19 +349,15 @@ class TurnRunner:
             self._policy.progress_delay_s,
         )
         try:
-            async with (
-                progress,
-                contextlib.aclosing(
-                    executor.run(spec, self._desk.for_turn(task, spec.turn_id))
-                ) as events,
-            ):
+            async with progress:
                 async for event in events:
                     progress.observe(event)
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                         await self._store.tasks.set_session(task.id, event.session_id)
+                    batch.append(_transcript_entry(event))
                     if isinstance(event, TurnFinished):
                         final = event
-                    batch.append(_transcript_entry(event))
+                        break
                     if (
                         isinstance(event, UsageUpdated)
                         and preset is not None
@@ -347,6 +365,7 @@ class TurnRunner:
                         and preset.cost_usd(event.usage) > left
                     ):
                         log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
+                        await events.aclose()
                         cost = preset.cost_usd(event.usage)
                         return TurnOutcome(
                             TaskStatus.BUDGET_EXCEEDED,
@@ -360,8 +379,48 @@ class TurnRunner:
                         batch = []
         finally:
             await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
-        assert final is not None  # executors end with TurnFinished or raise
+        if final is None:  # executors end with TurnFinished or raise
+            raise AgentCrashed("the agent ended without a result", None, "")
         return _outcome(final, preset), final.denials
+
+
+def _reaper(events: AsyncGenerator[AgentEvent, None]) -> Any:
+    """The exit callback owning an agent's event stream: after a normal end (the agent gave its
+    verdict) the rest of the stream is read, in which the executor waits, bounded, for the
+    agent to exit; after an error or a cancel the stream is closed, which stops the agent."""
+
+    async def reap(exc_type: type[BaseException] | None, *_: object) -> bool:
+        try:
+            if exc_type is None:
+                async for _event in events:
+                    pass
+        finally:
+            await events.aclose()
+        return False
+
+    return reap
+
+
+def _failure(task: Task, turn: Turn, exc: Exception) -> TurnOutcome:
+    """The outcome of a turn that raised: the agent crashed, is missing, or (the one catch-all
+    of the pool: a failing turn never kills it) something unexpected."""
+    if isinstance(exc, AgentCrashed):
+        return TurnOutcome(
+            TaskStatus.FAILED,
+            stderr_tail=exc.stderr_tail,
+            error=TurnError("turn_error.agent", {"reason": exc.reason}),
+        )
+    if isinstance(exc, AgentNotInstalled):
+        return TurnOutcome(
+            TaskStatus.FAILED,
+            error=TurnError(
+                "turn_error.not_installed", {"engine": exc.engine, "binary": exc.binary or "–"}
+            ),
+        )
+    log.error("task %s turn %s: unexpected error", task.id, turn.id, exc_info=exc)
+    return TurnOutcome(
+        TaskStatus.FAILED, error=TurnError("turn_error.internal", {"error": type(exc).__name__})
+    )
 
 
 def _preamble(task: Task) -> str | None:
