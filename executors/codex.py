@@ -11,6 +11,7 @@ import logging
 import re
 import signal
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,6 +19,7 @@ import anyio
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import AgentEvent, ApprovalMode, Preset, SessionStarted, TurnFinished, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
+from executors import leftovers
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
@@ -151,6 +153,27 @@ class CodexExecutor:
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
+        absent = leftovers.absent(self._writable_roots(spec))
+        try:
+            async with contextlib.aclosing(self._run(spec, approver)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            leftovers.remove_left(absent)
+
+    def _writable_roots(self, spec: TurnSpec) -> list[Path]:
+        """Where the turn's sandbox may write: the task's directory, and unless excluded
+        (sandboxed mode) /tmp and $TMPDIR; nowhere when it is read-only or off."""
+        if self._policy(spec)["sandbox"] != "workspace-write":
+            return []
+        roots = [Path(spec.cwd)]
+        if spec.approval_mode is not ApprovalMode.SANDBOX:
+            roots += [Path("/tmp")] + (
+                [Path(self._env["TMPDIR"])] if self._env.get("TMPDIR") else []
+            )
+        return roots
+
+    async def _run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
         async with agent_process(
             self.engine,

@@ -18,6 +18,7 @@ from bot.models import (
     TurnSpec,
 )
 from executors.codex import CodexExecutor
+from executors.leftovers import MOUNT_POINTS
 from tests.support.processes import matching
 from tests.test_claude_executor import Scripted
 
@@ -106,7 +107,11 @@ _procs = matching
 
 
 async def test_cancel_leaves_no_process_behind(codex_bin, codex_env, openai, workdir):
+    """... and none of the empty mount points its sandbox makes for the running command in the
+    task's directory, /tmp and $TMPDIR (a stopped command used to leave /tmp/.git behind)."""
     openai.script("MARK-CCANCEL", [{"shell": "sleep 41.75"}, {"text": "never"}])
+    roots = [workdir, Path(codex_env["TMPDIR"]), Path("/tmp")]
+    before = {root / name for root in roots for name in MOUNT_POINTS if (root / name).exists()}
     executor = CodexExecutor(codex_bin, codex_env, cancel_grace_s=3)
 
     async def consume() -> None:
@@ -125,6 +130,8 @@ async def test_cancel_leaves_no_process_behind(codex_bin, codex_env, openai, wor
     await asyncio.sleep(0.5)
     assert _procs("sleep 41.75") == [] and _procs(str(workdir)) == []
     assert not [p for p in _procs("app-server") if p.cwd() == str(workdir)]
+    after = {root / name for root in roots for name in MOUNT_POINTS if (root / name).exists()}
+    assert after <= before, f"left behind: {sorted(map(str, after - before))}"
 
 
 async def test_a_sandbox_that_cannot_work_is_refused_clearly(codex_bin, codex_env, workdir):
