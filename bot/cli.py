@@ -317,7 +317,7 @@ def _archive(args: argparse.Namespace) -> int:
 
     async def work(store: Store) -> int:
         if args.all:
-            print(f"archived {await store.tasks.archive_finished(None)} task(s)")
+            print(f"archived {len(await store.tasks.archive_finished(None))} task(s)")
             return 0
         task = await store.tasks.get(args.id)
         if task is None or task.status.active:

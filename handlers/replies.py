@@ -29,9 +29,9 @@ def router() -> Router:
         if task is None:
             await reply("error.unrelated_reply")
             return
-        files = await staged(message, tasks)
         text = message.text or message.caption or ""
-        await tasks.follow_up(user_id, task.id, text, message.message_id, files)
+        async with staged(message, tasks) as files:
+            await tasks.follow_up(user_id, task.id, text, message.message_id, files)
 
     @r.message(F.text.startswith("/"))
     async def on_unknown_command(message: Message, reply: Reply) -> None:
@@ -50,17 +50,18 @@ def router() -> Router:
         if not tasks.plain_text_tasks:
             await reply("error.plain_text")
             return
-        await tasks.start_from_chat(
-            user_id,
-            message.chat.id,
-            TaskKind.DETACH,
-            message.text or message.caption or "",
-            locale,
-            "detach",
-            reply_to=message.message_id,
-            with_options=False,
-            attachments=await staged(message, tasks),
-        )
+        async with staged(message, tasks) as files:
+            await tasks.start_from_chat(
+                user_id,
+                message.chat.id,
+                TaskKind.DETACH,
+                message.text or message.caption or "",
+                locale,
+                "detach",
+                reply_to=message.message_id,
+                with_options=False,
+                attachments=files,
+            )
 
     @r.message()
     async def on_other(message: Message, reply: Reply) -> None:

@@ -31,17 +31,18 @@ def router(engines: Sequence[str]) -> Router:
         name = command.command.lower()
         kind = TaskKind.DETACH if name == "detach" else TaskKind.SESSION
         engine = None if name == "detach" else name
-        await tasks.start_from_chat(
-            user_id,
-            message.chat.id,
-            kind,
-            command.args or "",
-            locale,
-            name,
-            engine=engine,
-            reply_to=message.message_id,
-            attachments=await staged(message, tasks),
-        )
+        async with staged(message, tasks) as files:
+            await tasks.start_from_chat(
+                user_id,
+                message.chat.id,
+                kind,
+                command.args or "",
+                locale,
+                name,
+                engine=engine,
+                reply_to=message.message_id,
+                attachments=files,
+            )
 
     @r.message(Command("cd"))
     async def on_cd(

@@ -162,6 +162,24 @@ async def test_card_buttons_follow_archive_and_retry(tmp_path, workdir):
             assert "archived" in fake.find_message(OWNER, new_id)["text"]
 
 
+async def test_archive_all_takes_the_buttons_off_every_archived_card(tmp_path, workdir):
+    engine = FakeEngine(answer("Done here."))
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            cards = []
+            for word in ("alpha", "beta"):
+                mark = len(fake.calls)
+                await fake.user_message(f"/claude {word} job", OWNER)
+                card = await fake.wait_text(OWNER, "Done here.", timeout_s=20, after=mark)
+                cards.append(card.result["message_id"])
+                assert buttons_of(fake, cards[-1])  # Retry, Archive, Transcript…
+            await fake.user_message("/archive all", OWNER)
+            await fake.wait_text(OWNER, "Archived 2 tasks")
+            await until(lambda: all(buttons_of(fake, card) == [] for card in cards))
+            assert all("archived" in fake.find_message(OWNER, c)["text"] for c in cards)
+
+
 async def test_notify_quiet_silences_everything(tmp_path, workdir):
     engine = FakeEngine(answer("Quiet answer."))
     async with FakeTelegram() as fake:
@@ -296,6 +314,11 @@ async def test_files_go_into_the_task_directory_and_their_paths_reach_the_agent(
             await until(lambda: len(engine.specs) == 3, timeout_s=20)
             assert "notes.txt" in engine.specs[2].prompt
             assert len([t for t in await app.store.tasks.list_for(None)]) == 2
+
+            # a refused command keeps no staged copy of its file
+            await fake.user_document(b"no", "refused.txt", OWNER, caption="/claude model=nosuch x")
+            await fake.wait_text(OWNER, "nosuch")
+            await until(lambda: not list(app.service.attachments_staging.iterdir()))
 
 
 async def test_a_file_sent_as_a_reply_reaches_the_real_model(

@@ -61,8 +61,9 @@ async def test_migrations_are_idempotent_and_recorded(tmp_path):
 async def test_a_turn_is_claimed_once(store):
     task, turn = await store.tasks.create(new(), "fix-login")
     assert task.label == "#1 fix-login" and task.status is TaskStatus.QUEUED
-    claimed = await store.tasks.claim_turn(turn.id)
+    running, claimed = await store.tasks.claim_turn(turn.id)
     assert claimed.status is TaskStatus.RUNNING and claimed.started_at is not None
+    assert running.status is TaskStatus.RUNNING
     assert await store.tasks.claim_turn(turn.id) is None
     assert (await store.tasks.get(task.id)).status is TaskStatus.RUNNING
 
@@ -80,7 +81,7 @@ async def test_follow_ups_queue_behind_the_running_turn_in_order(store):
     assert after.status is TaskStatus.QUEUED and after.total_cost_usd == 0.5
     assert (await store.tasks.next_queued_turn(task.id)).id == second.id
     assert await store.tasks.claim_turn(third.id) is None  # not before the older one
-    assert (await store.tasks.claim_turn(second.id)).seq == 2
+    assert (await store.tasks.claim_turn(second.id))[1].seq == 2
 
 
 async def test_cancelled_queued_turn_cannot_be_claimed(store):
@@ -141,7 +142,7 @@ async def test_listing_and_archiving_are_per_owner(store):
     await store.tasks.set_status(mine.id, TaskStatus.DONE)
     await store.tasks.set_status(theirs.id, TaskStatus.DONE)
     assert [t.id for t in await store.tasks.list_for(1)] == [mine.id]
-    assert await store.tasks.archive_finished(1) == 1
+    assert len(await store.tasks.archive_finished(1)) == 1
     assert (await store.tasks.get(theirs.id)).status is TaskStatus.DONE
 
 

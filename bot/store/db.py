@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -13,13 +15,21 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 Clock = Callable[[], datetime]
+log = logging.getLogger(__name__)
+WRITER_WAIT_S = 30.0  # as long as SQLite's own busy timeout
 
 
 class Database:
     """The engine, and the transaction the current task is inside. Repositories open their
     connections here: outside ``atomic()`` each call has its own transaction; inside, every
     read and write joins the one transaction, so a state change and the outbox row that
-    reports it commit together or not at all."""
+    reports it commit together or not at all.
+
+    On SQLite, write transactions (``begin``, ``atomic``) of this process take turns on an
+    asyncio lock: SQLite has one writer at a time, and a writer it makes wait sleeps in steps
+    of 1, 2, 5, 10 ms (its busy handler), which on a busy bot put milliseconds between the
+    statements of a turn. Reads (``connect``) never wait. Other processes (``detach add``)
+    still meet SQLite's busy timeout."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -27,10 +37,12 @@ class Database:
         self._hooks: ContextVar[list[Callable[[], None]] | None] = ContextVar(
             f"hooks{id(self)}", default=None
         )
+        self._writer = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+        self._writing: ContextVar[bool] = ContextVar(f"writing{id(self)}", default=False)
 
     def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
         conn = self._tx.get()
-        return _joined(conn) if conn is not None else self.engine.begin()
+        return _joined(conn) if conn is not None else self._write()
 
     def connect(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
         conn = self._tx.get()
@@ -44,7 +56,7 @@ class Database:
             yield
             return
         hooks: list[Callable[[], None]] = []
-        async with self.engine.begin() as conn:
+        async with self._write() as conn:
             tx, hooked = self._tx.set(conn), self._hooks.set(hooks)
             try:
                 yield
@@ -53,6 +65,31 @@ class Database:
                 self._hooks.reset(hooked)
         for hook in hooks:
             hook()
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction, this process's writers one at a time (SQLite). A task already
+        inside one (or started from one) does not wait for itself; a lock held past
+        WRITER_WAIT_S is passed by, leaving it to SQLite's busy timeout."""
+        lock = self._writer
+        if lock is None or self._writing.get():
+            async with self.engine.begin() as conn:
+                yield conn
+            return
+        try:  # asyncio.timeout, not wait_for: a cancel never leaves the lock taken
+            async with asyncio.timeout(WRITER_WAIT_S):
+                await lock.acquire()
+        except TimeoutError:
+            log.warning("a write transaction waited %ss for another; going ahead", WRITER_WAIT_S)
+            lock = None
+        writing = self._writing.set(True)
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        finally:
+            self._writing.reset(writing)
+            if lock is not None:
+                lock.release()
 
     def after_commit(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` when the current transaction committed (now, outside ``atomic``)."""
@@ -66,6 +103,16 @@ class Database:
 @contextlib.asynccontextmanager
 async def _joined(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
     yield conn
+
+
+def insert_missing(table: sa.Table, key: dict[str, Any], values: dict[str, Any]) -> sa.Insert:
+    """One statement that inserts a row unless one with ``key`` exists (SQLite and PostgreSQL
+    alike; no read before the write)."""
+    row = {**key, **values}
+    present = sa.select(sa.literal(1)).select_from(table)
+    present = present.where(*(table.c[name] == value for name, value in key.items()))
+    literals = [sa.literal(value, table.c[name].type) for name, value in row.items()]
+    return table.insert().from_select(list(row), sa.select(*literals).where(~sa.exists(present)))
 
 
 def utcnow() -> datetime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from bot.store.db import Clock, Database
+from bot.store.db import Clock, Database, insert_missing
 from bot.store.schema import update_journal
 
 
@@ -17,19 +17,13 @@ class UpdateJournalRepo:
     async def keep(self, update_id: int, payload: str) -> None:
         """Store an update (again is fine: Telegram re-sends what was not confirmed)."""
         async with self._engine.begin() as conn:
-            exists = (
-                await conn.execute(
-                    sa.select(update_journal.c.update_id).where(
-                        update_journal.c.update_id == update_id
-                    )
+            await conn.execute(
+                insert_missing(
+                    update_journal,
+                    {"update_id": update_id},
+                    {"payload": payload, "received_at": self._clock()},
                 )
-            ).first()
-            if exists is None:
-                await conn.execute(
-                    update_journal.insert().values(
-                        update_id=update_id, payload=payload, received_at=self._clock()
-                    )
-                )
+            )
 
     async def done(self, update_id: int) -> None:
         async with self._engine.begin() as conn:

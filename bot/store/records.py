@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from bot.store.db import Clock, Database, aware, utc
+from bot.store.db import Clock, Database, aware, insert_missing, utc
 from bot.store.schema import audit, chat_settings, message_links, spend, transcript, user_settings
 
 
@@ -113,19 +113,13 @@ class LinkRepo:
 
     async def link(self, chat_id: int, message_id: int, task_id: int, kind: str) -> None:
         async with self._engine.begin() as conn:
-            exists = (
-                await conn.execute(
-                    sa.select(message_links.c.task_id).where(
-                        message_links.c.chat_id == chat_id, message_links.c.message_id == message_id
-                    )
+            await conn.execute(
+                insert_missing(
+                    message_links,
+                    {"chat_id": chat_id, "message_id": message_id},
+                    {"task_id": task_id, "kind": kind},
                 )
-            ).first()
-            if exists is None:
-                await conn.execute(
-                    message_links.insert().values(
-                        chat_id=chat_id, message_id=message_id, task_id=task_id, kind=kind
-                    )
-                )
+            )
 
     async def task_for(self, chat_id: int, message_id: int) -> int | None:
         async with self._engine.connect() as conn:

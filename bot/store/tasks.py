@@ -92,7 +92,8 @@ class TaskRepo:
         now = self._clock()
         async with self._engine.begin() as conn:
             inserted = await conn.execute(
-                tasks.insert().values(
+                tasks.insert()
+                .values(
                     owner_id=new.owner_id,
                     chat_id=new.chat_id,
                     engine=new.engine,
@@ -111,10 +112,11 @@ class TaskRepo:
                     max_usd=new.max_usd,
                     check_command=new.check,
                 )
+                .returning(tasks)
             )
-            task_id = int(inserted.inserted_primary_key[0])  # type: ignore[index]
-            turn_id = await self._insert_turn(conn, task_id, 1, new.prompt)
-        return await self.get(task_id), await self.get_turn(turn_id)  # type: ignore[return-value]
+            task = _task(inserted.one())
+            turn = await self._insert_turn(conn, task.id, 1, new.prompt)
+        return task, turn
 
     async def add_turn(self, task_id: int, prompt: str, check_round: int = 1) -> Turn:
         """Queue a follow-up; the task becomes queued again unless a turn is running.
@@ -127,7 +129,7 @@ class TaskRepo:
                     )
                 )
             ).scalar_one()
-            turn_id = await self._insert_turn(conn, task_id, seq + 1, prompt, check_round)
+            turn = await self._insert_turn(conn, task_id, seq + 1, prompt, check_round)
             await conn.execute(
                 tasks.update()
                 .where(
@@ -136,13 +138,14 @@ class TaskRepo:
                 )
                 .values(status=TaskStatus.QUEUED.value, updated_at=self._clock())
             )
-        return await self.get_turn(turn_id)  # type: ignore[return-value]
+        return turn
 
     async def _insert_turn(
         self, conn: Any, task_id: int, seq: int, prompt: str, check_round: int = 1
-    ) -> int:
+    ) -> Turn:
         result = await conn.execute(
-            turns.insert().values(
+            turns.insert()
+            .values(
                 task_id=task_id,
                 seq=seq,
                 prompt=prompt,
@@ -150,8 +153,9 @@ class TaskRepo:
                 status=TaskStatus.QUEUED.value,
                 created_at=self._clock(),
             )
+            .returning(turns)
         )
-        return int(result.inserted_primary_key[0])
+        return _turn(result.one())
 
     async def get(self, task_id: int) -> Task | None:
         async with self._engine.connect() as conn:
@@ -226,18 +230,25 @@ class TaskRepo:
         async with self._engine.connect() as conn:
             return [r[0] for r in await conn.execute(query)]
 
-    async def claim_turn(self, turn_id: int, runner: str | None = None) -> Turn | None:
+    async def claim_turn(self, turn_id: int, runner: str | None = None) -> tuple[Task, Turn] | None:
         """Atomically move a queued turn to running: only the oldest queued turn of its task, and
-        only while no other turn of the task runs. A second run of the same job gets None."""
+        only while no other turn of the task runs. A second run of the same job gets None.
+        Returns the running task and turn."""
         now = self._clock()
         async with self._engine.begin() as conn:
-            task_id = (
-                await conn.execute(sa.select(turns.c.task_id).where(turns.c.id == turn_id))
-            ).scalar()
+            # Touching the task row first serialises claims of one task (a row lock on PostgreSQL).
+            touched = await conn.execute(
+                tasks.update()
+                .where(
+                    tasks.c.id
+                    == sa.select(turns.c.task_id).where(turns.c.id == turn_id).scalar_subquery()
+                )
+                .values(updated_at=now)
+                .returning(tasks.c.id)
+            )
+            task_id = touched.scalar()
             if task_id is None:
                 return None
-            # Touching the task row first serialises claims of one task (a row lock on PostgreSQL).
-            await conn.execute(tasks.update().where(tasks.c.id == task_id).values(updated_at=now))
             other = turns.alias("other")
             blocked = sa.select(other.c.id).where(
                 other.c.task_id == task_id,
@@ -246,27 +257,33 @@ class TaskRepo:
                     sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
                 ),
             )
-            claimed = await conn.execute(
-                turns.update()
-                .where(
-                    turns.c.id == turn_id,
-                    turns.c.status == TaskStatus.QUEUED.value,
-                    ~sa.exists(blocked),
+            claimed = (
+                await conn.execute(
+                    turns.update()
+                    .where(
+                        turns.c.id == turn_id,
+                        turns.c.status == TaskStatus.QUEUED.value,
+                        ~sa.exists(blocked),
+                    )
+                    .values(
+                        status=TaskStatus.RUNNING.value,
+                        started_at=now,
+                        runs=turns.c.runs + 1,
+                        runner=runner,
+                        stop_requested=False,
+                    )
+                    .returning(turns)
                 )
-                .values(
-                    status=TaskStatus.RUNNING.value,
-                    started_at=now,
-                    runs=turns.c.runs + 1,
-                    runner=runner,
-                    stop_requested=False,
-                )
-            )
-            if claimed.rowcount != 1:
+            ).first()
+            if claimed is None:
                 return None
-            await conn.execute(
-                tasks.update().where(tasks.c.id == task_id).values(status=TaskStatus.RUNNING.value)
+            task = await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == task_id)
+                .values(status=TaskStatus.RUNNING.value)
+                .returning(tasks)
             )
-        return await self.get_turn(turn_id)
+            return _task(task.one()), _turn(claimed)
 
     async def request_stop(self, task_id: int) -> bool:
         """Ask whichever process runs this task's turn to stop it; False if none runs."""
@@ -311,8 +328,13 @@ class TaskRepo:
         """Record a turn's outcome; the task takes the outcome unless more turns are queued.
         Returns the task and the finished turn."""
         now = self._clock()
+        queued = sa.exists(
+            sa.select(turns.c.id).where(
+                turns.c.task_id == turn.task_id, turns.c.status == TaskStatus.QUEUED.value
+            )
+        )
         async with self._engine.begin() as conn:
-            await conn.execute(
+            finished = await conn.execute(
                 turns.update()
                 .where(turns.c.id == turn.id)
                 .values(
@@ -325,25 +347,20 @@ class TaskRepo:
                     output_tokens=outcome.output_tokens,
                     finished_at=now,
                 )
+                .returning(turns)
             )
-            queued = (
-                await conn.execute(
-                    sa.select(sa.func.count()).where(
-                        turns.c.task_id == turn.task_id, turns.c.status == TaskStatus.QUEUED.value
-                    )
-                )
-            ).scalar_one()
-            status = TaskStatus.QUEUED if queued else outcome.status
-            await conn.execute(
+            finished_turn = _turn(finished.one())
+            task = await conn.execute(
                 tasks.update()
                 .where(tasks.c.id == turn.task_id)
                 .values(
-                    status=status.value,
+                    status=sa.case((queued, TaskStatus.QUEUED.value), else_=outcome.status.value),
                     updated_at=now,
                     total_cost_usd=tasks.c.total_cost_usd + (outcome.cost_usd or 0.0),
                 )
+                .returning(tasks)
             )
-        return await self.get(turn.task_id), await self.get_turn(turn.id)  # type: ignore[return-value]
+            return _task(task.one()), finished_turn
 
     async def cancel_queued(self, task_id: int) -> int:
         """Cancel every queued turn of a task; returns how many."""
@@ -450,12 +467,15 @@ class TaskRepo:
         async with self._engine.connect() as conn:
             return [_task(r) for r in await conn.execute(query)]
 
-    async def archive_finished(self, owner_id: int | None) -> int:
+    async def archive_finished(self, owner_id: int | None) -> list[int]:
+        """Archive every finished task (of ``owner_id``); returns their ids, oldest first."""
         query = tasks.update().where(tasks.c.status.not_in([*ACTIVE_STATUSES, TaskStatus.ARCHIVED]))
         if owner_id is not None:
             query = query.where(tasks.c.owner_id == owner_id)
         async with self._engine.begin() as conn:
             result = await conn.execute(
-                query.values(status=TaskStatus.ARCHIVED.value, updated_at=self._clock())
+                query.values(status=TaskStatus.ARCHIVED.value, updated_at=self._clock()).returning(
+                    tasks.c.id
+                )
             )
-        return int(result.rowcount)
+            return sorted(int(r[0]) for r in result)

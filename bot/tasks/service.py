@@ -35,6 +35,7 @@ from bot.turns.queue import TurnQueue
 from bot.worktrees.git import Worktrees
 
 log = logging.getLogger(__name__)
+ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
 LIST_LIMIT = 15
 LINK_POLL_S = 0.05
 
@@ -213,8 +214,7 @@ class TaskService:
         return self.workdirs.default
 
     async def notify_policy(self, chat_id: int) -> NotifyPolicy:
-        stored = await self._store.chats.notify(chat_id)
-        return NotifyPolicy(stored) if stored else NotifyPolicy.DONE
+        return await self._notifier.policies.get(chat_id)
 
     async def set_notify_policy(self, chat_id: int, typed: str) -> NotifyPolicy:
         """``/notify all|done|quiet``: which task messages of this chat make the phone buzz."""
@@ -222,7 +222,7 @@ class TaskService:
             policy = NotifyPolicy(typed.strip().lower())
         except ValueError:
             raise UserInputError("error.bad_notify", value=typed.strip()) from None
-        await self._store.chats.set_notify(chat_id, policy.value)
+        await self._notifier.policies.set(chat_id, policy)
         return policy
 
     async def change_dir(self, chat_id: int, typed: str) -> Path:
@@ -382,18 +382,22 @@ class TaskService:
         return task
 
     async def archive(self, user_id: int, ref: str) -> int:
+        """Archive one idle task, or ``all`` finished ones; each archived task's cards lose
+        the buttons that no longer apply and say so (for ``all``, the newest
+        ``ARCHIVE_FOLLOW_MAX``: older cards' buttons answer that the task is archived)."""
         if ref == "all":
-            count = await self._store.tasks.archive_finished(user_id)
+            archived = await self._store.tasks.archive_finished(user_id)
         else:
             task = await self.get_idle(user_id, parse_task_id(ref, "archive"))
             await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+            archived = [task.id]
+        for task_id in archived[-ARCHIVE_FOLLOW_MAX:]:
+            task = await self.get_own(user_id, task_id)
             await self._notifier.buttons_follow(
-                await self.get_own(user_id, task.id),
-                self._texts.get(task.locale, "task.archived_note"),
+                task, self._texts.get(task.locale, "task.archived_note")
             )
-            count = 1
         await self._store.audit.record("archived", user_id, None, ref)
-        return count
+        return len(archived)
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
         task = await self._interrupted(user_id, task_id)

@@ -4,9 +4,11 @@ into the task's directory under ``.detach/attachments/`` (``bot.tasks.service``)
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -79,12 +81,20 @@ async def stage(bot: Bot, item: Incoming, staging: Path, max_bytes: int) -> Path
     return target
 
 
-async def staged(message: Message, tasks: Staging) -> list[Path]:
-    """The message's file, staged (none: an empty list)."""
+@contextlib.asynccontextmanager
+async def staged(message: Message, tasks: Staging) -> AsyncIterator[list[Path]]:
+    """The message's file, staged (none: an empty list) for the block; what the block did
+    not move into a task (a refused prompt, a message handled twice) is deleted after it."""
     item = incoming(message)
     if item is None or message.bot is None:
-        return []
-    return [await stage(message.bot, item, tasks.attachments_staging, tasks.max_attachment_bytes)]
+        yield []
+        return
+    files = [await stage(message.bot, item, tasks.attachments_staging, tasks.max_attachment_bytes)]
+    try:
+        yield files
+    finally:
+        for path in files:
+            path.unlink(missing_ok=True)
 
 
 class Staging(Protocol):

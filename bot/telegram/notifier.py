@@ -13,7 +13,6 @@ from aiogram.types import ForceReply, InlineKeyboardMarkup
 from bot.models import (
     ApprovalMode,
     CheckResult,
-    NotifyPolicy,
     Task,
     TaskStatus,
     Turn,
@@ -23,6 +22,7 @@ from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.outbox import Outbox
+from bot.telegram.policies import ChatPolicies
 from bot.telegram.render import (
     MAX_CHUNKS,
     STATUS_ICONS,
@@ -36,7 +36,6 @@ from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 # what notifies under the default policy: what needs the person, and the final card
-LOUD_KINDS = frozenset({"result", "approval", "question", "budget", "interrupted"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +49,7 @@ class Notifier:
         self._texts = texts
         self._outbox = outbox
         self._lifecycle = TaskMessages(store, texts, outbox)
+        self.policies = ChatPolicies(store)
 
     def text(self, locale: str, key: str, **params: object) -> str:
         return self._texts.get(locale, key, **params)
@@ -131,7 +131,7 @@ class Notifier:
         header += (
             "\n<i>" + html.escape(shorten(task.title, 100, one_line=True), quote=False) + "</i>"
         )
-        check = await self._store.checks.for_turn(turn.id)
+        check = await self._store.checks.for_turn(turn.id) if task.check else None
         if check is not None:
             header += "\n" + self._check_line(loc, check)
         if changes:
@@ -270,14 +270,7 @@ class Notifier:
         )
 
     async def _silent(self, chat_id: int, kind: str) -> bool:
-        """Whether a message of ``kind`` goes without a buzz under the chat's /notify policy:
-        by default only what needs the person (approvals, questions, the card, a restart's
-        notice) notifies."""
-        stored = await self._store.chats.notify(chat_id)
-        policy = NotifyPolicy(stored) if stored else NotifyPolicy.DONE
-        if policy is NotifyPolicy.ALL:
-            return False
-        return policy is NotifyPolicy.QUIET or kind not in LOUD_KINDS
+        return await self.policies.silent(chat_id, kind)
 
     async def interrupted(self, chat_id: int, tasks: Sequence[Task]) -> None:
         """One message per owner listing what a restart interrupted, with buttons per task."""

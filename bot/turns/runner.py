@@ -114,18 +114,17 @@ class TurnRunner:
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
-        turn = await self._store.tasks.claim_turn(turn_id, self.runner_id)
-        if turn is None:
+        claimed = await self._store.tasks.claim_turn(turn_id, self.runner_id)
+        if claimed is None:
             log.info("turn %s: not claimable (already run, cancelled or behind another)", turn_id)
             return
-        task = await self._store.tasks.get(turn.task_id)
-        assert task is not None
+        task, turn = claimed
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         check: CheckResult | None = None
         refusal = await self._refusal(task)
         if refusal is not None:
-            await self._finish(task, turn_id, refusal, denials)
+            await self._finish(task, turn, refusal, denials)
             await self._queue.kick(task.id)
             return
         preset = self._money.catalog.get(task.preset)
@@ -139,7 +138,7 @@ class TurnRunner:
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
-                await self._finish(task, turn_id, outcome, denials, check)
+                await self._finish(task, turn, outcome, denials, check)
                 reported = True
         except asyncio.CancelledError:
             if reported or control.reason in (None, StopReason.SHUTDOWN):
@@ -148,14 +147,14 @@ class TurnRunner:
                 status=TaskStatus(control.reason.value),
                 error=TurnError(f"turn_error.{control.reason.value}"),
             )
-            await self._finish(task, turn_id, outcome, denials)
+            await self._finish(task, turn, outcome, denials)
             await self._queue.kick(task.id)
             raise
         except Exception as exc:
             if reported:  # the agent's exit after its answer went wrong: nothing to report
                 log.exception("task %s turn %s: stopping the agent failed", task.id, turn.id)
             else:
-                await self._finish(task, turn_id, _failure(task, turn, exc), denials)
+                await self._finish(task, turn, _failure(task, turn, exc), denials)
         await self._queue.kick(task.id)
 
     @contextlib.asynccontextmanager
@@ -228,7 +227,7 @@ class TurnRunner:
     async def _finish(
         self,
         task: Task,
-        turn_id: int,
+        turn: Turn,
         outcome: TurnOutcome,
         denials: tuple[str, ...],
         check: CheckResult | None = None,
@@ -237,8 +236,7 @@ class TurnRunner:
         a crash leaves either a running turn (recovered as interrupted, and said so) or a
         finished one whose card is queued, never a finished task that does not report. A failed
         check with rounds left queues the next round instead of a card."""
-        turn = await self._store.tasks.get_turn(turn_id)
-        assert turn is not None
+        turn_id = turn.id
         changes = await diff_stat(task.cwd) if outcome.status is not TaskStatus.FAILED else ""
         again = (
             check is not None and not check.passed and turn.check_round < self._policy.check_rounds
