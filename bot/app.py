@@ -39,9 +39,10 @@ from bot.telegram.access import AccessPolicy
 from bot.telegram.journal import JournaledDispatcher
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
+from bot.telegram.reach import reach_telegram
 from bot.telegram.retry import RetryMiddleware
 from bot.telegram.session import BotApiSession
-from bot.telegram.texts import Texts
+from bot.telegram.texts import DEFAULT_LOCALE, Texts
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 from bot.turns.runner import TurnPolicy, TurnRunner
@@ -279,6 +280,24 @@ async def build(
         )
 
 
+async def _say_missing_engine(app: App) -> None:
+    """The default engine is not usable here: each allowed user hears it at start, not only
+    the log (what to install, and /status)."""
+    engine = app.settings.default_engine
+    if engine in app.service.available_engines:
+        return
+    for user_id in sorted(app.settings.allowed_users):
+        await app.outbox.send(
+            user_id,
+            app.service.texts.get(
+                DEFAULT_LOCALE,
+                "setup.engine_missing",
+                engine=engine,
+                variable=f"DETACH_{engine.upper()}_BIN",
+            ),
+        )
+
+
 async def _stop(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -288,6 +307,8 @@ async def _stop(task: asyncio.Task[None]) -> None:
 async def serve(settings: Settings) -> None:
     """Run the bot until SIGTERM/SIGINT: long polling, intake, the job pool."""
     async with build(settings) as app:
+        await reach_telegram(app.bot)
+        await _say_missing_engine(app)
         intake_task = asyncio.create_task(app.intake.run_forever(), name="intake")
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
+from bot import config
 from bot.errors import ConfigError, DetachError, UserInputError
 from bot.models import ApprovalMode, NewTask, TaskKind, TaskStatus
 from bot.money.desk import resolve_preset
@@ -22,7 +24,7 @@ from executors import registry
 NO_TOKEN = """Detach needs a Telegram bot token.
 
 1. In Telegram, talk to @BotFather, send /newbot and copy the token it gives you.
-2. Put it in a file named .env next to the Makefile (see .env.example):
+2. Put it in {env} (see .env.example):
      DETACH_BOT_TOKEN=123456789:AA...your-token
      DETACH_ALLOWED_USERS=<your numeric Telegram user id>   (ask @userinfobot)
 3. Run `make run` again.
@@ -46,9 +48,31 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _settings() -> Settings:
+    """The settings, from the one settings file wherever the shell is (``bot.config``);
+    notes for the person (an earlier ./data still in use) go to stderr."""
+    settings, notes = config.load_settings()
+    for note in notes:
+        print(f"detach: note: {note}", file=sys.stderr)
+    return settings
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="detach", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="detach",
+        description=__doc__,
+        epilog=config.describe().replace("; ", "\n")
+        + f"\ndata directory: DETACH_DATA_DIR, else {config.data_home(os.environ)}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(required=True)
+    init = sub.add_parser(
+        "init",
+        help="pair the bot with you: checks the token, waits for your /start in Telegram, and "
+        "after you confirm here writes the token and your id to the settings file",
+    )
+    init.add_argument("--token", help="the bot token (default: asked for)")
+    init.set_defaults(func=_init)
     sub.add_parser("run", help="run the bot (long polling)").set_defaults(func=_run)
     worker = sub.add_parser(
         "worker",
@@ -110,10 +134,21 @@ def _logging() -> None:
     logging.getLogger("aiogram.event").setLevel(logging.WARNING)
 
 
+def _init(args: argparse.Namespace) -> int:
+    from bot import pairing
+    from bot.settings import TELEGRAM_API_URL
+
+    given = os.environ.get(config.ENV_FILE_VAR)
+    target = Path(given).expanduser() if given else config.config_home(os.environ) / "env"
+    api = os.environ.get("DETACH_TELEGRAM_API_URL") or TELEGRAM_API_URL
+    return pairing.pair(target, api, args.token)
+
+
 def _run(_args: argparse.Namespace) -> int:
-    settings = Settings()
+    settings = _settings()
     if settings.bot_token is None:
-        print(NO_TOKEN, file=sys.stderr)
+        home = config.config_home(os.environ) / "env"
+        print(NO_TOKEN.format(env=f"{home} (or ./.env where you run it)"), file=sys.stderr)
         return 2
     if not settings.allowed_users:
         print(
@@ -123,6 +158,7 @@ def _run(_args: argparse.Namespace) -> int:
         )
         return 2
     _logging()
+    logging.getLogger("detach").info("%s; data in %s", config.describe(), settings.data_dir)
     from bot.app import serve  # the bot's imports are only needed to serve
 
     asyncio.run(serve(settings))
@@ -130,7 +166,7 @@ def _run(_args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    settings = Settings()
+    settings = _settings()
     if settings.jobs_database_url is None:
         print(
             "detach: a worker needs the bot's PostgreSQL database: set DETACH_DATABASE_URL="
@@ -145,8 +181,16 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_store(settings: Settings, work) -> int:  # type: ignore[no-untyped-def]
-    store = await Store.open(settings.resolved_database_url)
+async def _with_store(settings: Settings, work, create: bool = True) -> int:  # type: ignore[no-untyped-def]
+    """Run ``work`` on the bot's database; a command that only reads (``create=False``) does
+    not create one where there is none, and says where it looked."""
+    url = settings.resolved_database_url
+    if not create and url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
+        raise ConfigError(
+            f"no database at {url.split('///', 1)[-1]}: the bot has not run with these settings "
+            f"yet ({config.describe()})"
+        )
+    store = await Store.open(url)
     try:
         return int(await work(store) or 0)
     finally:
@@ -154,7 +198,7 @@ async def _with_store(settings: Settings, work) -> int:  # type: ignore[no-untyp
 
 
 def _add(args: argparse.Namespace) -> int:
-    settings = Settings()
+    settings = _settings()
     if not settings.allowed_users:
         raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to report the task to")
     owner = args.chat if args.chat in settings.allowed_users else min(settings.allowed_users)
@@ -265,7 +309,7 @@ def _list(_args: argparse.Namespace) -> int:
                 f"{task.created_at:%Y-%m-%d %H:%M} ${task.total_cost_usd:.4f}"
             )
 
-    return asyncio.run(_with_store(Settings(), work))
+    return asyncio.run(_with_store(_settings(), work, create=False))
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -298,7 +342,7 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  {line.kind}: {str(line.body)[:160]}")
         return 0
 
-    return asyncio.run(_with_store(Settings(), work))
+    return asyncio.run(_with_store(_settings(), work, create=False))
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -307,7 +351,7 @@ def _export(args: argparse.Namespace) -> int:
     async def work(store: Store) -> None:
         sys.stdout.write(await export(store, args.id, Texts()))
 
-    return asyncio.run(_with_store(Settings(), work))
+    return asyncio.run(_with_store(_settings(), work, create=False))
 
 
 def _archive(args: argparse.Namespace) -> int:
@@ -327,4 +371,4 @@ def _archive(args: argparse.Namespace) -> int:
         print(f"archived {task.label}")
         return 0
 
-    return asyncio.run(_with_store(Settings(), work))
+    return asyncio.run(_with_store(_settings(), work, create=False))

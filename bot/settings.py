@@ -1,7 +1,9 @@
-"""Settings: the public configuration interface (env vars with the DETACH_ prefix, or `.env`)."""
+"""Settings: the public configuration interface (env vars with the DETACH_ prefix, or the
+settings file ``bot.config`` finds)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -11,12 +13,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from bot.models import ApprovalMode, ProcessRole
 
 TELEGRAM_API_URL = "https://api.telegram.org"
+TOKEN_SHAPE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{1,100}")
 
 
 class Settings(BaseSettings):
     """Everything Detach reads from its environment; built once, in the composition root."""
 
-    model_config = SettingsConfigDict(env_prefix="DETACH_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="DETACH_", env_file=None, extra="ignore")
 
     bot_token: SecretStr | None = None
     allowed_users: Annotated[frozenset[int], NoDecode] = frozenset()
@@ -70,11 +73,34 @@ class Settings(BaseSettings):
         "WebSearch",
     )
 
+    @field_validator("bot_token", mode="before")
+    @classmethod
+    def _check_token(cls, value: object) -> object:
+        """The shape @BotFather gives (the value itself never goes into a message)."""
+        if isinstance(value, str):
+            value = value.strip()
+            if not value:
+                return None
+            if not TOKEN_SHAPE.fullmatch(value):
+                raise ValueError(
+                    "this is not a bot token: @BotFather's look like 123456789:AAE…, digits, a "
+                    "colon, then letters (check for quotes, spaces or a cut-off part)"
+                )
+        return value
+
     @field_validator("allowed_users", mode="before")
     @classmethod
     def _parse_users(cls, value: object) -> object:
         if isinstance(value, str):
-            return frozenset(int(part) for part in value.replace(" ", "").split(",") if part)
+            parts = [part for part in value.replace(" ", "").split(",") if part]
+            for part in parts:
+                if not part.lstrip("-").isdigit():
+                    raise ValueError(
+                        f"numeric Telegram user ids, comma-separated; {part[:40]!r} is not one "
+                        "(a @name cannot be allowed: `detach init` pairs you, or @userinfobot "
+                        "tells you your id)"
+                    )
+            return frozenset(int(part) for part in parts)
         if isinstance(value, int):
             return frozenset({value})
         return value

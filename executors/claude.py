@@ -115,6 +115,8 @@ class ClaudeExecutor:
                     }
                 )
                 async for event in self._events(agent.proc, channel):
+                    if isinstance(event, TurnFinished) and _logged_out(event):
+                        raise AgentCrashed(NOT_LOGGED_IN, agent.proc.returncode, "")
                     yield event
                     if isinstance(event, TurnFinished):
                         # the result line is the verdict: an agent that lingers after it is
@@ -151,6 +153,17 @@ class ClaudeExecutor:
                 yield event
                 if isinstance(event, TurnFinished):
                     return
+
+
+NOT_LOGGED_IN = (
+    "Claude Code is not logged in on the machine the bot runs on: run `claude` once in a "
+    "terminal there (as the bot's user) and log in, or give the bot ANTHROPIC_API_KEY"
+)
+
+
+def _logged_out(final: TurnFinished) -> bool:
+    """The CLI's own words without a login (2.1.197: "Not logged in · Please run /login")."""
+    return final.is_error and "Please run /login" in (final.result_text or "")
 
 
 def sandbox_settings(spec: TurnSpec) -> str:

@@ -326,3 +326,13 @@ async def test_auto_mode_uses_allowed_tools_and_never_asks(
         approver,
     )
     assert approver.requests == [] and (workdir / "auto.txt").exists()
+
+
+async def test_a_cli_that_is_not_logged_in_says_what_to_do_here(claude_bin, agent_env, workdir):
+    """2.1.197 without any key answers "Not logged in · Please run /login", which means nothing
+    to a person on a phone: the turn fails saying what to do on the bot's machine."""
+    env = {k: v for k, v in agent_env.items() if k != "ANTHROPIC_API_KEY"}
+    with pytest.raises(AgentCrashed) as failed:
+        await collect(ClaudeExecutor(claude_bin, env), spec("hello", workdir))
+    assert "run `claude` once in a terminal" in failed.value.reason
+    assert "ANTHROPIC_API_KEY" in failed.value.reason and "/login" not in failed.value.reason

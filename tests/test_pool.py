@@ -57,9 +57,11 @@ async def test_cap_is_honoured_and_tasks_run_in_parallel(jobs_url):
         for n in (1, 2, 3):
             await pool.submit(task_id=n, turn_id=n)
         await _until(lambda: len(recorder.started) == 3)
-    first_two = sorted(recorder.started[n] for n in (1, 2))
-    assert first_two[1] < 0.6, recorder.started  # two tasks in parallel
-    assert recorder.started[3] >= 0.9, recorder.started  # the third waits for a free slot
+    # relative to the first start: the job store's own pick-up latency (PostgreSQL, a loaded
+    # machine) is not what this measures
+    first, second = sorted(recorder.started[n] for n in (1, 2))
+    assert second - first < 0.6, recorder.started  # two tasks in parallel
+    assert recorder.started[3] - first >= 0.9, recorder.started  # the third waits for a slot
 
 
 async def test_timeout_stops_the_turn_with_a_reason(jobs_url):

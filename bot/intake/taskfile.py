@@ -75,9 +75,9 @@ class TaskFile:
 def _pairs(lines: list[str], known: tuple[str, ...], where: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for line in lines:
-        if not line.strip():
+        if not _uncommented(line).strip():
             continue
-        match = _LINE.fullmatch(line.strip())
+        match = _LINE.fullmatch(_uncommented(line).strip())
         if match is None:
             raise TaskFileError(f"{where}: not a 'key: value' line: {line.strip()[:80]!r}")
         key, value = match.groups()
@@ -85,6 +85,20 @@ def _pairs(lines: list[str], known: tuple[str, ...], where: str) -> dict[str, st
             raise TaskFileError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
         found[key] = value.strip().strip('"').strip("'")
     return found
+
+
+def _uncommented(line: str) -> str:
+    """A ``key: value`` line without its comment: ``#`` at the start or after a space, outside
+    quotes, up to the end of the line (as YAML reads it)."""
+    quote = None
+    for index, char in enumerate(line):
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or line[index - 1].isspace()):
+            return line[:index]
+    return line
 
 
 def _time(value: str | None, key: str) -> datetime | None:
@@ -219,9 +233,11 @@ def render(tf: TaskFile) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write under a hidden temporary name, then rename: a reader never sees half a file."""
+    """Write under a hidden temporary name, then rename: a reader never sees half a file. The
+    file is readable by others (0644), like any file a program writes for people and tools."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o644)
         f.write(text)
     os.replace(tmp, path)
 

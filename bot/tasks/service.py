@@ -93,6 +93,15 @@ class TaskService:
         self.money = money
         self.worktrees = worktrees
 
+    @property
+    def available_engines(self) -> tuple[Engine, ...]:
+        """The engines that passed their start-up probe here."""
+        return tuple(self._engines)
+
+    @property
+    def texts(self) -> Texts:
+        return self._texts
+
     def validate_prompt(self, prompt: str, command: str) -> str:
         prompt = clean(prompt).strip()
         if not prompt:

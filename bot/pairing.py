@@ -1,0 +1,116 @@
+"""``detach init``: pair this machine's bot with its owner instead of copying ids by hand. It
+asks for the token, checks it with Telegram, waits for a /start sent to the bot, shows who sent
+it, and only after the person at the terminal confirms writes the token and that user's id to
+the settings file. Nobody becomes allowed without that confirmation on the machine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+from aiogram.exceptions import TelegramConflictError, TelegramUnauthorizedError
+from aiogram.types import User
+
+from bot.errors import ConfigError
+from bot.settings import TOKEN_SHAPE
+
+WAIT_S = 300.0  # how long to wait for the /start
+Ask = Callable[[str], str]
+
+
+def pair(
+    env_file: Path,
+    api_url: str,
+    token: str | None = None,
+    ask: Ask = input,
+    say: Callable[[str], None] | None = None,
+    wait_s: float = WAIT_S,
+) -> int:
+    say = say or partial(print, flush=True)
+    token = (token or ask("Bot token from @BotFather: ")).strip()
+    if not TOKEN_SHAPE.fullmatch(token):
+        raise ConfigError("this is not a bot token: @BotFather's look like 123456789:AAE…")
+    user = asyncio.run(_wait_for_start(token, api_url, say, wait_s))
+    name = " ".join(p for p in (user.first_name, user.last_name) if p)
+    handle = f" (@{user.username})" if user.username else ""
+    answer = ask(
+        f"/start came from {name}{handle}, id {user.id}. Allow them to use the bot? [y/N] "
+    )
+    if answer.strip().lower() not in ("y", "yes"):
+        say("Nothing was written.")
+        return 1
+    allowed = _write(env_file, token, user.id)
+    say(f"Wrote {env_file} (allowed users: {allowed}). Start the bot with `make run`.")
+    return 0
+
+
+async def _wait_for_start(
+    token: str, api_url: str, say: Callable[[str], None], wait_s: float
+) -> User:
+    session = AiohttpSession(api=TelegramAPIServer.from_base(api_url))
+    bot = Bot(token, session=session)
+    try:
+        try:
+            me = await bot.get_me()
+        except TelegramUnauthorizedError:
+            raise ConfigError(
+                "Telegram rejected this token (401): copy it again from @BotFather"
+            ) from None
+        say(f"This is @{me.username}. Send /start to @{me.username} in Telegram now.")
+        offset = None
+        async with asyncio.timeout(wait_s):
+            while True:
+                try:
+                    updates = await bot.get_updates(offset=offset, timeout=10)
+                except TelegramConflictError:
+                    raise ConfigError(
+                        "the bot is running elsewhere (Telegram allows one reader): stop it, "
+                        "then run `detach init` again"
+                    ) from None
+                for update in updates:
+                    offset = update.update_id + 1
+                    message = update.message
+                    if (
+                        message is not None
+                        and message.chat.type == "private"
+                        and message.from_user is not None
+                        and (message.text or "").split("@")[0].strip() == "/start"
+                    ):
+                        await bot.get_updates(offset=offset, timeout=0)  # handled here
+                        return message.from_user
+    except TimeoutError:
+        raise ConfigError(
+            f"no /start arrived within {wait_s:.0f} s: run `detach init` again"
+        ) from None
+    finally:
+        await session.close()
+
+
+def _write(env_file: Path, token: str, user_id: int) -> str:
+    """Set the token and add the user to the allowed ones, keeping every other line; the
+    file is the owner's alone (0600: it holds the token)."""
+    lines = env_file.read_text().splitlines() if env_file.exists() else []
+    allowed = [user_id]
+    kept = []
+    for line in lines:
+        key = line.split("=", 1)[0].strip()
+        if key == "DETACH_ALLOWED_USERS":
+            value = line.split("=", 1)[1].split("#")[0]
+            allowed = [int(p) for p in value.replace(" ", "").split(",") if p.lstrip("-").isdigit()]
+            allowed += [user_id] if user_id not in allowed else []
+        elif key != "DETACH_BOT_TOKEN":
+            kept.append(line)
+    users = ",".join(str(u) for u in allowed)
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join([f"DETACH_BOT_TOKEN={token}", f"DETACH_ALLOWED_USERS={users}", *kept]) + "\n"
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+    return users

@@ -1,0 +1,290 @@
+"""From first run to daily use: one settings file and one data directory whatever the shell's
+directory, setup mistakes said in one line, Telegram's absence waited out, the README's examples
+valid as they stand."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+
+from bot import config
+from bot.errors import ConfigError
+from bot.intake.taskfile import parse
+from bot.telegram.reach import REJECTED, reach_telegram
+from tests.conftest import ROOT
+from tests.support.fake_telegram import TOKEN, FakeTelegram
+from tests.support.harness import OWNER, process_env, stop_process
+
+GOOD_TOKEN = "123456789:AAEexampleexampleexampleexample12"
+
+
+def detach(
+    home: Path, cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The console script as a person runs it: no DETACH_ variables, HOME is ``home``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DETACH_", "XDG_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=cwd,
+        env={**base, "HOME": str(home), "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def write_env(home: Path, text: str) -> Path:
+    path = home / ".config" / "detach" / "env"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_the_settings_file_is_found_the_same_way_from_anywhere(tmp_path):
+    home, here = tmp_path / "home", tmp_path / "here"
+    here.mkdir()
+    env = {"HOME": str(home)}
+    assert config.env_file(env, here) is None
+    (here / ".env").write_text("DETACH_ALLOWED_USERS=5\n")
+    assert config.env_file(env, here) == here / ".env"  # the last resort
+    home_env = write_env(home, "DETACH_ALLOWED_USERS=7\n")
+    assert config.env_file(env, here) == home_env  # the config home comes first
+    chosen = tmp_path / "chosen.env"
+    chosen.write_text("DETACH_ALLOWED_USERS=9\n")
+    assert config.env_file({**env, "DETACH_ENV_FILE": str(chosen)}, here) == chosen
+    with pytest.raises(ConfigError, match="no such file"):
+        config.env_file({**env, "DETACH_ENV_FILE": str(tmp_path / "missing")}, here)
+    assert str(home_env) in config.describe(env, here)
+
+
+def test_detach_from_any_directory_uses_one_database(tmp_path):
+    """`detach add` in one directory, `detach list` in another: the same tasks, in the XDG
+    data directory; neither directory gets a ./data."""
+    home, one, two = tmp_path / "home", tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    write_env(
+        home,
+        f"DETACH_ALLOWED_USERS=111   \nDETACH_ALLOWED_WORKDIRS={tmp_path}\n",
+    )
+    nothing = detach(home, two, "list")
+    assert nothing.returncode != 0 and "no database" in nothing.stderr
+    added = detach(home, one, "add", "--mode", "ask", "Count", "the", "files")
+    assert added.returncode == 0, added.stderr
+    listed = detach(home, two, "list")
+    assert "#1 count-files" in listed.stdout, listed.stderr
+    assert (home / ".local" / "share" / "detach" / "detach.sqlite").is_file()
+    assert not (one / "data").exists() and not (two / "data").exists()
+    helped = detach(home, two, "--help")
+    assert f"settings file: {home / '.config' / 'detach' / 'env'}" in helped.stdout
+
+
+def test_an_earlier_data_directory_is_kept_with_a_note(tmp_path):
+    home, checkout = tmp_path / "home", tmp_path / "checkout"
+    (checkout / "data").mkdir(parents=True)
+    (checkout / "data" / "detach.sqlite").write_bytes(b"")
+    settings, notes = config.load_settings({"HOME": str(home)}, checkout)
+    assert settings.data_dir == (checkout / "data").resolve()
+    assert notes and "mv" in notes[0] and "DETACH_DATA_DIR" in notes[0]
+    fresh, notes = config.load_settings({"HOME": str(home)}, tmp_path)
+    assert fresh.data_dir == home / ".local" / "share" / "detach" and notes == []
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("DETACH_BOT_TOKEN=not-a-token-at-all", "DETACH_BOT_TOKEN"),
+        ('DETACH_BOT_TOKEN="123456789:AAE example with spaces"', "DETACH_BOT_TOKEN"),
+        ("DETACH_ALLOWED_USERS=@me", "DETACH_ALLOWED_USERS"),
+        ("DETACH_ALLOWED_USERS=111,alice", "DETACH_ALLOWED_USERS"),
+    ],
+)
+def test_each_setup_mistake_is_one_clear_line(tmp_path, line, says):
+    home = tmp_path / "home"
+    defaults = {"DETACH_BOT_TOKEN": GOOD_TOKEN, "DETACH_ALLOWED_USERS": "111"}
+    key = line.split("=", 1)[0]
+    path = write_env(
+        home, "\n".join([line] + [f"{k}={v}" for k, v in defaults.items() if k != key]) + "\n"
+    )
+    ran = detach(home, tmp_path, "run")
+    assert ran.returncode == 2
+    assert "Traceback" not in ran.stderr and says in ran.stderr and str(path) in ran.stderr
+    assert "not-a-token-at-all" not in ran.stderr and "AAE example" not in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+
+
+def test_no_token_says_where_to_put_it(tmp_path):
+    ran = detach(tmp_path / "home", tmp_path, "run")
+    assert ran.returncode == 2 and "@BotFather" in ran.stderr
+    assert str(tmp_path / "home" / ".config" / "detach" / "env") in ran.stderr
+
+
+async def test_a_token_telegram_rejects_stops_the_bot_with_one_line(tmp_path, workdir):
+    async with FakeTelegram() as fake:
+        env = process_env(os.environ, fake, tmp_path / "data", "claude", workdir)
+        env["DETACH_BOT_TOKEN"] = "999:REJECTED-token"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            "run",
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), 60)
+        finally:
+            await stop_process(proc)
+    text = err.decode()
+    assert proc.returncode == 2 and REJECTED in text and "Traceback" not in text
+    assert "REJECTED-token" not in text
+
+
+async def test_no_network_at_start_is_waited_out_with_backoff(caplog):
+    with socket_nobody_listens() as port:
+        session = AiohttpSession(api=TelegramAPIServer.from_base(f"http://127.0.0.1:{port}"))
+        bot = Bot(TOKEN, session=session)
+        caplog.set_level(logging.WARNING, "bot.telegram.reach")
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await reach_telegram(bot, first_wait_s=0.05, max_wait_s=0.2)
+        finally:
+            await session.close()
+    tries = [r.getMessage() for r in caplog.records if "cannot reach Telegram" in r.getMessage()]
+    assert len(tries) >= 3 and TOKEN not in " ".join(tries)
+    waits = [float(re.search(r"in ([\d.]+) s", t).group(1)) for t in tries]  # type: ignore[union-attr]
+    assert waits == sorted(waits)
+
+
+async def test_reach_returns_once_telegram_answers():
+    async with FakeTelegram() as fake:
+        session = AiohttpSession(api=TelegramAPIServer.from_base(fake.base_url))
+        try:
+            me = await reach_telegram(Bot(TOKEN, session=session))
+            assert me.is_bot
+            with pytest.raises(ConfigError, match="401"):
+                await reach_telegram(Bot("999:WRONG", session=session))
+        finally:
+            await session.close()
+
+
+async def test_a_missing_default_engine_is_told_in_telegram(tmp_path, workdir):
+    async with FakeTelegram() as fake:
+        env = process_env(os.environ, fake, tmp_path / "data", "/nonexistent/claude", workdir)
+        log = (tmp_path / "bot.log").open("w")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+        )
+        try:
+            notice = await fake.wait_text(OWNER, "cannot run on this machine", timeout_s=60)
+            assert "claude" in notice.params["text"] and "/status" in notice.params["text"]
+        finally:
+            await stop_process(proc)
+            log.close()
+
+
+def test_the_readme_task_file_example_parses_as_it_stands():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```markdown\n(---\n.*?)```", readme, re.S)
+    assert blocks, "the README has no task-file example"
+    for block in blocks:
+        parsed = parse(block)
+        assert parsed.goal
+    first = parse(blocks[0])
+    assert first.chat_id == 123456789 and first.model == "sonnet"
+
+
+class socket_nobody_listens:
+    """A local port with nothing listening (bound, never listened on)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        return int(self._sock.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
+
+
+def test_files_written_for_other_programs_are_readable_by_them(tmp_path):
+    from bot.intake.taskfile import write_atomic
+
+    write_atomic(tmp_path / "done.md", "# Goal\n")
+    assert (tmp_path / "done.md").stat().st_mode & 0o777 == 0o644
+
+
+async def _pairing(tmp_path: Path, fake: FakeTelegram, confirm: str) -> tuple[int, str, Path]:
+    """`detach init` in a scripted terminal: the token typed, /start sent from the phone, the
+    confirmation typed."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DETACH_", "XDG_"))}
+    env.update(
+        HOME=str(home),
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+        DETACH_TELEGRAM_API_URL=fake.base_url,
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "init",
+        cwd=tmp_path,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    seen = ""
+
+    async def until_printed(text: str) -> None:
+        nonlocal seen
+        async with asyncio.timeout(60):
+            while text not in seen:
+                chunk = await proc.stdout.read(200)  # type: ignore[union-attr]
+                assert chunk, f"ended before printing {text!r}: {seen}"
+                seen += chunk.decode()
+
+    await until_printed("Bot token")
+    proc.stdin.write(f"{TOKEN}\n".encode())
+    await until_printed("Send /start")
+    await fake.user_message("/start", OWNER)
+    await until_printed("Allow them")
+    proc.stdin.write(f"{confirm}\n".encode())
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, seen + out.decode(), home / ".config" / "detach" / "env"
+
+
+async def test_detach_init_pairs_the_owner_after_confirmation_on_the_machine(tmp_path):
+    async with FakeTelegram() as fake:
+        code, printed, env_file = await _pairing(tmp_path, fake, "y")
+        assert code == 0, printed
+        assert f"id {OWNER}" in printed
+        assert env_file.read_text().splitlines()[:2] == [
+            f"DETACH_BOT_TOKEN={TOKEN}",
+            f"DETACH_ALLOWED_USERS={OWNER}",
+        ]
+        assert env_file.stat().st_mode & 0o777 == 0o600
+        settings, _ = config.load_settings({"HOME": str(tmp_path / "home")}, tmp_path)
+        assert settings.allowed_users == {OWNER}
+
+
+async def test_detach_init_writes_nothing_without_confirmation(tmp_path):
+    async with FakeTelegram() as fake:
+        code, printed, env_file = await _pairing(tmp_path, fake, "n")
+    assert code == 1 and "Nothing was written" in printed and not env_file.exists()
