@@ -134,9 +134,11 @@ async def main() -> None:
     print(f"  the same, run as the bot runs it median {m['direct_sbx_stream']:.3f}s")
     print(f"/detach (sandboxed) through bot   median {m['bot_sbx']:.3f}s")
     for label, bot, direct in (("ask", "bot", "direct"), ("sandboxed", "bot_sbx", "direct_sbx")):
+        paired = statistics.median(b / d for b, d in zip(series[bot], series[direct], strict=True))
         print(
             f"ratio bot/direct ({label}): {m[bot] / m[direct]:.3f}x  "
-            f"(overhead {1000 * (m[bot] - m[direct]):.0f} ms per turn)"
+            f"(overhead {1000 * (m[bot] - m[direct]):.0f} ms per turn; "
+            f"median of the {RUNS} paired runs' ratios {paired:.3f}x)"
         )
     print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
     print(
