@@ -24,7 +24,8 @@ from executors import registry
 NO_TOKEN = """Detach needs a Telegram bot token.
 
 1. In Telegram, talk to @BotFather, send /newbot and copy the token it gives you.
-2. Put it in {env} (see .env.example):
+2. Run `.venv/bin/detach init`: it asks for the token, waits for your /start to the bot and,
+   once you confirm, writes the settings. Or by hand, in {env} (see .env.example):
      DETACH_BOT_TOKEN=123456789:AA...your-token
      DETACH_ALLOWED_USERS=<your numeric Telegram user id>   (ask @userinfobot)
 3. Run `make run` again.
