@@ -22,6 +22,7 @@ from bot.errors import ConfigError
 from bot.intake.taskfile import parse
 from bot.telegram.reach import REJECTED, reach_telegram
 from tests.conftest import ROOT
+from tests.support import fake_claude
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, process_env, stop_process
 
@@ -288,3 +289,34 @@ async def test_detach_init_writes_nothing_without_confirmation(tmp_path):
     async with FakeTelegram() as fake:
         code, printed, env_file = await _pairing(tmp_path, fake, "n")
     assert code == 1 and "Nothing was written" in printed and not env_file.exists()
+
+
+async def test_the_bot_and_detach_in_another_directory_share_one_database(tmp_path, workdir):
+    """The bot started from one directory with only the settings file (as systemd would), a
+    task from Telegram; `detach list` in another directory shows it."""
+    home, there = tmp_path / "home", tmp_path / "elsewhere"
+    there.mkdir()
+    agent = fake_claude.script(tmp_path)
+    async with FakeTelegram() as fake:
+        write_env(
+            home,
+            f"DETACH_BOT_TOKEN={TOKEN}\nDETACH_ALLOWED_USERS={OWNER}\n"
+            f"DETACH_TELEGRAM_API_URL={fake.base_url}\nDETACH_WORKDIR={workdir}\n"
+            f"DETACH_CLAUDE_BIN={agent}\n",
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DETACH_", "XDG_"))}
+        env.update(HOME=str(home), PYTHONPATH=str(ROOT))
+        log = (tmp_path / "bot.log").open("w")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+        )
+        try:
+            await fake.wait_call("setMyCommands", timeout_s=60)
+            await fake.user_message("/detach mode=ask Tidy the notes", OWNER)
+            await fake.wait_text(OWNER, "tidy-notes", timeout_s=30)
+            listed = await asyncio.to_thread(detach, home, there, "list")
+            assert "#1 tidy-notes" in listed.stdout, listed.stderr + log.name
+        finally:
+            await stop_process(proc)
+            log.close()
+    assert not (tmp_path / "data").exists() and not (there / "data").exists()
