@@ -9,6 +9,7 @@ import re
 import shutil
 import uuid
 from collections.abc import AsyncGenerator, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -94,7 +95,23 @@ class ClaudeExecutor:
     async def probe(self) -> str:
         line = version_line(self.engine, await self.version(), PINNED_VERSION)
         problem = await asyncio.to_thread(self.sandbox_problem)
-        return f"{line}, sandbox {'works' if problem is None else 'UNAVAILABLE: ' + problem}"
+        line += f", sandbox {'works' if problem is None else 'UNAVAILABLE: ' + problem}"
+        if not self.logged_in():
+            line += f"; NO LOGIN FOUND: {NOT_LOGGED_IN}"
+        return line
+
+    def logged_in(self) -> bool:
+        """Whether the CLI has a way to the model: a key or token in its environment, a cloud
+        provider switched on, or a login (``.credentials.json``) or key helper in its config
+        directory. A guess from the outside; a turn's own "Not logged in" is the verdict."""
+        if any(self._env.get(name) for name in CREDENTIAL_VARIABLES):
+            return True
+        home = Path(self._env.get("HOME") or Path.home())
+        config = Path(self._env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        settings = config / "settings.json"
+        return (config / ".credentials.json").is_file() or (
+            settings.is_file() and "apiKeyHelper" in settings.read_text(errors="replace")
+        )
 
     def sandbox_problem(self) -> str | None:
         """Claude Code's Bash sandbox needs bubblewrap and socat on the agents' PATH."""
@@ -155,6 +172,13 @@ class ClaudeExecutor:
                     return
 
 
+CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+)
 NOT_LOGGED_IN = (
     "Claude Code is not logged in on the machine the bot runs on: run `claude` once in a "
     "terminal there (as the bot's user) and log in, or give the bot ANTHROPIC_API_KEY"

@@ -336,3 +336,13 @@ async def test_a_cli_that_is_not_logged_in_says_what_to_do_here(claude_bin, agen
         await collect(ClaudeExecutor(claude_bin, env), spec("hello", workdir))
     assert "run `claude` once in a terminal" in failed.value.reason
     assert "ANTHROPIC_API_KEY" in failed.value.reason and "/login" not in failed.value.reason
+
+
+async def test_status_says_when_no_login_is_found(claude_bin, agent_env, tmp_path):
+    assert "NO LOGIN" not in await ClaudeExecutor(claude_bin, agent_env).probe()
+    bare = {k: v for k, v in agent_env.items() if k != "ANTHROPIC_API_KEY"}
+    line = await ClaudeExecutor(claude_bin, bare).probe()
+    assert "NO LOGIN FOUND" in line and "run `claude` once" in line
+    (Path(bare["HOME"]) / ".claude").mkdir(exist_ok=True)
+    (Path(bare["HOME"]) / ".claude" / ".credentials.json").write_text("{}")
+    assert "NO LOGIN" not in await ClaudeExecutor(claude_bin, bare).probe()
