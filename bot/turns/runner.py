@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +15,11 @@ from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
 from bot.errors import AgentCrashed, AgentNotInstalled, UserInputError
 from bot.models import (
-    AgentEvent,
     ApprovalMode,
     CheckResult,
     Engine,
     SessionStarted,
     Task,
-    TaskKind,
     TaskStatus,
     Turn,
     TurnError,
@@ -36,31 +34,22 @@ from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
 from bot.turns.gitinfo import diff_stat
+from bot.turns.outcome import (
+    CHECK_PROMPT,
+    CHECK_PROMPT_TAIL,
+    failure,
+    outcome_of,
+    preamble,
+    reaper,
+    transcript_entry,
+)
 from bot.turns.pool import StopReason, TurnControl
 from bot.turns.progress import Progress
 from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
 
-DETACH_PREAMBLE = (
-    "You are running as a detached background job started from a phone. Nobody will answer "
-    "questions while you work: do not ask for confirmation or clarification. Work with what you "
-    "have, make reasonable assumptions, state them in your final answer, and finish with a short "
-    "summary of what you did and what is left."
-)
-SANDBOX_PREAMBLE = (
-    "Your shell commands run in an operating-system sandbox: you may write only inside the "
-    "working directory and reach only allowed network hosts. Stay inside it; anything outside "
-    "it waits for the owner's approval from their phone, which may be denied. Leave your "
-    "changes uncommitted in the working directory: the owner reviews and merges them."
-)
 TRANSCRIPT_BATCH = 25
-CHECK_PROMPT = (
-    "The check `{command}` failed after your last turn. The end of its output:\n\n"
-    "```\n{output}\n```\n\nFix the cause so that the check passes, then summarise what you "
-    "changed."
-)
-CHECK_PROMPT_TAIL = 6000
 AGENT_EXIT_WAIT_S = 30.0  # a previous agent of the task still exiting (its stop is bounded)
 
 
@@ -154,7 +143,7 @@ class TurnRunner:
             if reported:  # the agent's exit after its answer went wrong: nothing to report
                 log.exception("task %s turn %s: stopping the agent failed", task.id, turn.id)
             else:
-                await self._finish(task, turn, _failure(task, turn, exc), denials)
+                await self._finish(task, turn, failure(task, turn, exc), denials)
         await self._queue.kick(task.id)
 
     @contextlib.asynccontextmanager
@@ -205,7 +194,7 @@ class TurnRunner:
             cwd=Path(task.cwd),
             model=task.model,
             resume_session_id=task.session_id,
-            append_system_prompt=_preamble(task),
+            append_system_prompt=preamble(task),
             allowed_tools=await self._allowed_tools(task),
             approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
@@ -336,7 +325,7 @@ class TurnRunner:
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
         events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
-        agent.push_async_exit(_reaper(events))
+        agent.push_async_exit(reaper(events))
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
         progress = Progress(
@@ -352,7 +341,7 @@ class TurnRunner:
                     progress.observe(event)
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                         await self._store.tasks.set_session(task.id, event.session_id)
-                    batch.append(_transcript_entry(event))
+                    batch.append(transcript_entry(event))
                     if isinstance(event, TurnFinished):
                         final = event
                         break
@@ -379,85 +368,4 @@ class TurnRunner:
             await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
         if final is None:  # executors end with TurnFinished or raise
             raise AgentCrashed("the agent ended without a result", None, "")
-        return _outcome(final, preset), final.denials
-
-
-def _reaper(events: AsyncGenerator[AgentEvent, None]) -> Any:
-    """The exit callback owning an agent's event stream: after a normal end (the agent gave its
-    verdict) the rest of the stream is read, in which the executor waits, bounded, for the
-    agent to exit; after an error or a cancel the stream is closed, which stops the agent."""
-
-    async def reap(exc_type: type[BaseException] | None, *_: object) -> bool:
-        try:
-            if exc_type is None:
-                async for _event in events:
-                    pass
-        finally:
-            await events.aclose()
-        return False
-
-    return reap
-
-
-def _failure(task: Task, turn: Turn, exc: Exception) -> TurnOutcome:
-    """The outcome of a turn that raised: the agent crashed, is missing, or (the one catch-all
-    of the pool: a failing turn never kills it) something unexpected."""
-    if isinstance(exc, AgentCrashed):
-        return TurnOutcome(
-            TaskStatus.FAILED,
-            stderr_tail=exc.stderr_tail,
-            error=TurnError("turn_error.agent", {"reason": exc.reason}),
-        )
-    if isinstance(exc, AgentNotInstalled):
-        return TurnOutcome(
-            TaskStatus.FAILED,
-            error=TurnError(
-                "turn_error.not_installed", {"engine": exc.engine, "binary": exc.binary or "–"}
-            ),
-        )
-    log.error("task %s turn %s: unexpected error", task.id, turn.id, exc_info=exc)
-    return TurnOutcome(
-        TaskStatus.FAILED, error=TurnError("turn_error.internal", {"error": type(exc).__name__})
-    )
-
-
-def _preamble(task: Task) -> str | None:
-    parts = [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
-    if task.approval_mode is ApprovalMode.SANDBOX:
-        parts.append(SANDBOX_PREAMBLE)
-    return "\n\n".join(parts) or None
-
-
-def _transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:
-    body = asdict(event)
-    body.pop("extra", None)
-    return type(event).__name__, body
-
-
-def _outcome(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
-    """Claude reports its cost; other engines are priced from the task's preset."""
-    error = None
-    if final.is_error:  # the agent's own words
-        error = TurnError(
-            "turn_error.text",
-            {
-                "text": final.result_text
-                or "; ".join(final.errors)
-                or final.subtype
-                or "agent error"
-            },
-        )
-    status = TaskStatus.FAILED if final.is_error else TaskStatus.DONE
-    if final.subtype == "error_max_budget_usd":
-        status = TaskStatus.BUDGET_EXCEEDED
-    cost = final.cost_usd
-    if cost is None and preset is not None:
-        cost = preset.cost_usd(final.usage)
-    return TurnOutcome(
-        status=status,
-        result_text=final.result_text,
-        error=error,
-        cost_usd=cost,
-        input_tokens=final.usage.input_tokens,
-        output_tokens=final.usage.output_tokens,
-    )
+        return outcome_of(final, preset), final.denials

@@ -1,0 +1,126 @@
+"""What a turn is told and what it comes to: the preambles an agent gets, the prompt of a
+check round, the outcome of a verdict or of an exception, transcript entries, and the exit
+callback that owns an agent's event stream (``bot.turns.runner`` drives the turn)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import asdict
+from typing import Any
+
+from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.models import (
+    AgentEvent,
+    ApprovalMode,
+    Task,
+    TaskKind,
+    TaskStatus,
+    Turn,
+    TurnError,
+    TurnFinished,
+)
+from bot.money.presets import Preset
+from bot.store import TurnOutcome
+
+log = logging.getLogger(__name__)
+
+DETACH_PREAMBLE = (
+    "You are running as a detached background job started from a phone. Nobody will answer "
+    "questions while you work: do not ask for confirmation or clarification. Work with what you "
+    "have, make reasonable assumptions, state them in your final answer, and finish with a short "
+    "summary of what you did and what is left."
+)
+SANDBOX_PREAMBLE = (
+    "Your shell commands run in an operating-system sandbox: you may write only inside the "
+    "working directory and reach only allowed network hosts. Stay inside it; anything outside "
+    "it waits for the owner's approval from their phone, which may be denied. Leave your "
+    "changes uncommitted in the working directory: the owner reviews and merges them."
+)
+CHECK_PROMPT = (
+    "The check `{command}` failed after your last turn. The end of its output:\n\n"
+    "```\n{output}\n```\n\nFix the cause so that the check passes, then summarise what you "
+    "changed."
+)
+CHECK_PROMPT_TAIL = 6000
+
+
+def reaper(events: AsyncGenerator[AgentEvent, None]) -> Any:
+    """The exit callback owning an agent's event stream: after a normal end (the agent gave its
+    verdict) the rest of the stream is read, in which the executor waits, bounded, for the
+    agent to exit; after an error or a cancel the stream is closed, which stops the agent."""
+
+    async def reap(exc_type: type[BaseException] | None, *_: object) -> bool:
+        try:
+            if exc_type is None:
+                async for _event in events:
+                    pass
+        finally:
+            await events.aclose()
+        return False
+
+    return reap
+
+
+def failure(task: Task, turn: Turn, exc: Exception) -> TurnOutcome:
+    """The outcome of a turn that raised: the agent crashed, is missing, or (the one catch-all
+    of the pool: a failing turn never kills it) something unexpected."""
+    if isinstance(exc, AgentCrashed):
+        return TurnOutcome(
+            TaskStatus.FAILED,
+            stderr_tail=exc.stderr_tail,
+            error=TurnError("turn_error.agent", {"reason": exc.reason}),
+        )
+    if isinstance(exc, AgentNotInstalled):
+        return TurnOutcome(
+            TaskStatus.FAILED,
+            error=TurnError(
+                "turn_error.not_installed", {"engine": exc.engine, "binary": exc.binary or "–"}
+            ),
+        )
+    log.error("task %s turn %s: unexpected error", task.id, turn.id, exc_info=exc)
+    return TurnOutcome(
+        TaskStatus.FAILED, error=TurnError("turn_error.internal", {"error": type(exc).__name__})
+    )
+
+
+def preamble(task: Task) -> str | None:
+    parts = [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
+    if task.approval_mode is ApprovalMode.SANDBOX:
+        parts.append(SANDBOX_PREAMBLE)
+    return "\n\n".join(parts) or None
+
+
+def transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:
+    body = asdict(event)
+    body.pop("extra", None)
+    return type(event).__name__, body
+
+
+def outcome_of(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
+    """Claude reports its cost; other engines are priced from the task's preset."""
+    error = None
+    if final.is_error:  # the agent's own words
+        error = TurnError(
+            "turn_error.text",
+            {
+                "text": final.result_text
+                or "; ".join(final.errors)
+                or final.subtype
+                or "agent error"
+            },
+        )
+    status = TaskStatus.FAILED if final.is_error else TaskStatus.DONE
+    if final.subtype == "error_max_budget_usd":
+        status = TaskStatus.BUDGET_EXCEEDED
+    cost = final.cost_usd
+    if cost is None and preset is not None:
+        cost = preset.cost_usd(final.usage)
+    return TurnOutcome(
+        status=status,
+        result_text=final.result_text,
+        error=error,
+        cost_usd=cost,
+        input_tokens=final.usage.input_tokens,
+        output_tokens=final.usage.output_tokens,
+    )
