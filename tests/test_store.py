@@ -136,6 +136,14 @@ async def test_links_map_messages_to_tasks(store):
     assert await store.links.task_for(10, 501) is None
 
 
+async def test_the_update_journal_keeps_an_update_once(store):
+    await store.journal.keep(7, '{"update_id": 7}')
+    await store.journal.keep(7, '{"update_id": 7, "again": true}')  # Telegram re-sent it
+    assert await store.journal.pending() == [(7, '{"update_id": 7}')]
+    await store.journal.done(7)
+    assert await store.journal.pending() == []
+
+
 async def test_listing_and_archiving_are_per_owner(store):
     mine, _ = await store.tasks.create(new(owner=1), "a")
     theirs, _ = await store.tasks.create(new(owner=2), "b")
