@@ -6,7 +6,9 @@ the settings file. Nobody becomes allowed without that confirmation on the machi
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -32,8 +34,14 @@ def pair(
     say: Callable[[str], None] | None = None,
     wait_s: float = WAIT_S,
 ) -> int:
+    """Pair, writing ``env_file`` only on the person's yes; returns the exit code. ``ask``
+    and ``say`` are the terminal (a test scripts them); a token typed at a real terminal is not
+    echoed."""
     say = say or partial(print, flush=True)
-    token = (token or ask("Bot token from @BotFather: ")).strip()
+    if token is None:
+        prompt = "Bot token from @BotFather: "
+        token = getpass.getpass(prompt) if ask is input and sys.stdin.isatty() else ask(prompt)
+    token = token.strip()
     if not TOKEN_SHAPE.fullmatch(token):
         raise ConfigError("this is not a bot token: @BotFather's look like 123456789:AAE…")
     user = asyncio.run(_wait_for_start(token, api_url, say, wait_s))
@@ -53,6 +61,8 @@ def pair(
 async def _wait_for_start(
     token: str, api_url: str, say: Callable[[str], None], wait_s: float
 ) -> User:
+    """The sender of the first /start in a private chat; it is confirmed to Telegram here,
+    so the bot does not see it again."""
     session = AiohttpSession(api=TelegramAPIServer.from_base(api_url))
     bot = Bot(token, session=session)
     try:
