@@ -27,7 +27,7 @@ from bot.intake.intake import Intake, recover
 from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
-from bot.ports import Executor
+from bot.ports import LOGIN_MISSING, Executor
 from bot.schedules.desk import ScheduleDesk
 from bot.settings import Settings
 from bot.store import Store
@@ -68,6 +68,7 @@ class App:
     intake: Intake
     outbox: Outbox
     schedules: ScheduleDesk
+    status: tuple[str, ...] = ()  # the engines' start-up probe lines, as /status shows them
 
 
 def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
@@ -276,26 +277,33 @@ async def build(
         await start_core(core, settings, stack)
         await core.schedules.start()  # missed runs once, then every schedule from now
         yield App(
-            settings, store, bot, dispatcher, core.pool, service, intake, outbox, core.schedules
+            settings,
+            store,
+            bot,
+            dispatcher,
+            core.pool,
+            service,
+            intake,
+            outbox,
+            core.schedules,
+            tuple(core.status),
         )
 
 
 async def _say_missing_engine(app: App) -> None:
-    """The default engine is not usable here: each allowed user hears it at start, not only
-    the log (what to install, and /status)."""
+    """The default engine is not usable here, or finds no login: each allowed user hears it
+    at start, not only the log (what to do, and /status)."""
     engine = app.settings.default_engine
-    if engine in app.service.available_engines:
+    texts = app.service.texts
+    if engine not in app.service.available_engines:
+        variable = f"DETACH_{engine.upper()}_BIN"
+        text = texts.get(DEFAULT_LOCALE, "setup.engine_missing", engine=engine, variable=variable)
+    elif any(line.startswith(f"{engine} ") and LOGIN_MISSING in line for line in app.status):
+        text = texts.get(DEFAULT_LOCALE, "setup.no_login", engine=engine)
+    else:
         return
     for user_id in sorted(app.settings.allowed_users):
-        await app.outbox.send(
-            user_id,
-            app.service.texts.get(
-                DEFAULT_LOCALE,
-                "setup.engine_missing",
-                engine=engine,
-                variable=f"DETACH_{engine.upper()}_BIN",
-            ),
-        )
+        await app.outbox.send(user_id, text)
 
 
 async def _stop(task: asyncio.Task[None]) -> None:

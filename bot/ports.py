@@ -17,6 +17,8 @@ from bot.models import (
     TurnSpec,
 )
 
+LOGIN_MISSING = "NO LOGIN FOUND"  # in an engine's probe line: it has no way to its model
+
 
 class Approver(Protocol):
     """Answers an agent's permission requests for one turn; every path but Allow is a deny."""

@@ -16,7 +16,7 @@ import anyio
 
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
-from bot.ports import Approver, EngineConfig, EngineSpec
+from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
 from executors import sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
 from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
@@ -97,7 +97,7 @@ class ClaudeExecutor:
         problem = await asyncio.to_thread(self.sandbox_problem)
         line += f", sandbox {'works' if problem is None else 'UNAVAILABLE: ' + problem}"
         if not self.logged_in():
-            line += f"; NO LOGIN FOUND: {NOT_LOGGED_IN}"
+            line += f"; {LOGIN_MISSING}: {NOT_LOGGED_IN}"
         return line
 
     def logged_in(self) -> bool:

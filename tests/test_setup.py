@@ -320,3 +320,21 @@ async def test_the_bot_and_detach_in_another_directory_share_one_database(tmp_pa
             await stop_process(proc)
             log.close()
     assert not (tmp_path / "data").exists() and not (there / "data").exists()
+
+
+async def test_a_default_engine_without_a_login_is_told_in_telegram(tmp_path, workdir):
+    agent = fake_claude.script(tmp_path)
+    async with FakeTelegram() as fake:
+        bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "LANG": "C.UTF-8"}
+        env = process_env(bare, fake, tmp_path / "data", agent, workdir)
+        env.pop("ANTHROPIC_API_KEY")
+        log = (tmp_path / "bot.log").open("w")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+        )
+        try:
+            notice = await fake.wait_text(OWNER, "finds no login", timeout_s=60)
+            assert "claude" in notice.params["text"] and "/status" in notice.params["text"]
+        finally:
+            await stop_process(proc)
+            log.close()

@@ -98,6 +98,7 @@ def process_env(
 ) -> dict[str, str]:
     """The environment of a bot run as its own process (``python -m bot run``)."""
     return {
+        "ANTHROPIC_API_KEY": "sk-ant-test",  # a configured machine; a fake agent ignores it
         **agent_env,
         "DETACH_BOT_TOKEN": TOKEN,
         "DETACH_ALLOWED_USERS": str(OWNER),
