@@ -181,19 +181,23 @@ async def test_reach_returns_once_telegram_answers():
             await session.close()
 
 
-async def test_a_missing_default_engine_is_told_in_telegram(tmp_path, workdir):
-    async with FakeTelegram() as fake:
-        env = process_env(os.environ, fake, tmp_path / "data", "/nonexistent/claude", workdir)
-        log = (tmp_path / "bot.log").open("w")
+async def _start_notice(tmp_path: Path, fake: FakeTelegram, env: dict[str, str], text: str):  # type: ignore[no-untyped-def]
+    """``detach run`` as its own process until the owner gets a message with ``text``."""
+    with (tmp_path / "bot.log").open("w") as log:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
         )
         try:
-            notice = await fake.wait_text(OWNER, "cannot run on this machine", timeout_s=60)
-            assert "claude" in notice.params["text"] and "/status" in notice.params["text"]
+            return await fake.wait_text(OWNER, text, timeout_s=60)
         finally:
             await stop_process(proc)
-            log.close()
+
+
+async def test_a_missing_default_engine_is_told_in_telegram(tmp_path, workdir):
+    async with FakeTelegram() as fake:
+        env = process_env(os.environ, fake, tmp_path / "data", "/nonexistent/claude", workdir)
+        notice = await _start_notice(tmp_path, fake, env, "cannot run on this machine")
+        assert "claude" in notice.params["text"] and "/status" in notice.params["text"]
 
 
 def test_the_readme_task_file_example_parses_as_it_stands():
@@ -328,13 +332,5 @@ async def test_a_default_engine_without_a_login_is_told_in_telegram(tmp_path, wo
         bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "LANG": "C.UTF-8"}
         env = process_env(bare, fake, tmp_path / "data", agent, workdir)
         env.pop("ANTHROPIC_API_KEY")
-        log = (tmp_path / "bot.log").open("w")
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
-        )
-        try:
-            notice = await fake.wait_text(OWNER, "finds no login", timeout_s=60)
-            assert "claude" in notice.params["text"] and "/status" in notice.params["text"]
-        finally:
-            await stop_process(proc)
-            log.close()
+        notice = await _start_notice(tmp_path, fake, env, "finds no login")
+        assert "claude" in notice.params["text"] and "/status" in notice.params["text"]
