@@ -1,20 +1,22 @@
 """How much time Detach adds to an agent turn.
 
-Runs the same one-step text turn N times, interleaved, (a) as `claude -p --output-format
-stream-json` spawned directly, the prompt on stdin, timed to its result line (the moment a person
-at a terminal has the answer), and (b) through the whole bot: a `/detach` update over HTTP long
-polling to the completion message at the fake Bot API server; each both plain (`mode=ask`) and
-sandboxed (the CLI's bubblewrap sandbox, the default of /detach). All hit the same scripted model
-server on 127.0.0.1. The bot talks to the CLI in stream-json on stdin too (approvals are answered
-there); sandboxed, that input format alone makes the CLI start slower, so the sandboxed series
-also runs the CLI exactly as the bot does, to tell the CLI's share from the bot's. Prints
-medians and the ratios measured in this one run.
+Runs the same one-step text turn N times, interleaved, each after the same idle pause: (a) as
+`claude -p --output-format stream-json` spawned directly, the prompt on stdin, timed to its
+result line (the moment a person at a terminal has the answer), and (b) through the whole bot
+with Telegram's pace as deployed: a `/detach` update over HTTP long polling to the completion
+message at the fake Bot API server; each both plain (`mode=ask`) and sandboxed (the CLI's
+bubblewrap sandbox, the default of /detach). All hit the same scripted model server on
+127.0.0.1. From the bot's own log it also takes the bot's own time (update to agent started,
+verdict read to card at Telegram), which the CLI's start-up noise (tens of ms from run to run)
+does not blur, and so what is left: the CLI running as the bot runs it (stream-json input,
+approvals answered on stdin, the detached-job preamble). Prints medians and the ratios measured
+in this one run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import os
 import statistics
 import sys
@@ -32,7 +34,9 @@ from tests.support.anthropic_mock import AnthropicMock  # noqa: E402
 from tests.support.fake_telegram import FakeTelegram  # noqa: E402
 from tests.support.harness import OWNER, make_settings, running_bot  # noqa: E402
 
-RUNS = int(os.environ.get("BENCH_RUNS", "8"))
+RUNS = int(os.environ.get("BENCH_RUNS", "12"))
+PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one message a second
+SETTLE_S = 1.0
 
 
 SANDBOXED = (
@@ -41,9 +45,6 @@ SANDBOXED = (
     "--settings",
     sandbox_settings(TurnSpec(0, 0, "", Path("."), approval_mode=ApprovalMode.SANDBOX)),
 )
-
-
-AS_THE_BOT = ("--input-format", "stream-json", "--permission-prompt-tool", "stdio")
 
 
 async def direct_turn(
@@ -65,14 +66,8 @@ async def direct_turn(
         stderr=asyncio.subprocess.DEVNULL,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    prompt = f"{marker} hi"
-    if "stream-json" in extra:
-        user = {"role": "user", "content": prompt}
-        line = {"type": "user", "parent_tool_use_id": None, "session_id": "", "message": user}
-        proc.stdin.write((json.dumps(line) + "\n").encode())
-    else:
-        proc.stdin.write(prompt.encode())
-        proc.stdin.close()
+    proc.stdin.write(f"{marker} hi".encode())
+    proc.stdin.close()
     elapsed = None
     async with asyncio.timeout(60):
         while line_out := await proc.stdout.readline():
@@ -82,6 +77,21 @@ async def direct_turn(
         await proc.wait()
     assert elapsed is not None, "claude ended without a result"
     return elapsed
+
+
+class Marks(logging.Handler):
+    """When the bot's agent started and when the bot read its verdict (from its own log)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.spawned = self.verdict = 0.0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if " started" in message and record.name == "executors.process":
+            self.spawned = time.monotonic()
+        elif message.endswith("verdict read"):
+            self.verdict = time.monotonic()
 
 
 async def main() -> None:
@@ -100,38 +110,60 @@ async def main() -> None:
         **QUIET_ENV,
     }
     mock.script("BENCH", [{"text": "benchmark answer"}])
-    keys = ("direct", "bot", "direct_sbx", "direct_sbx_stream", "bot_sbx")
+    keys = ("direct", "bot", "direct_sbx", "bot_sbx", "pre", "post")
     series: dict[str, list[float]] = {k: [] for k in keys}
     work = tmp / "work"
+    marks = Marks()
+    for name in ("executors.process", "bot.turns.runner"):
+        logging.getLogger(name).addHandler(marks)
+        logging.getLogger(name).setLevel(logging.DEBUG)
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp / "data", fake, claude, work)
+        # Telegram's pace as deployed (the tests' settings pace 20x faster), intake as deployed
+        settings = make_settings(
+            tmp / "data", fake, claude, work, outbox_chat_interval_s=1.0, intake_interval_s=0.5
+        )
         async with running_bot(settings, env):
             await fake.wait_call("setMyCommands")
 
-            async def via_bot(command: str) -> float:
+            async def via_bot(command: str, own: bool = False) -> float:
+                # A person does not start a task every second: let the chat's pace refill (a
+                # task takes three of its burst), as it has between tasks in real use.
+                await asyncio.sleep(max(0.0, PACE_REFILL_S - (time.monotonic() - last[0])))
                 mark = len(fake.calls)
-                start = time.perf_counter()
+                start = time.monotonic()
                 await fake.user_message(command, OWNER)
-                await fake.wait_text(OWNER, "benchmark answer", timeout_s=60, after=mark)
-                return time.perf_counter() - start
+                card = await fake.wait_text(OWNER, "benchmark answer", timeout_s=60, after=mark)
+                last[0] = time.monotonic()
+                if own:
+                    series["pre"].append(marks.spawned - start)
+                    series["post"].append(card.at - marks.verdict)
+                return card.at - start
 
+            last = [0.0]
             for i in range(RUNS):  # interleaved, so drift in the machine's speed hits all
+                # every run starts from the same idle pause: a run right after another is faster
+                # (warm caches, CPU clock), and the bot's runs must wait for the chat's pace
+                await asyncio.sleep(SETTLE_S)
                 series["direct"].append(await direct_turn(claude, env, work, f"BENCH d {i}"))
-                series["bot"].append(await via_bot(f"/detach mode=ask BENCH bot {i}"))
+                await asyncio.sleep(SETTLE_S)
+                series["bot"].append(await via_bot(f"/detach mode=ask BENCH bot {i}", own=True))
+                await asyncio.sleep(SETTLE_S)
                 series["direct_sbx"].append(
                     await direct_turn(claude, env, work, f"BENCH ds {i}", SANDBOXED)
                 )
-                series["direct_sbx_stream"].append(
-                    await direct_turn(claude, env, work, f"BENCH dss {i}", SANDBOXED + AS_THE_BOT)
-                )
+                await asyncio.sleep(SETTLE_S)
                 series["bot_sbx"].append(await via_bot(f"/detach BENCH sandboxed {i}"))
     mock.stop()
+    report(series)
+
+
+def report(series: dict[str, list[float]]) -> None:
     m = {k: statistics.median(v) for k, v in series.items()}
+    ms = {k: 1000 * v for k, v in m.items()}
     print(f"runs: {RUNS}")
     print(f"claude -p direct                  median {m['direct']:.3f}s")
     print(f"/detach mode=ask through bot      median {m['bot']:.3f}s")
     print(f"claude -p direct, sandboxed       median {m['direct_sbx']:.3f}s")
-    print(f"  the same, run as the bot runs it median {m['direct_sbx_stream']:.3f}s")
     print(f"/detach (sandboxed) through bot   median {m['bot_sbx']:.3f}s")
     for label, bot, direct in (("ask", "bot", "direct"), ("sandboxed", "bot_sbx", "direct_sbx")):
         paired = statistics.median(b / d for b, d in zip(series[bot], series[direct], strict=True))
@@ -140,11 +172,18 @@ async def main() -> None:
             f"(overhead {1000 * (m[bot] - m[direct]):.0f} ms per turn; "
             f"median of the {RUNS} paired runs' ratios {paired:.3f}x)"
         )
-    print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
+    own = ms["pre"] + ms["post"]
     print(
-        "the bot's own share, sandboxed (vs the CLI run as the bot runs it): "
-        f"{m['bot_sbx'] / m['direct_sbx_stream']:.3f}x"
+        f"the bot's own time (ask): update -> agent started {ms['pre']:.1f} ms, "
+        f"verdict -> card at Telegram {ms['post']:.1f} ms: {own:.0f} ms, "
+        f"{own / ms['direct']:.1%} of the direct turn"
     )
+    cli = (m["bot"] - m["pre"] - m["post"]) / m["direct"]
+    print(
+        f"the CLI run as the bot runs it (stream-json input, approvals on stdin, the detached "
+        f"preamble) vs claude -p: {cli:.3f}x"
+    )
+    print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
 
 
 if __name__ == "__main__":

@@ -122,7 +122,13 @@ async def build_core(
     store = await Store.open(settings.resolved_database_url)
     stack.push_async_callback(store.close)
     texts = Texts()
-    outbox = Outbox(store, bot, settings.outbox_chat_interval_s, settings.outbox_group_interval_s)
+    outbox = Outbox(
+        store,
+        bot,
+        settings.outbox_chat_interval_s,
+        settings.outbox_group_interval_s,
+        chat_burst=settings.outbox_chat_burst,
+    )
     notifier = Notifier(store, texts, outbox)
     agent_environ = os.environ if environ is None else environ
     executors, status = await make_executors(settings, agent_environ, given_executors)

@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     progress_delay_s: float = Field(default=5.0, ge=0)  # a turn shorter than this: no progress
     outbox_chat_interval_s: float = Field(default=1.0, ge=0)
     outbox_group_interval_s: float = Field(default=3.0, ge=0)
+    outbox_chat_burst: int = Field(default=3, ge=1)  # messages a chat may get at once
     daily_cap_usd: float | None = None
     task_cap_usd: float | None = Field(default=None, gt=0)
     codex_approval_policy: str = "untrusted"

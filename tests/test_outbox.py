@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 
+from bot.telegram.pacing import Pace
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, process_env, running_bot, stop_process
 from tests.test_restart import _start_bot
@@ -15,6 +16,25 @@ async def _until(predicate, timeout_s: float) -> None:  # type: ignore[no-untype
     async with asyncio.timeout(timeout_s):
         while not await predicate():
             await asyncio.sleep(0.05)
+
+
+def test_a_chat_gets_a_short_burst_then_one_message_a_second():
+    """A short task's acknowledgement, card and last edit go out at once; then the chat's pace
+    holds; a group's pace is its own; a 429 blocks the chat for its retry_after."""
+    pace = Pace(chat_interval_s=1.0, group_interval_s=3.0, per_second=25, chat_burst=3)
+    for _ in range(3):
+        assert pace.ready_in(OWNER) <= 0
+        pace.sent(OWNER)
+    assert 0.9 < pace.ready_in(OWNER) <= 1.0
+    assert pace.ready_in(-100) <= 0 and pace.ready_in(OWNER + 1) <= 0
+    for _ in range(3):
+        pace.sent(-100)
+    assert 2.9 < pace.ready_in(-100) <= 3.0
+    pace.told_to_wait(OWNER + 1, 7)
+    assert 6.9 < pace.ready_in(OWNER + 1) <= 7.0
+    strict = Pace(chat_interval_s=1.0, group_interval_s=3.0, per_second=25, chat_burst=1)
+    strict.sent(OWNER)
+    assert 0.9 < strict.ready_in(OWNER) <= 1.0
 
 
 async def test_a_burst_of_100_messages_arrives_complete_and_in_order(
@@ -59,7 +79,12 @@ async def test_edits_are_coalesced_and_a_blocked_user_is_recorded(
 ):
     async with FakeTelegram() as fake:
         settings = make_settings(
-            tmp_path / "data", fake, claude_bin, workdir, outbox_chat_interval_s=1.0
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            outbox_chat_interval_s=1.0,
+            outbox_chat_burst=1,
         )
         async with running_bot(settings, agent_env) as app:
             row = await app.outbox.send(OWNER, "progress 0")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -210,3 +213,30 @@ def test_turn_errors_are_keys_with_params_and_old_text_is_kept():
         "turn_error.text", {"text": "the bot stopped while this turn ran"}
     )
     assert TurnError.decode(None) is None
+
+
+async def test_a_write_waits_for_another_process_lock_without_blocking_the_loop(tmp_path):
+    """SQLite runs on the loop's thread (bot/store/inline_sqlite.py): while another process
+    (here: a thread with its own connection, as `detach add` would be) holds the write lock, the
+    bot's write waits for it with asyncio sleeps, the loop keeps serving everything else, and
+    the write lands once the lock is released; reads never wait."""
+    path = tmp_path / "detach.sqlite"
+    store = await Store.open(f"sqlite+aiosqlite:///{path}")
+    task, _turn = await store.tasks.create(new(), "t")
+    other = sqlite3.connect(path, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # the other process's writer holds the lock
+    release = threading.Timer(0.6, other.commit)
+    release.start()
+    try:
+        write = asyncio.create_task(store.tasks.add_turn(task.id, "again"))
+        ticks = 0
+        while not write.done():  # the loop is free while the write waits
+            await asyncio.sleep(0.01)
+            ticks += 1
+            assert (await store.tasks.get(task.id)) is not None  # reads do not wait
+        added = await write
+        assert added.seq == 2 and ticks >= 20
+    finally:
+        release.join()
+        other.close()
+        await store.close()

@@ -40,10 +40,11 @@ class MoneyDesk:
     def resolve(self, typed: str) -> Preset:
         return resolve_preset(self.catalog, typed)
 
-    async def preset_for(
-        self, chat_id: int, typed: str | None, engine: Engine | None
+    def preset_for(
+        self, chat_preset: str | None, typed: str | None, engine: Engine | None
     ) -> Preset | None:
-        """model= wins; else the chat's preset when it fits the engine; else none (CLI default)."""
+        """model= wins; else the chat's preset (its stored name) when it fits the engine; else
+        none (the CLI's default)."""
         if typed:
             preset = self.resolve(typed)
             if engine is not None and preset.engine != engine:
@@ -54,7 +55,7 @@ class MoneyDesk:
                     engine=engine,
                 )
             return preset
-        chosen = self.catalog.get(await self._store.chats.preset(chat_id))
+        chosen = self.catalog.get(chat_preset)
         if chosen is not None and (engine is None or chosen.engine == engine):
             return chosen
         return None

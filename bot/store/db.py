@@ -14,6 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from bot.store import inline_sqlite
+
 Clock = Callable[[], datetime]
 log = logging.getLogger(__name__)
 WRITER_WAIT_S = 30.0  # as long as SQLite's own busy timeout
@@ -39,6 +41,11 @@ class Database:
         )
         self._writer = asyncio.Lock() if engine.dialect.name == "sqlite" else None
         self._writing: ContextVar[bool] = ContextVar(f"writing{id(self)}", default=False)
+
+    @property
+    def one_writer(self) -> bool:
+        """Whether write transactions never overlap (SQLite): no row lock needed to order them."""
+        return self._writer is not None
 
     def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
         conn = self._tx.get()
@@ -132,13 +139,16 @@ def aware(value: datetime | None) -> datetime | None:
 
 
 def make_engine(url: str) -> AsyncEngine:
-    """An async engine; SQLite files get WAL, NORMAL sync and a busy timeout (CLI writers)."""
+    """An async engine; SQLite files get WAL and NORMAL sync, run on the loop's thread
+    (``inline_sqlite``: a lock held by another process is waited for without blocking)."""
     if not url.startswith("sqlite"):
         return create_async_engine(url, pool_pre_ping=True)
-    path = url.split("///", 1)[-1]
-    if path and path != ":memory:":
+    path = sa.engine.make_url(url).database
+    if not path or path == ":memory:":
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+    else:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(url, connect_args={"timeout": 30})
+        engine = create_async_engine(url, async_creator=inline_sqlite.connector(path))
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 
@@ -147,6 +157,5 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()

@@ -186,10 +186,26 @@ class SpendRepo:
         return self._clock().date().isoformat()
 
 
+@dataclass(frozen=True, slots=True)
+class ChatSettings:
+    """A chat's stored choices (None: never chosen)."""
+
+    preset: str | None = None
+    cwd: str | None = None
+    notify: str | None = None
+
+
 class ChatSettingsRepo:
     def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
+
+    async def get(self, chat_id: int) -> ChatSettings:
+        """All of a chat's choices in one read (a new task needs its preset and directory)."""
+        query = sa.select(chat_settings.c.preset, chat_settings.c.cwd, chat_settings.c.notify)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query.where(chat_settings.c.chat_id == chat_id))).first()
+        return ChatSettings(row.preset, row.cwd, row.notify) if row else ChatSettings()
 
     async def preset(self, chat_id: int) -> str | None:
         async with self._engine.connect() as conn:

@@ -88,7 +88,10 @@ class TaskRepo:
         self._engine = engine
         self._clock = clock
 
-    async def create(self, new: NewTask, slug: str) -> tuple[Task, Turn]:
+    async def create(self, new: NewTask, slug: str, submitted: bool = False) -> tuple[Task, Turn]:
+        """A new task and its first turn; ``submitted``: the caller submits that turn to its
+        pool right after the commit (a new task has no other turn to wait for), so nobody
+        else may (a crash before it: ``unsubmit_queued`` at the next start)."""
         now = self._clock()
         async with self._engine.begin() as conn:
             inserted = await conn.execute(
@@ -115,7 +118,7 @@ class TaskRepo:
                 .returning(tasks)
             )
             task = _task(inserted.one())
-            turn = await self._insert_turn(conn, task.id, 1, new.prompt)
+            turn = await self._insert_turn(conn, task.id, 1, new.prompt, submitted=submitted)
         return task, turn
 
     async def add_turn(self, task_id: int, prompt: str, check_round: int = 1) -> Turn:
@@ -141,8 +144,15 @@ class TaskRepo:
         return turn
 
     async def _insert_turn(
-        self, conn: Any, task_id: int, seq: int, prompt: str, check_round: int = 1
+        self,
+        conn: Any,
+        task_id: int,
+        seq: int,
+        prompt: str,
+        check_round: int = 1,
+        submitted: bool = False,
     ) -> Turn:
+        now = self._clock()
         result = await conn.execute(
             turns.insert()
             .values(
@@ -151,7 +161,8 @@ class TaskRepo:
                 prompt=prompt,
                 check_round=check_round,
                 status=TaskStatus.QUEUED.value,
-                created_at=self._clock(),
+                created_at=now,
+                submitted_at=now if submitted else None,
             )
             .returning(turns)
         )
@@ -235,23 +246,22 @@ class TaskRepo:
         only while no other turn of the task runs. A second run of the same job gets None.
         Returns the running task and turn."""
         now = self._clock()
+        task_of_turn = sa.select(turns.c.task_id).where(turns.c.id == turn_id).scalar_subquery()
         async with self._engine.begin() as conn:
-            # Touching the task row first serialises claims of one task (a row lock on PostgreSQL).
-            touched = await conn.execute(
-                tasks.update()
-                .where(
-                    tasks.c.id
-                    == sa.select(turns.c.task_id).where(turns.c.id == turn_id).scalar_subquery()
+            if not self._engine.one_writer:
+                # Touching the task row first serialises claims of one task (a row lock on
+                # PostgreSQL); SQLite's writers never overlap.
+                touched = await conn.execute(
+                    tasks.update()
+                    .where(tasks.c.id == task_of_turn)
+                    .values(updated_at=now)
+                    .returning(tasks.c.id)
                 )
-                .values(updated_at=now)
-                .returning(tasks.c.id)
-            )
-            task_id = touched.scalar()
-            if task_id is None:
-                return None
+                if touched.scalar() is None:
+                    return None
             other = turns.alias("other")
             blocked = sa.select(other.c.id).where(
-                other.c.task_id == task_id,
+                other.c.task_id == turns.c.task_id,
                 sa.or_(
                     other.c.status == TaskStatus.RUNNING.value,
                     sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
@@ -279,8 +289,8 @@ class TaskRepo:
                 return None
             task = await conn.execute(
                 tasks.update()
-                .where(tasks.c.id == task_id)
-                .values(status=TaskStatus.RUNNING.value)
+                .where(tasks.c.id == claimed.task_id)
+                .values(status=TaskStatus.RUNNING.value, updated_at=now)
                 .returning(tasks)
             )
             return _task(task.one()), _turn(claimed)

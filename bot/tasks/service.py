@@ -161,9 +161,10 @@ class TaskService:
             if "engine" in options
             else None
         )
-        preset = await self.money.preset_for(chat_id, options.get("model"), chosen)
+        chat = await self._store.chats.get(chat_id)
+        preset = self.money.preset_for(chat.preset, options.get("model"), chosen)
         engine_name = chosen or (preset.engine if preset else self.default_engine)
-        chat_dir = await self.current_dir(chat_id)
+        chat_dir = self._allowed_dir(chat_id, chat.cwd)
         cwd = self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options else chat_dir
         mode, note = self._mode(options, kind, engine_name, locale)
         worktree = flag(
@@ -214,7 +215,9 @@ class TaskService:
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""
-        stored = await self._store.chats.cwd(chat_id)
+        return self._allowed_dir(chat_id, await self._store.chats.cwd(chat_id))
+
+    def _allowed_dir(self, chat_id: int, stored: str | None) -> Path:
         if stored:
             try:
                 return self.workdirs.check(Path(stored))
@@ -251,7 +254,7 @@ class TaskService:
         repo = await self.worktrees.repository(new.cwd) if new.worktree else None
         slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
         async with self._store.atomic():  # the task exists with its acknowledgement, or not
-            task, _turn = await self._store.tasks.create(new, slug)
+            task, turn = await self._store.tasks.create(new, slug, submitted=True)
             if repo is not None:
                 task = await self._own_worktree(task, new.cwd, repo)
             if reply_to is not None:
@@ -264,7 +267,7 @@ class TaskService:
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         place(list(attachments), Path(task.cwd))
-        await self._queue.kick(task.id)
+        await self._queue.submit(task.id, turn.id)
         return task
 
     async def _own_worktree(self, task: Task, cwd: Path, repo: Path) -> Task:

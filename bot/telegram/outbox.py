@@ -30,7 +30,7 @@ from aiogram.types import BufferedInputFile, ForceReply, InlineKeyboardMarkup
 from bot.store import Store
 from bot.store.db import utcnow
 from bot.store.outbox import PENDING, OutboxRow
-from bot.telegram.pacing import Pace
+from bot.telegram.pacing import CHAT_BURST, Pace
 from bot.telegram.render import plain
 from bot.telegram.retry import NO_RETRY
 
@@ -48,10 +48,11 @@ class Outbox:
         chat_interval_s: float = 1.0,
         group_interval_s: float = 3.0,
         per_second: float = 25.0,
+        chat_burst: int = CHAT_BURST,
     ) -> None:
         self._store = store
         self._bot = bot
-        self._pace = Pace(chat_interval_s, group_interval_s, per_second)
+        self._pace = Pace(chat_interval_s, group_interval_s, per_second, chat_burst)
         self._waiters: dict[int, asyncio.Future[int | None]] = {}
         self._wake = asyncio.Event()
         self._delivering = False  # a scale-out worker queues rows; the bot delivers them

@@ -1,6 +1,8 @@
 """Telegram's pace, for the outbox: per chat about one message a second (groups one per three
-seconds), a chat told to wait by a 429 waits that long, and overall under 25 calls a second
-(a token bucket, so a lone call never waits)."""
+seconds) with a short burst allowed, as Telegram allows one ("short bursts ... eventually 429"),
+so the two or three messages of a short task (acknowledgement, card, the acknowledgement's last
+edit) go out at once instead of a second apart; a chat told to wait by a 429 waits that long;
+overall under 25 calls a second. All three are token buckets, so a lone call never waits."""
 
 from __future__ import annotations
 
@@ -8,27 +10,42 @@ import asyncio
 import time
 
 GLOBAL_BURST = 5.0
+CHAT_BURST = 3
 
 
 class Pace:
-    def __init__(self, chat_interval_s: float, group_interval_s: float, per_second: float) -> None:
+    def __init__(
+        self,
+        chat_interval_s: float,
+        group_interval_s: float,
+        per_second: float,
+        chat_burst: int = CHAT_BURST,
+    ) -> None:
         self._chat_interval_s = chat_interval_s
         self._group_interval_s = group_interval_s
         self._per_second = per_second
+        self._chat_burst = chat_burst
         self._tokens = GLOBAL_BURST
         self._refilled = time.monotonic()
-        self._next_ok: dict[int, float] = {}
+        self._due: dict[int, float] = {}  # per chat, GCRA's "theoretical arrival time"
+
+    def _interval(self, chat_id: int) -> float:
+        return self._group_interval_s if chat_id < 0 else self._chat_interval_s
 
     def ready_in(self, chat_id: int) -> float:
         """Seconds until this chat may be sent to (zero or less: now)."""
-        return self._next_ok.get(chat_id, 0.0) - time.monotonic()
+        slack = self._interval(chat_id) * (self._chat_burst - 1)
+        return self._due.get(chat_id, 0.0) - slack - time.monotonic()
 
     def sent(self, chat_id: int) -> None:
-        interval = self._group_interval_s if chat_id < 0 else self._chat_interval_s
-        self._next_ok[chat_id] = time.monotonic() + interval
+        now = time.monotonic()
+        self._due[chat_id] = max(self._due.get(chat_id, 0.0), now) + self._interval(chat_id)
 
     def told_to_wait(self, chat_id: int, seconds: float) -> None:
-        self._next_ok[chat_id] = time.monotonic() + seconds
+        """After a 429 the chat waits the whole retry_after and then starts with one message."""
+        until = time.monotonic() + seconds
+        slack = self._interval(chat_id) * (self._chat_burst - 1)
+        self._due[chat_id] = max(self._due.get(chat_id, 0.0), until + slack)
 
     async def take(self) -> None:
         """Wait for the overall pace to allow one more call."""

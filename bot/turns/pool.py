@@ -4,6 +4,11 @@ It adds what APScheduler lacks: cancel of a running turn by task id (an in-proce
 asyncio tasks), a per-turn timeout, and the reason a turn was stopped, handed to the turn handler.
 The app's tables stay the record of truth; a turn claims its row before it starts, so a job that
 the engine runs twice does nothing the second time.
+
+Turns go through APScheduler's job store only when workers share it (PostgreSQL). In one process
+its in-memory store adds nothing the app's tables do not already give (queued turns are
+re-submitted from them at start) but a scheduler round trip of about 4 ms before every agent
+starts, so there turns wait in a local FIFO under the same cap; schedules always use APScheduler.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -178,6 +184,8 @@ class JobPool:
         self._running: dict[int, TurnControl] = {}  # by turn id: one registration per turn
         self._scheduler: AsyncScheduler | None = None
         self.on_schedule: ScheduleHandler | None = None
+        self._waiting: deque[tuple[int, int]] = deque()  # one process: turns waiting for a slot
+        self._local: set[asyncio.Task[None]] = set()  # one process: the turns' jobs
 
     def serve(self, on_turn: TurnHandler, on_schedule: ScheduleHandler | None = None) -> Self:
         """The handlers of this pool's jobs: a turn, and a schedule that fires."""
@@ -217,7 +225,12 @@ class JobPool:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self._waiting.clear()  # still queued in the app's tables: submitted again at start
         await self._drain()
+        for job in list(self._local):  # only a turn that did not stop within the drain
+            job.cancel()
+        if self._local:
+            await asyncio.wait(self._local, timeout=DRAIN_TIMEOUT_S)
         _POOLS.pop(self.identity, None)
         if self._scheduler is not None:
             await self._scheduler.__aexit__(None, None, None)
@@ -236,10 +249,33 @@ class JobPool:
 
     async def submit(self, task_id: int, turn_id: int) -> None:
         assert self._scheduler is not None, "pool not started"
-        await self._scheduler.add_job(
-            TURN_TASK_ID, kwargs={"pool_id": self.identity, "task_id": task_id, "turn_id": turn_id}
-        )
+        if self._url is None:
+            self._waiting.append((task_id, turn_id))
+            self._start_waiting()
+        else:
+            await self._scheduler.add_job(
+                TURN_TASK_ID,
+                kwargs={"pool_id": self.identity, "task_id": task_id, "turn_id": turn_id},
+            )
         log.info("task %s turn %s submitted", task_id, turn_id)
+
+    def _start_waiting(self) -> None:
+        """One process: start waiting turns, oldest first, while the cap allows."""
+        while self._waiting and len(self._local) < self._max_concurrent:
+            task_id, turn_id = self._waiting.popleft()
+            job = asyncio.create_task(self._local_job(task_id, turn_id))
+            self._local.add(job)
+            job.add_done_callback(self._local_done)
+
+    async def _local_job(self, task_id: int, turn_id: int) -> None:
+        try:
+            await self.run(task_id, turn_id)
+        except Exception:  # as APScheduler does with a failed job: say it, go on
+            log.exception("task %s turn %s: the turn's job failed", task_id, turn_id)
+
+    def _local_done(self, job: asyncio.Task[None]) -> None:
+        self._local.discard(job)
+        self._start_waiting()
 
     async def set_schedule(self, schedule_id: int, when: When) -> None:
         """(Re)register a schedule from the app's table; it fires from now on. Missed runs are

@@ -24,6 +24,10 @@ class TurnQueue:
             return
         await self._pool.submit(task_id, turn.id)
 
+    async def submit(self, task_id: int, turn_id: int) -> None:
+        """Submit a turn its creator marked submitted (a new task's first: nothing to wait for)."""
+        await self._pool.submit(task_id, turn_id)
+
     async def kick_unsubmitted(self) -> int:
         """Submit queued turns that nobody has submitted yet (added by `detach add`, or left
         queued by a restart)."""

@@ -343,6 +343,7 @@ class TurnRunner:
                         await self._store.tasks.set_session(task.id, event.session_id)
                     batch.append(transcript_entry(event))
                     if isinstance(event, TurnFinished):
+                        log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
                         final = event
                         break
                     if (
