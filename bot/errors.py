@@ -69,10 +69,13 @@ class AgentError(DetachError):
 
 
 class AgentNotInstalled(AgentError):
-    def __init__(self, engine: str, binary: str | None) -> None:
-        super().__init__(f"{engine} CLI not found: {binary or '(not on PATH)'}")
+    """An engine that cannot run here; ``off``: one that is simply not configured (said so)."""
+
+    def __init__(self, engine: str, binary: str | None, off: str | None = None) -> None:
+        super().__init__(off or f"{engine} CLI not found: {binary or '(not on PATH)'}")
         self.engine = engine
         self.binary = binary
+        self.off = off
 
 
 class AgentCrashed(AgentError):

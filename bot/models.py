@@ -210,6 +210,7 @@ class TurnSpec:
     max_budget_usd: float | None = None
     process_tag: str | None = None  # carried by every process of the turn (executors.process)
     sandbox_domains: tuple[str, ...] = ()  # hosts a sandboxed turn may reach without asking
+    preset: Preset | None = None  # the task's model preset (an endpoint engine's endpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,7 +303,9 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Preset:
-    """A named model: engine, model string, extra CLI arguments, USD per million tokens."""
+    """A named model: engine, model string, extra CLI arguments, USD per million tokens; for
+    engines that talk to an OpenAI-compatible endpoint themselves (``local``) also where it is,
+    the environment variable holding its key, and its context window in tokens."""
 
     name: str
     engine: Engine
@@ -312,6 +315,9 @@ class Preset:
     price_output: float = 0.0
     price_cache_read: float = 0.0
     price_cache_write: float = 0.0
+    base_url: str | None = None
+    api_key_env: str | None = None
+    context_window: int | None = None
 
     def cost_usd(self, usage: Usage) -> float:
         return (

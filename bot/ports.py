@@ -48,6 +48,15 @@ class Executor(Protocol):
         ...
 
 
+class SessionStore(Protocol):
+    """Conversations an engine keeps itself (one without a CLI that stores its sessions), in
+    the app's database: a reply resumes one after any restart."""
+
+    async def load(self, session_id: str) -> list[dict[str, Any]] | None: ...
+
+    async def save(self, session_id: str, engine: str, messages: list[dict[str, Any]]) -> None: ...
+
+
 class CheckRunner(Protocol):
     """Runs a task's check command in its directory (confined to it when ``sandboxed``), bounded
     in time; a cancel stops it and everything it started."""
@@ -66,6 +75,7 @@ class EngineConfig:
     secrets: Sequence[str] = ()
     cancel_grace_s: float = 5.0
     options: Mapping[str, Any] = field(default_factory=dict)  # DETACH_<NAME>_* settings
+    sessions: SessionStore | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,15 @@ class Settings(BaseSettings):
     task_cap_usd: float | None = Field(default=None, gt=0)
     codex_approval_policy: str = "untrusted"
     codex_sandbox: str = "workspace-write"
+    # /local: an OpenAI-compatible endpoint (llama-server, Ollama, vLLM, a hosted provider) used
+    # when the task's preset names none; presets of engine "local" carry their own
+    local_base_url: str | None = None
+    local_model: str | None = None
+    local_api_key_env: str | None = None  # the variable that holds its key (none: no key)
+    local_context_window: int = Field(default=32_768, ge=1024)
+    local_max_steps: int = Field(default=40, ge=1, le=500)  # model calls per turn
+    local_command_timeout_s: float = Field(default=300, gt=0)
+    local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
     approval_timeout_s: float = Field(default=600, gt=0)
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
     # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from bot.models import Preset
 from bot.ports import EngineSpec
-from executors import claude, codex
+from executors import claude, codex, local
 
 ENGINES: tuple[EngineSpec, ...] = (
     claude.SPEC,
     codex.SPEC,
+    local.SPEC,
 )
 
 

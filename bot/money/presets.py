@@ -86,6 +86,9 @@ def _preset(name: str, table: dict[str, Any]) -> Preset:
             price_output=float(table.get("price_output", 0)),
             price_cache_read=float(table.get("price_cache_read", 0)),
             price_cache_write=float(table.get("price_cache_write", 0)),
+            base_url=str(table["base_url"]) if "base_url" in table else None,
+            api_key_env=str(table["api_key_env"]) if "api_key_env" in table else None,
+            context_window=int(table["context_window"]) if "context_window" in table else None,
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise ConfigError(f"preset {name!r} in DETACH_CONFIG: {exc!r}") from exc

@@ -14,6 +14,7 @@ from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, Worktre
 from bot.store.records import (
     AuditRepo,
     ChatSettingsRepo,
+    EngineSessionRepo,
     LinkRepo,
     SpendRepo,
     TranscriptLine,
@@ -58,6 +59,7 @@ class Store:
         self.schedules = ScheduleRepo(db, clock)
         self.journal = UpdateJournalRepo(db, clock)
         self.checks = CheckRepo(db, clock)
+        self.engine_sessions = EngineSessionRepo(db, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

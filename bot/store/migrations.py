@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from bot.store.schema import (
     audit,
     chat_settings,
+    engine_sessions,
     grants,
     message_links,
     metadata,
@@ -119,6 +120,11 @@ def _v14(conn: Connection) -> None:
     conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_outbox_task_id ON outbox (task_id)"))
 
 
+def _v15(conn: Connection) -> None:
+    """Conversations an engine keeps in the app's database (the local engine's history)."""
+    engine_sessions.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -136,6 +142,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v12,
     _v13,
     _v14,
+    _v15,
 ]
 
 

@@ -11,7 +11,15 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from bot.store.db import Clock, Database, aware, insert_missing, utc
-from bot.store.schema import audit, chat_settings, message_links, spend, transcript, user_settings
+from bot.store.schema import (
+    audit,
+    chat_settings,
+    engine_sessions,
+    message_links,
+    spend,
+    transcript,
+    user_settings,
+)
 
 
 class Writer(Protocol):
@@ -324,3 +332,32 @@ class AuditRepo:
             query = query.where(audit.c.user_id == user_id)
         async with self._engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
+
+
+class EngineSessionRepo:
+    """The SessionStore of engines that keep their own conversations (bot/ports.py)."""
+
+    def __init__(self, engine: Database, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def load(self, session_id: str) -> list[dict[str, Any]] | None:
+        query = sa.select(engine_sessions.c.messages).where(
+            engine_sessions.c.session_id == session_id
+        )
+        async with self._engine.connect() as conn:
+            stored = (await conn.execute(query)).scalar()
+        return json.loads(stored) if stored is not None else None
+
+    async def save(self, session_id: str, engine: str, messages: list[dict[str, Any]]) -> None:
+        values = {"messages": json.dumps(messages), "updated_at": self._clock()}
+        async with self._engine.begin() as conn:
+            updated = await conn.execute(
+                engine_sessions.update()
+                .where(engine_sessions.c.session_id == session_id)
+                .values(**values)
+            )
+            if updated.rowcount == 0:
+                await conn.execute(
+                    engine_sessions.insert().values(session_id=session_id, engine=engine, **values)
+                )

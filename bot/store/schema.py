@@ -245,3 +245,13 @@ task_checks = sa.Table(
     sa.Column("output", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+# v15: conversations an engine keeps in the app's database (the local engine's history)
+engine_sessions = sa.Table(
+    "engine_sessions",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("engine", sa.String(32), nullable=False),
+    sa.Column("messages", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)

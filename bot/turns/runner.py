@@ -201,6 +201,7 @@ class TurnRunner:
             max_budget_usd=left,  # engines that take a budget enforce it themselves
             process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None,
             sandbox_domains=self._policy.sandbox_domains,
+            preset=preset,
         )
 
     async def _check(

@@ -1,0 +1,495 @@
+"""The local engine: any OpenAI-compatible Chat Completions endpoint (llama.cpp's llama-server,
+Ollama, vLLM, LM Studio, or a hosted provider such as OpenRouter or Fireworks) driven through the
+official ``openai`` SDK, streaming, with Detach's own tool loop (executors/local_tools.py).
+
+Where the endpoint is: the task's preset (``base_url``, ``model``, ``api_key_env``,
+``context_window`` in DETACH_CONFIG), else ``DETACH_LOCAL_BASE_URL`` / ``_MODEL`` /
+``_API_KEY_ENV`` / ``_CONTEXT_WINDOW``; the engine is on when ``DETACH_LOCAL_BASE_URL`` is set.
+
+A turn: the stored conversation (the app's database, so a reply resumes it after any restart),
+the new prompt, then model calls until the model answers without calling a tool, at most
+``DETACH_LOCAL_MAX_STEPS``. Writes and commands go through the same approval desk as the CLIs
+(modes and grants included); a sandboxed task writes only inside its directory and runs its
+commands in bubblewrap without asking. The conversation is saved after every completed step, so
+a stored conversation always ends in a state the endpoint accepts. When it nears the context
+window, the oldest tool results are shortened (and say so). Errors are task failures with the
+reason: unreachable endpoint, a refused key, rate limits (retried with backoff, then failed),
+malformed tool arguments twice, a model that never stops calling tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.models import (
+    AgentEvent,
+    ApprovalMode,
+    ApprovalRequest,
+    SessionStarted,
+    TextEmitted,
+    ToolCalled,
+    ToolFinished,
+    TurnFinished,
+    TurnSpec,
+    Usage,
+    UsageUpdated,
+)
+from bot.ports import Approver, EngineConfig, EngineSpec, SessionStore
+from executors import sandbox
+from executors.check import ShellCheck
+from executors.local_tools import SCHEMAS, WRITES, Call, ToolBox, ToolFailed, capped, parse_call
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+log = logging.getLogger(__name__)
+
+TOOL_NOTES = (
+    "You work in the directory {cwd} through the tools you are given: read_file, write_file, "
+    "edit_file, list_files, grep and run (a shell command). Paths are relative to that "
+    "directory and may not leave it. When you are done, answer with a short summary of what "
+    "you did, without calling a tool."
+)
+SHORTENED = "[shortened to fit the context window: {cut} of {total} characters left out]"
+KEEP_RECENT = 4  # the newest tool results are never shortened
+FIT_SHARE = 0.75  # shorten when the conversation's estimate passes this share of the window
+CHARS_PER_TOKEN = 3.5  # a rough estimate, for fitting and for endpoints that report no usage
+RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+PROBE_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    base_url: str
+    model: str
+    api_key_env: str | None
+    context_window: int
+
+
+class LocalExecutor:
+    engine = "local"
+
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        environ: Mapping[str, str],
+        secrets: Sequence[str],
+        sessions: SessionStore | None,
+    ) -> None:
+        self._options = options
+        self._environ = environ
+        self._secrets = tuple(secrets)
+        self._sessions = sessions
+        self._max_steps = int(options.get("max_steps", 40))
+        self._command_timeout_s = float(options.get("command_timeout_s", 300))
+        self._retry_budget_s = float(options.get("retry_s", 120))
+
+    # -- the engine's declaration ------------------------------------------------------------
+    async def probe(self) -> str:
+        base_url = self._options.get("base_url")
+        if not base_url:
+            raise AgentNotInstalled(
+                self.engine, None, off="off (DETACH_LOCAL_BASE_URL sets its endpoint)"
+            )
+        reached = await self._reachable(str(base_url))
+        sandboxed = "works" if self.sandbox_problem() is None else "UNAVAILABLE"
+        return f"local: {base_url} ({reached}), sandbox {sandboxed}"
+
+    async def _reachable(self, base_url: str) -> str:
+        from openai import APIError, AsyncOpenAI
+
+        client = AsyncOpenAI(
+            base_url=base_url,
+            api_key=self._key(self._options.get("api_key_env")) or "none",
+            max_retries=0,
+            timeout=PROBE_TIMEOUT_S,
+        )
+        try:
+            models = await client.models.list()
+            return f"reachable, {len(models.data)} model(s)"
+        except APIError as exc:
+            return f"not reachable now: {type(exc).__name__}"
+        finally:
+            await client.close()
+
+    def sandbox_problem(self) -> str | None:
+        return sandbox.problem(self._environ)
+
+    def _key(self, env_name: object) -> str | None:
+        return self._environ.get(str(env_name)) if env_name else None
+
+    def endpoint(self, spec: TurnSpec) -> Endpoint:
+        preset = spec.preset if spec.preset is not None and spec.preset.engine == "local" else None
+        base_url = (preset.base_url if preset else None) or self._options.get("base_url")
+        model = spec.model or self._options.get("model") or "local"
+        if not base_url:
+            raise AgentCrashed(
+                "no endpoint for /local: set DETACH_LOCAL_BASE_URL or a preset's base_url", None, ""
+            )
+        return Endpoint(
+            base_url=str(base_url),
+            model=str(model),
+            api_key_env=(preset.api_key_env if preset else None)
+            or self._options.get("api_key_env"),
+            context_window=(preset.context_window if preset else None)
+            or int(self._options.get("context_window", 32_768)),
+        )
+
+    # -- a turn ------------------------------------------------------------------------------
+    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+        from openai import AsyncOpenAI
+
+        endpoint = self.endpoint(spec)
+        client = AsyncOpenAI(
+            base_url=endpoint.base_url,
+            api_key=self._key(endpoint.api_key_env) or "none",
+            max_retries=0,
+        )
+        try:
+            async for event in self._turn(spec, approver, endpoint, client):
+                yield event
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.close()
+
+    async def _turn(
+        self, spec: TurnSpec, approver: Approver, endpoint: Endpoint, client: AsyncOpenAI
+    ) -> AsyncGenerator[AgentEvent, None]:
+        session_id = spec.resume_session_id or uuid.uuid4().hex
+        messages = await self._history(spec.resume_session_id)
+        system = {"role": "system", "content": _system_prompt(spec)}
+        if messages and messages[0].get("role") == "system":
+            messages[0] = system
+        else:
+            messages.insert(0, system)
+        messages.append({"role": "user", "content": spec.prompt})
+        await self._save(session_id, messages)
+        yield SessionStarted(session_id, endpoint.model)
+        tools = ToolBox(spec.cwd, self._command_runner(spec))
+        turn = _TurnState()
+        for step in range(1, self._max_steps + 1):
+            _fit(messages, endpoint.context_window)
+            text, calls, used = await self._complete(client, endpoint, messages)
+            turn.usage = _add(turn.usage, used)
+            yield UsageUpdated(turn.usage)
+            if text:
+                yield TextEmitted(text)
+            messages.append(_assistant(text, calls))
+            if not calls:
+                await self._save(session_id, messages)
+                yield TurnFinished(
+                    is_error=False,
+                    result_text=text,
+                    session_id=session_id,
+                    cost_usd=None,
+                    usage=turn.usage,
+                    num_turns=step,
+                    denials=tuple(turn.denials),
+                )
+                return
+            for raw in calls:
+                async for event in self._tool(raw, spec, approver, tools, turn, messages):
+                    yield event
+            await self._save(session_id, messages)
+        raise AgentCrashed(
+            f"the model was still calling tools after {self._max_steps} steps "
+            "(DETACH_LOCAL_MAX_STEPS); reply to continue from where it stopped",
+            None,
+            "",
+        )
+
+    async def _tool(
+        self,
+        raw: dict[str, Any],
+        spec: TurnSpec,
+        approver: Approver,
+        tools: ToolBox,
+        turn: _TurnState,
+        messages: list[dict[str, Any]],
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """One tool call of the model: checked, approved, run; its result appended."""
+        function = raw["function"]
+        try:
+            call = parse_call(raw["id"], function["name"], function["arguments"])
+        except ToolFailed as exc:
+            turn.malformed += 1
+            if turn.malformed > 1:
+                raise AgentCrashed(
+                    f"the model sent malformed tool arguments again: {exc}", None, ""
+                ) from exc
+            messages.append(_tool_result(raw["id"], f"error: {exc}. Call the tool again."))
+            return
+        yield ToolCalled(call.id, call.name, call.summary())
+        try:
+            denial = await self._permit(call, spec, approver, tools, turn)
+            if denial is not None:
+                turn.denials.append(call.summary())
+                output, failed = denial, True
+            else:
+                output, failed = await tools.run(call), False
+        except ToolFailed as exc:
+            output, failed = f"error: {exc}", True
+        yield ToolFinished(call.id, failed, output[:2000])
+        messages.append(_tool_result(call.id, output))
+
+    async def _permit(
+        self, call: Call, spec: TurnSpec, approver: Approver, tools: ToolBox, turn: _TurnState
+    ) -> str | None:
+        """None when the call may run; else what the model is told instead."""
+        if call.name not in WRITES and call.name != "run":
+            return None
+        if spec.approval_mode is ApprovalMode.READONLY:
+            return "denied: this task is read-only; it may not write files or run commands"
+        if call.name == "run":
+            command = str(call.args.get("command", ""))
+            tool, detail, tool_input = "Bash", command, {"command": command}
+        else:
+            path = tools.relative(tools.inside(call.args.get("path")))
+            tool = "Write" if call.name == "write_file" else "Edit"
+            detail = path
+            tool_input = {"file_path": path, **_edit_input(call.args)}
+        if spec.approval_mode is ApprovalMode.SANDBOX:
+            return None  # writes stay inside the directory; commands run in bubblewrap
+        if allowed((*spec.allowed_tools, *turn.remembered), tool, detail):
+            return None
+        rule = f"{tool}({detail})"
+        decision = await approver.decide(ApprovalRequest(tool, tool_input, call.id, rule))
+        if decision.allow:
+            if decision.always:
+                turn.remembered.append(rule)
+            return None
+        return f"denied by the owner: {decision.message or 'not allowed'}"
+
+    def _command_runner(self, spec: TurnSpec) -> Any:
+        sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
+
+        async def run_command(command: str, timeout_s: float | None) -> tuple[int | None, str]:
+            limit = min(timeout_s or self._command_timeout_s, self._command_timeout_s)
+            shell = ShellCheck(self._environ, self._secrets, limit)
+            result = await shell.run(command, spec.cwd, sandboxed, 1, spec.process_tag)
+            return result.exit_code, result.output
+
+        return run_command
+
+    async def _history(self, session_id: str | None) -> list[dict[str, Any]]:
+        if session_id is None:
+            return []
+        if self._sessions is None:
+            raise AgentCrashed("this bot keeps no conversations for /local", None, "")
+        stored = await self._sessions.load(session_id)
+        if stored is None:
+            raise AgentCrashed(
+                "the conversation of this task is no longer stored; start a new task", None, ""
+            )
+        return stored
+
+    async def _save(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        if self._sessions is not None:
+            with anyio.CancelScope(shield=True):  # a cancel must not leave half a step stored
+                await self._sessions.save(session_id, self.engine, messages)
+
+    async def _complete(
+        self, client: AsyncOpenAI, endpoint: Endpoint, messages: list[dict[str, Any]]
+    ) -> tuple[str, list[dict[str, Any]], Usage]:
+        """One streamed model call, retried on rate limits and server errors."""
+        from openai import (
+            APIConnectionError,
+            APIStatusError,
+            APITimeoutError,
+            AuthenticationError,
+            PermissionDeniedError,
+        )
+
+        waited = 0.0
+        for attempt in range(len(RETRY_DELAYS_S) + 1):
+            try:
+                return await _stream(client, endpoint, messages)
+            except (AuthenticationError, PermissionDeniedError) as exc:
+                raise AgentCrashed(
+                    f"the endpoint {endpoint.base_url} refused the key ({exc.status_code}): "
+                    f"check {endpoint.api_key_env or 'the preset api_key_env'}",
+                    None,
+                    "",
+                ) from exc
+            except APITimeoutError as exc:
+                raise AgentCrashed(f"the endpoint {endpoint.base_url} timed out", None, "") from exc
+            except APIConnectionError as exc:
+                raise AgentCrashed(
+                    f"cannot reach the endpoint {endpoint.base_url}: {exc.__cause__ or exc}",
+                    None,
+                    "",
+                ) from exc
+            except APIStatusError as exc:
+                retry = exc.status_code == 429 or exc.status_code >= 500
+                delay = _retry_after(exc) or RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S) - 1)]
+                spent = attempt == len(RETRY_DELAYS_S) or waited + delay > self._retry_budget_s
+                if not retry or spent:
+                    what = "rate limit" if exc.status_code == 429 else "error"
+                    raise AgentCrashed(
+                        f"the endpoint answered {exc.status_code} ({what}): {_message(exc)}"
+                        + (f"; gave up after retrying for {waited:.0f} s" if retry else ""),
+                        None,
+                        "",
+                    ) from exc
+                log.info(
+                    "local: %s from %s; again in %.1f s", exc.status_code, endpoint.base_url, delay
+                )
+                await asyncio.sleep(delay)
+                waited += delay
+        raise AssertionError("unreachable")
+
+
+@dataclass(slots=True)
+class _TurnState:
+    """What one turn keeps between its steps."""
+
+    usage: Usage = field(default_factory=Usage)
+    malformed: int = 0  # tool calls with unusable arguments (the second fails the turn)
+    denials: list[str] = field(default_factory=list)
+    remembered: list[str] = field(default_factory=list)  # rules the owner allowed "always"
+
+
+async def _stream(
+    client: AsyncOpenAI, endpoint: Endpoint, messages: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]], Usage]:
+    """The model's text, its tool calls (assembled from the stream's pieces) and its usage
+    (estimated from the characters when the endpoint reports none)."""
+    stream = await client.chat.completions.create(  # type: ignore[call-overload]
+        model=endpoint.model,
+        messages=messages,
+        tools=SCHEMAS,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage: Usage | None = None
+    async with contextlib.aclosing(stream) as chunks:  # type: ignore[type-var]
+        async for chunk in chunks:
+            if chunk.usage is not None:
+                usage = Usage(
+                    input_tokens=chunk.usage.prompt_tokens or 0,
+                    output_tokens=chunk.usage.completion_tokens or 0,
+                )
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta.content:
+                    text.append(delta.content)
+                for piece in delta.tool_calls or ():
+                    call = calls.setdefault(
+                        piece.index,
+                        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                    )
+                    if piece.id:
+                        call["id"] = piece.id
+                    if piece.function is not None:
+                        call["function"]["name"] += piece.function.name or ""
+                        call["function"]["arguments"] += piece.function.arguments or ""
+    answer = "".join(text)
+    ordered = [calls[i] for i in sorted(calls)]
+    for n, call in enumerate(ordered):
+        call["id"] = call["id"] or f"call_{uuid.uuid4().hex[:12]}_{n}"
+    if usage is None:
+        sent = sum(len(json.dumps(m)) for m in messages)
+        made = len(answer) + sum(len(json.dumps(c)) for c in ordered)
+        usage = Usage(int(sent / CHARS_PER_TOKEN), int(made / CHARS_PER_TOKEN))
+    return answer, ordered, usage
+
+
+def allowed(patterns: Sequence[str], tool: str, detail: str) -> bool:
+    """Whether a grant or an allowed-tools entry covers this call: ``Bash`` (every command),
+    ``Bash(git status)`` (exactly), ``Bash(npm test:*)`` (a prefix), ``Edit``, ``Edit(src/a.py)``;
+    ``Edit`` also covers writes, as Claude Code's acceptEdits does."""
+    tools = {tool, "Edit"} if tool == "Write" else {tool}
+    for pattern in patterns:
+        if pattern in tools or pattern == f"{tool}({detail})":
+            return True
+        prefix = re.fullmatch(r"(\w+)\((.*):\*\)", pattern)
+        if prefix and prefix[1] in tools and detail.startswith(prefix[2]):
+            return True
+    return False
+
+
+def _system_prompt(spec: TurnSpec) -> str:
+    notes = TOOL_NOTES.format(cwd=spec.cwd)
+    return f"{notes}\n\n{spec.append_system_prompt}" if spec.append_system_prompt else notes
+
+
+def _assistant(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _tool_result(call_id: str, output: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": capped(output)}
+
+
+def _edit_input(args: dict[str, Any]) -> dict[str, Any]:
+    if "old_text" in args:
+        return {"old_string": str(args.get("old_text")), "new_string": str(args.get("new_text"))}
+    return {"content": str(args.get("content", ""))}
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens)
+
+
+def _fit(messages: list[dict[str, Any]], context_window: int) -> None:
+    """Shorten the oldest tool results (never the newest few) while the conversation's
+    estimate is over its share of the context window; each says what was left out."""
+    budget = context_window * FIT_SHARE * CHARS_PER_TOKEN
+    size = sum(len(json.dumps(m)) for m in messages)
+    results = [m for m in messages if m.get("role") == "tool"][:-KEEP_RECENT]
+    for message in results:
+        if size <= budget:
+            return
+        content = str(message.get("content") or "")
+        if len(content) <= 400 or content.startswith("[shortened"):
+            continue
+        short = content[:300]
+        note = SHORTENED.format(cut=len(content) - len(short), total=len(content))
+        message["content"] = f"{note}\n{short}"
+        size -= len(content) - len(message["content"])
+
+
+def _retry_after(exc: Any) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return min(float(value), 60.0) if value else None
+    except ValueError:
+        return None
+
+
+def _message(exc: Any) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    return str((inner or {}).get("message") or exc.message)[:300]
+
+
+def _make(config: EngineConfig) -> LocalExecutor:
+    return LocalExecutor(config.options, config.environ, config.secrets, config.sessions)
+
+
+SPEC = EngineSpec(
+    name="local",
+    default_binary="",
+    pinned_version="",
+    make=_make,
+    presets=(),
+)
+
+
+__all__ = ["SPEC", "Endpoint", "LocalExecutor", "allowed"]
