@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     local_api_key_env: str | None = None  # the variable that holds its key (none: no key)
     local_context_window: int = Field(default=32_768, ge=1024)
     local_max_steps: int = Field(default=40, ge=1, le=500)  # model calls per turn
+    local_max_tokens: int = Field(default=4096, ge=16)  # one model call's answer at most
     local_command_timeout_s: float = Field(default=300, gt=0)
     local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
     approval_timeout_s: float = Field(default=600, gt=0)

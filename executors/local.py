@@ -61,6 +61,7 @@ TOOL_NOTES = (
     "directory and may not leave it. When you are done, answer with a short summary of what "
     "you did, without calling a tool."
 )
+EMPTY_ANSWER = "the model answered nothing; reply to ask it again"
 SHORTENED = "[shortened to fit the context window: {cut} of {total} characters left out]"
 KEEP_RECENT = 4  # the newest tool results are never shortened
 FIT_SHARE = 0.75  # shorten when the conversation's estimate passes this share of the window
@@ -92,6 +93,7 @@ class LocalExecutor:
         self._secrets = tuple(secrets)
         self._sessions = sessions
         self._max_steps = int(options.get("max_steps", 40))
+        self._max_tokens = int(options.get("max_tokens", 4096))
         self._command_timeout_s = float(options.get("command_timeout_s", 300))
         self._retry_budget_s = float(options.get("retry_s", 120))
 
@@ -189,8 +191,8 @@ class LocalExecutor:
             if not calls:
                 await self._save(session_id, messages)
                 yield TurnFinished(
-                    is_error=False,
-                    result_text=text,
+                    is_error=not text.strip(),
+                    result_text=text if text.strip() else EMPTY_ANSWER,
                     session_id=session_id,
                     cost_usd=None,
                     usage=turn.usage,
@@ -314,7 +316,7 @@ class LocalExecutor:
         waited = 0.0
         for attempt in range(len(RETRY_DELAYS_S) + 1):
             try:
-                return await _stream(client, endpoint, messages)
+                return await _stream(client, endpoint, messages, self._max_tokens)
             except (AuthenticationError, PermissionDeniedError) as exc:
                 raise AgentCrashed(
                     f"the endpoint {endpoint.base_url} refused the key ({exc.status_code}): "
@@ -361,14 +363,17 @@ class _TurnState:
 
 
 async def _stream(
-    client: AsyncOpenAI, endpoint: Endpoint, messages: list[dict[str, Any]]
+    client: AsyncOpenAI, endpoint: Endpoint, messages: list[dict[str, Any]], max_tokens: int
 ) -> tuple[str, list[dict[str, Any]], Usage]:
     """The model's text, its tool calls (assembled from the stream's pieces) and its usage
-    (estimated from the characters when the endpoint reports none)."""
+    (estimated from the characters when the endpoint reports none). ``max_tokens`` bounds
+    one answer: llama-server and others otherwise let a small model ramble to its context's
+    end."""
     stream = await client.chat.completions.create(  # type: ignore[call-overload]
         model=endpoint.model,
         messages=messages,
         tools=SCHEMAS,
+        max_tokens=max_tokens,
         stream=True,
         stream_options={"include_usage": True},
     )

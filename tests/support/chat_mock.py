@@ -44,6 +44,8 @@ class ChatMock(ScriptedServer):
             "model": body.get("model"),
             "tools": [t["function"]["name"] for t in body.get("tools") or []],
             "authorization": auth,
+            "max_tokens": body.get("max_tokens"),
+            "stream": body.get("stream"),
         }
         index = sum(1 for m in messages if m.get("role") == "assistant")
         steps = self.record(record, [{"text": "ok"}])
