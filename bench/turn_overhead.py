@@ -110,7 +110,7 @@ async def main() -> None:
         **QUIET_ENV,
     }
     mock.script("BENCH", [{"text": "benchmark answer"}])
-    keys = ("direct", "bot", "direct_sbx", "bot_sbx", "pre", "post")
+    keys = ("direct", "bot", "direct_sbx", "bot_sbx", "pre", "post", "pre_sbx", "post_sbx")
     series: dict[str, list[float]] = {k: [] for k in keys}
     work = tmp / "work"
     marks = Marks()
@@ -125,7 +125,7 @@ async def main() -> None:
         async with running_bot(settings, env):
             await fake.wait_call("setMyCommands")
 
-            async def via_bot(command: str, own: bool = False) -> float:
+            async def via_bot(command: str, own: str) -> float:
                 # A person does not start a task every second: let the chat's pace refill (a
                 # task takes three of its burst), as it has between tasks in real use.
                 await asyncio.sleep(max(0.0, PACE_REFILL_S - (time.monotonic() - last[0])))
@@ -134,9 +134,8 @@ async def main() -> None:
                 await fake.user_message(command, OWNER)
                 card = await fake.wait_text(OWNER, "benchmark answer", timeout_s=60, after=mark)
                 last[0] = time.monotonic()
-                if own:
-                    series["pre"].append(marks.spawned - start)
-                    series["post"].append(card.at - marks.verdict)
+                series["pre" + own].append(marks.spawned - start)
+                series["post" + own].append(card.at - marks.verdict)
                 return card.at - start
 
             last = [0.0]
@@ -146,13 +145,13 @@ async def main() -> None:
                 await asyncio.sleep(SETTLE_S)
                 series["direct"].append(await direct_turn(claude, env, work, f"BENCH d {i}"))
                 await asyncio.sleep(SETTLE_S)
-                series["bot"].append(await via_bot(f"/detach mode=ask BENCH bot {i}", own=True))
+                series["bot"].append(await via_bot(f"/detach mode=ask BENCH bot {i}", ""))
                 await asyncio.sleep(SETTLE_S)
                 series["direct_sbx"].append(
                     await direct_turn(claude, env, work, f"BENCH ds {i}", SANDBOXED)
                 )
                 await asyncio.sleep(SETTLE_S)
-                series["bot_sbx"].append(await via_bot(f"/detach BENCH sandboxed {i}"))
+                series["bot_sbx"].append(await via_bot(f"/detach BENCH sandboxed {i}", "_sbx"))
     mock.stop()
     report(series)
 
@@ -172,17 +171,21 @@ def report(series: dict[str, list[float]]) -> None:
             f"(overhead {1000 * (m[bot] - m[direct]):.0f} ms per turn; "
             f"median of the {RUNS} paired runs' ratios {paired:.3f}x)"
         )
-    own = ms["pre"] + ms["post"]
-    print(
-        f"the bot's own time (ask): update -> agent started {ms['pre']:.1f} ms, "
-        f"verdict -> card at Telegram {ms['post']:.1f} ms: {own:.0f} ms, "
-        f"{own / ms['direct']:.1%} of the direct turn"
-    )
-    cli = (m["bot"] - m["pre"] - m["post"]) / m["direct"]
-    print(
-        f"the CLI run as the bot runs it (stream-json input, approvals on stdin, the detached "
-        f"preamble) vs claude -p: {cli:.3f}x"
-    )
+    for label, suffix, bot, direct in (
+        ("ask", "", "bot", "direct"),
+        ("sandboxed", "_sbx", "bot_sbx", "direct_sbx"),
+    ):
+        pre, post = ms["pre" + suffix], ms["post" + suffix]
+        print(
+            f"the bot's own time ({label}): update -> agent started {pre:.1f} ms, "
+            f"verdict -> card at Telegram {post:.1f} ms: {pre + post:.0f} ms, "
+            f"{(pre + post) / ms[direct]:.1%} of the direct turn"
+        )
+        cli = (m[bot] - m["pre" + suffix] - m["post" + suffix]) / m[direct]
+        print(
+            f"  the rest, the CLI run as the bot runs it ({label}: stream-json input, approvals "
+            f"on stdin, the detached preamble) vs claude -p: {cli:.3f}x"
+        )
     print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
 
 
