@@ -163,6 +163,7 @@ async def build_core(
             progress_delay_s=settings.progress_delay_s,
             check_rounds=settings.check_rounds,
             sandbox_domains=settings.sandbox_allowed_domains,
+            timezone=settings.timezone,
         ),
         workdirs=workdirs,
         runner_id=identity,

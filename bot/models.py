@@ -351,4 +351,21 @@ class TurnFinished:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-AgentEvent = SessionStarted | TextEmitted | ToolCalled | ToolFinished | UsageUpdated | TurnFinished
+@dataclass(frozen=True, slots=True)
+class LimitReached:
+    """The engine's plan or account limit stopped the turn (not a failure of the work): when it
+    resets, if the engine said (Claude's ``rate_limit_event``, Codex's "try again at …")."""
+
+    resets_at: datetime | None
+    message: str = ""
+
+
+AgentEvent = (
+    SessionStarted
+    | TextEmitted
+    | ToolCalled
+    | ToolFinished
+    | UsageUpdated
+    | TurnFinished
+    | LimitReached
+)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.models import (
     AgentEvent,
     ApprovalRequest,
+    LimitReached,
     Question,
     SessionStarted,
     TextEmitted,
@@ -116,7 +118,26 @@ def parse_event(data: dict[str, Any]) -> list[AgentEvent]:
         return _tool_results(_obj(data.get("message")))
     if kind == "result":
         return [_result(data)]
+    if kind == "rate_limit_event":
+        return _limit(_obj(data.get("rate_limit_info")))
     return []
+
+
+def _limit(info: dict[str, Any]) -> list[AgentEvent]:
+    """Measured with 2.1.197 and a subscription login: a 429 whose
+    ``anthropic-ratelimit-unified-*`` headers say "rejected" gives ``{"type":
+    "rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":<epoch s>,
+    "rateLimitType":"five_hour",…}}`` before an error result "You've hit your session limit ·
+    resets 3:59pm (UTC)" (tests/fixtures/limits/). Other statuses (warnings) are not a stop."""
+    if info.get("status") != "rejected":
+        return []
+    resets = info.get("resetsAt")
+    when = (
+        datetime.fromtimestamp(resets, UTC)
+        if isinstance(resets, int | float) and 0 < resets < 1e11
+        else None
+    )
+    return [LimitReached(when, str(info.get("rateLimitType") or ""))]
 
 
 def _assistant_events(message: dict[str, Any]) -> list[AgentEvent]:

@@ -3,13 +3,16 @@ ApprovalRequests, decisions -> JSON-RPC results. Pure functions and one small st
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.models import (
     AgentEvent,
     ApprovalDecision,
     ApprovalRequest,
+    LimitReached,
     TextEmitted,
     ToolCalled,
     ToolFinished,
@@ -73,10 +76,33 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
         state.add_usage((params.get("tokenUsage") or {}).get("last") or {})
         return [UsageUpdated(state.usage)]
     if method == "error" and not params.get("willRetry"):
-        state.error = str((params.get("error") or {}).get("message") or "error")
+        error = params.get("error") or {}
+        state.error = str(error.get("message") or "error")
+        if error.get("codexErrorInfo") == USAGE_LIMIT:
+            return [LimitReached(try_again_at(state.error, datetime.now().astimezone()), "usage")]
     elif method == "turn/completed":
         return [_finished(params.get("turn") or {}, state)]
     return []
+
+
+USAGE_LIMIT = "usageLimitExceeded"  # the error's codexErrorInfo (0.171.0, measured)
+_AT = re.compile(r"try again at (\d{1,2}):(\d{2})\s*([AP]M)?", re.IGNORECASE)
+
+
+def try_again_at(message: str, now: datetime) -> datetime | None:
+    """When a Codex limit message says to come back ("… or try again at 3:59 PM.", a wall
+    clock time in the zone Codex runs in, which is the bot's: ``now`` carries it); the next
+    such moment after ``now``. None when the message names no time."""
+    found = _AT.search(message)
+    if found is None:
+        return None
+    hour, minute = int(found[1]), int(found[2])
+    if found[3]:
+        hour = hour % 12 + (12 if found[3].upper() == "PM" else 0)
+    if hour > 23 or minute > 59:
+        return None
+    at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return at if at > now else at + timedelta(days=1)
 
 
 def _command(item: dict[str, Any]) -> str:

@@ -54,7 +54,7 @@ class TranscriptRepo:
                 turn_id=turn_id,
                 kind=kind,
                 created_at=now,
-                body=json.dumps(body, ensure_ascii=False),
+                body=json.dumps(body, ensure_ascii=False, default=str),  # times as ISO text
             )
             for kind, body in events
         ]

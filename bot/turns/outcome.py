@@ -7,7 +7,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import (
@@ -124,3 +126,16 @@ def outcome_of(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
         input_tokens=final.usage.input_tokens,
         output_tokens=final.usage.output_tokens,
     )
+
+
+def local_time(moment: datetime, zone_name: str, now: datetime | None = None) -> str:
+    """``moment`` as a person in ``zone_name`` reads it: "16:59 (Europe/Berlin)", with the date
+    when it is not today there ("2026-12-02 09:00 (Europe/Berlin)")."""
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        zone, zone_name = ZoneInfo("UTC"), "UTC"
+    there = moment.astimezone(zone)
+    today = (now or datetime.now(zone)).astimezone(zone).date()
+    shown = there.strftime("%H:%M") if there.date() == today else there.strftime("%Y-%m-%d %H:%M")
+    return f"{shown} ({zone_name})"

@@ -18,6 +18,7 @@ from bot.models import (
     ApprovalMode,
     CheckResult,
     Engine,
+    LimitReached,
     SessionStarted,
     Task,
     TaskStatus,
@@ -38,6 +39,7 @@ from bot.turns.outcome import (
     CHECK_PROMPT,
     CHECK_PROMPT_TAIL,
     failure,
+    local_time,
     outcome_of,
     preamble,
     reaper,
@@ -65,6 +67,7 @@ class TurnPolicy:
     progress_delay_s: float = 5.0
     check_rounds: int = 2
     sandbox_domains: tuple[str, ...] = ()
+    timezone: str = "UTC"  # for times said to a user who set no /tz
 
 
 class TurnRunner:
@@ -329,6 +332,7 @@ class TurnRunner:
         agent.push_async_exit(reaper(events))
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
+        limit: LimitReached | None = None
         progress = Progress(
             self._notifier,
             task,
@@ -343,6 +347,8 @@ class TurnRunner:
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                         await self._store.tasks.set_session(task.id, event.session_id)
                     batch.append(transcript_entry(event))
+                    if isinstance(event, LimitReached):
+                        limit = event
                     if isinstance(event, TurnFinished):
                         log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
                         final = event
@@ -370,4 +376,23 @@ class TurnRunner:
             await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
         if final is None:  # executors end with TurnFinished or raise
             raise AgentCrashed("the agent ended without a result", None, "")
-        return outcome_of(final, preset), final.denials
+        outcome = outcome_of(final, preset)
+        if limit is not None and final.is_error:
+            outcome = await self._limited(task, outcome, limit)
+        return outcome, final.denials
+
+    async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
+        """A turn the engine's usage limit stopped: said as such, with the reset time in the
+        owner's zone, instead of the CLI's own words."""
+        log.info("task %s: %s usage limit; resets %s", task.id, task.engine, limit.resets_at)
+        if limit.resets_at is None:
+            error = TurnError(
+                "turn_error.usage_limit_no_time", {"engine": task.engine.capitalize()}
+            )
+        else:
+            zone = await self._store.users.tz(task.owner_id) or self._policy.timezone
+            error = TurnError(
+                "turn_error.usage_limit",
+                {"engine": task.engine.capitalize(), "resets": local_time(limit.resets_at, zone)},
+            )
+        return dataclasses.replace(outcome, error=error)

@@ -3,7 +3,8 @@
 Scripts are chosen by a substring of the conversation's first user message; the step used is the
 number of assistant messages already in the request, so one script spans a conversation across
 resumed turns. Steps: {"text"}, {"tool_use": {name, input}} (may carry "text"),
-{"error": {status, type, message}}, {"echo": true}, {"stall": seconds}; options "delay", "usage".
+{"error": {status, type, message, headers}}, {"echo": true}, {"stall": seconds}; options
+"delay", "usage".
 """
 
 from __future__ import annotations
@@ -142,14 +143,19 @@ def _handler_for(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
                             "message": err.get("message", "boom"),
                         },
                     },
+                    err.get("headers"),
                 )
             self._stream(step, _blocks(step, record), body.get("model") or "claude-mock")
 
-        def _json(self, status: int, payload: dict[str, Any]) -> None:
+        def _json(
+            self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+        ) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)

@@ -4,7 +4,8 @@ Scripts are chosen by a substring of the conversation's user messages; the step 
 number of model outputs (assistant messages and tool calls) already in the request's input, so a
 script spans resumed turns. Steps: {"text"}, {"shell": cmd} (with "sandbox_permissions",
 "justification" to ask for escalation), {"patch": text},
-{"http_error": status}, {"delay": s}, {"echo": true}; "usage" on any step.
+{"http_error": status} (its "error_body" as the body's "error"), {"delay": s}, {"echo": true};
+"usage" on any step.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
                 time.sleep(min(float(step["delay"]), 30))
             if step.get("http_error"):
                 data = json.dumps(
-                    {"error": {"message": "scripted failure", "type": "server_error"}}
+                    {"error": step.get("error_body")}
+                    if step.get("error_body")
+                    else {"error": {"message": "scripted failure", "type": "server_error"}}
                 )
                 self.send_response(int(step["http_error"]))
                 self.send_header("Content-Type", "application/json")
