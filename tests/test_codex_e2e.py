@@ -24,6 +24,8 @@ async def test_codex_task_with_an_approval_and_a_resumed_turn(
                 "codex 0.171.0" in status.params["text"]
                 and "claude 2.1.197" in status.params["text"]
             )
+            # an engine that is merely not configured says so, not "not installed"
+            assert "local: off (DETACH_LOCAL_BASE_URL" in status.params["text"]
             await fake.user_message("/codex MARK-CX make a file", OWNER)
             ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
             assert "touch from-codex.txt" in ask.params["text"]
