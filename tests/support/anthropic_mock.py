@@ -16,7 +16,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support.scripted_server import ScriptedServer
+from tests.support.scripted_server import ScriptedServer, send_json
 
 
 class AnthropicMock(ScriptedServer):
@@ -150,16 +150,7 @@ def _handler_for(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
         def _json(
             self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
         ) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
-            self.close_connection = True
+            send_json(self, status, payload, headers)
 
         def _event(self, name: str, payload: dict[str, Any]) -> None:
             self.wfile.write(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())

@@ -18,7 +18,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support.scripted_server import ScriptedServer
+from tests.support.scripted_server import ScriptedServer, send_json
 
 MODEL = "mock-model"
 DEFAULT_USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}
@@ -94,16 +94,7 @@ def _handler_for(mock: ChatMock) -> type[BaseHTTPRequestHandler]:
         def _json(
             self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
         ) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
-            self.close_connection = True
+            send_json(self, status, payload, headers)
 
         def _chunk(self, model: str, delta: dict[str, Any] | None, **extra: Any) -> None:
             payload: dict[str, Any] = {

@@ -3,9 +3,29 @@ scripts and the requests received."""
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+
+def send_json(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    payload: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> None:
+    """A whole JSON answer (with extra ``headers``) that closes the connection."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.wfile.write(data)
+    handler.close_connection = True
 
 
 class ScriptedServer:
