@@ -178,7 +178,7 @@ class LocalExecutor:
         messages.append({"role": "user", "content": spec.prompt})
         await self._save(session_id, messages)
         yield SessionStarted(session_id, endpoint.model)
-        tools = ToolBox(spec.cwd, self._command_runner(spec))
+        tools = ToolBox(spec.cwd, self._command_runner(spec, endpoint))
         turn = _TurnState()
         for step in range(1, self._max_steps + 1):
             _fit(messages, endpoint.context_window)
@@ -273,12 +273,15 @@ class LocalExecutor:
             return None
         return f"denied by the owner: {decision.message or 'not allowed'}"
 
-    def _command_runner(self, spec: TurnSpec) -> Any:
+    def _command_runner(self, spec: TurnSpec, endpoint: Endpoint) -> Any:
+        """The ``run`` tool: ``sh -c`` in the task's directory (in bubblewrap when sandboxed),
+        without the bot's secrets and without the endpoint's own key in its environment."""
         sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
+        environ = {k: v for k, v in self._environ.items() if k != endpoint.api_key_env}
 
         async def run_command(command: str, timeout_s: float | None) -> tuple[int | None, str]:
             limit = min(timeout_s or self._command_timeout_s, self._command_timeout_s)
-            shell = ShellCheck(self._environ, self._secrets, limit)
+            shell = ShellCheck(environ, self._secrets, limit)
             result = await shell.run(command, spec.cwd, sandboxed, 1, spec.process_tag)
             return result.exit_code, result.output
 

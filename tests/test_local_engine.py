@@ -117,27 +117,35 @@ async def test_a_reply_after_a_restart_carries_the_history_and_is_priced_by_its_
         'api_key_env = "MOCK_LLM_KEY"\n'
         "price_input = 1.0\nprice_output = 2.0\ncontext_window = 8192\n"
     )
-    chat.script("MARK-MEMORY", [{"text": "noted: BLUE"}, {"text": "it was BLUE"}])
+    chat.script(
+        "MARK-MEMORY",
+        [
+            tool("run", command="echo key=${MOCK_LLM_KEY:-none}"),
+            {"text": "noted: BLUE"},
+            {"text": "it was BLUE"},
+        ],
+    )
     env = {**agent_env, "MOCK_LLM_KEY": "sk-local-123"}
     async with FakeTelegram() as fake:
         settings = settings_for(tmp_path, fake, claude_bin, workdir, chat, config=config)
         async with running_bot(settings, env):
-            await fake.user_message("/local model=gemma MARK-MEMORY remember BLUE", OWNER)
+            await fake.user_message("/local model=gemma mode=auto MARK-MEMORY remember BLUE", OWNER)
             card = await fake.wait_text(OWNER, "noted: BLUE", timeout_s=30)
-            assert "$0.0012" in card.params["text"]  # 1000 in at $1/M + 100 out at $2/M
+            assert "$0.0024" in card.params["text"]  # 2 x (1000 in at $1/M + 100 out at $2/M)
         async with running_bot(settings, env) as app:  # a new process on the same database
             await fake.user_message(
                 "which colour?", OWNER, reply_to_message_id=card.result["message_id"]
             )
             await fake.wait_text(OWNER, "it was BLUE", timeout_s=30)
             task = (await app.store.tasks.list_for(OWNER, None, 5))[0]
-            assert round(task.total_cost_usd, 6) == 0.0024
-    first, second = chat.requests_for("MARK-MEMORY")
+            assert round(task.total_cost_usd, 6) == 0.0036
+    first, _answer, second = chat.requests_for("MARK-MEMORY")
     assert first["model"] == "gemma-3-270m" and first["authorization"] == "Bearer sk-local-123"
+    assert tool_results(_answer) == ["[exit code 0]\nkey=none\n"]  # the key stays with the bot
     roles = [m["role"] for m in second["messages"]]
-    assert roles == ["system", "user", "assistant", "user"]
-    assert second["messages"][2]["content"] == "noted: BLUE"
-    assert second["messages"][3]["content"] == "which colour?"
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert second["messages"][4]["content"] == "noted: BLUE"
+    assert second["messages"][5]["content"] == "which colour?"
 
 
 async def test_cancel_stops_a_long_command_and_everything_it_started(
