@@ -117,7 +117,10 @@ def parse_event(data: dict[str, Any]) -> list[AgentEvent]:
     if kind == "user":
         return _tool_results(_obj(data.get("message")))
     if kind == "result":
-        return [_result(data)]
+        final = _result(data)
+        if data.get("api_error_status") == 429:  # also an API key's rate limit: no reset time
+            return [LimitReached(None, "429"), final]
+        return [final]
     if kind == "rate_limit_event":
         return _limit(_obj(data.get("rate_limit_info")))
     return []

@@ -70,7 +70,8 @@ def test_the_recorded_claude_stream_gives_the_reset_time():
         for line in (FIXTURES / "claude-2.1.197-session-limit.jsonl").read_text().splitlines()
         for e in parse_event(json.loads(line))
     ]
-    (limit,) = [e for e in events if isinstance(e, LimitReached)]
+    limit, no_time = [e for e in events if isinstance(e, LimitReached)]
+    assert no_time.resets_at is None  # the result's 429; the event before it has the time
     final = events[-1]
     assert isinstance(final, TurnFinished) and final.is_error
     assert "You've hit your session limit · resets" in final.result_text
@@ -125,9 +126,24 @@ async def test_claude_reports_its_plan_limit_with_the_reset(
     executor = ClaudeExecutor(claude_bin, subscription(agent_env))
     async with asyncio.timeout(60):
         events = [e async for e in executor.run(spec("MARK-LIMIT go", workdir), NoApprovals())]
-    (limit,) = [e for e in events if isinstance(e, LimitReached)]
+    limit = next(e for e in events if isinstance(e, LimitReached))
     assert limit.resets_at == datetime.fromtimestamp(reset, UTC)
     assert isinstance(events[-1], TurnFinished) and events[-1].is_error
+
+
+async def test_an_api_keys_rate_limit_is_a_limit_without_a_reset_time(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-KLIMIT",
+        [{"error": {"status": 429, "type": "rate_limit_error", "message": "slow down"}}],
+    )
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env):
+            await fake.user_message("/claude MARK-KLIMIT go", OWNER)
+            card = await fake.wait_text(OWNER, "usage limit is reached", timeout_s=60)
+    assert "did not say when it resets" in card.params["text"]
 
 
 async def test_codex_reports_its_usage_limit_with_the_reset(codex_bin, codex_env, openai, workdir):

@@ -347,8 +347,8 @@ class TurnRunner:
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                         await self._store.tasks.set_session(task.id, event.session_id)
                     batch.append(transcript_entry(event))
-                    if isinstance(event, LimitReached):
-                        limit = event
+                    if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
+                        limit = event  # the first that names its reset time wins
                     if isinstance(event, TurnFinished):
                         log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
                         final = event
