@@ -164,6 +164,7 @@ async def build_core(
             check_rounds=settings.check_rounds,
             sandbox_domains=settings.sandbox_allowed_domains,
             timezone=settings.timezone,
+            limit_retry_s=settings.limit_retry_s,
         ),
         workdirs=workdirs,
         runner_id=identity,

@@ -20,6 +20,7 @@ class TaskStatus(StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"
     INTERRUPTED = "interrupted"
     CHECK_FAILED = "check_failed"  # the agent finished but its check still fails
+    WAITING_FOR_LIMIT = "waiting_for_limit"  # its engine's usage limit: it goes on at the reset
     ARCHIVED = "archived"
 
     @property
@@ -28,7 +29,7 @@ class TaskStatus(StrEnum):
         return self in ACTIVE_STATUSES
 
 
-ACTIVE_STATUSES = frozenset({TaskStatus.QUEUED, TaskStatus.RUNNING})
+ACTIVE_STATUSES = frozenset({TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.WAITING_FOR_LIMIT})
 TurnStatus = TaskStatus  # a turn moves through the same states as its task
 
 

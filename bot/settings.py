@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     local_command_timeout_s: float = Field(default=300, gt=0)
     local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
     approval_timeout_s: float = Field(default=600, gt=0)
+    limit_retry_s: float = Field(default=900, gt=0)  # a usage limit that names no reset time
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
     # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask
     detach_mode: ApprovalMode = ApprovalMode.SANDBOX

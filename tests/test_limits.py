@@ -1,4 +1,4 @@
-"""Usage limits, as the pinned CLIs report them (issue 17, first part: detection).
+"""Usage limits, as the pinned CLIs report them, and tasks that wait for them.
 
 The recorded streams in tests/fixtures/limits/ were taken from the real CLIs against a server
 answering every model request with the limit response:
@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from bot.models import ApprovalMode, LimitReached, TurnFinished, TurnSpec
+from bot.models import ApprovalMode, LimitReached, TaskStatus, TurnFinished, TurnSpec
 from bot.turns.outcome import local_time
 from executors.claude import ClaudeExecutor
 from executors.claude_protocol import parse_event
@@ -131,19 +131,20 @@ async def test_claude_reports_its_plan_limit_with_the_reset(
     assert isinstance(events[-1], TurnFinished) and events[-1].is_error
 
 
-async def test_an_api_keys_rate_limit_is_a_limit_without_a_reset_time(
+async def test_a_limit_without_a_reset_time_is_tried_again_after_a_while(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    anthropic.script(
-        "MARK-KLIMIT",
-        [{"error": {"status": 429, "type": "rate_limit_error", "message": "slow down"}}],
-    )
+    """An API key's 429 names no reset: the task waits DETACH_LIMIT_RETRY_S and tries again."""
+    limited = {"error": {"status": 429, "type": "rate_limit_error", "message": "slow down"}}
+    anthropic.script("MARK-KLIMIT", [{**limited, "times": 1, "then": {"text": "K done"}}])
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, limit_retry_s=3)
         async with running_bot(settings, agent_env):
             await fake.user_message("/claude MARK-KLIMIT go", OWNER)
-            card = await fake.wait_text(OWNER, "usage limit is reached", timeout_s=60)
-    assert "did not say when it resets" in card.params["text"]
+            notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
+            assert "did not say when it resets" in notice.params["text"]
+            await fake.wait_text(OWNER, "K done", timeout_s=60)
+    assert len(anthropic.requests_for("MARK-KLIMIT")) >= 2  # limited, then again
 
 
 async def test_codex_reports_its_usage_limit_with_the_reset(codex_bin, codex_env, openai, workdir):
@@ -165,19 +166,93 @@ async def test_codex_reports_its_usage_limit_with_the_reset(codex_bin, codex_env
     assert isinstance(events[-1], TurnFinished) and events[-1].is_error
 
 
-async def test_the_card_of_a_limited_turn_says_when_it_resets_in_the_owners_zone(
-    tmp_path, claude_bin, agent_env, anthropic, workdir
+async def test_a_limited_task_waits_with_its_engine_and_both_go_on_in_order_at_the_reset(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, anthropic, openai, workdir
 ):
-    """A user in Berlin: the reset time is said in their zone, not the machine's UTC."""
-    reset = int(time.time()) + 3600
-    anthropic.script("MARK-BLIMIT", [unified_limit(reset)])
+    """A user in Berlin. Claude's plan limit parks the first task (the notice says the reset in
+    Berlin time, with Cancel); a second Claude task sent meanwhile waits without reaching the
+    model; a Codex task runs and finishes meanwhile; at the reset both Claude tasks go on by
+    themselves, the one that waited longest first, each with one line, and finish."""
+    reset = int(time.time()) + 8
+    anthropic.script("MARK-PA", [{**unified_limit(reset), "times": 1, "then": {"text": "A done"}}])
+    anthropic.script("MARK-PB", [{"text": "B done"}])
+    openai.script("MARK-PC", [{"text": "C done"}])
     expected = local_time(datetime.fromtimestamp(reset, UTC), "Europe/Berlin")
+    env = {**subscription(agent_env), **codex_env}
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
-        async with running_bot(settings, subscription(agent_env)):
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            codex_bin=codex_bin,
+            max_concurrent_turns=1,
+        )
+        async with running_bot(settings, env) as app:
             await fake.user_message("/tz Europe/Berlin", OWNER)
             await fake.wait_text(OWNER, "Europe/Berlin", timeout_s=10)
-            await fake.user_message("/claude MARK-BLIMIT go", OWNER)
-            card = await fake.wait_text(OWNER, "usage limit is reached", timeout_s=60)
-    assert f"resets at {expected}" in card.params["text"], card.params["text"]
-    assert "Claude's usage limit" in card.params["text"]
+            await fake.user_message("/claude MARK-PA go", OWNER)
+            notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
+            assert f"resets at {expected}" in notice.params["text"], notice.params["text"]
+            assert "Cancel" in json.dumps(notice.params["reply_markup"], ensure_ascii=False)
+            assert not notice.params.get("disable_notification")  # a limit makes the phone buzz
+            a = (await app.store.tasks.list_for(OWNER, None, 5))[0]
+            assert a.status is TaskStatus.WAITING_FOR_LIMIT
+            await fake.user_message("/claude MARK-PB go", OWNER)
+            ack = await fake.wait_text(OWNER, "mark-pb-go", timeout_s=10)
+            assert "waiting for the usage limit" in ack.params["text"]
+            await fake.user_message("/codex MARK-PC go", OWNER)
+            await fake.wait_text(OWNER, "C done", timeout_s=60)
+            assert time.time() < reset  # Codex ran while Claude waited
+            assert anthropic.requests_for("MARK-PB") == []
+            await fake.wait_text(OWNER, "B done", timeout_s=60)
+            await fake.wait_text(OWNER, "A done", timeout_s=10)
+            said = [
+                c.params["text"] for c in fake.calls if "usage limit has reset" in str(c.params)
+            ]
+            assert len(said) == 2 and "mark-pa-go" in said[0] and "mark-pb-go" in said[1]
+    a_again, b_first = anthropic.requests_for("MARK-PA")[-1], anthropic.requests_for("MARK-PB")[0]
+    assert anthropic.requests.index(a_again) < anthropic.requests.index(b_first)
+
+
+async def test_a_task_waiting_for_a_limit_survives_a_restart(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    reset = int(time.time()) + 10
+    anthropic.script("MARK-PR", [{**unified_limit(reset), "times": 1, "then": {"text": "R done"}}])
+    env = subscription(agent_env)
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, env):
+            await fake.user_message("/claude MARK-PR go", OWNER)
+            await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
+        async with running_bot(settings, env) as app:  # a new process on the same database
+            card = await fake.wait_text(OWNER, "R done", timeout_s=60)
+            assert time.time() >= reset - 1
+            task = (await app.store.tasks.list_for(OWNER, None, 5))[0]
+            assert task.status is TaskStatus.DONE
+    assert "done" in card.params["text"]
+
+
+async def test_a_task_waiting_for_a_limit_can_be_cancelled_from_its_notice(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    reset = int(time.time()) + 6
+    anthropic.script("MARK-PX", [{**unified_limit(reset), "times": 1, "then": {"text": "never"}}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, subscription(agent_env)) as app:
+            await fake.user_message("/claude MARK-PX go", OWNER)
+            notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
+            (cancel,) = [
+                b["callback_data"]
+                for row in notice.params["reply_markup"]["inline_keyboard"]
+                for b in row
+            ]
+            await fake.press(OWNER, notice.result["message_id"], cancel, OWNER)
+            async with asyncio.timeout(20):
+                while (await app.store.tasks.get(1)).status is not TaskStatus.CANCELLED:
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(max(0.0, reset - time.time()) + 1.5)  # past the reset: nothing
+    assert len(anthropic.requests_for("MARK-PX")) == 1
+    assert not [c for c in fake.calls if "never" in c.params.get("text", "")]

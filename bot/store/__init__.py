@@ -14,6 +14,7 @@ from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, Worktre
 from bot.store.records import (
     AuditRepo,
     ChatSettingsRepo,
+    EngineLimitRepo,
     EngineSessionRepo,
     LinkRepo,
     SpendRepo,
@@ -60,6 +61,7 @@ class Store:
         self.journal = UpdateJournalRepo(db, clock)
         self.checks = CheckRepo(db, clock)
         self.engine_sessions = EngineSessionRepo(db, clock)
+        self.limits = EngineLimitRepo(db, clock)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

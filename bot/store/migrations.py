@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from bot.store.schema import (
     audit,
     chat_settings,
+    engine_limits,
     engine_sessions,
     grants,
     message_links,
@@ -125,6 +126,11 @@ def _v15(conn: Connection) -> None:
     engine_sessions.create(conn, checkfirst=True)
 
 
+def _v16(conn: Connection) -> None:
+    """An engine's usage limit, until it resets (turns of that engine wait)."""
+    engine_limits.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -143,6 +149,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v13,
     _v14,
     _v15,
+    _v16,
 ]
 
 

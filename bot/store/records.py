@@ -14,6 +14,7 @@ from bot.store.db import Clock, Database, aware, insert_missing, utc
 from bot.store.schema import (
     audit,
     chat_settings,
+    engine_limits,
     engine_sessions,
     message_links,
     spend,
@@ -361,3 +362,33 @@ class EngineSessionRepo:
                 await conn.execute(
                     engine_sessions.insert().values(session_id=session_id, engine=engine, **values)
                 )
+
+
+class EngineLimitRepo:
+    """Engines whose usage limit is reached, until when (shared by all processes)."""
+
+    def __init__(self, engine: Database, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def set(self, engine: str, until: datetime) -> None:
+        values = {"until": until, "updated_at": self._clock()}
+        async with self._engine.begin() as conn:
+            updated = await conn.execute(
+                engine_limits.update().where(engine_limits.c.engine == engine).values(**values)
+            )
+            if updated.rowcount == 0:
+                await conn.execute(engine_limits.insert().values(engine=engine, **values))
+
+    async def active(self) -> dict[str, datetime]:
+        """Engines still limited now, and until when (a few rows: compared here, in UTC)."""
+        query = sa.select(engine_limits.c.engine, engine_limits.c.until)
+        now = self._clock()
+        async with self._engine.connect() as conn:
+            rows = list(await conn.execute(query))
+        found: dict[str, datetime] = {}
+        for row in rows:
+            until = aware(row.until)
+            if until is not None and until > now:
+                found[row.engine] = until
+        return found

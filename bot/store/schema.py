@@ -255,3 +255,12 @@ engine_sessions = sa.Table(
     sa.Column("messages", sa.Text, nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+# v16: an engine's usage limit, until it resets (turns of that engine wait)
+engine_limits = sa.Table(
+    "engine_limits",
+    metadata,
+    sa.Column("engine", sa.String(32), primary_key=True),
+    sa.Column("until", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)

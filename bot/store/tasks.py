@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,6 +33,8 @@ class TurnOutcome:
     cost_usd: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    resume_at: datetime | None = None  # WAITING_FOR_LIMIT: when the engine's limit resets
+    resume_known: bool = True  # False: the engine named no reset time (a retry after a while)
 
 
 def _task(row: Any) -> Task:
@@ -137,7 +140,9 @@ class TaskRepo:
                 tasks.update()
                 .where(
                     tasks.c.id == task_id,
-                    tasks.c.status != TaskStatus.RUNNING.value,
+                    tasks.c.status.not_in(
+                        [TaskStatus.RUNNING.value, TaskStatus.WAITING_FOR_LIMIT.value]
+                    ),
                 )
                 .values(status=TaskStatus.QUEUED.value, updated_at=self._clock())
             )
@@ -233,13 +238,40 @@ class TaskRepo:
             )
 
     async def unsubmitted_task_ids(self) -> list[int]:
+        """Tasks with a queued turn nobody submitted, the one waiting longest first."""
         query = (
             sa.select(turns.c.task_id)
             .where(turns.c.status == TaskStatus.QUEUED.value, turns.c.submitted_at.is_(None))
-            .distinct()
+            .group_by(turns.c.task_id)
+            .order_by(sa.func.min(turns.c.id))
         )
         async with self._engine.connect() as conn:
             return [r[0] for r in await conn.execute(query)]
+
+    async def park_turn(self, turn_id: int) -> Task:
+        """A turn its engine's usage limit stopped goes back to the queue, unsubmitted (it is
+        submitted again once the limit has reset), and its task waits for the limit."""
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            parked = await conn.execute(
+                turns.update()
+                .where(turns.c.id == turn_id)
+                .values(
+                    status=TaskStatus.QUEUED.value,
+                    submitted_at=None,
+                    started_at=None,
+                    runner=None,
+                    stop_requested=False,
+                )
+                .returning(turns.c.task_id)
+            )
+            task = await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == parked.scalar_one())
+                .values(status=TaskStatus.WAITING_FOR_LIMIT.value, updated_at=now)
+                .returning(tasks)
+            )
+            return _task(task.one())
 
     async def claim_turn(self, turn_id: int, runner: str | None = None) -> tuple[Task, Turn] | None:
         """Atomically move a queued turn to running: only the oldest queued turn of its task, and

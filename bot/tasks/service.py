@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -253,8 +254,12 @@ class TaskService:
         # a worktree outside a repository is refused before anything is created
         repo = await self.worktrees.repository(new.cwd) if new.worktree else None
         slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
+        waits = await self._queue.limited_until(new.engine) is not None
         async with self._store.atomic():  # the task exists with its acknowledgement, or not
-            task, turn = await self._store.tasks.create(new, slug, submitted=True)
+            task, turn = await self._store.tasks.create(new, slug, submitted=not waits)
+            if waits:  # its engine's usage limit: it is submitted once that resets
+                await self._store.tasks.set_status(task.id, TaskStatus.WAITING_FOR_LIMIT)
+                task = dataclasses.replace(task, status=TaskStatus.WAITING_FOR_LIMIT)
             if repo is not None:
                 task = await self._own_worktree(task, new.cwd, repo)
             if reply_to is not None:
@@ -267,7 +272,8 @@ class TaskService:
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         place(list(attachments), Path(task.cwd))
-        await self._queue.submit(task.id, turn.id)
+        if not waits:
+            await self._queue.submit(task.id, turn.id)
         return task
 
     async def _own_worktree(self, task: Task, cwd: Path, repo: Path) -> Task:
@@ -385,7 +391,9 @@ class TaskService:
             )
         if not stopping:
             await self._store.tasks.set_status(
-                task.id, TaskStatus.CANCELLED, only_from=[TaskStatus.QUEUED]
+                task.id,
+                TaskStatus.CANCELLED,
+                only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
             )
             now = await self.get_own(user_id, task.id)
             await self._notifier.ack_status(now)

@@ -108,6 +108,22 @@ class Notifier:
             )
         return "\n" + " · ".join(parts) if parts else ""
 
+    async def limit_waits(self, task: Task, key: str, engine: str, resets: str) -> None:
+        """The task waits for its engine's usage limit (``task.limit_parked[_no_time]``); it
+        can still be cancelled."""
+        text = self._texts.get(
+            task.locale, key, label=html.escape(task.label), engine=engine, resets=resets
+        )
+        markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+        await self.send(task, text, kind="limit", markup=markup)
+
+    async def limit_over(self, task: Task, engine: str) -> None:
+        """A task that waited for its engine's usage limit starts again: one line."""
+        text = self._texts.get(
+            task.locale, "task.limit_resumed", label=html.escape(task.label), engine=engine
+        )
+        await self.send(task, text, kind="limit")
+
     async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
         text = self._texts.raw(

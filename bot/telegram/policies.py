@@ -8,7 +8,7 @@ from bot.models import NotifyPolicy
 from bot.store import Store
 
 # what needs the person: these notify under the default policy (``done``)
-LOUD_KINDS = frozenset({"result", "approval", "question", "budget", "interrupted"})
+LOUD_KINDS = frozenset({"result", "approval", "question", "budget", "interrupted", "limit"})
 TTL_S = 30.0
 
 

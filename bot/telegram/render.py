@@ -25,6 +25,7 @@ STATUS_ICONS = {
     TaskStatus.BUDGET_EXCEEDED: "💸",
     TaskStatus.INTERRUPTED: "⚠️",
     TaskStatus.CHECK_FAILED: "🧪",
+    TaskStatus.WAITING_FOR_LIMIT: "⏸",
     TaskStatus.ARCHIVED: "🗄",
 }
 _STOPWORDS = {"the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "please", "with"}

@@ -1,26 +1,42 @@
-"""One turn per task at a time: submit a task's oldest queued turn when none of its turns runs."""
+"""One turn per task at a time: submit a task's oldest queued turn when none of its turns runs,
+and none of an engine whose usage limit is reached (until it resets)."""
 
 from __future__ import annotations
 
 import logging
+import time
+from datetime import datetime
 
 from bot.store import Store
+from bot.store.db import utcnow
 from bot.turns.pool import JobPool
 
 log = logging.getLogger(__name__)
+LIMITS_REFRESH_S = 2.0  # how stale this process's copy of the engines' limits may be
 
 
 class TurnQueue:
     def __init__(self, store: Store, pool: JobPool) -> None:
         self._store = store
         self._pool = pool
+        self._limits: dict[str, datetime] = {}
+        self._limits_read = float("-inf")
+        self.limits_seen = False  # any engine was limited since this process started
 
     async def kick(self, task_id: int) -> None:
         """Submit the next turn of ``task_id`` if it may start now. Idempotent: whoever asks
         (the command, the intake's periodic kick, a finished turn), one job per turn; marking
-        the row submitted is the atomic gate, and the pool ignores a job of a turn it runs."""
+        the row submitted is the atomic gate, and the pool ignores a job of a turn it runs.
+        A turn of a limited engine stays queued; the intake's periodic kick submits it once the
+        limit has reset."""
         turn = await self._store.tasks.next_queued_turn(task_id)
-        if turn is None or not await self._store.tasks.mark_submitted(turn.id):
+        if turn is None:
+            return
+        if await self._any_limit():
+            task = await self._store.tasks.get(task_id)
+            if task is not None and await self.limited_until(task.engine) is not None:
+                return
+        if not await self._store.tasks.mark_submitted(turn.id):
             return
         await self._pool.submit(task_id, turn.id)
 
@@ -29,9 +45,34 @@ class TurnQueue:
         await self._pool.submit(task_id, turn_id)
 
     async def kick_unsubmitted(self) -> int:
-        """Submit queued turns that nobody has submitted yet (added by `detach add`, or left
-        queued by a restart)."""
+        """Submit queued turns that nobody has submitted yet (added by `detach add`, left queued
+        by a restart, or waiting for an engine's limit), the longest waiting first."""
         task_ids = await self._store.tasks.unsubmitted_task_ids()
         for task_id in task_ids:
             await self.kick(task_id)
         return len(task_ids)
+
+    # -- engines' usage limits --------------------------------------------------------------
+    async def limited_until(self, engine: str) -> datetime | None:
+        """When ``engine``'s usage limit resets, while it is reached; else None."""
+        await self._refresh()
+        until = self._limits.get(engine)
+        return until if until is not None and until > utcnow() else None
+
+    async def limit(self, engine: str, until: datetime) -> None:
+        """``engine`` is limited until ``until``: recorded for every process, seen here at once."""
+        await self._store.limits.set(engine, until)
+        self._limits[engine] = until
+        self.limits_seen = True
+        log.info("%s: usage limit until %s", engine, until.isoformat())
+
+    async def _any_limit(self) -> bool:
+        await self._refresh()
+        return bool(self._limits)
+
+    async def _refresh(self) -> None:
+        if time.monotonic() - self._limits_read < LIMITS_REFRESH_S:
+            return
+        self._limits = await self._store.limits.active()
+        self._limits_read = time.monotonic()
+        self.limits_seen = self.limits_seen or bool(self._limits)

@@ -8,6 +8,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
 from bot.ports import CheckRunner, Executor
 from bot.store import Store, TurnOutcome
+from bot.store.db import utcnow
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
 from bot.turns.gitinfo import diff_stat
@@ -68,6 +70,7 @@ class TurnPolicy:
     check_rounds: int = 2
     sandbox_domains: tuple[str, ...] = ()
     timezone: str = "UTC"  # for times said to a user who set no /tz
+    limit_retry_s: float = 900.0  # a usage limit without a reset time: try again after this
 
 
 class TurnRunner:
@@ -106,11 +109,18 @@ class TurnRunner:
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
+        waited = await self._waited_for_limit(turn_id)
         claimed = await self._store.tasks.claim_turn(turn_id, self.runner_id)
         if claimed is None:
             log.info("turn %s: not claimable (already run, cancelled or behind another)", turn_id)
             return
         task, turn = claimed
+        until = await self._queue.limited_until(task.engine)
+        if until is not None:  # submitted before its engine's limit was known: it waits too
+            await self._park(task, turn, until, known=True)
+            return
+        if waited:
+            await self._notifier.limit_over(task, task.engine.capitalize())
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         check: CheckResult | None = None
@@ -130,7 +140,10 @@ class TurnRunner:
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
-                await self._finish(task, turn, outcome, denials, check)
+                if outcome.status is TaskStatus.WAITING_FOR_LIMIT and outcome.resume_at:
+                    await self._park(task, turn, outcome.resume_at, outcome.resume_known)
+                else:
+                    await self._finish(task, turn, outcome, denials, check)
                 reported = True
         except asyncio.CancelledError:
             if reported or control.reason in (None, StopReason.SHUTDOWN):
@@ -382,17 +395,34 @@ class TurnRunner:
         return outcome, final.denials
 
     async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
-        """A turn the engine's usage limit stopped: said as such, with the reset time in the
-        owner's zone, instead of the CLI's own words."""
+        """A turn the engine's usage limit stopped is not a failure: it waits for the reset
+        (or, when the engine named none, for DETACH_LIMIT_RETRY_S; ``error`` set says so)."""
         log.info("task %s: %s usage limit; resets %s", task.id, task.engine, limit.resets_at)
-        if limit.resets_at is None:
-            error = TurnError(
-                "turn_error.usage_limit_no_time", {"engine": task.engine.capitalize()}
+        if limit.resets_at is not None:
+            return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=limit.resets_at)
+        retry = utcnow() + timedelta(seconds=self._policy.limit_retry_s)
+        return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=retry, resume_known=False)
+
+    async def _park(self, task: Task, turn: Turn, until: datetime, known: bool) -> None:
+        """The turn goes back to the queue and its task waits for the engine's limit (every
+        task of that engine does), with one notice in the owner's zone; the intake submits it
+        again once the limit has reset."""
+        await self._queue.limit(task.engine, until)
+        zone = await self._store.users.tz(task.owner_id) or self._policy.timezone
+        key = "task.limit_parked" if known else "task.limit_parked_no_time"
+        async with self._store.atomic():
+            parked = await self._store.tasks.park_turn(turn.id)
+            await self._notifier.limit_waits(
+                parked, key, task.engine.capitalize(), local_time(until, zone)
             )
-        else:
-            zone = await self._store.users.tz(task.owner_id) or self._policy.timezone
-            error = TurnError(
-                "turn_error.usage_limit",
-                {"engine": task.engine.capitalize(), "resets": local_time(limit.resets_at, zone)},
-            )
-        return dataclasses.replace(outcome, error=error)
+            await self._notifier.ack_status(parked)
+        log.info("task %s turn %s: waits for %s until %s", task.id, turn.id, task.engine, until)
+
+    async def _waited_for_limit(self, turn_id: int) -> bool:
+        """Whether this turn's task waited for its engine's limit (read only once a limit was
+        seen by this process: no cost otherwise)."""
+        if not self._queue.limits_seen:
+            return False
+        turn = await self._store.tasks.get_turn(turn_id)
+        task = await self._store.tasks.get(turn.task_id) if turn is not None else None
+        return task is not None and task.status is TaskStatus.WAITING_FOR_LIMIT

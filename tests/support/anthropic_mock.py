@@ -4,7 +4,8 @@ Scripts are chosen by a substring of the conversation's first user message; the 
 number of assistant messages already in the request, so one script spans a conversation across
 resumed turns. Steps: {"text"}, {"tool_use": {name, input}} (may carry "text"),
 {"error": {status, type, message, headers}}, {"echo": true}, {"stall": seconds}; options
-"delay", "usage".
+"delay", "usage", and "times" + "then" (the first "times" requests of the step get it, later
+ones the "then" step).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class AnthropicMock(ScriptedServer):
 
     def __init__(self) -> None:
         super().__init__(_handler_for(self))
+        self._hits: dict[int, int] = {}  # by the id of a script's step
 
     @property
     def base_url(self) -> str:
@@ -51,6 +53,12 @@ class AnthropicMock(ScriptedServer):
         step_index = sum(1 for m in messages if m.get("role") == "assistant")
         steps = self.record(record, [{"text": "ok"}])
         step = steps[min(step_index, len(steps) - 1)] if steps else {"text": "ok"}
+        if "times" in step:  # the first "times" requests of this step get it, then "then"
+            key = id(step)  # this script's step, whatever a resumed session sends first
+            with self._lock:
+                self._hits[key] = self._hits.get(key, 0) + 1
+                if self._hits[key] > int(step["times"]):
+                    step = step.get("then") or {"text": "ok"}
         return step, record
 
 
