@@ -194,6 +194,7 @@ async def build_core(
             plain_text_tasks=settings.plain_text == "task",
             max_attachment_bytes=int(settings.max_attachment_mb * 1024 * 1024),
             attachments_staging=settings.data_dir / "attachments",
+            timezone=settings.timezone,
         ),
     )
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)

@@ -27,9 +27,15 @@ def router() -> Router:
         await reply("start.help")
 
     @r.message(Command("status"))
-    async def on_status(message: Message, reply: Reply, engine_status: list[str]) -> None:
+    async def on_status(
+        message: Message, reply: Reply, engine_status: list[str], tasks: TaskService, user_id: int
+    ) -> None:
         lines = "\n".join(f"• {line}" for line in engine_status)
-        await reply.send(reply.text("start.status") + "\n" + html.escape(lines))
+        limits = [
+            reply.text("start.status_limited", engine=engine, resets=resets)
+            for engine, resets in await tasks.engine_limits(user_id)
+        ]
+        await reply.send("\n".join([reply.text("start.status"), html.escape(lines), *limits]))
 
     @r.message(Command("notify"))
     async def on_notify(

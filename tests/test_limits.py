@@ -201,6 +201,9 @@ async def test_a_limited_task_waits_with_its_engine_and_both_go_on_in_order_at_t
             await fake.user_message("/claude MARK-PB go", OWNER)
             ack = await fake.wait_text(OWNER, "mark-pb-go", timeout_s=10)
             assert "waiting for the usage limit" in ack.params["text"]
+            await fake.user_message("/status", OWNER)
+            status = await fake.wait_text(OWNER, "usage limit reached, until", timeout_s=10)
+            assert f"claude: usage limit reached, until {expected}" in status.params["text"]
             await fake.user_message("/codex MARK-PC go", OWNER)
             await fake.wait_text(OWNER, "C done", timeout_s=60)
             assert time.time() < reset  # Codex ran while Claude waited

@@ -31,6 +31,7 @@ from bot.telegram.attachments import mention, place
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import given_slug, slugify
 from bot.telegram.texts import Texts
+from bot.turns.outcome import local_time
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 from bot.worktrees.git import Worktrees
@@ -61,6 +62,7 @@ class TaskDefaults:
     plain_text_tasks: bool = True  # a plain message in a private chat starts a /detach task
     max_attachment_bytes: int = 20 * 1024 * 1024
     attachments_staging: Path = Path("data") / "attachments"  # before a task's directory is known
+    timezone: str = "UTC"  # times said to a user who set no /tz
 
 
 class TaskService:
@@ -225,6 +227,16 @@ class TaskService:
             except UserInputError:
                 log.warning("chat %s: stored directory no longer allowed", chat_id)
         return self.workdirs.default
+
+    async def engine_limits(self, user_id: int) -> list[tuple[Engine, str]]:
+        """Engines whose usage limit is reached now, and when it resets in the user's zone."""
+        zone = await self._store.users.tz(user_id) or self._defaults.timezone
+        limited = []
+        for engine in sorted(self._engines):
+            until = await self._queue.limited_until(engine)
+            if until is not None:
+                limited.append((engine, local_time(until, zone)))
+        return limited
 
     async def notify_policy(self, chat_id: int) -> NotifyPolicy:
         return await self._notifier.policies.get(chat_id)
