@@ -204,21 +204,24 @@ async def test_a_daemon_left_by_a_killed_bot_is_stopped_at_the_next_start(tmp_pa
         bot = await _start(tmp_path, bot_env)
         try:
             await fake.wait_call("setMyCommands", timeout_s=60)
+            others = {proc.pid for proc in matching("fake-daemon-")}  # not this test's
             await fake.user_message("/detach DAEMON HANG spawn a daemon", OWNER)
             async with asyncio.timeout(30):
-                while not matching("fake-daemon-"):
+                while not {proc.pid for proc in matching("fake-daemon-")} - others:
                     await asyncio.sleep(0.1)
             bot.kill()
             await _killed(bot)
             await asyncio.sleep(1)
-            assert matching("fake-daemon-"), "the daemon outlived the bot"
+            # this test's daemon, by pid: another run's daemons on the machine are not its
+            ours = {proc.pid for proc in matching("fake-daemon-")} - others
+            assert ours, "the daemon outlived the bot"
             mark = len(fake.calls)
             bot = await _start(tmp_path, bot_env)
             await fake.wait_text(
                 OWNER, "restarted while these tasks were running", timeout_s=60, after=mark
             )
             async with asyncio.timeout(10):
-                while matching("fake-daemon-"):
+                while ours & {proc.pid for proc in matching("fake-daemon-")}:
                     await asyncio.sleep(0.1)
         finally:
             await stop_process(bot)
