@@ -214,6 +214,13 @@ async def test_a_limited_task_waits_with_its_engine_and_both_go_on_in_order_at_t
                 c.params["text"] for c in fake.calls if "usage limit has reset" in str(c.params)
             ]
             assert len(said) == 2 and "mark-pa-go" in said[0] and "mark-pb-go" in said[1]
+            # the waiting notice's Cancel is gone once the task went on (no stale button)
+            cleared = await fake.wait_call(
+                "editMessageReplyMarkup",
+                lambda c: int(c.params["message_id"]) == notice.result["message_id"],
+                timeout_s=10,
+            )
+            assert not (cleared.params.get("reply_markup") or {}).get("inline_keyboard")
     a_again, b_first = anthropic.requests_for("MARK-PA")[-1], anthropic.requests_for("MARK-PB")[0]
     assert anthropic.requests.index(a_again) < anthropic.requests.index(b_first)
 

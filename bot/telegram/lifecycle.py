@@ -105,6 +105,13 @@ class TaskMessages:
             await self._show(task.chat_id, row, text, kept)
         return note is not None and newest_card is not None
 
+    async def drop_buttons(self, task: Task, link_kind: str) -> None:
+        """The task's messages of ``link_kind`` lose their buttons (a notice whose moment
+        passed: a usage limit's, once the task goes on)."""
+        for row in await self._store.outbox.with_task_buttons(task.chat_id, task.id):
+            if row.link_kind == link_kind:
+                await self._show(task.chat_id, row, row.payload.get("text", ""), [])
+
     async def _show(self, chat_id: int, row: OutboxRow, text: str, kept: list[list[Any]]) -> None:
         """A message's new text and buttons: in its row (a message not sent yet goes out as it
         is now), and as an edit of the delivered one (only the buttons when the text stayed)."""

@@ -118,7 +118,9 @@ class Notifier:
         await self.send(task, text, kind="limit", markup=markup)
 
     async def limit_over(self, task: Task, engine: str) -> None:
-        """A task that waited for its engine's usage limit starts again: one line."""
+        """A task that waited for its engine's usage limit starts again: one line, and the
+        waiting notice loses its Cancel (the acknowledgement keeps one while it runs)."""
+        await self._lifecycle.drop_buttons(task, "limit")
         text = self._texts.get(
             task.locale, "task.limit_resumed", label=html.escape(task.label), engine=engine
         )
