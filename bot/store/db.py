@@ -112,6 +112,17 @@ async def _joined(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
     yield conn
 
 
+async def upsert(
+    conn: AsyncConnection, table: sa.Table, key: dict[str, Any], values: dict[str, Any]
+) -> None:
+    """Update the row with ``key``, or insert it (SQLite and PostgreSQL alike; the caller's
+    transaction makes the two one)."""
+    where = [table.c[name] == value for name, value in key.items()]
+    updated = await conn.execute(table.update().where(*where).values(**values))
+    if updated.rowcount == 0:
+        await conn.execute(table.insert().values(**key, **values))
+
+
 def insert_missing(table: sa.Table, key: dict[str, Any], values: dict[str, Any]) -> sa.Insert:
     """One statement that inserts a row unless one with ``key`` exists (SQLite and PostgreSQL
     alike; no read before the write)."""

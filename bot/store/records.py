@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from bot.store.db import Clock, Database, aware, insert_missing, utc
+from bot.store.db import Clock, Database, aware, insert_missing, upsert, utc
 from bot.store.schema import (
     audit,
     chat_settings,
@@ -251,17 +251,8 @@ class ChatSettingsRepo:
 
     async def _set(self, chat_id: int, **values: str) -> None:
         async with self._engine.begin() as conn:
-            updated = await conn.execute(
-                chat_settings.update()
-                .where(chat_settings.c.chat_id == chat_id)
-                .values(updated_at=self._clock(), **values)
-            )
-            if updated.rowcount == 0:
-                await conn.execute(
-                    chat_settings.insert().values(
-                        chat_id=chat_id, updated_at=self._clock(), **values
-                    )
-                )
+            key, now = {"chat_id": chat_id}, self._clock()
+            await upsert(conn, chat_settings, key, {**values, "updated_at": now})
 
 
 class UserSettingsRepo:
@@ -295,17 +286,8 @@ class UserSettingsRepo:
 
     async def _set(self, user_id: int, **values: str) -> None:
         async with self._engine.begin() as conn:
-            updated = await conn.execute(
-                user_settings.update()
-                .where(user_settings.c.user_id == user_id)
-                .values(**values, updated_at=self._clock())
-            )
-            if updated.rowcount == 0:
-                await conn.execute(
-                    user_settings.insert().values(
-                        user_id=user_id, **values, updated_at=self._clock()
-                    )
-                )
+            key, now = {"user_id": user_id}, self._clock()
+            await upsert(conn, user_settings, key, {**values, "updated_at": now})
 
 
 class AuditRepo:
@@ -351,17 +333,9 @@ class EngineSessionRepo:
         return json.loads(stored) if stored is not None else None
 
     async def save(self, session_id: str, engine: str, messages: list[dict[str, Any]]) -> None:
-        values = {"messages": json.dumps(messages), "updated_at": self._clock()}
+        values = {"engine": engine, "messages": json.dumps(messages), "updated_at": self._clock()}
         async with self._engine.begin() as conn:
-            updated = await conn.execute(
-                engine_sessions.update()
-                .where(engine_sessions.c.session_id == session_id)
-                .values(**values)
-            )
-            if updated.rowcount == 0:
-                await conn.execute(
-                    engine_sessions.insert().values(session_id=session_id, engine=engine, **values)
-                )
+            await upsert(conn, engine_sessions, {"session_id": session_id}, values)
 
 
 class EngineLimitRepo:
@@ -374,11 +348,7 @@ class EngineLimitRepo:
     async def set(self, engine: str, until: datetime) -> None:
         values = {"until": until, "updated_at": self._clock()}
         async with self._engine.begin() as conn:
-            updated = await conn.execute(
-                engine_limits.update().where(engine_limits.c.engine == engine).values(**values)
-            )
-            if updated.rowcount == 0:
-                await conn.execute(engine_limits.insert().values(engine=engine, **values))
+            await upsert(conn, engine_limits, {"engine": engine}, values)
 
     async def active(self) -> dict[str, datetime]:
         """Engines still limited now, and until when (a few rows: compared here, in UTC)."""
