@@ -33,6 +33,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.card import TaskCard
+from bot.tasks.handover import Handover
 from bot.tasks.service import TaskDefaults, TaskService
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.access import AccessPolicy
@@ -276,6 +277,7 @@ async def build(
             service,
             card,
             WorktreeCard(service, core.worktrees, notifier, texts),
+            Handover(service, store, core.queue, notifier),
             answers,
             access,
             texts,

@@ -238,8 +238,13 @@ def _add(args: argparse.Namespace) -> int:
         return _add_through_inbox(settings, new, args, explicit=bool(args.worktree))
 
     async def work(store: Store) -> None:
-        task, _ = await store.tasks.create(new, slugify(goal))
+        until = (await store.limits.active()).get(engine)
+        task, _ = await store.tasks.create(new, slugify(goal), waits=until is not None)
         await store.audit.record("task_created", owner, task.id, "shell")
+        if until is not None:
+            print(
+                f"{task.label} waits for {engine}'s usage limit (until {until:%Y-%m-%d %H:%M} UTC)"
+            )
         print(f"{task.label} queued; the running bot will report in chat {task.chat_id}")
 
     return asyncio.run(_with_store(settings, work))

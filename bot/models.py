@@ -138,12 +138,21 @@ class Turn:
     started_at: datetime | None
     finished_at: datetime | None
     check_round: int = 1  # 2 and up: a turn the failed check asked for
+    parked_at: datetime | None = None  # when it first waited for its engine's usage limit
+    limit_parks: int = 0  # how many times a usage limit sent it back to the queue
 
     @property
     def duration_s(self) -> float | None:
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+    @property
+    def waited_s(self) -> float | None:
+        """How long it waited for its engine's usage limit before it last started."""
+        if self.parked_at is None or self.started_at is None:
+            return None
+        return max(0.0, (self.started_at - self.parked_at).total_seconds())
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from aiogram.types import BotCommand
 from bot.approvals.answers import ApprovalAnswers
 from bot.schedules.desk import ScheduleDesk
 from bot.tasks.card import TaskCard
+from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
@@ -45,6 +46,7 @@ def build_dispatcher(
     service: TaskService,
     card: TaskCard,
     worktree_card: WorktreeCard,
+    handover: Handover,
     answers: ApprovalAnswers,
     access: AccessPolicy,
     texts: Texts,
@@ -62,6 +64,7 @@ def build_dispatcher(
         tasks=service,
         card=card,
         worktree_card=worktree_card,
+        handover=handover,
         answers=answers,
         texts=texts,
         outbox=outbox,

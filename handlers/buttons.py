@@ -1,5 +1,6 @@
 """Task buttons: Cancel on acknowledgements, Resume / Mark failed after a restart, the card's
-and the worktree card's buttons; a button that is not (or no longer) ours is stale."""
+and the worktree card's buttons, Run on <engine> now / Wait on a usage limit's notice; a
+button that is not (or no longer) ours is stale."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from aiogram import F, Router
 from aiogram.types import CallbackQuery
 
 from bot.tasks.card import TaskCard
+from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
-from bot.telegram.callbacks import ACTIONS, TaskAction
+from bot.telegram.callbacks import ACTIONS, RUN_ON, TaskAction, run_on_engine
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from bot.worktrees.card import WorktreeCard
@@ -20,6 +22,22 @@ from bot.worktrees.card import WorktreeCard
 def router() -> Router:
     r = Router(name="buttons")
 
+    @r.callback_query(TaskAction.filter(F.action.startswith(RUN_ON)))
+    async def on_run_on(
+        query: CallbackQuery,
+        callback_data: TaskAction,
+        handover: Handover,
+        user_id: int,
+        reply: Reply,
+    ) -> None:
+        engine = run_on_engine(callback_data.action) or ""
+        task = await handover.run_on(user_id, callback_data.task_id, engine)
+        await query.answer(
+            plain(
+                reply.text("task.engine_switch_done", label=task.label, engine=engine.capitalize())
+            )
+        )
+
     @r.callback_query(TaskAction.filter(F.action.in_(ACTIONS)))
     async def on_task_action(
         query: CallbackQuery,
@@ -27,9 +45,14 @@ def router() -> Router:
         tasks: TaskService,
         card: TaskCard,
         worktree_card: WorktreeCard,
+        handover: Handover,
         user_id: int,
         reply: Reply,
     ) -> None:
+        if callback_data.action == "wait":
+            task = await handover.keep_waiting(user_id, callback_data.task_id)
+            await query.answer(plain(reply.text("task.wait_chosen", label=task.label)))
+            return
         if callback_data.action == "cancel":
             task = await tasks.cancel(user_id, callback_data.task_id)
             await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))

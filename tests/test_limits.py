@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,12 +23,14 @@ from zoneinfo import ZoneInfo
 
 from bot.models import ApprovalMode, LimitReached, TaskStatus, TurnFinished, TurnSpec
 from bot.turns.outcome import local_time
+from bot.turns.runner import retry_after_s
 from executors.claude import ClaudeExecutor
 from executors.claude_protocol import parse_event
 from executors.codex import CodexExecutor
 from executors.codex_protocol import TurnState, notification_events, try_again_at
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
+from tests.test_approvals_e2e import answer_of, buttons
 
 FIXTURES = Path(__file__).parent / "fixtures" / "limits"
 
@@ -131,20 +134,41 @@ async def test_claude_reports_its_plan_limit_with_the_reset(
     assert isinstance(events[-1], TurnFinished) and events[-1].is_error
 
 
-async def test_a_limit_without_a_reset_time_is_tried_again_after_a_while(
+async def test_a_limit_without_a_reset_time_is_tried_again_with_a_growing_wait(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    """An API key's 429 names no reset: the task waits DETACH_LIMIT_RETRY_S and tries again."""
+    """An API key's 429 names no reset: the task waits DETACH_LIMIT_RETRY_S and tries again;
+    limited again, it waits twice as long. One notice, updated in place (no buzz per retry),
+    and one line when it first goes on; its card says how long it waited."""
     limited = {"error": {"status": 429, "type": "rate_limit_error", "message": "slow down"}}
-    anthropic.script("MARK-KLIMIT", [{**limited, "times": 1, "then": {"text": "K done"}}])
+    anthropic.script("MARK-KLIMIT", [{**limited, "times": 2, "then": {"text": "K done"}}])
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, limit_retry_s=3)
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, limit_retry_s=2)
         async with running_bot(settings, agent_env):
             await fake.user_message("/claude MARK-KLIMIT go", OWNER)
             notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
             assert "did not say when it resets" in notice.params["text"]
-            await fake.wait_text(OWNER, "K done", timeout_s=60)
-    assert len(anthropic.requests_for("MARK-KLIMIT")) >= 2  # limited, then again
+            card = await fake.wait_text(OWNER, "K done", timeout_s=60)
+    times = [r["at"] for r in anthropic.requests_for("MARK-KLIMIT")]
+    assert len(times) == 3  # limited, limited again, done
+    assert times[1] - times[0] >= 2 and times[2] - times[1] >= 4  # 2 s, then 4 s
+    sent = [c for c in fake.calls if c.method == "sendMessage"]
+    said = [c.params["text"] for c in sent if "usage limit" in c.params["text"]]
+    assert len(said) == 3 and "goes on" in said[1] and "K done" in said[2]  # notice, line, card
+    edits = [
+        c
+        for c in fake.calls
+        if c.method in ("editMessageText", "editMessageReplyMarkup")
+        and int(c.params["message_id"]) == notice.result["message_id"]
+    ]
+    # going on took the notice's buttons; the second wait gave them back (same minute: only
+    # the buttons changed), and the card took them again
+    assert [bool((c.params.get("reply_markup") or {}).get("inline_keyboard")) for c in edits] == [
+        False,
+        True,
+        False,
+    ]
+    assert "⏸ waited " in card.params["text"]
 
 
 async def test_codex_reports_its_usage_limit_with_the_reset(codex_bin, codex_env, openai, workdir):
@@ -208,8 +232,11 @@ async def test_a_limited_task_waits_with_its_engine_and_both_go_on_in_order_at_t
             await fake.wait_text(OWNER, "C done", timeout_s=60)
             assert time.time() < reset  # Codex ran while Claude waited
             assert anthropic.requests_for("MARK-PB") == []
-            await fake.wait_text(OWNER, "B done", timeout_s=60)
-            await fake.wait_text(OWNER, "A done", timeout_s=10)
+            b_card = await fake.wait_text(OWNER, "B done", timeout_s=60)
+            a_card = await fake.wait_text(OWNER, "A done", timeout_s=10)
+            for card in (a_card, b_card):  # each card says how long its task waited
+                assert "⏸ waited " in card.params["text"]
+                assert "for Claude's usage limit" in card.params["text"]
             said = [
                 c.params["text"] for c in fake.calls if "usage limit has reset" in str(c.params)
             ]
@@ -247,6 +274,7 @@ async def test_a_task_waiting_for_a_limit_survives_a_restart(
 async def test_a_task_waiting_for_a_limit_can_be_cancelled_from_its_notice(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
+    """Without another engine the notice offers Wait and Cancel; Wait leaves Cancel only."""
     reset = int(time.time()) + 6
     anthropic.script("MARK-PX", [{**unified_limit(reset), "times": 1, "then": {"text": "never"}}])
     async with FakeTelegram() as fake:
@@ -254,15 +282,143 @@ async def test_a_task_waiting_for_a_limit_can_be_cancelled_from_its_notice(
         async with running_bot(settings, subscription(agent_env)) as app:
             await fake.user_message("/claude MARK-PX go", OWNER)
             notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
-            (cancel,) = [
-                b["callback_data"]
-                for row in notice.params["reply_markup"]["inline_keyboard"]
-                for b in row
-            ]
-            await fake.press(OWNER, notice.result["message_id"], cancel, OWNER)
+            offered = buttons(notice)
+            assert list(offered) == ["⏳ Wait", "Cancel"]  # no other engine to run on here
+            query = await fake.press(OWNER, notice.result["message_id"], offered["⏳ Wait"], OWNER)
+            assert "goes on by itself" in await answer_of(fake, query)
+            await fake.wait_call(
+                "editMessageReplyMarkup",
+                lambda c: (
+                    int(c.params["message_id"]) == notice.result["message_id"]
+                    and "Wait" not in json.dumps(c.params.get("reply_markup"), ensure_ascii=False)
+                ),
+                timeout_s=10,
+            )
+            await fake.press(OWNER, notice.result["message_id"], offered["Cancel"], OWNER)
             async with asyncio.timeout(20):
                 while (await app.store.tasks.get(1)).status is not TaskStatus.CANCELLED:
                     await asyncio.sleep(0.1)
+            # Wait on a task that no longer waits is answered, not acted on
+            query = await fake.press(OWNER, notice.result["message_id"], offered["⏳ Wait"], OWNER)
+            assert "is not waiting for a usage limit" in await answer_of(fake, query)
             await asyncio.sleep(max(0.0, reset - time.time()) + 1.5)  # past the reset: nothing
     assert len(anthropic.requests_for("MARK-PX")) == 1
     assert not [c for c in fake.calls if "never" in c.params.get("text", "")]
+
+
+def git(workdir: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=workdir,
+        check=True,
+        capture_output=True,
+    )
+
+
+async def test_run_on_codex_now_carries_the_task_over_with_goal_summary_and_diff(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, anthropic, openai, workdir
+):
+    """Claude's first turn finds the bug; its follow-up hits the plan's limit (reset in two
+    hours). The notice offers Run on Codex now: pressed, the task goes on with Codex in a new
+    session whose first model request holds the goal, what Claude said so far, the directory's
+    uncommitted diff and the follow-up; the card comes from Codex under the same label; a
+    reply continues on Codex; Claude is not asked again; the stale button is answered."""
+    git(workdir, "init", "-q")
+    (workdir / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    git(workdir, "add", "calc.py")
+    git(workdir, "commit", "-q", "-m", "calc")
+    reset = int(time.time()) + 2 * 3600
+    anthropic.script(
+        "MARK-SW",
+        [{"text": "Found it: add() in calc.py subtracts. Fixed that line."}, unified_limit(reset)],
+    )
+    openai.script("MARK-SW", [{"text": "SW finished on Codex."}, {"text": "SW docs on Codex."}])
+    env = {**subscription(agent_env), **codex_env}
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, env) as app:
+            await fake.user_message("/claude MARK-SW fix the calculator", OWNER)
+            first = await fake.wait_text(OWNER, "Found it", timeout_s=60)
+            (workdir / "calc.py").write_text("def add(a, b):\n    return a + b\n")  # its edit
+            await wait_linked(app, OWNER, first.result["message_id"])
+            await fake.user_message(
+                "now add a test for add()", OWNER, reply_to_message_id=first.result["message_id"]
+            )
+            notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
+            offered = buttons(notice)
+            assert list(offered) == ["▶️ Run on Codex now", "⏳ Wait", "Cancel"]
+            mark = len(fake.calls)
+            query = await fake.press(
+                OWNER, notice.result["message_id"], offered["▶️ Run on Codex now"], OWNER
+            )
+            assert "goes on with Codex" in await answer_of(fake, query)
+            said = await fake.wait_text(OWNER, "goes on with Codex", timeout_s=10, after=mark)
+            assert said.params.get("disable_notification")  # they just pressed it: no buzz
+            card = await fake.wait_text(OWNER, "SW finished on Codex.", timeout_s=60)
+            assert "#1 mark-sw-fix</b>" in card.params["text"]  # the same task
+            task = await app.store.tasks.get(1)
+            assert task.engine == "codex" and task.session_id and task.status is TaskStatus.DONE
+            cleared = await fake.wait_call(
+                "editMessageReplyMarkup",
+                lambda c: int(c.params["message_id"]) == notice.result["message_id"],
+                timeout_s=10,
+            )
+            assert not (cleared.params.get("reply_markup") or {}).get("inline_keyboard")
+            query = await fake.press(
+                OWNER, notice.result["message_id"], offered["▶️ Run on Codex now"], OWNER
+            )
+            assert "is not waiting for a usage limit" in await answer_of(fake, query)
+            await wait_linked(app, OWNER, card.result["message_id"])
+            await fake.user_message(
+                "and document it", OWNER, reply_to_message_id=card.result["message_id"]
+            )
+            await fake.wait_text(OWNER, "SW docs on Codex.", timeout_s=60)
+    first_request = openai.requests_for("MARK-SW")[0]["user_text"]
+    assert "## The goal\nMARK-SW fix the calculator" in first_request
+    assert "Found it: add() in calc.py subtracts." in first_request  # the summary
+    assert "-    return a - b\n+    return a + b" in first_request  # the directory's diff
+    assert first_request.rstrip().endswith("now add a test for add()")  # what it waited with
+    assert len(anthropic.requests_for("MARK-SW")) == 2  # the first turn, the limited one
+    assert "and document it" in openai.requests[-1]["user_text"]
+
+
+def test_retries_of_a_limit_without_a_reset_time_back_off():
+    assert [retry_after_s(900, n) for n in range(6)] == [900, 1800, 3600, 7200, 14400, 21600]
+    assert retry_after_s(900, 1000) == 6 * 3600
+    assert retry_after_s(8 * 3600, 3) == 8 * 3600  # a base longer than the cap is kept
+
+
+async def test_a_codex_limit_parks_its_task_and_run_on_claude_now_finishes_it(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, anthropic, openai, workdir
+):
+    """The other way round, through the whole bot: Codex's usage limit parks a /codex task
+    (the notice says the reset in the user's zone and offers Claude); Run on Claude now
+    finishes it on Claude, whose first request carries the goal (no repository: no diff)."""
+    resets = int(time.time()) + 3 * 3600
+    body = {"type": "usage_limit_reached", "resets_at": resets, "resets_in_seconds": 3 * 3600}
+    openai.script("MARK-CW", [{"http_error": 429, "error_body": body}])
+    anthropic.script("MARK-CW", [{"text": "CW done on Claude."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, {**agent_env, **codex_env}) as app:
+            await fake.user_message("/tz Asia/Tokyo", OWNER)
+            await fake.wait_text(OWNER, "Asia/Tokyo", timeout_s=10)
+            await fake.user_message("/codex MARK-CW tidy the readme", OWNER)
+            notice = await fake.wait_text(OWNER, "waits for Codex's usage limit", timeout_s=60)
+            assert "(Asia/Tokyo)" in notice.params["text"]
+            offered = buttons(notice)
+            assert list(offered) == ["▶️ Run on Claude now", "⏳ Wait", "Cancel"]
+            await fake.press(
+                OWNER, notice.result["message_id"], offered["▶️ Run on Claude now"], OWNER
+            )
+            await fake.wait_text(OWNER, "CW done on Claude.", timeout_s=60)
+            task = await app.store.tasks.get(1)
+            assert task.engine == "claude" and task.status is TaskStatus.DONE
+            await fake.user_message("/status", OWNER)
+            status = await fake.wait_text(OWNER, "usage limit reached, until", timeout_s=10)
+            assert "codex: usage limit reached, until" in status.params["text"]
+    (first,) = anthropic.requests_for("MARK-CW")
+    assert "## The goal\nMARK-CW tidy the readme" in first["first_user_text"]
+    assert "another agent (Codex)" in first["first_user_text"]
+    assert "not a git repository" in first["first_user_text"]
+    assert len(openai.requests_for("MARK-CW")) == 1

@@ -123,3 +123,28 @@ async def test_a_stop_after_the_agent_ended_is_refused(jobs_url):
         release.set()
         await _until(lambda: not pool.is_running(4))
     assert recorder.stopped == {}
+
+
+async def test_a_turn_submitted_again_while_it_runs_is_offered_once_more_after(jobs_url):
+    """A usage limit sends a turn back to the queue while its agent still exits; a job for it
+    then (the switch to another engine, the limit's reset) must not run beside the first, nor
+    be lost: the first job offers the turn once more when its run ends, once."""
+    runs: list[tuple[int, float]] = []
+    release = asyncio.Event()
+
+    async def handler(turn_id: int, control: TurnControl) -> None:
+        runs.append((turn_id, time.monotonic()))
+        if len(runs) == 1:
+            await release.wait()
+
+    async with JobPool(jobs_url, "t7", 2, 60).serve(handler) as pool:
+        await pool.submit(task_id=3, turn_id=30)
+        await _until(lambda: len(runs) == 1)
+        await pool.submit(task_id=3, turn_id=30)
+        await pool.submit(task_id=3, turn_id=30)  # twice: still one more run
+        await asyncio.sleep(0.5)
+        assert len(runs) == 1  # never beside the running one
+        release.set()
+        await _until(lambda: len(runs) == 2)
+        await asyncio.sleep(0.3)
+    assert [turn for turn, _ in runs] == [30, 30]

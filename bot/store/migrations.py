@@ -131,6 +131,14 @@ def _v16(conn: Connection) -> None:
     engine_limits.create(conn, checkfirst=True)
 
 
+def _v17(conn: Connection) -> None:
+    """A turn's wait for its engine's usage limit: since when (its card says how long), and how
+    many times (the retries of a limit without a reset time back off)."""
+    stamp = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "TIMESTAMP"
+    _add_column(conn, "turns", "parked_at", stamp)
+    _add_column(conn, "turns", "limit_parks", "INTEGER NOT NULL DEFAULT 0")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -150,6 +158,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v14,
     _v15,
     _v16,
+    _v17,
 ]
 
 

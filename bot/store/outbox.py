@@ -130,6 +130,24 @@ class OutboxRepo:
             return None
         return row[0], row[1], str(json.loads(row[2]).get("text", ""))
 
+    async def newest_send(self, task_id: int, link_kind: str) -> OutboxRow | None:
+        """The newest message of ``link_kind`` about a task, delivered or waiting."""
+        query = (
+            outbox.select()
+            .where(
+                outbox.c.task_id == task_id,
+                outbox.c.op == "send",
+                outbox.c.link_kind == link_kind,
+                outbox.c.retired_at.is_(None),
+                outbox.c.status.in_([PENDING, SENT]),
+            )
+            .order_by(outbox.c.id.desc())
+            .limit(1)
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return _row(row) if row is not None else None
+
     async def with_task_buttons(self, chat_id: int, task_id: int) -> list[OutboxRow]:
         """The messages in a chat that carry a button of this task (cards, a restart's
         notice that lists it), delivered or waiting, newest last."""

@@ -54,6 +54,9 @@ turns = sa.Table(
     sa.Column("runner", sa.String(128)),  # v10: the process running it (bot or a worker)
     sa.Column("stop_requested", sa.Boolean, nullable=False, server_default=sa.false()),  # v10
     sa.Column("check_round", sa.Integer, nullable=False, server_default="1"),  # v12
+    # v17: when the turn first waited for its engine's usage limit, and how often it did
+    sa.Column("parked_at", sa.DateTime(timezone=True)),
+    sa.Column("limit_parks", sa.Integer, nullable=False, server_default="0"),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("submitted_at", sa.DateTime(timezone=True)),
     sa.Column("started_at", sa.DateTime(timezone=True)),

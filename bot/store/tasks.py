@@ -34,7 +34,6 @@ class TurnOutcome:
     input_tokens: int | None = None
     output_tokens: int | None = None
     resume_at: datetime | None = None  # WAITING_FOR_LIMIT: when the engine's limit resets
-    resume_known: bool = True  # False: the engine named no reset time (a retry after a while)
 
 
 def _task(row: Any) -> Task:
@@ -81,6 +80,8 @@ def _turn(row: Any) -> Turn:
         started_at=aware(m["started_at"]),
         finished_at=aware(m["finished_at"]),
         check_round=m["check_round"],
+        parked_at=aware(m["parked_at"]),
+        limit_parks=m["limit_parks"],
     )
 
 
@@ -91,10 +92,13 @@ class TaskRepo:
         self._engine = engine
         self._clock = clock
 
-    async def create(self, new: NewTask, slug: str, submitted: bool = False) -> tuple[Task, Turn]:
+    async def create(
+        self, new: NewTask, slug: str, submitted: bool = False, waits: bool = False
+    ) -> tuple[Task, Turn]:
         """A new task and its first turn; ``submitted``: the caller submits that turn to its
         pool right after the commit (a new task has no other turn to wait for), so nobody
-        else may (a crash before it: ``unsubmit_queued`` at the next start)."""
+        else may (a crash before it: ``unsubmit_queued`` at the next start). ``waits``: its
+        engine's usage limit is reached; the task waits for it from now."""
         now = self._clock()
         async with self._engine.begin() as conn:
             inserted = await conn.execute(
@@ -108,7 +112,7 @@ class TaskRepo:
                     title=new.prompt[:200],
                     cwd=str(new.cwd),
                     model=new.model,
-                    status=TaskStatus.QUEUED.value,
+                    status=(TaskStatus.WAITING_FOR_LIMIT if waits else TaskStatus.QUEUED).value,
                     locale=new.locale,
                     announced=new.announced,
                     created_at=now,
@@ -121,7 +125,9 @@ class TaskRepo:
                 .returning(tasks)
             )
             task = _task(inserted.one())
-            turn = await self._insert_turn(conn, task.id, 1, new.prompt, submitted=submitted)
+            turn = await self._insert_turn(
+                conn, task.id, 1, new.prompt, submitted=submitted, parked=waits
+            )
         return task, turn
 
     async def add_turn(self, task_id: int, prompt: str, check_round: int = 1) -> Turn:
@@ -156,6 +162,7 @@ class TaskRepo:
         prompt: str,
         check_round: int = 1,
         submitted: bool = False,
+        parked: bool = False,
     ) -> Turn:
         now = self._clock()
         result = await conn.execute(
@@ -168,6 +175,7 @@ class TaskRepo:
                 status=TaskStatus.QUEUED.value,
                 created_at=now,
                 submitted_at=now if submitted else None,
+                parked_at=now if parked else None,
             )
             .returning(turns)
         )
@@ -262,6 +270,8 @@ class TaskRepo:
                     started_at=None,
                     runner=None,
                     stop_requested=False,
+                    parked_at=sa.func.coalesce(turns.c.parked_at, now),
+                    limit_parks=turns.c.limit_parks + 1,
                 )
                 .returning(turns.c.task_id)
             )
@@ -272,6 +282,66 @@ class TaskRepo:
                 .returning(tasks)
             )
             return _task(task.one())
+
+    async def move_to_engine(
+        self,
+        task_id: int,
+        turn_id: int,
+        engine: Engine,
+        prompt: str,
+        preset: str | None,
+        model: str | None,
+    ) -> Task | None:
+        """A task that waits for its engine's usage limit goes on with ``engine``: a new
+        session (none yet), the chat's preset for that engine, and its waiting turn asks
+        ``prompt``. None when it no longer waits, or that turn was submitted meanwhile (its
+        limit reset): then nothing changed."""
+        now = self._clock()
+        waiting = sa.exists(
+            sa.select(turns.c.id).where(
+                turns.c.id == turn_id,
+                turns.c.task_id == task_id,
+                turns.c.status == TaskStatus.QUEUED.value,
+                turns.c.submitted_at.is_(None),
+            )
+        )
+        async with self._engine.begin() as conn:
+            moved = (
+                await conn.execute(
+                    tasks.update()
+                    .where(
+                        tasks.c.id == task_id,
+                        tasks.c.status == TaskStatus.WAITING_FOR_LIMIT.value,
+                        waiting,
+                    )
+                    .values(
+                        engine=engine,
+                        session_id=None,
+                        preset=preset,
+                        model=model,
+                        status=TaskStatus.QUEUED.value,
+                        updated_at=now,
+                    )
+                    .returning(tasks)
+                )
+            ).first()
+            if moved is None:
+                return None
+            await conn.execute(
+                turns.update().where(turns.c.id == turn_id).values(prompt=prompt, parked_at=None)
+            )
+            return _task(moved)
+
+    async def turns_of(self, task_id: int, limit: int = 50) -> list[Turn]:
+        """A task's turns, oldest first (its newest ``limit``)."""
+        query = (
+            turns.select()
+            .where(turns.c.task_id == task_id)
+            .order_by(turns.c.seq.desc())
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            return [_turn(r) for r in reversed(list(await conn.execute(query)))]
 
     async def claim_turn(self, turn_id: int, runner: str | None = None) -> tuple[Task, Turn] | None:
         """Atomically move a queued turn to running: only the oldest queued turn of its task, and

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -228,9 +227,13 @@ class TaskService:
                 log.warning("chat %s: stored directory no longer allowed", chat_id)
         return self.workdirs.default
 
+    async def zone(self, user_id: int) -> str:
+        """The user's time zone (/tz), else the machine's."""
+        return await self._store.users.tz(user_id) or self._defaults.timezone
+
     async def engine_limits(self, user_id: int) -> list[tuple[Engine, str]]:
         """Engines whose usage limit is reached now, and when it resets in the user's zone."""
-        zone = await self._store.users.tz(user_id) or self._defaults.timezone
+        zone = await self.zone(user_id)
         limited = []
         for engine in sorted(self._engines):
             until = await self._queue.limited_until(engine)
@@ -268,10 +271,8 @@ class TaskService:
         slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
         waits = await self._queue.limited_until(new.engine) is not None
         async with self._store.atomic():  # the task exists with its acknowledgement, or not
-            task, turn = await self._store.tasks.create(new, slug, submitted=not waits)
-            if waits:  # its engine's usage limit: it is submitted once that resets
-                await self._store.tasks.set_status(task.id, TaskStatus.WAITING_FOR_LIMIT)
-                task = dataclasses.replace(task, status=TaskStatus.WAITING_FOR_LIMIT)
+            # its engine's usage limit: it waits, and is submitted once that resets
+            task, turn = await self._store.tasks.create(new, slug, submitted=not waits, waits=waits)
             if repo is not None:
                 task = await self._own_worktree(task, new.cwd, repo)
             if reply_to is not None:

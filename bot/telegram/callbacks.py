@@ -22,10 +22,31 @@ ACTIONS = (
     "merge",
     "discard",
     "discard_yes",
+    "wait",
 )
+RUN_ON = "run_"  # "run_codex": carry a task that waits for its engine's limit over to codex
 CARD_ACTIONS = ["followup", "transcript", "retry", "archive"]
 WORKTREE_ACTIONS = ["diff", "merge", "discard"]
 _BUTTON_KEYS = {a: f"button.{a}" for a in ACTIONS} | {"fail": "button.mark_failed"}
+
+
+def run_on(engine: str) -> str:
+    """The action of the button that carries a task over to ``engine``."""
+    return f"{RUN_ON}{engine}"
+
+
+def run_on_engine(action: str) -> str | None:
+    """The engine a ``run_on`` action names (None: another action)."""
+    return action[len(RUN_ON) :] if action.startswith(RUN_ON) else None
+
+
+def caption(texts: Texts, locale: str, action: str) -> str:
+    engine = run_on_engine(action)
+    if engine is not None:
+        return texts.get(locale, "button.run_on", engine=engine.capitalize())
+    return texts.get(locale, _BUTTON_KEYS[action])
+
+
 # a row id in callback data: anything larger (a forged 55-digit id) is not ours, and would not
 # fit the database's integer
 Id = Annotated[int, Field(ge=0, lt=2**53)]
@@ -40,7 +61,7 @@ class TaskAction(CallbackData, prefix="t"):
         cls, texts: Texts, locale: str, task_id: int, actions: list[str], label: str | None = None
     ) -> list[InlineKeyboardButton]:
         """One row of buttons; with ``label`` the first says which task the row is for."""
-        captions = [texts.get(locale, _BUTTON_KEYS[a]) for a in actions]
+        captions = [caption(texts, locale, a) for a in actions]
         if label and captions:
             captions[0] = f"{label}: {captions[0]}"
         return [

@@ -11,7 +11,14 @@ from aiogram.types import InlineKeyboardMarkup
 from bot.models import Task, TaskStatus, WorktreeState
 from bot.store import Store
 from bot.store.outbox import OutboxRow
-from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.callbacks import (
+    CARD_ACTIONS,
+    RUN_ON,
+    WORKTREE_ACTIONS,
+    TaskAction,
+    run_on_engine,
+    task_keyboard,
+)
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import STATUS_ICONS
 from bot.telegram.texts import Texts
@@ -28,6 +35,8 @@ def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
         allowed |= ALWAYS | ({"cancel"} if task.status.active else IDLE_ONLY)
     if task.status is TaskStatus.INTERRUPTED:
         allowed |= {"resume", "fail"}
+    if task.status is TaskStatus.WAITING_FOR_LIMIT:
+        allowed |= {"wait", RUN_ON}
     if worktree_active:
         allowed |= WORKTREE
     return frozenset(allowed)
@@ -39,7 +48,8 @@ def keeps(button: dict[str, object], task_id: int, allowed: frozenset[str]) -> b
         action = TaskAction.unpack(str(button.get("callback_data", "")))
     except (TypeError, ValueError):
         return True
-    return action.task_id != task_id or action.action in allowed
+    name = RUN_ON if run_on_engine(action.action) is not None else action.action
+    return action.task_id != task_id or name in allowed
 
 
 class TaskMessages:
@@ -104,6 +114,19 @@ class TaskMessages:
                 continue
             await self._show(task.chat_id, row, text, kept)
         return note is not None and newest_card is not None
+
+    async def replace(
+        self, task: Task, link_kind: str, text: str | None, markup: InlineKeyboardMarkup | None
+    ) -> bool:
+        """The task's newest message of ``link_kind`` says ``text`` (None: what it said) with
+        ``markup`` now (False: it has none)."""
+        row = await self._store.outbox.newest_send(task.id, link_kind)
+        if row is None:
+            return False
+        kept = markup.model_dump(exclude_none=True)["inline_keyboard"] if markup else []
+        shown = row.payload.get("text", "") if text is None else text
+        await self._show(task.chat_id, row, shown, kept)
+        return True
 
     async def drop_buttons(self, task: Task, link_kind: str) -> None:
         """The task's messages of ``link_kind`` lose their buttons (a notice whose moment

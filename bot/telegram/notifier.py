@@ -13,13 +13,20 @@ from aiogram.types import ForceReply, InlineKeyboardMarkup
 from bot.models import (
     ApprovalMode,
     CheckResult,
+    Engine,
     Task,
     TaskStatus,
     Turn,
     WorktreeState,
 )
 from bot.store import Store
-from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.callbacks import (
+    CARD_ACTIONS,
+    WORKTREE_ACTIONS,
+    TaskAction,
+    run_on,
+    task_keyboard,
+)
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
@@ -108,23 +115,60 @@ class Notifier:
             )
         return "\n" + " · ".join(parts) if parts else ""
 
-    async def limit_waits(self, task: Task, key: str, engine: str, resets: str) -> None:
-        """The task waits for its engine's usage limit (``task.limit_parked[_no_time]``); it
-        can still be cancelled."""
+    async def limit_waits(
+        self,
+        task: Task,
+        key: str,
+        resets: str,
+        others: Sequence[Engine] = (),
+        again: bool = False,
+    ) -> None:
+        """The task waits for its engine's usage limit (``task.limit_parked[_no_time]``), with
+        buttons to go on with ``others`` now, to wait, or to cancel. ``again``: it waited
+        before; its notice says the new time (no new message, no buzz)."""
         text = self._texts.get(
-            task.locale, key, label=html.escape(task.label), engine=engine, resets=resets
+            task.locale,
+            key,
+            label=html.escape(task.label),
+            engine=task.engine.capitalize(),
+            resets=resets,
         )
-        markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+        markup = task_keyboard(
+            self._texts, task.locale, task.id, [run_on(e) for e in others], ["wait", "cancel"]
+        )
+        if again and await self._lifecycle.replace(task, "limit", text, markup):
+            return
         await self.send(task, text, kind="limit", markup=markup)
 
-    async def limit_over(self, task: Task, engine: str) -> None:
-        """A task that waited for its engine's usage limit starts again: one line, and the
-        waiting notice loses its Cancel (the acknowledgement keeps one while it runs)."""
+    async def limit_wait_chosen(self, task: Task) -> None:
+        """The owner chose to wait: the notice keeps its Cancel only."""
+        markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+        await self._lifecycle.replace(task, "limit", None, markup)
+
+    async def limit_over(self, task: Task, engine: str, say: bool = True) -> None:
+        """A task that waited for its engine's usage limit starts again: the waiting notice
+        loses its buttons (the acknowledgement keeps a Cancel while it runs) and, when ``say``,
+        one line says so."""
         await self._lifecycle.drop_buttons(task, "limit")
+        if not say:
+            return
         text = self._texts.get(
             task.locale, "task.limit_resumed", label=html.escape(task.label), engine=engine
         )
-        await self.send(task, text, kind="limit")
+        await self.send(task, text, kind="status")  # no buzz: nothing to do (the card buzzes)
+
+    async def engine_switched(self, task: Task, before: Engine) -> None:
+        """The owner carried the task over to another engine: one quiet line (they just
+        pressed the button), and the waiting notice loses its buttons."""
+        await self._lifecycle.drop_buttons(task, "limit")
+        text = self._texts.get(
+            task.locale,
+            "task.engine_switched",
+            label=html.escape(task.label),
+            engine=task.engine.capitalize(),
+            before=before.capitalize(),
+        )
+        await self.send(task, text, kind="status")
 
     async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
@@ -152,6 +196,13 @@ class Notifier:
         check = await self._store.checks.for_turn(turn.id) if task.check else None
         if check is not None:
             header += "\n" + self._check_line(loc, check)
+        if turn.waited_s is not None and turn.waited_s >= 1:
+            header += "\n" + self._texts.get(
+                loc,
+                "task.waited_limit",
+                duration=duration(turn.waited_s),
+                engine=task.engine.capitalize(),
+            )
         if changes:
             header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
         worktree = await self._store.worktrees.get(task.id)

@@ -182,6 +182,7 @@ class JobPool:
         self._timeout_s = timeout_s
         self._handler: TurnHandler | None = None
         self._running: dict[int, TurnControl] = {}  # by turn id: one registration per turn
+        self._again: set[int] = set()  # turns submitted again while they ran here
         self._scheduler: AsyncScheduler | None = None
         self.on_schedule: ScheduleHandler | None = None
         self._waiting: deque[tuple[int, int]] = deque()  # one process: turns waiting for a slot
@@ -309,13 +310,21 @@ class JobPool:
 
     async def run(self, task_id: int, turn_id: int) -> None:
         """Run one turn under its timeout. A second job of a turn already running here (it was
-        submitted twice) returns at once and leaves the first one's registration alone, so
-        the timeout and /cancel keep holding the turn that runs."""
+        submitted twice, or again after that run sent it back to the queue: a usage limit)
+        returns at once and leaves the first one's registration alone, so the timeout and
+        /cancel keep holding the turn that runs; the first job then offers the turn to its
+        handler once more (whose claim does nothing if the turn is no longer queued)."""
         if turn_id in self._running:
-            log.warning(
-                "task %s turn %s: already running here; duplicate job ignored", task_id, turn_id
-            )
+            self._again.add(turn_id)
+            log.info("task %s turn %s: runs here; offered again after that run", task_id, turn_id)
             return
+        while True:
+            await self._run_once(task_id, turn_id)
+            if turn_id not in self._again:
+                return
+            self._again.discard(turn_id)
+
+    async def _run_once(self, task_id: int, turn_id: int) -> None:
         control = TurnControl(task_id, turn_id, _job=asyncio.current_task())
         self._running[turn_id] = control
         timer = asyncio.get_running_loop().call_later(

@@ -21,7 +21,6 @@ class TurnQueue:
         self._pool = pool
         self._limits: dict[str, datetime] = {}
         self._limits_read = float("-inf")
-        self.limits_seen = False  # any engine was limited since this process started
 
     async def kick(self, task_id: int) -> None:
         """Submit the next turn of ``task_id`` if it may start now. Idempotent: whoever asks
@@ -63,7 +62,6 @@ class TurnQueue:
         """``engine`` is limited until ``until``: recorded for every process, seen here at once."""
         await self._store.limits.set(engine, until)
         self._limits[engine] = until
-        self.limits_seen = True
         log.info("%s: usage limit until %s", engine, until.isoformat())
 
     async def _any_limit(self) -> bool:
@@ -75,4 +73,3 @@ class TurnQueue:
             return
         self._limits = await self._store.limits.active()
         self._limits_read = time.monotonic()
-        self.limits_seen = self.limits_seen or bool(self._limits)

@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 TRANSCRIPT_BATCH = 25
 AGENT_EXIT_WAIT_S = 30.0  # a previous agent of the task still exiting (its stop is bounded)
+LIMIT_RETRY_MAX_S = 6 * 3600.0  # the longest wait between retries of a limit without a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,13 @@ class TurnPolicy:
     sandbox_domains: tuple[str, ...] = ()
     timezone: str = "UTC"  # for times said to a user who set no /tz
     limit_retry_s: float = 900.0  # a usage limit without a reset time: try again after this
+
+
+def retry_after_s(base_s: float, parks: int) -> float:
+    """When to try again a usage limit that named no reset time, after ``parks`` earlier waits
+    of the same turn: ``base_s`` (DETACH_LIMIT_RETRY_S), doubling each time, up to
+    LIMIT_RETRY_MAX_S (or ``base_s`` when that is longer)."""
+    return min(base_s * 2 ** min(parks, 16), max(base_s, LIMIT_RETRY_MAX_S))
 
 
 class TurnRunner:
@@ -109,7 +117,6 @@ class TurnRunner:
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
-        waited = await self._waited_for_limit(turn_id)
         claimed = await self._store.tasks.claim_turn(turn_id, self.runner_id)
         if claimed is None:
             log.info("turn %s: not claimable (already run, cancelled or behind another)", turn_id)
@@ -117,10 +124,10 @@ class TurnRunner:
         task, turn = claimed
         until = await self._queue.limited_until(task.engine)
         if until is not None:  # submitted before its engine's limit was known: it waits too
-            await self._park(task, turn, until, known=True)
+            await self._park(task, turn, until)
             return
-        if waited:
-            await self._notifier.limit_over(task, task.engine.capitalize())
+        if turn.parked_at is not None:  # a wait is over: said once, the first time
+            await self._notifier.limit_over(task, task.engine.capitalize(), turn.limit_parks <= 1)
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         check: CheckResult | None = None
@@ -140,8 +147,8 @@ class TurnRunner:
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
-                if outcome.status is TaskStatus.WAITING_FOR_LIMIT and outcome.resume_at:
-                    await self._park(task, turn, outcome.resume_at, outcome.resume_known)
+                if outcome.status is TaskStatus.WAITING_FOR_LIMIT:
+                    await self._park(task, turn, outcome.resume_at)
                 else:
                     await self._finish(task, turn, outcome, denials, check)
                 reported = True
@@ -396,33 +403,36 @@ class TurnRunner:
 
     async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
         """A turn the engine's usage limit stopped is not a failure: it waits for the reset
-        (or, when the engine named none, for DETACH_LIMIT_RETRY_S; ``error`` set says so)."""
+        (``resume_at``; None when the engine named none: it is tried again after a while)."""
         log.info("task %s: %s usage limit; resets %s", task.id, task.engine, limit.resets_at)
-        if limit.resets_at is not None:
-            return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=limit.resets_at)
-        retry = utcnow() + timedelta(seconds=self._policy.limit_retry_s)
-        return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=retry, resume_known=False)
+        return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=limit.resets_at)
 
-    async def _park(self, task: Task, turn: Turn, until: datetime, known: bool) -> None:
+    async def _park(self, task: Task, turn: Turn, until: datetime | None) -> None:
         """The turn goes back to the queue and its task waits for the engine's limit (every
-        task of that engine does), with one notice in the owner's zone; the intake submits it
-        again once the limit has reset."""
-        await self._queue.limit(task.engine, until)
+        task of that engine does), with one notice in the owner's zone offering the engines
+        that are not limited; a turn that waited before has its notice updated instead (no
+        new buzz for each retry). The intake submits it again once the limit has reset."""
+        known = until is not None
+        if until is None:
+            until = utcnow() + timedelta(
+                seconds=retry_after_s(self._policy.limit_retry_s, turn.limit_parks)
+            )
         zone = await self._store.users.tz(task.owner_id) or self._policy.timezone
         key = "task.limit_parked" if known else "task.limit_parked_no_time"
+        others = [
+            engine
+            for engine in sorted(self._executors)
+            if engine != task.engine and await self._queue.limited_until(engine) is None
+        ]
         async with self._store.atomic():
+            await self._queue.limit(task.engine, until)
             parked = await self._store.tasks.park_turn(turn.id)
             await self._notifier.limit_waits(
-                parked, key, task.engine.capitalize(), local_time(until, zone)
+                parked,
+                key,
+                local_time(until, zone),
+                others,
+                again=turn.limit_parks > 0,
             )
             await self._notifier.ack_status(parked)
         log.info("task %s turn %s: waits for %s until %s", task.id, turn.id, task.engine, until)
-
-    async def _waited_for_limit(self, turn_id: int) -> bool:
-        """Whether this turn's task waited for its engine's limit (read only once a limit was
-        seen by this process: no cost otherwise)."""
-        if not self._queue.limits_seen:
-            return False
-        turn = await self._store.tasks.get_turn(turn_id)
-        task = await self._store.tasks.get(turn.task_id) if turn is not None else None
-        return task is not None and task.status is TaskStatus.WAITING_FOR_LIMIT

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -62,8 +63,10 @@ class ScriptedServer:
             return [r for r in self.requests if marker in r[self.MARKER_FIELD]]
 
     def record(self, record: dict[str, Any], default: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Keep a request; the script whose marker it carries (or ``default``)."""
+        """Keep a request (with ``at``, when it came: time.monotonic()); the script whose
+        marker it carries (or ``default``)."""
         with self._lock:
+            record["at"] = time.monotonic()
             self.requests.append(record)
             return next(
                 (s for k, s in self.scripts.items() if k in record[self.MARKER_FIELD]), default

@@ -1,0 +1,144 @@
+"""Carrying a task that waits for its engine's usage limit over to another engine, from the
+buttons of its waiting notice: a new session on that engine, in the same directory (worktree)
+and under the same label, whose first prompt holds the goal, a summary of the transcript so far
+and the directory's uncommitted changes. Or keeping the wait (the notice keeps Cancel only)."""
+
+from __future__ import annotations
+
+import logging
+
+from bot.errors import TaskStateError, UserInputError
+from bot.models import Engine, Task, TaskStatus, Turn
+from bot.store import Store
+from bot.tasks.service import TaskService
+from bot.tasks.transcript import human_line
+from bot.telegram.notifier import Notifier
+from bot.telegram.render import shorten
+from bot.turns.gitinfo import diff_text
+from bot.turns.outcome import local_time
+from bot.turns.queue import TurnQueue
+
+log = logging.getLogger(__name__)
+
+SUMMARY_CHARS = 6000  # the newest part of the transcript that goes along
+DIFF_CHARS = 12000
+TRANSCRIPT_EVENTS = 400
+PROMPT_CHARS = 400  # of each earlier request, in the summary
+
+HANDOVER = """You are taking over a coding task from another agent ({engine}), which stopped \
+because its usage limit was reached. You work in the same directory, where its changes so far \
+are (uncommitted). Carry on from where it stopped: do not start over, and keep its work unless \
+it is wrong.
+
+## The goal
+{goal}
+
+## What happened so far (from its transcript: 💬 what it said, ▸ a tool it called, ↳ the result)
+{summary}
+
+## The directory's changes so far (git diff HEAD)
+{diff}
+
+## Now
+{now}"""
+CARRY_ON = "Carry on with the goal and finish it; end with a short summary of what you did."
+
+
+async def handover_prompt(store: Store, task: Task, waiting: Turn) -> str:
+    """The first prompt of the new session: the goal (the task's first request), what the
+    agent said and did in each turn so far (the newest ``SUMMARY_CHARS``), the directory's
+    changes, and what the waiting turn asks (for the first turn: carry on)."""
+    turns = await store.tasks.turns_of(task.id)
+    goal = turns[0].prompt if turns else waiting.prompt
+    events = await store.transcript.tail(task.id, TRANSCRIPT_EVENTS)
+    lines: list[str] = []
+    for turn in turns:
+        said = [
+            line
+            for event in events
+            if event.turn_id == turn.id and (line := human_line(event.kind, event.body))
+        ]
+        if turn.seq > 1 and (said or turn.id != waiting.id):
+            asked = shorten(turn.prompt, PROMPT_CHARS, one_line=True)
+            lines.append(f"### Then it was asked: {asked}")
+        lines += said
+    summary = "\n".join(lines)
+    if len(summary) > SUMMARY_CHARS:
+        summary = "… (earlier events left out)\n" + summary[-SUMMARY_CHARS:]
+    diff = await diff_text(task.cwd, DIFF_CHARS)
+    return HANDOVER.format(
+        engine=task.engine.capitalize(),
+        goal=goal,
+        summary=summary or "(nothing recorded: it stopped before it did anything)",
+        diff=(f"```diff\n{diff}\n```" if diff else "(none)")
+        if diff is not None
+        else "(not a git repository: look at the directory itself)",
+        now=waiting.prompt if waiting.seq > 1 else CARRY_ON,
+    )
+
+
+class Handover:
+    def __init__(
+        self, tasks: TaskService, store: Store, queue: TurnQueue, notifier: Notifier
+    ) -> None:
+        self._tasks = tasks
+        self._store = store
+        self._queue = queue
+        self._notifier = notifier
+
+    async def run_on(self, user_id: int, task_id: int, engine: Engine) -> Task:
+        """The owner's task that waits for its engine's limit goes on with ``engine`` now;
+        refused when it no longer waits, or ``engine`` is unknown, the same, or limited too."""
+        task = await self._waiting(user_id, task_id)
+        if engine == task.engine or engine not in self._tasks.available_engines:
+            raise UserInputError("error.engine_unavailable", engine=engine)
+        until = await self._queue.limited_until(engine)
+        if until is not None:
+            zone = await self._tasks.zone(user_id)
+            raise UserInputError(
+                "error.engine_limited", engine=engine.capitalize(), resets=local_time(until, zone)
+            )
+        turn = await self._store.tasks.next_queued_turn(task.id)
+        if turn is None:
+            raise self._not_waiting(task)
+        prompt = await handover_prompt(self._store, task, turn)
+        chat = await self._store.chats.get(task.chat_id)
+        preset = self._tasks.money.preset_for(chat.preset, None, engine)
+        async with self._store.atomic():
+            moved = await self._store.tasks.move_to_engine(
+                task.id,
+                turn.id,
+                engine,
+                prompt,
+                preset.name if preset else None,
+                preset.model if preset else None,
+            )
+            if moved is None:  # its limit reset meanwhile: it already goes on
+                raise self._not_waiting(task)
+            await self._store.audit.record(
+                "engine_switched", user_id, task.id, f"{task.engine}->{engine}"
+            )
+            await self._notifier.engine_switched(moved, task.engine)
+            await self._notifier.ack_status(moved)
+        log.info("task %s: carried over from %s to %s", task.id, task.engine, engine)
+        await self._queue.kick(task.id)
+        return moved
+
+    async def keep_waiting(self, user_id: int, task_id: int) -> Task:
+        """The owner chose to wait: the notice keeps its Cancel only."""
+        task = await self._waiting(user_id, task_id)
+        await self._notifier.limit_wait_chosen(task)
+        return task
+
+    async def _waiting(self, user_id: int, task_id: int) -> Task:
+        task = await self._tasks.get_own(user_id, task_id)
+        if task.status is not TaskStatus.WAITING_FOR_LIMIT:
+            raise self._not_waiting(task)
+        return task
+
+    def _not_waiting(self, task: Task) -> TaskStateError:
+        return TaskStateError(
+            "error.not_waiting",
+            label=task.label,
+            status=self._tasks.texts.status(task.locale, task.status),
+        )
