@@ -10,14 +10,17 @@ import logging
 import os
 import signal
 import socket
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiogram import Bot, Dispatcher
 from aiogram.client.default import DefaultBotProperties
 from aiogram.client.session.base import BaseSession
 from aiogram.client.telegram import TelegramAPIServer
 
+from bot import config
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import make_executors
@@ -166,6 +169,8 @@ async def build_core(
             sandbox_domains=settings.sandbox_allowed_domains,
             timezone=settings.timezone,
             limit_retry_s=settings.limit_retry_s,
+            subtask_command=(sys.executable, "-m", "bot", "mcp"),
+            subtask_env=subtask_env(settings),
         ),
         workdirs=workdirs,
         runner_id=identity,
@@ -196,6 +201,7 @@ async def build_core(
             max_attachment_bytes=int(settings.max_attachment_mb * 1024 * 1024),
             attachments_staging=settings.data_dir / "attachments",
             timezone=settings.timezone,
+            subtask_engines=frozenset(s.name for s in registry.ENGINES if s.mcp_client),
         ),
     )
     schedules = ScheduleDesk(store, pool, service, outbox, texts, settings.timezone, clock)
@@ -220,6 +226,22 @@ def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> str | Non
     (a front bot: its workers' CLIs refuse a sandbox they do not have)."""
     executor = executors.get(engine)
     return executor.sandbox_problem() if executor is not None else None
+
+
+def subtask_env(settings: Settings) -> dict[str, str]:
+    """What `detach mcp --parent N`, started by an agent, needs to reach this bot: its data
+    directory and database, its users and limits, and this code; never the bot's token."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", ""),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "DETACH_DATA_DIR": str(settings.data_dir.resolve()),
+        "DETACH_DATABASE_URL": settings.resolved_database_url,
+        "DETACH_ALLOWED_USERS": ",".join(str(u) for u in sorted(settings.allowed_users)),
+        "DETACH_MAX_PROMPT_CHARS": str(settings.max_prompt_chars),
+        "DETACH_MAX_SUBTASKS": str(settings.max_subtasks),
+    }
+    return {k: v for k, v in env.items() if v}
 
 
 def process_tag(settings: Settings, identity: str) -> str:
@@ -268,9 +290,22 @@ async def build(
         service = core.service
         answers = ApprovalAnswers(store, core.desk, notifier, texts)
         inbox = Inbox(
-            settings.data_dir / "inbox", service, store, outbox, texts, settings.allowed_users
+            settings.data_dir / "inbox",
+            service,
+            store,
+            outbox,
+            texts,
+            settings.allowed_users,
+            settings.max_subtasks,
         )
-        intake = Intake(store, core.queue, notifier, settings.intake_interval_s, inbox)
+        intake = Intake(
+            store,
+            core.queue,
+            notifier,
+            settings.intake_interval_s,
+            inbox,
+            alive=settings.data_dir / config.ALIVE_FILE,
+        )
         access = AccessPolicy(settings.allowed_users, store, texts)
         card = TaskCard(service, store, notifier, texts)
         dispatcher = build_dispatcher(

@@ -18,6 +18,9 @@ ENV_FILE_VAR = "DETACH_ENV_FILE"
 DATABASE = "detach.sqlite"
 
 
+ALIVE_FILE = "bot.alive"  # in the data directory: the running bot's heartbeat (its intake's)
+
+
 def config_home(environ: Mapping[str, str]) -> Path:
     base = environ.get("XDG_CONFIG_HOME") or str(_home(environ) / ".config")
     return Path(base) / "detach"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -115,6 +116,8 @@ class Task:
     preset: str | None = None
     max_usd: float | None = None
     check: str | None = None  # the command that proves the work (``check=``), run after a turn
+    parent_id: int | None = None  # the task whose agent started this one (`detach mcp`)
+    subtasks: bool = False  # its agent may start sub-tasks (``subtasks=yes``)
 
     @property
     def label(self) -> str:
@@ -201,6 +204,18 @@ class NewTask:
     origin: str | None = None  # shown on the acknowledgement: the schedule or file it came from
     check: str | None = None  # ``check=``, ``check:``, ``--check`` or the repository's .detach.toml
     note: str | None = None  # one line for the acknowledgement (why the sandbox is not used)
+    subtasks: bool = False  # ``subtasks=yes``: its agent gets `detach mcp` to start sub-tasks
+    parent_id: int | None = None  # started by this task's agent
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerSpec:
+    """An MCP server (stdio) an agent is given for a turn: `detach mcp` for sub-tasks."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +236,7 @@ class TurnSpec:
     process_tag: str | None = None  # carried by every process of the turn (executors.process)
     sandbox_domains: tuple[str, ...] = ()  # hosts a sandboxed turn may reach without asking
     preset: Preset | None = None  # the task's model preset (an endpoint engine's endpoint)
+    mcp_servers: tuple[McpServerSpec, ...] = ()  # for engines whose spec says mcp_client
 
 
 @dataclass(frozen=True, slots=True)

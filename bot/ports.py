@@ -89,3 +89,4 @@ class EngineSpec:
     pinned_version: str
     presets: tuple[Preset, ...]
     make: Callable[[EngineConfig], Executor]
+    mcp_client: bool = False  # its agent can be given MCP servers (TurnSpec.mcp_servers)

@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
     approval_timeout_s: float = Field(default=600, gt=0)
     limit_retry_s: float = Field(default=900, gt=0)  # a usage limit that names no reset time
+    mcp_chat: int | None = None  # `detach mcp`: whose tasks (default: the first allowed user)
+    max_subtasks: int = Field(default=5, ge=0, le=50)  # per task with subtasks=yes
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
     # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask
     detach_mode: ApprovalMode = ApprovalMode.SANDBOX

@@ -73,6 +73,17 @@ class ClaudeExecutor:
             argv += ["--allowedTools", ",".join(spec.allowed_tools)]
         if spec.max_budget_usd is not None:
             argv += ["--max-budget-usd", f"{max(spec.max_budget_usd, 0.0):.6f}"]
+        if spec.mcp_servers:
+            servers = {
+                s.name: {
+                    "type": "stdio",
+                    "command": s.command,
+                    "args": list(s.args),
+                    "env": dict(s.env),
+                }
+                for s in spec.mcp_servers
+            }
+            argv += ["--mcp-config", json.dumps({"mcpServers": servers})]
         return argv + list(spec.extra_args)
 
     async def version(self) -> str:
@@ -118,8 +129,11 @@ class ClaudeExecutor:
         return sandbox.problem(self._env)
 
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+        env = self._env
+        if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
+            env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
         async with agent_process(
-            self.engine, self._binary, self.argv(spec), spec, self._env, self._grace_s
+            self.engine, self._binary, self.argv(spec), spec, env, self._grace_s
         ) as agent:
             channel = _Channel(agent.proc, approver)
             try:
@@ -277,6 +291,7 @@ SPEC = EngineSpec(
     default_binary="claude",
     pinned_version=PINNED_VERSION,
     make=_make,
+    mcp_client=True,
     presets=(
         Preset("opus", "claude", "opus", (), 15.0, 75.0, 1.5, 18.75),
         Preset("sonnet", "claude", "sonnet", (), 3.0, 15.0, 0.3, 3.75),

@@ -35,8 +35,10 @@ class Inbox:
         outbox: Outbox,
         texts: Texts,
         allowed_users: Collection[int],
+        max_subtasks: int = 5,
     ) -> None:
         self.directory = directory
+        self._max_subtasks = max_subtasks
         self._service = service
         self._store = store
         self._outbox = outbox
@@ -83,13 +85,32 @@ class Inbox:
         new = await self._service.plan(
             owner, chat_id, TaskKind.DETACH, options, tf.prompt, locale, "detach", slug=tf.slug
         )
-        task = await self._service.start(
-            replace(new, origin=self._texts.get(locale, "inbox.origin", name=name))
+        origin = (
+            self._texts.get(locale, "mcp.origin", client=tf.client)
+            if tf.client
+            else self._texts.get(locale, "inbox.origin", name=name)
         )
+        if tf.parent is not None:
+            new = replace(new, parent_id=await self._parent(tf.parent, owner), subtasks=False)
+        task = await self._service.start(replace(new, origin=origin))
         await self._store.task_files.add(TaskFileRow(task.id, name, tf.goal, tf.constraints))
         await self._store.audit.record("task_file", owner, task.id, name)
         log.info("inbox file %s became task %s", name, task.id)
         return task.id
+
+    async def _parent(self, parent_id: int, owner: int) -> int:
+        """A sub-task's parent: a task of the same owner whose agent may start sub-tasks, and
+        has started fewer than DETACH_MAX_SUBTASKS."""
+        parent = await self._store.tasks.get(parent_id)
+        if parent is None or parent.owner_id != owner or not parent.subtasks:
+            raise TaskFileError(f"parent: #{parent_id} is no task that may start sub-tasks")
+        started = len(await self._store.tasks.children(parent_id))
+        if started >= self._max_subtasks:
+            raise TaskFileError(
+                f"parent: #{parent_id} has started {started} sub-tasks, the most it may "
+                "(DETACH_MAX_SUBTASKS)"
+            )
+        return parent_id
 
     def _owner(self, chat_id: int | None) -> int:
         """The chat's user when it is a private chat of an allowed user; a group's tasks

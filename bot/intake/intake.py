@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
+from pathlib import Path
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
@@ -18,8 +20,13 @@ from bot.turns.queue import TurnQueue
 log = logging.getLogger(__name__)
 
 
+ALIVE_EVERY_S = 5.0  # how often the bot's heartbeat file is touched
+
+
 class Intake:
-    """Polls the store for tasks written by `detach add` (another process) and starts them."""
+    """Polls the store for work written by other processes (`detach add`, `detach mcp`): new
+    tasks and turns to start, stops to apply; and touches ``alive`` (the heartbeat those
+    processes read to tell whether the bot runs)."""
 
     def __init__(
         self,
@@ -28,12 +35,15 @@ class Intake:
         notifier: Notifier,
         interval_s: float,
         inbox: Inbox | None = None,
+        alive: Path | None = None,
     ) -> None:
         self._inbox = inbox
         self._store = store
         self._queue = queue
         self._notifier = notifier
         self._interval_s = interval_s
+        self._alive = alive
+        self._touched = float("-inf")
 
     async def run_forever(self) -> None:
         while True:
@@ -44,8 +54,11 @@ class Intake:
             await asyncio.sleep(self._interval_s)
 
     async def poll_once(self) -> None:
+        self._beat()
         fresh = await self._store.tasks.unannounced()
         await self._queue.kick_unsubmitted()
+        for task_id in await self._store.tasks.stops_requested():
+            self._queue.stop(task_id)
         for task in fresh:
             async with self._store.atomic():  # announced once, with its acknowledgement
                 await self._store.tasks.set_announced(task.id)
@@ -53,6 +66,13 @@ class Intake:
             log.info("task %s picked up from the shell", task.id)
         if self._inbox is not None:
             await self._inbox.poll_once()
+
+    def _beat(self) -> None:
+        if self._alive is None or time.monotonic() - self._touched < ALIVE_EVERY_S:
+            return
+        self._alive.parent.mkdir(parents=True, exist_ok=True)
+        self._alive.touch()
+        self._touched = time.monotonic()
 
 
 async def recover(

@@ -1,8 +1,9 @@
 """Task files: the Markdown format of the original detach skill. Frontmatter (``created``,
 ``channel``, ``chat_id``, ``slug``, optional ``model``; Detach also reads ``cwd``, ``engine``,
-``worktree``, ``mode`` and ``check``), sections ``# Goal``, ``# Constraints``, ``# Result``,
-and a trailing block ``completed``, ``duration_seconds``, ``status`` (and ``check_status``,
-``check_round`` for a task with a check) once the task has finished."""
+``worktree``, ``mode``, ``check``, ``max_usd``, ``subtasks``, ``client`` and ``parent``),
+sections ``# Goal``, ``# Constraints``, ``# Result``, and a trailing block ``completed``,
+``duration_seconds``, ``status`` (and ``check_status``, ``check_round`` for a task with a
+check) once the task has finished."""
 
 from __future__ import annotations
 
@@ -27,8 +28,12 @@ HEAD_KEYS = (
     "worktree",
     "mode",
     "check",
+    "max_usd",
+    "subtasks",
+    "client",
+    "parent",
 )
-OPTION_KEYS = ("model", "cwd", "engine", "worktree", "mode", "check")
+OPTION_KEYS = ("model", "cwd", "engine", "worktree", "mode", "check", "max_usd", "subtasks")
 TAIL_KEYS = ("completed", "duration_seconds", "status", "check_status", "check_round")
 SECTIONS = ("Goal", "Constraints", "Result")
 _LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
@@ -53,6 +58,10 @@ class TaskFile:
     worktree: str | None = None  # yes / no
     mode: str | None = None  # sandbox / ask / auto / readonly
     check: str | None = None  # a command run after the agent (``no``: not even the default)
+    max_usd: str | None = None  # the task's budget
+    subtasks: str | None = None  # yes: its agent may start sub-tasks
+    client: str | None = None  # the program that wrote it (an MCP client), said in the chat
+    parent: int | None = None  # the task whose agent started it (`detach mcp --parent`)
     completed: datetime | None = None
     duration_seconds: int | None = None
     status: str | None = None
@@ -182,6 +191,10 @@ def parse(text: str) -> TaskFile:
         worktree=head.get("worktree") or None,
         mode=head.get("mode") or None,
         check=head.get("check") or None,
+        max_usd=head.get("max_usd") or None,
+        subtasks=head.get("subtasks") or None,
+        client=head.get("client") or None,
+        parent=_int(head.get("parent"), "parent"),
         completed=_time(tail.get("completed"), "completed"),
         duration_seconds=_int(tail.get("duration_seconds"), "duration_seconds"),
         status=tail.get("status") or None,
@@ -202,6 +215,10 @@ def render(tf: TaskFile) -> str:
         ("worktree", tf.worktree),
         ("mode", tf.mode),
         ("check", tf.check),
+        ("max_usd", tf.max_usd),
+        ("subtasks", tf.subtasks),
+        ("client", tf.client),
+        ("parent", tf.parent),
     ]
     out = [
         "---",

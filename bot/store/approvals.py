@@ -84,6 +84,14 @@ class QuestionRepo:
             qid = int(result.inserted_primary_key[0])  # type: ignore[index]
         return await self.get(qid)  # type: ignore[return-value]
 
+    async def pending_count(self, task_id: int) -> int:
+        """How many questions of a task wait for the owner."""
+        query = sa.select(sa.func.count()).where(
+            pending_questions.c.task_id == task_id, pending_questions.c.status == PENDING.value
+        )
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
     async def get(self, qid: int) -> PendingQuestion | None:
         async with self._engine.connect() as conn:
             row = (

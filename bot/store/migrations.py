@@ -139,6 +139,13 @@ def _v17(conn: Connection) -> None:
     _add_column(conn, "turns", "limit_parks", "INTEGER NOT NULL DEFAULT 0")
 
 
+def _v18(conn: Connection) -> None:
+    """Sub-tasks: a task's parent, and whether its agent may start sub-tasks."""
+    _add_column(conn, "tasks", "parent_id", "INTEGER")
+    _add_column(conn, "tasks", "subtasks", "BOOLEAN NOT NULL DEFAULT FALSE")
+    conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_tasks_parent_id ON tasks (parent_id)"))
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -159,6 +166,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v15,
     _v16,
     _v17,
+    _v18,
 ]
 
 

@@ -99,6 +99,22 @@ class TranscriptRepo:
                     out.write(f"{aware(r.created_at):%H:%M:%S} {line}\n")
             last_id = rows[-1].id
 
+    async def after(self, task_id: int, cursor: int, limit: int = 200) -> list[TranscriptLine]:
+        """A task's events newer than ``cursor`` (an event id; 0: from the start), oldest
+        first, at most ``limit``."""
+        query = (
+            transcript.select()
+            .where(transcript.c.task_id == task_id, transcript.c.id > cursor)
+            .order_by(transcript.c.id)
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            rows = list(await conn.execute(query))
+        return [
+            TranscriptLine(r.id, r.turn_id, r.kind, json.loads(r.body), utc(r.created_at))
+            for r in rows
+        ]
+
     async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:
         query = (
             transcript.select()

@@ -34,6 +34,10 @@ tasks = sa.Table(
     sa.Column("preset", sa.String(64)),  # v3
     sa.Column("max_usd", sa.Float),  # v3
     sa.Column("check_command", sa.Text),  # v12
+    # v18: sub-tasks: the task that started this one (through `detach mcp`), and whether this
+    # one's agent may start its own
+    sa.Column("parent_id", sa.Integer, index=True),
+    sa.Column("subtasks", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 turns = sa.Table(

@@ -59,6 +59,8 @@ def _task(row: Any) -> Task:
         preset=m["preset"],
         max_usd=m["max_usd"],
         check=m["check_command"],
+        parent_id=m["parent_id"],
+        subtasks=bool(m["subtasks"]),
     )
 
 
@@ -121,6 +123,8 @@ class TaskRepo:
                     preset=new.preset,
                     max_usd=new.max_usd,
                     check_command=new.check,
+                    parent_id=new.parent_id,
+                    subtasks=new.subtasks,
                 )
                 .returning(tasks)
             )
@@ -332,6 +336,12 @@ class TaskRepo:
             )
             return _task(moved)
 
+    async def children(self, parent_id: int) -> list[Task]:
+        """The sub-tasks a task's agent started, oldest first."""
+        query = tasks.select().where(tasks.c.parent_id == parent_id).order_by(tasks.c.id)
+        async with self._engine.connect() as conn:
+            return [_task(r) for r in await conn.execute(query)]
+
     async def turns_of(self, task_id: int, limit: int = 50) -> list[Turn]:
         """A task's turns, oldest first (its newest ``limit``)."""
         query = (
@@ -406,6 +416,14 @@ class TaskRepo:
                 .values(stop_requested=True)
             )
         return result.rowcount > 0
+
+    async def stops_requested(self) -> list[int]:
+        """Tasks whose running turn was asked to stop from another process (`detach mcp`)."""
+        query = sa.select(turns.c.task_id).where(
+            turns.c.status == TaskStatus.RUNNING.value, turns.c.stop_requested.is_(True)
+        )
+        async with self._engine.connect() as conn:
+            return [r[0] for r in await conn.execute(query)]
 
     async def stop_requested(self, turn_id: int) -> bool:
         async with self._engine.connect() as conn:

@@ -62,6 +62,7 @@ class TaskDefaults:
     max_attachment_bytes: int = 20 * 1024 * 1024
     attachments_staging: Path = Path("data") / "attachments"  # before a task's directory is known
     timezone: str = "UTC"  # times said to a user who set no /tz
+    subtask_engines: frozenset[Engine] = frozenset()  # can be given `detach mcp` (subtasks=yes)
 
 
 class TaskService:
@@ -190,7 +191,17 @@ class TaskService:
             slug=slug,
             check=await self._check(options, cwd),
             note=note,
+            subtasks=self._subtasks(options, engine_name),
         )
+
+    def _subtasks(self, options: dict[str, str], engine: Engine) -> bool:
+        """``subtasks=yes``: the task's agent may start sub-tasks (engines that take MCP
+        servers only)."""
+        wanted = flag(options, "subtasks", False)
+        if wanted and engine not in self._defaults.subtask_engines:
+            known = ", ".join(sorted(self._defaults.subtask_engines)) or "–"
+            raise UserInputError("error.subtasks_engine", engine=engine, engines=known)
+        return wanted
 
     def _mode(
         self, options: dict[str, str], kind: TaskKind, engine: Engine, locale: str

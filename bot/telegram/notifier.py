@@ -107,6 +107,8 @@ class Notifier:
         parts = []
         if task.approval_mode is ApprovalMode.SANDBOX:
             parts.append(self._texts.get(task.locale, "task.ack_sandbox"))
+        if task.subtasks:
+            parts.append(self._texts.get(task.locale, "task.ack_subtasks"))
         if task.check:
             parts.append(
                 self._texts.get(
@@ -164,11 +166,17 @@ class Notifier:
         text = self._texts.get(
             task.locale,
             "task.engine_switched",
-            label=html.escape(task.label),
+            label=task.label,
             engine=task.engine.capitalize(),
             before=before.capitalize(),
         )
         await self.send(task, text, kind="status")
+
+    async def mcp_followup(self, task: Task, client: str) -> None:
+        """An MCP client queued the task's next turn: one quiet line, with Cancel."""
+        text = self._texts.get(task.locale, "mcp.followup", label=task.label, client=client)
+        markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+        await self.send(task, text, kind="ack", markup=markup)
 
     async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
@@ -196,6 +204,8 @@ class Notifier:
         check = await self._store.checks.for_turn(turn.id) if task.check else None
         if check is not None:
             header += "\n" + self._check_line(loc, check)
+        if task.subtasks:
+            header += await self._children(task)
         if turn.waited_s is not None and turn.waited_s >= 1:
             header += "\n" + self._texts.get(
                 loc,
@@ -233,6 +243,17 @@ class Notifier:
             await self.send(
                 task, self._texts.get(loc, "task.denials", items=items), kind="result", markup=card
             )
+
+    async def _children(self, task: Task) -> str:
+        """The sub-tasks its agent started: ``🧩 Sub-tasks: ✅ #5 fix-a · 🏃 #6 fix-b``."""
+        children = await self._store.tasks.children(task.id)
+        if not children:
+            return ""
+        shown = " · ".join(
+            f"{STATUS_ICONS[c.status]} {html.escape(c.label)}" for c in children[:10]
+        )
+        more = f" · +{len(children) - 10}" if len(children) > 10 else ""
+        return "\n" + self._texts.raw(task.locale, "task.subtasks", items=shown + more)
 
     def _check_line(self, loc: str, check: CheckResult) -> str:
         """``✅ check passed (pytest -q, 12 s, round 2)`` or the failure with its output's tail."""

@@ -43,6 +43,10 @@ class TurnQueue:
         """Submit a turn its creator marked submitted (a new task's first: nothing to wait for)."""
         await self._pool.submit(task_id, turn_id)
 
+    def stop(self, task_id: int) -> bool:
+        """Stop the turn of ``task_id`` running in this process (a stop asked for elsewhere)."""
+        return self._pool.cancel(task_id)
+
     async def kick_unsubmitted(self) -> int:
         """Submit queued turns that nobody has submitted yet (added by `detach add`, left queued
         by a restart, or waiting for an engine's limit), the longest waiting first."""

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from bot.models import (
     CheckResult,
     Engine,
     LimitReached,
+    McpServerSpec,
     SessionStarted,
     Task,
     TaskStatus,
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 TRANSCRIPT_BATCH = 25
 AGENT_EXIT_WAIT_S = 30.0  # a previous agent of the task still exiting (its stop is bounded)
+SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
 LIMIT_RETRY_MAX_S = 6 * 3600.0  # the longest wait between retries of a limit without a time
 
 
@@ -72,6 +74,10 @@ class TurnPolicy:
     sandbox_domains: tuple[str, ...] = ()
     timezone: str = "UTC"  # for times said to a user who set no /tz
     limit_retry_s: float = 900.0  # a usage limit without a reset time: try again after this
+    # the command (and its environment) of `detach mcp`, given to the agent of a task with
+    # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
+    subtask_command: tuple[str, ...] = ()
+    subtask_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def retry_after_s(base_s: float, parks: int) -> float:
@@ -225,7 +231,16 @@ class TurnRunner:
             process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None,
             sandbox_domains=self._policy.sandbox_domains,
             preset=preset,
+            mcp_servers=self._subtask_server(task),
         )
+
+    def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
+        """`detach mcp --parent <task>` for a task whose agent may start sub-tasks."""
+        command = self._policy.subtask_command
+        if not task.subtasks or not command:
+            return ()
+        args = (*command[1:], "--parent", str(task.id))
+        return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)
 
     async def _check(
         self, task: Task, turn: Turn, outcome: TurnOutcome, tag: str | None
@@ -330,6 +345,8 @@ class TurnRunner:
             return ()
         grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
         tools = tuple(g.pattern for g in grants)
+        if task.subtasks and self._policy.subtask_command:
+            tools += (f"mcp__{SUBTASK_SERVER}",)  # its own sub-tasks: no approval to ask
         if task.approval_mode is ApprovalMode.AUTO:
             tools = self._policy.auto_allowed_tools + tools
         return tools

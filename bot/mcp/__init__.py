@@ -1,0 +1,1 @@
+"""`detach mcp`: Detach as a tool for other agents (an MCP server)."""

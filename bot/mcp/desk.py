@@ -1,0 +1,355 @@
+"""What `detach mcp` offers other agents, apart from the MCP wiring (``bot.mcp.server``).
+
+It works on the bot's database and data directory, like `detach add`, so the bot must be
+running: it starts and reports the tasks. A task is started as a task file in the bot's inbox
+(the same path as `detach add --worktree`), so the bot plans it, cuts its worktree, picks its
+sandbox and acknowledges it in Telegram saying which client started it; the tool waits, bounded,
+until the bot took the file. Tasks belong to one owner (DETACH_MCP_CHAT, else the first allowed
+user); a client sees and touches only that owner's tasks. Approvals stay with the owner in
+Telegram: no call here answers one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.errors import DetachError
+from bot.intake.taskfile import TaskFile, drop
+from bot.models import ApprovalMode, Task, TaskStatus, Turn
+from bot.store import Store
+from bot.tasks.transcript import human_line
+
+if TYPE_CHECKING:
+    from bot.telegram.notifier import Notifier
+
+log = logging.getLogger(__name__)
+
+ALIVE_STALE_S = 30.0  # the bot's heartbeat (touched every 5 s) older than this: not running
+START_WAIT_S = 20.0  # for the bot to take a task file
+START_GRACE_S = 30.0  # taken at the last moment: for the bot to say so
+WATCH_MAX_S = 120.0
+POLL_S = 0.25
+PAGE_MAX = 500
+ANSWER_CHARS = 20_000
+MODES = tuple(m.value for m in ApprovalMode)
+
+
+class ToolRefused(DetachError):
+    """A tool call that cannot be done; the message says why, for the calling model."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpPlace:
+    """Where the bot lives and whom the tasks belong to."""
+
+    data_dir: Path
+    owner: int
+    chat_id: int  # where its tasks report: the owner's private chat, or a group
+    engines: tuple[str, ...]
+    max_prompt_chars: int
+    alive_file: Path
+    alive_stale_s: float = ALIVE_STALE_S
+    start_wait_s: float = START_WAIT_S
+    parent: Task | None = None  # `--parent`: an agent's own sub-tasks, only those
+    max_subtasks: int = 5
+
+
+class McpDesk:
+    def __init__(self, store: Store, place: McpPlace, notifier: Notifier | None = None) -> None:
+        """``notifier`` tells the owner's chat about follow-ups and cancels (its outbox rows
+        are delivered by the bot); built from the catalogs on first use when not given."""
+        self._store = store
+        self._place = place
+        self._notifier = notifier
+
+    # -- the tools ---------------------------------------------------------------------------
+    async def start(
+        self,
+        goal: str,
+        client: str,
+        engine: str | None = None,
+        model: str | None = None,
+        cwd: str | None = None,
+        worktree: bool | None = None,
+        mode: str | None = None,
+        check: str | None = None,
+    ) -> dict[str, Any]:
+        goal = self._prompt(goal, "goal")
+        if engine is not None and engine not in self._place.engines:
+            raise ToolRefused(
+                f"unknown engine {engine!r}; one of: {', '.join(self._place.engines)}"
+            )
+        if mode is not None and mode not in MODES:
+            raise ToolRefused(f"unknown mode {mode!r}; one of: {', '.join(MODES)}")
+        for name, value in (("model", model), ("cwd", cwd), ("check", check)):
+            if value is not None and (not value.strip() or "\n" in value or len(value) > 1000):
+                raise ToolRefused(f"{name} must be one non-empty line")
+        self._bot_runs()
+        budget = await self._subtask_budget() if self._place.parent is not None else None
+        inbox = self._place.data_dir / "inbox"
+        tf = TaskFile(
+            goal=goal,
+            created=datetime.now(UTC),
+            chat_id=self._place.chat_id,
+            model=model,
+            cwd=cwd,
+            engine=engine,
+            worktree=None if worktree is None else ("yes" if worktree else "no"),
+            mode=mode,
+            check=check,
+            client=_one_line(client),
+            max_usd=budget,
+            parent=self._place.parent.id if self._place.parent is not None else None,
+        )
+        path = drop(inbox, tf, "mcp")
+        task_id = await self._taken(path)
+        task = await self._own(task_id)
+        log.info("task %s started by MCP client %s", task.id, client)
+        return {**_brief(task), "note": "reported in Telegram; approvals are the owner's there"}
+
+    async def status(self, task_id: int) -> dict[str, Any]:
+        task = await self._own(task_id)
+        turns = await self._store.tasks.turns_of(task.id)
+        last = turns[-1] if turns else None
+        found: dict[str, Any] = {
+            **_brief(task),
+            "title": task.title,
+            "cwd": task.cwd,
+            "model": task.model,
+            "mode": task.approval_mode.value,
+            "created_at": task.created_at.isoformat(),
+            "cost_usd": round(task.total_cost_usd, 6),
+            "turns": len(turns),
+            "waiting_for_approval": await self._store.questions.pending_count(task.id) > 0,
+        }
+        if last is not None:
+            found["last_turn"] = _turn(last)
+        return found
+
+    async def watch(
+        self, task_id: int, cursor: int = 0, timeout_s: float = 30.0, until_done: bool = False
+    ) -> dict[str, Any]:
+        """New output after ``cursor``: returns as soon as there is some (``until_done``: once
+        the task is no longer queued or running), or after ``timeout_s``."""
+        task = await self._own(task_id)
+        if cursor < 0:
+            raise ToolRefused("cursor must be 0 or a cursor an earlier call returned")
+        deadline = time.monotonic() + min(max(timeout_s, 0.0), WATCH_MAX_S)
+        lines: list[str] = []
+        while True:
+            read, cursor, full = await self._read(task.id, cursor, lines)
+            task = await self._own(task_id)
+            settled = not task.status.active and not read  # finished, and all of it read
+            wanted = bool(lines) and not until_done
+            if full or settled or wanted or time.monotonic() >= deadline:
+                break
+            if not read:
+                await asyncio.sleep(POLL_S)
+        found: dict[str, Any] = {**_brief(task), "cursor": cursor, "lines": lines}
+        found["done"] = not task.status.active
+        if found["done"]:
+            last = await self._store.tasks.last_turn(task.id)
+            if last is not None:
+                found["last_turn"] = _turn(last)
+        elif not lines:
+            found["note"] = "nothing new yet: call watch again with this cursor"
+        return found
+
+    async def _read(self, task_id: int, cursor: int, lines: list[str]) -> tuple[int, int, bool]:
+        """Events after ``cursor`` appended to ``lines`` as text: how many were read, the new
+        cursor, and whether a whole page came (more may follow at once)."""
+        events = await self._store.transcript.after(task_id, cursor, PAGE_MAX)
+        for event in events:
+            cursor = event.line
+            line = human_line(event.kind, event.body)
+            if line:
+                lines.append(line)
+        return len(events), cursor, len(events) == PAGE_MAX
+
+    async def output(self, task_id: int, cursor: int = 0, limit: int = 100) -> dict[str, Any]:
+        """One page of the transcript after ``cursor``, and the cursor of the next page."""
+        task = await self._own(task_id)
+        if cursor < 0 or not 1 <= limit <= PAGE_MAX:
+            raise ToolRefused(f"cursor must be 0 or more and limit 1 to {PAGE_MAX}")
+        events = await self._store.transcript.after(task.id, cursor, limit)
+        lines = [line for e in events if (line := human_line(e.kind, e.body))]
+        next_cursor = events[-1].line if events else cursor
+        return {
+            **_brief(task),
+            "cursor": next_cursor,
+            "lines": lines,
+            "more": len(events) == limit,
+        }
+
+    async def followup(self, task_id: int, prompt: str, client: str) -> dict[str, Any]:
+        """The next turn of the task, in the same agent session; it runs after the current one."""
+        prompt = self._prompt(prompt, "prompt")
+        task = await self._own(task_id)
+        if task.status is TaskStatus.ARCHIVED:
+            raise ToolRefused(f"{task.label} is archived")
+        self._bot_runs()
+        notifier = self._notify()
+        running = task.status is TaskStatus.RUNNING
+        async with self._store.atomic():
+            turn = await self._store.tasks.add_turn(task.id, prompt)
+            await self._store.audit.record("follow_up", task.owner_id, task.id, f"mcp:{client}")
+            await notifier.mcp_followup(task, _one_line(client))
+        task = await self._own(task_id)
+        return {**_brief(task), "turn": turn.seq, "behind_running_turn": running}
+
+    async def cancel(self, task_id: int, client: str) -> dict[str, Any]:
+        """Cancel the task's queued turns and stop its running one (the bot stops it)."""
+        task = await self._own(task_id)
+        notifier = self._notify()
+        async with self._store.atomic():
+            dropped = await self._store.tasks.cancel_queued(task.id)
+            stopping = await self._store.tasks.request_stop(task.id)
+            if not dropped and not stopping:
+                raise ToolRefused(f"{task.label} is not running or queued ({task.status.value})")
+            if not stopping:
+                await self._store.tasks.set_status(
+                    task.id,
+                    TaskStatus.CANCELLED,
+                    only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
+                )
+                task = await self._own(task_id)
+                await notifier.ack_status(task)
+                await notifier.buttons_follow(task)
+            await self._store.audit.record("task_cancelled", task.owner_id, task.id, client)
+        return {**_brief(task), "stopping": stopping, "dropped_turns": dropped}
+
+    async def list(self, active_only: bool = False, limit: int = 20) -> dict[str, Any]:
+        if not 1 <= limit <= 100:
+            raise ToolRefused("limit must be 1 to 100")
+        statuses = [s for s in TaskStatus if s.active] if active_only else None
+        if self._place.parent is not None:
+            children = await self._store.tasks.children(self._place.parent.id)
+            found = [t for t in children if statuses is None or t.status in statuses][-limit:]
+        else:
+            found = await self._store.tasks.list_for(self._place.owner, statuses, limit)
+        return {"tasks": [{**_brief(t), "title": t.title} for t in found]}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _prompt(self, text: str, name: str) -> str:
+        text = text.replace("\x00", "").strip()
+        if not text:
+            raise ToolRefused(f"{name} is empty")
+        if len(text) > self._place.max_prompt_chars:
+            raise ToolRefused(
+                f"{name} has {len(text)} characters; at most {self._place.max_prompt_chars}: "
+                "put the details in a file in the working directory and name it"
+            )
+        return text
+
+    async def _own(self, task_id: int) -> Task:
+        """The owner's task (under ``--parent``: one of the parent's sub-tasks)."""
+        task = await self._store.tasks.get(task_id) if 0 < task_id < 2**53 else None
+        parent = self._place.parent
+        if (
+            task is None
+            or task.owner_id != self._place.owner
+            or (parent is not None and task.parent_id != parent.id)
+        ):
+            raise ToolRefused(f"no task #{task_id} (see list)")
+        return task
+
+    async def _subtask_budget(self) -> str | None:
+        """A sub-task's budget: what is left of the parent's (its own spend and its other
+        sub-tasks' count); refused when none is left or it started the most it may."""
+        parent = self._place.parent
+        assert parent is not None
+        children = await self._store.tasks.children(parent.id)
+        if len(children) >= self._place.max_subtasks:
+            raise ToolRefused(
+                f"this task has started {len(children)} sub-tasks, the most it may "
+                "(DETACH_MAX_SUBTASKS); finish the work yourself"
+            )
+        now = await self._store.tasks.get(parent.id)
+        if now is None or now.max_usd is None:
+            return None
+        left = now.max_usd - now.total_cost_usd - sum(c.total_cost_usd for c in children)
+        if left <= 0.001:
+            raise ToolRefused("this task's budget is spent: no sub-task can start")
+        return f"{left:.4f}"
+
+    def _bot_runs(self) -> None:
+        """Refuse work that only the bot can do while its heartbeat is missing or stale."""
+        try:
+            age = time.time() - self._place.alive_file.stat().st_mtime
+        except OSError:
+            age = float("inf")
+        if age > self._place.alive_stale_s:
+            raise ToolRefused(
+                "the Detach bot is not running (no heartbeat in "
+                f"{self._place.alive_file}): start it (`make run`, or `systemctl --user start "
+                "detach`) and try again. Nothing was started."
+            )
+
+    async def _taken(self, path: Path) -> int:
+        """Wait until the bot took the task file: its id, or its reason for refusing it. Not
+        taken in time: the file is withdrawn (nothing starts later behind the caller's back)."""
+        accepted, rejected = path.parent / "accepted", path.parent / "rejected"
+        deadline = time.monotonic() + self._place.start_wait_s
+        while True:
+            for done in accepted.glob(f"*-{path.name}"):
+                match = re.match(r"(\d+)-", done.name)
+                if match:
+                    return int(match.group(1))
+            reason = rejected / f"{path.name}.reason.txt"
+            if reason.exists():
+                raise ToolRefused(f"the bot refused the task: {reason.read_text().strip()}")
+            if time.monotonic() >= deadline + START_GRACE_S:
+                raise ToolRefused("the bot took the task file but did not say so; see list")
+            if time.monotonic() >= deadline and path.exists():
+                try:
+                    path.rename(path.with_name(f".{path.name}.withdrawn"))
+                except OSError:
+                    pass  # the bot took it just now: its answer follows
+                else:
+                    waited = f"{self._place.start_wait_s:.0f} s"
+                    raise ToolRefused(
+                        f"the Detach bot did not take the task within {waited} (is it "
+                        "running?); nothing was started"
+                    )
+            await asyncio.sleep(POLL_S)
+
+    def _notify(self) -> Notifier:
+        if self._notifier is None:  # aiogram's types load here, not when the server starts
+            from bot.telegram.notifier import Notifier
+            from bot.telegram.outbox import Outbox
+            from bot.telegram.texts import Texts
+
+            self._notifier = Notifier(self._store, Texts(), Outbox(self._store, None))
+        return self._notifier
+
+
+def _brief(task: Task) -> dict[str, Any]:
+    return {
+        "task_id": task.id,
+        "label": task.label,
+        "engine": task.engine,
+        "status": task.status.value,
+    }
+
+
+def _turn(turn: Turn) -> dict[str, Any]:
+    found: dict[str, Any] = {"turn": turn.seq, "status": turn.status.value}
+    if turn.result_text:
+        answer = turn.result_text
+        found["answer"] = answer if len(answer) <= ANSWER_CHARS else answer[:ANSWER_CHARS] + " …"
+    if turn.error is not None:
+        found["error"] = turn.error.key.removeprefix("turn_error.")
+        if "text" in turn.error.params:
+            found["error"] = str(turn.error.params["text"])[:2000]
+    return found
+
+
+def _one_line(text: str) -> str:
+    """A client's name as a task file's line carries it."""
+    return re.sub(r"[\s#]+", " ", text).strip()[:80] or "an MCP client"
