@@ -115,6 +115,33 @@ async def test_claude_delegates_a_subtask_through_detach_mcp_and_follows_up(
     assert len(anthropic.requests_for("MARK-CHILD")) == 2  # one real claude turn each
 
 
+async def test_cancel_from_mcp_stops_the_turn_running_in_the_bot(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """A cancel through MCP is a flag in the database; the bot's intake stops the turn."""
+    anthropic.script("MARK-STALL", [{"stall": 60}])
+    data_dir = tmp_path / "data"
+    async with FakeTelegram() as fake:
+        settings = make_settings(data_dir, fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            place = McpPlace(data_dir, OWNER, OWNER, ("claude",), 1000, data_dir / "bot.alive")
+            async with Client(build_server(McpDesk(app.store, place))) as client:
+                started = await client.call_tool(
+                    "start", {"goal": "MARK-STALL wait for it", "mode": "ask"}
+                )
+                assert not started.is_error, started
+                async with asyncio.timeout(60):
+                    while not anthropic.requests_for("MARK-STALL"):
+                        await asyncio.sleep(0.1)
+                began = time.monotonic()
+                cancelled = await client.call_tool("cancel", {"task_id": 1})
+                assert json.loads(cancelled.content[0].text)["stopping"] is True
+                await fake.wait_text(OWNER, "cancelled", timeout_s=30)
+                assert time.monotonic() - began < 15
+                status = await client.call_tool("status", {"task_id": 1})
+                assert json.loads(status.content[0].text)["status"] == "cancelled"
+
+
 async def test_a_task_with_subtasks_yes_starts_its_own_and_its_card_lists_them(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
