@@ -5,6 +5,7 @@
     ├── UserInputError         bad input from a person; carries a locale key and its arguments
     │   ├── TaskNotFound       unknown id, or a task of somebody else (never tell which)
     │   └── TaskStateError     the task cannot do that now (e.g. archive a running task)
+    ├── ToolRefused            an MCP tool call `detach mcp` refuses; the message is for a model
     ├── StoreError             the database failed or holds something unexpected
     └── AgentError             an agent CLI could not be run or broke its protocol
         ├── AgentNotInstalled  the binary is missing or does not answer --version
@@ -58,6 +59,11 @@ class TaskNotFound(UserInputError):
 
 class TaskStateError(UserInputError):
     pass
+
+
+class ToolRefused(DetachError):
+    """A tool call of `detach mcp` that cannot be done; the message says why, in English, for
+    the calling model (not a person's localized reply)."""
 
 
 class StoreError(DetachError):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import re
 import shutil
+import tempfile
 import uuid
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +49,8 @@ class ClaudeExecutor:
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
 
-    def argv(self, spec: TurnSpec) -> list[str]:
+    def argv(self, spec: TurnSpec, mcp_config: Path | None = None) -> list[str]:
+        """The CLI's command line; ``mcp_config``: the file naming the turn's MCP servers."""
         binary = shutil.which(self._binary) if self._binary else None
         if binary is None:
             raise AgentNotInstalled(self.engine, self._binary)
@@ -73,17 +77,8 @@ class ClaudeExecutor:
             argv += ["--allowedTools", ",".join(spec.allowed_tools)]
         if spec.max_budget_usd is not None:
             argv += ["--max-budget-usd", f"{max(spec.max_budget_usd, 0.0):.6f}"]
-        if spec.mcp_servers:
-            servers = {
-                s.name: {
-                    "type": "stdio",
-                    "command": s.command,
-                    "args": list(s.args),
-                    "env": dict(s.env),
-                }
-                for s in spec.mcp_servers
-            }
-            argv += ["--mcp-config", json.dumps({"mcpServers": servers})]
+        if mcp_config is not None:
+            argv += ["--mcp-config", str(mcp_config)]
         return argv + list(spec.extra_args)
 
     async def version(self) -> str:
@@ -132,32 +127,34 @@ class ClaudeExecutor:
         env = self._env
         if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
             env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
-        async with agent_process(
-            self.engine, self._binary, self.argv(spec), spec, env, self._grace_s
-        ) as agent:
-            channel = _Channel(agent.proc, approver)
-            try:
-                await channel.send(
-                    {
-                        "type": "user",
-                        "parent_tool_use_id": None,
-                        "session_id": "",
-                        "message": {"role": "user", "content": spec.prompt},
-                    }
-                )
-                async for event in self._events(agent.proc, channel):
-                    if isinstance(event, TurnFinished) and _logged_out(event):
-                        raise AgentCrashed(NOT_LOGGED_IN, agent.proc.returncode, "")
-                    yield event
-                    if isinstance(event, TurnFinished):
-                        # the result line is the verdict: an agent that lingers after it is
-                        # stopped on the way out, and its answer is kept
-                        await wait_exit(agent.proc, self._grace_s)
-                        return
-                raise await agent.crashed("claude ended without a result", self._grace_s * 2)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await channel.aclose()
+        with mcp_config_file(spec) as mcp_config:
+            argv = self.argv(spec, mcp_config)
+            async with agent_process(
+                self.engine, self._binary, argv, spec, env, self._grace_s
+            ) as agent:
+                channel = _Channel(agent.proc, approver)
+                try:
+                    await channel.send(
+                        {
+                            "type": "user",
+                            "parent_tool_use_id": None,
+                            "session_id": "",
+                            "message": {"role": "user", "content": spec.prompt},
+                        }
+                    )
+                    async for event in self._events(agent.proc, channel):
+                        if isinstance(event, TurnFinished) and _logged_out(event):
+                            raise AgentCrashed(NOT_LOGGED_IN, agent.proc.returncode, "")
+                        yield event
+                        if isinstance(event, TurnFinished):
+                            # the result line is the verdict: an agent that lingers after it
+                            # is stopped on the way out, and its answer is kept
+                            await wait_exit(agent.proc, self._grace_s)
+                            return
+                    raise await agent.crashed("claude ended without a result", self._grace_s * 2)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await channel.aclose()
 
     @staticmethod
     async def _events(
@@ -217,6 +214,27 @@ def sandbox_settings(spec: TurnSpec) -> str:
         "network": {"allowedDomains": list(spec.sandbox_domains)},
     }
     return json.dumps({"sandbox": settings})
+
+
+@contextlib.contextmanager
+def mcp_config_file(spec: TurnSpec) -> Iterator[Path | None]:
+    """The turn's MCP servers as a ``--mcp-config`` file readable by this user only (their
+    environment may hold a database password: never on a command line), removed after it."""
+    if not spec.mcp_servers:
+        yield None
+        return
+    servers = {
+        s.name: {"type": "stdio", "command": s.command, "args": list(s.args), "env": dict(s.env)}
+        for s in spec.mcp_servers
+    }
+    fd, name = tempfile.mkstemp(prefix="detach-mcp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as out:  # mkstemp: mode 0600
+            json.dump({"mcpServers": servers}, out)
+        yield Path(name)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
 
 
 def _session_uuid(session_id: str) -> uuid.UUID:

@@ -21,16 +21,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from bot.models import ApprovalMode, LimitReached, TaskStatus, TurnFinished, TurnSpec
+from bot.models import ApprovalMode, LimitReached, TaskStatus, TurnFinished, TurnSpec, Usage
+from bot.turns.limits import retry_after_s
 from bot.turns.outcome import local_time
-from bot.turns.runner import retry_after_s
 from executors.claude import ClaudeExecutor
 from executors.claude_protocol import parse_event
 from executors.codex import CodexExecutor
 from executors.codex_protocol import TurnState, notification_events, try_again_at
+from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
 from tests.test_approvals_e2e import answer_of, buttons
+from tests.test_checks import finished
 
 FIXTURES = Path(__file__).parent / "fixtures" / "limits"
 
@@ -422,3 +424,45 @@ async def test_a_codex_limit_parks_its_task_and_run_on_claude_now_finishes_it(
     assert "another agent (Codex)" in first["first_user_text"]
     assert "not a git repository" in first["first_user_text"]
     assert len(openai.requests_for("MARK-CW")) == 1
+
+
+async def test_a_burst_of_tasks_meets_the_limit_and_each_waits_once_and_goes_on_in_order(
+    tmp_path, workdir
+):
+    """Twelve tasks sent at once (two run at a time) meet the plan's limit: none fails, each
+    gets exactly one notice, those already submitted are parked at their claim without
+    running, and after the reset they start oldest first, each with one line and its card."""
+    reset = datetime.now(UTC) + timedelta(seconds=4)
+
+    def script(spec: TurnSpec) -> tuple:
+        if datetime.now(UTC) < reset:
+            limited = TurnFinished(
+                is_error=True,
+                result_text="You've hit your session limit",
+                session_id="s",
+                cost_usd=None,
+                usage=Usage(),
+            )
+            return (LimitReached(reset, "five_hour"), limited)
+        return finished(f"burst {spec.task_id} done")
+
+    engine = FakeEngine(script)
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", workdir, max_concurrent_turns=2)
+        async with running_bot(settings, {}, executors={"claude": engine}) as app:
+            for n in range(12):
+                await fake.user_message(f"/claude mode=ask burst task {n}", OWNER)
+            for n in range(1, 13):
+                await fake.wait_text(OWNER, f"burst {n} done", timeout_s=60)
+            tasks = await app.store.tasks.list_for(OWNER, None, 20)
+            assert {t.status for t in tasks} == {TaskStatus.DONE}
+    texts = [c.params["text"] for c in fake.calls if c.method == "sendMessage"]
+    for n in range(1, 13):
+        mine = [t for t in texts if f"#{n} burst-task-{n - 1}<" in t]
+        notices = [t for t in mine if "waits for Claude" in t]
+        waiting_acks = [t for t in mine if "waiting for the usage limit" in t]
+        assert len(notices) + len(waiting_acks) == 1, (n, mine)  # told once that it waits
+        assert len([t for t in mine if "limit has reset" in t]) == 1, (n, mine)
+    assert not [t for t in texts if "failed" in t]
+    ran_after = [s.task_id for s in engine.specs][-12:]
+    assert ran_after == list(range(1, 13)), engine.specs  # oldest first, each once

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import DetachError
+from bot.errors import ToolRefused
 from bot.intake.taskfile import TaskFile, drop
 from bot.models import ApprovalMode, Task, TaskStatus, Turn
 from bot.store import Store
@@ -38,10 +38,6 @@ POLL_S = 0.25
 PAGE_MAX = 500
 ANSWER_CHARS = 20_000
 MODES = tuple(m.value for m in ApprovalMode)
-
-
-class ToolRefused(DetachError):
-    """A tool call that cannot be done; the message says why, for the calling model."""
 
 
 @dataclass(frozen=True, slots=True)

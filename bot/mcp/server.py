@@ -18,8 +18,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from bot.errors import ConfigError
-from bot.mcp.desk import PAGE_MAX, WATCH_MAX_S, McpDesk, ToolRefused
+from bot.errors import ConfigError, ToolRefused
+from bot.mcp.desk import PAGE_MAX, WATCH_MAX_S, McpDesk
 
 log = logging.getLogger(__name__)
 

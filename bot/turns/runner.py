@@ -8,7 +8,6 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +33,14 @@ from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
 from bot.ports import CheckRunner, Executor
 from bot.store import Store, TurnOutcome
-from bot.store.db import utcnow
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
 from bot.turns.gitinfo import diff_stat
+from bot.turns.limits import Parking
 from bot.turns.outcome import (
     CHECK_PROMPT,
     CHECK_PROMPT_TAIL,
     failure,
-    local_time,
     outcome_of,
     preamble,
     reaper,
@@ -57,7 +55,6 @@ log = logging.getLogger(__name__)
 TRANSCRIPT_BATCH = 25
 AGENT_EXIT_WAIT_S = 30.0  # a previous agent of the task still exiting (its stop is bounded)
 SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
-LIMIT_RETRY_MAX_S = 6 * 3600.0  # the longest wait between retries of a limit without a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +75,6 @@ class TurnPolicy:
     # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
-
-
-def retry_after_s(base_s: float, parks: int) -> float:
-    """When to try again a usage limit that named no reset time, after ``parks`` earlier waits
-    of the same turn: ``base_s`` (DETACH_LIMIT_RETRY_S), doubling each time, up to
-    LIMIT_RETRY_MAX_S (or ``base_s`` when that is longer)."""
-    return min(base_s * 2 ** min(parks, 16), max(base_s, LIMIT_RETRY_MAX_S))
 
 
 class TurnRunner:
@@ -121,6 +111,9 @@ class TurnRunner:
         self._process_tag = process_tag
         self._checks = checks
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
+        self._parking = Parking(
+            store, queue, notifier, tuple(executors), policy.limit_retry_s, policy.timezone
+        )
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
         claimed = await self._store.tasks.claim_turn(turn_id, self.runner_id)
@@ -130,7 +123,7 @@ class TurnRunner:
         task, turn = claimed
         until = await self._queue.limited_until(task.engine)
         if until is not None:  # submitted before its engine's limit was known: it waits too
-            await self._park(task, turn, until)
+            await self._parking.park(task, turn, until)
             return
         if turn.parked_at is not None:  # a wait is over: said once, the first time
             await self._notifier.limit_over(task, task.engine.capitalize(), turn.limit_parks <= 1)
@@ -154,7 +147,7 @@ class TurnRunner:
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
                 if outcome.status is TaskStatus.WAITING_FOR_LIMIT:
-                    await self._park(task, turn, outcome.resume_at)
+                    await self._parking.park(task, turn, outcome.resume_at)
                 else:
                     await self._finish(task, turn, outcome, denials, check)
                 reported = True
@@ -423,33 +416,3 @@ class TurnRunner:
         (``resume_at``; None when the engine named none: it is tried again after a while)."""
         log.info("task %s: %s usage limit; resets %s", task.id, task.engine, limit.resets_at)
         return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=limit.resets_at)
-
-    async def _park(self, task: Task, turn: Turn, until: datetime | None) -> None:
-        """The turn goes back to the queue and its task waits for the engine's limit (every
-        task of that engine does), with one notice in the owner's zone offering the engines
-        that are not limited; a turn that waited before has its notice updated instead (no
-        new buzz for each retry). The intake submits it again once the limit has reset."""
-        known = until is not None
-        if until is None:
-            until = utcnow() + timedelta(
-                seconds=retry_after_s(self._policy.limit_retry_s, turn.limit_parks)
-            )
-        zone = await self._store.users.tz(task.owner_id) or self._policy.timezone
-        key = "task.limit_parked" if known else "task.limit_parked_no_time"
-        others = [
-            engine
-            for engine in sorted(self._executors)
-            if engine != task.engine and await self._queue.limited_until(engine) is None
-        ]
-        async with self._store.atomic():
-            await self._queue.limit(task.engine, until)
-            parked = await self._store.tasks.park_turn(turn.id)
-            await self._notifier.limit_waits(
-                parked,
-                key,
-                local_time(until, zone),
-                others,
-                again=turn.limit_parks > 0,
-            )
-            await self._notifier.ack_status(parked)
-        log.info("task %s turn %s: waits for %s until %s", task.id, turn.id, task.engine, until)
