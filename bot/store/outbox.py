@@ -114,13 +114,7 @@ class OutboxRepo:
         acknowledgement), unless it was never delivered or was removed."""
         query = (
             sa.select(outbox.c.id, outbox.c.chat_id, outbox.c.payload)
-            .where(
-                outbox.c.task_id == task_id,
-                outbox.c.op == "send",
-                outbox.c.link_kind == link_kind,
-                outbox.c.retired_at.is_(None),
-                outbox.c.status.in_([PENDING, SENT]),
-            )
+            .where(*_sent_about(task_id, link_kind))
             .order_by(outbox.c.id)
             .limit(1)
         )
@@ -134,13 +128,7 @@ class OutboxRepo:
         """The newest message of ``link_kind`` about a task, delivered or waiting."""
         query = (
             outbox.select()
-            .where(
-                outbox.c.task_id == task_id,
-                outbox.c.op == "send",
-                outbox.c.link_kind == link_kind,
-                outbox.c.retired_at.is_(None),
-                outbox.c.status.in_([PENDING, SENT]),
-            )
+            .where(*_sent_about(task_id, link_kind))
             .order_by(outbox.c.id.desc())
             .limit(1)
         )
@@ -222,3 +210,14 @@ def _json(payload: dict[str, Any]) -> str:
 
 def _aware(value: datetime) -> datetime:
     return aware(value)  # type: ignore[return-value]
+
+
+def _sent_about(task_id: int, link_kind: str) -> tuple[Any, ...]:
+    """Messages of ``link_kind`` about a task, delivered or waiting, not removed."""
+    return (
+        outbox.c.task_id == task_id,
+        outbox.c.op == "send",
+        outbox.c.link_kind == link_kind,
+        outbox.c.retired_at.is_(None),
+        outbox.c.status.in_([PENDING, SENT]),
+    )

@@ -82,22 +82,12 @@ class TranscriptRepo:
         """The whole transcript into ``out``, one ``render``ed line per event (None: skipped),
         read in batches."""
         last_id = 0
-        while True:
-            query = (
-                transcript.select()
-                .where(transcript.c.task_id == task_id, transcript.c.id > last_id)
-                .order_by(transcript.c.id)
-                .limit(batch)
-            )
-            async with self._engine.connect() as conn:
-                rows = list(await conn.execute(query))
-            if not rows:
-                return
-            for r in rows:
-                line = render(r.kind, json.loads(r.body))
+        while events := await self.after(task_id, last_id, batch):
+            for event in events:
+                line = render(event.kind, event.body)
                 if line is not None:
-                    out.write(f"{aware(r.created_at):%H:%M:%S} {line}\n")
-            last_id = rows[-1].id
+                    out.write(f"{event.created_at:%H:%M:%S} {line}\n")
+            last_id = events[-1].line
 
     async def after(self, task_id: int, cursor: int, limit: int = 200) -> list[TranscriptLine]:
         """A task's events newer than ``cursor`` (an event id; 0: from the start), oldest
@@ -109,11 +99,7 @@ class TranscriptRepo:
             .limit(limit)
         )
         async with self._engine.connect() as conn:
-            rows = list(await conn.execute(query))
-        return [
-            TranscriptLine(r.id, r.turn_id, r.kind, json.loads(r.body), utc(r.created_at))
-            for r in rows
-        ]
+            return [_line(r) for r in await conn.execute(query)]
 
     async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:
         query = (
@@ -124,10 +110,11 @@ class TranscriptRepo:
         )
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(query))
-        return [
-            TranscriptLine(r.id, r.turn_id, r.kind, json.loads(r.body), utc(r.created_at))
-            for r in reversed(rows)
-        ]
+        return [_line(r) for r in reversed(rows)]
+
+
+def _line(row: Any) -> TranscriptLine:
+    return TranscriptLine(row.id, row.turn_id, row.kind, json.loads(row.body), utc(row.created_at))
 
 
 class LinkRepo:
