@@ -286,6 +286,10 @@ async def test_a_task_waiting_for_a_limit_can_be_cancelled_from_its_notice(
             notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
             offered = buttons(notice)
             assert list(offered) == ["⏳ Wait", "Cancel"]  # no other engine to run on here
+            forged = await fake.press(OWNER, notice.result["message_id"], "t:run_gpt:1", OWNER)
+            assert "gpt engine is not available" in await answer_of(fake, forged)
+            same = await fake.press(OWNER, notice.result["message_id"], "t:run_claude:1", OWNER)
+            assert "claude engine is not available" in await answer_of(fake, same)
             query = await fake.press(OWNER, notice.result["message_id"], offered["⏳ Wait"], OWNER)
             assert "goes on by itself" in await answer_of(fake, query)
             await fake.wait_call(
