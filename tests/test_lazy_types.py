@@ -1,0 +1,67 @@
+"""aiogram's Telegram types are built when first used (bot/lazy_types.py), in a fresh process
+so that nothing else has touched them yet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+PROBE = """
+import json, resource
+import bot.app  # everything the bot imports
+from aiogram import types
+from pydantic import BaseModel
+
+built_at_import = sorted(
+    name for name in types.__all__
+    if isinstance(getattr(types, name), type) and issubclass(getattr(types, name), BaseModel)
+    and getattr(types, name).__pydantic_complete__
+)
+chat = {"id": 3, "type": "private"}
+update = types.Update.model_validate({
+    "update_id": 1,
+    "message": {"message_id": 2, "date": 0, "chat": chat,
+                "from": {"id": 4, "is_bot": False, "first_name": "A"}, "text": "hi",
+                "reply_to_message": {"message_id": 1, "date": 0, "chat": chat}},
+})
+query = types.Update.model_validate({
+    "update_id": 2,
+    "callback_query": {"id": "q", "from": {"id": 4, "is_bot": False, "first_name": "A"},
+                       "chat_instance": "c", "data": "t:cancel:1"},
+})
+markup = types.InlineKeyboardMarkup(
+    inline_keyboard=[[types.InlineKeyboardButton(text="x", callback_data="t:cancel:1")]]
+)
+
+class Local(BaseModel):
+    child: "Child | None" = None
+
+class Child(BaseModel):
+    n: int = 0
+
+Local.model_rebuild()  # other models resolve names from the caller, as before
+print(json.dumps({
+    "built_at_import": len(built_at_import),
+    "text": update.message.text,
+    "reply_to": update.message.reply_to_message.message_id,
+    "data": query.callback_query.data,
+    "markup": markup.model_dump(exclude_none=True),
+    "local": Local.model_validate({"child": {"n": 3}}).child.n,
+    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+}))
+"""
+
+
+def test_telegram_types_are_built_on_first_use_and_work():
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["built_at_import"] < 20, found  # of ~300 types; eagerly: every one
+    assert (found["text"], found["reply_to"], found["data"]) == ("hi", 1, "t:cancel:1")
+    assert found["markup"] == {"inline_keyboard": [[{"text": "x", "callback_data": "t:cancel:1"}]]}
+    assert found["local"] == 3
