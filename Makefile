@@ -77,6 +77,7 @@ test: dev agents llm locales sandbox-required
 		$(PY) -m pytest -q
 
 bench: dev agents locales sandbox
+	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/footprint.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
 
 lint: dev

@@ -113,6 +113,7 @@ class FakeTelegram:
         self.chaos_rate = chaos_rate
         self._rng = random.Random(seed)
         self.calls: list[Call] = []
+        self.arrivals: list[tuple[str, float]] = []  # (method, time.monotonic()) as they come
         self.messages: dict[int, list[dict[str, Any]]] = {}
         self.callback_answers: dict[str, dict[str, Any]] = {}
         self.files: dict[str, bytes] = {}
@@ -312,6 +313,7 @@ class FakeTelegram:
             return self._error(401, "Unauthorized")
         params = await self._params(request)
         method = request.match_info["method"]
+        self.arrivals.append((method, time.monotonic()))  # a long poll is recorded when it ends
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
             return self._error(404, "Not Found")

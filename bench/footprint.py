@@ -1,0 +1,73 @@
+"""The bot's start-up and footprint as a person runs it: `python -m bot run` (a real process,
+its settings in the environment) against the fake Bot API server over HTTP. Prints the time from
+spawn to its first `getUpdates`, its RSS once idle (5 s after that), and its open file
+descriptors then. No agent runs here (the engines' probes do)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
+from tests.support.harness import OWNER  # noqa: E402
+
+IDLE_S = 5.0
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+
+
+async def one_start(home: Path, claude: str | None) -> tuple[float, float, int]:
+    async with FakeTelegram() as fake:
+        work = home / "work"
+        work.mkdir(exist_ok=True)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "DETACH_BOT_TOKEN": TOKEN,
+            "DETACH_ALLOWED_USERS": str(OWNER),
+            "DETACH_TELEGRAM_API_URL": fake.base_url,
+            "DETACH_DATA_DIR": str(home / "data"),
+            "DETACH_WORKDIR": str(work),
+            "PYTHONPATH": str(ROOT),
+        }
+        if claude:
+            env["DETACH_CLAUDE_BIN"] = claude
+        start = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", env=env, stderr=asyncio.subprocess.DEVNULL
+        )
+        try:
+            async with asyncio.timeout(60):
+                while not (polls := [t for m, t in fake.arrivals if m == "getUpdates"]):
+                    await asyncio.sleep(0.01)
+            first_poll = polls[0] - start
+            await asyncio.sleep(IDLE_S)
+            process = psutil.Process(proc.pid)
+            return first_poll, process.memory_info().rss / 2**20, process.num_fds()
+        finally:
+            proc.terminate()
+            await proc.wait()
+
+
+async def main() -> None:
+    claude = os.environ.get("DETACH_TEST_CLAUDE_BIN")
+    results = []
+    for _ in range(RUNS):
+        with tempfile.TemporaryDirectory() as home:
+            results.append(await one_start(Path(home), claude))
+    polls, rss, fds = zip(*results, strict=True)
+    print(f"first getUpdates after spawn: {min(polls):.2f} s best, {max(polls):.2f} s worst")
+    print(f"idle RSS: {min(rss):.0f}-{max(rss):.0f} MB; open fds when idle: {min(fds)}-{max(fds)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
