@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import ToolRefused
-from bot.intake.taskfile import TaskFile, drop
+from bot.intake.taskfile import SECTIONS, TaskFile, drop
 from bot.models import ApprovalMode, Task, TaskStatus, Turn
 from bot.store import Store
 from bot.tasks.transcript import human_line
@@ -90,7 +90,7 @@ class McpDesk:
         budget = await self._subtask_budget() if self._place.parent is not None else None
         inbox = self._place.data_dir / "inbox"
         tf = TaskFile(
-            goal=goal,
+            goal=_plain_goal(goal),
             created=datetime.now(UTC),
             chat_id=self._place.chat_id,
             model=model,
@@ -349,3 +349,16 @@ def _turn(turn: Turn) -> dict[str, Any]:
 def _one_line(text: str) -> str:
     """A client's name as a task file's line carries it."""
     return re.sub(r"[\s#]+", " ", text).strip()[:80] or "an MCP client"
+
+
+def _plain_goal(goal: str) -> str:
+    """A goal as a task file's section holds it: lines the file's parser would read as its own
+    structure (a section heading, a ``---`` fence) keep their look but not that meaning."""
+    lines = []
+    for line in goal.splitlines():
+        if line.strip() == "---":
+            line = "___"
+        elif line.startswith("# ") and line[2:].strip() in SECTIONS:
+            line = " " + line
+        lines.append(line)
+    return "\n".join(lines)
