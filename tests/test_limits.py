@@ -470,3 +470,28 @@ async def test_a_burst_of_tasks_meets_the_limit_and_each_waits_once_and_goes_on_
     assert not [t for t in texts if "failed" in t]
     ran_after = [s.task_id for s in engine.specs][-12:]
     assert ran_after == list(range(1, 13)), engine.specs  # oldest first, each once
+
+
+async def test_the_handover_prompt_holds_what_happened_and_not_what_is_queued_behind(tmp_path):
+    from bot.models import NewTask, TaskKind
+    from bot.store import Store, TurnOutcome
+    from bot.tasks.handover import handover_prompt
+
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+    try:
+        new = NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "MARK goal: fix it", tmp_path)
+        task, first = await store.tasks.create(new, "fix")
+        claimed = await store.tasks.claim_turn(first.id)
+        assert claimed is not None
+        await store.transcript.append(task.id, first.id, [("TextEmitted", {"text": "found it"})])
+        await store.tasks.finish_turn(claimed[1], TurnOutcome(TaskStatus.DONE, "found it"))
+        waiting = await store.tasks.add_turn(task.id, "now the tests")
+        await store.tasks.add_turn(task.id, "and later the docs")
+        prompt = await handover_prompt(store, task, waiting)
+    finally:
+        await store.close()
+    assert "## The goal\nMARK goal: fix it" in prompt
+    assert "💬 found it" in prompt
+    assert prompt.rstrip().endswith("## Now\nnow the tests")
+    assert "later the docs" not in prompt  # queued behind: the new session gets it as a turn
+    assert "(not a git repository" in prompt

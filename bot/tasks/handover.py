@@ -48,11 +48,13 @@ async def handover_prompt(store: Store, task: Task, waiting: Turn) -> str:
     """The first prompt of the new session: the goal (the task's first request), what the
     agent said and did in each turn so far (the newest ``SUMMARY_CHARS``), the directory's
     changes, and what the waiting turn asks (for the first turn: carry on)."""
-    turns = await store.tasks.turns_of(task.id)
-    goal = turns[0].prompt if turns else waiting.prompt
+    first = await store.tasks.first_turn(task.id)
+    goal = first.prompt if first is not None else waiting.prompt
     events = await store.transcript.tail(task.id, TRANSCRIPT_EVENTS)
     lines: list[str] = []
-    for turn in turns:
+    for turn in await store.tasks.turns_of(task.id):
+        if turn.seq > waiting.seq:  # queued behind it: the new session gets those later
+            break
         said = [
             line
             for event in events
