@@ -22,18 +22,18 @@ class TurnQueue:
         self._limits: dict[str, datetime] = {}
         self._limits_read = float("-inf")
 
-    async def kick(self, task_id: int) -> None:
+    async def kick(self, task_id: int, now: datetime | None = None) -> None:
         """Submit the next turn of ``task_id`` if it may start now. Idempotent: whoever asks
         (the command, the intake's periodic kick, a finished turn), one job per turn; marking
         the row submitted is the atomic gate, and the pool ignores a job of a turn it runs.
         A turn of a limited engine stays queued; the intake's periodic kick submits it once the
-        limit has reset."""
+        limit has reset. ``now``: the moment the limits are judged at (one for a whole pass)."""
         turn = await self._store.tasks.next_queued_turn(task_id)
         if turn is None:
             return
         if await self._any_limit():
             task = await self._store.tasks.get(task_id)
-            if task is not None and await self.limited_until(task.engine) is not None:
+            if task is not None and await self.limited_until(task.engine, now) is not None:
                 return
         if not await self._store.tasks.mark_submitted(turn.id):
             return
@@ -51,16 +51,19 @@ class TurnQueue:
         """Submit queued turns that nobody has submitted yet (added by `detach add`, left queued
         by a restart, or waiting for an engine's limit), the longest waiting first."""
         task_ids = await self._store.tasks.unsubmitted_task_ids()
+        if task_ids:
+            await self._refresh(force=True)  # the limits as they are; no re-read in the pass
+        now = utcnow()  # one moment for the pass: a reset falling inside it keeps the order
         for task_id in task_ids:
-            await self.kick(task_id)
+            await self.kick(task_id, now)
         return len(task_ids)
 
     # -- engines' usage limits --------------------------------------------------------------
-    async def limited_until(self, engine: str) -> datetime | None:
-        """When ``engine``'s usage limit resets, while it is reached; else None."""
+    async def limited_until(self, engine: str, now: datetime | None = None) -> datetime | None:
+        """When ``engine``'s usage limit resets, while it is reached (at ``now``); else None."""
         await self._refresh()
         until = self._limits.get(engine)
-        return until if until is not None and until > utcnow() else None
+        return until if until is not None and until > (now or utcnow()) else None
 
     async def limit(self, engine: str, until: datetime) -> None:
         """``engine`` is limited until ``until``: recorded for every process, seen here at once."""
@@ -72,8 +75,8 @@ class TurnQueue:
         await self._refresh()
         return bool(self._limits)
 
-    async def _refresh(self) -> None:
-        if time.monotonic() - self._limits_read < LIMITS_REFRESH_S:
+    async def _refresh(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self._limits_read < LIMITS_REFRESH_S:
             return
         self._limits = await self._store.limits.active()
         self._limits_read = time.monotonic()
