@@ -79,6 +79,7 @@ test: dev agents llm locales sandbox-required
 bench: dev agents locales sandbox
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/footprint.py
 	$(PY) bench/memory.py
+	$(PY) bench/pool.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
 
 lint: dev
