@@ -218,64 +218,16 @@ async def _with_store(settings: Settings, work, create: bool = True) -> int:  # 
 
 def _mcp(args: argparse.Namespace) -> int:
     """`detach mcp`: the MCP server, on this machine's settings and the bot's database."""
-    from dataclasses import replace
-
-    from bot.mcp.desk import McpDesk, McpPlace
-    from bot.mcp.server import build_server, http_token, serve_http
+    from bot.mcp.command import plan, serve
 
     settings = _settings()
-    owner, chat_id = _mcp_owner(settings)
-    endpoint = None
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError(f"--http wants HOST:PORT, e.g. 127.0.0.1:8765, not {args.http!r}")
-        token = http_token(config.config_home(os.environ) / "mcp-token", host)
-        endpoint = (host, int(port), token)
-    place = McpPlace(
-        data_dir=settings.data_dir,
-        owner=owner,
-        chat_id=chat_id,
-        engines=registry.names(),
-        max_prompt_chars=settings.max_prompt_chars,
-        alive_file=settings.data_dir / config.ALIVE_FILE,
-        max_subtasks=settings.max_subtasks,
-    )
+    place, endpoint = plan(settings, args.http)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 
     async def work(store: Store) -> None:
-        nonlocal place
-        if args.parent is not None:  # the owner and chat of the task whose agent this serves
-            parent = await store.tasks.get(args.parent)
-            if parent is None or not parent.subtasks:
-                raise ConfigError(f"task #{args.parent} may not start sub-tasks")
-            place = replace(place, owner=parent.owner_id, chat_id=parent.chat_id, parent=parent)
-        server = build_server(McpDesk(store, place))
-        if endpoint is None:
-            await server.run_stdio_async()
-        else:
-            host, port, token = endpoint
-            print(f"detach mcp: serving http://{args.http}/mcp", file=sys.stderr)
-            await serve_http(server, host, port, token)
+        await serve(store, place, endpoint, args.parent)
 
     return asyncio.run(_with_store(settings, work, create=False))
-
-
-def _mcp_owner(settings: Settings) -> tuple[int, int]:
-    """Whose tasks `detach mcp` starts, and the chat they report to: DETACH_MCP_CHAT (an
-    allowed user, or a group whose tasks belong to the first allowed user), else the first
-    allowed user."""
-    if not settings.allowed_users:
-        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to report the tasks to")
-    first = min(settings.allowed_users)
-    chat = settings.mcp_chat
-    if chat is None:
-        return first, first
-    if chat < 0:
-        return first, chat
-    if chat not in settings.allowed_users:
-        raise ConfigError(f"DETACH_MCP_CHAT {chat} is not an allowed user")
-    return chat, chat
 
 
 def _add(args: argparse.Namespace) -> int:

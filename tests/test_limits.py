@@ -481,7 +481,7 @@ async def test_the_handover_prompt_holds_what_happened_and_not_what_is_queued_be
     try:
         new = NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "MARK goal: fix it", tmp_path)
         task, first = await store.tasks.create(new, "fix")
-        claimed = await store.tasks.claim_turn(first.id)
+        claimed = await store.claims.claim_turn(first.id)
         assert claimed is not None
         await store.transcript.append(task.id, first.id, [("TextEmitted", {"text": "found it"})])
         await store.tasks.finish_turn(claimed[1], TurnOutcome(TaskStatus.DONE, "found it"))

@@ -64,62 +64,62 @@ async def test_migrations_are_idempotent_and_recorded(tmp_path):
 async def test_a_turn_is_claimed_once(store):
     task, turn = await store.tasks.create(new(), "fix-login")
     assert task.label == "#1 fix-login" and task.status is TaskStatus.QUEUED
-    running, claimed = await store.tasks.claim_turn(turn.id)
+    running, claimed = await store.claims.claim_turn(turn.id)
     assert claimed.status is TaskStatus.RUNNING and claimed.started_at is not None
     assert running.status is TaskStatus.RUNNING
-    assert await store.tasks.claim_turn(turn.id) is None
+    assert await store.claims.claim_turn(turn.id) is None
     assert (await store.tasks.get(task.id)).status is TaskStatus.RUNNING
 
 
 async def test_follow_ups_queue_behind_the_running_turn_in_order(store):
     task, first = await store.tasks.create(new(), "t")
-    await store.tasks.claim_turn(first.id)
+    await store.claims.claim_turn(first.id)
     second = await store.tasks.add_turn(task.id, "two")
     third = await store.tasks.add_turn(task.id, "three")
-    assert await store.tasks.next_queued_turn(task.id) is None  # one turn per task at a time
-    assert await store.tasks.claim_turn(second.id) is None
+    assert await store.claims.next_queued_turn(task.id) is None  # one turn per task at a time
+    assert await store.claims.claim_turn(second.id) is None
     after, _ = await store.tasks.finish_turn(
         first, TurnOutcome(TaskStatus.DONE, "ok", cost_usd=0.5)
     )
     assert after.status is TaskStatus.QUEUED and after.total_cost_usd == 0.5
-    assert (await store.tasks.next_queued_turn(task.id)).id == second.id
-    assert await store.tasks.claim_turn(third.id) is None  # not before the older one
-    assert (await store.tasks.claim_turn(second.id))[1].seq == 2
+    assert (await store.claims.next_queued_turn(task.id)).id == second.id
+    assert await store.claims.claim_turn(third.id) is None  # not before the older one
+    assert (await store.claims.claim_turn(second.id))[1].seq == 2
 
 
 async def test_cancelled_queued_turn_cannot_be_claimed(store):
     task, turn = await store.tasks.create(new(), "t")
     assert await store.tasks.cancel_queued(task.id) == 1
-    assert await store.tasks.claim_turn(turn.id) is None
+    assert await store.claims.claim_turn(turn.id) is None
 
 
 async def test_restart_interrupts_running_turns_and_requeues_queued(store):
     running, turn = await store.tasks.create(new("a"), "a")
-    await store.tasks.claim_turn(turn.id)
+    await store.claims.claim_turn(turn.id)
     waiting, queued_turn = await store.tasks.create(new("b"), "b")
-    await store.tasks.mark_submitted(queued_turn.id)
+    await store.claims.mark_submitted(queued_turn.id)
     interrupted = await store.tasks.interrupt_running()
     assert [t.id for t in interrupted] == [running.id]
     assert interrupted[0].status is TaskStatus.INTERRUPTED
     assert (await store.tasks.get_turn(turn.id)).status is TaskStatus.INTERRUPTED
-    assert await store.tasks.unsubmitted_task_ids() == []
-    await store.tasks.unsubmit_queued()
-    assert await store.tasks.unsubmitted_task_ids() == [waiting.id]
+    assert await store.claims.unsubmitted_task_ids() == []
+    await store.claims.unsubmit_queued()
+    assert await store.claims.unsubmitted_task_ids() == [waiting.id]
 
 
 async def test_a_worker_recovers_only_its_own_turns_and_stops_travel_by_row(store):
     mine, my_turn = await store.tasks.create(new("mine"), "mine")
-    await store.tasks.claim_turn(my_turn.id, "worker-a")
+    await store.claims.claim_turn(my_turn.id, "worker-a")
     theirs, their_turn = await store.tasks.create(new("theirs"), "theirs")
-    await store.tasks.claim_turn(their_turn.id, "worker-b")
-    assert await store.tasks.request_stop(theirs.id)
-    assert await store.tasks.stop_requested(their_turn.id)
-    assert not await store.tasks.stop_requested(my_turn.id)
+    await store.claims.claim_turn(their_turn.id, "worker-b")
+    assert await store.claims.request_stop(theirs.id)
+    assert await store.claims.stop_requested(their_turn.id)
+    assert not await store.claims.stop_requested(my_turn.id)
     interrupted = await store.tasks.interrupt_running("worker-a")
     assert [t.id for t in interrupted] == [mine.id]
     assert (await store.tasks.get(theirs.id)).status is TaskStatus.RUNNING
     assert [t.id for t in await store.tasks.interrupt_running(None)] == [theirs.id]  # one process
-    assert not await store.tasks.request_stop(theirs.id)  # nothing runs any more
+    assert not await store.claims.request_stop(theirs.id)  # nothing runs any more
 
 
 async def test_transcript_is_read_back_as_a_tail(store):

@@ -57,7 +57,7 @@ class Intake:
         self._beat()
         fresh = await self._store.tasks.unannounced()
         await self._queue.kick_unsubmitted()
-        for task_id in await self._store.tasks.stops_requested():
+        for task_id in await self._store.claims.stops_requested():
             self._queue.stop(task_id)
         for task in fresh:
             async with self._store.atomic():  # announced once, with its acknowledgement
@@ -85,7 +85,7 @@ async def recover(
     async with store.atomic():
         await desk.expire_after_restart(runner)
         interrupted = await store.tasks.interrupt_running(runner)
-        await store.tasks.unsubmit_queued()
+        await store.claims.unsubmit_queued()
         by_chat: dict[int, list[Task]] = defaultdict(list)
         for task in interrupted:
             by_chat[task.chat_id].append(task)

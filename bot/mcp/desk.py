@@ -205,7 +205,7 @@ class McpDesk:
         notifier = self._notify()
         async with self._store.atomic():
             dropped = await self._store.tasks.cancel_queued(task.id)
-            stopping = await self._store.tasks.request_stop(task.id)
+            stopping = await self._store.claims.request_stop(task.id)
             if not dropped and not stopping:
                 raise ToolRefused(f"{task.label} is not running or queued ({task.status.value})")
             if not stopping:

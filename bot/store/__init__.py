@@ -6,6 +6,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.checks import CheckRepo
+from bot.store.claims import ClaimRepo
 from bot.store.db import Clock, Database, make_engine, utcnow
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
@@ -23,7 +24,8 @@ from bot.store.records import (
     UserSettingsRepo,
 )
 from bot.store.schedules import Schedule, ScheduleRepo
-from bot.store.tasks import TaskRepo, TurnOutcome
+from bot.store.task_rows import TurnOutcome
+from bot.store.tasks import TaskRepo
 
 __all__ = [
     "Grant",
@@ -46,6 +48,7 @@ class Store:
         self.atomic = db.atomic  # one transaction for a state change and what reports it
         self.after_commit = db.after_commit
         self.tasks = TaskRepo(db, clock)
+        self.claims = ClaimRepo(db, clock)  # the queue of turns: submit, claim, park, stop
         self.transcript = TranscriptRepo(db, clock)
         self.links = LinkRepo(db)
         self.spend = SpendRepo(db, clock)

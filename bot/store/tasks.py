@@ -1,90 +1,25 @@
-"""Tasks and their turns: creation, the atomic claim of a turn, outcomes and listings."""
+"""Tasks and their turns: creation, follow-ups, outcomes, settings of a task, listings (the
+queue of turns, from submission to the claim, is `bot.store.claims`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from bot.models import (
     ACTIVE_STATUSES,
-    ApprovalMode,
     Engine,
     NewTask,
     Task,
-    TaskKind,
     TaskStatus,
     Turn,
     TurnError,
 )
-from bot.store.db import Clock, Database, aware, utc
+from bot.store.db import Clock, Database
 from bot.store.schema import tasks, turns
-
-
-@dataclass(frozen=True, slots=True)
-class TurnOutcome:
-    status: TaskStatus
-    result_text: str | None = None
-    error: TurnError | None = None
-    stderr_tail: str | None = None
-    cost_usd: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    resume_at: datetime | None = None  # WAITING_FOR_LIMIT: when the engine's limit resets
-
-
-def _task(row: Any) -> Task:
-    m = row._mapping
-    return Task(
-        id=m["id"],
-        owner_id=m["owner_id"],
-        chat_id=m["chat_id"],
-        engine=Engine(m["engine"]),
-        kind=TaskKind(m["kind"]),
-        slug=m["slug"],
-        title=m["title"],
-        cwd=m["cwd"],
-        model=m["model"],
-        status=TaskStatus(m["status"]),
-        session_id=m["session_id"],
-        locale=m["locale"],
-        created_at=utc(m["created_at"]),
-        updated_at=utc(m["updated_at"]),
-        announced=bool(m["announced"]),
-        total_cost_usd=m["total_cost_usd"] or 0.0,
-        approval_mode=ApprovalMode(m["approval_mode"]),
-        preset=m["preset"],
-        max_usd=m["max_usd"],
-        check=m["check_command"],
-        parent_id=m["parent_id"],
-        subtasks=bool(m["subtasks"]),
-    )
-
-
-def _turn(row: Any) -> Turn:
-    m = row._mapping
-    return Turn(
-        id=m["id"],
-        task_id=m["task_id"],
-        seq=m["seq"],
-        prompt=m["prompt"],
-        status=TaskStatus(m["status"]),
-        result_text=m["result_text"],
-        error=TurnError.decode(m["error"]),
-        stderr_tail=m["stderr_tail"],
-        cost_usd=m["cost_usd"],
-        input_tokens=m["input_tokens"],
-        output_tokens=m["output_tokens"],
-        created_at=utc(m["created_at"]),
-        started_at=aware(m["started_at"]),
-        finished_at=aware(m["finished_at"]),
-        check_round=m["check_round"],
-        parked_at=aware(m["parked_at"]),
-        limit_parks=m["limit_parks"],
-    )
+from bot.store.task_rows import TurnOutcome, task_of, turn_of
 
 
 class TaskRepo:
@@ -128,7 +63,7 @@ class TaskRepo:
                 )
                 .returning(tasks)
             )
-            task = _task(inserted.one())
+            task = task_of(inserted.one())
             turn = await self._insert_turn(
                 conn, task.id, 1, new.prompt, submitted=submitted, parked=waits
             )
@@ -183,109 +118,29 @@ class TaskRepo:
             )
             .returning(turns)
         )
-        return _turn(result.one())
+        return turn_of(result.one())
 
     async def get(self, task_id: int) -> Task | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(tasks.select().where(tasks.c.id == task_id))).first()
-        return _task(row) if row else None
+        return task_of(row) if row else None
 
     async def get_turn(self, turn_id: int) -> Turn | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(turns.select().where(turns.c.id == turn_id))).first()
-        return _turn(row) if row else None
+        return turn_of(row) if row else None
 
     async def last_turn(self, task_id: int) -> Turn | None:
         query = turns.select().where(turns.c.task_id == task_id).order_by(turns.c.seq.desc())
         async with self._engine.connect() as conn:
             row = (await conn.execute(query.limit(1))).first()
-        return _turn(row) if row else None
+        return turn_of(row) if row else None
 
     async def first_turn(self, task_id: int) -> Turn | None:
         query = turns.select().where(turns.c.task_id == task_id).order_by(turns.c.seq)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query.limit(1))).first()
-        return _turn(row) if row else None
-
-    async def next_queued_turn(self, task_id: int) -> Turn | None:
-        """The oldest queued turn of a task, if no turn of it is running."""
-        running = sa.select(turns.c.id).where(
-            turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value
-        )
-        query = (
-            turns.select()
-            .where(
-                turns.c.task_id == task_id,
-                turns.c.status == TaskStatus.QUEUED.value,
-                ~sa.exists(running),
-            )
-            .order_by(turns.c.seq)
-            .limit(1)
-        )
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
-        return _turn(row) if row else None
-
-    async def mark_submitted(self, turn_id: int) -> bool:
-        """Mark a queued turn submitted; False when somebody already did (submit it once)."""
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                turns.update()
-                .where(
-                    turns.c.id == turn_id,
-                    turns.c.submitted_at.is_(None),
-                    turns.c.status == TaskStatus.QUEUED.value,
-                )
-                .values(submitted_at=self._clock())
-            )
-        return result.rowcount == 1
-
-    async def unsubmit_queued(self) -> None:
-        """After a restart the job engine's queue is not trusted: queued turns are re-submitted."""
-        async with self._engine.begin() as conn:
-            await conn.execute(
-                turns.update()
-                .where(turns.c.status == TaskStatus.QUEUED.value)
-                .values(submitted_at=None)
-            )
-
-    async def unsubmitted_task_ids(self) -> list[int]:
-        """Tasks with a queued turn nobody submitted, the one waiting longest first."""
-        query = (
-            sa.select(turns.c.task_id)
-            .where(turns.c.status == TaskStatus.QUEUED.value, turns.c.submitted_at.is_(None))
-            .group_by(turns.c.task_id)
-            .order_by(sa.func.min(turns.c.id))
-        )
-        async with self._engine.connect() as conn:
-            return [r[0] for r in await conn.execute(query)]
-
-    async def park_turn(self, turn_id: int) -> Task:
-        """A turn its engine's usage limit stopped goes back to the queue, unsubmitted (it is
-        submitted again once the limit has reset), and its task waits for the limit."""
-        now = self._clock()
-        async with self._engine.begin() as conn:
-            parked = await conn.execute(
-                turns.update()
-                .where(turns.c.id == turn_id)
-                .values(
-                    status=TaskStatus.QUEUED.value,
-                    submitted_at=None,
-                    started_at=None,
-                    runner=None,
-                    stop_requested=False,
-                    parked_at=sa.func.coalesce(turns.c.parked_at, now),
-                    limit_parks=turns.c.limit_parks + 1,
-                )
-                .returning(turns.c.task_id)
-            )
-            task = await conn.execute(
-                tasks.update()
-                .where(tasks.c.id == parked.scalar_one())
-                .values(status=TaskStatus.WAITING_FOR_LIMIT.value, updated_at=now)
-                .returning(tasks)
-            )
-            return _task(task.one())
+        return turn_of(row) if row else None
 
     async def move_to_engine(
         self,
@@ -334,13 +189,13 @@ class TaskRepo:
             await conn.execute(
                 turns.update().where(turns.c.id == turn_id).values(prompt=prompt, parked_at=None)
             )
-            return _task(moved)
+            return task_of(moved)
 
     async def children(self, parent_id: int) -> list[Task]:
         """The sub-tasks a task's agent started, oldest first."""
         query = tasks.select().where(tasks.c.parent_id == parent_id).order_by(tasks.c.id)
         async with self._engine.connect() as conn:
-            return [_task(r) for r in await conn.execute(query)]
+            return [task_of(r) for r in await conn.execute(query)]
 
     async def turns_of(self, task_id: int, limit: int = 50) -> list[Turn]:
         """A task's turns, oldest first (its newest ``limit``)."""
@@ -351,89 +206,7 @@ class TaskRepo:
             .limit(limit)
         )
         async with self._engine.connect() as conn:
-            return [_turn(r) for r in reversed(list(await conn.execute(query)))]
-
-    async def claim_turn(self, turn_id: int, runner: str | None = None) -> tuple[Task, Turn] | None:
-        """Atomically move a queued turn to running: only the oldest queued turn of its task, and
-        only while no other turn of the task runs. A second run of the same job gets None.
-        Returns the running task and turn."""
-        now = self._clock()
-        task_of_turn = sa.select(turns.c.task_id).where(turns.c.id == turn_id).scalar_subquery()
-        async with self._engine.begin() as conn:
-            if not self._engine.one_writer:
-                # Touching the task row first serialises claims of one task (a row lock on
-                # PostgreSQL); SQLite's writers never overlap.
-                touched = await conn.execute(
-                    tasks.update()
-                    .where(tasks.c.id == task_of_turn)
-                    .values(updated_at=now)
-                    .returning(tasks.c.id)
-                )
-                if touched.scalar() is None:
-                    return None
-            other = turns.alias("other")
-            blocked = sa.select(other.c.id).where(
-                other.c.task_id == turns.c.task_id,
-                sa.or_(
-                    other.c.status == TaskStatus.RUNNING.value,
-                    sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
-                ),
-            )
-            claimed = (
-                await conn.execute(
-                    turns.update()
-                    .where(
-                        turns.c.id == turn_id,
-                        turns.c.status == TaskStatus.QUEUED.value,
-                        ~sa.exists(blocked),
-                    )
-                    .values(
-                        status=TaskStatus.RUNNING.value,
-                        started_at=now,
-                        runs=turns.c.runs + 1,
-                        runner=runner,
-                        stop_requested=False,
-                    )
-                    .returning(turns)
-                )
-            ).first()
-            if claimed is None:
-                return None
-            task = await conn.execute(
-                tasks.update()
-                .where(tasks.c.id == claimed.task_id)
-                .values(status=TaskStatus.RUNNING.value, updated_at=now)
-                .returning(tasks)
-            )
-            return _task(task.one()), _turn(claimed)
-
-    async def request_stop(self, task_id: int) -> bool:
-        """Ask whichever process runs this task's turn to stop it; False if none runs."""
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                turns.update()
-                .where(turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value)
-                .values(stop_requested=True)
-            )
-        return result.rowcount > 0
-
-    async def stops_requested(self) -> list[int]:
-        """Tasks whose running turn was asked to stop from another process (`detach mcp`)."""
-        query = sa.select(turns.c.task_id).where(
-            turns.c.status == TaskStatus.RUNNING.value, turns.c.stop_requested.is_(True)
-        )
-        async with self._engine.connect() as conn:
-            return [r[0] for r in await conn.execute(query)]
-
-    async def stop_requested(self, turn_id: int) -> bool:
-        async with self._engine.connect() as conn:
-            return bool(
-                (
-                    await conn.execute(
-                        sa.select(turns.c.stop_requested).where(turns.c.id == turn_id)
-                    )
-                ).scalar()
-            )
+            return [turn_of(r) for r in reversed(list(await conn.execute(query)))]
 
     async def set_cwd(self, task_id: int, cwd: str) -> Task:
         async with self._engine.begin() as conn:
@@ -479,7 +252,7 @@ class TaskRepo:
                 )
                 .returning(turns)
             )
-            finished_turn = _turn(finished.one())
+            finished_turn = turn_of(finished.one())
             task = await conn.execute(
                 tasks.update()
                 .where(tasks.c.id == turn.task_id)
@@ -490,7 +263,7 @@ class TaskRepo:
                 )
                 .returning(tasks)
             )
-            return _task(task.one()), finished_turn
+            return task_of(task.one()), finished_turn
 
     async def cancel_queued(self, task_id: int) -> int:
         """Cancel every queued turn of a task; returns how many."""
@@ -534,7 +307,7 @@ class TaskRepo:
             .limit(limit)
         )
         async with self._engine.connect() as conn:
-            return [_task(r) for r in await conn.execute(query)]
+            return [task_of(r) for r in await conn.execute(query)]
 
     async def set_announced(self, task_id: int) -> None:
         async with self._engine.begin() as conn:
@@ -543,7 +316,7 @@ class TaskRepo:
     async def unannounced(self) -> list[Task]:
         async with self._engine.connect() as conn:
             rows = await conn.execute(tasks.select().where(tasks.c.announced.is_(False)))
-            return [_task(r) for r in rows]
+            return [task_of(r) for r in rows]
 
     async def interrupt_running(self, runner: str | None = None) -> list[Task]:
         """After a crash: the turns this process (``runner``; None: every process, there is
@@ -584,7 +357,7 @@ class TaskRepo:
                 .values(status=TaskStatus.INTERRUPTED.value, updated_at=now)
             )
             rows = await conn.execute(tasks.select().where(tasks.c.id.in_(ids)))
-            return [_task(r) for r in rows]
+            return [task_of(r) for r in rows]
 
     async def list_for(
         self, owner_id: int | None, statuses: Sequence[TaskStatus] | None = None, limit: int = 20
@@ -595,7 +368,7 @@ class TaskRepo:
         if statuses is not None:
             query = query.where(tasks.c.status.in_([s.value for s in statuses]))
         async with self._engine.connect() as conn:
-            return [_task(r) for r in await conn.execute(query)]
+            return [task_of(r) for r in await conn.execute(query)]
 
     async def archive_finished(self, owner_id: int | None) -> list[int]:
         """Archive every finished task (of ``owner_id``); returns their ids, oldest first."""

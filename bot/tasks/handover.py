@@ -100,7 +100,7 @@ class Handover:
             raise UserInputError(
                 "error.engine_limited", engine=engine.capitalize(), resets=local_time(until, zone)
             )
-        turn = await self._store.tasks.next_queued_turn(task.id)
+        turn = await self._store.claims.next_queued_turn(task.id)
         if turn is None:
             raise self._not_waiting(task)
         prompt = await handover_prompt(self._store, task, turn)

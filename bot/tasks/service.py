@@ -406,7 +406,7 @@ class TaskService:
     async def cancel(self, user_id: int, task_id: int) -> Task:
         task = await self.get_own(user_id, task_id)
         dropped = await self._store.tasks.cancel_queued(task.id)
-        stopping = self._pool.cancel(task.id) or await self._store.tasks.request_stop(task.id)
+        stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
         if not stopping and not dropped:
             raise TaskStateError(
                 "error.not_active",

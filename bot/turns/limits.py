@@ -63,7 +63,7 @@ class Parking:
         ]
         async with self._store.atomic():
             await self._queue.limit(task.engine, until)
-            parked = await self._store.tasks.park_turn(turn.id)
+            parked = await self._store.claims.park_turn(turn.id)
             resets = local_time(until, zone)
             await self._notifier.limit_waits(
                 parked, key, resets, others, again=turn.limit_parks > 0

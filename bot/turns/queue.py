@@ -28,14 +28,14 @@ class TurnQueue:
         the row submitted is the atomic gate, and the pool ignores a job of a turn it runs.
         A turn of a limited engine stays queued; the intake's periodic kick submits it once the
         limit has reset. ``now``: the moment the limits are judged at (one for a whole pass)."""
-        turn = await self._store.tasks.next_queued_turn(task_id)
+        turn = await self._store.claims.next_queued_turn(task_id)
         if turn is None:
             return
         if await self._any_limit():
             task = await self._store.tasks.get(task_id)
             if task is not None and await self.limited_until(task.engine, now) is not None:
                 return
-        if not await self._store.tasks.mark_submitted(turn.id):
+        if not await self._store.claims.mark_submitted(turn.id):
             return
         await self._pool.submit(task_id, turn.id)
 
@@ -50,7 +50,7 @@ class TurnQueue:
     async def kick_unsubmitted(self) -> int:
         """Submit queued turns that nobody has submitted yet (added by `detach add`, left queued
         by a restart, or waiting for an engine's limit), the longest waiting first."""
-        task_ids = await self._store.tasks.unsubmitted_task_ids()
+        task_ids = await self._store.claims.unsubmitted_task_ids()
         if task_ids:
             await self._refresh(force=True)  # the limits as they are; no re-read in the pass
         now = utcnow()  # one moment for the pass: a reset falling inside it keeps the order

@@ -116,7 +116,7 @@ class TurnRunner:
         )
 
     async def run_turn(self, turn_id: int, control: TurnControl) -> None:
-        claimed = await self._store.tasks.claim_turn(turn_id, self.runner_id)
+        claimed = await self._store.claims.claim_turn(turn_id, self.runner_id)
         if claimed is None:
             log.info("turn %s: not claimable (already run, cancelled or behind another)", turn_id)
             return
@@ -201,7 +201,7 @@ class TurnRunner:
     async def _watch_stop(self, turn_id: int, control: TurnControl, every_s: float) -> None:
         while True:
             await asyncio.sleep(every_s)
-            if await self._store.tasks.stop_requested(turn_id):
+            if await self._store.claims.stop_requested(turn_id):
                 log.info("turn %s: stop requested from another process", turn_id)
                 control.request_stop(StopReason.CANCELLED)
                 return

@@ -1,0 +1,84 @@
+"""`detach mcp` put together from the settings: whose tasks (the place), where it listens,
+and the server run on the bot's database."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+
+from bot import config
+from bot.errors import ConfigError
+from bot.mcp.desk import McpDesk, McpPlace
+from bot.mcp.server import build_server, http_token, serve_http
+from bot.settings import Settings
+from bot.store import Store
+from executors import registry
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    token: str
+
+
+def plan(settings: Settings, http: str | None) -> tuple[McpPlace, Endpoint | None]:
+    """The place and the HTTP endpoint (None: stdio); bad settings fail here, before any
+    database is opened."""
+    owner, chat_id = owner_of(settings)
+    endpoint = None
+    if http:
+        host, _, port = http.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"--http wants HOST:PORT, e.g. 127.0.0.1:8765, not {http!r}")
+        token = http_token(config.config_home(os.environ) / "mcp-token", host)
+        endpoint = Endpoint(host, int(port), token)
+    place = McpPlace(
+        data_dir=settings.data_dir,
+        owner=owner,
+        chat_id=chat_id,
+        engines=registry.names(),
+        max_prompt_chars=settings.max_prompt_chars,
+        alive_file=settings.data_dir / config.ALIVE_FILE,
+        max_subtasks=settings.max_subtasks,
+    )
+    return place, endpoint
+
+
+async def serve(
+    store: Store, place: McpPlace, endpoint: Endpoint | None, parent_id: int | None
+) -> None:
+    """Serve until the client goes (stdio) or the process is stopped (HTTP); under
+    ``parent_id`` (`--parent`) the owner and chat are that task's."""
+    if parent_id is not None:
+        parent = await store.tasks.get(parent_id)
+        if parent is None or not parent.subtasks:
+            raise ConfigError(f"task #{parent_id} may not start sub-tasks")
+        place = dataclasses.replace(
+            place, owner=parent.owner_id, chat_id=parent.chat_id, parent=parent
+        )
+    server = build_server(McpDesk(store, place))
+    if endpoint is None:
+        await server.run_stdio_async()
+        return
+    print(f"detach mcp: serving http://{endpoint.host}:{endpoint.port}/mcp", file=sys.stderr)
+    await serve_http(server, endpoint.host, endpoint.port, endpoint.token)
+
+
+def owner_of(settings: Settings) -> tuple[int, int]:
+    """Whose tasks `detach mcp` starts, and the chat they report to: DETACH_MCP_CHAT (an
+    allowed user, or a group whose tasks belong to the first allowed user), else the first
+    allowed user."""
+    if not settings.allowed_users:
+        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to report the tasks to")
+    first = min(settings.allowed_users)
+    chat = settings.mcp_chat
+    if chat is None:
+        return first, first
+    if chat < 0:
+        return first, chat
+    if chat not in settings.allowed_users:
+        raise ConfigError(f"DETACH_MCP_CHAT {chat} is not an allowed user")
+    return chat, chat

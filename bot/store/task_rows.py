@@ -1,0 +1,73 @@
+"""Rows of ``tasks`` and ``turns`` as records, and what a finished turn came to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.models import ApprovalMode, Engine, Task, TaskKind, TaskStatus, Turn, TurnError
+from bot.store.db import aware, utc
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    status: TaskStatus
+    result_text: str | None = None
+    error: TurnError | None = None
+    stderr_tail: str | None = None
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    resume_at: datetime | None = None  # WAITING_FOR_LIMIT: when the engine's limit resets
+
+
+def task_of(row: Any) -> Task:
+    m = row._mapping
+    return Task(
+        id=m["id"],
+        owner_id=m["owner_id"],
+        chat_id=m["chat_id"],
+        engine=Engine(m["engine"]),
+        kind=TaskKind(m["kind"]),
+        slug=m["slug"],
+        title=m["title"],
+        cwd=m["cwd"],
+        model=m["model"],
+        status=TaskStatus(m["status"]),
+        session_id=m["session_id"],
+        locale=m["locale"],
+        created_at=utc(m["created_at"]),
+        updated_at=utc(m["updated_at"]),
+        announced=bool(m["announced"]),
+        total_cost_usd=m["total_cost_usd"] or 0.0,
+        approval_mode=ApprovalMode(m["approval_mode"]),
+        preset=m["preset"],
+        max_usd=m["max_usd"],
+        check=m["check_command"],
+        parent_id=m["parent_id"],
+        subtasks=bool(m["subtasks"]),
+    )
+
+
+def turn_of(row: Any) -> Turn:
+    m = row._mapping
+    return Turn(
+        id=m["id"],
+        task_id=m["task_id"],
+        seq=m["seq"],
+        prompt=m["prompt"],
+        status=TaskStatus(m["status"]),
+        result_text=m["result_text"],
+        error=TurnError.decode(m["error"]),
+        stderr_tail=m["stderr_tail"],
+        cost_usd=m["cost_usd"],
+        input_tokens=m["input_tokens"],
+        output_tokens=m["output_tokens"],
+        created_at=utc(m["created_at"]),
+        started_at=aware(m["started_at"]),
+        finished_at=aware(m["finished_at"]),
+        check_round=m["check_round"],
+        parked_at=aware(m["parked_at"]),
+        limit_parks=m["limit_parks"],
+    )
