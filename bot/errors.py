@@ -7,6 +7,7 @@
     │   └── TaskStateError     the task cannot do that now (e.g. archive a running task)
     ├── ToolRefused            an MCP tool call `detach mcp` refuses; the message is for a model
     ├── StoreError             the database failed or holds something unexpected
+    │   └── TurnTaken          a turn this runner ran was taken over (its lease lapsed)
     └── AgentError             an agent CLI could not be run or broke its protocol
         ├── AgentNotInstalled  the binary is missing or does not answer --version
         └── AgentCrashed       the CLI ended without a result (exit_code, stderr_tail)
@@ -68,6 +69,15 @@ class ToolRefused(DetachError):
 
 class StoreError(DetachError):
     pass
+
+
+class TurnTaken(StoreError):
+    """The turn is no longer this runner's: another process took it over when this one's
+    lease lapsed; nothing about it may be written any more (``turn_id``)."""
+
+    def __init__(self, turn_id: int) -> None:
+        super().__init__(f"turn {turn_id} was taken over")
+        self.turn_id = turn_id
 
 
 class AgentError(DetachError):

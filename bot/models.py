@@ -143,6 +143,7 @@ class Turn:
     check_round: int = 1  # 2 and up: a turn the failed check asked for
     parked_at: datetime | None = None  # when it first waited for its engine's usage limit
     limit_parks: int = 0  # how many times a usage limit sent it back to the queue
+    runner: str | None = None  # the process that runs (or ran) it
 
     @property
     def duration_s(self) -> float | None:

@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     check_rounds: int = Field(default=2, ge=1, le=10)
     # front: turns run on `detach worker` processes (a worker is started as one, not set here)
     role: Literal[ProcessRole.ALL, ProcessRole.FRONT] = ProcessRole.ALL
+    # a runner (worker or bot) silent this long is gone: another takes its turns over
+    worker_lease_s: float = Field(default=30, ge=3, le=3600)
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (

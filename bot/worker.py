@@ -1,8 +1,8 @@
-"""A scale-out worker (`detach worker NAME`): runs agent turns (and schedule runs) from the
-shared PostgreSQL database, next to the bot that holds the Telegram connection. Everything it
-tells users goes into the shared outbox, which the bot delivers; a /cancel or an approval tap
-handled by the bot reaches it through the database. Run one per machine (or several) with
-``systemd/detach-worker@.service``."""
+"""A scale-out worker (`detach worker NAME`): runs agent turns claimed from the shared
+PostgreSQL database, next to the bot that holds the Telegram connection. Everything it tells
+users goes into the shared outbox, which the bot delivers; a /cancel or an approval tap
+handled by the bot reaches it through the database. It imports no Telegram library. Run one
+per machine (or several) with ``systemd/detach-worker@.service``."""
 
 from __future__ import annotations
 
@@ -10,28 +10,24 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 
-from bot.app import Core, build_core, start_core
+from bot.core import Core, build_core, start_core
 from bot.models import ProcessRole
 from bot.settings import Settings
-from bot.store.db import Clock, utcnow
 
 log = logging.getLogger(__name__)
 
 
 @contextlib.asynccontextmanager
-async def build_worker(
-    settings: Settings, name: str, environ: Mapping[str, str] | None = None, clock: Clock = utcnow
-) -> AsyncIterator[Core]:
-    """A worker's objects, its job pool started in APScheduler's ``worker`` role. The identity
-    is stable (host and name), so a restarted worker recovers the turns it was running."""
+async def build_worker(settings: Settings, name: str) -> AsyncIterator[Core]:
+    """A worker's objects, claiming turns. Its name is stable (with the host's): a restarted
+    worker stops what its earlier run left behind and takes that run's turns over at once."""
     async with contextlib.AsyncExitStack() as stack:
-        identity = f"detach-worker-{socket.gethostname()}-{name}"
-        core = await build_core(settings, stack, None, environ, clock, ProcessRole.WORKER, identity)
-        await start_core(core, settings, stack)
-        log.info("worker %s ready: %s", identity, "; ".join(core.status))
+        core = await build_core(settings, stack, ProcessRole.WORKER, name)
+        await start_core(core, stack)
+        assert core.shared is not None
+        log.info("worker %s ready: %s", core.shared.lease.runner_id, "; ".join(core.status))
         yield core
 
 

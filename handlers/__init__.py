@@ -8,6 +8,7 @@ from aiogram import Bot, Dispatcher
 from aiogram.types import BotCommand
 
 from bot.approvals.answers import ApprovalAnswers
+from bot.fleet.status import FleetStatus
 from bot.schedules.desk import ScheduleDesk
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
@@ -53,6 +54,7 @@ def build_dispatcher(
     outbox: Outbox,
     schedule_desk: ScheduleDesk,
     engine_status: list[str],
+    fleet: FleetStatus,
     engines: Sequence[str],
     make: Callable[..., Dispatcher] = Dispatcher,
 ) -> Dispatcher:
@@ -70,6 +72,7 @@ def build_dispatcher(
         outbox=outbox,
         schedules=schedule_desk,
         engine_status=engine_status,
+        fleet=fleet,
         access=access,
     )
     dp.update.outer_middleware(AllowListMiddleware(access, texts, outbox))

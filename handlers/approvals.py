@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from aiogram import F, Router
 from aiogram.filters import Command
-from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from aiogram.types import CallbackQuery, Message
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
+from bot.telegram.markup import Button, Keyboard
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
+from handlers.taps import Tapped
 
 
 def router() -> Router:
     r = Router(name="approvals")
 
-    @r.callback_query(ApprovalAction.filter(F.choice.in_(APPROVAL_CHOICES)))
+    @r.callback_query(Tapped(ApprovalAction, F.choice.in_(APPROVAL_CHOICES)))
     async def on_approval_pressed(
         query: CallbackQuery,
         callback_data: ApprovalAction,
@@ -28,7 +30,7 @@ def router() -> Router:
         )
         await query.answer(reply.text(key))
 
-    @r.callback_query(QuestionAction.filter())
+    @r.callback_query(Tapped(QuestionAction))
     async def on_option_pressed(
         query: CallbackQuery,
         callback_data: QuestionAction,
@@ -48,7 +50,7 @@ def router() -> Router:
         text, markup = await _grants_view(answers, reply, user_id)
         await reply.send(text, markup=markup)
 
-    @r.callback_query(GrantAction.filter())
+    @r.callback_query(Tapped(GrantAction))
     async def on_revoke_pressed(
         query: CallbackQuery,
         callback_data: GrantAction,
@@ -67,7 +69,7 @@ def router() -> Router:
 
 async def _grants_view(
     answers: ApprovalAnswers, reply: Reply, user_id: int
-) -> tuple[str, InlineKeyboardMarkup | None]:
+) -> tuple[str, Keyboard | None]:
     grants = await answers.grants(user_id)
     if not grants:
         return reply.text("grants.empty"), None
@@ -77,14 +79,14 @@ async def _grants_view(
     ]
     rows = [
         [
-            InlineKeyboardButton(
+            Button(
                 text=reply.text("grants.revoke", n=n),
                 callback_data=GrantAction(grant_id=g.id).pack(),
             )
         ]
         for n, g in enumerate(grants[:20], start=1)
     ]
-    return "\n".join(lines), InlineKeyboardMarkup(inline_keyboard=rows)
+    return "\n".join(lines), Keyboard.of(rows)
 
 
 def _where(query: CallbackQuery) -> tuple[int, int] | None:

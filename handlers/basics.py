@@ -6,13 +6,16 @@ import html
 
 from aiogram import Router
 from aiogram.filters import Command, CommandObject, CommandStart
-from aiogram.filters.callback_data import CallbackData
-from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from aiogram.types import CallbackQuery, Message
 
+from bot.fleet.status import FleetStatus, RunnerLine
 from bot.tasks.service import TaskService
 from bot.telegram.access import AccessPolicy
+from bot.telegram.markup import Button, CallbackData, Keyboard
+from bot.telegram.render import duration
 from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
+from handlers.taps import Tapped
 
 
 def router() -> Router:
@@ -28,14 +31,14 @@ def router() -> Router:
 
     @r.message(Command("status"))
     async def on_status(
-        message: Message, reply: Reply, engine_status: list[str], tasks: TaskService, user_id: int
+        message: Message,
+        reply: Reply,
+        engine_status: list[str],
+        tasks: TaskService,
+        fleet: FleetStatus,
+        user_id: int,
     ) -> None:
-        lines = "\n".join(f"• {line}" for line in engine_status)
-        limits = [
-            reply.text("start.status_limited", engine=engine, resets=resets)
-            for engine, resets in await tasks.engine_limits(user_id)
-        ]
-        await reply.send("\n".join([reply.text("start.status"), html.escape(lines), *limits]))
+        await reply.send(await _status(reply, engine_status, tasks, fleet, user_id))
 
     @r.message(Command("notify"))
     async def on_notify(
@@ -63,14 +66,11 @@ def router() -> Router:
             await reply.send(texts.get(chosen, "lang.set", lang=chosen))
             return
         rows = [
-            [InlineKeyboardButton(text=loc, callback_data=LangAction(lang=loc).pack())]
-            for loc in texts.locales
+            [Button(text=loc, callback_data=LangAction(lang=loc).pack())] for loc in texts.locales
         ]
-        await reply(
-            "lang.current", lang=reply.locale, markup=InlineKeyboardMarkup(inline_keyboard=rows)
-        )
+        await reply("lang.current", lang=reply.locale, markup=Keyboard.of(rows))
 
-    @r.callback_query(LangAction.filter())
+    @r.callback_query(Tapped(LangAction))
     async def on_lang_pressed(
         query: CallbackQuery,
         callback_data: LangAction,
@@ -85,6 +85,35 @@ def router() -> Router:
             await reply.edit(query.message.message_id, texts.get(chosen, "lang.set", lang=chosen))
 
     return r
+
+
+async def _status(
+    reply: Reply, engine_status: list[str], tasks: TaskService, fleet: FleetStatus, user_id: int
+) -> str:
+    """The engines here and their limits; on a shared database, the runners."""
+    lines = "\n".join(f"• {line}" for line in engine_status)
+    limits = [
+        reply.text("start.status_limited", engine=engine, resets=resets)
+        for engine, resets in await tasks.engine_limits(user_id)
+    ]
+    text = [reply.text("start.status"), html.escape(lines), *limits]
+    runners = await fleet.runners()
+    if runners:
+        text += ["", reply.text("status.runners"), *(_runner(reply, r) for r in runners)]
+    return "\n".join(text)
+
+
+def _runner(reply: Reply, line: RunnerLine) -> str:
+    """``🟢 w1 on host-a · 2s ago · 3 running · claude, codex``."""
+    runner = line.runner
+    return reply.text(
+        "status.runner_lost" if line.lost else "status.runner",
+        name=runner.name,
+        host=runner.host,
+        seen=duration(line.seen_s),
+        running=runner.running,
+        engines=", ".join(runner.engines) or "–",
+    )
 
 
 class LangAction(CallbackData, prefix="lg"):

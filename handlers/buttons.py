@@ -17,12 +17,13 @@ from bot.telegram.callbacks import ACTIONS, RUN_ON, TaskAction, run_on_engine
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from bot.worktrees.card import WorktreeCard
+from handlers.taps import Tapped
 
 
 def router() -> Router:
     r = Router(name="buttons")
 
-    @r.callback_query(TaskAction.filter(F.action.startswith(RUN_ON)))
+    @r.callback_query(Tapped(TaskAction, F.action.startswith(RUN_ON)))
     async def on_run_on(
         query: CallbackQuery,
         callback_data: TaskAction,
@@ -38,7 +39,7 @@ def router() -> Router:
             )
         )
 
-    @r.callback_query(TaskAction.filter(F.action.in_(ACTIONS)))
+    @r.callback_query(Tapped(TaskAction, F.action.in_(ACTIONS)))
     async def on_task_action(
         query: CallbackQuery,
         callback_data: TaskAction,

@@ -7,17 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from aiogram.types import Chat, TelegramObject, User
-from aiogram.utils.i18n import I18nMiddleware
+from aiogram.utils.i18n import I18n, I18nMiddleware
 
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.reply import Reply
-from bot.telegram.texts import Texts
+from bot.telegram.texts import DEFAULT_LOCALE, DOMAIN, Texts
 
 
 class LocaleMiddleware(I18nMiddleware):
     def __init__(self, policy: AccessPolicy, texts: Texts, outbox: Outbox) -> None:
-        super().__init__(texts.i18n)
+        super().__init__(I18n(path=texts.directory, default_locale=DEFAULT_LOCALE, domain=DOMAIN))
         self._policy = policy
         self._texts = texts
         self._outbox = outbox

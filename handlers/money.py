@@ -4,33 +4,30 @@ from __future__ import annotations
 
 from aiogram import Router
 from aiogram.filters import Command, CommandObject
-from aiogram.filters.callback_data import CallbackData
-from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from aiogram.types import CallbackQuery, Message
 
 from bot.approvals.view import BudgetAction
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
 from bot.tasks.card import TaskCard
 from bot.tasks.service import TaskService
+from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.render import money
 from bot.telegram.reply import Reply
+from handlers.taps import Tapped
 
 
 class ModelAction(CallbackData, prefix="md"):
     name: str
 
 
-def _keyboard(presets: list[Preset]) -> InlineKeyboardMarkup:
+def _keyboard(presets: list[Preset]) -> Keyboard:
     rows = [
-        [
-            InlineKeyboardButton(
-                text=f"{p.name} ({p.engine})", callback_data=ModelAction(name=p.name).pack()
-            )
-        ]
+        [Button(text=f"{p.name} ({p.engine})", callback_data=ModelAction(name=p.name).pack())]
         for p in presets
         if len(ModelAction(name=p.name).pack().encode()) <= 64
     ]
-    return InlineKeyboardMarkup(inline_keyboard=rows)
+    return Keyboard.of(rows)
 
 
 def router() -> Router:
@@ -64,7 +61,7 @@ def router() -> Router:
         preset = await desk.set_chat_preset(message.chat.id, typed)
         await reply("money.model_set", name=preset.name, engine=preset.engine, model=preset.model)
 
-    @r.callback_query(ModelAction.filter())
+    @r.callback_query(Tapped(ModelAction))
     async def on_model_pressed(
         query: CallbackQuery, callback_data: ModelAction, tasks: TaskService, reply: Reply
     ) -> None:
@@ -106,7 +103,7 @@ def router() -> Router:
             lines.append(reply.text("money.spend_none"))
         await reply.send("\n".join(lines))
 
-    @r.callback_query(BudgetAction.filter())
+    @r.callback_query(Tapped(BudgetAction))
     async def on_budget_pressed(
         query: CallbackQuery,
         callback_data: BudgetAction,

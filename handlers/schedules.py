@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from aiogram import F, Router
 from aiogram.filters import Command, CommandObject
-from aiogram.filters.callback_data import CallbackData
-from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from aiogram.types import CallbackQuery, Message
 
 from bot.models import ScheduleState
 from bot.schedules.desk import Listed, ScheduleDesk
 from bot.telegram.callbacks import Id
+from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.reply import Reply
+from handlers.taps import Tapped
 
 ACTIONS = ("pause", "resume", "delete")
 
@@ -27,11 +28,11 @@ def _line(desk: ScheduleDesk, reply: Reply, listed: Listed) -> str:
     return reply.text(key, **desk.describe(listed))
 
 
-def _buttons(reply: Reply, listed: Listed) -> list[InlineKeyboardButton]:
+def _buttons(reply: Reply, listed: Listed) -> list[Button]:
     s = listed.schedule
     toggle = "resume" if s.state == ScheduleState.PAUSED else "pause"
     return [
-        InlineKeyboardButton(
+        Button(
             text=f"S{s.id}: " + reply.text(f"button.{action}"),
             callback_data=ScheduleAction(action=action, schedule_id=s.id).pack(),
         )
@@ -39,16 +40,14 @@ def _buttons(reply: Reply, listed: Listed) -> list[InlineKeyboardButton]:
     ]
 
 
-async def _view(
-    desk: ScheduleDesk, reply: Reply, user_id: int
-) -> tuple[str, InlineKeyboardMarkup | None]:
+async def _view(desk: ScheduleDesk, reply: Reply, user_id: int) -> tuple[str, Keyboard | None]:
     listed = await desk.list(user_id)
     if not listed:
         return reply.text("schedule.none", tz=await desk.tz(user_id)), None
     lines = [reply.text("schedule.header", tz=await desk.tz(user_id))]
     lines += [_line(desk, reply, item) for item in listed]
     rows = [_buttons(reply, item) for item in listed[:20]]
-    return "\n".join(lines), InlineKeyboardMarkup(inline_keyboard=rows)
+    return "\n".join(lines), Keyboard.of(rows)
 
 
 def router() -> Router:
@@ -72,7 +71,7 @@ def router() -> Router:
         await reply(
             "schedule.added",
             **schedules.describe(listed),
-            markup=InlineKeyboardMarkup(inline_keyboard=[_buttons(reply, listed)]),
+            markup=Keyboard.of([_buttons(reply, listed)]),
         )
 
     @r.message(Command("tz"))
@@ -95,7 +94,7 @@ def router() -> Router:
         text, markup = await _view(schedules, reply, user_id)
         await reply.send(text, markup=markup)
 
-    @r.callback_query(ScheduleAction.filter(F.action.in_(ACTIONS)))
+    @r.callback_query(Tapped(ScheduleAction, F.action.in_(ACTIONS)))
     async def on_pressed(
         query: CallbackQuery,
         callback_data: ScheduleAction,

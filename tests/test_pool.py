@@ -1,14 +1,11 @@
-"""The job pool on a real SQLite job store: cap, parallel tasks, timeout, cancel."""
+"""The job pool: cap, parallel tasks, timeout, cancel, shutdown, a takeover's hands-off stop."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-import pytest
-
-from bot.turns.pool import JobPool, StopReason, TurnControl
-from tests.support.postgres import postgres_database
+from bot.turns.pool import Claimed, JobPool, StopReason, TurnControl
 
 
 class Recorder:
@@ -20,7 +17,7 @@ class Recorder:
         self.stopped: dict[int, StopReason | None] = {}
         self.t0 = time.monotonic()
 
-    async def __call__(self, turn_id: int, control: TurnControl) -> None:
+    async def __call__(self, turn_id: int, control: TurnControl, claimed: Claimed | None) -> None:
         self.started[turn_id] = time.monotonic() - self.t0
         await asyncio.sleep(self.claim_s)  # claiming the turn's row: not stoppable yet
         try:
@@ -33,49 +30,35 @@ class Recorder:
             raise
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-async def jobs_url(request, tmp_path):
-    """In memory (the embedded default) and through the SQLAlchemy store (the scale-out path)."""
-    if request.param == "memory":
-        yield None
-    elif request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path}/jobs.sqlite"
-    else:
-        async with postgres_database() as url:
-            yield url
-
-
 async def _until(predicate, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]
     async with asyncio.timeout(timeout_s):
         while not predicate():
             await asyncio.sleep(0.02)
 
 
-async def test_cap_is_honoured_and_tasks_run_in_parallel(jobs_url):
+async def test_cap_is_honoured_and_tasks_run_in_parallel():
     recorder = Recorder(1.0)
-    async with JobPool(jobs_url, "t1", 2, 60).serve(recorder) as pool:
+    async with JobPool("t1", 2, 60).serve(recorder) as pool:
         for n in (1, 2, 3):
             await pool.submit(task_id=n, turn_id=n)
         await _until(lambda: len(recorder.started) == 3)
-    # relative to the first start: the job store's own pick-up latency (PostgreSQL, a loaded
-    # machine) is not what this measures
     first, second = sorted(recorder.started[n] for n in (1, 2))
     assert second - first < 0.6, recorder.started  # two tasks in parallel
     assert recorder.started[3] - first >= 0.9, recorder.started  # the third waits for a slot
 
 
-async def test_timeout_stops_the_turn_with_a_reason(jobs_url):
+async def test_timeout_stops_the_turn_with_a_reason():
     recorder = Recorder(30)
-    async with JobPool(jobs_url, "t2", 2, 0.5).serve(recorder) as pool:
+    async with JobPool("t2", 2, 0.5).serve(recorder) as pool:
         await pool.submit(task_id=7, turn_id=70)
         await _until(lambda: 70 in recorder.stopped)
         assert not pool.is_running(7)
     assert recorder.stopped[70] is StopReason.TIMED_OUT
 
 
-async def test_cancel_by_task_id(jobs_url):
+async def test_cancel_by_task_id():
     recorder = Recorder(30)
-    async with JobPool(jobs_url, "t3", 2, 60).serve(recorder) as pool:
+    async with JobPool("t3", 2, 60).serve(recorder) as pool:
         assert pool.cancel(5) is False  # nothing runs for task 5
         await pool.submit(task_id=5, turn_id=50)
         await _until(lambda: pool.is_running(5))
@@ -87,17 +70,17 @@ async def test_cancel_by_task_id(jobs_url):
     assert recorder.stopped[50] is StopReason.CANCELLED
 
 
-async def test_shutdown_lets_running_turns_finish_their_final_writes(jobs_url):
+async def test_shutdown_lets_running_turns_finish_their_final_writes():
     recorder = Recorder(30)
-    async with JobPool(jobs_url, "t4", 2, 60).serve(recorder) as pool:
+    async with JobPool("t4", 2, 60).serve(recorder) as pool:
         await pool.submit(task_id=8, turn_id=80)
         await _until(lambda: pool.is_running(8))
     assert recorder.stopped[80] is StopReason.SHUTDOWN
 
 
-async def test_a_stop_while_starting_applies_when_the_agent_would_start(jobs_url):
+async def test_a_stop_while_starting_applies_when_the_agent_would_start():
     recorder = Recorder(30, claim_s=0.5)
-    async with JobPool(jobs_url, "t5", 2, 60).serve(recorder) as pool:
+    async with JobPool("t5", 2, 60).serve(recorder) as pool:
         await pool.submit(task_id=9, turn_id=90)
         await _until(lambda: 90 in recorder.started)
         assert pool.cancel(9) is True
@@ -105,18 +88,18 @@ async def test_a_stop_while_starting_applies_when_the_agent_would_start(jobs_url
     assert recorder.stopped[90] is StopReason.CANCELLED
 
 
-async def test_a_stop_after_the_agent_ended_is_refused(jobs_url):
+async def test_a_stop_after_the_agent_ended_is_refused():
     recorder = Recorder(0.0)
     finishing = asyncio.Event()
     release = asyncio.Event()
 
-    async def handler(turn_id: int, control: TurnControl) -> None:
+    async def handler(turn_id: int, control: TurnControl, claimed: Claimed | None) -> None:
         with control.running():
             pass
         finishing.set()
         await release.wait()  # writing the outcome, sending the card
 
-    async with JobPool(jobs_url, "t6", 2, 60).serve(handler) as pool:
+    async with JobPool("t6", 2, 60).serve(handler) as pool:
         await pool.submit(task_id=4, turn_id=40)
         await asyncio.wait_for(finishing.wait(), 10)
         assert pool.cancel(4) is False  # too late: the outcome is being written
@@ -125,19 +108,19 @@ async def test_a_stop_after_the_agent_ended_is_refused(jobs_url):
     assert recorder.stopped == {}
 
 
-async def test_a_turn_submitted_again_while_it_runs_is_offered_once_more_after(jobs_url):
+async def test_a_turn_submitted_again_while_it_runs_is_offered_once_more_after():
     """A usage limit sends a turn back to the queue while its agent still exits; a job for it
     then (the switch to another engine, the limit's reset) must not run beside the first, nor
     be lost: the first job offers the turn once more when its run ends, once."""
     runs: list[tuple[int, float]] = []
     release = asyncio.Event()
 
-    async def handler(turn_id: int, control: TurnControl) -> None:
+    async def handler(turn_id: int, control: TurnControl, claimed: Claimed | None) -> None:
         runs.append((turn_id, time.monotonic()))
         if len(runs) == 1:
             await release.wait()
 
-    async with JobPool(jobs_url, "t7", 2, 60).serve(handler) as pool:
+    async with JobPool("t7", 2, 60).serve(handler) as pool:
         await pool.submit(task_id=3, turn_id=30)
         await _until(lambda: len(runs) == 1)
         await pool.submit(task_id=3, turn_id=30)
@@ -148,3 +131,33 @@ async def test_a_turn_submitted_again_while_it_runs_is_offered_once_more_after(j
         await _until(lambda: len(runs) == 2)
         await asyncio.sleep(0.3)
     assert [turn for turn, _ in runs] == [30, 30]
+
+
+async def test_a_takeover_stops_every_turn_even_while_it_writes_its_outcome():
+    """Another process took this runner's turns: each stops at once, in whatever phase,
+    with the reason that tells it to write nothing."""
+    reasons: dict[int, StopReason | None] = {}
+    finishing = asyncio.Event()
+
+    async def handler(turn_id: int, control: TurnControl, claimed: Claimed | None) -> None:
+        try:
+            if turn_id == 1:
+                with control.running():
+                    pass
+                finishing.set()
+                await asyncio.sleep(30)  # writing the outcome
+            with control.running():
+                await asyncio.sleep(30)  # the agent runs
+        except asyncio.CancelledError:
+            reasons[turn_id] = control.reason
+            raise
+
+    async with JobPool("t8", 4, 60).serve(handler) as pool:
+        await pool.submit(task_id=1, turn_id=1)
+        await asyncio.wait_for(finishing.wait(), 10)
+        await pool.submit(task_id=2, turn_id=2)
+        await _until(lambda: pool.running_turns() == [1, 2])
+        assert pool.free_slots == 2
+        await pool.stop_all(StopReason.TAKEN_OVER)
+        assert pool.running_turns() == []
+    assert reasons == {1: StopReason.TAKEN_OVER, 2: StopReason.TAKEN_OVER}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import TurnTaken
 from bot.models import NewTask, TaskKind, TaskStatus
 from bot.store import Store, TurnOutcome
 from bot.store.migrations import MIGRATIONS
@@ -39,11 +40,11 @@ async def store(request, tmp_path):
         await store.close()
 
 
-def new(prompt: str = "fix the login", owner: int = 1) -> NewTask:
+def new(prompt: str = "fix the login", owner: int = 1, engine: str = "claude") -> NewTask:
     return NewTask(
         owner_id=owner,
         chat_id=owner,
-        engine="claude",
+        engine=engine,
         kind=TaskKind.DETACH,
         prompt=prompt,
         cwd=Path("/tmp"),
@@ -107,19 +108,88 @@ async def test_restart_interrupts_running_turns_and_requeues_queued(store):
     assert await store.claims.unsubmitted_task_ids() == [waiting.id]
 
 
-async def test_a_worker_recovers_only_its_own_turns_and_stops_travel_by_row(store):
+async def test_a_dead_runners_turns_are_taken_once_and_stops_travel_by_row(store):
+    """Only the dead runner's turns are taken; a turn asked to stop is cancelled, not offered
+    for Resume; a second taker gets nothing; the dead runner can write nothing any more."""
     mine, my_turn = await store.tasks.create(new("mine"), "mine")
     await store.claims.claim_turn(my_turn.id, "worker-a")
+    stopping, stopping_turn = await store.tasks.create(new("stop"), "stop")
+    await store.claims.claim_turn(stopping_turn.id, "worker-a")
     theirs, their_turn = await store.tasks.create(new("theirs"), "theirs")
     await store.claims.claim_turn(their_turn.id, "worker-b")
-    assert await store.claims.request_stop(theirs.id)
-    assert await store.claims.stop_requested(their_turn.id)
+    assert await store.claims.request_stop(stopping.id)
+    assert await store.claims.stop_requested(stopping_turn.id)
     assert not await store.claims.stop_requested(my_turn.id)
-    interrupted = await store.tasks.interrupt_running("worker-a")
+    assert await store.claims.runner_of(mine.id) == "worker-a"
+    interrupted, cancelled, taken = await store.tasks.interrupt_runners(["worker-a"])
     assert [t.id for t in interrupted] == [mine.id]
+    assert [t.id for t in cancelled] == [stopping.id]
+    assert sorted(taken) == sorted([my_turn.id, stopping_turn.id])
+    assert cancelled[0].status is TaskStatus.CANCELLED
     assert (await store.tasks.get(theirs.id)).status is TaskStatus.RUNNING
-    assert [t.id for t in await store.tasks.interrupt_running(None)] == [theirs.id]  # one process
+    assert await store.tasks.interrupt_runners(["worker-a"]) == ([], [], [])  # taken once
+    with pytest.raises(TurnTaken):  # the dead runner's late outcome is refused
+        await store.tasks.finish_turn(my_turn, TurnOutcome(TaskStatus.DONE), "worker-a")
+    assert (await store.tasks.get(mine.id)).status is TaskStatus.INTERRUPTED
+    assert [t.id for t in await store.tasks.interrupt_running()] == [theirs.id]  # one process
     assert not await store.claims.request_stop(theirs.id)  # nothing runs any more
+
+
+async def test_runners_claim_each_submitted_turn_once_oldest_first(store):
+    """Three runners claim at once: every submitted turn goes to one of them, a task's second
+    turn only after its first, engines a runner does not have are left, unsubmitted turns too."""
+    ids = []
+    for n in range(30):
+        task, turn = await store.tasks.create(new(f"t{n}"), f"t{n}")
+        await store.claims.mark_submitted(turn.id)
+        ids.append(turn.id)
+    follow = await store.tasks.add_turn(1, "again")
+    await store.claims.mark_submitted(follow.id)
+    other, other_turn = await store.tasks.create(new("codex", engine="codex"), "codex")
+    await store.claims.mark_submitted(other_turn.id)
+    await store.tasks.create(new("unsubmitted"), "unsubmitted")
+    claimed: dict[str, list[int]] = {"a": [], "b": [], "c": []}
+
+    async def claim(runner: str) -> None:
+        while (got := await store.claims.claim_next(runner, ["claude"])) is not None:
+            task, turn = got
+            assert task.status is TaskStatus.RUNNING and turn.runner == runner
+            claimed[runner].append(turn.id)
+
+    await asyncio.gather(*(claim(r) for r in claimed))
+    every = sorted(t for runs in claimed.values() for t in runs)
+    assert every == ids  # each once; not the follow-up, not codex's, not the unsubmitted
+    await store.tasks.finish_turn(
+        await store.tasks.get_turn(ids[0]),
+        TurnOutcome(TaskStatus.DONE),
+        claimed_by(claimed, ids[0]),
+    )
+    got = await store.claims.claim_next("a", ["claude", "codex"])
+    assert got is not None and got[1].id == follow.id  # submitted before codex's
+    got = await store.claims.claim_next("a", ["claude", "codex"])
+    assert got is not None and got[1].id == other_turn.id
+
+
+def claimed_by(claimed: dict[str, list[int]], turn_id: int) -> str:
+    return next(runner for runner, turns in claimed.items() if turn_id in turns)
+
+
+async def test_runners_lease_lapses_and_is_taken_once(store):
+    await store.runners.register("w1@h#a", "w1", "h", "worker")
+    assert await store.runners.beat("w1@h#a", ["claude"])
+    assert not await store.runners.take("w1@h#a", lease_s=30)  # alive
+    task, turn = await store.tasks.create(new("w"), "w")
+    await store.claims.claim_turn(turn.id, "w1@h#a")
+    assert await store.runners.lapsed_with_turns(30) == []
+    assert await store.runners.lapsed_with_turns(0) == ["w1@h#a"]
+    assert await store.runners.take("w1@h#a", lease_s=0)
+    assert not await store.runners.beat("w1@h#a", ["claude"])  # it finds itself taken
+    await store.runners.register("w1@h#b", "w1", "h", "worker")
+    assert await store.runners.earlier("w1", "h", "w1@h#b") == []  # #a was taken
+    assert await store.runners.take("legacy-identity", lease_s=30)  # no row: its turns decide
+    listed = {r.id: r for r in await store.runners.listed(60)}
+    assert listed["w1@h#a"].running == 1 and listed["w1@h#a"].engines == ("claude",)
+    assert listed["w1@h#b"].running == 0
 
 
 async def test_transcript_is_read_back_as_a_tail(store):

@@ -74,7 +74,7 @@ async def test_turns_run_on_a_worker_and_the_bot_delivers(
                     runner = (
                         await conn.execute(sa.text("SELECT runner FROM turns WHERE task_id = 1"))
                     ).scalar()
-                assert runner == f"detach-worker-{socket.gethostname()}-w1"
+                assert runner.startswith(f"w1@{socket.gethostname()}#")  # this incarnation
 
                 await fake.user_message("/claude MARK-W2 make the file", OWNER)
                 ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)

@@ -8,6 +8,7 @@ import logging
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
 from bot.errors import UserInputError
+from bot.fleet.takeover import Takeover
 from bot.models import Question, QuestionStatus, Task
 from bot.store import Grant, PendingQuestion, Store
 from bot.telegram.notifier import Notifier
@@ -18,7 +19,17 @@ _OUTCOME_KEYS = {"allow": "approval.allowed", "deny": "approval.denied"}
 
 
 class ApprovalAnswers:
-    def __init__(self, store: Store, desk: ApprovalDesk, notifier: Notifier, texts: Texts) -> None:
+    def __init__(
+        self,
+        store: Store,
+        desk: ApprovalDesk,
+        notifier: Notifier,
+        texts: Texts,
+        takeover: Takeover | None = None,
+    ) -> None:
+        """``takeover``: on a shared database, a tap for a turn whose runner is gone takes its
+        turns over (the task is offered for Resume) instead of answering nobody."""
+        self._takeover = takeover
         self._store = store
         self._desk = desk
         self._notifier = notifier
@@ -38,6 +49,8 @@ class ApprovalAnswers:
                 if question.status == QuestionStatus.EXPIRED
                 else "callback_approval.answered"
             )
+        if self._takeover is not None and await self._takeover.if_lost(task.id):
+            raise UserInputError("callback_approval.runner_lost")
         return question, task
 
     async def on_approval(

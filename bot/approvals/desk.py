@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Collection
 from dataclasses import asdict
 from datetime import timedelta
 
@@ -132,6 +133,7 @@ class ApprovalDesk:
         row_id: int | None = None
         try:
             row_id = await self._notifier.queue(task, text, kind="approval", markup=markup)
+            await self._store.questions.set_row(question.id, row_id)
             remember = asyncio.create_task(self._remember_message(task, question, row_id))
             self._background.add(remember)
             remember.add_done_callback(self._background.discard)
@@ -234,16 +236,21 @@ class ApprovalDesk:
         if future is not None and not future.done():
             future.set_result(answer)
 
-    async def expire_after_restart(self, runner: str | None = None) -> int:
-        """Questions pending when this process died: nobody waits for them; say so on each."""
-        expired = await self._store.questions.expire_all_pending(runner)
+    async def expire(
+        self, turn_ids: Collection[int] | None = None, key: str = "approval.restarted"
+    ) -> int:
+        """Questions the process that asked them can no longer wait for (it died: all of them
+        at a restart, or a dead worker's ``turn_ids``): expired, and each message says so."""
+        expired = await self._store.questions.expire_pending(turn_ids)
         for question in expired:
+            task = await self._store.tasks.get(question.task_id)
+            text = (
+                _first_part(question) + "\n\n" + self._texts.get(task.locale if task else "en", key)
+            )
             if question.chat_id is not None and question.message_id is not None:
-                task = await self._store.tasks.get(question.task_id)
-                text = self._texts.get(task.locale if task else "en", "approval.restarted")
-                await self._notifier.edit(
-                    question.chat_id, question.message_id, _first_part(question) + "\n\n" + text
-                )
+                await self._notifier.edit(question.chat_id, question.message_id, text)
+            elif question.row_id is not None and task is not None:
+                await self._notifier.edit_row(task.chat_id, question.row_id, text)
         return len(expired)
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from aiogram.filters.callback_data import CallbackData
-from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from pydantic import Field
 
 from bot.models import ApprovalRequest, Question, Task
 from bot.telegram.callbacks import Id
+from bot.telegram.markup import CallbackData, Keyboard
 from bot.telegram.render import shorten, usd
 from bot.telegram.texts import Texts
 
@@ -38,18 +37,14 @@ class BudgetAction(CallbackData, prefix="bu"):
     extend: bool
 
 
-def budget_keyboard(texts: Texts, loc: str, qid: int, extend_usd: float) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup(
-        inline_keyboard=[
+def budget_keyboard(texts: Texts, loc: str, qid: int, extend_usd: float) -> Keyboard:
+    return Keyboard.of(
+        [
             [
-                InlineKeyboardButton(
-                    text=texts.get(loc, "money.extend", extend=usd(extend_usd)),
-                    callback_data=BudgetAction(qid=qid, extend=True).pack(),
+                BudgetAction(qid=qid, extend=True).button(
+                    texts.get(loc, "money.extend", extend=usd(extend_usd))
                 ),
-                InlineKeyboardButton(
-                    text=texts.get(loc, "money.stop"),
-                    callback_data=BudgetAction(qid=qid, extend=False).pack(),
-                ),
+                BudgetAction(qid=qid, extend=False).button(texts.get(loc, "money.stop")),
             ]
         ]
     )
@@ -97,26 +92,20 @@ def approval_text(texts: Texts, task: Task, request: ApprovalRequest, timeout_s:
     return "\n".join([head, *describe(texts, loc, request), tail])
 
 
-def approval_keyboard(texts: Texts, loc: str, qid: int) -> InlineKeyboardMarkup:
+def approval_keyboard(texts: Texts, loc: str, qid: int) -> Keyboard:
     row = [
-        InlineKeyboardButton(
-            text=texts.get(loc, f"approval.{c}"),
-            callback_data=ApprovalAction(qid=qid, choice=c).pack(),
-        )
+        ApprovalAction(qid=qid, choice=c).button(texts.get(loc, f"approval.{c}"))
         for c in ("allow", "deny", "always")
     ]
-    return InlineKeyboardMarkup(inline_keyboard=[row])
+    return Keyboard.of([row])
 
 
-def confirm_keyboard(texts: Texts, loc: str, qid: int) -> InlineKeyboardMarkup:
+def confirm_keyboard(texts: Texts, loc: str, qid: int) -> Keyboard:
     row = [
-        InlineKeyboardButton(
-            text=texts.get(loc, f"approval.{key}"),
-            callback_data=ApprovalAction(qid=qid, choice=c).pack(),
-        )
+        ApprovalAction(qid=qid, choice=c).button(texts.get(loc, f"approval.{key}"))
         for c, key in (("confirm", "confirm_always"), ("back", "back"))
     ]
-    return InlineKeyboardMarkup(inline_keyboard=[row])
+    return Keyboard.of([row])
 
 
 def question_text(texts: Texts, task: Task, question: Question) -> str:
@@ -131,23 +120,16 @@ def question_text(texts: Texts, task: Task, question: Question) -> str:
 
 def question_keyboard(
     texts: Texts, loc: str, qid: int, question: Question, selected: list[int]
-) -> InlineKeyboardMarkup:
+) -> Keyboard:
     rows = [
         [
-            InlineKeyboardButton(
-                text=("☑️ " if i in selected else "") + shorten(option, 60),
-                callback_data=QuestionAction(qid=qid, option=i).pack(),
+            QuestionAction(qid=qid, option=i).button(
+                ("☑️ " if i in selected else "") + shorten(option, 60)
             )
         ]
         for i, option in enumerate(question.options)
     ]
     if question.multi:
-        rows.append(
-            [
-                InlineKeyboardButton(
-                    text=texts.get(loc, "approval.question_done"),
-                    callback_data=QuestionAction(qid=qid, option=DONE).pack(),
-                )
-            ]
-        )
-    return InlineKeyboardMarkup(inline_keyboard=rows)
+        done = QuestionAction(qid=qid, option=DONE).button(texts.get(loc, "approval.question_done"))
+        rows.append([done])
+    return Keyboard.of(rows)

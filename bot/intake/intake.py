@@ -1,18 +1,14 @@
 """Work that arrives outside Telegram updates: tasks added from a shell or dropped into the
-inbox, and restart recovery."""
+inbox."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections import defaultdict
 from pathlib import Path
 
-from bot import failpoints
-from bot.approvals.desk import ApprovalDesk
 from bot.intake.inbox import Inbox
-from bot.models import Task
 from bot.store import Store
 from bot.telegram.notifier import Notifier
 from bot.turns.queue import TurnQueue
@@ -73,28 +69,3 @@ class Intake:
         self._alive.parent.mkdir(parents=True, exist_ok=True)
         self._alive.touch()
         self._touched = time.monotonic()
-
-
-async def recover(
-    store: Store, notifier: Notifier, desk: ApprovalDesk, runner: str | None = None
-) -> list[Task]:
-    """At start: questions nobody waits for expire, turns this process (``runner``) left
-    running become interrupted and each owner gets one message listing them, all in one
-    transaction (a crash here leaves it all to the next start); queued turns are
-    re-submitted by the intake. Turns of other live workers are left alone."""
-    async with store.atomic():
-        await desk.expire_after_restart(runner)
-        interrupted = await store.tasks.interrupt_running(runner)
-        await store.claims.unsubmit_queued()
-        by_chat: dict[int, list[Task]] = defaultdict(list)
-        for task in interrupted:
-            by_chat[task.chat_id].append(task)
-            await store.audit.record("interrupted", task.owner_id, task.id)
-            await notifier.ack_status(task)
-        await notifier.retire_live([t.id for t in interrupted], "progress")
-        for chat_id, tasks in by_chat.items():
-            await notifier.interrupted(chat_id, tasks)
-        failpoints.hit("recover.before_commit")
-    for chat_id, tasks in by_chat.items():
-        log.info("chat %s: %s task(s) interrupted by a restart", chat_id, len(tasks))
-    return interrupted

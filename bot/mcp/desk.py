@@ -321,7 +321,7 @@ class McpDesk:
             from bot.telegram.outbox import Outbox
             from bot.telegram.texts import Texts
 
-            self._notifier = Notifier(self._store, Texts(), Outbox(self._store, None))
+            self._notifier = Notifier(self._store, Texts(), Outbox(self._store))
         return self._notifier
 
 

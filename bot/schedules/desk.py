@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from bot.errors import UserInputError
 from bot.models import TaskKind
+from bot.schedules.timer import ScheduleTimer, When
 from bot.schedules.when import describe, parse_at, parse_every, zone
 from bot.store import Schedule, Store
 from bot.store.db import utcnow
@@ -22,7 +23,6 @@ from bot.tasks.service import TaskService
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
-from bot.turns.pool import JobPool, When
 
 log = logging.getLogger(__name__)
 DEFAULT_TZ = "UTC"
@@ -43,7 +43,7 @@ class ScheduleDesk:
     def __init__(
         self,
         store: Store,
-        pool: JobPool,
+        timer: ScheduleTimer,
         service: TaskService,
         outbox: Outbox,
         texts: Texts,
@@ -51,7 +51,7 @@ class ScheduleDesk:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._store = store
-        self._pool = pool
+        self._timer = timer
         self._service = service
         self._outbox = outbox
         self._texts = texts
@@ -84,7 +84,7 @@ class ScheduleDesk:
             user_id, chat_id, when.cron, when.at, tz, rest, locale
         )
         await self._store.audit.record("schedule_added", user_id, None, f"S{schedule.id}")
-        await self._pool.set_schedule(schedule.id, when)
+        await self._timer.set(schedule.id, when)
         return Listed(schedule, when.next_after(self._clock()))
 
     async def list(self, user_id: int) -> list[Listed]:
@@ -97,7 +97,7 @@ class ScheduleDesk:
     async def pause(self, user_id: int, schedule_id: int) -> Schedule:
         schedule = await self._own(user_id, schedule_id)
         await self._store.schedules.set_state(schedule.id, PAUSED)
-        await self._pool.remove_schedule(schedule.id)
+        await self._timer.remove(schedule.id)
         return schedule
 
     async def resume(self, user_id: int, schedule_id: int) -> Schedule:
@@ -105,13 +105,13 @@ class ScheduleDesk:
         schedule = await self._own(user_id, schedule_id)
         await self._store.schedules.skip_to(schedule.id, self._clock())
         await self._store.schedules.set_state(schedule.id, ACTIVE)
-        await self._pool.set_schedule(schedule.id, when_of(schedule))
+        await self._timer.set(schedule.id, when_of(schedule))
         return schedule
 
     async def delete(self, user_id: int, schedule_id: int) -> Schedule:
         schedule = await self._own(user_id, schedule_id)
         await self._store.schedules.set_state(schedule.id, DELETED)
-        await self._pool.remove_schedule(schedule.id)
+        await self._timer.remove(schedule.id)
         await self._store.audit.record("schedule_deleted", user_id, None, f"S{schedule.id}")
         return schedule
 
@@ -124,20 +124,20 @@ class ScheduleDesk:
     # -- the engine's side -------------------------------------------------------------------
     async def start(self) -> int:
         """At start: run once what was missed while down, then register every active schedule
-        with the job pool. Returns how many missed runs were started."""
+        with the timer. Returns how many missed runs were started."""
         caught_up = 0
         for schedule in await self._store.schedules.list_for(None, (ACTIVE,)):
             if await self.fire(schedule.id):
                 caught_up += 1
             fresh = await self._store.schedules.get(schedule.id)
             if fresh is not None and fresh.state == ACTIVE:
-                await self._pool.set_schedule(schedule.id, when_of(fresh))
+                await self._timer.set(schedule.id, when_of(fresh))
         if caught_up:
             log.info("%s schedule run(s) missed while down started once each", caught_up)
         return caught_up
 
     async def on_fire(self, schedule_id: int) -> None:
-        """The job pool's call when a schedule fires; a failure is logged, never raised into
+        """The timer's call when a schedule fires; a failure is logged, never raised into
         the scheduler."""
         try:
             await self.fire(schedule_id)

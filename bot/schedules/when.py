@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from rapidfuzz import fuzz, process
 
 from bot.errors import UserInputError
-from bot.turns.pool import When
+from bot.schedules.timer import When
 
 _TIME = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")

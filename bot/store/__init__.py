@@ -23,6 +23,7 @@ from bot.store.records import (
     TranscriptRepo,
     UserSettingsRepo,
 )
+from bot.store.runners import Runner, RunnerRepo
 from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.task_rows import TurnOutcome
 from bot.store.tasks import TaskRepo
@@ -30,6 +31,7 @@ from bot.store.tasks import TaskRepo
 __all__ = [
     "Grant",
     "PendingQuestion",
+    "Runner",
     "Schedule",
     "Store",
     "TaskFileRow",
@@ -65,6 +67,7 @@ class Store:
         self.checks = CheckRepo(db, clock)
         self.engine_sessions = EngineSessionRepo(db, clock)
         self.limits = EngineLimitRepo(db, clock)
+        self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,7 +12,7 @@ import sqlalchemy as sa
 
 from bot.models import QuestionStatus
 from bot.store.db import Clock, Database, aware, utc
-from bot.store.schema import grants, pending_questions, turns
+from bot.store.schema import grants, pending_questions
 
 PENDING = QuestionStatus.PENDING
 
@@ -28,6 +29,7 @@ class PendingQuestion:
     message_id: int | None
     deadline: datetime | None
     answer: str | None
+    row_id: int | None = None  # the outbox row of its message
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ def _question(row: Any) -> PendingQuestion:
         m["message_id"],
         aware(m["deadline"]),
         m["answer"],
+        m["row_id"],
     )
 
 
@@ -107,6 +110,15 @@ class QuestionRepo:
                 .values(chat_id=chat_id, message_id=message_id)
             )
 
+    async def set_row(self, qid: int, row_id: int) -> None:
+        """The outbox row of the question's message (known before it is delivered)."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                pending_questions.update()
+                .where(pending_questions.c.id == qid)
+                .values(row_id=row_id)
+            )
+
     async def update_payload(self, qid: int, payload: dict[str, Any]) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(
@@ -125,23 +137,20 @@ class QuestionRepo:
             )
         return result.rowcount == 1
 
-    async def expire_all_pending(self, runner: str | None = None) -> list[PendingQuestion]:
-        """After a restart nobody waits for these any more: expire them, return them. With
-        scale-out workers only the questions of turns this process (``runner``) ran."""
+    async def expire_pending(
+        self, turn_ids: Collection[int] | None = None, answer: str = "restart"
+    ) -> list[PendingQuestion]:
+        """Nobody waits for these any more (the process that asked died): expire the pending
+        questions (of ``turn_ids``; None: all of them) and return them."""
         mine = pending_questions.c.status == PENDING
-        if runner is not None:
-            theirs = sa.select(turns.c.id).where(
-                turns.c.id == pending_questions.c.turn_id,
-                turns.c.runner.is_not(None),
-                turns.c.runner != runner,
-            )
-            mine = sa.and_(mine, ~sa.exists(theirs))
+        if turn_ids is not None:
+            mine = sa.and_(mine, pending_questions.c.turn_id.in_(list(turn_ids)))
         async with self._engine.begin() as conn:
             rows = list(await conn.execute(pending_questions.select().where(mine)))
             await conn.execute(
                 pending_questions.update()
                 .where(pending_questions.c.id.in_([r.id for r in rows]))
-                .values(status=QuestionStatus.EXPIRED, answer="restart", answered_at=self._clock())
+                .values(status=QuestionStatus.EXPIRED, answer=answer, answered_at=self._clock())
             )
         return [_question(r) for r in rows]
 

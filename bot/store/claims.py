@@ -4,12 +4,25 @@ another process."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import sqlalchemy as sa
 
+from bot.errors import TurnTaken
 from bot.models import Task, TaskStatus, Turn
 from bot.store.db import Clock, Database
 from bot.store.schema import tasks, turns
 from bot.store.task_rows import task_of, turn_of
+
+TURNS_CHANNEL = "detach_turns"  # NOTIFY channel: a turn was submitted
+
+
+def held_by(runner: str | None) -> tuple[sa.ColumnElement[bool], ...]:
+    """The conditions of a write that only the runner holding a running turn may make (None:
+    one process, no condition)."""
+    if runner is None:
+        return ()
+    return (turns.c.status == TaskStatus.RUNNING.value, turns.c.runner == runner)
 
 
 class ClaimRepo:
@@ -73,14 +86,15 @@ class ClaimRepo:
         async with self._engine.connect() as conn:
             return [r[0] for r in await conn.execute(query)]
 
-    async def park_turn(self, turn_id: int) -> Task:
+    async def park_turn(self, turn_id: int, runner: str | None = None) -> Task:
         """A turn its engine's usage limit stopped goes back to the queue, unsubmitted (it is
-        submitted again once the limit has reset), and its task waits for the limit."""
+        submitted again once the limit has reset), and its task waits for the limit. Raises
+        ``TurnTaken`` when the turn is no longer this ``runner``'s to park."""
         now = self._clock()
         async with self._engine.begin() as conn:
             parked = await conn.execute(
                 turns.update()
-                .where(turns.c.id == turn_id)
+                .where(turns.c.id == turn_id, *held_by(runner))
                 .values(
                     status=TaskStatus.QUEUED.value,
                     submitted_at=None,
@@ -92,9 +106,12 @@ class ClaimRepo:
                 )
                 .returning(turns.c.task_id)
             )
+            task_id = parked.scalar()
+            if task_id is None:
+                raise TurnTaken(turn_id)
             task = await conn.execute(
                 tasks.update()
-                .where(tasks.c.id == parked.scalar_one())
+                .where(tasks.c.id == task_id)
                 .values(status=TaskStatus.WAITING_FOR_LIMIT.value, updated_at=now)
                 .returning(tasks)
             )
@@ -154,6 +171,66 @@ class ClaimRepo:
             )
             return task_of(task.one()), turn_of(claimed)
 
+    async def claim_next(self, runner: str, engines: Collection[str]) -> tuple[Task, Turn] | None:
+        """Scale-out: claim the oldest submitted turn this runner can run (its engine is one of
+        ``engines``, it is its task's oldest queued turn and no turn of the task runs); turns
+        other runners are claiming at that moment are skipped (``FOR UPDATE SKIP LOCKED``), so
+        each turn goes to one runner. Returns the running task and turn."""
+        other = turns.alias("other")
+        blocked = sa.select(other.c.id).where(
+            other.c.task_id == turns.c.task_id,
+            sa.or_(
+                other.c.status == TaskStatus.RUNNING.value,
+                sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
+            ),
+        )
+        candidate = (
+            sa.select(turns.c.id)
+            .join(tasks, tasks.c.id == turns.c.task_id)
+            .where(
+                turns.c.status == TaskStatus.QUEUED.value,
+                turns.c.submitted_at.is_not(None),
+                tasks.c.engine.in_(list(engines)),
+                ~sa.exists(blocked),
+            )
+            .order_by(turns.c.submitted_at, turns.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True, of=turns)
+        )
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            turn_id = (await conn.execute(candidate)).scalar()
+            if turn_id is None:
+                return None
+            claimed = await conn.execute(
+                turns.update()
+                .where(turns.c.id == turn_id)
+                .values(
+                    status=TaskStatus.RUNNING.value,
+                    started_at=now,
+                    runs=turns.c.runs + 1,
+                    runner=runner,
+                    stop_requested=False,
+                )
+                .returning(turns)
+            )
+            turn = claimed.one()
+            task = await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == turn.task_id)
+                .values(status=TaskStatus.RUNNING.value, updated_at=now)
+                .returning(tasks)
+            )
+            return task_of(task.one()), turn_of(turn)
+
+    async def announce(self) -> None:
+        """Wake the runners of a shared PostgreSQL database: a turn was submitted (delivered
+        when the current transaction commits)."""
+        if self._engine.engine.dialect.name != "postgresql":
+            return
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.text(f"NOTIFY {TURNS_CHANNEL}"))
+
     async def request_stop(self, task_id: int) -> bool:
         """Ask whichever process runs this task's turn to stop it; False if none runs."""
         async with self._engine.begin() as conn:
@@ -163,6 +240,14 @@ class ClaimRepo:
                 .values(stop_requested=True)
             )
         return result.rowcount > 0
+
+    async def runner_of(self, task_id: int) -> str | None:
+        """The runner of the task's running turn (None: none runs)."""
+        query = sa.select(turns.c.runner).where(
+            turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query.limit(1))).scalar()
 
     async def stops_requested(self) -> list[int]:
         """Tasks whose running turn was asked to stop from another process (`detach mcp`)."""

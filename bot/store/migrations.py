@@ -17,6 +17,7 @@ from bot.store.schema import (
     metadata,
     outbox,
     pending_questions,
+    runners,
     schedules,
     schema_version,
     spend,
@@ -146,6 +147,13 @@ def _v18(conn: Connection) -> None:
     conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_tasks_parent_id ON tasks (parent_id)"))
 
 
+def _v19(conn: Connection) -> None:
+    """Scale-out liveness: the runners' leases, and a question's outbox row (so a takeover can
+    edit a question whose message id its dead worker never learned)."""
+    runners.create(conn, checkfirst=True)
+    _add_column(conn, "pending_questions", "row_id", "INTEGER")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -167,6 +175,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v16,
     _v17,
     _v18,
+    _v19,
 ]
 
 

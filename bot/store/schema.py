@@ -103,6 +103,7 @@ pending_questions = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("answered_at", sa.DateTime(timezone=True)),
     sa.Column("answer", sa.Text),  # v2
+    sa.Column("row_id", sa.Integer),  # v19: its message's outbox row (edited when it expires)
 )
 
 spend = sa.Table(
@@ -270,4 +271,20 @@ engine_limits = sa.Table(
     sa.Column("engine", sa.String(32), primary_key=True),
     sa.Column("until", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# v19: the processes that run turns (the bot, scale-out workers), each incarnation one row: a
+# lease renewed by its heartbeat; a turn whose runner's lease lapsed is taken over by another
+runners = sa.Table(
+    "runners",
+    metadata,
+    sa.Column("id", sa.String(128), primary_key=True),  # name@host#incarnation
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("host", sa.String(64), nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("engines", sa.String(256), nullable=False, server_default=""),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("stopped_at", sa.DateTime(timezone=True)),  # stopped cleanly
+    sa.Column("taken_at", sa.DateTime(timezone=True)),  # its turns were taken over
 )

@@ -70,4 +70,5 @@ def turn_of(row: Any) -> Turn:
         check_round=m["check_round"],
         parked_at=aware(m["parked_at"]),
         limit_parks=m["limit_parks"],
+        runner=m["runner"],
     )

@@ -3,11 +3,12 @@ queue of turns, from submission to the claim, is `bot.store.claims`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from bot.errors import TurnTaken
 from bot.models import (
     ACTIVE_STATUSES,
     Engine,
@@ -17,6 +18,7 @@ from bot.models import (
     Turn,
     TurnError,
 )
+from bot.store.claims import held_by
 from bot.store.db import Clock, Database
 from bot.store.schema import tasks, turns
 from bot.store.task_rows import TurnOutcome, task_of, turn_of
@@ -227,9 +229,12 @@ class TaskRepo:
                 .values(session_id=session_id, updated_at=self._clock())
             )
 
-    async def finish_turn(self, turn: Turn, outcome: TurnOutcome) -> tuple[Task, Turn]:
+    async def finish_turn(
+        self, turn: Turn, outcome: TurnOutcome, runner: str | None = None
+    ) -> tuple[Task, Turn]:
         """Record a turn's outcome; the task takes the outcome unless more turns are queued.
-        Returns the task and the finished turn."""
+        Returns the task and the finished turn. With ``runner`` (scale-out) only while that
+        runner holds the running turn; ``TurnTaken`` when another process took it over."""
         now = self._clock()
         queued = sa.exists(
             sa.select(turns.c.id).where(
@@ -239,7 +244,7 @@ class TaskRepo:
         async with self._engine.begin() as conn:
             finished = await conn.execute(
                 turns.update()
-                .where(turns.c.id == turn.id)
+                .where(turns.c.id == turn.id, *held_by(runner))
                 .values(
                     status=outcome.status.value,
                     result_text=outcome.result_text,
@@ -252,7 +257,10 @@ class TaskRepo:
                 )
                 .returning(turns)
             )
-            finished_turn = turn_of(finished.one())
+            row = finished.first()
+            if row is None:
+                raise TurnTaken(turn.id)
+            finished_turn = turn_of(row)
             task = await conn.execute(
                 tasks.update()
                 .where(tasks.c.id == turn.task_id)
@@ -318,14 +326,55 @@ class TaskRepo:
             rows = await conn.execute(tasks.select().where(tasks.c.announced.is_(False)))
             return [task_of(r) for r in rows]
 
-    async def interrupt_running(self, runner: str | None = None) -> list[Task]:
-        """After a crash: the turns this process (``runner``; None: every process, there is
-        only one) was running, and tasks marked running with no running turn at all, become
-        interrupted; returns those tasks. Turns other live workers run are theirs to recover."""
+    async def interrupt_runners(
+        self, runner_ids: Collection[str]
+    ) -> tuple[list[Task], list[Task], list[int]]:
+        """Take over the running turns of dead runners: a turn somebody asked to stop is
+        cancelled, every other one interrupted, and so is its task. Each turn's update is
+        conditional on it still running there, so of two takers only one gets it. Returns the
+        interrupted tasks, the cancelled ones and the turns taken."""
+        now = self._clock()
+        theirs = sa.and_(
+            turns.c.status == TaskStatus.RUNNING.value, turns.c.runner.in_(list(runner_ids))
+        )
+        async with self._engine.begin() as conn:
+            taken = list(
+                await conn.execute(
+                    turns.update()
+                    .where(theirs)
+                    .values(
+                        status=sa.case(
+                            (turns.c.stop_requested, TaskStatus.CANCELLED.value),
+                            else_=TaskStatus.INTERRUPTED.value,
+                        ),
+                        finished_at=now,
+                        error=sa.case(
+                            (turns.c.stop_requested, TurnError("turn_error.cancelled").encode()),
+                            else_=TurnError("turn_error.interrupted").encode(),
+                        ),
+                    )
+                    .returning(turns.c.id, turns.c.task_id, turns.c.status)
+                )
+            )
+            found: dict[str, list[Task]] = {"interrupted": [], "cancelled": []}
+            for status in found:
+                ids = sorted({r.task_id for r in taken if r.status == status})
+                if not ids:
+                    continue
+                rows = await conn.execute(
+                    tasks.update()
+                    .where(tasks.c.id.in_(ids))
+                    .values(status=status, updated_at=now)
+                    .returning(tasks)
+                )
+                found[status] = sorted((task_of(r) for r in rows), key=lambda t: t.id)
+        return found["interrupted"], found["cancelled"], [r.id for r in taken]
+
+    async def interrupt_running(self) -> list[Task]:
+        """After a crash of the one process: the turns it was running, and tasks marked running
+        with no running turn at all, become interrupted; returns those tasks."""
         now = self._clock()
         mine = turns.c.status == TaskStatus.RUNNING.value
-        if runner is not None:
-            mine = sa.and_(mine, sa.or_(turns.c.runner.is_(None), turns.c.runner == runner))
         async with self._engine.begin() as conn:
             ids = [
                 r[0] for r in await conn.execute(sa.select(turns.c.task_id).where(mine).distinct())

@@ -6,14 +6,13 @@ from __future__ import annotations
 import html
 import io
 
-from aiogram.types import ForceReply
-
 from bot.errors import UserInputError
 from bot.intake.inbox import export
 from bot.models import QuestionStatus, Task
 from bot.store import Store
 from bot.tasks.service import TaskService
 from bot.tasks.transcript import human_line
+from bot.telegram.markup import ForceReply
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import usd
 from bot.telegram.texts import Texts
@@ -76,10 +75,7 @@ class TaskCard:
             self._texts.get(task.locale, "task.followup_prompt", label=task.label),
             kind="status",
             markup=ForceReply(
-                force_reply=True,
-                input_field_placeholder=self._texts.get(
-                    task.locale, "task.followup_placeholder", label=task.label
-                )[:64],
+                self._texts.get(task.locale, "task.followup_placeholder", label=task.label)[:64]
             ),
         )
 

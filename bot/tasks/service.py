@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bot import failpoints
 from bot.errors import TaskNotFound, TaskStateError, UserInputError, clean
+from bot.fleet.takeover import Takeover
 from bot.models import (
     ApprovalMode,
     Engine,
@@ -79,8 +80,11 @@ class TaskService:
         worktrees: Worktrees,
         engines: Collection[Engine],
         defaults: TaskDefaults,
+        takeover: Takeover | None = None,
     ) -> None:
-        """``engines``: those tasks may use (here, or on scale-out workers)."""
+        """``engines``: those tasks may use (here, or on scale-out workers); ``takeover``: on
+        a shared database, takes over the turns of a runner found gone."""
+        self._takeover = takeover
         self._store = store
         self._pool = pool
         self._queue = queue
@@ -407,6 +411,8 @@ class TaskService:
         task = await self.get_own(user_id, task_id)
         dropped = await self._store.tasks.cancel_queued(task.id)
         stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
+        if stopping and self._takeover is not None:
+            await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
         if not stopping and not dropped:
             raise TaskStateError(
                 "error.not_active",

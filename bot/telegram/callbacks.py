@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from aiogram.filters.callback_data import CallbackData
-from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from pydantic import Field
 
+from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.texts import Texts
 
 ACTIONS = (
@@ -59,22 +58,20 @@ class TaskAction(CallbackData, prefix="t"):
     @classmethod
     def buttons(
         cls, texts: Texts, locale: str, task_id: int, actions: list[str], label: str | None = None
-    ) -> list[InlineKeyboardButton]:
+    ) -> list[Button]:
         """One row of buttons; with ``label`` the first says which task the row is for."""
         captions = [caption(texts, locale, a) for a in actions]
         if label and captions:
             captions[0] = f"{label}: {captions[0]}"
         return [
-            InlineKeyboardButton(text=caption, callback_data=cls(action=a, task_id=task_id).pack())
+            cls(action=a, task_id=task_id).button(caption)
             for a, caption in zip(actions, captions, strict=True)
         ]
 
 
 def task_keyboard(
     texts: Texts, locale: str, task_id: int, actions: list[str], *more_rows: list[str]
-) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup(
-        inline_keyboard=[
-            TaskAction.buttons(texts, locale, task_id, row) for row in (actions, *more_rows) if row
-        ]
+) -> Keyboard:
+    return Keyboard.of(
+        TaskAction.buttons(texts, locale, task_id, row) for row in (actions, *more_rows) if row
     )

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiogram.types import InlineKeyboardMarkup
-
 from bot.models import Task, TaskStatus, WorktreeState
 from bot.store import Store
 from bot.store.outbox import OutboxRow
@@ -19,6 +17,7 @@ from bot.telegram.callbacks import (
     run_on_engine,
     task_keyboard,
 )
+from bot.telegram.markup import Keyboard, markup_json
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import STATUS_ICONS
 from bot.telegram.texts import Texts
@@ -116,14 +115,14 @@ class TaskMessages:
         return note is not None and newest_card is not None
 
     async def replace(
-        self, task: Task, link_kind: str, text: str | None, markup: InlineKeyboardMarkup | None
+        self, task: Task, link_kind: str, text: str | None, markup: Keyboard | None
     ) -> bool:
         """The task's newest message of ``link_kind`` says ``text`` (None: what it said) with
         ``markup`` now (False: it has none)."""
         row = await self._store.outbox.newest_send(task.id, link_kind)
         if row is None:
             return False
-        kept = markup.model_dump(exclude_none=True)["inline_keyboard"] if markup else []
+        kept = markup.as_json()["inline_keyboard"] if markup else []
         shown = row.payload.get("text", "") if text is None else text
         await self._show(task.chat_id, row, shown, kept)
         return True
@@ -138,14 +137,13 @@ class TaskMessages:
     async def _show(self, chat_id: int, row: OutboxRow, text: str, kept: list[list[Any]]) -> None:
         """A message's new text and buttons: in its row (a message not sent yet goes out as it
         is now), and as an edit of the delivered one (only the buttons when the text stayed)."""
-        markup = {"inline_keyboard": kept} if kept else None
+        markup = Keyboard.from_json(kept)
         await self._store.outbox.replace_payload(
-            row.id, {**row.payload, "markup": markup, "text": text}
+            row.id, {**row.payload, "markup": markup_json(markup), "text": text}
         )
         if row.status != "sent":
             return
-        keys = InlineKeyboardMarkup.model_validate(markup) if markup else None
         if text != row.payload.get("text", ""):
-            await self._outbox.edit(chat_id, None, text, keys, row_id=row.id)
+            await self._outbox.edit(chat_id, None, text, markup, row_id=row.id)
         else:
-            await self._outbox.edit_markup(chat_id, row.id, keys)
+            await self._outbox.edit_markup(chat_id, row.id, markup)

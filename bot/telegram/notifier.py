@@ -8,18 +8,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aiogram.types import ForceReply, InlineKeyboardMarkup
-
 from bot.models import (
     ApprovalMode,
     CheckResult,
     Engine,
+    ProcessRole,
     Task,
     TaskStatus,
     Turn,
     WorktreeState,
 )
-from bot.store import Store
+from bot.store import Runner, Store
 from bot.telegram.callbacks import (
     CARD_ACTIONS,
     WORKTREE_ACTIONS,
@@ -28,6 +27,7 @@ from bot.telegram.callbacks import (
     task_keyboard,
 )
 from bot.telegram.lifecycle import TaskMessages
+from bot.telegram.markup import Keyboard, Markup
 from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
 from bot.telegram.render import (
@@ -362,10 +362,13 @@ class Notifier:
     async def _silent(self, chat_id: int, kind: str) -> bool:
         return await self.policies.silent(chat_id, kind)
 
-    async def interrupted(self, chat_id: int, tasks: Sequence[Task]) -> None:
-        """One message per owner listing what a restart interrupted, with buttons per task."""
+    async def interrupted(
+        self, chat_id: int, tasks: Sequence[Task], runner: Runner | None = None
+    ) -> None:
+        """One message per owner listing what a restart (or a lost scale-out ``runner``)
+        interrupted, with buttons per task."""
         loc = tasks[0].locale
-        lines = [self._texts.get(loc, "task.interrupted_header")]
+        lines = [self._interrupted_header(loc, runner)]
         lines += [
             self._texts.get(
                 loc,
@@ -386,11 +389,21 @@ class Notifier:
             task_id=tasks[0].id,
             link_kind="interrupted",
             silent=await self._silent(chat_id, "interrupted"),
-            markup=InlineKeyboardMarkup(inline_keyboard=rows),
+            markup=Keyboard.of(rows),
         )
 
+    def _interrupted_header(self, loc: str, runner: Runner | None) -> str:
+        if runner is None or runner.role != ProcessRole.WORKER:
+            return self._texts.get(loc, "task.interrupted_header")
+        key = (
+            "task.interrupted_worker_stopped"
+            if runner.stopped_at
+            else "task.interrupted_worker_lost"
+        )
+        return self._texts.get(loc, key, name=runner.name, host=runner.host)
+
     async def send_rich(
-        self, task: Task, html_text: str, kind: str, markup: InlineKeyboardMarkup | None = None
+        self, task: Task, html_text: str, kind: str, markup: Keyboard | None = None
     ) -> None:
         """Rendered HTML; the outbox sends it as plain text if Telegram rejects the HTML."""
         await self.send(task, html_text, kind, markup=markup)
@@ -401,7 +414,7 @@ class Notifier:
         text: str,
         kind: str,
         reply_to: int | None = None,
-        markup: InlineKeyboardMarkup | ForceReply | None = None,
+        markup: Markup | None = None,
     ) -> None:
         """Queue a message about ``task`` (linked to it once delivered); returns at once."""
         await self._outbox.send(
@@ -415,7 +428,7 @@ class Notifier:
         )
 
     async def send_and_wait(
-        self, task: Task, text: str, kind: str, markup: InlineKeyboardMarkup | None = None
+        self, task: Task, text: str, kind: str, markup: Keyboard | None = None
     ) -> Sent | None:
         """Like ``send``, for the caller that needs the message id: waits for delivery, after
         the outbox's pacing (None when it failed or took too long)."""
@@ -430,9 +443,7 @@ class Notifier:
         message_id = await self._outbox.delivered(row_id)
         return Sent(message_id) if message_id is not None else None
 
-    async def queue(
-        self, task: Task, text: str, kind: str, markup: InlineKeyboardMarkup | None = None
-    ) -> int:
+    async def queue(self, task: Task, text: str, kind: str, markup: Keyboard | None = None) -> int:
         """Queue a message about ``task``; returns its outbox row."""
         return await self._outbox.send(
             task.chat_id,
@@ -451,7 +462,7 @@ class Notifier:
         await self._outbox.edit(chat_id, None, text, None, row_id=row_id)
 
     async def edit(
-        self, chat_id: int, message_id: int, text: str, markup: InlineKeyboardMarkup | None = None
+        self, chat_id: int, message_id: int, text: str, markup: Keyboard | None = None
     ) -> None:
         """Edit a message in place; without ``markup`` its buttons are removed."""
         await self._outbox.edit(chat_id, message_id, text, markup)

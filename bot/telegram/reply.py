@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aiogram.types import InlineKeyboardMarkup
-
+from bot.telegram.markup import Keyboard
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
 
@@ -24,15 +23,11 @@ class Reply:
         """The text of ``key`` in this user's locale (string params are escaped)."""
         return self.texts.get(self.locale, key, **params)
 
-    async def __call__(
-        self, key: str, *, markup: InlineKeyboardMarkup | None = None, **params: Any
-    ) -> None:
+    async def __call__(self, key: str, *, markup: Keyboard | None = None, **params: Any) -> None:
         await self.send(self.text(key, **params), markup=markup)
 
-    async def send(self, html_text: str, markup: InlineKeyboardMarkup | None = None) -> None:
+    async def send(self, html_text: str, markup: Keyboard | None = None) -> None:
         await self.outbox.send(self.chat_id, html_text, markup=markup)
 
-    async def edit(
-        self, message_id: int, html_text: str, markup: InlineKeyboardMarkup | None = None
-    ) -> None:
+    async def edit(self, message_id: int, html_text: str, markup: Keyboard | None = None) -> None:
         await self.outbox.edit(self.chat_id, message_id, html_text, markup)

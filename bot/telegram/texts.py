@@ -1,15 +1,15 @@
 """User-facing text: gettext catalogs ``locales/<lang>/LC_MESSAGES/detach.po``, compiled to
-``.mo`` by ``make`` and read with aiogram's I18n. Message ids are stable keys (``task.done``);
+``.mo`` by ``make`` and read with the standard library's gettext (aiogram's I18n middleware, in
+the handlers, reads the same files). Message ids are stable keys (``task.done``);
 the locale is always passed explicitly, so background notifications use the recipient's."""
 
 from __future__ import annotations
 
+import gettext
 import html
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
-
-from aiogram.utils.i18n import I18n
 
 from bot.errors import ConfigError
 from bot.models import TurnError
@@ -38,22 +38,32 @@ class Texts:
                     f"the {locale} messages are not compiled (or older than {po}); "
                     "run `make venv` (it runs pybabel compile)"
                 )
-        self.i18n = I18n(path=directory, default_locale=DEFAULT_LOCALE, domain=DOMAIN)
-        if DEFAULT_LOCALE not in self.i18n.available_locales:
+        self.directory = directory
+        self._catalogs: dict[str, gettext.GNUTranslations] = {}
+        for locale, po in catalog_files(directory).items():
+            with po.with_suffix(".mo").open("rb") as compiled:
+                self._catalogs[locale] = gettext.GNUTranslations(compiled)
+        if DEFAULT_LOCALE not in self._catalogs:
             raise ConfigError(f"no {DEFAULT_LOCALE} messages in {directory}")
 
     @property
     def locales(self) -> list[str]:
-        return sorted(self.i18n.available_locales)
+        return sorted(self._catalogs)
 
     def pick(self, language_code: str | None) -> str:
         base = (language_code or "").split("-")[0].lower()
-        return base if base in self.i18n.available_locales else DEFAULT_LOCALE
+        return base if base in self._catalogs else DEFAULT_LOCALE
+
+    def _gettext(self, locale: str, key: str, plural: str | None = None, n: int = 1) -> str:
+        catalog = self._catalogs.get(locale)
+        if catalog is None:
+            return key if n == 1 or plural is None else plural
+        return catalog.gettext(key) if plural is None else catalog.ngettext(key, plural, n)
 
     def template(self, locale: str, key: str) -> str:
-        text = self.i18n.gettext(key, locale=locale)
+        text = self._gettext(locale, key)
         if text == key and locale != DEFAULT_LOCALE:
-            text = self.i18n.gettext(key, locale=DEFAULT_LOCALE)
+            text = self._gettext(DEFAULT_LOCALE, key)
         if text == key:
             raise KeyError(f"no message {key!r}")
         return text
@@ -69,9 +79,9 @@ class Texts:
         """A count in the language's plural form (gettext ``msgid_plural`` ``<key>.plural``):
         "1 step", "2 steps"; "1 шаг", "3 шага", "5 шагов". ``{n}`` is the count."""
         plural_key = f"{key}.plural"
-        text = self.i18n.gettext(key, plural_key, n, locale=locale)
+        text = self._gettext(locale, key, plural_key, n)
         if text in (key, plural_key) and locale != DEFAULT_LOCALE:
-            text = self.i18n.gettext(key, plural_key, n, locale=DEFAULT_LOCALE)
+            text = self._gettext(DEFAULT_LOCALE, key, plural_key, n)
         if text in (key, plural_key):
             raise KeyError(f"no message {key!r}")
         safe = {

@@ -45,12 +45,14 @@ class Parking:
         self._retry_s = retry_s
         self._timezone = timezone
 
-    async def park(self, task: Task, turn: Turn, until: datetime | None) -> None:
+    async def park(
+        self, task: Task, turn: Turn, until: datetime | None, runner: str | None = None
+    ) -> None:
         """The turn goes back to the queue, unsubmitted, until ``until`` (None: the engine
         named no reset time: a growing wait), with the engine's limit, the notice and the
         acknowledgement's status in one transaction. A turn that waited before has its notice
         updated instead (no new buzz for each retry). The intake submits it again once the
-        limit has reset."""
+        limit has reset. ``runner``: only while it holds the turn (``TurnTaken``)."""
         known = until is not None
         if until is None:
             until = utcnow() + timedelta(seconds=retry_after_s(self._retry_s, turn.limit_parks))
@@ -63,7 +65,7 @@ class Parking:
         ]
         async with self._store.atomic():
             await self._queue.limit(task.engine, until)
-            parked = await self._store.claims.park_turn(turn.id)
+            parked = await self._store.claims.park_turn(turn.id, runner)
             resets = local_time(until, zone)
             await self._notifier.limit_waits(
                 parked, key, resets, others, again=turn.limit_parks > 0

@@ -9,11 +9,11 @@ import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
-from bot.errors import AgentCrashed, AgentNotInstalled, UserInputError
+from bot.errors import AgentCrashed, AgentNotInstalled, TurnTaken, UserInputError
 from bot.models import (
     ApprovalMode,
     CheckResult,
@@ -46,15 +46,25 @@ from bot.turns.outcome import (
     reaper,
     transcript_entry,
 )
-from bot.turns.pool import StopReason, TurnControl
+from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.progress import Progress
 from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
 
 TRANSCRIPT_BATCH = 25
+# stops after which a turn writes nothing: left running for recovery at the next start
+# (shutdown), or another process's turn now (taken over); None: the pool itself went away
+HANDS_OFF = (None, StopReason.SHUTDOWN, StopReason.TAKEN_OVER)
 AGENT_EXIT_WAIT_S = 30.0  # a previous agent of the task still exiting (its stop is bounded)
 SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
+
+
+class RunnerIdentity(Protocol):
+    """Which runner this process is now (``bot.fleet.lease.Lease``, or a fixed name)."""
+
+    @property
+    def runner_id(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +99,16 @@ class TurnRunner:
         money: MoneyDesk,
         policy: TurnPolicy,
         workdirs: WorkdirPolicy | None = None,
-        runner_id: str | None = None,
+        identity: RunnerIdentity | None = None,
         stop_poll_s: float | None = None,
         process_tag: str | None = None,
         checks: CheckRunner | None = None,
     ) -> None:
-        """``stop_poll_s``: how often a running turn looks for a /cancel handled by another
-        process (scale-out); None in a single process, where the pool cancels directly.
+        """``identity``: which runner this process is now (its lease on a shared database; it
+        changes when another process took this one's turns over); a turn's writes are this
+        runner's only while it holds the turn. ``stop_poll_s``: how often a running turn looks
+        for a /cancel handled by another process (scale-out); None in a single process, where
+        the pool cancels directly.
         ``process_tag``: this process's prefix of the tag every agent process carries.
         ``checks`` runs a task's check after each of its turns."""
         self._store = store
@@ -106,7 +119,7 @@ class TurnRunner:
         self._money = money
         self._policy = policy
         self._workdirs = workdirs
-        self.runner_id = runner_id
+        self._identity = identity
         self._stop_poll_s = stop_poll_s
         self._process_tag = process_tag
         self._checks = checks
@@ -115,15 +128,34 @@ class TurnRunner:
             store, queue, notifier, tuple(executors), policy.limit_retry_s, policy.timezone
         )
 
-    async def run_turn(self, turn_id: int, control: TurnControl) -> None:
-        claimed = await self._store.claims.claim_turn(turn_id, self.runner_id)
+    @property
+    def runner_id(self) -> str | None:
+        return self._identity.runner_id if self._identity is not None else None
+
+    async def run_turn(
+        self, turn_id: int, control: TurnControl, claimed: Claimed | None = None
+    ) -> None:
+        """One turn: claimed here by id, or already ``claimed`` from the shared queue. Its
+        writes are those of the runner that claimed it, while that runner holds it."""
+        if claimed is None:
+            claimed = await self._store.claims.claim_turn(turn_id, self.runner_id)
         if claimed is None:
             log.info("turn %s: not claimable (already run, cancelled or behind another)", turn_id)
             return
         task, turn = claimed
+        try:
+            await self._run_claimed(task, turn, control, turn.runner)
+        except TurnTaken:
+            log.warning(
+                "task %s turn %s: taken over by another process; left alone", task.id, turn.id
+            )
+
+    async def _run_claimed(
+        self, task: Task, turn: Turn, control: TurnControl, runner: str | None
+    ) -> None:
         until = await self._queue.limited_until(task.engine)
         if until is not None:  # submitted before its engine's limit was known: it waits too
-            await self._parking.park(task, turn, until)
+            await self._parking.park(task, turn, until, runner)
             return
         if turn.parked_at is not None:  # a wait is over: said once, the first time
             await self._notifier.limit_over(task, task.engine.capitalize(), turn.limit_parks <= 1)
@@ -132,7 +164,7 @@ class TurnRunner:
         check: CheckResult | None = None
         refusal = await self._refusal(task)
         if refusal is not None:
-            await self._finish(task, turn, refusal, denials)
+            await self._finish(task, turn, refusal, denials, runner=runner)
             await self._queue.kick(task.id)
             return
         preset = self._money.catalog.get(task.preset)
@@ -141,31 +173,33 @@ class TurnRunner:
         try:
             spec = await self._spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
-                with control.running(), self._stops_from_elsewhere(turn_id, control):
+                with control.running(), self._stops_from_elsewhere(turn.id, control):
                     outcome, denials = await self._drive(task, spec, preset, left, agent)
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
                 if outcome.status is TaskStatus.WAITING_FOR_LIMIT:
-                    await self._parking.park(task, turn, outcome.resume_at)
+                    await self._parking.park(task, turn, outcome.resume_at, runner)
                 else:
-                    await self._finish(task, turn, outcome, denials, check)
+                    await self._finish(task, turn, outcome, denials, check, runner)
                 reported = True
         except asyncio.CancelledError:
-            if reported or control.reason in (None, StopReason.SHUTDOWN):
-                raise  # shutdown: recovery turns it into `interrupted` at the next start
+            if reported or control.reason in HANDS_OFF:
+                raise  # recovered as `interrupted` at the next start, or another process's now
             outcome = TurnOutcome(
                 status=TaskStatus(control.reason.value),
                 error=TurnError(f"turn_error.{control.reason.value}"),
             )
-            await self._finish(task, turn, outcome, denials)
+            await self._finish(task, turn, outcome, denials, runner=runner)
             await self._queue.kick(task.id)
+            raise
+        except TurnTaken:
             raise
         except Exception as exc:
             if reported:  # the agent's exit after its answer went wrong: nothing to report
                 log.exception("task %s turn %s: stopping the agent failed", task.id, turn.id)
             else:
-                await self._finish(task, turn, failure(task, turn, exc), denials)
+                await self._finish(task, turn, failure(task, turn, exc), denials, runner=runner)
         await self._queue.kick(task.id)
 
     @contextlib.asynccontextmanager
@@ -252,11 +286,13 @@ class TurnRunner:
         outcome: TurnOutcome,
         denials: tuple[str, ...],
         check: CheckResult | None = None,
+        runner: str | None = None,
     ) -> None:
         """Record the outcome, its spend, its check and the completion card in one transaction:
         a crash leaves either a running turn (recovered as interrupted, and said so) or a
         finished one whose card is queued, never a finished task that does not report. A failed
-        check with rounds left queues the next round instead of a card."""
+        check with rounds left queues the next round instead of a card. ``TurnTaken`` when
+        another process took the turn over: nothing is written."""
         turn_id = turn.id
         changes = await diff_stat(task.cwd) if outcome.status is not TaskStatus.FAILED else ""
         again = (
@@ -274,15 +310,17 @@ class TurnRunner:
                     await self._store.checks.record(task.id, turn.id, check)
                 if again and check is not None:
                     await self._next_round(task, turn, check)
-                task, finished = await self._record(turn, outcome)
+                task, finished = await self._record(turn, outcome, runner)
                 if not again:
                     await self._notifier.turn_finished(task, finished, denials, changes)
                 await self._notifier.ack_status(task)  # after the card: it is not held back
                 failpoints.hit("finish.before_commit")
+        except TurnTaken:
+            raise
         except Exception:  # deliberate: a card that cannot be built must not leave it "running"
             log.exception("task %s turn %s: completion card failed", task.id, turn_id)
             async with self._store.atomic():
-                task, _ = await self._record(turn, outcome)
+                task, _ = await self._record(turn, outcome, runner)
         failpoints.hit("finish.after_commit")
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
         if outcome.status is TaskStatus.BUDGET_EXCEEDED and task.max_usd is not None:
@@ -297,9 +335,11 @@ class TurnRunner:
         await self._store.tasks.add_turn(task.id, prompt, check_round=turn.check_round + 1)
         await self._notifier.check_retrying(task, check, self._policy.check_rounds)
 
-    async def _record(self, turn: Turn, outcome: TurnOutcome) -> tuple[Task, Turn]:
+    async def _record(
+        self, turn: Turn, outcome: TurnOutcome, runner: str | None
+    ) -> tuple[Task, Turn]:
         """The outcome and its spend; returns the task and the finished turn."""
-        task, finished = await self._store.tasks.finish_turn(turn, outcome)
+        task, finished = await self._store.tasks.finish_turn(turn, outcome, runner)
         if outcome.cost_usd:
             await self._store.spend.record(
                 task.owner_id,

@@ -1,0 +1,245 @@
+"""What the bot and a scale-out worker share, built from Settings: the store, the outbox's
+producers' side, the engines, the job pool and everything a turn needs, and on a shared
+database the runner's lease, takeover and claiming. Nothing here imports a Telegram library:
+a worker runs turns with this alone (``bot.app`` adds the Telegram side for the bot)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from bot.approvals.desk import ApprovalDesk
+from bot.engines import make_executors
+from bot.errors import ConfigError
+from bot.fleet.dispatch import Dispatcher
+from bot.fleet.fleet import Fleet
+from bot.fleet.lease import Lease, OneProcess
+from bot.fleet.takeover import Takeover
+from bot.intake.recovery import recover
+from bot.models import ProcessRole
+from bot.money.desk import MoneyDesk
+from bot.money.presets import PresetCatalog
+from bot.ports import Executor
+from bot.settings import Settings
+from bot.store import Store
+from bot.tasks.workdirs import WorkdirPolicy
+from bot.telegram.notifier import Notifier
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
+from bot.turns.pool import JobPool
+from bot.turns.queue import TurnQueue
+from bot.turns.runner import TurnPolicy, TurnRunner
+from bot.worktrees.git import Worktrees
+from executors import registry
+from executors.check import ShellCheck
+from executors.tree import kill_tagged
+
+log = logging.getLogger(__name__)
+SHARED_POLL_S = 1.0  # how soon a worker sees a /cancel or an answer the bot took
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Scale-out on PostgreSQL: this runner's lease, the loop that renews it and takes over
+    lapsed runners, and (unless it is a front) the claiming of turns."""
+
+    lease: Lease
+    fleet: Fleet
+    takeover: Takeover
+    dispatcher: Dispatcher | None
+
+
+@dataclass(frozen=True)
+class Core:
+    store: Store
+    texts: Texts
+    outbox: Outbox
+    notifier: Notifier
+    status: list[str]  # the engines' start-up probe lines, as /status shows them
+    executors: dict[str, Executor]
+    pool: JobPool
+    queue: TurnQueue
+    desk: ApprovalDesk
+    money: MoneyDesk
+    workdirs: WorkdirPolicy
+    worktrees: Worktrees
+    runner: TurnRunner
+    tag: str  # this process's prefix of the tag its agent processes carry
+    shared: Shared | None = None
+
+
+async def build_core(
+    settings: Settings,
+    stack: contextlib.AsyncExitStack,
+    role: ProcessRole,
+    name: str,
+    environ: Mapping[str, str] | None = None,
+    given_executors: Mapping[str, Executor] | None = None,
+) -> Core:
+    """The shared objects of a process called ``name`` on this host; the pool is not started
+    yet (``start_core`` does that)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    shared_db = settings.jobs_database_url is not None
+    if role is not ProcessRole.ALL and not shared_db:
+        raise ConfigError(
+            "scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
+            "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…"
+        )
+    store = await Store.open(settings.resolved_database_url)
+    stack.push_async_callback(store.close)
+    texts = Texts()
+    outbox = Outbox(store)
+    notifier = Notifier(store, texts, outbox)
+    agent_environ = os.environ if environ is None else environ
+    executors, status = await make_executors(
+        settings, agent_environ, given_executors, store.engine_sessions
+    )
+    host = socket.gethostname()
+    identity = stable_identity(role, name, host)
+    announce = store.claims.announce if shared_db else None
+    pool = JobPool(identity, settings.max_concurrent_turns, settings.turn_timeout_s, announce)
+    queue = TurnQueue(store, pool)
+    poll_s = SHARED_POLL_S if shared_db else None  # scale-out: other processes answer
+    desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
+    presets = PresetCatalog.load(settings.config, registry.builtin_presets())
+    money = MoneyDesk(store, presets, settings.daily_cap_usd, settings.task_cap_usd)
+    worktrees = Worktrees(store, settings.data_dir / "worktrees")
+    workdirs = WorkdirPolicy(
+        settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
+    )
+    lease = Lease(store, name, host, role.value, settings.worker_lease_s, executors.keys)
+    tag = process_tag(settings, identity)
+    runner = TurnRunner(
+        store=store,
+        executors=executors,
+        notifier=notifier,
+        queue=queue,
+        desk=desk,
+        money=money,
+        policy=turn_policy(settings),
+        workdirs=workdirs,
+        identity=lease if shared_db else OneProcess(identity),
+        stop_poll_s=poll_s,
+        process_tag=tag,
+        checks=ShellCheck(agent_environ, settings.secret_values(), settings.check_timeout_s),
+    )
+    shared = None
+    if shared_db:
+        takeover = Takeover(store, notifier, desk, settings.worker_lease_s)
+        dispatcher = (
+            None
+            if role is ProcessRole.FRONT
+            else Dispatcher(store, pool, lease, executors.keys, listen_dsn(settings))
+        )
+        shared = Shared(lease, Fleet(store, lease, takeover, pool), takeover, dispatcher)
+    return Core(
+        store,
+        texts,
+        outbox,
+        notifier,
+        status,
+        executors,
+        pool,
+        queue,
+        desk,
+        money,
+        workdirs,
+        worktrees,
+        runner,
+        tag,
+        shared,
+    )
+
+
+def turn_policy(settings: Settings) -> TurnPolicy:
+    return TurnPolicy(
+        auto_allowed_tools=settings.auto_allowed_tools,
+        progress_interval_s=settings.progress_interval_s,
+        progress_delay_s=settings.progress_delay_s,
+        check_rounds=settings.check_rounds,
+        sandbox_domains=settings.sandbox_allowed_domains,
+        timezone=settings.timezone,
+        limit_retry_s=settings.limit_retry_s,
+        subtask_command=(sys.executable, "-m", "bot", "mcp"),
+        subtask_env=subtask_env(settings),
+    )
+
+
+def stable_identity(role: ProcessRole, name: str, host: str) -> str:
+    """The name a process keeps across restarts (its agents' tag is made from it)."""
+    return f"detach-worker-{host}-{name}" if role is ProcessRole.WORKER else f"detach-{host}"
+
+
+def listen_dsn(settings: Settings) -> str:
+    """The shared database's URL as a plain PostgreSQL DSN (for the LISTEN connection)."""
+    url = sa.engine.make_url(settings.resolved_database_url).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+def subtask_env(settings: Settings) -> dict[str, str]:
+    """What `detach mcp --parent N`, started by an agent, needs to reach this bot: its data
+    directory and database, its users and limits, and this code; never the bot's token."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", ""),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "DETACH_DATA_DIR": str(settings.data_dir.resolve()),
+        "DETACH_DATABASE_URL": settings.resolved_database_url,
+        "DETACH_ALLOWED_USERS": ",".join(str(u) for u in sorted(settings.allowed_users)),
+        "DETACH_MAX_PROMPT_CHARS": str(settings.max_prompt_chars),
+        "DETACH_MAX_SUBTASKS": str(settings.max_subtasks),
+    }
+    return {k: v for k, v in env.items() if v}
+
+
+def process_tag(settings: Settings, identity: str) -> str:
+    """This process's prefix of the tag its agent processes carry: one per database and
+    process identity, so two bots on one machine never stop each other's agents."""
+    key = f"{settings.resolved_database_url}|{identity}".encode()
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
+    """Stop what a crashed run of this process left behind (agents, their daemons), recover
+    its turns, then start the job pool (and, on a shared database, the lease's loop and the
+    claiming of turns). On the way out: no more claims, the running turns stop, the lease
+    lapses at once so another process takes over what they leave."""
+    await asyncio.to_thread(kill_tagged, core.tag + ":")
+    shared = core.shared
+    if shared is None:
+        await recover(core.store, core.notifier, core.desk)
+    else:
+        await shared.lease.open()
+        stack.push_async_callback(shared.lease.close)
+        await shared.fleet.recover_earlier()
+    await stack.enter_async_context(core.pool.serve(core.runner.run_turn))
+    if shared is not None:
+        background(stack, shared.fleet.run_forever, "fleet")
+        if shared.dispatcher is not None:
+            background(stack, shared.dispatcher.run_forever, "dispatch")
+
+
+def background(
+    stack: contextlib.AsyncExitStack, run: Callable[[], Awaitable[None]], name: str
+) -> asyncio.Task[None]:
+    """A loop owned by ``stack``: cancelled (and awaited) when it closes."""
+    task = asyncio.ensure_future(run())
+    task.set_name(name)
+
+    async def stop() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    stack.push_async_callback(stop)
+    return task

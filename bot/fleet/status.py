@@ -1,0 +1,35 @@
+"""What /status says of the runners on a shared database: each one's name, host, when it was
+last heard from, how many turns it runs and its engines; a lapsed one is marked lost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.store import Runner, Store
+from bot.store.db import utcnow
+
+SEEN_WITHIN_LEASES = 4  # a runner gone longer than this many leases is no longer listed
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerLine:
+    runner: Runner
+    seen_s: float  # seconds since its last heartbeat
+    lost: bool  # its lease lapsed (or it stopped)
+
+
+class FleetStatus:
+    def __init__(self, store: Store, lease_s: float, shared: bool) -> None:
+        self._store = store
+        self._lease_s = lease_s
+        self.shared = shared  # False: one process, nothing to list
+
+    async def runners(self) -> list[RunnerLine]:
+        if not self.shared:
+            return []
+        now = utcnow()
+        found = await self._store.runners.listed(self._lease_s * SEEN_WITHIN_LEASES)
+        return [
+            RunnerLine(r, (now - r.heartbeat_at).total_seconds(), r.lapsed(now, self._lease_s))
+            for r in found
+        ]

@@ -1,0 +1,179 @@
+"""The runners' leases: every process that runs turns on a shared database (the bot, scale-out
+workers) has one row per incarnation, renewed by its heartbeat. A runner whose heartbeat is
+older than the lease (or that stopped) has lapsed; the first live process to mark it taken
+takes its turns over, and a runner that comes back finds itself taken and stops its turns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from bot.models import TaskStatus
+from bot.store.db import Clock, Database, aware, utc
+from bot.store.schema import runners, turns
+
+
+@dataclass(frozen=True, slots=True)
+class Runner:
+    id: str  # name@host#incarnation, the value of turns.runner
+    name: str
+    host: str
+    role: str
+    engines: tuple[str, ...]
+    started_at: datetime
+    heartbeat_at: datetime
+    stopped_at: datetime | None = None
+    taken_at: datetime | None = None
+    running: int = 0  # turns it runs now (as the database says)
+
+    def lapsed(self, now: datetime, lease_s: float) -> bool:
+        return self.stopped_at is not None or now - self.heartbeat_at > timedelta(seconds=lease_s)
+
+
+def _runner(row: sa.Row) -> Runner:  # type: ignore[type-arg]
+    m = row._mapping
+    return Runner(
+        id=m["id"],
+        name=m["name"],
+        host=m["host"],
+        role=m["role"],
+        engines=tuple(e for e in m["engines"].split(",") if e),
+        started_at=utc(m["started_at"]),
+        heartbeat_at=utc(m["heartbeat_at"]),
+        stopped_at=aware(m["stopped_at"]),
+        taken_at=aware(m["taken_at"]),
+        running=int(m.get("running") or 0),
+    )
+
+
+class RunnerRepo:
+    def __init__(self, engine: Database, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def register(self, runner_id: str, name: str, host: str, role: str) -> None:
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                runners.insert().values(
+                    id=runner_id, name=name, host=host, role=role, started_at=now, heartbeat_at=now
+                )
+            )
+
+    async def beat(self, runner_id: str, engines: Sequence[str]) -> bool:
+        """Renew the lease; False when it was taken over (this incarnation is over)."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                runners.update()
+                .where(
+                    runners.c.id == runner_id,
+                    runners.c.taken_at.is_(None),
+                    runners.c.stopped_at.is_(None),
+                )
+                .values(heartbeat_at=self._clock(), engines=",".join(engines))
+            )
+        return result.rowcount == 1
+
+    async def stop(self, runner_id: str) -> None:
+        """A clean stop: the lease lapses at once (its turns are taken over without waiting)."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                runners.update().where(runners.c.id == runner_id).values(stopped_at=self._clock())
+            )
+
+    async def get(self, runner_id: str) -> Runner | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(runners.select().where(runners.c.id == runner_id))).first()
+        return _runner(row) if row else None
+
+    async def take(self, runner_id: str, lease_s: float) -> bool:
+        """Mark a runner taken (inside the takeover's transaction) if its lease lapsed; True
+        when it is taken now or was before, or has no row (an older version's turns); False
+        while it is alive. Concurrent takers may both get True: the conditional update of each
+        turn decides which one takes it."""
+        now = self._clock()
+        lapsed = sa.or_(
+            runners.c.taken_at.is_not(None),
+            runners.c.stopped_at.is_not(None),
+            runners.c.heartbeat_at < now - timedelta(seconds=lease_s),
+        )
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                runners.update()
+                .where(runners.c.id == runner_id, lapsed)
+                .values(taken_at=sa.func.coalesce(runners.c.taken_at, now))
+            )
+            if result.rowcount == 1:
+                return True
+            exists = await conn.execute(sa.select(runners.c.id).where(runners.c.id == runner_id))
+            return exists.first() is None
+
+    async def lapsed_with_turns(self, lease_s: float) -> list[str]:
+        """Runners that run turns (as the database says) and whose lease lapsed, or that have
+        no lease at all."""
+        cutoff = self._clock() - timedelta(seconds=lease_s)
+        query = (
+            sa.select(turns.c.runner)
+            .select_from(turns.outerjoin(runners, runners.c.id == turns.c.runner))
+            .where(
+                turns.c.status == TaskStatus.RUNNING.value,
+                turns.c.runner.is_not(None),
+                sa.or_(
+                    runners.c.id.is_(None),
+                    runners.c.taken_at.is_not(None),
+                    runners.c.stopped_at.is_not(None),
+                    runners.c.heartbeat_at < cutoff,
+                ),
+            )
+            .distinct()
+        )
+        async with self._engine.connect() as conn:
+            return [r[0] for r in await conn.execute(query)]
+
+    async def earlier(self, name: str, host: str, runner_id: str) -> list[str]:
+        """This runner's earlier incarnations (same name and host) that were not taken over."""
+        query = sa.select(runners.c.id).where(
+            runners.c.name == name,
+            runners.c.host == host,
+            runners.c.id != runner_id,
+            runners.c.taken_at.is_(None),
+        )
+        async with self._engine.connect() as conn:
+            return [r[0] for r in await conn.execute(query)]
+
+    async def listed(self, seen_within_s: float) -> list[Runner]:
+        """Runners seen within ``seen_within_s`` and not stopped, or still holding turns; with
+        how many turns each runs; newest first per name."""
+        cutoff = self._clock() - timedelta(seconds=seen_within_s)
+        running = (
+            sa.select(sa.func.count())
+            .where(turns.c.runner == runners.c.id, turns.c.status == TaskStatus.RUNNING.value)
+            .scalar_subquery()
+        )
+        query = (
+            sa.select(runners, running.label("running"))
+            .where(
+                sa.or_(
+                    sa.and_(runners.c.heartbeat_at >= cutoff, runners.c.stopped_at.is_(None)),
+                    running > 0,
+                )
+            )
+            .order_by(runners.c.name, runners.c.started_at.desc())
+        )
+        async with self._engine.connect() as conn:
+            return [_runner(r) for r in await conn.execute(query)]
+
+    async def forget(self, older_than_s: float) -> int:
+        """Drop rows of runners gone for a long time that hold no turns (keeps the table small)."""
+        cutoff = self._clock() - timedelta(seconds=older_than_s)
+        holding = sa.select(turns.c.id).where(
+            turns.c.runner == runners.c.id, turns.c.status == TaskStatus.RUNNING.value
+        )
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                runners.delete().where(runners.c.heartbeat_at < cutoff, ~sa.exists(holding))
+            )
+        return int(result.rowcount)
