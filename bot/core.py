@@ -135,7 +135,7 @@ async def build_core(
     )
     shared = None
     if shared_db:
-        takeover = Takeover(store, notifier, desk, settings.worker_lease_s)
+        takeover = Takeover(store, notifier, desk)
         dispatcher = (
             None
             if role is ProcessRole.FRONT

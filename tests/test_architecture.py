@@ -112,8 +112,8 @@ def test_a_worker_imports_no_telegram_library_and_no_scheduler():
     """A scale-out worker runs turns with ``bot.core`` alone: what it imports (measured in a
     fresh interpreter) holds neither aiogram nor APScheduler, so it starts fast and light."""
     probe = (
-        "import sys, bot.worker; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiogram', 'apscheduler', 'aiohttp'}))"
+        "import sys, bot.worker; heavy = {'aiogram', 'apscheduler', 'aiohttp'}; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60

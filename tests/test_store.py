@@ -149,6 +149,11 @@ async def test_runners_claim_each_submitted_turn_once_oldest_first(store):
     await store.claims.mark_submitted(other_turn.id)
     await store.tasks.create(new("unsubmitted"), "unsubmitted")
     claimed: dict[str, list[int]] = {"a": [], "b": [], "c": []}
+    for runner in [*claimed, "gone"]:
+        await store.runners.register(runner, runner, "h", "worker", 30)
+    assert await store.runners.take("gone", dead=True)
+    assert await store.claims.claim_next("gone", ["claude"]) is None  # taken: claims nothing
+    assert await store.claims.claim_next("unknown", ["claude"]) is None  # no lease
 
     async def claim(runner: str) -> None:
         while (got := await store.claims.claim_next(runner, ["claude"])) is not None:
@@ -175,21 +180,23 @@ def claimed_by(claimed: dict[str, list[int]], turn_id: int) -> str:
 
 
 async def test_runners_lease_lapses_and_is_taken_once(store):
-    await store.runners.register("w1@h#a", "w1", "h", "worker")
-    assert await store.runners.beat("w1@h#a", ["claude"])
-    assert not await store.runners.take("w1@h#a", lease_s=30)  # alive
+    await store.runners.register("w1@h#a", "w1", "h", "worker", 30)
+    assert await store.runners.beat("w1@h#a", ["claude"], 30)
+    assert not await store.runners.take("w1@h#a")  # alive
     task, turn = await store.tasks.create(new("w"), "w")
     await store.claims.claim_turn(turn.id, "w1@h#a")
-    assert await store.runners.lapsed_with_turns(30) == []
-    assert await store.runners.lapsed_with_turns(0) == ["w1@h#a"]
-    assert await store.runners.take("w1@h#a", lease_s=0)
-    assert not await store.runners.beat("w1@h#a", ["claude"])  # it finds itself taken
-    await store.runners.register("w1@h#b", "w1", "h", "worker")
+    assert await store.runners.lapsed_with_turns() == []
+    assert await store.runners.beat("w1@h#a", ["claude"], -1)  # its lease: already over
+    assert await store.runners.lapsed_with_turns() == ["w1@h#a"]
+    assert await store.runners.take("w1@h#a")
+    assert not await store.runners.beat("w1@h#a", ["claude"], 30)  # it finds itself taken
+    await store.runners.register("w1@h#b", "w1", "h", "worker", 30)
     assert await store.runners.earlier("w1", "h", "w1@h#b") == []  # #a was taken
-    assert await store.runners.take("legacy-identity", lease_s=30)  # no row: its turns decide
+    assert await store.runners.take("legacy-identity")  # no row: its turns decide
     listed = {r.id: r for r in await store.runners.listed(60)}
     assert listed["w1@h#a"].running == 1 and listed["w1@h#a"].engines == ("claude",)
-    assert listed["w1@h#b"].running == 0
+    fresh = listed["w1@h#b"]
+    assert fresh.running == 0 and not fresh.lapsed(fresh.heartbeat_at)
 
 
 async def test_transcript_is_read_back_as_a_tail(store):

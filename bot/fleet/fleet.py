@@ -38,6 +38,7 @@ class Fleet:
 
     async def beat(self) -> None:
         if not await self._lease.renew():
+            self._lease.lost()  # claims nothing until the new incarnation
             await self._pool.stop_all(StopReason.TAKEN_OVER)
             await self._lease.open()
             return

@@ -50,14 +50,22 @@ class Lease:
     async def open(self) -> str:
         """A new incarnation (at start, and after this one was taken over)."""
         self.runner_id = f"{self.name}@{self.host}#{secrets.token_hex(3)}"
-        await self._store.runners.register(self.runner_id, self.name, self.host, self.role)
+        await self._store.runners.register(
+            self.runner_id, self.name, self.host, self.role, self.lease_s
+        )
         self._mark_renewed()
         log.info("runner %s: lease of %ss", self.runner_id, self.lease_s)
         return self.runner_id
 
+    def lost(self) -> None:
+        """Another process took this incarnation's turns: no more claims under its name."""
+        self.runner_id = ""
+
     async def renew(self) -> bool:
         """False when this incarnation was taken over (its turns are no longer its own)."""
-        if not await self._store.runners.beat(self.runner_id, sorted(self._engines())):
+        if not await self._store.runners.beat(
+            self.runner_id, sorted(self._engines()), self.lease_s
+        ):
             log.warning("runner %s: taken over by another process", self.runner_id)
             return False
         self._mark_renewed()

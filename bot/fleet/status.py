@@ -29,7 +29,4 @@ class FleetStatus:
             return []
         now = utcnow()
         found = await self._store.runners.listed(self._lease_s * SEEN_WITHIN_LEASES)
-        return [
-            RunnerLine(r, (now - r.heartbeat_at).total_seconds(), r.lapsed(now, self._lease_s))
-            for r in found
-        ]
+        return [RunnerLine(r, (now - r.heartbeat_at).total_seconds(), r.lapsed(now)) for r in found]

@@ -20,18 +20,15 @@ log = logging.getLogger(__name__)
 
 
 class Takeover:
-    def __init__(
-        self, store: Store, notifier: Notifier, desk: ApprovalDesk, lease_s: float
-    ) -> None:
+    def __init__(self, store: Store, notifier: Notifier, desk: ApprovalDesk) -> None:
         self._store = store
         self._notifier = notifier
         self._desk = desk
-        self._lease_s = lease_s
 
     async def sweep(self) -> int:
         """Take over every lapsed runner that still holds turns; returns how many turns."""
         taken = 0
-        for runner_id in await self._store.runners.lapsed_with_turns(self._lease_s):
+        for runner_id in await self._store.runners.lapsed_with_turns():
             taken += len(await self.take(runner_id))
         return taken
 
@@ -44,9 +41,8 @@ class Takeover:
     async def take(self, runner_id: str, dead: bool = False) -> list[Task]:
         """Take ``runner_id``'s turns if its lease lapsed (``dead``: known to be gone, this
         process's earlier incarnation); returns the tasks interrupted or cancelled."""
-        lease_s = 0.0 if dead else self._lease_s
         async with self._store.atomic():
-            if not await self._store.runners.take(runner_id, lease_s):
+            if not await self._store.runners.take(runner_id, dead):
                 return []
             runner = await self._store.runners.get(runner_id)
             interrupted, cancelled, turn_ids = await self._store.tasks.interrupt_runners(

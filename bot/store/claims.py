@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from bot.errors import TurnTaken
 from bot.models import Task, TaskStatus, Turn
 from bot.store.db import Clock, Database
-from bot.store.schema import tasks, turns
+from bot.store.schema import runners, tasks, turns
 from bot.store.task_rows import task_of, turn_of
 
 TURNS_CHANNEL = "detach_turns"  # NOTIFY channel: a turn was submitted
@@ -172,8 +172,9 @@ class ClaimRepo:
             return task_of(task.one()), turn_of(claimed)
 
     async def claim_next(self, runner: str, engines: Collection[str]) -> tuple[Task, Turn] | None:
-        """Scale-out: claim the oldest submitted turn this runner can run (its engine is one of
-        ``engines``, it is its task's oldest queued turn and no turn of the task runs); turns
+        """Scale-out: claim the oldest submitted turn this runner (registered, not taken over)
+        can run (its engine is one of ``engines``, it is its task's oldest queued turn and no
+        turn of the task runs); turns
         other runners are claiming at that moment are skipped (``FOR UPDATE SKIP LOCKED``), so
         each turn goes to one runner. Returns the running task and turn."""
         other = turns.alias("other")
@@ -184,6 +185,9 @@ class ClaimRepo:
                 sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
             ),
         )
+        alive = sa.select(runners.c.id).where(
+            runners.c.id == runner, runners.c.taken_at.is_(None), runners.c.stopped_at.is_(None)
+        )
         candidate = (
             sa.select(turns.c.id)
             .join(tasks, tasks.c.id == turns.c.task_id)
@@ -192,6 +196,7 @@ class ClaimRepo:
                 turns.c.submitted_at.is_not(None),
                 tasks.c.engine.in_(list(engines)),
                 ~sa.exists(blocked),
+                sa.exists(alive),  # a runner taken over (it does not know yet) claims nothing
             )
             .order_by(turns.c.submitted_at, turns.c.id)
             .limit(1)

@@ -25,12 +25,13 @@ class Runner:
     engines: tuple[str, ...]
     started_at: datetime
     heartbeat_at: datetime
+    expires_at: datetime
     stopped_at: datetime | None = None
     taken_at: datetime | None = None
     running: int = 0  # turns it runs now (as the database says)
 
-    def lapsed(self, now: datetime, lease_s: float) -> bool:
-        return self.stopped_at is not None or now - self.heartbeat_at > timedelta(seconds=lease_s)
+    def lapsed(self, now: datetime) -> bool:
+        return self.stopped_at is not None or self.taken_at is not None or self.expires_at < now
 
 
 def _runner(row: sa.Row) -> Runner:  # type: ignore[type-arg]
@@ -43,9 +44,18 @@ def _runner(row: sa.Row) -> Runner:  # type: ignore[type-arg]
         engines=tuple(e for e in m["engines"].split(",") if e),
         started_at=utc(m["started_at"]),
         heartbeat_at=utc(m["heartbeat_at"]),
+        expires_at=utc(m["expires_at"]),
         stopped_at=aware(m["stopped_at"]),
         taken_at=aware(m["taken_at"]),
         running=int(m.get("running") or 0),
+    )
+
+
+def _lapsed(now: datetime) -> sa.ColumnElement[bool]:
+    return sa.or_(
+        runners.c.taken_at.is_not(None),
+        runners.c.stopped_at.is_not(None),
+        runners.c.expires_at < now,
     )
 
 
@@ -54,17 +64,27 @@ class RunnerRepo:
         self._engine = engine
         self._clock = clock
 
-    async def register(self, runner_id: str, name: str, host: str, role: str) -> None:
+    async def register(
+        self, runner_id: str, name: str, host: str, role: str, lease_s: float
+    ) -> None:
         now = self._clock()
         async with self._engine.begin() as conn:
             await conn.execute(
                 runners.insert().values(
-                    id=runner_id, name=name, host=host, role=role, started_at=now, heartbeat_at=now
+                    id=runner_id,
+                    name=name,
+                    host=host,
+                    role=role,
+                    started_at=now,
+                    heartbeat_at=now,
+                    expires_at=now + timedelta(seconds=lease_s),
                 )
             )
 
-    async def beat(self, runner_id: str, engines: Sequence[str]) -> bool:
-        """Renew the lease; False when it was taken over (this incarnation is over)."""
+    async def beat(self, runner_id: str, engines: Sequence[str], lease_s: float) -> bool:
+        """Renew the lease for ``lease_s``; False when it was taken over (this incarnation is
+        over)."""
+        now = self._clock()
         async with self._engine.begin() as conn:
             result = await conn.execute(
                 runners.update()
@@ -73,7 +93,11 @@ class RunnerRepo:
                     runners.c.taken_at.is_(None),
                     runners.c.stopped_at.is_(None),
                 )
-                .values(heartbeat_at=self._clock(), engines=",".join(engines))
+                .values(
+                    heartbeat_at=now,
+                    expires_at=now + timedelta(seconds=lease_s),
+                    engines=",".join(engines),
+                )
             )
         return result.rowcount == 1
 
@@ -89,21 +113,16 @@ class RunnerRepo:
             row = (await conn.execute(runners.select().where(runners.c.id == runner_id))).first()
         return _runner(row) if row else None
 
-    async def take(self, runner_id: str, lease_s: float) -> bool:
-        """Mark a runner taken (inside the takeover's transaction) if its lease lapsed; True
-        when it is taken now or was before, or has no row (an older version's turns); False
-        while it is alive. Concurrent takers may both get True: the conditional update of each
-        turn decides which one takes it."""
+    async def take(self, runner_id: str, dead: bool = False) -> bool:
+        """Mark a runner taken (inside the takeover's transaction) if its lease lapsed (or it
+        is known to be ``dead``); True when it is taken now or was before, or has no row (an
+        older version's turns); False while it is alive. Concurrent takers may both get True:
+        the conditional update of each turn decides which one takes it."""
         now = self._clock()
-        lapsed = sa.or_(
-            runners.c.taken_at.is_not(None),
-            runners.c.stopped_at.is_not(None),
-            runners.c.heartbeat_at < now - timedelta(seconds=lease_s),
-        )
         async with self._engine.begin() as conn:
             result = await conn.execute(
                 runners.update()
-                .where(runners.c.id == runner_id, lapsed)
+                .where(runners.c.id == runner_id, sa.true() if dead else _lapsed(now))
                 .values(taken_at=sa.func.coalesce(runners.c.taken_at, now))
             )
             if result.rowcount == 1:
@@ -111,22 +130,16 @@ class RunnerRepo:
             exists = await conn.execute(sa.select(runners.c.id).where(runners.c.id == runner_id))
             return exists.first() is None
 
-    async def lapsed_with_turns(self, lease_s: float) -> list[str]:
+    async def lapsed_with_turns(self) -> list[str]:
         """Runners that run turns (as the database says) and whose lease lapsed, or that have
         no lease at all."""
-        cutoff = self._clock() - timedelta(seconds=lease_s)
         query = (
             sa.select(turns.c.runner)
             .select_from(turns.outerjoin(runners, runners.c.id == turns.c.runner))
             .where(
                 turns.c.status == TaskStatus.RUNNING.value,
                 turns.c.runner.is_not(None),
-                sa.or_(
-                    runners.c.id.is_(None),
-                    runners.c.taken_at.is_not(None),
-                    runners.c.stopped_at.is_not(None),
-                    runners.c.heartbeat_at < cutoff,
-                ),
+                sa.or_(runners.c.id.is_(None), _lapsed(self._clock())),
             )
             .distinct()
         )

@@ -285,6 +285,9 @@ runners = sa.Table(
     sa.Column("engines", sa.String(256), nullable=False, server_default=""),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=False),
+    # heartbeat plus the runner's own lease: past this it has lapsed (each runner says how
+    # long its silence may last, so processes with other settings never misjudge it)
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("stopped_at", sa.DateTime(timezone=True)),  # stopped cleanly
     sa.Column("taken_at", sa.DateTime(timezone=True)),  # its turns were taken over
 )
