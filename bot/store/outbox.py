@@ -125,12 +125,14 @@ class OutboxRepo:
         return row[0], row[1], str(json.loads(row[2]).get("text", ""))
 
     async def newest_send(self, task_id: int, link_kind: str) -> OutboxRow | None:
-        """The newest message of ``link_kind`` about a task, delivered or waiting."""
+        """The newest message of ``link_kind`` about a task, delivered or waiting; locked
+        until the transaction ends (its payload is about to be rewritten)."""
         query = (
             outbox.select()
             .where(*_sent_about(task_id, link_kind))
             .order_by(outbox.c.id.desc())
             .limit(1)
+            .with_for_update()
         )
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
@@ -138,7 +140,9 @@ class OutboxRepo:
 
     async def with_task_buttons(self, chat_id: int, task_id: int) -> list[OutboxRow]:
         """The messages in a chat that carry a button of this task (cards, a restart's
-        notice that lists it), delivered or waiting, newest last."""
+        notice that lists it), delivered or waiting, newest last. Locked until the transaction
+        ends: two tasks of one notice resumed at once (PostgreSQL) each rewrite its buttons
+        after the other, never from the same old copy."""
         query = (
             outbox.select()
             .where(
@@ -149,6 +153,7 @@ class OutboxRepo:
                 outbox.c.payload.like(f'%"t:%:{task_id}"%'),
             )
             .order_by(outbox.c.id)
+            .with_for_update()
         )
         async with self._engine.connect() as conn:
             return [_row(r) for r in await conn.execute(query)]

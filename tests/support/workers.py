@@ -43,6 +43,13 @@ class Worker:
         log.close()
         self.starts += 1
 
+    async def ready(self, timeout_s: float = 30) -> None:
+        """Until this start of it said it is ready (a crash at start fails here)."""
+        async with asyncio.timeout(timeout_s):
+            while self.tail(1_000_000).count(" ready: ") < self.starts:
+                assert self.alive, self.tail()
+                await asyncio.sleep(0.1)
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None

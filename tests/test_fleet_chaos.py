@@ -1,0 +1,235 @@
+"""The scale-out chaos drill: a front bot and three real `python -m bot worker` processes on the
+machine's PostgreSQL, the real claude CLI against the scripted model, 40 tasks sent at once; a
+random live worker is killed with kill -9 (with its agents: the machine is gone) every 20 s
+and restarted 40 s later. The owner presses Resume on every notice as it arrives.
+
+Afterwards: every task is done, once (one completion card each; no turn was run twice: a
+resumed task runs a new turn, asked for); every turn a killed worker left was surfaced, naming
+that worker, within its lease + 15 s, and its Resume finished on a live worker; no restarted
+worker crashed at start; no message still says running, no Resume button is left, no progress
+message stays; every worker stops cleanly at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from bot.models import TaskStatus
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.postgres import postgres_database
+from tests.support.workers import Worker, worker_env
+
+TASKS = 40
+LEASE_S = 10.0
+KILL_EVERY_S = 20.0
+RESTART_AFTER_S = 40.0
+KILLS = 4
+SURFACED_WITHIN_S = LEASE_S + 15
+NOTICE = re.compile(r"Worker <b>(w\d)</b>")
+
+
+class Owner:
+    """Presses Resume on every task of every takeover notice, as a person would."""
+
+    def __init__(self, fake: FakeTelegram) -> None:
+        self.fake = fake
+        self.seen: dict[str, float] = {}  # task label -> when its (first) notice arrived
+        self.noticed: list[tuple[str, str, float]] = []  # (worker, label, when)
+        self._read = 0
+
+    async def run(self) -> None:
+        while True:
+            calls = self.fake.calls[self._read :]
+            self._read += len(calls)
+            for call in calls:
+                if call.method == "sendMessage" and call.ok:
+                    await self._notice(call)
+            await asyncio.sleep(0.2)
+
+    async def _notice(self, call) -> None:  # type: ignore[no-untyped-def]
+        match = NOTICE.search(call.params.get("text", ""))
+        if match is None:
+            return
+        for row in call.params["reply_markup"]["inline_keyboard"]:
+            resume = row[0]
+            label = resume["text"].split(":")[0]
+            self.noticed.append((match.group(1), label, call.at))
+            self.seen.setdefault(label, call.at)
+            await self.fake.press(OWNER, call.result["message_id"], resume["callback_data"], OWNER)
+
+
+async def turns_of(store, runner_prefix: str) -> list[tuple[int, int, str]]:  # type: ignore[no-untyped-def]
+    """(turn id, task id, status) of the turns a runner incarnation holds or held."""
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text("SELECT id, task_id, status FROM turns WHERE runner LIKE :r"),
+            {"r": f"{runner_prefix}#%"},
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+
+async def current_runner(store, name: str) -> str:  # type: ignore[no-untyped-def]
+    async with store.engine.connect() as conn:
+        return str(
+            (
+                await conn.execute(
+                    sa.text(
+                        "SELECT id FROM runners WHERE name = :n ORDER BY started_at DESC LIMIT 1"
+                    ),
+                    {"n": name},
+                )
+            ).scalar_one()
+        )
+
+
+async def drill(store, workers: list[Worker], rng: random.Random) -> list[tuple[str, str, float]]:  # type: ignore[no-untyped-def]
+    """Every 20 s: kill -9 a random live worker (with its agents), then start the ones due
+    back; each comes back 40 s after its kill. Returns (worker, incarnation, when killed)."""
+    began = time.monotonic()
+    kills: list[tuple[str, str, float]] = []
+    restarts: list[tuple[float, Worker]] = []
+    for k in range(1, KILLS + 1):
+        await asyncio.sleep(max(0.0, began + k * KILL_EVERY_S - time.monotonic()))
+        victim = rng.choice([w for w in workers if w.alive])
+        incarnation = await current_runner(store, victim.name)
+        await victim.kill_with_agents()
+        kills.append((victim.name, incarnation, time.monotonic()))
+        for due in [r for r in restarts if r[0] <= time.monotonic() + 1.0]:
+            await due[1].start()  # 40 s after its kill (this tick's victim was up)
+            restarts.remove(due)
+        restarts.append((time.monotonic() + RESTART_AFTER_S, victim))
+    for when, worker in sorted(restarts, key=lambda r: r[0]):
+        await asyncio.sleep(max(0.0, when - time.monotonic()))
+        await worker.start()
+    return kills
+
+
+@pytest.mark.timeout(480)
+async def test_forty_tasks_while_workers_are_killed_in_turn(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    for n in range(TASKS):
+        anthropic.script(
+            f"CHAOS{n:02d}",
+            [
+                {"tool_use": {"name": "Bash", "input": {"command": "sleep 6", "description": "w"}}},
+                {"text": f"finished {n:02d}"},
+            ],
+        )
+    async with postgres_database() as url, FakeTelegram(flood_burst=60, flood_per_s=60) as fake:
+        extra = {"DETACH_WORKER_LEASE_S": str(LEASE_S), "DETACH_MAX_CONCURRENT_TURNS": "2"}
+        workers = [
+            Worker(
+                name,
+                worker_env(agent_env, url, tmp_path / name, claude_bin, workdir, **extra),
+                tmp_path / f"{name}.log",
+            )
+            for name in ("w1", "w2", "w3")
+        ]
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            role="front",
+            database_url=url,
+            worker_lease_s=LEASE_S,
+            progress_delay_s=2.0,
+            progress_interval_s=1.0,
+        )
+        async with running_bot(settings, agent_env) as app:
+            owner = Owner(fake)
+            watching = asyncio.create_task(owner.run())
+            try:
+                for worker in workers:
+                    await worker.start()
+                for n in range(TASKS):
+                    await fake.user_message(f"/claude mode=auto CHAOS{n:02d} chaos", OWNER)
+                kills = await drill(app.store, workers, random.Random(20))
+
+                async def all_done() -> bool:
+                    tasks = await app.store.tasks.list_for(OWNER, limit=100)
+                    return len(tasks) == TASKS and all(t.status is TaskStatus.DONE for t in tasks)
+
+                async with asyncio.timeout(240):
+                    while not await all_done():
+                        await asyncio.sleep(0.5)
+                assert await app.outbox.idle(60)
+                await asyncio.sleep(1.0)  # the last edits reach the fake Bot API
+                for worker in workers:
+                    await worker.ready()  # the last restarts too: none crashed at start
+            finally:
+                watching.cancel()
+                exits = {w.name: await w.stop() if w.alive else None for w in workers}
+            async with app.store.engine.connect() as conn:
+                turns = [
+                    dict(r._mapping)
+                    for r in await conn.execute(
+                        sa.text("SELECT id, task_id, status, runs, runner FROM turns ORDER BY id")
+                    )
+                ]
+            labels = {t.id: t.label for t in await app.store.tasks.list_for(OWNER, limit=100)}
+        logs = {w.name: w.tail(1_000_000) for w in workers}
+        chat = fake.messages.get(OWNER, [])
+        cards = [
+            c.params["text"]
+            for c in fake.calls
+            if c.method == "sendMessage" and c.ok and "finished " in c.params.get("text", "")
+        ]
+
+    check_workers(workers, exits, logs)
+    check_turns(turns, labels, cards, kills, owner)
+    check_chat(chat)
+
+
+def check_workers(workers: list[Worker], exits: dict, logs: dict) -> None:  # type: ignore[type-arg]
+    """No worker crashed: each was only ever killed by the drill, started cleanly each time,
+    and stopped cleanly at the end."""
+    for worker in workers:
+        assert all(code == -9 for code in worker.exits), (worker.name, worker.exits)
+        assert exits[worker.name] == 0, (worker.name, logs[worker.name][-3000:])
+        assert logs[worker.name].count(" ready: ") == worker.starts, logs[worker.name][-3000:]
+        assert "Traceback" not in logs[worker.name], logs[worker.name][-5000:]
+
+
+def check_turns(turns: list, labels: dict, cards: list, kills: list, owner: Owner) -> None:  # type: ignore[type-arg]
+    """Every task ends once: one card each; no turn ran twice (a resume is a new turn, asked
+    for). Every turn a killed worker left was surfaced in time, naming it, and resumed on
+    another worker."""
+    assert all(t["runs"] == 1 for t in turns), [t for t in turns if t["runs"] != 1]
+    for n in range(TASKS):
+        assert sum(f"finished {n:02d}" in text for text in cards) == 1, n
+    done = [t for t in turns if t["status"] == TaskStatus.DONE.value]
+    assert sorted(t["task_id"] for t in done) == sorted(labels)
+
+    lost = [t for t in turns if t["status"] == TaskStatus.INTERRUPTED.value]
+    assert lost, "the drill killed no worker while it ran a turn"
+    assert all(t["status"] in ("done", "interrupted") for t in turns), turns
+    for turn in lost:
+        name, _, killed_at = next(k for k in kills if turn["runner"] == k[1])
+        label = labels[turn["task_id"]]
+        noticed = [when for worker, seen, when in owner.noticed if seen == label and worker == name]
+        assert noticed, (label, name, owner.noticed)
+        assert min(w for w in noticed if w >= killed_at) - killed_at <= SURFACED_WITHIN_S, label
+        resumed = [t for t in turns if t["task_id"] == turn["task_id"] and t["id"] > turn["id"]]
+        assert resumed and resumed[-1]["runner"] != turn["runner"], resumed  # a live one
+
+
+def check_chat(chat: list) -> None:  # type: ignore[type-arg]
+    """The chat a person sees: nothing says running, no Resume or Cancel is left, no progress
+    message stays."""
+    for message in chat:
+        text = message.get("text", "")
+        assert "· running" not in text and "· queued" not in text, text
+        buttons = [
+            b["text"]
+            for row in (message.get("reply_markup") or {}).get("inline_keyboard", [])
+            for b in row
+        ]
+        assert not any("Resume" in b or "Cancel" in b for b in buttons), (text, buttons)
