@@ -86,22 +86,32 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
 
 
 USAGE_LIMIT = "usageLimitExceeded"  # the error's codexErrorInfo (0.171.0, measured)
-_AT = re.compile(r"try again at (\d{1,2}):(\d{2})\s*([AP]M)?", re.IGNORECASE)
+# "try again at 3:59 PM", or on another day "try again at Dec 2nd, 2026 12:10 AM" (0.171.0)
+_AT = re.compile(
+    r"try again at (?:([A-Z][a-z]{2}) (\d{1,2})(?:st|nd|rd|th)?, (\d{4}) )?"
+    r"(\d{1,2}):(\d{2})\s*([AP]M)?",
+    re.IGNORECASE,
+)
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
 
 def try_again_at(message: str, now: datetime) -> datetime | None:
-    """When a Codex limit message says to come back ("… or try again at 3:59 PM.", a wall
-    clock time in the zone Codex runs in, which is the bot's: ``now`` carries it); the next
+    """When a Codex limit message says to come back (a wall clock time in the zone Codex runs
+    in, which is the bot's: ``now`` carries it): that day's, when it names one, else the next
     such moment after ``now``. None when the message names no time."""
     found = _AT.search(message)
     if found is None:
         return None
-    hour, minute = int(found[1]), int(found[2])
-    if found[3]:
-        hour = hour % 12 + (12 if found[3].upper() == "PM" else 0)
-    if hour > 23 or minute > 59:
+    month, day, year, hour, minute = found[1], found[2], found[3], int(found[4]), int(found[5])
+    if found[6]:
+        hour = hour % 12 + (12 if found[6].upper() == "PM" else 0)
+    try:
+        at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        if month is not None:
+            at = at.replace(year=int(year), month=_MONTHS.index(month.lower()) + 1, day=int(day))
+            return at
+    except ValueError:  # 25:00, Feb 30th, a month we do not know
         return None
-    at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
     return at if at > now else at + timedelta(days=1)
 
 

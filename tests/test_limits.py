@@ -113,6 +113,14 @@ def test_codex_times_are_read_in_its_zone_and_roll_to_the_next_day():
         hour=9, minute=0
     ) + timedelta(days=1)
     assert try_again_at("Upgrade to Pro.", berlin) is None
+    # a reset on another day names its date (what 0.171.0 prints then)
+    assert try_again_at(
+        "… credits or try again at Dec 2nd, 2026 12:10 AM.", berlin
+    ) == berlin.replace(day=2, hour=0, minute=10)
+    assert try_again_at("try again at Jan 1st, 2027 9:05 PM", berlin) == berlin.replace(
+        year=2027, month=1, day=1, hour=21, minute=5
+    )
+    assert try_again_at("try again at Feb 30th, 2027 9:05 PM", berlin) is None
 
 
 def test_a_reset_time_is_said_in_the_users_zone():
