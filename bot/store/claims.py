@@ -271,3 +271,9 @@ class ClaimRepo:
                     )
                 ).scalar()
             )
+
+    async def holds(self, turn_id: int, runner: str) -> bool:
+        """Whether ``runner`` still runs the turn (another process may have taken it over)."""
+        query = sa.select(turns.c.id).where(turns.c.id == turn_id, *held_by(runner))
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query)).first() is not None

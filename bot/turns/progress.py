@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from bot.models import AgentEvent, Task, TaskStatus, TextEmitted, ToolCalled, UsageUpdated
 from bot.money.presets import Preset
@@ -27,7 +28,11 @@ class Progress:
         interval_s: float,
         preset: Preset | None,
         delay_s: float = 0.0,
+        held: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        """``held``: whether this process still runs the turn (scale-out: another may have
+        taken it over; then the message is not sent, nor edited)."""
+        self._held = held
         self._notifier = notifier
         self._task = task
         self._interval_s = interval_s
@@ -77,6 +82,8 @@ class Progress:
         """The message after ``delay_s``, then its edits; edits name the message by its outbox
         row: nothing here waits for delivery."""
         await asyncio.sleep(self._delay_s)
+        if not await self._holds():
+            return
         self._shown = self.text()
         self._row_id = await self._notifier.queue(self._task, self._shown, kind="progress")
         await self._notifier.ack_status(dataclasses.replace(self._task, status=TaskStatus.RUNNING))
@@ -85,8 +92,13 @@ class Progress:
             await asyncio.sleep(self._interval_s)
             text = self.text()
             if text != self._shown and time.monotonic() - self._last_edit >= self._interval_s:
+                if not await self._holds():
+                    return
                 self._shown, self._last_edit = text, time.monotonic()
                 await self._notifier.edit_row(self._task.chat_id, self._row_id, text)
+
+    async def _holds(self) -> bool:
+        return self._held is None or await self._held()
 
     async def __aexit__(self, *exc: object) -> None:
         """The message never outlives the turn: removed, or never sent if it still waits in a
@@ -95,5 +107,5 @@ class Progress:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
-        if self._row_id:
+        if self._row_id and await self._holds():  # else the taker retired it
             await asyncio.shield(self._notifier.retire(self._task.chat_id, self._row_id))

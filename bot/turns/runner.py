@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -173,8 +174,8 @@ class TurnRunner:
         try:
             spec = await self._spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
-                with control.running(), self._stops_from_elsewhere(turn.id, control):
-                    outcome, denials = await self._drive(task, spec, preset, left, agent)
+                with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
+                    outcome, denials = await self._drive(task, spec, preset, left, agent, runner)
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
@@ -220,25 +221,41 @@ class TurnRunner:
                 del self._agents[task_id]
 
     @contextlib.contextmanager
-    def _stops_from_elsewhere(self, turn_id: int, control: TurnControl) -> Iterator[None]:
+    def _stops_from_elsewhere(
+        self, turn_id: int, runner: str | None, control: TurnControl
+    ) -> Iterator[None]:
         """A /cancel handled by another process (the bot, when this turn runs on a worker)
         arrives as a flag on the turn's row, looked for while the agent runs."""
         if self._stop_poll_s is None:
             yield
             return
-        watcher = asyncio.create_task(self._watch_stop(turn_id, control, self._stop_poll_s))
+        watcher = asyncio.create_task(self._watch_stop(turn_id, runner, control, self._stop_poll_s))
         try:
             yield
         finally:
             watcher.cancel()
 
-    async def _watch_stop(self, turn_id: int, control: TurnControl, every_s: float) -> None:
+    async def _watch_stop(
+        self, turn_id: int, runner: str | None, control: TurnControl, every_s: float
+    ) -> None:
+        """A /cancel handled elsewhere, or another process that took the turn over (this
+        runner was cut off past its lease): the turn stops, the second time hands off."""
         while True:
             await asyncio.sleep(every_s)
+            if runner is not None and not await self._store.claims.holds(turn_id, runner):
+                log.warning("turn %s: taken over by another process; stopping it", turn_id)
+                control.request_stop(StopReason.TAKEN_OVER)
+                return
             if await self._store.claims.stop_requested(turn_id):
                 log.info("turn %s: stop requested from another process", turn_id)
                 control.request_stop(StopReason.CANCELLED)
                 return
+
+    def _held(self, turn_id: int, runner: str | None) -> Callable[[], Awaitable[bool]] | None:
+        """On a shared database: whether ``runner`` still runs the turn (else always)."""
+        if self._stop_poll_s is None or runner is None:
+            return None
+        return functools.partial(self._store.claims.holds, turn_id, runner)
 
     async def _spec(
         self, task: Task, turn: Turn, preset: Preset | None, left: float | None
@@ -391,6 +408,7 @@ class TurnRunner:
         preset: Preset | None,
         left: float | None,
         agent: contextlib.AsyncExitStack,
+        runner: str | None = None,
     ) -> tuple[TurnOutcome, tuple[str, ...]]:
         """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
         verdict it is left to exit on its own when that block ends (after the card); on
@@ -409,6 +427,7 @@ class TurnRunner:
             self._policy.progress_interval_s,
             preset,
             self._policy.progress_delay_s,
+            self._held(spec.turn_id, runner),
         )
         try:
             async with progress:
