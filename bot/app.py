@@ -43,7 +43,7 @@ from bot.telegram.texts import DEFAULT_LOCALE
 from bot.turns.pool import JobPool
 from bot.worktrees.card import WorktreeCard
 from executors import registry
-from handlers import build_dispatcher
+from handlers import Services, build_dispatcher
 
 log = logging.getLogger(__name__)
 BOT_NAME = "bot"  # the bot's runner name on a shared database (workers name themselves)
@@ -60,7 +60,18 @@ class App:
     intake: Intake
     outbox: Outbox
     schedules: ScheduleDesk
-    status: tuple[str, ...] = ()  # the engines' start-up probe lines, as /status shows them
+    core: Core
+
+    @property
+    def status(self) -> list[str]:
+        """The engines' start-up probe lines, as /status shows them (once ``settle`` ran)."""
+        return self.core.engines.status
+
+    async def settle(self) -> None:
+        """What waits for the engines' probes: then the schedules' missed runs start once, and
+        every schedule is registered from now."""
+        await self.core.engines.ready()
+        await self.schedules.start()
 
 
 def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
@@ -77,7 +88,11 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
 
 def make_service(core: Core, settings: Settings) -> TaskService:
     # a front bot accepts every engine (its workers have the CLIs)
-    engines = set(registry.names()) if settings.role is ProcessRole.FRONT else core.executors.keys()
+    engines = (
+        set(registry.names())
+        if settings.role is ProcessRole.FRONT
+        else core.engines.available.keys()
+    )
     return TaskService(
         store=core.store,
         pool=core.pool,
@@ -94,7 +109,7 @@ def make_service(core: Core, settings: Settings) -> TaskService:
             session_mode=settings.approval_mode,
             detach_mode=settings.detach_mode,
             worktree=settings.worktrees,
-            sandbox_problem=functools.partial(sandbox_problem, core.executors),
+            sandbox_problem=functools.partial(sandbox_problem, core.engines.available),
             plain_text_tasks=settings.plain_text == "task",
             max_attachment_bytes=int(settings.max_attachment_mb * 1024 * 1024),
             attachments_staging=settings.data_dir / "attachments",
@@ -119,10 +134,13 @@ async def build(
     environ: Mapping[str, str] | None = None,
     clock: Clock = utcnow,
     executors: Mapping[str, Executor] | None = None,
+    settle: bool = True,
 ) -> AsyncIterator[App]:
     """Every object of a running bot; ``session``, ``environ``, ``clock`` and ``executors`` are
     the seams tests plug into (a Telegram session, the environment agents inherit, the
-    schedules' clock, engines instead of the registry's, e.g. a fake that replays events)."""
+    schedules' clock, engines instead of the registry's, e.g. a fake that replays events).
+    ``settle``: the engines have answered their probes and the schedules are registered before
+    it returns; else ``App.settle`` does that (the bot polls Telegram meanwhile)."""
     async with contextlib.AsyncExitStack() as stack:
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
@@ -160,39 +178,38 @@ async def build(
             inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
         )
-        access = AccessPolicy(settings.allowed_users, store, texts)
-        card = TaskCard(service, store, notifier, texts)
-        fleet = FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None)
         dispatcher = build_dispatcher(
-            service,
-            card,
-            WorktreeCard(service, core.worktrees, notifier, texts),
-            Handover(service, store, core.queue, notifier),
-            answers,
-            access,
-            texts,
-            outbox,
-            schedules,
-            core.status,
-            fleet,
+            Services(
+                tasks=service,
+                card=TaskCard(service, store, notifier, texts),
+                worktree_card=WorktreeCard(service, core.worktrees, notifier, texts),
+                handover=Handover(service, store, core.queue, notifier),
+                answers=answers,
+                access=AccessPolicy(settings.allowed_users, store, texts),
+                texts=texts,
+                outbox=outbox,
+                schedules=schedules,
+                engine_status=core.engines.status,
+                fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
+            ),
             engines=registry.names(),
+            engines_ready=core.engines.ready,
             make=functools.partial(JournaledDispatcher, store),
         )
         await start_core(core, stack)
         await stack.enter_async_context(timer.serve(schedules.on_fire))
-        await schedules.start()  # missed runs once, then every schedule from now
-        yield App(
-            settings,
-            store,
-            bot,
-            dispatcher,
-            core.pool,
-            service,
-            intake,
-            outbox,
-            schedules,
-            tuple(core.status),
+        app = App(
+            settings, store, bot, dispatcher, core.pool, service, intake, outbox, schedules, core
         )
+        if settle:
+            await app.settle()
+        yield app
+
+
+async def _settle_then_intake(app: App) -> None:
+    await app.settle()
+    await _say_missing_engine(app)
+    await app.intake.run_forever()
 
 
 async def _say_missing_engine(app: App) -> None:
@@ -212,11 +229,11 @@ async def _say_missing_engine(app: App) -> None:
 
 
 async def serve(settings: Settings) -> None:
-    """Run the bot until SIGTERM/SIGINT: long polling, intake, the job pool."""
-    async with build(settings) as app:
+    """Run the bot until SIGTERM/SIGINT: long polling, intake, the job pool. Polling starts
+    while the engines' probes still run; updates, the intake and the schedules wait for them."""
+    async with build(settings, settle=False) as app:
         await reach_telegram(app.bot)
-        await _say_missing_engine(app)
-        intake_task = asyncio.create_task(app.intake.run_forever(), name="intake")
+        intake_task = asyncio.create_task(_settle_then_intake(app), name="intake")
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(

@@ -19,7 +19,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from bot.approvals.desk import ApprovalDesk
-from bot.engines import make_executors
+from bot.engines import Engines, make_engines
 from bot.errors import ConfigError
 from bot.fleet.dispatch import Dispatcher
 from bot.fleet.fleet import Fleet
@@ -65,8 +65,7 @@ class Core:
     texts: Texts
     outbox: Outbox
     notifier: Notifier
-    status: list[str]  # the engines' start-up probe lines, as /status shows them
-    executors: dict[str, Executor]
+    engines: Engines  # probed in the background: ``engines.ready()`` before reading them
     pool: JobPool
     queue: TurnQueue
     desk: ApprovalDesk
@@ -101,9 +100,9 @@ async def build_core(
     outbox = Outbox(store)
     notifier = Notifier(store, texts, outbox)
     agent_environ = os.environ if environ is None else environ
-    executors, status = await make_executors(
-        settings, agent_environ, given_executors, store.engine_sessions
-    )
+    engines = make_engines(settings, agent_environ, given_executors, store.engine_sessions)
+    background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
+    executors = engines.available
     host = socket.gethostname()
     identity = stable_identity(role, name, host)
     announce = store.claims.announce if shared_db else None
@@ -121,7 +120,7 @@ async def build_core(
     tag = process_tag(settings, identity)
     runner = TurnRunner(
         store=store,
-        executors=executors,
+        engines=engines,
         notifier=notifier,
         queue=queue,
         desk=desk,
@@ -147,8 +146,7 @@ async def build_core(
         texts,
         outbox,
         notifier,
-        status,
-        executors,
+        engines,
         pool,
         queue,
         desk,

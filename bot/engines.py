@@ -1,10 +1,11 @@
 """The engines this process runs: each registered engine's configuration from Settings and the
-environment, its executor, and the start-up probes (run concurrently) that decide which are
-available and what /status says."""
+environment, its executor, and the start-up probes (run concurrently, in the background) that
+decide which are available and what /status says."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -53,29 +54,63 @@ def engine_config(
     )
 
 
-async def make_executors(
+PROBE_WAIT_S = 60.0  # the longest anything waits for the probes (each CLI's is bounded)
+
+
+class Engines:
+    """The engines of this process: every candidate is built at once and probed concurrently
+    in the background, so a bot polls Telegram before its CLIs have answered. ``available``
+    and ``status`` are filled in place when the probes are done; whatever needs them (a
+    task's engine, /status, a turn) waits for ``settled`` first, which is at once after."""
+
+    def __init__(self, candidates: Mapping[str, Executor]) -> None:
+        self._candidates = dict(candidates)
+        self.available: dict[str, Executor] = {}  # those that passed their probe
+        self.status: list[str] = []  # one line per engine, as /status shows them
+        self._done = asyncio.Event()
+
+    async def probe(self) -> None:
+        """Run every probe concurrently; fill ``available`` and ``status``."""
+        try:
+            probes = await asyncio.gather(
+                *(_probe(name, executor) for name, executor in self._candidates.items())
+            )
+            for (name, executor), (ok, line) in zip(self._candidates.items(), probes, strict=True):
+                if ok:
+                    self.available[name] = executor
+                self.status.append(line)
+        finally:
+            self._done.set()
+
+    @property
+    def settled(self) -> bool:
+        return self._done.is_set()
+
+    async def ready(self, timeout_s: float = PROBE_WAIT_S) -> bool:
+        """Wait (bounded) for the probes; False if they have not answered by then."""
+        if not self._done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._done.wait(), timeout_s)
+        return self._done.is_set()
+
+
+def make_engines(
     settings: Settings,
     environ: Mapping[str, str],
     given: Mapping[str, Executor] | None = None,
     sessions: SessionStore | None = None,
-) -> tuple[dict[str, Executor], list[str]]:
-    """The engines that pass their probe on this machine (probed concurrently), and a status
-    line for each; ``given`` replaces the registry (a test's fake engine); ``sessions`` keeps
-    the conversations of engines that keep their own."""
+) -> Engines:
+    """Every registered engine's executor, not probed yet (``Engines.probe``); ``given``
+    replaces the registry (a test's fake engine); ``sessions`` keeps the conversations of
+    engines that keep their own."""
     if given is not None:
-        candidates = dict(given)
-    else:
-        candidates = {
+        return Engines(given)
+    return Engines(
+        {
             spec.name: spec.make(engine_config(settings, spec, environ, os.environ, sessions))
             for spec in registry.ENGINES
         }
-    probes = await asyncio.gather(
-        *(_probe(name, executor) for name, executor in candidates.items())
     )
-    executors = {
-        name: candidates[name] for name, (ok, _) in zip(candidates, probes, strict=True) if ok
-    }
-    return executors, [line for _, line in probes]
 
 
 async def _probe(name: str, executor: Executor) -> tuple[bool, str]:

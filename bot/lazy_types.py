@@ -1,4 +1,5 @@
-"""aiogram's Telegram types, each built when first used instead of all at import.
+"""aiogram's Telegram types and API methods, each built when first used instead of all at
+import.
 
 aiogram declares its models with pydantic's ``defer_build=True``, then its ``aiogram.types``
 package calls ``model_rebuild(_types_namespace=…)`` on every one of them at import, which builds
@@ -7,15 +8,26 @@ a validator for each of ~700 types the bot mostly never sees: 2.5 s and about 11
 a call only remembers the namespace it names, and the first real use of a type (pydantic's
 placeholder validator calls ``model_rebuild()`` without a namespace) builds it with that
 namespace. Nothing else changes: other models, and aiogram models rebuilt with ``force=True``,
-go straight to pydantic. Installed once, from ``bot/__init__.py``, before aiogram is imported."""
+go straight to pydantic. Installed once, from ``bot/__init__.py``, before aiogram is imported.
+
+aiogram's ~190 API methods (``SendMessage``…) do not declare ``defer_build``: each built its
+validator as its class was made (0.4 s and about 15 MB here, for the handful a bot calls). The
+same setting is given to their base class, ``TelegramMethod``, as soon as its module has run
+and before any method class is made (an import hook on that one module), so a method is built
+on its first call."""
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import sys
+from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
 
 _PREFIX = "aiogram."
+_METHODS_BASE = "aiogram.methods.base"
 _namespace: dict[str, Any] = {}
 
 
@@ -50,3 +62,25 @@ def defer() -> None:
 
     model_rebuild._detach_deferred = True  # type: ignore[attr-defined]
     BaseModel.model_rebuild = classmethod(model_rebuild)  # type: ignore[assignment,method-assign]
+
+    sys.meta_path.insert(0, _DeferMethods())
+
+
+class _DeferMethods(importlib.abc.MetaPathFinder):
+    """Finds ``aiogram.methods.base`` as usual; once it ran, its ``TelegramMethod`` defers."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != _METHODS_BASE:
+            return None
+        sys.meta_path.remove(self)  # once: the real finders find it now
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            module.TelegramMethod.model_config["defer_build"] = True
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec

@@ -26,8 +26,9 @@ async def build_worker(settings: Settings, name: str) -> AsyncIterator[Core]:
     async with contextlib.AsyncExitStack() as stack:
         core = await build_core(settings, stack, ProcessRole.WORKER, name)
         await start_core(core, stack)
+        await core.engines.ready()  # until then it claims nothing (it has no engine yet)
         assert core.shared is not None
-        log.info("worker %s ready: %s", core.shared.lease.runner_id, "; ".join(core.status))
+        log.info("worker %s ready: %s", core.shared.lease.runner_id, "; ".join(core.engines.status))
         yield core
 
 

@@ -3,6 +3,7 @@ recording session; a real SQLite file; no agent turn runs here unless a test ask
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from typing import Any
@@ -94,7 +95,10 @@ async def test_start_and_help(app):
 
 
 async def test_startup_sets_the_command_menu_in_every_language(app):
-    await app.dispatcher.emit_startup(bot=app.bot)
+    await app.dispatcher.emit_startup(bot=app.bot)  # the menu is set beside polling
+    async with asyncio.timeout(10):
+        while len(app.bot.session.sent("SetMyCommands")) < 3:
+            await asyncio.sleep(0.02)
     calls = {c.language_code: c for c in app.bot.session.sent("SetMyCommands")}
     assert set(calls) == {None, "en", "ru"}
     assert {c.command for c in calls[None].commands} >= {"detach", "claude", "tasks", "cancel"}

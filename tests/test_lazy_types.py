@@ -1,5 +1,5 @@
-"""aiogram's Telegram types are built when first used (bot/lazy_types.py), in a fresh process
-so that nothing else has touched them yet."""
+"""aiogram's Telegram types and API methods are built when first used (bot/lazy_types.py), in a
+fresh process so that nothing else has touched them yet."""
 
 from __future__ import annotations
 
@@ -12,13 +12,21 @@ from tests.conftest import ROOT
 PROBE = """
 import json, resource
 import bot.app  # everything the bot imports
-from aiogram import types
+from aiogram import methods, types
 from pydantic import BaseModel
 
 built_at_import = sorted(
     name for name in types.__all__
     if isinstance(getattr(types, name), type) and issubclass(getattr(types, name), BaseModel)
     and getattr(types, name).__pydantic_complete__
+)
+methods_built = sorted(
+    name for name in methods.__all__
+    if isinstance(getattr(methods, name), type) and issubclass(getattr(methods, name), BaseModel)
+    and getattr(methods, name).__pydantic_complete__
+)
+send = methods.SendMessage(
+    chat_id=3, text="hi", reply_markup={"inline_keyboard": [[{"text": "x", "callback_data": "y"}]]}
 )
 chat = {"id": 3, "type": "private"}
 update = types.Update.model_validate({
@@ -45,6 +53,8 @@ class Child(BaseModel):
 Local.model_rebuild()  # other models resolve names from the caller, as before
 print(json.dumps({
     "built_at_import": len(built_at_import),
+    "methods_built_at_import": methods_built,
+    "send": [type(send.reply_markup).__name__, send.reply_markup.inline_keyboard[0][0].text],
     "text": update.message.text,
     "reply_to": update.message.reply_to_message.message_id,
     "data": query.callback_query.data,
@@ -62,6 +72,9 @@ def test_telegram_types_are_built_on_first_use_and_work():
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["built_at_import"] < 20, found  # of ~300 types; eagerly: every one
+    # of ~190 API methods only the base classes (TelegramMethod, Request, Response)
+    assert len(found["methods_built_at_import"]) <= 3, found
+    assert found["send"] == ["InlineKeyboardMarkup", "x"]  # a method built on its first use
     assert (found["text"], found["reply_to"], found["data"]) == ("hi", 1, "t:cancel:1")
     assert found["markup"] == {"inline_keyboard": [[{"text": "x", "callback_data": "t:cancel:1"}]]}
     assert found["local"] == 3

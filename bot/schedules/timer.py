@@ -1,32 +1,27 @@
 """What fires schedules: APScheduler 4 in memory, in the bot process (the only module importing
 apscheduler). The schedules table is the record; every active schedule is registered again at
 start and the app catches up what was missed (``ScheduleDesk.start``), so nothing here is
-persisted. A fired schedule starts a task like any other, whose turn runs wherever turns run."""
+persisted. A fired schedule starts a task like any other, whose turn runs wherever turns run.
+APScheduler is imported and started with the first schedule: a bot without any carries none of
+it (a third of a second of start-up and a few MB here)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from apscheduler import (
-    AsyncScheduler,
-    CoalescePolicy,
-    ConflictPolicy,
-    ScheduleLookupError,
-    TaskDefaults,
-)
-from apscheduler.abc import Trigger
-from apscheduler.datastores.memory import MemoryDataStore
-from apscheduler.eventbrokers.local import LocalEventBroker
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.date import DateTrigger
+if TYPE_CHECKING:
+    from apscheduler import AsyncScheduler
+    from apscheduler.abc import Trigger
 
 log = logging.getLogger(__name__)
 SCHEDULE_TASK = "detach-schedule"
+STOP_WAIT_S = 10.0
 ScheduleHandler = Callable[[int], Awaitable[None]]
 
 
@@ -39,6 +34,9 @@ class When:
     tz: str = "UTC"
 
     def trigger(self, start: datetime | None = None) -> Trigger:
+        from apscheduler.triggers.cron import CronTrigger
+        from apscheduler.triggers.date import DateTrigger
+
         if self.cron is not None:
             return CronTrigger.from_crontab(self.cron, timezone=self.tz, start_time=start)
         assert self.at is not None
@@ -65,11 +63,18 @@ class When:
 
 
 class ScheduleTimer:
-    """Call ``serve`` with the handler of a schedule that fires before entering."""
+    """Call ``serve`` with the handler of a schedule that fires before entering. APScheduler
+    starts with the first ``set``, in a task of its own that enters and leaves it (its anyio
+    scopes must be left by the task that entered them; the first ``set`` may come from any
+    handler's task)."""
 
     def __init__(self) -> None:
         self._on_fire: ScheduleHandler | None = None
         self._scheduler: AsyncScheduler | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._starting = asyncio.Lock()
+        self._open = False
 
     def serve(self, on_fire: ScheduleHandler) -> Self:
         self._on_fire = on_fire
@@ -77,17 +82,44 @@ class ScheduleTimer:
 
     async def __aenter__(self) -> Self:
         assert self._on_fire is not None, "serve() names the handler before the timer starts"
-        self._scheduler = AsyncScheduler(
-            MemoryDataStore(), LocalEventBroker(), task_defaults=TaskDefaults(max_running_jobs=None)
-        )
-        await self._scheduler.__aenter__()
-        await self._scheduler.configure_task(SCHEDULE_TASK, func=self._fire)
-        await self._scheduler.start_in_background()
+        self._open = True
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._scheduler is not None:
-            await self._scheduler.__aexit__(None, None, None)
+        self._open = False
+        if self._holder is not None:
+            self._stop.set()
+            await asyncio.wait({self._holder}, timeout=STOP_WAIT_S)
+        self._scheduler = self._holder = None
+
+    async def _started(self) -> AsyncScheduler:
+        assert self._open, "timer not started"
+        async with self._starting:
+            if self._scheduler is None:
+                ready: asyncio.Future[AsyncScheduler] = asyncio.get_running_loop().create_future()
+                self._holder = asyncio.create_task(self._hold(ready), name="schedules")
+                self._scheduler = await ready
+        return self._scheduler
+
+    async def _hold(self, ready: asyncio.Future[AsyncScheduler]) -> None:
+        from apscheduler import AsyncScheduler, TaskDefaults
+        from apscheduler.datastores.memory import MemoryDataStore
+        from apscheduler.eventbrokers.local import LocalEventBroker
+
+        try:
+            async with AsyncScheduler(
+                MemoryDataStore(),
+                LocalEventBroker(),
+                task_defaults=TaskDefaults(max_running_jobs=None),
+            ) as scheduler:
+                await scheduler.configure_task(SCHEDULE_TASK, func=self._fire)
+                await scheduler.start_in_background()
+                ready.set_result(scheduler)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
 
     async def _fire(self, schedule_id: int) -> None:
         assert self._on_fire is not None
@@ -97,8 +129,10 @@ class ScheduleTimer:
         """(Re)register a schedule from the app's table; it fires from now on. Missed runs are
         the app's to catch up (it knows when a schedule last ran), so the engine never adds a
         second catch-up run of its own."""
-        assert self._scheduler is not None, "timer not started"
-        await self._scheduler.add_schedule(
+        from apscheduler import CoalescePolicy, ConflictPolicy
+
+        scheduler = await self._started()
+        await scheduler.add_schedule(
             SCHEDULE_TASK,
             when.trigger(),
             id=f"schedule-{schedule_id}",
@@ -109,6 +143,9 @@ class ScheduleTimer:
         )
 
     async def remove(self, schedule_id: int) -> None:
-        assert self._scheduler is not None, "timer not started"
+        if self._scheduler is None:
+            return  # none was ever set
+        from apscheduler import ScheduleLookupError
+
         with contextlib.suppress(ScheduleLookupError):  # already gone (a one-off that fired)
             await self._scheduler.remove_schedule(f"schedule-{schedule_id}")

@@ -33,7 +33,7 @@ async def reach_telegram(bot: Bot, first_wait_s: float = 1.0, max_wait_s: float 
     try:
         while True:
             try:
-                me = await bot.get_me()
+                me = await bot.me()  # cached: polling does not ask again
                 log.info("connected to Telegram as @%s", me.username)
                 return me
             except TelegramUnauthorizedError:

@@ -14,11 +14,11 @@ from typing import Any, Protocol
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
+from bot.engines import Engines
 from bot.errors import AgentCrashed, AgentNotInstalled, TurnTaken, UserInputError
 from bot.models import (
     ApprovalMode,
     CheckResult,
-    Engine,
     LimitReached,
     McpServerSpec,
     SessionStarted,
@@ -32,7 +32,7 @@ from bot.models import (
 )
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
-from bot.ports import CheckRunner, Executor
+from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
@@ -93,7 +93,7 @@ class TurnRunner:
         self,
         *,
         store: Store,
-        executors: Mapping[Engine, Executor],
+        engines: Engines,
         notifier: Notifier,
         queue: TurnQueue,
         desk: ApprovalDesk,
@@ -113,7 +113,7 @@ class TurnRunner:
         ``process_tag``: this process's prefix of the tag every agent process carries.
         ``checks`` runs a task's check after each of its turns."""
         self._store = store
-        self._executors = executors
+        self._engines = engines
         self._notifier = notifier
         self._queue = queue
         self._desk = desk
@@ -126,7 +126,7 @@ class TurnRunner:
         self._checks = checks
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
         self._parking = Parking(
-            store, queue, notifier, tuple(executors), policy.limit_retry_s, policy.timezone
+            store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
         )
 
     @property
@@ -413,7 +413,8 @@ class TurnRunner:
         """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
         verdict it is left to exit on its own when that block ends (after the card); on
         anything else (a budget stop, an error, a cancel) it is stopped."""
-        executor = self._executors.get(task.engine)
+        await self._engines.ready()  # a turn right after start: the probes may still run
+        executor = self._engines.available.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
         events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
