@@ -8,10 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import workers
 from tests.support.anthropic_mock import AnthropicMock
 from tests.support.openai_mock import OpenAIMock
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _reap_workers() -> Iterator[None]:
+    """No scale-out worker a test started outlives it (a timed-out test's included)."""
+    yield
+    workers.reap()
 
 
 @pytest.fixture(scope="session")

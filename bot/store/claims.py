@@ -25,6 +25,72 @@ def held_by(runner: str | None) -> tuple[sa.ColumnElement[bool], ...]:
     return (turns.c.status == TaskStatus.RUNNING.value, turns.c.runner == runner)
 
 
+HEAD = 64  # a claim looks at the oldest submitted turns first, whatever the planner thinks
+
+
+def _claim_next(head: int | None) -> sa.Update:
+    """The claim of the shared queue, built once (its parameters: runner, engines, now): the
+    oldest submitted turn the runner may take becomes its running turn; one that another
+    runner is claiming is skipped. With ``head``, only among the ``head`` oldest submitted
+    turns (the partial index ``ix_turns_queue`` gives them): a bounded claim, so a planner
+    without statistics (a table autovacuum has not analyzed yet) cannot make every claim join
+    the whole queue with every task; without, among all of them."""
+    other = turns.alias("other")
+    blocked = sa.select(other.c.id).where(
+        other.c.task_id == turns.c.task_id,
+        sa.or_(
+            other.c.status == TaskStatus.RUNNING.value,
+            sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
+        ),
+    )
+    alive = sa.select(runners.c.id).where(
+        runners.c.id == sa.bindparam("runner"),
+        runners.c.taken_at.is_(None),
+        runners.c.stopped_at.is_(None),
+    )
+    runnable = sa.select(tasks.c.id).where(
+        tasks.c.id == turns.c.task_id, tasks.c.engine.in_(sa.bindparam("engines", expanding=True))
+    )
+    # 'queued' as a literal in the statement, not a parameter: a prepared statement's generic
+    # plan can then use the partial index (whose predicate is that literal)
+    queued = sa.literal_column(f"'{TaskStatus.QUEUED.value}'")
+    submitted = (turns.c.status == queued, turns.c.submitted_at.is_not(None))
+    oldest = (turns.c.submitted_at, turns.c.id)
+    where = [*submitted, sa.exists(runnable), ~sa.exists(blocked), sa.exists(alive)]
+    if head is not None:
+        first = turns.alias("first")
+        ids = (
+            sa.select(first.c.id)
+            .where(first.c.status == queued, first.c.submitted_at.is_not(None))
+            .order_by(first.c.submitted_at, first.c.id)
+            .limit(head)
+        )
+        where.append(turns.c.id.in_(ids.scalar_subquery()))
+    candidate = (
+        sa.select(turns.c.id)
+        .where(*where)
+        .order_by(*oldest)
+        .limit(1)
+        .with_for_update(skip_locked=True, of=turns)
+        .scalar_subquery()
+    )
+    return (
+        turns.update()
+        .where(turns.c.id == candidate)
+        .values(
+            status=TaskStatus.RUNNING.value,
+            started_at=sa.bindparam("now"),
+            runs=turns.c.runs + 1,
+            runner=sa.bindparam("runner"),
+            stop_requested=False,
+        )
+        .returning(turns)
+    )
+
+
+_CLAIMS = (_claim_next(HEAD), _claim_next(None))  # the head of the queue first, then all of it
+
+
 class ClaimRepo:
     """Reads and writes of ``turns`` (and their task's status) that move a turn through the
     queue; what a turn holds and how it ends is ``TaskRepo``'s."""
@@ -174,59 +240,25 @@ class ClaimRepo:
     async def claim_next(self, runner: str, engines: Collection[str]) -> tuple[Task, Turn] | None:
         """Scale-out: claim the oldest submitted turn this runner (registered, not taken over)
         can run (its engine is one of ``engines``, it is its task's oldest queued turn and no
-        turn of the task runs); turns
-        other runners are claiming at that moment are skipped (``FOR UPDATE SKIP LOCKED``), so
-        each turn goes to one runner. Returns the running task and turn."""
-        other = turns.alias("other")
-        blocked = sa.select(other.c.id).where(
-            other.c.task_id == turns.c.task_id,
-            sa.or_(
-                other.c.status == TaskStatus.RUNNING.value,
-                sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
-            ),
-        )
-        alive = sa.select(runners.c.id).where(
-            runners.c.id == runner, runners.c.taken_at.is_(None), runners.c.stopped_at.is_(None)
-        )
-        candidate = (
-            sa.select(turns.c.id)
-            .join(tasks, tasks.c.id == turns.c.task_id)
-            .where(
-                turns.c.status == TaskStatus.QUEUED.value,
-                turns.c.submitted_at.is_not(None),
-                tasks.c.engine.in_(list(engines)),
-                ~sa.exists(blocked),
-                sa.exists(alive),  # a runner taken over (it does not know yet) claims nothing
-            )
-            .order_by(turns.c.submitted_at, turns.c.id)
-            .limit(1)
-            .with_for_update(skip_locked=True, of=turns)
-        )
+        turn of the task runs); turns other runners are claiming at that moment are skipped
+        (``FOR UPDATE SKIP LOCKED``), so each turn goes to one runner. One statement for the
+        turn, one for its task. Returns the running task and turn."""
         now = self._clock()
+        params = {"runner": runner, "engines": list(engines), "now": now}
         async with self._engine.begin() as conn:
-            turn_id = (await conn.execute(candidate)).scalar()
-            if turn_id is None:
+            for claim in _CLAIMS:
+                claimed = (await conn.execute(claim, params)).first()
+                if claimed is not None:
+                    break
+            else:
                 return None
-            claimed = await conn.execute(
-                turns.update()
-                .where(turns.c.id == turn_id)
-                .values(
-                    status=TaskStatus.RUNNING.value,
-                    started_at=now,
-                    runs=turns.c.runs + 1,
-                    runner=runner,
-                    stop_requested=False,
-                )
-                .returning(turns)
-            )
-            turn = claimed.one()
             task = await conn.execute(
                 tasks.update()
-                .where(tasks.c.id == turn.task_id)
+                .where(tasks.c.id == claimed.task_id)
                 .values(status=TaskStatus.RUNNING.value, updated_at=now)
                 .returning(tasks)
             )
-            return task_of(task.one()), turn_of(turn)
+            return task_of(task.one()), turn_of(claimed)
 
     async def announce(self) -> None:
         """Wake the runners of a shared PostgreSQL database: a turn was submitted (delivered

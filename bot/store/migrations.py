@@ -148,10 +148,18 @@ def _v18(conn: Connection) -> None:
 
 
 def _v19(conn: Connection) -> None:
-    """Scale-out liveness: the runners' leases, and a question's outbox row (so a takeover can
-    edit a question whose message id its dead worker never learned)."""
+    """Scale-out liveness: the runners' leases, a question's outbox row (so a takeover can
+    edit a question whose message id its dead worker never learned), and the index every
+    claim of the shared queue walks."""
     runners.create(conn, checkfirst=True)
     _add_column(conn, "pending_questions", "row_id", "INTEGER")
+    if sa.inspect(conn).has_table("turns"):
+        conn.execute(
+            sa.text(
+                "CREATE INDEX IF NOT EXISTS ix_turns_queue ON turns (submitted_at, id) "
+                "WHERE status = 'queued'"
+            )
+        )
 
 
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their

@@ -65,6 +65,14 @@ turns = sa.Table(
     sa.Column("submitted_at", sa.DateTime(timezone=True)),
     sa.Column("started_at", sa.DateTime(timezone=True)),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
+    # v19: the shared queue, oldest first, walked by every claim (only the queued turns)
+    sa.Index(
+        "ix_turns_queue",
+        "submitted_at",
+        "id",
+        postgresql_where=sa.text("status = 'queued'"),
+        sqlite_where=sa.text("status = 'queued'"),
+    ),
 )
 
 transcript = sa.Table(

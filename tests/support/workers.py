@@ -16,8 +16,10 @@ import sqlalchemy as sa
 
 from bot.store import Store
 
+STARTED: set[Worker] = set()  # every worker a test started: reaped after it, whatever happened
 
-@dataclass
+
+@dataclass(eq=False)
 class Worker:
     name: str
     env: dict[str, str]
@@ -42,6 +44,7 @@ class Worker:
         )
         log.close()
         self.starts += 1
+        STARTED.add(self)
 
     async def ready(self, timeout_s: float = 30) -> None:
         """Until this start of it said it is ready (a crash at start fails here)."""
@@ -141,3 +144,16 @@ def agents_of(tag_prefix: str) -> list[psutil.Process]:
         if tag.startswith(tag_prefix):
             found.append(proc)
     return found
+
+
+def reap() -> None:
+    """kill -9 of every worker a test left running (its agents too), e.g. after a timeout."""
+    for worker in list(STARTED):
+        STARTED.discard(worker)
+        if worker.proc is None or worker.proc.returncode is not None:
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(worker.proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
+            worker.proc.kill()
