@@ -1,6 +1,7 @@
 """How much time Detach adds to an agent turn.
 
-Runs the same one-step text turn N times, interleaved, each after the same idle pause: (a) as
+Runs the same one-step text turn (and a one-tool turn: the model calls Bash once, then answers)
+N times, interleaved, each after the same idle pause: (a) as
 `claude -p --output-format stream-json` spawned directly, the prompt on stdin, timed to its
 result line (the moment a person at a terminal has the answer), and (b) through the whole bot
 with Telegram's pace as deployed: a `/detach` update over HTTP long polling to the completion
@@ -39,6 +40,7 @@ PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one messa
 SETTLE_S = 1.0
 
 
+TOOL = ("--allowedTools", "Bash")  # as mode=auto runs it: the tool needs no approval
 SANDBOXED = (
     "--permission-mode",
     "acceptEdits",
@@ -110,7 +112,27 @@ async def main() -> None:
         **QUIET_ENV,
     }
     mock.script("BENCH", [{"text": "benchmark answer"}])
-    keys = ("direct", "bot", "direct_sbx", "bot_sbx", "pre", "post", "pre_sbx", "post_sbx")
+    mock.script(
+        "TOOLBENCH",
+        [
+            {"tool_use": {"name": "Bash", "input": {"command": "echo hi", "description": "e"}}},
+            {"text": "benchmark answer"},
+        ],
+    )
+    keys = (
+        "direct",
+        "bot",
+        "direct_sbx",
+        "bot_sbx",
+        "direct_tool",
+        "bot_tool",
+        "pre",
+        "post",
+        "pre_sbx",
+        "post_sbx",
+        "pre_tool",
+        "post_tool",
+    )
     series: dict[str, list[float]] = {k: [] for k in keys}
     work = tmp / "work"
     marks = Marks()
@@ -152,6 +174,14 @@ async def main() -> None:
                 )
                 await asyncio.sleep(SETTLE_S)
                 series["bot_sbx"].append(await via_bot(f"/detach BENCH sandboxed {i}", "_sbx"))
+                await asyncio.sleep(SETTLE_S)
+                series["direct_tool"].append(
+                    await direct_turn(claude, env, work, f"TOOLBENCH d {i}", TOOL)
+                )
+                await asyncio.sleep(SETTLE_S)
+                series["bot_tool"].append(
+                    await via_bot(f"/detach mode=auto TOOLBENCH bot {i}", "_tool")
+                )
     mock.stop()
     report(series)
 
@@ -164,7 +194,14 @@ def report(series: dict[str, list[float]]) -> None:
     print(f"/detach mode=ask through bot      median {m['bot']:.3f}s")
     print(f"claude -p direct, sandboxed       median {m['direct_sbx']:.3f}s")
     print(f"/detach (sandboxed) through bot   median {m['bot_sbx']:.3f}s")
-    for label, bot, direct in (("ask", "bot", "direct"), ("sandboxed", "bot_sbx", "direct_sbx")):
+    print(f"one-tool turn, claude -p direct   median {m['direct_tool']:.3f}s")
+    print(f"one-tool turn through bot (auto)  median {m['bot_tool']:.3f}s")
+    pairs = (
+        ("text", "bot", "direct"),
+        ("sandboxed", "bot_sbx", "direct_sbx"),
+        ("one tool", "bot_tool", "direct_tool"),
+    )
+    for label, bot, direct in pairs:
         paired = statistics.median(b / d for b, d in zip(series[bot], series[direct], strict=True))
         print(
             f"ratio bot/direct ({label}): {m[bot] / m[direct]:.3f}x  "
@@ -172,8 +209,9 @@ def report(series: dict[str, list[float]]) -> None:
             f"median of the {RUNS} paired runs' ratios {paired:.3f}x)"
         )
     for label, suffix, bot, direct in (
-        ("ask", "", "bot", "direct"),
+        ("text", "", "bot", "direct"),
         ("sandboxed", "_sbx", "bot_sbx", "direct_sbx"),
+        ("one tool", "_tool", "bot_tool", "direct_tool"),
     ):
         pre, post = ms["pre" + suffix], ms["post" + suffix]
         print(

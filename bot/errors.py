@@ -10,7 +10,8 @@
     │   └── TurnTaken          a turn this runner ran was taken over (its lease lapsed)
     └── AgentError             an agent CLI could not be run or broke its protocol
         ├── AgentNotInstalled  the binary is missing or does not answer --version
-        └── AgentCrashed       the CLI ended without a result (exit_code, stderr_tail)
+        ├── AgentCrashed       the CLI ended without a result (exit_code, stderr_tail)
+        └── SessionNotFound    the session to resume is not on this machine (session_id)
 
 Foreign errors are translated where they enter (``raise ... from exc``); callers branch on the
 fields, not on message text.
@@ -100,3 +101,14 @@ class AgentCrashed(AgentError):
         self.reason = reason
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class SessionNotFound(AgentError):
+    """The CLI has no conversation ``session_id`` here: it was never saved (its process was
+    killed at once) or it lives on the machine that ran it. The turn can go on in a new
+    session told what happened so far."""
+
+    def __init__(self, engine: str, session_id: str) -> None:
+        super().__init__(f"{engine} has no session {session_id} on this machine")
+        self.engine = engine
+        self.session_id = session_id

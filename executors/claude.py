@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
 from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
 from executors import sandbox
@@ -145,6 +145,8 @@ class ClaudeExecutor:
                     async for event in self._events(agent.proc, channel):
                         if isinstance(event, TurnFinished) and _logged_out(event):
                             raise AgentCrashed(NOT_LOGGED_IN, agent.proc.returncode, "")
+                        if isinstance(event, TurnFinished) and _no_session(event, spec):
+                            raise SessionNotFound(self.engine, str(spec.resume_session_id))
                         yield event
                         if isinstance(event, TurnFinished):
                             # the result line is the verdict: an agent that lingers after it
@@ -235,6 +237,14 @@ def mcp_config_file(spec: TurnSpec) -> Iterator[Path | None]:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+
+def _no_session(event: TurnFinished, spec: TurnSpec) -> bool:
+    """A resume the CLI refused: it has no such conversation here (2.1.197: the result's
+    errors say "No conversation found with session ID: …", nothing ran)."""
+    return bool(spec.resume_session_id) and any(
+        "No conversation found with session ID" in error for error in event.errors
+    )
 
 
 def _session_uuid(session_id: str) -> uuid.UUID:

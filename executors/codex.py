@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.models import AgentEvent, ApprovalMode, Preset, SessionStarted, TurnFinished, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
 from executors import leftovers
@@ -238,9 +238,12 @@ class CodexExecutor:
         await rpc.notify("initialized")
         policy = self._policy(spec)
         if spec.resume_session_id:
-            thread = await rpc.request(
-                "thread/resume", {"threadId": spec.resume_session_id, **policy}
-            )
+            try:
+                thread = await rpc.request(
+                    "thread/resume", {"threadId": spec.resume_session_id, **policy}
+                )
+            except AgentCrashed as exc:  # its rollout file is not on this machine
+                raise SessionNotFound(self.engine, spec.resume_session_id) from exc
         else:
             thread = await rpc.request("thread/start", {"cwd": str(spec.cwd), **policy})
         thread_id = str(thread["thread"]["id"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import AgentCrashed
+from bot.errors import AgentCrashed, SessionNotFound
 from bot.models import (
     ApprovalDecision,
     ApprovalMode,
@@ -121,6 +121,18 @@ async def test_resumed_turn_sends_prior_conversation(claude_bin, agent_env, anth
     assert "assistant" in last_request["roles"]
     assert any("first answer" in t for t in texts) and "second question" in texts[-1]
     assert "ECHO" in second[-1].result_text
+
+
+async def test_a_session_this_machine_does_not_have_is_session_not_found(
+    claude_bin, agent_env, workdir
+):
+    """What a scale-out worker meets resuming a task another machine ran (measured: 2.1.197
+    says "No conversation found with session ID" and runs nothing)."""
+    executor = ClaudeExecutor(claude_bin, agent_env)
+    gone = str(uuid.uuid4())
+    with pytest.raises(SessionNotFound) as caught:
+        await collect(executor, spec("hello again", workdir, resume=gone))
+    assert caught.value.session_id == gone
 
 
 async def test_api_error_is_reported_by_is_error(claude_bin, agent_env, anthropic, workdir):

@@ -8,7 +8,9 @@ import dataclasses
 import uuid
 from pathlib import Path
 
-from bot.errors import AgentCrashed
+import pytest
+
+from bot.errors import AgentCrashed, SessionNotFound
 from bot.models import (
     ApprovalDecision,
     ApprovalMode,
@@ -96,6 +98,15 @@ async def test_resumed_turn_carries_the_history(codex_bin, codex_env, openai, wo
     assert second[-1].session_id == first[-1].session_id
     assert "first codex answer" in str(openai.requests_for("MARK-CRES")[-1]["input"])
     assert "the follow-up" in second[-1].result_text
+
+
+async def test_a_thread_this_machine_does_not_have_is_session_not_found(
+    codex_bin, codex_env, workdir
+):
+    executor = CodexExecutor(codex_bin, codex_env)
+    gone = str(uuid.uuid4())
+    with pytest.raises(SessionNotFound):
+        await collect(executor, spec("hello again", workdir, resume=gone))
 
 
 async def test_model_server_error_is_a_clear_failure(codex_bin, codex_env, openai, workdir):

@@ -9,6 +9,8 @@ processes on the machine's PostgreSQL, the real claude CLI against the scripted 
   the worker; when it comes back it finds its turn taken, stops the agent and writes nothing,
   and goes on as a new incarnation that runs new turns.
 - A worker restarted before its lease lapsed takes its earlier run's turns over at start.
+- A follow-up claimed by a worker on another machine (another HOME: no conversation of the
+  task there) goes on in a new session that is told what happened so far, and says so.
 """
 
 from __future__ import annotations
@@ -234,6 +236,51 @@ async def test_a_worker_restarted_before_its_lease_lapsed_takes_its_turns_over_a
                 await worker.stop()
         assert worker.exits == [-9] and worker.proc is not None
         assert worker.proc.returncode == 0, worker.tail()
+
+
+async def test_a_follow_up_on_a_machine_without_the_session_goes_on_in_a_new_one(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script("MARK-S1", [{"echo": True}])  # says which messages the model was given
+    async with postgres_database() as url, FakeTelegram() as fake:
+        machines = {}
+        for name in ("w1", "w2"):
+            home = tmp_path / f"home-{name}"  # each machine its own ~/.claude
+            home.mkdir()
+            machines[name] = Worker(
+                name,
+                worker_env(agent_env, url, tmp_path / name, claude_bin, workdir, HOME=str(home)),
+                tmp_path / f"{name}.log",
+            )
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, role="front", database_url=url
+        )
+        async with running_bot(settings, agent_env) as app:
+            try:
+                await machines["w1"].start()
+                await fake.user_message("/claude MARK-S1 remember the number 41", OWNER)
+                first = await fake.wait_text(OWNER, "ECHO roles=", timeout_s=60)
+                await machines["w1"].stop()
+                await machines["w2"].start()
+                await fake.user_message(
+                    "and add one", OWNER, reply_to_message_id=first.result["message_id"]
+                )
+                said = await fake.wait_text(OWNER, "could not be resumed here", timeout_s=60)
+                assert "#1 " in said.params["text"]
+                second = await fake.wait_text(OWNER, "and add one", timeout_s=60)
+                roles = second.params["text"].split("ECHO roles=")[1].split()[0]
+                assert "assistant" not in roles, roles  # a new session: no earlier answer
+                assert (await runner_of(app.store, 1) or "").startswith(f"w2@{HOST}#")
+                asked = anthropic.requests_for("could not be resumed")
+                assert asked and "remember the number 41" in asked[-1]["first_user_text"]
+                assert "and add one" in asked[-1]["first_user_text"]
+                task = await app.store.tasks.get(1)
+                assert task is not None and task.status is TaskStatus.DONE
+                assert task.session_id  # the new session, resumable on w2 from now on
+            finally:
+                for worker in machines.values():
+                    if worker.alive:
+                        await worker.stop()
 
 
 async def _running(app, task_id: int) -> bool:  # type: ignore[no-untyped-def]

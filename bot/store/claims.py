@@ -53,7 +53,7 @@ def _claim_next(head: int | None) -> sa.Update:
     )
     # 'queued' as a literal in the statement, not a parameter: a prepared statement's generic
     # plan can then use the partial index (whose predicate is that literal)
-    queued = sa.literal_column(f"'{TaskStatus.QUEUED.value}'")
+    queued: sa.ColumnElement[str] = sa.literal_column(f"'{TaskStatus.QUEUED.value}'")
     submitted = (turns.c.status == queued, turns.c.submitted_at.is_not(None))
     oldest = (turns.c.submitted_at, turns.c.id)
     where = [*submitted, sa.exists(runnable), ~sa.exists(blocked), sa.exists(alive)]

@@ -221,7 +221,7 @@ class TaskRepo:
         assert task is not None
         return task
 
-    async def set_session(self, task_id: int, session_id: str) -> None:
+    async def set_session(self, task_id: int, session_id: str | None) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(
                 tasks.update()

@@ -15,7 +15,13 @@ from typing import Any, Protocol
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
-from bot.errors import AgentCrashed, AgentNotInstalled, TurnTaken, UserInputError
+from bot.errors import (
+    AgentCrashed,
+    AgentNotInstalled,
+    SessionNotFound,
+    TurnTaken,
+    UserInputError,
+)
 from bot.models import (
     ApprovalMode,
     CheckResult,
@@ -36,6 +42,7 @@ from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
+from bot.turns.continuation import lost_session_prompt
 from bot.turns.gitinfo import diff_stat
 from bot.turns.limits import Parking
 from bot.turns.outcome import (
@@ -175,7 +182,9 @@ class TurnRunner:
             spec = await self._spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
-                    outcome, denials = await self._drive(task, spec, preset, left, agent, runner)
+                    outcome, denials = await self._drive_or_anew(
+                        task, turn, spec, preset, left, agent, runner
+                    )
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
@@ -202,6 +211,36 @@ class TurnRunner:
             else:
                 await self._finish(task, turn, failure(task, turn, exc), denials, runner=runner)
         await self._queue.kick(task.id)
+
+    async def _drive_or_anew(
+        self,
+        task: Task,
+        turn: Turn,
+        spec: TurnSpec,
+        preset: Preset | None,
+        left: float | None,
+        agent: contextlib.AsyncExitStack,
+        runner: str | None,
+    ) -> tuple[TurnOutcome, tuple[str, ...]]:
+        try:
+            return await self._drive(task, spec, preset, left, agent, runner)
+        except SessionNotFound:
+            spec = await self._anew(task, turn, spec)
+            return await self._drive(task, spec, preset, left, agent, runner)
+
+    async def _anew(self, task: Task, turn: Turn, spec: TurnSpec) -> TurnSpec:
+        """The session to resume is not here (a scale-out worker on another machine ran it,
+        or its agent was killed before it saved it): the turn goes on in a new session whose
+        prompt tells what happened so far; one quiet line says so."""
+        log.warning(
+            "task %s: session %s not found here; a new session", task.id, spec.resume_session_id
+        )
+        await self._store.tasks.set_session(task.id, None)
+        await self._notifier.send(
+            task, self._notifier.text(task.locale, "task.session_lost", label=task.label), "status"
+        )
+        prompt = await lost_session_prompt(self._store, task, turn)
+        return dataclasses.replace(spec, prompt=prompt, resume_session_id=None)
 
     @contextlib.asynccontextmanager
     async def _one_agent(self, task_id: int) -> AsyncIterator[None]:

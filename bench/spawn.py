@@ -1,0 +1,110 @@
+"""From a Telegram update to the agent's process, with 50 turns already running: the real bot
+(long polling against the fake Bot API, the store on SQLite, the pool, progress messages of
+the running turns ticking), a stand-in claude (a small Python script) so that only Detach's
+own path is timed. 50 turns that run until cancelled are started first; then 50 more tasks
+are sent one at a time, each a turn that answers at once, and for each the time from the
+update's arrival at the fake Bot API to the bot's log line "claude pid … started" is taken.
+Prints p50 and p99 (and the same with nothing else running)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support import fake_claude  # noqa: E402
+from tests.support.fake_telegram import FakeTelegram  # noqa: E402
+from tests.support.harness import OWNER, make_settings, running_bot  # noqa: E402
+
+BUSY = 50
+PROBES = int(os.environ.get("BENCH_PROBES", "50"))
+
+
+class Spawns(logging.Handler):
+    """When the bot started each agent process (its own log line), by task."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.at: dict[int, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.name == "executors.process" and " started" in message:
+            task_id = int(message.split()[1])
+            self.at.setdefault(task_id, time.monotonic())
+
+
+async def probe(fake: FakeTelegram, spawns: Spawns, task_id: int) -> float:
+    began = time.monotonic()
+    await fake.user_message(f"/claude mode=auto probe {task_id}", OWNER)
+    async with asyncio.timeout(30):
+        while task_id not in spawns.at:
+            await asyncio.sleep(0.001)
+    await fake.wait_text(OWNER, f"probe {task_id}", timeout_s=30)  # its card: it is done
+    return spawns.at[task_id] - began
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return 1000 * statistics.median(values), 1000 * cuts[98]
+
+
+async def main() -> None:
+    spawns = Spawns()
+    logging.getLogger("executors.process").addHandler(spawns)
+    logging.getLogger("executors.process").setLevel(logging.INFO)
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        (home / "work").mkdir()
+        claude = fake_claude.script(home)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+        async with FakeTelegram(flood_burst=200, flood_per_s=200) as fake:
+            settings = make_settings(
+                home / "data",
+                fake,
+                claude,
+                home / "work",
+                max_concurrent_turns=BUSY + 8,
+                progress_delay_s=1.0,
+                progress_interval_s=3.0,
+            )
+            async with running_bot(settings, env):
+                await fake.wait_call("setMyCommands")
+                task_id = 0
+                idle = []
+                for _ in range(10):  # warm-up and the idle figure
+                    task_id += 1
+                    idle.append(await probe(fake, spawns, task_id))
+                for _ in range(BUSY):
+                    task_id += 1
+                    await fake.user_message(f"/claude mode=auto HANG busy {task_id}", OWNER)
+                async with asyncio.timeout(120):
+                    while len([t for t in spawns.at if t > 10]) < BUSY:
+                        await asyncio.sleep(0.05)
+                await asyncio.sleep(2.0)  # their progress messages are ticking now
+                busy = []
+                for _ in range(PROBES):
+                    task_id += 1
+                    busy.append(await probe(fake, spawns, task_id))
+                for n in range(11, 11 + BUSY):
+                    await fake.user_message(f"/cancel {n}", OWNER)
+                await asyncio.sleep(3.0)
+    p50, p99 = percentiles(idle)
+    print(f"update -> agent spawned, nothing else running: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    p50, p99 = percentiles(busy)
+    print(
+        f"update -> agent spawned, {BUSY} turns running: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
+        f"({PROBES} probes)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
