@@ -5,36 +5,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import (
-    AgentCrashed,
-    AgentNotInstalled,
-    SessionNotFound,
     TurnTaken,
     UserInputError,
 )
 from bot.models import (
     ApprovalMode,
     CheckResult,
-    LimitReached,
     McpServerSpec,
-    SessionStarted,
     Task,
     TaskStatus,
     Turn,
     TurnError,
-    TurnFinished,
     TurnSpec,
-    UsageUpdated,
 )
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
@@ -42,25 +34,20 @@ from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
-from bot.turns.continuation import lost_session_prompt
+from bot.turns.drive import Drive
 from bot.turns.gitinfo import diff_stat
 from bot.turns.limits import Parking
 from bot.turns.outcome import (
     CHECK_PROMPT,
     CHECK_PROMPT_TAIL,
     failure,
-    outcome_of,
     preamble,
-    reaper,
-    transcript_entry,
 )
 from bot.turns.pool import Claimed, StopReason, TurnControl
-from bot.turns.progress import Progress
 from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
 
-TRANSCRIPT_BATCH = 25
 # stops after which a turn writes nothing: left running for recovery at the next start
 # (shutdown), or another process's turn now (taken over); None: the pool itself went away
 HANDS_OFF = (None, StopReason.SHUTDOWN, StopReason.TAKEN_OVER)
@@ -132,6 +119,15 @@ class TurnRunner:
         self._process_tag = process_tag
         self._checks = checks
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
+        self._drive = Drive(
+            store=store,
+            engines=engines,
+            notifier=notifier,
+            desk=desk,
+            progress_interval_s=policy.progress_interval_s,
+            progress_delay_s=policy.progress_delay_s,
+            shared=stop_poll_s is not None,
+        )
         self._parking = Parking(
             store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
         )
@@ -182,7 +178,7 @@ class TurnRunner:
             spec = await self._spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
-                    outcome, denials = await self._drive_or_anew(
+                    outcome, denials = await self._drive.drive(
                         task, turn, spec, preset, left, agent, runner
                     )
                     check = await self._check(task, turn, outcome, spec.process_tag)
@@ -211,36 +207,6 @@ class TurnRunner:
             else:
                 await self._finish(task, turn, failure(task, turn, exc), denials, runner=runner)
         await self._queue.kick(task.id)
-
-    async def _drive_or_anew(
-        self,
-        task: Task,
-        turn: Turn,
-        spec: TurnSpec,
-        preset: Preset | None,
-        left: float | None,
-        agent: contextlib.AsyncExitStack,
-        runner: str | None,
-    ) -> tuple[TurnOutcome, tuple[str, ...]]:
-        try:
-            return await self._drive(task, spec, preset, left, agent, runner)
-        except SessionNotFound:
-            spec = await self._anew(task, turn, spec)
-            return await self._drive(task, spec, preset, left, agent, runner)
-
-    async def _anew(self, task: Task, turn: Turn, spec: TurnSpec) -> TurnSpec:
-        """The session to resume is not here (a scale-out worker on another machine ran it,
-        or its agent was killed before it saved it): the turn goes on in a new session whose
-        prompt tells what happened so far; one quiet line says so."""
-        log.warning(
-            "task %s: session %s not found here; a new session", task.id, spec.resume_session_id
-        )
-        await self._store.tasks.set_session(task.id, None)
-        await self._notifier.send(
-            task, self._notifier.text(task.locale, "task.session_lost", label=task.label), "status"
-        )
-        prompt = await lost_session_prompt(self._store, task, turn)
-        return dataclasses.replace(spec, prompt=prompt, resume_session_id=None)
 
     @contextlib.asynccontextmanager
     async def _one_agent(self, task_id: int) -> AsyncIterator[None]:
@@ -289,12 +255,6 @@ class TurnRunner:
                 log.info("turn %s: stop requested from another process", turn_id)
                 control.request_stop(StopReason.CANCELLED)
                 return
-
-    def _held(self, turn_id: int, runner: str | None) -> Callable[[], Awaitable[bool]] | None:
-        """On a shared database: whether ``runner`` still runs the turn (else always)."""
-        if self._stop_poll_s is None or runner is None:
-            return None
-        return functools.partial(self._store.claims.holds, turn_id, runner)
 
     async def _spec(
         self, task: Task, turn: Turn, preset: Preset | None, left: float | None
@@ -439,79 +399,3 @@ class TurnRunner:
         if task.approval_mode is ApprovalMode.AUTO:
             tools = self._policy.auto_allowed_tools + tools
         return tools
-
-    async def _drive(
-        self,
-        task: Task,
-        spec: TurnSpec,
-        preset: Preset | None,
-        left: float | None,
-        agent: contextlib.AsyncExitStack,
-        runner: str | None = None,
-    ) -> tuple[TurnOutcome, tuple[str, ...]]:
-        """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
-        verdict it is left to exit on its own when that block ends (after the card); on
-        anything else (a budget stop, an error, a cancel) it is stopped."""
-        await self._engines.ready()  # a turn right after start: the probes may still run
-        executor = self._engines.available.get(task.engine)
-        if executor is None:
-            raise AgentNotInstalled(task.engine, None)
-        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
-        agent.push_async_exit(reaper(events))
-        batch: list[tuple[str, dict[str, Any]]] = []
-        final: TurnFinished | None = None
-        limit: LimitReached | None = None
-        progress = Progress(
-            self._notifier,
-            task,
-            self._policy.progress_interval_s,
-            preset,
-            self._policy.progress_delay_s,
-            self._held(spec.turn_id, runner),
-        )
-        try:
-            async with progress:
-                async for event in events:
-                    progress.observe(event)
-                    if isinstance(event, SessionStarted) and event.session_id != task.session_id:
-                        await self._store.tasks.set_session(task.id, event.session_id)
-                    batch.append(transcript_entry(event))
-                    if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
-                        limit = event  # the first that names its reset time wins
-                    if isinstance(event, TurnFinished):
-                        log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
-                        final = event
-                        break
-                    if (
-                        isinstance(event, UsageUpdated)
-                        and preset is not None
-                        and left is not None
-                        and preset.cost_usd(event.usage) > left
-                    ):
-                        log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
-                        await events.aclose()
-                        cost = preset.cost_usd(event.usage)
-                        return TurnOutcome(
-                            TaskStatus.BUDGET_EXCEEDED,
-                            error=TurnError("turn_error.budget_reached"),
-                            cost_usd=cost,
-                            input_tokens=event.usage.input_tokens,
-                            output_tokens=event.usage.output_tokens,
-                        ), ()
-                    if len(batch) >= TRANSCRIPT_BATCH:
-                        await self._store.transcript.append(task.id, spec.turn_id, batch)
-                        batch = []
-        finally:
-            await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
-        if final is None:  # executors end with TurnFinished or raise
-            raise AgentCrashed("the agent ended without a result", None, "")
-        outcome = outcome_of(final, preset)
-        if limit is not None and final.is_error:
-            outcome = await self._limited(task, outcome, limit)
-        return outcome, final.denials
-
-    async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
-        """A turn the engine's usage limit stopped is not a failure: it waits for the reset
-        (``resume_at``; None when the engine named none: it is tried again after a while)."""
-        log.info("task %s: %s usage limit; resets %s", task.id, task.engine, limit.resets_at)
-        return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=limit.resets_at)

@@ -1,0 +1,172 @@
+"""A turn's agent, from its spec to its verdict: the engine's events (transcript, progress,
+the session id, a budget that stops it mid-turn, a usage limit), and a session that cannot be
+resumed here carried on in a new one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.approvals.desk import ApprovalDesk
+from bot.engines import Engines
+from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
+from bot.models import (
+    LimitReached,
+    SessionStarted,
+    Task,
+    TaskStatus,
+    Turn,
+    TurnError,
+    TurnFinished,
+    TurnSpec,
+    UsageUpdated,
+)
+from bot.money.presets import Preset
+from bot.store import Store, TurnOutcome
+from bot.telegram.notifier import Notifier
+from bot.turns.continuation import lost_session_prompt
+from bot.turns.outcome import outcome_of, reaper, transcript_entry
+from bot.turns.progress import Progress
+
+log = logging.getLogger(__name__)
+TRANSCRIPT_BATCH = 25
+
+
+class Drive:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        engines: Engines,
+        notifier: Notifier,
+        desk: ApprovalDesk,
+        progress_interval_s: float,
+        progress_delay_s: float,
+        shared: bool,
+    ) -> None:
+        """``shared``: turns run on a shared database, where another process may take one
+        over (its progress is then neither sent nor edited)."""
+        self._store = store
+        self._engines = engines
+        self._notifier = notifier
+        self._desk = desk
+        self._progress_interval_s = progress_interval_s
+        self._progress_delay_s = progress_delay_s
+        self._shared = shared
+
+    async def drive(
+        self,
+        task: Task,
+        turn: Turn,
+        spec: TurnSpec,
+        preset: Preset | None,
+        left: float | None,
+        agent: contextlib.AsyncExitStack,
+        runner: str | None,
+    ) -> tuple[TurnOutcome, tuple[str, ...]]:
+        try:
+            return await self._events(task, spec, preset, left, agent, runner)
+        except SessionNotFound:
+            spec = await self._anew(task, turn, spec)
+            return await self._events(task, spec, preset, left, agent, runner)
+
+    async def _anew(self, task: Task, turn: Turn, spec: TurnSpec) -> TurnSpec:
+        """The session to resume is not here (a scale-out worker on another machine ran it,
+        or its agent was killed before it saved it): the turn goes on in a new session whose
+        prompt tells what happened so far; one quiet line says so."""
+        log.warning(
+            "task %s: session %s not found here; a new session", task.id, spec.resume_session_id
+        )
+        await self._store.tasks.set_session(task.id, None)
+        await self._notifier.send(
+            task, self._notifier.text(task.locale, "task.session_lost", label=task.label), "status"
+        )
+        prompt = await lost_session_prompt(self._store, task, turn)
+        return dataclasses.replace(spec, prompt=prompt, resume_session_id=None)
+
+    def _held(self, turn_id: int, runner: str | None) -> Callable[[], Awaitable[bool]] | None:
+        """On a shared database: whether ``runner`` still runs the turn (else always)."""
+        if not self._shared or runner is None:
+            return None
+        return functools.partial(self._store.claims.holds, turn_id, runner)
+
+    async def _events(
+        self,
+        task: Task,
+        spec: TurnSpec,
+        preset: Preset | None,
+        left: float | None,
+        agent: contextlib.AsyncExitStack,
+        runner: str | None = None,
+    ) -> tuple[TurnOutcome, tuple[str, ...]]:
+        """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
+        verdict it is left to exit on its own when that block ends (after the card); on
+        anything else (a budget stop, an error, a cancel) it is stopped."""
+        await self._engines.ready()  # a turn right after start: the probes may still run
+        executor = self._engines.available.get(task.engine)
+        if executor is None:
+            raise AgentNotInstalled(task.engine, None)
+        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
+        agent.push_async_exit(reaper(events))
+        batch: list[tuple[str, dict[str, Any]]] = []
+        final: TurnFinished | None = None
+        limit: LimitReached | None = None
+        progress = Progress(
+            self._notifier,
+            task,
+            self._progress_interval_s,
+            preset,
+            self._progress_delay_s,
+            self._held(spec.turn_id, runner),
+        )
+        try:
+            async with progress:
+                async for event in events:
+                    progress.observe(event)
+                    if isinstance(event, SessionStarted) and event.session_id != task.session_id:
+                        await self._store.tasks.set_session(task.id, event.session_id)
+                    batch.append(transcript_entry(event))
+                    if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
+                        limit = event  # the first that names its reset time wins
+                    if isinstance(event, TurnFinished):
+                        log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
+                        final = event
+                        break
+                    if (
+                        isinstance(event, UsageUpdated)
+                        and preset is not None
+                        and left is not None
+                        and preset.cost_usd(event.usage) > left
+                    ):
+                        log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
+                        await events.aclose()
+                        cost = preset.cost_usd(event.usage)
+                        return TurnOutcome(
+                            TaskStatus.BUDGET_EXCEEDED,
+                            error=TurnError("turn_error.budget_reached"),
+                            cost_usd=cost,
+                            input_tokens=event.usage.input_tokens,
+                            output_tokens=event.usage.output_tokens,
+                        ), ()
+                    if len(batch) >= TRANSCRIPT_BATCH:
+                        await self._store.transcript.append(task.id, spec.turn_id, batch)
+                        batch = []
+        finally:
+            await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
+        if final is None:  # executors end with TurnFinished or raise
+            raise AgentCrashed("the agent ended without a result", None, "")
+        outcome = outcome_of(final, preset)
+        if limit is not None and final.is_error:
+            outcome = await self._limited(task, outcome, limit)
+        return outcome, final.denials
+
+    async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
+        """A turn the engine's usage limit stopped is not a failure: it waits for the reset
+        (``resume_at``; None when the engine named none: it is tried again after a while)."""
+        log.info("task %s: %s usage limit; resets %s", task.id, task.engine, limit.resets_at)
+        return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=limit.resets_at)
