@@ -80,6 +80,8 @@ bench: dev agents locales sandbox
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/footprint.py
 	$(PY) bench/memory.py
 	$(PY) bench/pool.py
+	$(PY) bench/spawn.py
+	$(PY) bench/workers.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
 
 lint: dev

@@ -20,12 +20,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bot import lazy_types  # noqa: E402
 from tests.support import fake_claude  # noqa: E402
 from tests.support.fake_telegram import FakeTelegram  # noqa: E402
 from tests.support.harness import OWNER, make_settings, running_bot  # noqa: E402
 
 BUSY = 50
 PROBES = int(os.environ.get("BENCH_PROBES", "50"))
+IDLE_PROBES = 20
 
 
 class Spawns(logging.Handler):
@@ -78,25 +80,28 @@ async def main() -> None:
             )
             async with running_bot(settings, env):
                 await fake.wait_call("setMyCommands")
-                task_id = 0
+                await lazy_types.warm()  # as `detach run` does once polling started
+                task_id = 1
+                first = await probe(fake, spawns, task_id)  # the first task after start
                 idle = []
-                for _ in range(10):  # warm-up and the idle figure
+                for _ in range(IDLE_PROBES):
                     task_id += 1
                     idle.append(await probe(fake, spawns, task_id))
                 for _ in range(BUSY):
                     task_id += 1
                     await fake.user_message(f"/claude mode=auto HANG busy {task_id}", OWNER)
                 async with asyncio.timeout(120):
-                    while len([t for t in spawns.at if t > 10]) < BUSY:
+                    while len([t for t in spawns.at if t > IDLE_PROBES + 1]) < BUSY:
                         await asyncio.sleep(0.05)
                 await asyncio.sleep(2.0)  # their progress messages are ticking now
                 busy = []
                 for _ in range(PROBES):
                     task_id += 1
                     busy.append(await probe(fake, spawns, task_id))
-                for n in range(11, 11 + BUSY):
+                for n in range(IDLE_PROBES + 2, IDLE_PROBES + 2 + BUSY):
                     await fake.user_message(f"/cancel {n}", OWNER)
                 await asyncio.sleep(3.0)
+    print(f"update -> agent spawned, the first task after start: {1000 * first:.0f} ms")
     p50, p99 = percentiles(idle)
     print(f"update -> agent spawned, nothing else running: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     p50, p99 = percentiles(busy)

@@ -15,7 +15,7 @@ from aiogram.client.default import DefaultBotProperties
 from aiogram.client.session.base import BaseSession
 from aiogram.client.telegram import TelegramAPIServer
 
-from bot import config
+from bot import config, lazy_types
 from bot.approvals.answers import ApprovalAnswers
 from bot.core import Core, background, build_core, start_core
 from bot.errors import ConfigError
@@ -209,6 +209,10 @@ async def build(
 async def _settle_then_intake(app: App) -> None:
     await app.settle()
     await _say_missing_engine(app)
+    try:
+        await lazy_types.warm()  # the first task after a start does not build them
+    except Exception:  # deliberate: a type that does not build now builds on first use
+        log.exception("building the first Telegram types failed")
     await app.intake.run_forever()
 
 
