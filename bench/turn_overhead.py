@@ -136,7 +136,7 @@ async def main() -> None:
     series: dict[str, list[float]] = {k: [] for k in keys}
     work = tmp / "work"
     marks = Marks()
-    for name in ("executors.process", "bot.turns.runner"):
+    for name in ("executors.process", "bot.turns.drive"):
         logging.getLogger(name).addHandler(marks)
         logging.getLogger(name).setLevel(logging.DEBUG)
     async with FakeTelegram() as fake:
