@@ -5,8 +5,10 @@ another process."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.errors import TurnTaken
 from bot.models import Task, TaskStatus, Turn
@@ -89,6 +91,17 @@ def _claim_next(head: int | None) -> sa.Update:
 
 
 _CLAIMS = (_claim_next(HEAD), _claim_next(None))  # the head of the queue first, then all of it
+
+
+async def _running(conn: AsyncConnection, claimed: sa.Row, now: datetime) -> tuple[Task, Turn]:  # type: ignore[type-arg]
+    """The task of a turn just claimed runs now (in the claim's transaction)."""
+    task = await conn.execute(
+        tasks.update()
+        .where(tasks.c.id == claimed.task_id)
+        .values(status=TaskStatus.RUNNING.value, updated_at=now)
+        .returning(tasks)
+    )
+    return task_of(task.one()), turn_of(claimed)
 
 
 class ClaimRepo:
@@ -229,13 +242,7 @@ class ClaimRepo:
             ).first()
             if claimed is None:
                 return None
-            task = await conn.execute(
-                tasks.update()
-                .where(tasks.c.id == claimed.task_id)
-                .values(status=TaskStatus.RUNNING.value, updated_at=now)
-                .returning(tasks)
-            )
-            return task_of(task.one()), turn_of(claimed)
+            return await _running(conn, claimed, now)
 
     async def claim_next(self, runner: str, engines: Collection[str]) -> tuple[Task, Turn] | None:
         """Scale-out: claim the oldest submitted turn this runner (registered, not taken over)
@@ -252,13 +259,7 @@ class ClaimRepo:
                     break
             else:
                 return None
-            task = await conn.execute(
-                tasks.update()
-                .where(tasks.c.id == claimed.task_id)
-                .values(status=TaskStatus.RUNNING.value, updated_at=now)
-                .returning(tasks)
-            )
-            return task_of(task.one()), turn_of(claimed)
+            return await _running(conn, claimed, now)
 
     async def announce(self) -> None:
         """Wake the runners of a shared PostgreSQL database: a turn was submitted (delivered
