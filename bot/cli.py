@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from bot import config
@@ -178,10 +181,25 @@ def _run(_args: argparse.Namespace) -> int:
         return 2
     _logging()
     logging.getLogger("detach").info("%s; data in %s", config.describe(), settings.data_dir)
-    from bot.app import serve  # the bot's imports are only needed to serve
+    with _importing():
+        from bot.app import serve  # the bot's imports are only needed to serve
 
     asyncio.run(serve(settings))
     return 0
+
+
+@contextlib.contextmanager
+def _importing() -> Iterator[None]:
+    """The imports of a serving process, without the cyclic collector: they make ~130,000
+    objects that live as long as the process, and collecting among them while importing took
+    0.1 s of the start here. Afterwards those objects are frozen (``gc.freeze``): later
+    collections, on every turn, no longer walk them."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -194,7 +212,8 @@ def _worker(args: argparse.Namespace) -> int:
         )
         return 2
     _logging()
-    from bot.worker import serve_worker  # the bot's imports are only needed to serve
+    with _importing():
+        from bot.worker import serve_worker  # the bot's imports are only needed to serve
 
     asyncio.run(serve_worker(settings, args.name))
     return 0

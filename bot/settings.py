@@ -139,7 +139,7 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
-        return f"sqlite+aiosqlite:///{(self.data_dir / 'detach.sqlite').resolve()}"
+        return f"sqlite:///{(self.data_dir / 'detach.sqlite').resolve()}"
 
     @property
     def jobs_database_url(self) -> str | None:

@@ -122,6 +122,31 @@ def test_a_worker_imports_no_telegram_library_and_no_scheduler():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher():
+    """Memory the idle bot does without (measured in a fresh interpreter, after opening its
+    SQLite store): SQLAlchemy's asyncio extension and ORM and greenlet (6 MB; SQLite runs on
+    the sync engine, ``bot/store/sqlite_engine.py``), its PostgreSQL dialect (2 MB), rapidfuzz
+    (3.5 MB, loaded by a typo in /model or /tz)."""
+    probe = (
+        "import asyncio, sys, tempfile, bot.app, bot.cli\n"
+        "from bot.store import Store\n"
+        "async def main():\n"
+        "    with tempfile.TemporaryDirectory() as d:\n"
+        "        store = await Store.open(f'sqlite+aiosqlite:///{d}/t.sqlite')\n"
+        "        await store.tasks.get(1)\n"
+        "        await store.close()\n"
+        "asyncio.run(main())\n"
+        "unused = ('sqlalchemy.orm', 'sqlalchemy.ext.asyncio', 'greenlet', 'aiosqlite',\n"
+        "          'sqlalchemy.dialects.postgresql', 'rapidfuzz')\n"
+        "print(sorted(m for m in unused if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_nothing_is_built_at_import_time():
     """No module-level Bot, Dispatcher, scheduler, engine or Settings()."""
     forbidden = {"Bot", "Dispatcher", "AsyncScheduler", "Settings", "create_async_engine"}

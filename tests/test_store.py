@@ -293,7 +293,7 @@ def test_turn_errors_are_keys_with_params_and_old_text_is_kept():
 
 
 async def test_a_write_waits_for_another_process_lock_without_blocking_the_loop(tmp_path):
-    """SQLite runs on the loop's thread (bot/store/inline_sqlite.py): while another process
+    """SQLite runs on the loop's thread (bot/store/sqlite_engine.py): while another process
     (here: a thread with its own connection, as `detach add` would be) holds the write lock, the
     bot's write waits for it with asyncio sleeps, the loop keeps serving everything else, and
     the write lands once the lock is released; reads never wait."""
@@ -316,4 +316,52 @@ async def test_a_write_waits_for_another_process_lock_without_blocking_the_loop(
     finally:
         release.join()
         other.close()
+        await store.close()
+
+
+async def test_the_queue_index_is_made_by_the_migration_on_a_new_database(store):
+    """``ix_turns_queue`` (only the queued turns, oldest first) is not declared in the schema
+    (its WHERE would load SQLAlchemy's PostgreSQL dialect into every SQLite bot): a new
+    database gets it from migration 19, partial, on SQLite and PostgreSQL alike."""
+    import sqlalchemy as sa
+
+    query = (
+        "SELECT sql FROM sqlite_master WHERE name = 'ix_turns_queue'"
+        if store.engine.dialect.name == "sqlite"
+        else "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_turns_queue'"
+    )
+    async with store.engine.connect() as conn:
+        ddl = (await conn.execute(sa.text(query))).scalar()
+    assert ddl is not None and "submitted_at" in ddl and "'queued'" in ddl
+
+
+async def test_sqlite_results_are_read_whole_and_the_pool_never_makes_the_loop_wait(tmp_path):
+    """SQLite runs on the loop's thread (``bot/store/sqlite_engine.py``): a result is read
+    whole when its statement runs, so it is still readable after its connection went back to
+    the pool (and no read holds a snapshot open); forty connections held at once across awaits
+    are all given out (past its idle ones the pool opens more instead of blocking the loop, on
+    which the holders would have to run to give theirs back)."""
+    import sqlalchemy as sa
+
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+    try:
+        for n in range(5):
+            await store.tasks.create(new(f"task {n}"), f"t{n}")
+        async with store.engine.connect() as conn:
+            result = await conn.execute(sa.text("SELECT id FROM tasks ORDER BY id"))
+        assert [row[0] for row in result] == [1, 2, 3, 4, 5]
+        holding = asyncio.Event()
+        held = 0
+
+        async def hold() -> int:
+            nonlocal held
+            async with store.engine.connect() as conn:
+                held += 1
+                if held == 40:
+                    holding.set()
+                await asyncio.wait_for(holding.wait(), 5)
+                return (await conn.execute(sa.text("SELECT count(*) FROM tasks"))).scalar_one()
+
+        assert await asyncio.gather(*(hold() for _ in range(40))) == [5] * 40
+    finally:
         await store.close()

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rapidfuzz import fuzz, process, utils
-
 from bot.errors import ConfigError
 from bot.models import Preset
 
@@ -59,6 +57,8 @@ class PresetCatalog:
         prefixed = [p for n, p in exact.items() if n.startswith(query)] if query else []
         if len(prefixed) == 1:
             return Resolution(winner=prefixed[0])
+        from rapidfuzz import fuzz, process, utils  # only for a name not known: 3.5 MB at idle
+
         scored = process.extract(
             query, list(self._presets), scorer=fuzz.WRatio, processor=utils.default_process, limit=5
         )

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.checks import CheckRepo
 from bot.store.claims import ClaimRepo
-from bot.store.db import Clock, Database, make_engine, utcnow
+from bot.store.db import Clock, Database, Engine, make_engine, utcnow
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
@@ -42,9 +40,9 @@ __all__ = [
 
 
 class Store:
-    """The app's record of truth: SQLAlchemy Core on SQLite (aiosqlite, WAL) or PostgreSQL."""
+    """The app's record of truth: SQLAlchemy Core on SQLite (WAL) or PostgreSQL."""
 
-    def __init__(self, engine: AsyncEngine, clock: Clock = utcnow) -> None:
+    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
         self.engine = engine
         db = self._db = Database(engine)
         self.atomic = db.atomic  # one transaction for a state change and what reports it

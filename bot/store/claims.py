@@ -8,11 +8,10 @@ from collections.abc import Collection
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.errors import TurnTaken
 from bot.models import Task, TaskStatus, Turn
-from bot.store.db import Clock, Database
+from bot.store.db import Clock, Connection, Database
 from bot.store.schema import runners, tasks, turns
 from bot.store.task_rows import task_of, turn_of
 
@@ -93,7 +92,7 @@ def _claim_next(head: int | None) -> sa.Update:
 _CLAIMS = (_claim_next(HEAD), _claim_next(None))  # the head of the queue first, then all of it
 
 
-async def _running(conn: AsyncConnection, claimed: sa.Row, now: datetime) -> tuple[Task, Turn]:  # type: ignore[type-arg]
+async def _running(conn: Connection, claimed: sa.Row, now: datetime) -> tuple[Task, Turn]:  # type: ignore[type-arg]
     """The task of a turn just claimed runs now (in the claim's transaction)."""
     task = await conn.execute(
         tasks.update()

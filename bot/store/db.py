@@ -9,14 +9,18 @@ from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from bot.store import inline_sqlite
+from bot.store.sqlite_engine import SqliteConnection, SqliteEngine, sqlite_engine
+
+if TYPE_CHECKING:  # PostgreSQL's engine: imported by make_engine only for a PostgreSQL URL
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 Clock = Callable[[], datetime]
+Engine: TypeAlias = "AsyncEngine | SqliteEngine"
+Connection: TypeAlias = "AsyncConnection | SqliteConnection"
 log = logging.getLogger(__name__)
 WRITER_WAIT_S = 30.0  # as long as SQLite's own busy timeout
 
@@ -33,9 +37,9 @@ class Database:
     statements of a turn. Reads (``connect``) never wait. Other processes (``detach add``)
     still meet SQLite's busy timeout."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._tx: ContextVar[AsyncConnection | None] = ContextVar(f"tx{id(self)}", default=None)
+        self._tx: ContextVar[Connection | None] = ContextVar(f"tx{id(self)}", default=None)
         self._hooks: ContextVar[list[Callable[[], None]] | None] = ContextVar(
             f"hooks{id(self)}", default=None
         )
@@ -47,11 +51,11 @@ class Database:
         """Whether write transactions never overlap (SQLite): no row lock needed to order them."""
         return self._writer is not None
 
-    def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+    def begin(self) -> contextlib.AbstractAsyncContextManager[Connection]:
         conn = self._tx.get()
         return _joined(conn) if conn is not None else self._write()
 
-    def connect(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+    def connect(self) -> contextlib.AbstractAsyncContextManager[Connection]:
         conn = self._tx.get()
         return _joined(conn) if conn is not None else self.engine.connect()
 
@@ -74,7 +78,7 @@ class Database:
             hook()
 
     @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
+    async def _write(self) -> AsyncIterator[Connection]:
         """A write transaction, this process's writers one at a time (SQLite). A task already
         inside one (or started from one) does not wait for itself; a lock held past
         WRITER_WAIT_S is passed by, leaving it to SQLite's busy timeout."""
@@ -108,12 +112,12 @@ class Database:
 
 
 @contextlib.asynccontextmanager
-async def _joined(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+async def _joined(conn: Connection) -> AsyncIterator[Connection]:
     yield conn
 
 
 async def upsert(
-    conn: AsyncConnection, table: sa.Table, key: dict[str, Any], values: dict[str, Any]
+    conn: Connection, table: sa.Table, key: dict[str, Any], values: dict[str, Any]
 ) -> None:
     """Update the row with ``key``, or insert it (SQLite and PostgreSQL alike; the caller's
     transaction makes the two one)."""
@@ -149,17 +153,19 @@ def aware(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def make_engine(url: str) -> AsyncEngine:
-    """An async engine; SQLite files get WAL and NORMAL sync, run on the loop's thread
-    (``inline_sqlite``: a lock held by another process is waited for without blocking)."""
+def make_engine(url: str) -> Engine:
+    """PostgreSQL: SQLAlchemy's asyncio engine (asyncpg). SQLite (``sqlite:///…``, or the
+    older ``sqlite+aiosqlite:///…``): a file with WAL and NORMAL sync, its statements run on
+    the loop's thread (``sqlite_engine``: a lock held by another process is waited for without
+    blocking)."""
     if not url.startswith("sqlite"):
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         return create_async_engine(url, pool_pre_ping=True)
-    path = sa.engine.make_url(url).database
-    if not path or path == ":memory:":
-        engine = create_async_engine(url, connect_args={"timeout": 30})
-    else:
+    path = sa.engine.make_url(url).database or ":memory:"
+    if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, async_creator=inline_sqlite.connector(path))
+    engine = sqlite_engine(path)
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 

@@ -65,14 +65,9 @@ turns = sa.Table(
     sa.Column("submitted_at", sa.DateTime(timezone=True)),
     sa.Column("started_at", sa.DateTime(timezone=True)),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
-    # v19: the shared queue, oldest first, walked by every claim (only the queued turns)
-    sa.Index(
-        "ix_turns_queue",
-        "submitted_at",
-        "id",
-        postgresql_where=sa.text("status = 'queued'"),
-        sqlite_where=sa.text("status = 'queued'"),
-    ),
+    # v19: the partial index ix_turns_queue (submitted_at, id WHERE status = 'queued'), the shared
+    # queue walked by every claim, is made by the migration only: declared here, its
+    # dialect-specific WHERE would load SQLAlchemy's PostgreSQL dialect into every SQLite bot
 )
 
 transcript = sa.Table(
