@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
@@ -127,14 +128,40 @@ async def upsert(
         await conn.execute(table.insert().values(**key, **values))
 
 
-def insert_missing(table: sa.Table, key: dict[str, Any], values: dict[str, Any]) -> sa.Insert:
-    """One statement that inserts a row unless one with ``key`` exists (SQLite and PostgreSQL
-    alike; no read before the write)."""
-    row = {**key, **values}
+def insert_missing(
+    table: sa.Table, key: dict[str, Any], values: dict[str, Any]
+) -> tuple[sa.Insert, dict[str, Any]]:
+    """One statement (and its parameters) that inserts a row unless one with ``key`` exists
+    (SQLite and PostgreSQL alike; no read before the write), built once per table and columns."""
+    statement = _insert_missing(table, tuple(key), tuple(values))
+    return statement, {f"m_{name}": value for name, value in {**key, **values}.items()}
+
+
+@functools.cache
+def _insert_missing(table: sa.Table, key: tuple[str, ...], values: tuple[str, ...]) -> sa.Insert:
+    def bind(name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(f"m_{name}", type_=table.c[name].type)
+
     present = sa.select(sa.literal(1)).select_from(table)
-    present = present.where(*(table.c[name] == value for name, value in key.items()))
-    literals = [sa.literal(value, table.c[name].type) for name, value in row.items()]
-    return table.insert().from_select(list(row), sa.select(*literals).where(~sa.exists(present)))
+    present = present.where(*(table.c[name] == bind(name) for name in key))
+    row = sa.select(*(bind(name) for name in key + values)).where(~sa.exists(present))
+    return table.insert().from_select(list(key + values), row)
+
+
+@functools.cache
+def inserting(table: sa.Table, returning: bool = False) -> sa.Insert:
+    """``INSERT INTO table`` (``RETURNING`` the row), built once; the row's values are the
+    parameters it is executed with (a statement built for each call took longer to build than
+    SQLite takes to run it)."""
+    insert = table.insert()
+    return insert.returning(table) if returning else insert
+
+
+@functools.cache
+def updating(table: sa.Table) -> sa.Update:
+    """``UPDATE table … WHERE id = :b_id``, built once; the columns to set are the other
+    parameters it is executed with."""
+    return table.update().where(table.c.id == sa.bindparam("b_id"))
 
 
 def utcnow() -> datetime:

@@ -18,7 +18,7 @@ class UpdateJournalRepo:
         """Store an update (again is fine: Telegram re-sends what was not confirmed)."""
         async with self._engine.begin() as conn:
             await conn.execute(
-                insert_missing(
+                *insert_missing(
                     update_journal,
                     {"update_id": update_id},
                     {"payload": payload, "received_at": self._clock()},

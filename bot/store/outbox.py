@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,7 +12,7 @@ import sqlalchemy as sa
 
 from bot.errors import clean
 from bot.models import OutboxStatus
-from bot.store.db import Clock, Database, aware
+from bot.store.db import Clock, Database, aware, inserting, updating
 from bot.store.schema import outbox
 
 PENDING, SENT, FAILED, SUPERSEDED = (
@@ -52,33 +53,29 @@ class OutboxRepo:
         now = self._clock()
         async with self._engine.begin() as conn:
             if coalesce_key is not None:
-                await conn.execute(
-                    outbox.update()
-                    .where(outbox.c.coalesce_key == coalesce_key, outbox.c.status == PENDING)
-                    .values(status=SUPERSEDED)
-                )
+                await conn.execute(_supersede(), {"key": coalesce_key})
             result = await conn.execute(
-                outbox.insert().values(
-                    chat_id=chat_id,
-                    op=op,
-                    payload=_json(payload),
-                    task_id=task_id,
-                    link_kind=link_kind,
-                    coalesce_key=coalesce_key,
-                    status=PENDING,
-                    not_before=now,
-                    created_at=now,
-                )
+                inserting(outbox),
+                {
+                    "chat_id": chat_id,
+                    "op": op,
+                    "payload": _json(payload),
+                    "task_id": task_id,
+                    "link_kind": link_kind,
+                    "coalesce_key": coalesce_key,
+                    "status": PENDING,
+                    "not_before": now,
+                    "created_at": now,
+                },
             )
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     async def due(self, limit: int = 500) -> list[OutboxRow]:
         """The oldest pending row of each chat, where it is due: a row waiting to retry holds
         back the rows queued after it in its chat, so a chat's order survives retries."""
-        query = outbox.select().where(outbox.c.status == PENDING).order_by(outbox.c.id).limit(limit)
         now = self._clock()
         async with self._engine.connect() as conn:
-            rows = list(await conn.execute(query))
+            rows = list(await conn.execute(_pending(), {"limit": limit}))
         first: dict[int, Any] = {}
         for row in rows:
             first.setdefault(row.chat_id, row)
@@ -112,14 +109,10 @@ class OutboxRepo:
     async def first_send(self, task_id: int, link_kind: str) -> tuple[int, int, str] | None:
         """(row id, chat id, text) of the first message of ``link_kind`` about a task (its
         acknowledgement), unless it was never delivered or was removed."""
-        query = (
-            sa.select(outbox.c.id, outbox.c.chat_id, outbox.c.payload)
-            .where(*_sent_about(task_id, link_kind))
-            .order_by(outbox.c.id)
-            .limit(1)
-        )
         async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+            row = (
+                await conn.execute(_first_send(), {"task_id": task_id, "kind": link_kind})
+            ).first()
         if row is None:
             return None
         return row[0], row[1], str(json.loads(row[2]).get("text", ""))
@@ -183,9 +176,7 @@ class OutboxRepo:
 
     async def message_id_of(self, row_id: int) -> int | None:
         async with self._engine.connect() as conn:
-            return (
-                await conn.execute(sa.select(outbox.c.message_id).where(outbox.c.id == row_id))
-            ).scalar()
+            return (await conn.execute(_message_id(), {"row_id": row_id})).scalar()
 
     async def count(self, status: str) -> int:
         async with self._engine.connect() as conn:
@@ -197,7 +188,38 @@ class OutboxRepo:
 
     async def _update(self, row_id: int, **values: Any) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(outbox.update().where(outbox.c.id == row_id).values(**values))
+            await conn.execute(updating(outbox), {"b_id": row_id, **values})
+
+
+# The statements a turn's messages run, built once (each took longer to build than to run).
+@functools.cache
+def _supersede() -> sa.Update:
+    """A newer edit of the same message supersedes a pending older one (parameter: key)."""
+    return (
+        outbox.update()
+        .where(outbox.c.coalesce_key == sa.bindparam("key"), outbox.c.status == PENDING)
+        .values(status=SUPERSEDED)
+    )
+
+
+@functools.cache
+def _pending() -> sa.Select[Any]:
+    """The pending rows, oldest first (parameter: limit)."""
+    query = outbox.select().where(outbox.c.status == PENDING).order_by(outbox.c.id)
+    return query.limit(sa.bindparam("limit", type_=sa.Integer))
+
+
+@functools.cache
+def _first_send() -> sa.Select[Any]:
+    """The first message of a kind about a task (parameters: task_id, kind)."""
+    about = _sent_about(sa.bindparam("task_id"), sa.bindparam("kind"))
+    query = sa.select(outbox.c.id, outbox.c.chat_id, outbox.c.payload).where(*about)
+    return query.order_by(outbox.c.id).limit(1)
+
+
+@functools.cache
+def _message_id() -> sa.Select[Any]:
+    return sa.select(outbox.c.message_id).where(outbox.c.id == sa.bindparam("row_id"))
 
 
 def _row(r: Any) -> OutboxRow:
@@ -217,7 +239,7 @@ def _aware(value: datetime) -> datetime:
     return aware(value)  # type: ignore[return-value]
 
 
-def _sent_about(task_id: int, link_kind: str) -> tuple[Any, ...]:
+def _sent_about(task_id: Any, link_kind: Any) -> tuple[Any, ...]:
     """Messages of ``link_kind`` about a task, delivered or waiting, not removed."""
     return (
         outbox.c.task_id == task_id,

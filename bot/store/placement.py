@@ -3,7 +3,9 @@ cut from what), and the task file it was dropped in as."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -12,6 +14,11 @@ from bot.store.db import Clock, Database
 from bot.store.schema import task_files, worktrees
 
 ACTIVE, MERGED, DISCARDED = WorktreeState.ACTIVE, WorktreeState.MERGED, WorktreeState.DISCARDED
+
+
+@functools.cache
+def _unexported() -> sa.Select[Any]:
+    return sa.select(task_files.c.task_id).where(task_files.c.exported_at.is_(None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +103,7 @@ class TaskFileRepo:
 
     async def unexported(self) -> list[int]:
         async with self._engine.connect() as conn:
-            return list(
-                (
-                    await conn.execute(
-                        sa.select(task_files.c.task_id).where(task_files.c.exported_at.is_(None))
-                    )
-                ).scalars()
-            )
+            return list((await conn.execute(_unexported())).scalars())
 
     async def exported(self, task_id: int) -> None:
         async with self._engine.begin() as conn:

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from bot.store.db import Clock, Database, aware, insert_missing, upsert, utc
+from bot.store.db import Clock, Database, aware, insert_missing, inserting, upsert, utc
 from bot.store.schema import (
     audit,
     chat_settings,
@@ -126,7 +126,7 @@ class LinkRepo:
     async def link(self, chat_id: int, message_id: int, task_id: int, kind: str) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(
-                insert_missing(
+                *insert_missing(
                     message_links,
                     {"chat_id": chat_id, "message_id": message_id},
                     {"task_id": task_id, "kind": kind},
@@ -303,13 +303,14 @@ class AuditRepo:
     ) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(
-                audit.insert().values(
-                    at=self._clock(),
-                    user_id=user_id,
-                    action=action,
-                    task_id=task_id,
-                    detail=detail[:2000],
-                )
+                inserting(audit),
+                {
+                    "at": self._clock(),
+                    "user_id": user_id,
+                    "action": action,
+                    "task_id": task_id,
+                    "detail": detail[:2000],
+                },
             )
 
     async def count(self, action: str, user_id: int | None = None) -> int:

@@ -3,6 +3,7 @@ queue of turns, from submission to the claim, is `bot.store.claims`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -19,9 +20,59 @@ from bot.models import (
     TurnError,
 )
 from bot.store.claims import held_by
-from bot.store.db import Clock, Database
+from bot.store.db import Clock, Database, inserting
 from bot.store.schema import tasks, turns
 from bot.store.task_rows import TurnOutcome, task_of, turn_of
+
+
+@functools.cache
+def _finish(held: bool) -> tuple[sa.Update, sa.Update]:
+    """A turn's outcome and its task's status, built once (``held``: only while the runner
+    holds the turn); parameters: turn_id, task_id, b_runner, o_ and the outcome's columns,
+    cost, now."""
+    bind = sa.bindparam
+    # parameter names differ from the columns they set: SQLAlchemy keeps those for itself
+    turn_ends = (
+        turns.update()
+        .where(turns.c.id == bind("turn_id"), *(held_by(bind("b_runner")) if held else ()))
+        .values(
+            {
+                column: bind(f"o_{column}")
+                for column in (
+                    "status",
+                    "result_text",
+                    "error",
+                    "stderr_tail",
+                    "cost_usd",
+                    "input_tokens",
+                    "output_tokens",
+                )
+            }
+            | {"finished_at": bind("now")}
+        )
+        .returning(turns)
+    )
+    queued = sa.exists(
+        sa.select(turns.c.id).where(
+            turns.c.task_id == bind("task_id"), turns.c.status == TaskStatus.QUEUED.value
+        )
+    )
+    task_follows = (
+        tasks.update()
+        .where(tasks.c.id == bind("task_id"))
+        .values(
+            status=sa.case((queued, TaskStatus.QUEUED.value), else_=bind("o_status")),
+            updated_at=bind("now"),
+            total_cost_usd=tasks.c.total_cost_usd + bind("cost", type_=sa.Float),
+        )
+        .returning(tasks)
+    )
+    return turn_ends, task_follows
+
+
+@functools.cache
+def _unannounced() -> sa.Select[Any]:
+    return tasks.select().where(tasks.c.announced.is_(False))
 
 
 class TaskRepo:
@@ -41,29 +92,28 @@ class TaskRepo:
         now = self._clock()
         async with self._engine.begin() as conn:
             inserted = await conn.execute(
-                tasks.insert()
-                .values(
-                    owner_id=new.owner_id,
-                    chat_id=new.chat_id,
-                    engine=new.engine,
-                    kind=new.kind.value,
-                    slug=slug,
-                    title=new.prompt[:200],
-                    cwd=str(new.cwd),
-                    model=new.model,
-                    status=(TaskStatus.WAITING_FOR_LIMIT if waits else TaskStatus.QUEUED).value,
-                    locale=new.locale,
-                    announced=new.announced,
-                    created_at=now,
-                    updated_at=now,
-                    approval_mode=new.approval_mode.value,
-                    preset=new.preset,
-                    max_usd=new.max_usd,
-                    check_command=new.check,
-                    parent_id=new.parent_id,
-                    subtasks=new.subtasks,
-                )
-                .returning(tasks)
+                inserting(tasks, returning=True),
+                {
+                    "owner_id": new.owner_id,
+                    "chat_id": new.chat_id,
+                    "engine": new.engine,
+                    "kind": new.kind.value,
+                    "slug": slug,
+                    "title": new.prompt[:200],
+                    "cwd": str(new.cwd),
+                    "model": new.model,
+                    "status": (TaskStatus.WAITING_FOR_LIMIT if waits else TaskStatus.QUEUED).value,
+                    "locale": new.locale,
+                    "announced": new.announced,
+                    "created_at": now,
+                    "updated_at": now,
+                    "approval_mode": new.approval_mode.value,
+                    "preset": new.preset,
+                    "max_usd": new.max_usd,
+                    "check_command": new.check,
+                    "parent_id": new.parent_id,
+                    "subtasks": new.subtasks,
+                },
             )
             task = task_of(inserted.one())
             turn = await self._insert_turn(
@@ -107,18 +157,17 @@ class TaskRepo:
     ) -> Turn:
         now = self._clock()
         result = await conn.execute(
-            turns.insert()
-            .values(
-                task_id=task_id,
-                seq=seq,
-                prompt=prompt,
-                check_round=check_round,
-                status=TaskStatus.QUEUED.value,
-                created_at=now,
-                submitted_at=now if submitted else None,
-                parked_at=now if parked else None,
-            )
-            .returning(turns)
+            inserting(turns, returning=True),
+            {
+                "task_id": task_id,
+                "seq": seq,
+                "prompt": prompt,
+                "check_round": check_round,
+                "status": TaskStatus.QUEUED.value,
+                "created_at": now,
+                "submitted_at": now if submitted else None,
+                "parked_at": now if parked else None,
+            },
         )
         return turn_of(result.one())
 
@@ -235,42 +284,27 @@ class TaskRepo:
         """Record a turn's outcome; the task takes the outcome unless more turns are queued.
         Returns the task and the finished turn. With ``runner`` (scale-out) only while that
         runner holds the running turn; ``TurnTaken`` when another process took it over."""
-        now = self._clock()
-        queued = sa.exists(
-            sa.select(turns.c.id).where(
-                turns.c.task_id == turn.task_id, turns.c.status == TaskStatus.QUEUED.value
-            )
-        )
+        params = {
+            "turn_id": turn.id,
+            "task_id": turn.task_id,
+            "b_runner": runner,
+            "o_status": outcome.status.value,
+            "o_result_text": outcome.result_text,
+            "o_error": outcome.error.encode() if outcome.error else None,
+            "o_stderr_tail": outcome.stderr_tail,
+            "o_cost_usd": outcome.cost_usd,
+            "o_input_tokens": outcome.input_tokens,
+            "o_output_tokens": outcome.output_tokens,
+            "cost": outcome.cost_usd or 0.0,
+            "now": self._clock(),
+        }
+        turn_ends, task_follows = _finish(runner is not None)
         async with self._engine.begin() as conn:
-            finished = await conn.execute(
-                turns.update()
-                .where(turns.c.id == turn.id, *held_by(runner))
-                .values(
-                    status=outcome.status.value,
-                    result_text=outcome.result_text,
-                    error=outcome.error.encode() if outcome.error else None,
-                    stderr_tail=outcome.stderr_tail,
-                    cost_usd=outcome.cost_usd,
-                    input_tokens=outcome.input_tokens,
-                    output_tokens=outcome.output_tokens,
-                    finished_at=now,
-                )
-                .returning(turns)
-            )
-            row = finished.first()
+            row = (await conn.execute(turn_ends, params)).first()
             if row is None:
                 raise TurnTaken(turn.id)
             finished_turn = turn_of(row)
-            task = await conn.execute(
-                tasks.update()
-                .where(tasks.c.id == turn.task_id)
-                .values(
-                    status=sa.case((queued, TaskStatus.QUEUED.value), else_=outcome.status.value),
-                    updated_at=now,
-                    total_cost_usd=tasks.c.total_cost_usd + (outcome.cost_usd or 0.0),
-                )
-                .returning(tasks)
-            )
+            task = await conn.execute(task_follows, params)
             return task_of(task.one()), finished_turn
 
     async def cancel_queued(self, task_id: int) -> int:
@@ -323,7 +357,7 @@ class TaskRepo:
 
     async def unannounced(self) -> list[Task]:
         async with self._engine.connect() as conn:
-            rows = await conn.execute(tasks.select().where(tasks.c.announced.is_(False)))
+            rows = await conn.execute(_unannounced())
             return [task_of(r) for r in rows]
 
     async def interrupt_runners(
