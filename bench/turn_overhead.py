@@ -6,7 +6,10 @@ N times, interleaved, each after the same idle pause: (a) as
 result line (the moment a person at a terminal has the answer), and (b) through the whole bot
 with Telegram's pace as deployed: a `/detach` update over HTTP long polling to the completion
 message at the fake Bot API server; each both plain (`mode=ask`) and sandboxed (the CLI's
-bubblewrap sandbox, the default of /detach). All hit the same scripted model server on
+bubblewrap sandbox, the default of /detach), in a git repository (the card's two git
+processes count). The bot runs as deployed: `python -m bot run`, a process of its own with its
+default settings (Telegram's pace, the intake's), so the fake server's own work is not on the
+bot's loop. All hit the same scripted model server on
 127.0.0.1. From the bot's own log it also takes the bot's own time (update to agent started,
 verdict read to card at Telegram), which the CLI's start-up noise (tens of ms from run to run)
 does not blur, and so what is left: the CLI running as the bot runs it (stream-json input,
@@ -17,9 +20,9 @@ in this one run.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,8 +35,8 @@ from bot.models import ApprovalMode, TurnSpec  # noqa: E402
 from executors.claude import sandbox_settings  # noqa: E402
 from executors.process import QUIET_ENV  # noqa: E402
 from tests.support.anthropic_mock import AnthropicMock  # noqa: E402
-from tests.support.fake_telegram import FakeTelegram  # noqa: E402
-from tests.support.harness import OWNER, make_settings, running_bot  # noqa: E402
+from tests.support.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
+from tests.support.harness import OWNER  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "12"))
 PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one message a second
@@ -81,19 +84,37 @@ async def direct_turn(
     return elapsed
 
 
-class Marks(logging.Handler):
-    """When the bot's agent started and when the bot read its verdict (from its own log)."""
+# the bot as `detach run` runs it, its log lines stamped with the time (seconds, to the µs) and
+# the two marks on: when its agent started and when it read the agent's verdict
+BOT = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s: %(message)s")
+for name in ("executors.process", "bot.turns.drive"):
+    logging.getLogger(name).setLevel(logging.DEBUG)
+from bot.cli import main
+sys.exit(main(["run"]))
+"""
+
+
+class Marks:
+    """When the bot's agent started and when the bot read its verdict (from its own log, on
+    this process's monotonic clock)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
         self.spawned = self.verdict = 0.0
+        self._offset = time.time() - time.monotonic()
 
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if " started" in message and record.name == "executors.process":
-            self.spawned = time.monotonic()
-        elif message.endswith("verdict read"):
-            self.verdict = time.monotonic()
+    async def follow(self, stream: asyncio.StreamReader) -> None:
+        while line := (await stream.readline()).decode(errors="replace"):
+            stamp, _, rest = line.partition(" ")
+            try:
+                at = float(stamp) - self._offset
+            except ValueError:
+                continue
+            if rest.startswith("executors.process:") and " started" in rest:
+                self.spawned = at
+            elif rest.rstrip().endswith("verdict read"):
+                self.verdict = at
 
 
 async def main() -> None:
@@ -104,6 +125,14 @@ async def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="detach-bench-"))
     (tmp / "home").mkdir()
     (tmp / "work").mkdir()
+    # a repository, as people's work is: the card's `git diff --stat` and new files are counted
+    (tmp / "work" / "README").write_text("bench\n")
+    for git in (("init", "-q"), ("add", "README"), ("commit", "-qm", "bench")):
+        subprocess.run(
+            ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", *git],
+            cwd=tmp / "work",
+            check=True,
+        )
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(tmp / "home"),
@@ -136,16 +165,26 @@ async def main() -> None:
     series: dict[str, list[float]] = {k: [] for k in keys}
     work = tmp / "work"
     marks = Marks()
-    for name in ("executors.process", "bot.turns.drive"):
-        logging.getLogger(name).addHandler(marks)
-        logging.getLogger(name).setLevel(logging.DEBUG)
     async with FakeTelegram() as fake:
-        # Telegram's pace as deployed (the tests' settings pace 20x faster), intake as deployed
-        settings = make_settings(
-            tmp / "data", fake, claude, work, outbox_chat_interval_s=1.0, intake_interval_s=0.5
+        bot_env = {
+            **env,
+            "XDG_CONFIG_HOME": str(tmp / "home" / ".config"),
+            "DETACH_BOT_TOKEN": TOKEN,
+            "DETACH_ALLOWED_USERS": str(OWNER),
+            "DETACH_TELEGRAM_API_URL": fake.base_url,
+            "DETACH_DATA_DIR": str(tmp / "data"),
+            "DETACH_WORKDIR": str(work),
+            "DETACH_CLAUDE_BIN": claude,
+            "PYTHONPATH": str(ROOT),
+        }
+        bot = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", BOT, env=bot_env, stderr=asyncio.subprocess.PIPE
         )
-        async with running_bot(settings, env):
-            await fake.wait_call("setMyCommands")
+        assert bot.stderr is not None
+        following = asyncio.create_task(marks.follow(bot.stderr))
+        try:
+            await fake.wait_call("setMyCommands", timeout_s=60)
+            await asyncio.sleep(3)  # its probes and the first types built
 
             async def via_bot(command: str, own: str) -> float:
                 # A person does not start a task every second: let the chat's pace refill (a
@@ -182,6 +221,10 @@ async def main() -> None:
                 series["bot_tool"].append(
                     await via_bot(f"/detach mode=auto TOOLBENCH bot {i}", "_tool")
                 )
+        finally:
+            bot.terminate()
+            await bot.wait()
+            following.cancel()
     mock.stop()
     report(series)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -104,7 +105,8 @@ class TurnRunner:
         runner's only while it holds the turn. ``stop_poll_s``: how often a running turn looks
         for a /cancel handled by another process (scale-out); None in a single process, where
         the pool cancels directly.
-        ``process_tag``: this process's prefix of the tag every agent process carries.
+        ``process_tag``: this process's prefix of the tag every agent process carries
+        (``<prefix>:<turn id>.<run>``).
         ``checks`` runs a task's check after each of its turns."""
         self._store = store
         self._engines = engines
@@ -117,6 +119,7 @@ class TurnRunner:
         self._identity = identity
         self._stop_poll_s = stop_poll_s
         self._process_tag = process_tag
+        self._runs = itertools.count(1)
         self._checks = checks
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
         self._drive = Drive(
@@ -271,7 +274,11 @@ class TurnRunner:
             approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
             max_budget_usd=left,  # engines that take a budget enforce it themselves
-            process_tag=f"{self._process_tag}:{turn.id}" if self._process_tag else None,
+            # one tag per run of the turn: the sweep after a run (in the background) must not
+            # find the next run of the same turn (a handover runs it again at once)
+            process_tag=f"{self._process_tag}:{turn.id}.{next(self._runs)}"
+            if self._process_tag
+            else None,
             sandbox_domains=self._policy.sandbox_domains,
             preset=preset,
             mcp_servers=self._subtask_server(task),
