@@ -31,6 +31,22 @@ def held_by(runner: str | sa.BindParameter[str] | None) -> tuple[sa.ColumnElemen
 HEAD = 64  # a claim looks at the oldest submitted turns first, whatever the planner thinks
 
 
+def _claiming(*where: sa.ColumnElement[bool]) -> sa.Update:
+    """The turn ``where`` picks runs now, on the claiming runner (parameters: now, runner)."""
+    return (
+        turns.update()
+        .where(*where)
+        .values(
+            status=TaskStatus.RUNNING.value,
+            started_at=sa.bindparam("now"),
+            runs=turns.c.runs + 1,
+            runner=sa.bindparam("runner"),
+            stop_requested=False,
+        )
+        .returning(turns)
+    )
+
+
 def _claim_next(head: int | None) -> sa.Update:
     """The claim of the shared queue, built once (its parameters: runner, engines, now): the
     oldest submitted turn the runner may take becomes its running turn; one that another
@@ -77,18 +93,7 @@ def _claim_next(head: int | None) -> sa.Update:
         .with_for_update(skip_locked=True, of=turns)
         .scalar_subquery()
     )
-    return (
-        turns.update()
-        .where(turns.c.id == candidate)
-        .values(
-            status=TaskStatus.RUNNING.value,
-            started_at=sa.bindparam("now"),
-            runs=turns.c.runs + 1,
-            runner=sa.bindparam("runner"),
-            stop_requested=False,
-        )
-        .returning(turns)
-    )
+    return _claiming(turns.c.id == candidate)
 
 
 _CLAIMS = (_claim_next(HEAD), _claim_next(None))  # the head of the queue first, then all of it
@@ -165,21 +170,10 @@ def _claim_by_id() -> tuple[sa.Update, sa.Update]:
             sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
         ),
     )
-    claim = (
-        turns.update()
-        .where(
-            turns.c.id == sa.bindparam("turn_id"),
-            turns.c.status == TaskStatus.QUEUED.value,
-            ~sa.exists(blocked),
-        )
-        .values(
-            status=TaskStatus.RUNNING.value,
-            started_at=sa.bindparam("now"),
-            runs=turns.c.runs + 1,
-            runner=sa.bindparam("runner"),
-            stop_requested=False,
-        )
-        .returning(turns)
+    claim = _claiming(
+        turns.c.id == sa.bindparam("turn_id"),
+        turns.c.status == TaskStatus.QUEUED.value,
+        ~sa.exists(blocked),
     )
     return touch, claim
 
