@@ -12,11 +12,10 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import anyio
-
 from bot.models import CheckResult
 from executors import sandbox
 from executors.process import agent_env, spawn
+from executors.shield import shielded
 from executors.tree import stop_tree
 
 log = logging.getLogger(__name__)
@@ -58,9 +57,7 @@ class ShellCheck:
             except TimeoutError:
                 timed_out = True
         finally:
-            with anyio.CancelScope(shield=True):  # cancel or timeout: nothing of it runs on
-                await stop_tree(proc, self._grace_s, signal.SIGTERM, tag)
-                await _drain(proc, self._grace_s)
+            await shielded(self._stop(proc, tag))  # cancel or timeout: nothing of it runs on
         duration = time.monotonic() - started
         text = output.decode(errors="replace")
         if timed_out:
@@ -76,6 +73,10 @@ class ShellCheck:
             round=round_,
             timed_out=timed_out,
         )
+
+    async def _stop(self, proc: asyncio.subprocess.Process, tag: str | None) -> None:
+        await stop_tree(proc, self._grace_s, signal.SIGTERM, tag)
+        await _drain(proc, self._grace_s)
 
 
 async def _drain(proc: asyncio.subprocess.Process, timeout_s: float) -> None:

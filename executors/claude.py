@@ -15,14 +15,13 @@ from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
 from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
 from executors import sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
 from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
+from executors.shield import shielded
 from executors.tree import wait_exit
 
 log = logging.getLogger(__name__)
@@ -155,8 +154,7 @@ class ClaudeExecutor:
                             return
                     raise await agent.crashed("claude ended without a result", self._grace_s * 2)
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        await channel.aclose()
+                    await shielded(channel.aclose())
 
     @staticmethod
     async def _events(

@@ -14,8 +14,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.models import AgentEvent, ApprovalMode, Preset, SessionStarted, TurnFinished, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
@@ -29,6 +27,7 @@ from executors.codex_protocol import (
     notification_events,
 )
 from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
+from executors.shield import shielded
 
 log = logging.getLogger(__name__)
 
@@ -201,15 +200,18 @@ class CodexExecutor:
                         "codex ended without completing the turn", self._grace_s
                     )
             finally:
-                with anyio.CancelScope(shield=True):
-                    if not finished and started and agent.proc.returncode is None:
-                        with contextlib.suppress(Exception):  # best effort before the stop
-                            await rpc.request(
-                                "turn/interrupt",
-                                {"threadId": started[0], "turnId": started[1]},
-                                timeout_s=2,
-                            )
-                    await rpc.aclose()
+                running = not finished and agent.proc.returncode is None
+                await shielded(self._close(rpc, started if running else None))
+
+    @staticmethod
+    async def _close(rpc: _Rpc, started: tuple[str, str] | None) -> None:
+        """Interrupt the ``(thread, turn)`` still running (best effort, bounded), then close."""
+        if started:
+            with contextlib.suppress(Exception):  # best effort before the stop
+                await rpc.request(
+                    "turn/interrupt", {"threadId": started[0], "turnId": started[1]}, timeout_s=2
+                )
+        await rpc.aclose()
 
     async def _turn_events(
         self, rpc: _Rpc, thread_id: str, approver: Approver

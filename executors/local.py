@@ -27,8 +27,6 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import (
     AgentEvent,
@@ -48,6 +46,7 @@ from executors import sandbox
 from executors.check import ShellCheck
 from executors.local_chat import CHARS_PER_TOKEN, Endpoint, complete
 from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, capped, parse_call
+from executors.shield import shielded
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -151,8 +150,7 @@ class LocalExecutor:
             async for event in self._turn(spec, approver, endpoint, client):
                 yield event
         finally:
-            with anyio.CancelScope(shield=True):
-                await client.close()
+            await shielded(client.close())
 
     async def _turn(
         self, spec: TurnSpec, approver: Approver, endpoint: Endpoint, client: AsyncOpenAI
@@ -292,8 +290,8 @@ class LocalExecutor:
 
     async def _save(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         if self._sessions is not None:
-            with anyio.CancelScope(shield=True):  # a cancel must not leave half a step stored
-                await self._sessions.save(session_id, self.engine, messages)
+            # a cancel must not leave half a step stored
+            await shielded(self._sessions.save(session_id, self.engine, messages))
 
 
 @dataclass(slots=True)

@@ -15,10 +15,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import TurnSpec
+from executors.shield import shielded
 from executors.tree import TAG_ENV, exited, stop_tree, wait_exit
 
 log = logging.getLogger(__name__)
@@ -120,9 +119,8 @@ async def agent_process(
     try:
         yield AgentProcess(proc, stderr, drain)
     finally:
-        with anyio.CancelScope(shield=True):
-            await stop_tree(proc, grace_s, first, spec.process_tag)
-            drain.cancel()
+        await shielded(stop_tree(proc, grace_s, first, spec.process_tag))
+        drain.cancel()
         log.info(
             "task %s turn %s: %s pid %s ended rc=%s",
             spec.task_id,
