@@ -42,4 +42,3 @@ async def test_the_clean_up_s_result_and_error_come_through():
 
     with pytest.raises(OSError, match="gone"):
         await shielded(broken())
-
