@@ -127,7 +127,8 @@ def test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher():
     SQLite store): SQLAlchemy's asyncio extension and ORM and greenlet (6 MB; SQLite runs on
     the sync engine, ``bot/store/sqlite_engine.py``), its PostgreSQL dialect (2 MB), rapidfuzz
     (3.5 MB, loaded by a typo in /model or /tz), anyio (2.6 MB; the executors shield their
-    clean-up with plain asyncio, ``executors/shield.py``; APScheduler loads it for a schedule)."""
+    clean-up with plain asyncio, ``executors/shield.py``; APScheduler loads it for a schedule),
+    psutil (1.3 MB; agents' process trees are read from /proc, ``executors/tree.py``)."""
     probe = (
         "import asyncio, sys, tempfile, bot.app, bot.cli\n"
         "from bot.store import Store\n"
@@ -138,7 +139,7 @@ def test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher():
         "        await store.close()\n"
         "asyncio.run(main())\n"
         "unused = ('sqlalchemy.orm', 'sqlalchemy.ext.asyncio', 'greenlet', 'aiosqlite',\n"
-        "          'sqlalchemy.dialects.postgresql', 'rapidfuzz', 'anyio')\n"
+        "          'sqlalchemy.dialects.postgresql', 'rapidfuzz', 'anyio', 'psutil')\n"
         "print(sorted(m for m in unused if m in sys.modules))"
     )
     out = subprocess.run(

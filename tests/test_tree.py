@@ -1,0 +1,82 @@
+"""The process tree read from /proc: what ``stop_tree`` and the start-up sweep find and kill."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from executors.tree import TAG_ENV, Proc, _kill_all, descendants, kill_tagged
+
+# a shell that starts a sleeper (its grandchild, for the test) and waits
+NESTED = "sleep 30 & wait"
+
+
+def _until(check, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_descendants_are_found_down_the_tree_and_killed_with_their_group():
+    outer = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess; subprocess.run(['sh', '-c', '{NESTED}'])"],
+        start_new_session=True,
+    )
+    try:
+        assert _until(lambda: len(descendants(outer.pid)) == 2)  # sh, and sleep under it
+        below = descendants(outer.pid)
+        assert all(p.alive() for p in below)
+        _kill_all(below)
+        assert _until(lambda: not any(p.alive() and _running(p.pid) for p in below))
+    finally:
+        outer.kill()
+        outer.wait()
+
+
+def test_a_pid_seen_before_is_not_signalled_once_it_names_another_process():
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        seen = next(p for p in descendants(os.getpid()) if p.pid == sleeper.pid)
+        reused = Proc(seen.pid, seen.started + 1)  # the same pid, started at another time
+        assert seen.alive() and not reused.alive()
+        _kill_all([reused])
+        time.sleep(0.1)
+        assert sleeper.poll() is None  # still running: the stale record was not acted on
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_the_sweep_kills_the_tagged_processes_only():
+    tag = f"test-{os.getpid()}:7.1"
+    env = {**os.environ, TAG_ENV: tag}
+    tagged = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+    other = subprocess.Popen(
+        ["sleep", "30"], env={**os.environ, TAG_ENV: tag + "0"}, start_new_session=True
+    )
+    untagged = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert kill_tagged(tag, exact=True) == 1
+        assert tagged.wait(timeout=5) == -9
+        assert other.poll() is None and untagged.poll() is None
+        assert kill_tagged(f"test-{os.getpid()}:") == 1  # a prefix: what a crashed run left
+        assert other.wait(timeout=5) == -9 and untagged.poll() is None
+    finally:
+        for proc in (tagged, other, untagged):
+            proc.kill()
+            proc.wait()
+
+
+def _running(pid: int) -> bool:
+    """Not yet a zombie (a killed child stays one until its parent reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
