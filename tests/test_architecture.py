@@ -115,11 +115,7 @@ def test_a_worker_imports_no_telegram_library_and_no_scheduler():
         "import sys, bot.worker; heavy = {'aiogram', 'apscheduler', 'aiohttp'}; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _fresh(probe) == "[]"
 
 
 def test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher():
@@ -142,11 +138,7 @@ def test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher():
         "          'sqlalchemy.dialects.postgresql', 'rapidfuzz', 'anyio', 'psutil')\n"
         "print(sorted(m for m in unused if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _fresh(probe) == "[]"
 
 
 def test_nothing_is_built_at_import_time():
@@ -161,3 +153,12 @@ def test_nothing_is_built_at_import_time():
                     func = node.value.func  # type: ignore[union-attr]
                     name = getattr(func, "id", getattr(func, "attr", ""))
                     assert name not in forbidden, f"{path}: module-level {name}()"
+
+
+def _fresh(probe: str) -> str:
+    """What ``probe`` prints in a fresh interpreter (what a process imports, measured)."""
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
