@@ -60,7 +60,9 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
                 ", ".join(str(c.get("path")) for c in item.get("changes") or []),
             )
         ]
-    if method == "item/completed" and kind in ("commandExecution", "fileChange"):
+    if method == "item/started" and kind in OTHER_TOOLS:
+        return [ToolCalled(str(item.get("id")), _tool_name(item), _tool_summary(item))]
+    if method == "item/completed" and kind in ("commandExecution", "fileChange", *OTHER_TOOLS):
         ok = item.get("status") == "completed" and item.get("exitCode") in (None, 0)
         return [
             ToolFinished(
@@ -113,6 +115,21 @@ def try_again_at(message: str, now: datetime) -> datetime | None:
     except ValueError:  # 25:00, Feb 30th, a month we do not know
         return None
     return at if at > now else at + timedelta(days=1)
+
+
+# items that are a tool's call besides a command or a file change (0.171.0's schema): an MCP
+# server's tool, a client's tool, a sub-agent, a generated image saved to a file
+OTHER_TOOLS = ("mcpToolCall", "dynamicToolCall", "collabAgentToolCall", "imageGeneration")
+
+
+def _tool_name(item: dict[str, Any]) -> str:
+    if item.get("type") == "mcpToolCall":
+        return f"mcp__{item.get('server')}__{item.get('tool')}"
+    return str(item.get("tool") or item.get("type"))
+
+
+def _tool_summary(item: dict[str, Any]) -> str:
+    return str(item.get("arguments") or item.get("prompt") or item.get("revisedPrompt") or "")[:200]
 
 
 def _command(item: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from bot.models import (
     TurnSpec,
 )
 from executors.codex import CodexExecutor
+from executors.codex_protocol import TurnState, notification_events
 from executors.leftovers import MOUNT_POINTS
 from tests.support.processes import matching
 from tests.test_claude_executor import Scripted
@@ -165,3 +166,21 @@ async def test_a_sandbox_that_cannot_work_is_refused_clearly(codex_bin, codex_en
     unsandboxed = CodexExecutor(codex_bin, codex_env, sandbox="danger-full-access")
     unsandboxed.refuse_sandbox()
     assert unsandboxed.argv(spec("x", workdir))[1] == "app-server"  # not refused
+
+
+def test_tools_besides_commands_and_edits_are_tool_calls():
+    """An MCP tool, a sub-agent, a saved image: each may change files, so each is a tool call
+    (the progress shows it; a turn with none lists no changes on its card)."""
+    state = TurnState()
+    mcp = {"type": "mcpToolCall", "id": "m1", "server": "fs", "tool": "write", "arguments": {}}
+    started = notification_events("item/started", {"item": mcp}, state)
+    assert started == [ToolCalled("m1", "mcp__fs__write", "")]
+    done = notification_events("item/completed", {"item": {**mcp, "status": "failed"}}, state)
+    assert [(e.tool_use_id, e.is_error) for e in done] == [("m1", True)]
+    for kind in ("collabAgentToolCall", "imageGeneration", "dynamicToolCall"):
+        item = {"type": kind, "id": "x", "prompt": "p"}
+        assert [type(e) for e in notification_events("item/started", {"item": item}, state)] == [
+            ToolCalled
+        ]
+    for kind in ("reasoning", "webSearch", "plan"):
+        assert notification_events("item/started", {"item": {"type": kind}}, state) == []

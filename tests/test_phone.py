@@ -218,6 +218,8 @@ async def test_the_card_lists_new_files_and_small_budgets_read_true(tmp_path, wo
     empty_repository(workdir)
 
     def script(spec: TurnSpec) -> tuple:
+        if "explain" in spec.prompt:  # no tool called: the agent changed nothing
+            return tuple(e for e in answer("It made a file.") if not isinstance(e, ToolCalled))
         (spec.cwd / "added.txt").write_text("new\n")
         return answer("Made a file.")
 
@@ -228,6 +230,11 @@ async def test_the_card_lists_new_files_and_small_budgets_read_true(tmp_path, wo
             await fake.user_message("/claude make a file", OWNER)
             card = await fake.wait_text(OWNER, "Made a file.", timeout_s=20)
             assert "added.txt | new" in card.params["text"]
+            # a turn that called no tool lists no changes: what it changed is nothing, even
+            # though the repository still holds the first task's new file
+            await fake.user_message("/claude explain it", OWNER)
+            card = await fake.wait_text(OWNER, "It made a file.", timeout_s=20)
+            assert "Changed" not in card.params["text"] and "added.txt" not in card.params["text"]
     assert [usd(x) for x in (0.0001, 0.000225, 0.03, 2.5)] == [
         "0.0001",
         "0.000225",

@@ -5,6 +5,7 @@ confirmed); and the whole path through the bot with the real claude CLI."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from bot.models import TaskStatus
 from bot.settings import Settings
 from bot.store import Store
 from bot.telegram.callbacks import TaskAction
-from bot.worktrees.git import Worktrees
+from bot.worktrees.git import Worktrees, top_level
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession
@@ -61,6 +62,42 @@ async def test_created_outside_the_repository_on_its_own_branch(tmp_path, store)
     assert sh_git(path, "branch", "--show-current") == "detach/7-fix-it"
     assert (created.row.base_branch, created.row.state) == ("main", "active")
     assert sh_git(repo, "branch", "--show-current") == "main"  # the user's checkout untouched
+
+
+async def test_the_repositorys_top_is_found_where_git_finds_it(tmp_path, store):
+    """``top_level`` looks at the directories instead of spawning git: the same answer as
+    ``git rev-parse --show-toplevel`` for a repository, a subdirectory, a nested repository,
+    a linked worktree (a ``.git`` file), a ``.git`` that is no repository, and no repository."""
+    repo = make_repo(tmp_path / "repo")
+    nested = make_repo(repo / "src" / "vendored")
+    linked = Path((await Worktrees(store, tmp_path / "wt").create(3, "t", repo)).row.path)
+    (tmp_path / "repo" / "src" / "fake" / ".git").mkdir(parents=True)  # no HEAD: not one
+    (tmp_path / "plain" / "deeper").mkdir(parents=True)
+    cases = {
+        repo: repo,
+        repo / "src": repo,
+        repo / "src" / "fake": repo,
+        nested: nested,
+        linked / "src": linked,
+        tmp_path / "plain" / "deeper": None,
+    }
+    for cwd, expected in cases.items():
+        asked = subprocess.run(
+            ["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+        )
+        by_git = Path(asked.stdout.strip()).resolve() if asked.returncode == 0 else None
+        assert by_git == (expected.resolve() if expected else None), cwd
+        assert await top_level(cwd) == by_git, cwd
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a repository to another user needs root")
+async def test_a_repository_of_another_user_is_left_to_git(tmp_path):
+    """git refuses a repository this user does not own (``safe.directory``); so does
+    ``top_level``, whose ``.detach.toml`` would name a command to run."""
+    theirs = make_repo(tmp_path / "theirs")
+    (theirs / ".detach.toml").write_text('check = "touch pwned"\n')
+    subprocess.run(["chown", "-R", "nobody", str(theirs)], check=True)
+    assert await top_level(theirs / "src") is None
 
 
 async def test_not_a_repository_is_refused(tmp_path, store):

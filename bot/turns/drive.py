@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bot.approvals.desk import ApprovalDesk
@@ -20,6 +21,7 @@ from bot.models import (
     SessionStarted,
     Task,
     TaskStatus,
+    ToolCalled,
     Turn,
     TurnError,
     TurnFinished,
@@ -35,6 +37,16 @@ from bot.turns.progress import Progress
 
 log = logging.getLogger(__name__)
 TRANSCRIPT_BATCH = 25
+
+
+@dataclass(frozen=True, slots=True)
+class Driven:
+    """What a turn's agent came to: its outcome, the tools it was denied, and whether it
+    called any tool at all (an agent that called none changed no file)."""
+
+    outcome: TurnOutcome
+    denials: tuple[str, ...] = ()
+    acted: bool = True
 
 
 class Drive:
@@ -68,7 +80,7 @@ class Drive:
         left: float | None,
         agent: contextlib.AsyncExitStack,
         runner: str | None,
-    ) -> tuple[TurnOutcome, tuple[str, ...]]:
+    ) -> Driven:
         try:
             return await self._events(task, spec, preset, left, agent, runner)
         except SessionNotFound:
@@ -103,7 +115,7 @@ class Drive:
         left: float | None,
         agent: contextlib.AsyncExitStack,
         runner: str | None = None,
-    ) -> tuple[TurnOutcome, tuple[str, ...]]:
+    ) -> Driven:
         """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
         verdict it is left to exit on its own when that block ends (after the card); on
         anything else (a budget stop, an error, a cancel) it is stopped."""
@@ -116,6 +128,7 @@ class Drive:
         batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
         limit: LimitReached | None = None
+        acted = False
         progress = Progress(
             self._notifier,
             task,
@@ -128,6 +141,7 @@ class Drive:
             async with progress:
                 async for event in events:
                     progress.observe(event)
+                    acted = acted or isinstance(event, ToolCalled)
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                         await self._store.tasks.set_session(task.id, event.session_id)
                     batch.append(transcript_entry(event))
@@ -146,13 +160,15 @@ class Drive:
                         log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
                         await events.aclose()
                         cost = preset.cost_usd(event.usage)
-                        return TurnOutcome(
-                            TaskStatus.BUDGET_EXCEEDED,
-                            error=TurnError("turn_error.budget_reached"),
-                            cost_usd=cost,
-                            input_tokens=event.usage.input_tokens,
-                            output_tokens=event.usage.output_tokens,
-                        ), ()
+                        return Driven(
+                            TurnOutcome(
+                                TaskStatus.BUDGET_EXCEEDED,
+                                error=TurnError("turn_error.budget_reached"),
+                                cost_usd=cost,
+                                input_tokens=event.usage.input_tokens,
+                                output_tokens=event.usage.output_tokens,
+                            )
+                        )
                     if len(batch) >= TRANSCRIPT_BATCH:
                         await self._store.transcript.append(task.id, spec.turn_id, batch)
                         batch = []
@@ -163,7 +179,7 @@ class Drive:
         outcome = outcome_of(final, preset)
         if limit is not None and final.is_error:
             outcome = await self._limited(task, outcome, limit)
-        return outcome, final.denials
+        return Driven(outcome, final.denials, acted)
 
     async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
         """A turn the engine's usage limit stopped is not a failure: it waits for the reset

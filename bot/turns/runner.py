@@ -181,16 +181,17 @@ class TurnRunner:
             spec = await self._spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
-                    outcome, denials = await self._drive.drive(
-                        task, turn, spec, preset, left, agent, runner
-                    )
+                    driven = await self._drive.drive(task, turn, spec, preset, left, agent, runner)
+                    outcome, denials = driven.outcome, driven.denials
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
                 # Claude); the block ends once it did, and only then may the next turn start.
                 if outcome.status is TaskStatus.WAITING_FOR_LIMIT:
                     await self._parking.park(task, turn, outcome.resume_at, runner)
                 else:
-                    await self._finish(task, turn, outcome, denials, check, runner)
+                    # no tool called and no check run: nothing changed, no git to ask
+                    changed = driven.acted or check is not None
+                    await self._finish(task, turn, outcome, denials, check, runner, changed)
                 reported = True
         except asyncio.CancelledError:
             if reported or control.reason in HANDS_OFF:
@@ -310,14 +311,17 @@ class TurnRunner:
         denials: tuple[str, ...],
         check: CheckResult | None = None,
         runner: str | None = None,
+        changed: bool = True,
     ) -> None:
         """Record the outcome, its spend, its check and the completion card in one transaction:
         a crash leaves either a running turn (recovered as interrupted, and said so) or a
         finished one whose card is queued, never a finished task that does not report. A failed
         check with rounds left queues the next round instead of a card. ``TurnTaken`` when
-        another process took the turn over: nothing is written."""
+        another process took the turn over: nothing is written. ``changed``: the turn may have
+        changed files (else the card lists no changes, and no git process runs for it)."""
         turn_id = turn.id
-        changes = await diff_stat(task.cwd) if outcome.status is not TaskStatus.FAILED else ""
+        wanted = changed and outcome.status is not TaskStatus.FAILED
+        changes = await diff_stat(task.cwd) if wanted else ""
         again = (
             check is not None and not check.passed and turn.check_round < self._policy.check_rounds
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,13 +76,40 @@ def maybe_in_repository(cwd: Path) -> bool:
     return any((p / ".git").exists() for p in (path, *path.parents))
 
 
+def _marked_top(cwd: Path) -> Path | None:
+    """The nearest of ``cwd`` and its parents that git's own discovery would take for a work
+    tree's top: a ``.git`` directory holding ``HEAD``, or a ``.git`` file naming its git
+    directory (a linked worktree, a submodule)."""
+    path = cwd.resolve()
+    for candidate in (path, *path.parents):
+        marker = candidate / ".git"
+        try:
+            if marker.is_dir():
+                if (marker / "HEAD").is_file():
+                    return candidate
+            elif marker.is_file() and marker.read_bytes()[:8] == b"gitdir: ":
+                return candidate
+        except OSError:
+            return None
+    return None
+
+
 async def top_level(cwd: Path) -> Path | None:
-    """The top of the git repository holding ``cwd``, or None (no git process at all for a
-    directory that is in no repository: this runs for every new task)."""
-    if not maybe_in_repository(cwd):
+    """The top of the git repository holding ``cwd``, or None. Found by looking at the
+    directories (no git process: this runs for every new task, before its agent starts);
+    git itself is asked only for a repository this user does not own, which git refuses
+    unless ``safe.directory`` allows it."""
+    top = _marked_top(cwd)
+    if top is None:
         return None
-    top = await git(cwd, "rev-parse", "--show-toplevel")
-    return Path(top.out).resolve() if top.code == 0 and top.out else None
+    try:
+        owned = top.stat().st_uid == os.geteuid()
+    except OSError:
+        return None
+    if owned:
+        return top
+    asked = await git(cwd, "rev-parse", "--show-toplevel")
+    return Path(asked.out).resolve() if asked.code == 0 and asked.out else None
 
 
 class Worktrees:
