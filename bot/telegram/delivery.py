@@ -58,6 +58,9 @@ class Delivery:
         self._outbox.delivered_here()
         wake = self._outbox.wake
         while True:
+            # once round the loop first: a turn submitted with the row that woke this (a task
+            # and its acknowledgement) starts its agent before this send takes the loop
+            await asyncio.sleep(0)
             wake.clear()  # before the pass: a row queued during it wakes the next one
             try:
                 wait_s = await self._deliver_due()
