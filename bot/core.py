@@ -130,7 +130,12 @@ async def build_core(
         identity=lease if shared_db else OneProcess(identity),
         stop_poll_s=poll_s,
         process_tag=tag,
-        checks=ShellCheck(agent_environ, settings.secret_values(), settings.check_timeout_s),
+        checks=ShellCheck(
+            agent_environ,
+            settings.secret_values(),
+            settings.check_timeout_s,
+            nice=settings.agent_nice,
+        ),
     )
     shared = None
     if shared_db:
@@ -170,6 +175,7 @@ def turn_policy(settings: Settings) -> TurnPolicy:
         limit_retry_s=settings.limit_retry_s,
         subtask_command=(sys.executable, "-m", "bot", "mcp"),
         subtask_env=subtask_env(settings),
+        agent_nice=settings.agent_nice,
     )
 
 

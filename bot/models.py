@@ -238,6 +238,7 @@ class TurnSpec:
     sandbox_domains: tuple[str, ...] = ()  # hosts a sandboxed turn may reach without asking
     preset: Preset | None = None  # the task's model preset (an endpoint engine's endpoint)
     mcp_servers: tuple[McpServerSpec, ...] = ()  # for engines whose spec says mcp_client
+    nice: int = 0  # the turn's processes run this much nicer (lower CPU priority) than the bot
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     default_engine: str = "claude"
     max_prompt_chars: int = Field(default=20_000, ge=100)
     cancel_grace_s: float = Field(default=5.0, gt=0)
+    # agents, their tools and checks run at this lower CPU priority (nice): the bot answers at
+    # once while they keep every core busy; 0: the bot's own priority
+    agent_nice: int = Field(default=10, ge=0, le=19)
     intake_interval_s: float = Field(default=0.5, gt=0)
     progress_interval_s: float = Field(default=3.0, gt=0)
     max_attachment_mb: float = Field(default=20, gt=0, le=20)  # the Bot API serves up to 20 MB

@@ -33,10 +33,13 @@ class ShellCheck:
         secrets: Iterable[str],
         timeout_s: float,
         grace_s: float = 2.0,
+        nice: int = 0,
     ) -> None:
+        """``nice``: how much nicer than the bot the check's processes run."""
         self._env = agent_env(environ, secrets)
         self._timeout_s = timeout_s
         self._grace_s = grace_s
+        self._nice = nice
 
     async def run(
         self, command: str, cwd: Path, sandboxed: bool, round_: int, tag: str | None = None
@@ -45,7 +48,7 @@ class ShellCheck:
         if sandboxed:
             argv = sandbox.confine(argv, cwd, self._env)
         started = time.monotonic()
-        proc = await spawn(argv, str(cwd), self._env, tag)
+        proc = await spawn(argv, str(cwd), self._env, tag, self._nice)
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.close()
         output = bytearray()

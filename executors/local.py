@@ -270,7 +270,7 @@ class LocalExecutor:
 
         async def run_command(command: str, timeout_s: float | None) -> tuple[int | None, str]:
             limit = min(timeout_s or self._command_timeout_s, self._command_timeout_s)
-            shell = ShellCheck(environ, self._secrets, limit)
+            shell = ShellCheck(environ, self._secrets, limit, nice=spec.nice)
             result = await shell.run(command, spec.cwd, sandboxed, 1, spec.process_tag)
             return result.exit_code, result.output
 

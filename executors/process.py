@@ -54,21 +54,27 @@ def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]
 
 
 @functools.cache
-def _death_signal_prefix() -> tuple[str, ...]:
-    """util-linux ``setpriv`` gives the agent a parent-death signal: if the bot is killed -9, the
-    agent gets SIGINT and stops its own tools instead of running on as an orphan."""
+def _prefix(nice: int) -> tuple[str, ...]:
+    """coreutils ``nice`` runs the agent at a lower CPU priority, inherited by every process it
+    starts (the bot and its card are not kept waiting by a machine the agents keep busy);
+    util-linux ``setpriv`` gives it a parent-death signal: if the bot is killed -9, the agent
+    gets SIGINT and stops its own tools instead of running on as an orphan."""
+    niced = shutil.which("nice") if nice else None
     setpriv = shutil.which("setpriv")
-    return (setpriv, "--pdeathsig", "INT", "--") if setpriv else ()
+    return (
+        *((niced, "-n", str(nice)) if niced else ()),
+        *((setpriv, "--pdeathsig", "INT", "--") if setpriv else ()),
+    )
 
 
 async def spawn(
-    argv: list[str], cwd: str, env: Mapping[str, str], tag: str | None = None
+    argv: list[str], cwd: str, env: Mapping[str, str], tag: str | None = None, nice: int = 0
 ) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
-    (see TAG_ENV)."""
+    (see TAG_ENV), ``nice`` steps below the bot's CPU priority."""
     env = {**env, TAG_ENV: tag} if tag else dict(env)
     return await asyncio.create_subprocess_exec(
-        *_death_signal_prefix(),
+        *_prefix(nice),
         *argv,
         cwd=cwd,
         env=env,
@@ -110,7 +116,7 @@ async def agent_process(
     ``AgentNotInstalled``), keep the stderr tail, and whatever ends the turn (its end, an error,
     a cancel) stop the agent's whole tree, shielded from further cancels."""
     try:
-        proc = await spawn(argv, str(spec.cwd), env, spec.process_tag)
+        proc = await spawn(argv, str(spec.cwd), env, spec.process_tag, spec.nice)
     except OSError as exc:
         raise AgentNotInstalled(engine, binary) from exc
     log.info("task %s turn %s: %s pid %s started", spec.task_id, spec.turn_id, engine, proc.pid)

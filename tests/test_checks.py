@@ -215,6 +215,10 @@ async def test_a_sandboxed_check_can_write_only_in_its_directory(tmp_path, workd
         "sleep 30", workdir, sandboxed=False, round_=1
     )
     assert slow.timed_out and not slow.passed and slow.duration_s < 10
+    niced = ShellCheck({"PATH": "/usr/bin:/bin"}, (), timeout_s=30, nice=5)
+    for sandboxed in (False, True):  # the check runs as nice as the agent, inside or out
+        read = await niced.run("cut -d' ' -f19 /proc/$$/stat", workdir, sandboxed, round_=1)
+        assert read.output.strip() == "5"
 
 
 @pytest.mark.parametrize("sandboxed", [False, True])

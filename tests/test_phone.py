@@ -209,6 +209,7 @@ async def test_a_plain_message_is_a_task_and_an_immediate_reply_continues_it(tmp
             )
             await until(lambda: len(engine.specs) == 2, timeout_s=20)
             assert engine.specs[0].prompt.startswith("x=1 tidy the logs please")
+            assert engine.specs[0].nice == 10  # DETACH_AGENT_NICE's default reaches the agent
             assert engine.specs[1].prompt == "and rotate them"
             assert not [c for c in sends(fake) if "does not belong" in str(c.params.get("text"))]
             assert (await app.store.tasks.get(1)).approval_mode.value == "sandbox"

@@ -80,3 +80,19 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state not in (b"Z", b"X")
+
+
+async def test_an_agent_and_what_it_starts_run_nicer_than_the_bot(tmp_path):
+    """``spawn(nice=7)``: the agent's process (the same pid: ``nice`` and ``setpriv`` exec it)
+    and the tools it starts run 7 below the bot's priority, so the bot is not kept waiting."""
+    from executors.process import spawn
+
+    # field 19 of /proc/<pid>/stat is the nice value: the shell's own, then its child's
+    probe = "cut -d' ' -f19 /proc/$$/stat; sh -c 'cut -d\" \" -f19 /proc/$$/stat'"
+    proc = await spawn(["sh", "-c", probe], str(tmp_path), {"PATH": os.environ["PATH"]}, nice=7)
+    out, _ = await proc.communicate()
+    assert out.decode().split() == ["7", "7"]
+    assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the bot itself is left as it was
+    plain = await spawn(["sh", "-c", probe], str(tmp_path), {"PATH": os.environ["PATH"]})
+    out, _ = await plain.communicate()
+    assert out.decode().split() == ["0", "0"]

@@ -81,6 +81,7 @@ class TurnPolicy:
     # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
+    agent_nice: int = 0  # how much nicer than the bot a turn's processes run
 
 
 class TurnRunner:
@@ -283,6 +284,7 @@ class TurnRunner:
             sandbox_domains=self._policy.sandbox_domains,
             preset=preset,
             mcp_servers=self._subtask_server(task),
+            nice=self._policy.agent_nice,
         )
 
     def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
