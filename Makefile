@@ -13,6 +13,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e .
+	@# the bytecode `detach run` and `detach worker` load (python -OO: bot/launch.py), made now
+	@# rather than at the first start (about 2 s), and where the service may not write
+	$(PY) -OO -m compileall -q -j0 bot handlers executors $(VENV)/lib >/dev/null || true
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.installed

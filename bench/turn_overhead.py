@@ -84,8 +84,8 @@ async def direct_turn(
     return elapsed
 
 
-# the bot as `detach run` runs it, its log lines stamped with the time (seconds, to the µs) and
-# the two marks on: when its agent started and when it read the agent's verdict
+# the bot as `detach run` runs it (python -OO -P), its log lines stamped with the time (seconds,
+# to the µs) and the two marks on: when its agent started and when it read the agent's verdict
 BOT = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s: %(message)s")
@@ -178,7 +178,14 @@ async def main() -> None:
             "PYTHONPATH": str(ROOT),
         }
         bot = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", BOT, env=bot_env, stderr=asyncio.subprocess.PIPE
+            # the interpreter's flags `detach run` starts with (bot/launch.py)
+            sys.executable,
+            "-OO",
+            "-P",
+            "-c",
+            BOT,
+            env=bot_env,
+            stderr=asyncio.subprocess.PIPE,
         )
         assert bot.stderr is not None
         following = asyncio.create_task(marks.follow(bot.stderr))

@@ -2,4 +2,4 @@
 
 from bot import lazy_types
 
-lazy_types.defer()  # before anything imports aiogram: its types are built when first used
+lazy_types.defer_on_import()  # before anything imports aiogram: its types built when first used

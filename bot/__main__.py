@@ -2,7 +2,7 @@
 
 import sys
 
-from bot.cli import main
+from bot.launch import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:] or ["run"]))

@@ -24,15 +24,35 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from pydantic import BaseModel
-
 _PREFIX = "aiogram."
 _METHODS_BASE = "aiogram.methods.base"
 _namespace: dict[str, Any] = {}
 
 
+def defer_on_import() -> None:
+    """Install the deferral when aiogram is first imported (``import bot`` itself stays free of
+    pydantic: a process that only decides how to start, or never talks to Telegram, does not
+    pay for it)."""
+    if "aiogram" in sys.modules:
+        defer()
+    elif not any(isinstance(finder, _DeferOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _DeferOnImport())
+
+
+class _DeferOnImport(importlib.abc.MetaPathFinder):
+    """Before the first ``aiogram`` module is found: ``defer()``; the real finders find it."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name == "aiogram" or name.startswith(_PREFIX):
+            sys.meta_path.remove(self)
+            defer()
+        return None
+
+
 def defer() -> None:
     """Install the deferral (idempotent)."""
+    from pydantic import BaseModel
+
     if getattr(BaseModel.model_rebuild, "_detach_deferred", False):
         return
     build = BaseModel.model_rebuild.__func__  # type: ignore[attr-defined]

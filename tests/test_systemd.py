@@ -25,7 +25,7 @@ def test_unit_runs_the_console_script_and_stops_agents_cleanly(name, command):
     assert service["Type"] == "exec" and service["Restart"] == "on-failure"
     assert service["KillMode"] == "mixed" and int(service["TimeoutStopSec"]) >= 30
     assert "EnvironmentFile" not in service  # the app finds its settings file (bot.config)
-    assert 'detach = "bot.cli:main"' in (ROOT / "pyproject.toml").read_text()
+    assert 'detach = "bot.launch:main"' in (ROOT / "pyproject.toml").read_text()
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")

@@ -1,0 +1,90 @@
+"""How the bot starts (bot/launch.py): `detach run` and `detach worker` become `python -OO -P`
+(no docstrings or asserts in memory; the current directory off sys.path), in the same process;
+everything else starts as it was. And the bot so started does a whole day's work: a task, an
+approval, a follow-up, /cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import psutil
+
+from bot.launch import _optimizable
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, process_env, stop_process
+from tests.support.processes import matching
+from tests.test_approvals_e2e import buttons, touch
+
+SLEEP = "sleep 46.75"
+
+
+def test_only_serving_commands_are_started_again_optimized():
+    assert _optimizable(["run"]) and _optimizable(["worker", "w1"])
+    for args in ([], ["mcp"], ["add", "goal"], ["list"], ["init"], ["run", "--help"]):
+        assert not _optimizable(args), args
+
+
+def test_deciding_how_to_start_imports_nothing_heavy():
+    """The launcher runs before the exec: ``import bot`` loads neither pydantic nor aiogram (the
+    deferral of aiogram's types is installed for when aiogram is first imported)."""
+    from tests.test_architecture import _fresh
+
+    probe = "import sys, bot.launch; print(sorted({'pydantic', 'aiogram'} & set(sys.modules)))"
+    assert _fresh(probe) == "[]"
+
+
+async def test_detach_run_optimized_does_a_whole_task(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-OO",
+        [touch("approved.txt"), {"text": "made approved.txt"}, {"text": "second answer"}],
+    )
+    anthropic.script(
+        "MARK-HALT",
+        [
+            {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+            {"text": "never"},
+        ],
+    )
+    # where `detach run` is typed: a package named `bot` that must not be the one run (-P)
+    (tmp_path / "bot").mkdir()
+    (tmp_path / "bot" / "__init__.py").write_text("raise SystemExit('the wrong bot ran')\n")
+    detach = Path(sys.executable).parent / "detach"  # the console script the units run
+    async with FakeTelegram() as fake:
+        env = process_env(agent_env, fake, tmp_path / "data", claude_bin, workdir)
+        log = open(tmp_path / "bot.log", "ab")  # noqa: SIM115 (the child owns it)
+        bot = await asyncio.create_subprocess_exec(
+            str(detach), "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+        )
+        try:
+            await fake.wait_call("setMyCommands", timeout_s=60)
+            assert psutil.Process(bot.pid).cmdline()[1:6] == ["-OO", "-P", "-m", "bot", "run"]
+            await fake.user_message("/claude mode=ask MARK-OO make a file", OWNER)
+            ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
+            await fake.press(OWNER, ask.result["message_id"], buttons(ask)["✅ Allow"], OWNER)
+            card = await fake.wait_text(OWNER, "made approved.txt", timeout_s=60)
+            assert (workdir / "approved.txt").exists()
+            mark = len(fake.calls)
+            await fake.user_message(
+                "and now?", OWNER, reply_to_message_id=card.result["message_id"]
+            )
+            await fake.wait_text(OWNER, "second answer", timeout_s=60, after=mark)
+            await fake.user_message("/detach MARK-HALT wait", OWNER)
+            await fake.wait_text(OWNER, "#2 mark-halt-wait")
+            async with asyncio.timeout(30):
+                while not matching(SLEEP):
+                    await asyncio.sleep(0.1)
+            await fake.user_message("/cancel 2", OWNER)
+            await fake.wait_text(OWNER, "cancelled", timeout_s=30)
+            async with asyncio.timeout(20):  # its tool stopped with it
+                while matching(SLEEP):
+                    await asyncio.sleep(0.1)
+        finally:
+            await stop_process(bot)
+            for proc in matching(SLEEP):
+                proc.kill()
+    assert bot.returncode == 0
+    assert "wrong bot" not in (tmp_path / "bot.log").read_text()
