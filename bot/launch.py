@@ -2,10 +2,10 @@
 Python's ``-OO``, anything else as it was started.
 
 ``-OO`` leaves out docstrings and asserts: the code objects of everything the bot imports
-(aiogram's ~700 types, SQLAlchemy Core, pydantic) hold 5 MB less of the idle bot's memory
-(92 -> 87 MB when measured). Nothing the bot or a worker runs reads a docstring (``detach mcp``,
-whose tools' descriptions could come from them, is not a serving process here and keeps them),
-and their asserts only narrow types. The switch is one ``exec`` of the same interpreter before
+(aiogram's ~700 types, SQLAlchemy Core, pydantic) hold 5 MB less (the idle bot: 90 -> 85 MB
+here). Nothing the bot or a worker runs reads a docstring (``detach mcp``, whose tools'
+descriptions could come from them, is not a serving process here and keeps them), and their
+asserts only narrow types. The switch is one ``exec`` of the same interpreter before
 anything heavy is imported (a few tens of ms); ``-P`` keeps the current directory off
 ``sys.path``, so a ``bot`` package where ``detach run`` is typed is never the one run. The
 optimized bytecode is compiled at install (``make venv``); without it the first start compiles
