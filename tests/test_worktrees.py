@@ -107,6 +107,25 @@ async def test_not_a_repository_is_refused(tmp_path, store):
     assert refused.value.key == "worktree.not_a_repo"
 
 
+async def test_a_repository_without_commits_or_on_a_detached_head(tmp_path, store):
+    """One git process tells the top, the commit and the branch: a repository with no commit
+    yet is refused by name; a detached HEAD gives a worktree based on that commit."""
+    trees = Worktrees(store, tmp_path / "wt")
+    (tmp_path / "empty").mkdir()
+    sh_git(tmp_path / "empty", "init", "-q")
+    with pytest.raises(UserInputError) as refused:
+        await trees.create(1, "t", tmp_path / "empty")
+    assert refused.value.key == "worktree.no_commits"
+    assert refused.value.params["path"] == str((tmp_path / "empty").resolve())
+    repo = make_repo(tmp_path / "repo")
+    head = await trees.head(repo / "src")
+    assert (head.top, head.branch) == (repo.resolve(), "main")
+    sh_git(repo, "checkout", "-q", "--detach")
+    detached = await trees.create(2, "d", repo / "src")
+    assert detached.row.base_branch == detached.row.base_commit == head.commit
+    assert detached.cwd == Path(detached.row.path) / "src"
+
+
 async def test_diff_then_merge_into_the_base_branch(tmp_path, store):
     repo = make_repo(tmp_path / "repo")
     trees = Worktrees(store, tmp_path / "wt")

@@ -34,7 +34,7 @@ from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
-from bot.worktrees.git import Worktrees
+from bot.worktrees.git import Head, Worktrees
 
 log = logging.getLogger(__name__)
 ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
@@ -282,14 +282,14 @@ class TaskService:
             raise UserInputError("error.engine_unavailable", engine=new.engine)
         await self.money.check_daily_cap(new.owner_id)
         # a worktree outside a repository is refused before anything is created
-        repo = await self.worktrees.repository(new.cwd) if new.worktree else None
+        head = await self.worktrees.head(new.cwd) if new.worktree else None
         slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
         waits = await self._queue.limited_until(new.engine) is not None
         async with self._store.atomic():  # the task exists with its acknowledgement, or not
             # its engine's usage limit: it waits, and is submitted once that resets
             task, turn = await self._store.tasks.create(new, slug, submitted=not waits, waits=waits)
-            if repo is not None:
-                task = await self._own_worktree(task, new.cwd, repo)
+            if head is not None:
+                task = await self._own_worktree(task, new.cwd, head)
             if reply_to is not None:
                 await self._store.links.link(new.chat_id, reply_to, task.id, "command")
             await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
@@ -304,10 +304,10 @@ class TaskService:
             await self._queue.submit(task.id, turn.id)
         return task
 
-    async def _own_worktree(self, task: Task, cwd: Path, repo: Path) -> Task:
+    async def _own_worktree(self, task: Task, cwd: Path, head: Head) -> Task:
         """Move a just-created task into its own worktree; a failure undoes the task (the
         caller's transaction rolls back) and the user is told why."""
-        created = await self.worktrees.create(task.id, task.slug, cwd, repo)
+        created = await self.worktrees.create(task.id, task.slug, cwd, head)
         return await self._store.tasks.set_cwd(task.id, str(created.cwd))
 
     async def follow_up(

@@ -65,6 +65,15 @@ class Created:
 
 
 @dataclass(frozen=True, slots=True)
+class Head:
+    """A repository's top, its current commit, and its branch (None when detached)."""
+
+    top: Path
+    commit: str
+    branch: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Diff:
     stat: str
     patch: str
@@ -117,15 +126,21 @@ class Worktrees:
         self._store = store
         self.root = root.resolve()
 
+    async def head(self, cwd: Path) -> Head:
+        """The repository holding ``cwd`` and its current commit and branch (one git process),
+        or a clear refusal: not a repository, or one without a commit yet."""
+        found = await git(cwd, "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
+        lines = found.out.splitlines()
+        if found.code == 0 and len(lines) == 3:
+            branch = lines[2] if lines[2] != "HEAD" else None  # HEAD: detached
+            return Head(Path(lines[0]).resolve(), lines[1], branch)
+        if not lines or not Path(lines[0]).is_absolute():
+            raise UserInputError("worktree.not_a_repo", path=str(cwd))
+        raise UserInputError("worktree.no_commits", path=lines[0])
+
     async def repository(self, cwd: Path) -> Path:
         """The top of the git repository holding ``cwd``, or a clear refusal."""
-        top = await git(cwd, "rev-parse", "--show-toplevel")
-        if top.code != 0 or not top.out:
-            raise UserInputError("worktree.not_a_repo", path=str(cwd))
-        head = await git(cwd, "rev-parse", "--verify", "HEAD")
-        if head.code != 0:
-            raise UserInputError("worktree.no_commits", path=top.out)
-        return Path(top.out).resolve()
+        return (await self.head(cwd)).top
 
     async def top_level(self, cwd: Path) -> Path | None:
         return await top_level(cwd)
@@ -139,19 +154,18 @@ class Worktrees:
             return False
         return True
 
-    async def create(self, task_id: int, slug: str, cwd: Path, repo: Path | None = None) -> Created:
-        """``repo``: the repository holding ``cwd`` when the caller already looked it up."""
-        repo = repo or await self.repository(cwd)
-        branch_name = await git(repo, "symbolic-ref", "--quiet", "--short", "HEAD")
-        base_commit = (await git(repo, "rev-parse", "HEAD")).out
-        base_branch = branch_name.out if branch_name.code == 0 else base_commit
+    async def create(self, task_id: int, slug: str, cwd: Path, head: Head | None = None) -> Created:
+        """``head``: the repository holding ``cwd`` when the caller already looked it up."""
+        head = head or await self.head(cwd)
+        repo = head.top
         path = self.root / f"{task_id}-{slug}"
         branch = f"detach/{task_id}-{slug}"
         self.root.mkdir(parents=True, exist_ok=True)
-        added = await git(repo, "worktree", "add", "-b", branch, str(path), base_commit)
+        added = await git(repo, "worktree", "add", "-b", branch, str(path), head.commit)
         if added.code != 0:
             raise UserInputError("worktree.failed", error=added.err[-500:])
-        row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, base_commit, ACTIVE)
+        base_branch = head.branch or head.commit
+        row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, head.commit, ACTIVE)
         await self._store.worktrees.add(row)
         log.info("task %s: worktree %s on %s (from %s)", task_id, path, branch, base_branch)
         return Created(row, path / cwd.resolve().relative_to(repo))
