@@ -80,9 +80,8 @@ class Diff:
 
 
 def maybe_in_repository(cwd: Path) -> bool:
-    """A ``.git`` in ``cwd`` or above: the cheap test before asking git itself."""
-    path = cwd.resolve()
-    return any((p / ".git").exists() for p in (path, *path.parents))
+    """A work tree's ``.git`` in ``cwd`` or above: the cheap test before asking git itself."""
+    return _marked_top(cwd) is not None
 
 
 def _marked_top(cwd: Path) -> Path | None:
