@@ -75,3 +75,61 @@ async def test_an_engine_missing_from_this_machine_is_refused_clearly(tmp_path, 
         session = await feed(app, message("/codex do something"))
         assert "codex" in session.new_texts()
         assert await app.store.tasks.get(1) is None
+
+
+class _Held:
+    """An engine whose turns wait until released: one turn occupies the only slot."""
+
+    engine = "claude"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.prompts: list[str] = []
+
+    async def probe(self) -> str:
+        return "claude held"
+
+    def sandbox_problem(self) -> None:
+        return None
+
+    async def run(self, spec, approver):  # type: ignore[no-untyped-def]
+        self.prompts.append(spec.prompt)
+        async with asyncio.timeout(20):
+            await self.release.wait()
+        yield TurnFinished(False, f"{spec.prompt} done", SESSION, 0.0, Usage(1, 1))
+
+
+async def test_a_new_task_with_a_free_slot_is_created_running_and_waits_when_none_is(
+    tmp_path, workdir
+):
+    """A new task's first turn is claimed in the transaction that creates it when a slot is free
+    (it is running when ``start`` returns: one commit and one hop fewer before its agent); with
+    the cap reached it is created queued and starts once the slot frees, never beside it."""
+    from bot.models import NewTask, TaskKind
+
+    engine = _Held()
+    settings = _settings(tmp_path, workdir).model_copy(update={"max_concurrent_turns": 1})
+    async with app_in_own_task(
+        settings, session=RecordingSession(), executors={"claude": engine}
+    ) as app:
+
+        def new(prompt: str) -> NewTask:
+            return NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, prompt, workdir)
+
+        first = await app.service.start(new("first"))
+        row = await app.store.tasks.get(first.id)
+        assert row.status is TaskStatus.RUNNING
+        assert (await app.store.tasks.first_turn(first.id)).runner == app.pool.identity
+        second = await app.service.start(new("second"))
+        assert (await app.store.tasks.get(second.id)).status is TaskStatus.QUEUED
+        async with asyncio.timeout(10):
+            while engine.prompts != ["first"]:
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # bounded: the second must not start beside the first
+        assert engine.prompts == ["first"]
+        engine.release.set()
+        async with asyncio.timeout(10):
+            while (await app.store.tasks.get(second.id)).status is not TaskStatus.DONE:
+                await asyncio.sleep(0.02)
+        assert engine.prompts == ["first", "second"]
+        assert (await app.store.tasks.get(first.id)).status is TaskStatus.DONE

@@ -161,3 +161,35 @@ async def test_a_takeover_stops_every_turn_even_while_it_writes_its_outcome():
         await pool.stop_all(StopReason.TAKEN_OVER)
         assert pool.running_turns() == []
     assert reasons == {1: StopReason.TAKEN_OVER, 2: StopReason.TAKEN_OVER}
+
+
+async def test_a_turn_claimed_by_its_creator_starts_at_once_or_first_when_a_slot_frees():
+    """``start``: a turn whose row is already claimed runs at once while a slot is free; when
+    the cap is reached meanwhile it waits ahead of the plain queue, and the cap still holds."""
+    from types import SimpleNamespace
+
+    def claimed(n: int) -> Claimed:
+        return (SimpleNamespace(id=n), SimpleNamespace(id=n * 10))  # type: ignore[return-value]
+
+    recorder = Recorder(0.5)
+    running: list[int] = []
+    seen_claims: dict[int, bool] = {}
+
+    async def handler(turn_id: int, control: TurnControl, claim: Claimed | None) -> None:
+        seen_claims[turn_id] = claim is not None
+        running.append(turn_id)
+        assert len(running) <= 1, running  # never over the cap
+        try:
+            await recorder(turn_id, control, claim)
+        finally:
+            running.remove(turn_id)
+
+    async with JobPool("t9", 1, 60).serve(handler) as pool:
+        pool.start(claimed(1))  # a free slot: at once
+        assert pool.free_slots == 0  # its job exists: it holds the slot
+        await _until(lambda: 10 in recorder.started)
+        await pool.submit(task_id=2, turn_id=20)  # plain, waits
+        pool.start(claimed(3))  # claimed while the slot was taken: waits, ahead of turn 20
+        await _until(lambda: len(recorder.finished) == 3)
+    assert sorted(recorder.started, key=recorder.started.__getitem__) == [10, 30, 20]
+    assert seen_claims == {10: True, 30: True, 20: False}  # a claimed row is not claimed again

@@ -297,10 +297,14 @@ class TaskService:
                 await self._notifier.acknowledge(
                     task, reply_to=reply_to, origin=new.origin, note=new.note
                 )
+            # a slot is free: the first turn is claimed here, and starts once this commits
+            claimed = None if waits else await self._queue.claim_here(turn.id)
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         place(list(attachments), Path(task.cwd))
-        if not waits:
+        if claimed is not None:
+            self._queue.start(claimed)
+        elif not waits:
             await self._queue.submit(task.id, turn.id)
         return task
 

@@ -90,7 +90,8 @@ class JobPool:
         self._handler: TurnHandler | None = None
         self._running: dict[int, TurnControl] = {}  # by turn id: one registration per turn
         self._again: set[int] = set()  # turns submitted again while they ran here
-        self._waiting: deque[tuple[int, int]] = deque()  # one process: turns waiting for a slot
+        # one process: turns waiting for a slot (with their row when already claimed)
+        self._waiting: deque[tuple[int, int, Claimed | None]] = deque()
         self._jobs: set[asyncio.Task[None]] = set()  # the turns' jobs, at most the cap
         self.wake = asyncio.Event()  # a turn was submitted here, or a slot came free
 
@@ -103,7 +104,8 @@ class JobPool:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._waiting.clear()  # still queued in the app's tables: submitted again at start
+        # still queued in the app's tables: submitted again at start (a claimed one: interrupted)
+        self._waiting.clear()
         await self.stop_all(StopReason.SHUTDOWN)
 
     async def stop_all(self, reason: StopReason) -> None:
@@ -131,19 +133,26 @@ class JobPool:
             await self._announce()
             self.wake.set()
         else:
-            self._waiting.append((task_id, turn_id))
+            self._waiting.append((task_id, turn_id, None))
             self._start_waiting()
         log.info("task %s turn %s submitted", task_id, turn_id)
 
+    @property
+    def local(self) -> bool:
+        """One process: this pool is the only runner of the app's turns."""
+        return self._announce is None
+
     def start(self, claimed: Claimed) -> None:
-        """Run a turn claimed from the shared queue (the caller saw a free slot)."""
+        """Run a turn already claimed (from the shared queue, or by its creator): at once when a
+        slot is free (the caller saw one), else first when one comes free; never over the cap."""
         task, turn = claimed
-        self._spawn(task.id, turn.id, claimed)
+        self._waiting.appendleft((task.id, turn.id, claimed))
+        self._start_waiting()
 
     def _start_waiting(self) -> None:
-        """One process: start waiting turns, oldest first, while the cap allows."""
+        """Start waiting turns, oldest first, while the cap allows."""
         while self._waiting and self.free_slots > 0:
-            self._spawn(*self._waiting.popleft(), None)
+            self._spawn(*self._waiting.popleft())
 
     def _spawn(self, task_id: int, turn_id: int, claimed: Claimed | None) -> None:
         job = asyncio.create_task(self._job(task_id, turn_id, claimed))

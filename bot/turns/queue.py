@@ -9,7 +9,7 @@ from datetime import datetime
 
 from bot.store import Store
 from bot.store.db import utcnow
-from bot.turns.pool import JobPool
+from bot.turns.pool import Claimed, JobPool
 
 log = logging.getLogger(__name__)
 LIMITS_REFRESH_S = 2.0  # how stale this process's copy of the engines' limits may be
@@ -42,6 +42,18 @@ class TurnQueue:
     async def submit(self, task_id: int, turn_id: int) -> None:
         """Submit a turn its creator marked submitted (a new task's first: nothing to wait for)."""
         await self._pool.submit(task_id, turn_id)
+
+    async def claim_here(self, turn_id: int) -> Claimed | None:
+        """One process with a slot free: claim a new task's first turn in its creator's
+        transaction (the task is created running, one commit and one hop fewer before its agent
+        starts); hand it to ``start`` once that committed. None: submit it as usual."""
+        if not self._pool.local or self._pool.free_slots <= 0:
+            return None
+        return await self._store.claims.claim_turn(turn_id, self._pool.identity)
+
+    def start(self, claimed: Claimed) -> None:
+        """Run a turn ``claim_here`` claimed (its transaction committed)."""
+        self._pool.start(claimed)
 
     def stop(self, task_id: int) -> bool:
         """Stop the turn of ``task_id`` running in this process (a stop asked for elsewhere)."""
