@@ -10,7 +10,7 @@ bubblewrap sandbox, the default of /detach), in a git repository (the card's two
 processes count). The bot runs as deployed: `python -m bot run`, a process of its own with its
 default settings (Telegram's pace, the intake's), so the fake server's own work is not on the
 bot's loop. All hit the same scripted model server on
-127.0.0.1. From the bot's own log it also takes the bot's own time (update to agent started,
+127.0.0.1. From the bot's own log it also takes the bot's own time (update to agent spawned,
 verdict read to card at Telegram), which the CLI's start-up noise (tens of ms from run to run)
 does not blur, and so what is left: the CLI running as the bot runs it (stream-json input,
 approvals answered on stdin, the detached-job preamble). Prints medians and the ratios measured
@@ -38,7 +38,9 @@ from tests.support.anthropic_mock import AnthropicMock  # noqa: E402
 from tests.support.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 from tests.support.harness import OWNER  # noqa: E402
 
-RUNS = int(os.environ.get("BENCH_RUNS", "12"))
+# one run's CLI start-up varies by ±3-5 % on this 2-core VM, the bot's own part is ~2 %: the
+# medians need this many interleaved runs to tell them apart
+RUNS = int(os.environ.get("BENCH_RUNS", "24"))
 PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one message a second
 SETTLE_S = 1.0
 
@@ -85,7 +87,7 @@ async def direct_turn(
 
 
 # the bot as `detach run` runs it (python -OO -P), its log lines stamped with the time (seconds,
-# to the µs) and the two marks on: when its agent started and when it read the agent's verdict
+# to the µs) and the two marks on: when it spawned its agent and when it read the agent's verdict
 BOT = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s: %(message)s")
@@ -97,8 +99,9 @@ sys.exit(main(["run"]))
 
 
 class Marks:
-    """When the bot's agent started and when the bot read its verdict (from its own log, on
-    this process's monotonic clock)."""
+    """When the bot handed its agent to the OS (as `direct_turn`'s clock starts right before its
+    spawn) and when the bot read its verdict (from its own log, on this process's monotonic
+    clock)."""
 
     def __init__(self) -> None:
         self.spawned = self.verdict = 0.0
@@ -111,7 +114,7 @@ class Marks:
                 at = float(stamp) - self._offset
             except ValueError:
                 continue
-            if rest.startswith("executors.process:") and " started" in rest:
+            if rest.startswith("executors.process:") and rest.rstrip().endswith(" spawning"):
                 self.spawned = at
             elif rest.rstrip().endswith("verdict read"):
                 self.verdict = at
@@ -176,6 +179,8 @@ async def main() -> None:
             "DETACH_WORKDIR": str(work),
             "DETACH_CLAUDE_BIN": claude,
             "PYTHONPATH": str(ROOT),
+            # DETACH_* knobs of the bot (e.g. DETACH_AGENT_NICE) reach it from this environment
+            **{k: v for k, v in os.environ.items() if k.startswith("DETACH_AGENT_")},
         }
         bot = await asyncio.create_subprocess_exec(
             # the interpreter's flags `detach run` starts with (bot/launch.py)
@@ -265,7 +270,7 @@ def report(series: dict[str, list[float]]) -> None:
     ):
         pre, post = ms["pre" + suffix], ms["post" + suffix]
         print(
-            f"the bot's own time ({label}): update -> agent started {pre:.1f} ms, "
+            f"the bot's own time ({label}): update -> agent spawned {pre:.1f} ms, "
             f"verdict -> card at Telegram {post:.1f} ms: {pre + post:.0f} ms, "
             f"{(pre + post) / ms[direct]:.1%} of the direct turn"
         )

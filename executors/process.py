@@ -115,6 +115,9 @@ async def agent_process(
     """The skeleton every engine's turn runs in: spawn (a missing binary is
     ``AgentNotInstalled``), keep the stderr tail, and whatever ends the turn (its end, an error,
     a cancel) stop the agent's whole tree, shielded from further cancels."""
+    # the moment the bot hands the agent to the OS (the "started" line below comes after the
+    # pipes are connected, while the loop runs others' work: a few ms later, the agent running)
+    log.debug("task %s turn %s: %s spawning", spec.task_id, spec.turn_id, engine)
     try:
         proc = await spawn(argv, str(spec.cwd), env, spec.process_tag, spec.nice)
     except OSError as exc:
