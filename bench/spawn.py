@@ -3,7 +3,11 @@
 the running turns ticking), a stand-in claude (a small Python script) so that only Detach's
 own path is timed. 50 turns that run until cancelled are started first; then 50 more tasks
 are sent one at a time, each a turn that answers at once, and for each the time from the
-update's arrival at the fake Bot API to the bot's log line "claude pid … started" is taken.
+update's arrival at the fake Bot API to the agent's first instruction (the stand-in's wrapper
+stamps the time before it execs the stand-in, after the bot's `nice`/`setpriv` chain and bash's
+own start) is taken.
+Not the bot's "claude pid … started" line: that comes once the agent's pipes are connected,
+while the loop runs other turns' work, up to tens of ms after the agent is running.
 Prints p50 and p99 (and the same with nothing else running)."""
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot import lazy_types  # noqa: E402
+from executors.tree import TAG_ENV  # noqa: E402
 from tests.support import fake_claude  # noqa: E402
 from tests.support.fake_telegram import FakeTelegram  # noqa: E402
 from tests.support.harness import OWNER, make_settings, running_bot  # noqa: E402
@@ -31,27 +36,49 @@ IDLE_PROBES = 20
 
 
 class Spawns(logging.Handler):
-    """When the bot started each agent process (its own log line), by task."""
+    """Which turn each task's agent runs (the bot's "started" line), and when each turn's agent
+    began (the wall-clock stamps its wrapper wrote, by the turn in its process tag)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stamps: Path) -> None:
         super().__init__(logging.INFO)
-        self.at: dict[int, float] = {}
+        self.stamps = stamps
+        self.turn_of: dict[int, int] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if record.name == "executors.process" and " started" in message:
-            task_id = int(message.split()[1])
-            self.at.setdefault(task_id, time.monotonic())
+            words = message.split()  # "task 7 turn 7: claude pid … started"
+            self.turn_of.setdefault(int(words[1]), int(words[3].rstrip(":")))
+
+    def at(self, task_id: int) -> float:
+        turn = self.turn_of[task_id]
+        for line in self.stamps.read_text().splitlines():
+            tag, _, stamp = line.partition(" ")
+            if tag.rpartition(":")[2].partition(".")[0] == str(turn):
+                return float(stamp)
+        raise LookupError(task_id)
+
+
+def stamped(agent: str, stamps: Path) -> str:
+    """A wrapper that writes its process tag and the time, then execs ``agent``."""
+    path = stamps.parent / "stamped-claude"
+    path.write_text(
+        # bash's $EPOCHREALTIME: the time without a `date` process of its own
+        f'#!/bin/bash\nprintf "%s %s\\n" "${TAG_ENV}" "$EPOCHREALTIME" >> {stamps}\n'
+        f'exec {agent} "$@"\n'
+    )
+    path.chmod(0o755)
+    return str(path)
 
 
 async def probe(fake: FakeTelegram, spawns: Spawns, task_id: int) -> float:
-    began = time.monotonic()
+    began = time.time()  # the wrapper's clock
     await fake.user_message(f"/claude mode=auto probe {task_id}", OWNER)
     async with asyncio.timeout(30):
-        while task_id not in spawns.at:
+        while task_id not in spawns.turn_of:
             await asyncio.sleep(0.001)
     await fake.wait_text(OWNER, f"probe {task_id}", timeout_s=30)  # its card: it is done
-    return spawns.at[task_id] - began
+    return spawns.at(task_id) - began
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
@@ -60,13 +87,15 @@ def percentiles(values: list[float]) -> tuple[float, float]:
 
 
 async def main() -> None:
-    spawns = Spawns()
-    logging.getLogger("executors.process").addHandler(spawns)
-    logging.getLogger("executors.process").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         (home / "work").mkdir()
-        claude = fake_claude.script(home)
+        stamps = home / "stamps"
+        stamps.touch()
+        claude = stamped(fake_claude.script(home), stamps)
+        spawns = Spawns(stamps)
+        logging.getLogger("executors.process").addHandler(spawns)
+        logging.getLogger("executors.process").setLevel(logging.INFO)
         env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
         async with FakeTelegram(flood_burst=200, flood_per_s=200) as fake:
             settings = make_settings(
@@ -91,7 +120,7 @@ async def main() -> None:
                     task_id += 1
                     await fake.user_message(f"/claude mode=auto HANG busy {task_id}", OWNER)
                 async with asyncio.timeout(120):
-                    while len([t for t in spawns.at if t > IDLE_PROBES + 1]) < BUSY:
+                    while len([t for t in spawns.turn_of if t > IDLE_PROBES + 1]) < BUSY:
                         await asyncio.sleep(0.05)
                 await asyncio.sleep(2.0)  # their progress messages are ticking now
                 busy = []
