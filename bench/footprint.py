@@ -65,7 +65,9 @@ async def main() -> None:
         with tempfile.TemporaryDirectory() as home:
             results.append(await one_start(Path(home), claude))
     polls, rss, fds = zip(*results, strict=True)
-    print(f"first getUpdates after spawn: {min(polls):.2f} s best, {max(polls):.2f} s worst")
+    each = ", ".join(f"{p:.2f}" for p in polls)
+    best, worst = min(polls), max(polls)
+    print(f"first getUpdates after spawn: {best:.2f} s best, {worst:.2f} s worst ({each})")
     print(f"idle RSS: {min(rss):.0f}-{max(rss):.0f} MB; open fds when idle: {min(fds)}-{max(fds)}")
 
 

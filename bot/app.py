@@ -7,6 +7,7 @@ import contextlib
 import functools
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
@@ -47,6 +48,8 @@ from handlers import Services, build_dispatcher
 
 log = logging.getLogger(__name__)
 BOT_NAME = "bot"  # the bot's runner name on a shared database (workers name themselves)
+WIRE_S = 0.1  # after the first getUpdates is asked for: it is on the wire
+FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class App:
     outbox: Outbox
     schedules: ScheduleDesk
     core: Core
+    polling: asyncio.Event  # set as the first getUpdates is asked for
 
     @property
     def status(self) -> list[str]:
@@ -155,6 +159,7 @@ async def build(
             chat_burst=settings.outbox_chat_burst,
         )
         background(stack, delivery.run_forever, "outbox")
+        polling = asyncio.Event()
         service = make_service(core, settings)
         timer = ScheduleTimer()
         schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
@@ -194,12 +199,22 @@ async def build(
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,
-            make=functools.partial(JournaledDispatcher, store),
+            make=functools.partial(JournaledDispatcher, store, polling),
         )
         await start_core(core, stack)
         await stack.enter_async_context(timer.serve(schedules.on_fire))
         app = App(
-            settings, store, bot, dispatcher, core.pool, service, intake, outbox, schedules, core
+            settings,
+            store,
+            bot,
+            dispatcher,
+            core.pool,
+            service,
+            intake,
+            outbox,
+            schedules,
+            core,
+            polling,
         )
         if settle:
             await app.settle()
@@ -207,13 +222,32 @@ async def build(
 
 
 async def _settle_then_intake(app: App) -> None:
+    """What waits until polling began: the probes' outcome, missed schedules, the first
+    Telegram types (the longest step: ~0.4 s on the loop) and the intake. Engines that answer
+    their probes at once (none installed) would otherwise put all that before the first
+    ``getUpdates``."""
+    await after_first_poll(app.polling)
     await app.settle()
     await _say_missing_engine(app)
+    began = time.monotonic()
     try:
         await lazy_types.warm()  # the first task after a start does not build them
     except Exception:  # deliberate: a type that does not build now builds on first use
         log.exception("building the first Telegram types failed")
+    else:
+        log.info("first Telegram types built in %.0f ms", (time.monotonic() - began) * 1000)
     await app.intake.run_forever()
+
+
+async def after_first_poll(
+    polling: asyncio.Event, wire_s: float = WIRE_S, limit_s: float = FIRST_POLL_LIMIT_S
+) -> None:
+    """Return ``wire_s`` after the first ``getUpdates`` was asked for (a new connection's
+    connect and request are on their way by then), or after ``limit_s`` if polling never
+    began."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(polling.wait(), limit_s)
+    await asyncio.sleep(wire_s)
 
 
 async def _say_missing_engine(app: App) -> None:

@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -324,6 +326,35 @@ async def test_the_bot_and_detach_in_another_directory_share_one_database(tmp_pa
             await stop_process(proc)
             log.close()
     assert not (tmp_path / "data").exists() and not (there / "data").exists()
+
+
+async def test_start_up_work_waits_until_the_first_poll_is_out(tmp_path, workdir):
+    """Engines that answer their probes at once (none installed) must not put the rest of the
+    start (the first Telegram types: ~0.4 s on the loop) before the first ``getUpdates``: it
+    reaches Telegram before that work begins (the bot logs when it ended and how long it took;
+    this process and the bot share the clock)."""
+    async with FakeTelegram() as fake:
+        env = process_env(os.environ, fake, tmp_path / "data", "/nonexistent/claude", workdir)
+        log_path = tmp_path / "bot.log"
+        with log_path.open("w") as log:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+            )
+            try:
+                async with asyncio.timeout(60):
+                    while not (built := re.search(BUILT, log_path.read_text(), re.MULTILINE)):
+                        assert proc.returncode is None, log_path.read_text()
+                        await asyncio.sleep(0.01)
+            finally:
+                await stop_process(proc)
+        ended = datetime.strptime(built[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        began = ended - int(built[2]) / 1000
+        to_wall = time.time() - time.monotonic()
+        polls = [at + to_wall for method, at in fake.arrivals if method == "getUpdates"]
+        assert polls and polls[0] < began, (polls, began, log_path.read_text())
+
+
+BUILT = r"^(\S+ \S+) INFO bot\.app: first Telegram types built in (\d+) ms"
 
 
 async def test_a_default_engine_without_a_login_is_told_in_telegram(tmp_path, workdir):

@@ -22,9 +22,14 @@ TAKEN_MEMORY = 10_000  # update ids remembered per run (Telegram re-sends only t
 
 
 class JournaledDispatcher(Dispatcher):
-    def __init__(self, store: Store, **workflow_data: Any) -> None:
+    def __init__(
+        self, store: Store, polling: asyncio.Event | None = None, **workflow_data: Any
+    ) -> None:
+        """``polling`` is set as the first ``getUpdates`` is asked for (what start-up work that
+        can wait, waits for)."""
         super().__init__(**workflow_data)
         self._store = store
+        self.polling = polling or asyncio.Event()
         self._replays: set[asyncio.Task[bool]] = set()
         # update ids this run took on: the replay of the journal and a re-delivery of the same
         # unconfirmed update by getUpdates must not run one update twice, let alone at once
@@ -37,6 +42,7 @@ class JournaledDispatcher(Dispatcher):
     ) -> AsyncGenerator[Update, None]:
         # The base generator asks for the next batch (confirming this one) only after the
         # consumer took every update of it; each is stored before it is handed on.
+        self.polling.set()
         async for update in super()._listen_updates(bot, *args, **kwargs):
             await self._store.journal.keep(update.update_id, _dump(update))
             yield update
