@@ -35,7 +35,7 @@ from bot.tasks.handover import Handover
 from bot.tasks.service import TaskDefaults, TaskService
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
-from bot.telegram.journal import JournaledDispatcher
+from bot.telegram.journal import JournaledDispatcher, after_first_poll
 from bot.telegram.outbox import Outbox
 from bot.telegram.reach import reach_telegram
 from bot.telegram.retry import RetryMiddleware
@@ -48,8 +48,6 @@ from handlers import Services, build_dispatcher
 
 log = logging.getLogger(__name__)
 BOT_NAME = "bot"  # the bot's runner name on a shared database (workers name themselves)
-WIRE_S = 0.1  # after the first getUpdates is asked for: it is on the wire
-FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
 
 
 @dataclass(frozen=True)
@@ -237,17 +235,6 @@ async def _settle_then_intake(app: App) -> None:
     else:
         log.info("first Telegram types built in %.0f ms", (time.monotonic() - began) * 1000)
     await app.intake.run_forever()
-
-
-async def after_first_poll(
-    polling: asyncio.Event, wire_s: float = WIRE_S, limit_s: float = FIRST_POLL_LIMIT_S
-) -> None:
-    """Return ``wire_s`` after the first ``getUpdates`` was asked for (a new connection's
-    connect and request are on their way by then), or after ``limit_s`` if polling never
-    began."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(polling.wait(), limit_s)
-    await asyncio.sleep(wire_s)
 
 
 async def _say_missing_engine(app: App) -> None:

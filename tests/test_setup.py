@@ -328,6 +328,9 @@ async def test_the_bot_and_detach_in_another_directory_share_one_database(tmp_pa
     assert not (tmp_path / "data").exists() and not (there / "data").exists()
 
 
+BUILT = r"^(\S+ \S+) INFO bot\.app: first Telegram types built in (\d+) ms"
+
+
 async def test_start_up_work_waits_until_the_first_poll_is_out(tmp_path, workdir):
     """Engines that answer their probes at once (none installed) must not put the rest of the
     start (the first Telegram types: ~0.4 s on the loop) before the first ``getUpdates``: it
@@ -352,9 +355,6 @@ async def test_start_up_work_waits_until_the_first_poll_is_out(tmp_path, workdir
         to_wall = time.time() - time.monotonic()
         polls = [at + to_wall for method, at in fake.arrivals if method == "getUpdates"]
         assert polls and polls[0] < began, (polls, began, log_path.read_text())
-
-
-BUILT = r"^(\S+ \S+) INFO bot\.app: first Telegram types built in (\d+) ms"
 
 
 async def test_a_default_engine_without_a_login_is_told_in_telegram(tmp_path, workdir):

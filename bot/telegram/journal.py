@@ -6,6 +6,7 @@ where it matters (a command message starts one task, a reply continues a task on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections import deque
@@ -19,17 +20,17 @@ from bot.store import Store
 
 log = logging.getLogger(__name__)
 TAKEN_MEMORY = 10_000  # update ids remembered per run (Telegram re-sends only the latest)
+WIRE_S = 0.1  # after the first getUpdates is asked for: it is on the wire
+FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
 
 
 class JournaledDispatcher(Dispatcher):
-    def __init__(
-        self, store: Store, polling: asyncio.Event | None = None, **workflow_data: Any
-    ) -> None:
-        """``polling`` is set as the first ``getUpdates`` is asked for (what start-up work that
-        can wait, waits for)."""
+    def __init__(self, store: Store, polling: asyncio.Event, **workflow_data: Any) -> None:
+        """``polling`` is set as the first ``getUpdates`` is asked for (``after_first_poll``:
+        what start-up work can wait, waits for it)."""
         super().__init__(**workflow_data)
         self._store = store
-        self.polling = polling or asyncio.Event()
+        self._polling_began = polling
         self._replays: set[asyncio.Task[bool]] = set()
         # update ids this run took on: the replay of the journal and a re-delivery of the same
         # unconfirmed update by getUpdates must not run one update twice, let alone at once
@@ -42,7 +43,7 @@ class JournaledDispatcher(Dispatcher):
     ) -> AsyncGenerator[Update, None]:
         # The base generator asks for the next batch (confirming this one) only after the
         # consumer took every update of it; each is stored before it is handed on.
-        self.polling.set()
+        self._polling_began.set()
         async for update in super()._listen_updates(bot, *args, **kwargs):
             await self._store.journal.keep(update.update_id, _dump(update))
             yield update
@@ -91,3 +92,14 @@ class JournaledDispatcher(Dispatcher):
 def _dump(update: Update) -> str:
     # ASCII: a lone surrogate in a message survives as an escape instead of failing the store
     return json.dumps(update.model_dump(mode="json", exclude_none=True))
+
+
+async def after_first_poll(
+    polling: asyncio.Event, wire_s: float = WIRE_S, limit_s: float = FIRST_POLL_LIMIT_S
+) -> None:
+    """Return ``wire_s`` after the first ``getUpdates`` was asked for (a new connection's
+    connect and request are on their way by then), or after ``limit_s`` if polling never
+    began."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(polling.wait(), limit_s)
+    await asyncio.sleep(wire_s)
