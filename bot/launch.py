@@ -9,10 +9,16 @@ asserts only narrow types. The switch is one ``exec`` of the same interpreter be
 anything heavy is imported (a few tens of ms); ``-P`` keeps the current directory off
 ``sys.path``, so a ``bot`` package where ``detach run`` is typed is never the one run. The
 optimized bytecode is compiled at install (``make venv``); without it the first start compiles
-it (about 2 s)."""
+it (about 2 s).
+
+A serving process also imports with the cyclic collector off from its first import on (its
+~140,000 objects live as long as the process: collecting among them while
+``bot.cli``'s own imports run, SQLAlchemy and pydantic-settings, cost ~40 ms of CPU of the
+start here); ``bot.cli`` freezes them and switches it back on once the app is imported."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -23,9 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if _optimizable(args):
         os.execv(sys.executable, [sys.executable, "-OO", "-P", "-m", "bot", *args])
+    collect_after_imports(args)
     from bot.cli import main as cli_main  # noqa: PLC0415 — after the decision: it imports much
 
     return cli_main(args)
+
+
+def collect_after_imports(args: list[str]) -> None:
+    """A serving command: no cyclic collection until its imports are done (``bot.cli``
+    ``_importing`` freezes what they made and switches it back on). Anything else as it was."""
+    if args and args[0] in SERVING:
+        gc.disable()
 
 
 def _optimizable(args: list[str]) -> bool:

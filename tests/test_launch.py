@@ -35,6 +35,30 @@ def test_deciding_how_to_start_imports_nothing_heavy():
     assert _fresh(probe) == "[]"
 
 
+def test_a_serving_process_imports_without_the_cyclic_collector():
+    """``detach run``/``worker`` switch the collector off before their first heavy import (the
+    app's import switches it back on, its objects frozen); other commands keep it."""
+    from tests.test_architecture import _fresh
+
+    probe = (
+        "import gc, sys, bot.launch; bot.launch.collect_after_imports(sys.argv[1:]); "
+        "print(gc.isenabled())"
+    )
+    assert _fresh(probe.replace("sys.argv[1:]", "['run']")) == "False"
+    assert _fresh(probe.replace("sys.argv[1:]", "['worker', 'w1']")) == "False"
+    assert _fresh(probe.replace("sys.argv[1:]", "['list']")) == "True"
+    assert _fresh(probe.replace("sys.argv[1:]", "[]")) == "True"
+    # and once the app is imported, it is on again, the imports' objects frozen
+    served = (
+        "import gc, bot.launch, bot.cli\n"
+        "bot.launch.collect_after_imports(['run'])\n"
+        "with bot.cli._importing():\n"
+        "    import bot.app\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 100000)"
+    )
+    assert _fresh(served) == "True True"
+
+
 async def test_detach_run_optimized_does_a_whole_task(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
