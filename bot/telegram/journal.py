@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 TAKEN_MEMORY = 10_000  # update ids remembered per run (Telegram re-sends only the latest)
 WIRE_S = 0.1  # after the first getUpdates is asked for: it is on the wire
 FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
+# passes of the event loop an update's handler gets before polling goes on: its own first step
+# (a task committed, its turn's job created), then that job's (the agent spawned)
+HANDLER_PASSES = 2
 
 
 class JournaledDispatcher(Dispatcher):
@@ -47,6 +50,10 @@ class JournaledDispatcher(Dispatcher):
         async for update in super()._listen_updates(bot, *args, **kwargs):
             await self._store.journal.keep(update.update_id, _dump(update))
             yield update
+            # The consumer made a task of its handler; let it (and what it starts at once, a
+            # turn's spawn) run before the next request is built, not behind it.
+            for _ in range(HANDLER_PASSES):
+                await asyncio.sleep(0)
 
     async def _process_update(
         self, bot: Bot, update: Update, call_answer: bool = True, **kwargs: Any
