@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -179,19 +180,12 @@ class GrantRepo:
     async def active(
         self, user_id: int, engine: str | None = None, cwd: str | None = None
     ) -> list[Grant]:
-        query = (
-            grants.select()
-            .where(grants.c.user_id == user_id, grants.c.revoked_at.is_(None))
-            .order_by(grants.c.id)
-        )
-        if engine is not None:
-            query = query.where(grants.c.engine == engine)
-        if cwd is not None:
-            query = query.where(grants.c.cwd == cwd)
+        query = _active_grants(engine is not None, cwd is not None)
+        params = {"user_id": user_id, "engine": engine, "cwd": cwd}
         async with self._engine.connect() as conn:
             return [
                 Grant(r.id, r.user_id, r.engine, r.cwd, r.pattern, utc(r.created_at))
-                for r in await conn.execute(query)
+                for r in await conn.execute(query, params)
             ]
 
     async def revoke(self, user_id: int, grant_id: int) -> Grant | None:
@@ -203,3 +197,17 @@ class GrantRepo:
                 grants.update().where(grants.c.id == grant_id).values(revoked_at=self._clock())
             )
         return found[0]
+
+
+@functools.cache
+def _active_grants(by_engine: bool, by_cwd: bool) -> sa.Select[Any]:
+    """A user's grants not revoked, oldest first (parameters: user_id, and engine and cwd when
+    filtered by them); read before every turn: built once."""
+    query = grants.select().where(
+        grants.c.user_id == sa.bindparam("user_id"), grants.c.revoked_at.is_(None)
+    )
+    if by_engine:
+        query = query.where(grants.c.engine == sa.bindparam("engine"))
+    if by_cwd:
+        query = query.where(grants.c.cwd == sa.bindparam("cwd"))
+    return query.order_by(grants.c.id)

@@ -3,6 +3,8 @@ handled, so an update whose handling a crash cut short is handled again at the n
 
 from __future__ import annotations
 
+import functools
+
 import sqlalchemy as sa
 
 from bot.store.db import Clock, Database, insert_missing
@@ -27,9 +29,7 @@ class UpdateJournalRepo:
 
     async def done(self, update_id: int) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(
-                update_journal.delete().where(update_journal.c.update_id == update_id)
-            )
+            await conn.execute(_forget(), {"update_id": update_id})
 
     async def pending(self) -> list[tuple[int, str]]:
         """Updates kept but never handled, oldest first."""
@@ -38,3 +38,9 @@ class UpdateJournalRepo:
         )
         async with self._engine.connect() as conn:
             return [(r[0], r[1]) for r in await conn.execute(query)]
+
+
+@functools.cache
+def _forget() -> sa.Delete:
+    """Remove a handled update (parameter: update_id): once per update, built once."""
+    return update_journal.delete().where(update_journal.c.update_id == sa.bindparam("update_id"))

@@ -54,9 +54,7 @@ class WorktreeRepo:
 
     async def get(self, task_id: int) -> WorktreeRow | None:
         async with self._engine.connect() as conn:
-            r = (
-                await conn.execute(worktrees.select().where(worktrees.c.task_id == task_id))
-            ).first()
+            r = (await conn.execute(_worktree(), {"task_id": task_id})).first()
         if r is None:
             return None
         return WorktreeRow(
@@ -112,3 +110,9 @@ class TaskFileRepo:
                 .where(task_files.c.task_id == task_id)
                 .values(exported_at=self._clock())
             )
+
+
+@functools.cache
+def _worktree() -> sa.Select[Any]:
+    """A task's worktree (parameter: task_id), read for every card: built once."""
+    return worktrees.select().where(worktrees.c.task_id == sa.bindparam("task_id"))

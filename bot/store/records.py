@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ class TranscriptRepo:
             for kind, body in events
         ]
         async with self._engine.begin() as conn:
-            await conn.execute(transcript.insert(), rows)
+            await conn.execute(inserting(transcript), rows)
 
     async def count(self, task_id: int) -> int:
         async with self._engine.connect() as conn:
@@ -136,11 +137,7 @@ class LinkRepo:
     async def task_for(self, chat_id: int, message_id: int) -> int | None:
         async with self._engine.connect() as conn:
             return (
-                await conn.execute(
-                    sa.select(message_links.c.task_id).where(
-                        message_links.c.chat_id == chat_id, message_links.c.message_id == message_id
-                    )
-                )
+                await conn.execute(_linked_task(), {"chat_id": chat_id, "message_id": message_id})
             ).scalar()
 
 
@@ -161,28 +158,23 @@ class SpendRepo:
         now = self._clock()
         async with self._engine.begin() as conn:
             await conn.execute(
-                spend.insert().values(
-                    user_id=user_id,
-                    day=now.date().isoformat(),
-                    task_id=task_id,
-                    turn_id=turn_id,
-                    cost_usd=cost_usd,
-                    input_tokens=input_tokens,
-                    output_tokens=output_tokens,
-                    created_at=now,
-                )
+                inserting(spend),
+                {
+                    "user_id": user_id,
+                    "day": now.date().isoformat(),
+                    "task_id": task_id,
+                    "turn_id": turn_id,
+                    "cost_usd": cost_usd,
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                    "created_at": now,
+                },
             )
 
     async def day_total(self, user_id: int, day: str) -> float:
         async with self._engine.connect() as conn:
             return float(
-                (
-                    await conn.execute(
-                        sa.select(sa.func.coalesce(sa.func.sum(spend.c.cost_usd), 0.0)).where(
-                            spend.c.user_id == user_id, spend.c.day == day
-                        )
-                    )
-                ).scalar_one()
+                (await conn.execute(_day_total(), {"user_id": user_id, "day": day})).scalar_one()
             )
 
     async def by_day(self, user_id: int, since_day: str) -> dict[str, float]:
@@ -214,9 +206,8 @@ class ChatSettingsRepo:
 
     async def get(self, chat_id: int) -> ChatSettings:
         """All of a chat's choices in one read (a new task needs its preset and directory)."""
-        query = sa.select(chat_settings.c.preset, chat_settings.c.cwd, chat_settings.c.notify)
         async with self._engine.connect() as conn:
-            row = (await conn.execute(query.where(chat_settings.c.chat_id == chat_id))).first()
+            row = (await conn.execute(_chat_settings(), {"chat_id": chat_id})).first()
         return ChatSettings(row.preset, row.cwd, row.notify) if row else ChatSettings()
 
     async def preset(self, chat_id: int) -> str | None:
@@ -242,12 +233,7 @@ class ChatSettingsRepo:
         await self._set(chat_id, cwd=cwd)
 
     async def notify(self, chat_id: int) -> str | None:
-        async with self._engine.connect() as conn:
-            return (
-                await conn.execute(
-                    sa.select(chat_settings.c.notify).where(chat_settings.c.chat_id == chat_id)
-                )
-            ).scalar()
+        return (await self.get(chat_id)).notify
 
     async def set_notify(self, chat_id: int, policy: str) -> None:
         await self._set(chat_id, notify=policy)
@@ -356,13 +342,44 @@ class EngineLimitRepo:
 
     async def active(self) -> dict[str, datetime]:
         """Engines still limited now, and until when (a few rows: compared here, in UTC)."""
-        query = sa.select(engine_limits.c.engine, engine_limits.c.until)
         now = self._clock()
         async with self._engine.connect() as conn:
-            rows = list(await conn.execute(query))
+            rows = list(await conn.execute(_engine_limits()))
         found: dict[str, datetime] = {}
         for row in rows:
             until = aware(row.until)
             if until is not None and until > now:
                 found[row.engine] = until
         return found
+
+
+# The reads on the path from a message to its agent, built once (each took longer to build than
+# SQLite takes to run it).
+@functools.cache
+def _chat_settings() -> sa.Select[Any]:
+    """A chat's choices (parameter: chat_id)."""
+    query = sa.select(chat_settings.c.preset, chat_settings.c.cwd, chat_settings.c.notify)
+    return query.where(chat_settings.c.chat_id == sa.bindparam("chat_id"))
+
+
+@functools.cache
+def _linked_task() -> sa.Select[Any]:
+    """The task a message belongs to (parameters: chat_id, message_id)."""
+    return sa.select(message_links.c.task_id).where(
+        message_links.c.chat_id == sa.bindparam("chat_id"),
+        message_links.c.message_id == sa.bindparam("message_id"),
+    )
+
+
+@functools.cache
+def _engine_limits() -> sa.Select[Any]:
+    return sa.select(engine_limits.c.engine, engine_limits.c.until)
+
+
+@functools.cache
+def _day_total() -> sa.Select[Any]:
+    """What a user spent on a day (parameters: user_id, day), read before each task when a
+    daily cap is set."""
+    return sa.select(sa.func.coalesce(sa.func.sum(spend.c.cost_usd), 0.0)).where(
+        spend.c.user_id == sa.bindparam("user_id"), spend.c.day == sa.bindparam("day")
+    )

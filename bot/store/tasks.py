@@ -20,7 +20,7 @@ from bot.models import (
     TurnError,
 )
 from bot.store.claims import held_by
-from bot.store.db import Clock, Database, inserting
+from bot.store.db import Clock, Database, inserting, updating
 from bot.store.schema import tasks, turns
 from bot.store.task_rows import TurnOutcome, task_of, turn_of
 
@@ -273,9 +273,8 @@ class TaskRepo:
     async def set_session(self, task_id: int, session_id: str | None) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(
-                tasks.update()
-                .where(tasks.c.id == task_id)
-                .values(session_id=session_id, updated_at=self._clock())
+                updating(tasks),
+                {"b_id": task_id, "session_id": session_id, "updated_at": self._clock()},
             )
 
     async def finish_turn(
