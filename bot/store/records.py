@@ -211,23 +211,13 @@ class ChatSettingsRepo:
         return ChatSettings(row.preset, row.cwd, row.notify) if row else ChatSettings()
 
     async def preset(self, chat_id: int) -> str | None:
-        async with self._engine.connect() as conn:
-            return (
-                await conn.execute(
-                    sa.select(chat_settings.c.preset).where(chat_settings.c.chat_id == chat_id)
-                )
-            ).scalar()
+        return (await self.get(chat_id)).preset
 
     async def set_preset(self, chat_id: int, preset: str) -> None:
         await self._set(chat_id, preset=preset)
 
     async def cwd(self, chat_id: int) -> str | None:
-        async with self._engine.connect() as conn:
-            return (
-                await conn.execute(
-                    sa.select(chat_settings.c.cwd).where(chat_settings.c.chat_id == chat_id)
-                )
-            ).scalar()
+        return (await self.get(chat_id)).cwd
 
     async def set_cwd(self, chat_id: int, cwd: str) -> None:
         await self._set(chat_id, cwd=cwd)
