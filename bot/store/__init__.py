@@ -6,25 +6,18 @@ from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.checks import CheckRepo
 from bot.store.claims import ClaimRepo
 from bot.store.db import Clock, Database, Engine, make_engine, utcnow
+from bot.store.engine_state import EngineLimitRepo, EngineSessionRepo
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
-from bot.store.records import (
-    AuditRepo,
-    ChatSettingsRepo,
-    EngineLimitRepo,
-    EngineSessionRepo,
-    LinkRepo,
-    SpendRepo,
-    TranscriptLine,
-    TranscriptRepo,
-    UserSettingsRepo,
-)
+from bot.store.records import AuditRepo, LinkRepo, SpendRepo
 from bot.store.runners import Runner, RunnerRepo
 from bot.store.schedules import Schedule, ScheduleRepo
+from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
 from bot.store.task_rows import TurnOutcome
 from bot.store.tasks import TaskRepo
+from bot.store.transcript import TranscriptLine, TranscriptRepo
 
 __all__ = [
     "Grant",

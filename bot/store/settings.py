@@ -1,0 +1,101 @@
+"""What a chat and a user chose: a chat's preset, directory and notification policy, a user's
+language and time zone."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from bot.store.db import Clock, Database, upsert
+from bot.store.schema import chat_settings, user_settings
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSettings:
+    """A chat's stored choices (None: never chosen)."""
+
+    preset: str | None = None
+    cwd: str | None = None
+    notify: str | None = None
+
+
+class ChatSettingsRepo:
+    def __init__(self, engine: Database, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def get(self, chat_id: int) -> ChatSettings:
+        """All of a chat's choices in one read (a new task needs its preset and directory)."""
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(_chat_settings(), {"chat_id": chat_id})).first()
+        return ChatSettings(row.preset, row.cwd, row.notify) if row else ChatSettings()
+
+    async def preset(self, chat_id: int) -> str | None:
+        return (await self.get(chat_id)).preset
+
+    async def set_preset(self, chat_id: int, preset: str) -> None:
+        await self._set(chat_id, preset=preset)
+
+    async def cwd(self, chat_id: int) -> str | None:
+        return (await self.get(chat_id)).cwd
+
+    async def set_cwd(self, chat_id: int, cwd: str) -> None:
+        await self._set(chat_id, cwd=cwd)
+
+    async def notify(self, chat_id: int) -> str | None:
+        return (await self.get(chat_id)).notify
+
+    async def set_notify(self, chat_id: int, policy: str) -> None:
+        await self._set(chat_id, notify=policy)
+
+    async def _set(self, chat_id: int, **values: str) -> None:
+        async with self._engine.begin() as conn:
+            key, now = {"chat_id": chat_id}, self._clock()
+            await upsert(conn, chat_settings, key, {**values, "updated_at": now})
+
+
+class UserSettingsRepo:
+    def __init__(self, engine: Database, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def locales(self) -> dict[int, str]:
+        async with self._engine.connect() as conn:
+            return {
+                uid: loc
+                for uid, loc in await conn.execute(
+                    sa.select(user_settings.c.user_id, user_settings.c.locale)
+                )
+                if loc
+            }
+
+    async def set_locale(self, user_id: int, locale: str) -> None:
+        await self._set(user_id, locale=locale)
+
+    async def tz(self, user_id: int) -> str | None:
+        async with self._engine.connect() as conn:
+            return (
+                await conn.execute(
+                    sa.select(user_settings.c.tz).where(user_settings.c.user_id == user_id)
+                )
+            ).scalar()
+
+    async def set_tz(self, user_id: int, tz: str) -> None:
+        await self._set(user_id, tz=tz)
+
+    async def _set(self, user_id: int, **values: str) -> None:
+        async with self._engine.begin() as conn:
+            key, now = {"user_id": user_id}, self._clock()
+            await upsert(conn, user_settings, key, {**values, "updated_at": now})
+
+
+# read on the path from a message to its agent, built once (it took longer to build than
+# SQLite takes to run it)
+@functools.cache
+def _chat_settings() -> sa.Select[Any]:
+    """A chat's choices (parameter: chat_id)."""
+    query = sa.select(chat_settings.c.preset, chat_settings.c.cwd, chat_settings.c.notify)
+    return query.where(chat_settings.c.chat_id == sa.bindparam("chat_id"))
