@@ -6,7 +6,10 @@ import asyncio
 import os
 import signal
 
+from bot.models import NewTask, Task, TaskKind
+from bot.telegram.notifier import Notifier
 from bot.telegram.pacing import Pace
+from bot.turns.progress import Progress
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, process_env, running_bot, stop_process
 from tests.test_restart import _start_bot
@@ -241,3 +244,52 @@ async def test_a_message_waiting_to_retry_is_not_overtaken_in_its_chat(
     ]
     assert texts == ["ack", "running", "done"]
     assert len([c for c in fake.calls if not c.ok]) == 2
+
+
+class _CommitsThenWaits:
+    """The notifier, except that queueing a message returns only once ``released`` is set,
+    after its row committed: as a commit on PostgreSQL that the server applied while the
+    caller was cancelled."""
+
+    def __init__(self, notifier: Notifier) -> None:
+        self._notifier = notifier
+        self.committed = asyncio.Event()
+        self.released = asyncio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._notifier, name)
+
+    async def queue(self, task: Task, text: str, kind: str) -> int:
+        row_id = await self._notifier.queue(task, text, kind=kind)
+        self.committed.set()
+        await self.released.wait()
+        return row_id
+
+
+async def test_a_progress_message_being_queued_as_its_turn_ends_is_removed(
+    tmp_path, claude_bin, agent_env, workdir
+):
+    """The turn ends while its progress message's row is committed but not yet returned: the
+    end still learns the row and retires it, so no "running" message outlives the turn."""
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            new = NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "hi", workdir)
+            task, _ = await app.store.tasks.create(new, "hi")
+            notifier = _CommitsThenWaits(app.core.notifier)
+            progress = Progress(notifier, task, interval_s=60, preset=None)  # type: ignore[arg-type]
+            await progress.__aenter__()
+            await asyncio.wait_for(notifier.committed.wait(), 10)
+            assert len(await app.store.outbox.live([task.id], "progress")) == 1
+            ending = asyncio.create_task(progress.__aexit__(None, None, None))
+            async with asyncio.timeout(10):  # the ticker is cancelled mid-queue
+                while not _ticker_done(progress):
+                    await asyncio.sleep(0.01)
+            notifier.released.set()
+            await asyncio.wait_for(ending, 10)
+            assert await app.store.outbox.live([task.id], "progress") == []
+
+
+def _ticker_done(progress: Progress) -> bool:
+    ticker = progress._ticker  # noqa: SLF001 — the moment under test: the ticker was cancelled
+    return ticker is not None and ticker.done()

@@ -18,6 +18,7 @@ from bot.telegram.render import duration, money, shorten
 
 log = logging.getLogger(__name__)
 SAYS_CHARS = 160  # the agent's latest line, as much as a phone shows at a glance
+QUEUED_WAIT_S = 10.0  # the end of a turn waits this long for its message's row, if queueing
 
 
 class Progress:
@@ -47,6 +48,7 @@ class Progress:
         self._shown = ""
         self._last_edit = 0.0
         self._ticker: asyncio.Task[None] | None = None
+        self._queueing: asyncio.Future[int] | None = None
 
     def text(self) -> str:
         """Label, elapsed time, steps (plural forms per language), cost; what the agent said
@@ -85,7 +87,12 @@ class Progress:
         if not await self._holds():
             return
         self._shown = self.text()
-        self._row_id = await self._notifier.queue(self._task, self._shown, kind="progress")
+        # not cancelled with the ticker: a turn that ends while its row is being written (a
+        # commit on PostgreSQL awaits the server) still learns the row, and removes it
+        self._queueing = asyncio.ensure_future(
+            self._notifier.queue(self._task, self._shown, kind="progress")
+        )
+        self._row_id = await asyncio.shield(self._queueing)
         await self._notifier.ack_status(dataclasses.replace(self._task, status=TaskStatus.RUNNING))
         self._last_edit = time.monotonic()
         while True:
@@ -107,5 +114,17 @@ class Progress:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
+        if not self._row_id and self._queueing is not None:
+            await self._queued(self._queueing)
         if self._row_id and await self._holds():  # else the taker retired it
             await asyncio.shield(self._notifier.retire(self._task.chat_id, self._row_id))
+
+    async def _queued(self, queueing: asyncio.Future[int]) -> None:
+        """The row of a message the turn's end caught being queued (0 if queueing failed)."""
+        try:
+            async with asyncio.timeout(QUEUED_WAIT_S):
+                self._row_id = await asyncio.shield(queueing)
+        except TimeoutError:
+            log.warning("task %s: its progress message was still being queued", self._task.id)
+        except Exception:  # the ticker saw it fail already: nothing was queued
+            log.debug("task %s: queueing its progress message failed", self._task.id)
