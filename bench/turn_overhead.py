@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -38,10 +39,14 @@ from tests.support.anthropic_mock import AnthropicMock  # noqa: E402
 from tests.support.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 from tests.support.harness import OWNER  # noqa: E402
 
-# one run's CLI start-up varies by ±3-5 % on this 2-core VM, the bot's own part is ~2 %: the
-# medians need this many interleaved runs to tell them apart (24 runs: text 0.966x and 1.040x
-# in two runs of the same code; 48 runs: 1.015x, paired 1.013x)
+# One run of the CLI takes from 0.46 to 0.70 s on this 2-core VM (quartiles 12-18 % apart; so
+# does `python3 -c "import json"`: the VM, not the CLI), the bot's own part is ~2 %: the medians
+# need many interleaved runs to tell them apart (24 runs: text 0.966x and 1.040x in two runs of
+# the same code; 48 runs: 1.008x to 1.038x). Text, the target, runs twice a round; each ratio
+# is printed with a bootstrap interval, so what one run can tell is in its output.
 RUNS = int(os.environ.get("BENCH_RUNS", "48"))
+TEXT_RUNS = 2 * RUNS
+INTERVAL_DRAWS = 2000
 PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one message a second
 SETTLE_S = 1.0
 
@@ -52,6 +57,19 @@ SANDBOXED = (
     "acceptEdits",
     "--settings",
     sandbox_settings(TurnSpec(0, 0, "", Path("."), approval_mode=ApprovalMode.SANDBOX)),
+)
+
+# one round: (its series, the prompt, the CLI's arguments when run directly); text, the target,
+# twice (see TEXT_RUNS)
+ROUND: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("direct", "BENCH d", ()),
+    ("bot", "/detach mode=ask BENCH bot", ()),
+    ("direct_sbx", "BENCH ds", SANDBOXED),
+    ("bot_sbx", "/detach BENCH sandboxed", ()),
+    ("direct_tool", "TOOLBENCH d", TOOL),
+    ("bot_tool", "/detach mode=auto TOOLBENCH bot", ()),
+    ("direct", "BENCH dd", ()),
+    ("bot", "/detach mode=ask BENCH bot2", ()),
 )
 
 
@@ -216,24 +234,13 @@ async def main() -> None:
             for i in range(RUNS):  # interleaved, so drift in the machine's speed hits all
                 # every run starts from the same idle pause: a run right after another is faster
                 # (warm caches, CPU clock), and the bot's runs must wait for the chat's pace
-                await asyncio.sleep(SETTLE_S)
-                series["direct"].append(await direct_turn(claude, env, work, f"BENCH d {i}"))
-                await asyncio.sleep(SETTLE_S)
-                series["bot"].append(await via_bot(f"/detach mode=ask BENCH bot {i}", ""))
-                await asyncio.sleep(SETTLE_S)
-                series["direct_sbx"].append(
-                    await direct_turn(claude, env, work, f"BENCH ds {i}", SANDBOXED)
-                )
-                await asyncio.sleep(SETTLE_S)
-                series["bot_sbx"].append(await via_bot(f"/detach BENCH sandboxed {i}", "_sbx"))
-                await asyncio.sleep(SETTLE_S)
-                series["direct_tool"].append(
-                    await direct_turn(claude, env, work, f"TOOLBENCH d {i}", TOOL)
-                )
-                await asyncio.sleep(SETTLE_S)
-                series["bot_tool"].append(
-                    await via_bot(f"/detach mode=auto TOOLBENCH bot {i}", "_tool")
-                )
+                for key, prompt, extra in ROUND:
+                    await asyncio.sleep(SETTLE_S)
+                    if key.startswith("bot"):
+                        took = await via_bot(f"{prompt} {i}", key.removeprefix("bot"))
+                    else:
+                        took = await direct_turn(claude, env, work, f"{prompt} {i}", extra)
+                    series[key].append(took)
         finally:
             bot.terminate()
             await bot.wait()
@@ -245,7 +252,7 @@ async def main() -> None:
 def report(series: dict[str, list[float]]) -> None:
     m = {k: statistics.median(v) for k, v in series.items()}
     ms = {k: 1000 * v for k, v in m.items()}
-    print(f"runs: {RUNS}")
+    print(f"runs: {RUNS} ({TEXT_RUNS} of the text turn)")
     print(f"claude -p direct                  median {m['direct']:.3f}s")
     print(f"/detach mode=ask through bot      median {m['bot']:.3f}s")
     print(f"claude -p direct, sandboxed       median {m['direct_sbx']:.3f}s")
@@ -259,10 +266,11 @@ def report(series: dict[str, list[float]]) -> None:
     )
     for label, bot, direct in pairs:
         paired = statistics.median(b / d for b, d in zip(series[bot], series[direct], strict=True))
+        low, high = interval(series[bot], series[direct])
         print(
-            f"ratio bot/direct ({label}): {m[bot] / m[direct]:.3f}x  "
-            f"(overhead {1000 * (m[bot] - m[direct]):.0f} ms per turn; "
-            f"median of the {RUNS} paired runs' ratios {paired:.3f}x)"
+            f"ratio bot/direct ({label}): {m[bot] / m[direct]:.3f}x, 90% interval "
+            f"{low:.3f}-{high:.3f}x  (overhead {1000 * (m[bot] - m[direct]):.0f} ms per turn; "
+            f"median of the {len(series[bot])} paired runs' ratios {paired:.3f}x)"
         )
     for label, suffix, bot, direct in (
         ("text", "", "bot", "direct"),
@@ -281,6 +289,18 @@ def report(series: dict[str, list[float]]) -> None:
             f"on stdin, the detached preamble) vs claude -p: {cli:.3f}x"
         )
     print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
+
+
+def interval(bot: list[float], direct: list[float]) -> tuple[float, float]:
+    """The 5th and 95th percentiles of the ratio of medians over bootstrap resamples of the
+    two series: how far the machine's noise alone moves this run's ratio."""
+    draw = random.Random(19)
+    ratios = sorted(
+        statistics.median(draw.choices(bot, k=len(bot)))
+        / statistics.median(draw.choices(direct, k=len(direct)))
+        for _ in range(INTERVAL_DRAWS)
+    )
+    return ratios[INTERVAL_DRAWS // 20], ratios[INTERVAL_DRAWS - 1 - INTERVAL_DRAWS // 20]
 
 
 if __name__ == "__main__":
