@@ -309,9 +309,13 @@ class TextEmitted:
 
 @dataclass(frozen=True, slots=True)
 class ToolCalled:
+    """``reads_only``: the engine knows this tool changes no file (a turn whose tools all only
+    read changed nothing: its card asks git nothing). Unknown tools are taken to change files."""
+
     tool_use_id: str
     name: str
     summary: str
+    reads_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,11 @@ from bot.models import (
 )
 
 log = logging.getLogger(__name__)
+# Claude Code's tools that change no file in the task's directory (TodoWrite keeps its list in
+# the CLI's own state); any other, Bash and MCP tools included, may
+READ_ONLY_TOOLS = frozenset(
+    {"Read", "Glob", "Grep", "LS", "NotebookRead", "WebFetch", "WebSearch", "TodoWrite"}
+)
 
 
 def control_error(request_id: str, error: str) -> dict[str, Any]:
@@ -149,11 +154,13 @@ def _assistant_events(message: dict[str, Any]) -> list[AgentEvent]:
         if block.get("type") == "text" and block.get("text"):
             events.append(TextEmitted(str(block["text"])))
         elif block.get("type") == "tool_use":
+            name = str(block.get("name", "?"))
             events.append(
                 ToolCalled(
                     str(block.get("id", "")),
-                    str(block.get("name", "?")),
+                    name,
                     summarize_input(_obj(block.get("input"))),
+                    reads_only=name in READ_ONLY_TOOLS,
                 )
             )
     return events

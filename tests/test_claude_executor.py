@@ -104,9 +104,29 @@ async def test_tool_call_turn(claude_bin, agent_env, anthropic, workdir):
     calls = [e for e in events if isinstance(e, ToolCalled)]
     results = [e for e in events if isinstance(e, ToolFinished)]
     assert [c.name for c in calls] == ["Bash"] and calls[0].summary == "echo tool-output-42"
+    assert not calls[0].reads_only  # a command may change any file
     assert results and not results[0].is_error and "tool-output-42" in results[0].output
     assert events[-1].result_text == "The command printed tool-output-42."
     assert events[-1].num_turns == 2
+
+
+async def test_a_turn_that_only_reads_says_so(claude_bin, agent_env, anthropic, workdir):
+    """Read (and the CLI's other reading tools) change no file: its card needs no git."""
+    (workdir / "notes.txt").write_text("read-me-42\n")
+    anthropic.script(
+        "MARK-READ",
+        [
+            {"tool_use": {"name": "Read", "input": {"file_path": str(workdir / "notes.txt")}}},
+            {"text": "It says read-me-42."},
+        ],
+    )
+    turn = spec("MARK-READ go", workdir, mode=ApprovalMode.AUTO, allowed=("Read",))
+    events = await collect(ClaudeExecutor(claude_bin, agent_env), turn)
+    calls = [e for e in events if isinstance(e, ToolCalled)]
+    assert [(c.name, c.reads_only) for c in calls] == [("Read", True)]
+    results = [e for e in events if isinstance(e, ToolFinished)]
+    assert results and "read-me-42" in results[0].output
+    assert events[-1].result_text == "It says read-me-42."
 
 
 async def test_resumed_turn_sends_prior_conversation(claude_bin, agent_env, anthropic, workdir):

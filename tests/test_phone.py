@@ -221,6 +221,9 @@ async def test_the_card_lists_new_files_and_small_budgets_read_true(tmp_path, wo
     def script(spec: TurnSpec) -> tuple:
         if "explain" in spec.prompt:  # no tool called: the agent changed nothing
             return tuple(e for e in answer("It made a file.") if not isinstance(e, ToolCalled))
+        if "look" in spec.prompt:  # only a tool that reads: nothing changed either
+            read = ToolCalled("t2", "Read", "added.txt", reads_only=True)
+            return tuple(read if isinstance(e, ToolCalled) else e for e in answer("It says new."))
         (spec.cwd / "added.txt").write_text("new\n")
         return answer("Made a file.")
 
@@ -235,6 +238,9 @@ async def test_the_card_lists_new_files_and_small_budgets_read_true(tmp_path, wo
             # though the repository still holds the first task's new file
             await fake.user_message("/claude explain it", OWNER)
             card = await fake.wait_text(OWNER, "It made a file.", timeout_s=20)
+            assert "Changed" not in card.params["text"] and "added.txt" not in card.params["text"]
+            await fake.user_message("/claude look at it", OWNER)
+            card = await fake.wait_text(OWNER, "It says new.", timeout_s=20)
             assert "Changed" not in card.params["text"] and "added.txt" not in card.params["text"]
     assert [usd(x) for x in (0.0001, 0.000225, 0.03, 2.5)] == [
         "0.0001",

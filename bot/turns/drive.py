@@ -42,7 +42,8 @@ TRANSCRIPT_BATCH = 25
 @dataclass(frozen=True, slots=True)
 class Driven:
     """What a turn's agent came to: its outcome, the tools it was denied, and whether it
-    called any tool at all (an agent that called none changed no file)."""
+    called any tool that may change files (an agent that called none, or only tools that
+    read, changed no file)."""
 
     outcome: TurnOutcome
     denials: tuple[str, ...] = ()
@@ -141,7 +142,7 @@ class Drive:
             async with progress:
                 async for event in events:
                     progress.observe(event)
-                    acted = acted or isinstance(event, ToolCalled)
+                    acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                         await self._store.tasks.set_session(task.id, event.session_id)
                     batch.append(transcript_entry(event))

@@ -190,7 +190,7 @@ class TurnRunner:
                 if outcome.status is TaskStatus.WAITING_FOR_LIMIT:
                     await self._parking.park(task, turn, outcome.resume_at, runner)
                 else:
-                    # no tool called and no check run: nothing changed, no git to ask
+                    # only reading tools (or none) and no check: nothing changed, no git to ask
                     changed = driven.acted or check is not None
                     await self._finish(task, turn, outcome, denials, check, runner, changed)
                 reported = True
