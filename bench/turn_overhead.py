@@ -62,14 +62,14 @@ SANDBOXED = (
 # one round: (its series, the prompt, the CLI's arguments when run directly); text, the target,
 # twice (see TEXT_RUNS)
 ROUND: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("direct", "BENCH d", ()),
-    ("bot", "/detach mode=ask BENCH bot", ()),
-    ("direct_sbx", "BENCH ds", SANDBOXED),
-    ("bot_sbx", "/detach BENCH sandboxed", ()),
-    ("direct_tool", "TOOLBENCH d", TOOL),
-    ("bot_tool", "/detach mode=auto TOOLBENCH bot", ()),
-    ("direct", "BENCH dd", ()),
-    ("bot", "/detach mode=ask BENCH bot2", ()),
+    ("direct", "TEXT-BENCH d", ()),
+    ("bot", "/detach mode=ask TEXT-BENCH bot", ()),
+    ("direct_sbx", "TEXT-BENCH ds", SANDBOXED),
+    ("bot_sbx", "/detach TEXT-BENCH sandboxed", ()),
+    ("direct_tool", "TOOL-BENCH d", TOOL),
+    ("bot_tool", "/detach mode=auto TOOL-BENCH bot", ()),
+    ("direct", "TEXT-BENCH dd", ()),
+    ("bot", "/detach mode=ask TEXT-BENCH bot2", ()),
 )
 
 
@@ -162,9 +162,11 @@ async def main() -> None:
         **mock.env(),
         **QUIET_ENV,
     }
-    mock.script("BENCH", [{"text": "benchmark answer"}])
+    # a script is found by its marker in the prompt, so neither marker may hold the other (until
+    # 2026-12-04 "BENCH" did: the "one-tool" turns were text turns)
+    mock.script("TEXT-BENCH", [{"text": "benchmark answer"}])
     mock.script(
-        "TOOLBENCH",
+        "TOOL-BENCH",
         [
             {"tool_use": {"name": "Bash", "input": {"command": "echo hi", "description": "e"}}},
             {"text": "benchmark answer"},
@@ -245,7 +247,10 @@ async def main() -> None:
             bot.terminate()
             await bot.wait()
             following.cancel()
+    # each one-tool turn asked the model twice: for the call, then with its result
+    asked = len(mock.requests_for("TOOL-BENCH"))
     mock.stop()
+    assert asked == 4 * RUNS, f"the one-tool turns asked the model {asked} times, not {4 * RUNS}"
     report(series)
 
 
