@@ -45,7 +45,6 @@ from tests.support.harness import OWNER  # noqa: E402
 # the same code; 48 runs: 1.008x to 1.038x). Text, the target, runs twice a round; each ratio
 # is printed with a bootstrap interval, so what one run can tell is in its output.
 RUNS = int(os.environ.get("BENCH_RUNS", "48"))
-TEXT_RUNS = 2 * RUNS
 INTERVAL_DRAWS = 2000
 PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one message a second
 SETTLE_S = 1.0
@@ -60,7 +59,7 @@ SANDBOXED = (
 )
 
 # one round: (its series, the prompt, the CLI's arguments when run directly); text, the target,
-# twice (see TEXT_RUNS)
+# twice (its medians need the runs: see RUNS)
 ROUND: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("direct", "TEXT-BENCH d", ()),
     ("bot", "/detach mode=ask TEXT-BENCH bot", ()),
@@ -250,14 +249,15 @@ async def main() -> None:
     # each one-tool turn asked the model twice: for the call, then with its result
     asked = len(mock.requests_for("TOOL-BENCH"))
     mock.stop()
-    assert asked == 4 * RUNS, f"the one-tool turns asked the model {asked} times, not {4 * RUNS}"
+    wanted = 2 * (len(series["direct_tool"]) + len(series["bot_tool"]))
+    assert asked == wanted, f"the one-tool turns asked the model {asked} times, not {wanted}"
     report(series)
 
 
 def report(series: dict[str, list[float]]) -> None:
     m = {k: statistics.median(v) for k, v in series.items()}
     ms = {k: 1000 * v for k, v in m.items()}
-    print(f"runs: {RUNS} ({TEXT_RUNS} of the text turn)")
+    print(f"runs: {RUNS} ({len(series['direct'])} of the text turn)")
     print(f"claude -p direct                  median {m['direct']:.3f}s")
     print(f"/detach mode=ask through bot      median {m['bot']:.3f}s")
     print(f"claude -p direct, sandboxed       median {m['direct_sbx']:.3f}s")

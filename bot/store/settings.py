@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -52,9 +53,7 @@ class ChatSettingsRepo:
         await self._set(chat_id, notify=policy)
 
     async def _set(self, chat_id: int, **values: str) -> None:
-        async with self._engine.begin() as conn:
-            key, now = {"chat_id": chat_id}, self._clock()
-            await upsert(conn, chat_settings, key, {**values, "updated_at": now})
+        await _choose(self._engine, chat_settings, {"chat_id": chat_id}, values, self._clock())
 
 
 class UserSettingsRepo:
@@ -87,9 +86,15 @@ class UserSettingsRepo:
         await self._set(user_id, tz=tz)
 
     async def _set(self, user_id: int, **values: str) -> None:
-        async with self._engine.begin() as conn:
-            key, now = {"user_id": user_id}, self._clock()
-            await upsert(conn, user_settings, key, {**values, "updated_at": now})
+        await _choose(self._engine, user_settings, {"user_id": user_id}, values, self._clock())
+
+
+async def _choose(
+    engine: Database, table: sa.Table, key: dict[str, int], values: dict[str, str], now: datetime
+) -> None:
+    """Store what a chat or user chose (the row made on their first choice)."""
+    async with engine.begin() as conn:
+        await upsert(conn, table, key, {**values, "updated_at": now})
 
 
 # read on the path from a message to its agent, built once (it took longer to build than
