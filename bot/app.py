@@ -32,7 +32,8 @@ from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
-from bot.tasks.service import TaskDefaults, TaskService
+from bot.tasks.planning import TaskDefaults
+from bot.tasks.service import TaskService
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from bot import failpoints
-from bot.errors import TaskNotFound, TaskStateError, UserInputError, clean
+from bot.errors import TaskNotFound, TaskStateError, UserInputError
 from bot.fleet.takeover import Takeover
 from bot.models import (
-    ApprovalMode,
     Engine,
     NewTask,
     NotifyPolicy,
@@ -21,11 +19,10 @@ from bot.models import (
     TaskStatus,
     Turn,
 )
-from bot.money.desk import MoneyDesk, parse_usd
+from bot.money.desk import MoneyDesk
 from bot.store import Store
-from bot.tasks.checks import given_check, repository_check
-from bot.tasks.options import approval_mode, flag, split_options
-from bot.tasks.options import engine as option_engine
+from bot.tasks.options import split_options
+from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.attachments import mention, place
 from bot.telegram.notifier import Notifier
@@ -40,30 +37,6 @@ log = logging.getLogger(__name__)
 ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
 LIST_LIMIT = 15
 LINK_POLL_S = 0.05
-
-
-def _sandbox_everywhere(_engine: Engine) -> str | None:
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskDefaults:
-    """What a task gets when its command does not say. ``session_mode``: the approval mode of
-    sessions (/claude, /codex); ``detach_mode``: of walk-away tasks (/detach, schedules, task
-    files, ``detach add``). ``sandbox_problem``: why an engine cannot run sandboxed on this
-    machine (such a task then runs in ``ask`` and its acknowledgement says why)."""
-
-    engine: Engine
-    max_prompt_chars: int
-    session_mode: ApprovalMode = ApprovalMode.ASK
-    detach_mode: ApprovalMode = ApprovalMode.SANDBOX
-    worktree: bool = False
-    sandbox_problem: Callable[[Engine], str | None] = _sandbox_everywhere
-    plain_text_tasks: bool = True  # a plain message in a private chat starts a /detach task
-    max_attachment_bytes: int = 20 * 1024 * 1024
-    attachments_staging: Path = Path("data") / "attachments"  # before a task's directory is known
-    timezone: str = "UTC"  # times said to a user who set no /tz
-    subtask_engines: frozenset[Engine] = frozenset()  # can be given `detach mcp` (subtasks=yes)
 
 
 class TaskService:
@@ -99,6 +72,18 @@ class TaskService:
         self.attachments_staging = defaults.attachments_staging
         self.money = money
         self.worktrees = worktrees
+        self.planner = TaskPlanner(
+            store=store,
+            texts=texts,
+            money=money,
+            workdirs=workdirs,
+            worktrees=worktrees,
+            engines=engines,
+            defaults=defaults,
+        )
+        self.plan = self.planner.plan
+        self.validate_prompt = self.planner.validate_prompt
+        self.current_dir = self.planner.current_dir
 
     @property
     def available_engines(self) -> tuple[Engine, ...]:
@@ -108,16 +93,6 @@ class TaskService:
     @property
     def texts(self) -> Texts:
         return self._texts
-
-    def validate_prompt(self, prompt: str, command: str) -> str:
-        prompt = clean(prompt).strip()
-        if not prompt:
-            raise UserInputError("error.empty_goal", command=command)
-        if len(prompt) > self._defaults.max_prompt_chars:
-            raise UserInputError(
-                "error.prompt_too_long", chars=len(prompt), limit=self._defaults.max_prompt_chars
-            )
-        return prompt
 
     async def start_from_chat(
         self,
@@ -147,100 +122,6 @@ class TaskService:
                 )
                 return await self.get_own(user_id, existing)
         return await self.start(new, reply_to=reply_to, attachments=attachments)
-
-    async def plan(
-        self,
-        user_id: int,
-        chat_id: int,
-        kind: TaskKind,
-        options: dict[str, str],
-        prompt: str,
-        locale: str,
-        command: str,
-        engine: Engine | None = None,
-        slug: str | None = None,
-    ) -> NewTask:
-        """A checked NewTask from options (``model=``, ``cwd=``, ...) and a prompt: the model
-        preset, budget, directory and mode resolved now, so bad input fails before anything
-        is created."""
-        chosen = engine or (
-            option_engine(options, self.default_engine, self._engines)
-            if "engine" in options
-            else None
-        )
-        chat = await self._store.chats.get(chat_id)
-        preset = self.money.preset_for(chat.preset, options.get("model"), chosen)
-        engine_name = chosen or (preset.engine if preset else self.default_engine)
-        chat_dir = self._allowed_dir(chat_id, chat.cwd)
-        cwd = self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options else chat_dir
-        mode, note = self._mode(options, kind, engine_name, locale)
-        worktree = flag(
-            options, "worktree", self._defaults.worktree or mode is ApprovalMode.SANDBOX
-        )
-        if worktree and "worktree" not in options and not await self.worktrees.in_repository(cwd):
-            worktree = False  # the default applies where there is a repository
-        return NewTask(
-            owner_id=user_id,
-            chat_id=chat_id,
-            engine=engine_name,
-            preset=preset.name if preset else None,
-            model=preset.model if preset else None,
-            max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
-            kind=kind,
-            prompt=self.validate_prompt(prompt, command),
-            cwd=cwd,
-            locale=locale,
-            approval_mode=mode,
-            worktree=worktree,
-            slug=slug,
-            check=await self._check(options, cwd),
-            note=note,
-            subtasks=self._subtasks(options, engine_name),
-        )
-
-    def _subtasks(self, options: dict[str, str], engine: Engine) -> bool:
-        """``subtasks=yes``: the task's agent may start sub-tasks (engines that take MCP
-        servers only)."""
-        wanted = flag(options, "subtasks", False)
-        if wanted and engine not in self._defaults.subtask_engines:
-            known = ", ".join(sorted(self._defaults.subtask_engines)) or "–"
-            raise UserInputError("error.subtasks_engine", engine=engine, engines=known)
-        return wanted
-
-    def _mode(
-        self, options: dict[str, str], kind: TaskKind, engine: Engine, locale: str
-    ) -> tuple[ApprovalMode, str | None]:
-        """The task's approval mode, and a line for its acknowledgement when the sandbox it
-        would have had does not work here (the task then asks instead)."""
-        defaults = self._defaults
-        default = defaults.detach_mode if kind is TaskKind.DETACH else defaults.session_mode
-        mode = approval_mode(options, default)
-        if mode is not ApprovalMode.SANDBOX:
-            return mode, None
-        problem = defaults.sandbox_problem(engine)
-        if problem is None:
-            return mode, None
-        log.warning("%s: no sandbox here (%s); the task runs in ask mode", engine, problem)
-        return ApprovalMode.ASK, self._texts.get(locale, "task.sandbox_unavailable", reason=problem)
-
-    async def _check(self, options: dict[str, str], cwd: Path) -> str | None:
-        """``check=`` (``check=no``: none), else the repository's ``.detach.toml``."""
-        if "check" in options:
-            return given_check(options["check"])
-        top = await self.worktrees.top_level(cwd)
-        return repository_check(top) if top is not None else None
-
-    async def current_dir(self, chat_id: int) -> Path:
-        """The chat's /cd choice while it is still allowed, else the default directory."""
-        return self._allowed_dir(chat_id, await self._store.chats.cwd(chat_id))
-
-    def _allowed_dir(self, chat_id: int, stored: str | None) -> Path:
-        if stored:
-            try:
-                return self.workdirs.check(Path(stored))
-            except UserInputError:
-                log.warning("chat %s: stored directory no longer allowed", chat_id)
-        return self.workdirs.default
 
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
