@@ -259,8 +259,8 @@ class _CommitsThenWaits:
     def __getattr__(self, name: str) -> object:
         return getattr(self._notifier, name)
 
-    async def queue(self, task: Task, text: str, kind: str) -> int:
-        row_id = await self._notifier.queue(task, text, kind=kind)
+    async def send(self, task: Task, text: str, kind: str) -> int:
+        row_id = await self._notifier.send(task, text, kind=kind)
         self.committed.set()
         await self.released.wait()
         return row_id

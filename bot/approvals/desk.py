@@ -132,7 +132,7 @@ class ApprovalDesk:
         self._waiting[question.id] = future
         row_id: int | None = None
         try:
-            row_id = await self._notifier.queue(task, text, kind="approval", markup=markup)
+            row_id = await self._notifier.send(task, text, kind="approval", markup=markup)
             await self._store.questions.set_row(question.id, row_id)
             remember = asyncio.create_task(self._remember_message(task, question, row_id))
             self._background.add(remember)

@@ -26,6 +26,7 @@ from bot.telegram.callbacks import (
     run_on,
     task_keyboard,
 )
+from bot.telegram.cards import card_header
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Keyboard, Markup
 from bot.telegram.outbox import Outbox
@@ -33,9 +34,7 @@ from bot.telegram.policies import ChatPolicies
 from bot.telegram.render import (
     MAX_CHUNKS,
     STATUS_ICONS,
-    duration,
     markdown_chunks,
-    money,
     shorten,
     split_text,
 )
@@ -197,24 +196,9 @@ class Notifier:
         """The completion card: status line, what changed in the repository, the answer (split,
         or as a document), denials, and the card's buttons on its last message."""
         loc = task.locale
-        header = self._header(task, turn)
-        header += (
-            "\n<i>" + html.escape(shorten(task.title, 100, one_line=True), quote=False) + "</i>"
-        )
         check = await self._store.checks.for_turn(turn.id) if task.check else None
-        if check is not None:
-            header += "\n" + self._check_line(loc, check)
-        if task.subtasks:
-            header += await self._children(task)
-        if turn.waited_s is not None and turn.waited_s >= 1:
-            header += "\n" + self._texts.get(
-                loc,
-                "task.waited_limit",
-                duration=duration(turn.waited_s),
-                engine=task.engine.capitalize(),
-            )
-        if changes:
-            header += "\n" + self._texts.get(loc, "task.changes", stat=changes)
+        children = await self._store.tasks.children(task.id) if task.subtasks else []
+        header = card_header(self._texts, task, turn, check, children, changes)
         worktree = await self._store.worktrees.get(task.id)
         in_worktree = worktree is not None and worktree.state == WorktreeState.ACTIVE
         card = task_keyboard(
@@ -232,7 +216,7 @@ class Notifier:
         else:
             for index, chunk in enumerate(chunks):
                 last = index == len(chunks) - 1 and not denials
-                await self.send_rich(
+                await self.send(
                     task,
                     f"{header}\n\n{chunk}" if index == 0 else chunk,
                     kind="result",
@@ -243,34 +227,6 @@ class Notifier:
             await self.send(
                 task, self._texts.get(loc, "task.denials", items=items), kind="result", markup=card
             )
-
-    async def _children(self, task: Task) -> str:
-        """The sub-tasks its agent started: ``🧩 Sub-tasks: ✅ #5 fix-a · 🏃 #6 fix-b``."""
-        children = await self._store.tasks.children(task.id)
-        if not children:
-            return ""
-        shown = " · ".join(
-            f"{STATUS_ICONS[c.status]} {html.escape(c.label)}" for c in children[:10]
-        )
-        more = f" · +{len(children) - 10}" if len(children) > 10 else ""
-        return "\n" + self._texts.raw(task.locale, "task.subtasks", items=shown + more)
-
-    def _check_line(self, loc: str, check: CheckResult) -> str:
-        """``✅ check passed (pytest -q, 12 s, round 2)`` or the failure with its output's tail."""
-        params = {
-            "command": html.escape(shorten(check.command, 80, one_line=True)),
-            "duration": duration(check.duration_s),
-            "round": check.round,
-        }
-        if check.passed:
-            return self._texts.raw(loc, "check.passed", **params)
-        line = self._texts.raw(
-            loc,
-            "check.timed_out" if check.timed_out else "check.failed",
-            code=check.exit_code if check.exit_code is not None else "–",
-            **params,
-        )
-        return f"{line}\n<pre>{html.escape(check.tail(800))}</pre>"
 
     async def _check_output(self, task: Task, check: CheckResult) -> None:
         """The whole output of a failed check, as a file."""
@@ -292,53 +248,6 @@ class Notifier:
             rounds=rounds,
         )
         await self.send(task, f"{text}\n<pre>{html.escape(check.tail(600))}</pre>", kind="status")
-
-    def _header(self, task: Task, turn: Turn) -> str:
-        loc, label = task.locale, task.label
-        took = duration(turn.duration_s)
-        cost = money(turn.cost_usd)
-        cost_text = (
-            self._texts.get(loc, "task.cost", cost=cost)
-            if cost
-            else self._texts.get(loc, "task.cost_unknown")
-        )
-        if turn.status is TaskStatus.DONE:
-            total = money(task.total_cost_usd) if task.total_cost_usd else None
-            total_text = (
-                self._texts.get(loc, "task.task_total", total=total)
-                if total and total != cost
-                else ""
-            )
-            return self._texts.get(
-                loc, "task.done", label=label, duration=took, cost=cost_text, total=total_text
-            )
-        if turn.status is TaskStatus.CHECK_FAILED:
-            return self._texts.get(
-                loc,
-                "task.check_failed",
-                label=label,
-                rounds=turn.check_round,
-                duration=took,
-                cost=cost_text,
-            )
-        if turn.status is TaskStatus.BUDGET_EXCEEDED:
-            return self._texts.get(
-                loc, "task.budget_exceeded", label=label, duration=took, cost=cost_text
-            )
-        if turn.status is TaskStatus.CANCELLED:
-            return self._texts.get(loc, "task.cancelled", label=label)
-        if turn.status is TaskStatus.TIMED_OUT:
-            return self._texts.get(loc, "task.timed_out", label=label, duration=took)
-        text = self._texts.get(
-            loc,
-            "task.failed",
-            label=label,
-            duration=took,
-            reason=shorten(self._texts.error(loc, turn.error), 500, one_line=True),
-        )
-        if turn.stderr_tail:
-            text += "\n" + self._texts.get(loc, "task.stderr", tail=turn.stderr_tail[-1500:])
-        return text
 
     async def _send_document(self, task: Task, header: str, answer: str) -> None:
         summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
@@ -402,12 +311,6 @@ class Notifier:
         )
         return self._texts.get(loc, key, name=runner.name, host=runner.host)
 
-    async def send_rich(
-        self, task: Task, html_text: str, kind: str, markup: Keyboard | None = None
-    ) -> None:
-        """Rendered HTML; the outbox sends it as plain text if Telegram rejects the HTML."""
-        await self.send(task, html_text, kind, markup=markup)
-
     async def send(
         self,
         task: Task,
@@ -415,9 +318,10 @@ class Notifier:
         kind: str,
         reply_to: int | None = None,
         markup: Markup | None = None,
-    ) -> None:
-        """Queue a message about ``task`` (linked to it once delivered); returns at once."""
-        await self._outbox.send(
+    ) -> int:
+        """Queue a message about ``task`` (linked to it once delivered); returns its outbox row
+        at once."""
+        return await self._outbox.send(
             task.chat_id,
             text,
             markup=markup,
@@ -432,27 +336,9 @@ class Notifier:
     ) -> Sent | None:
         """Like ``send``, for the caller that needs the message id: waits for delivery, after
         the outbox's pacing (None when it failed or took too long)."""
-        row_id = await self._outbox.send(
-            task.chat_id,
-            text,
-            markup=markup,
-            task_id=task.id,
-            link_kind=kind,
-            silent=await self._silent(task.chat_id, kind),
-        )
+        row_id = await self.send(task, text, kind, markup=markup)
         message_id = await self._outbox.delivered(row_id)
         return Sent(message_id) if message_id is not None else None
-
-    async def queue(self, task: Task, text: str, kind: str, markup: Keyboard | None = None) -> int:
-        """Queue a message about ``task``; returns its outbox row."""
-        return await self._outbox.send(
-            task.chat_id,
-            text,
-            markup=markup,
-            task_id=task.id,
-            link_kind=kind,
-            silent=await self._silent(task.chat_id, kind),
-        )
 
     async def delivered(self, row_id: int) -> int | None:
         return await self._outbox.delivered(row_id)

@@ -90,7 +90,7 @@ class Progress:
         # not cancelled with the ticker: a turn that ends while its row is being written (a
         # commit on PostgreSQL awaits the server) still learns the row, and removes it
         self._queueing = asyncio.ensure_future(
-            self._notifier.queue(self._task, self._shown, kind="progress")
+            self._notifier.send(self._task, self._shown, kind="progress")
         )
         self._row_id = await asyncio.shield(self._queueing)
         await self._notifier.ack_status(dataclasses.replace(self._task, status=TaskStatus.RUNNING))
