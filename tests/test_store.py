@@ -99,7 +99,7 @@ async def test_restart_interrupts_running_turns_and_requeues_queued(store):
     await store.claims.claim_turn(turn.id)
     waiting, queued_turn = await store.tasks.create(new("b"), "b")
     await store.claims.mark_submitted(queued_turn.id)
-    interrupted = await store.tasks.interrupt_running()
+    interrupted = await store.recovery.interrupt_running()
     assert [t.id for t in interrupted] == [running.id]
     assert interrupted[0].status is TaskStatus.INTERRUPTED
     assert (await store.tasks.get_turn(turn.id)).status is TaskStatus.INTERRUPTED
@@ -121,17 +121,17 @@ async def test_a_dead_runners_turns_are_taken_once_and_stops_travel_by_row(store
     assert await store.claims.stop_requested(stopping_turn.id)
     assert not await store.claims.stop_requested(my_turn.id)
     assert await store.claims.runner_of(mine.id) == "worker-a"
-    interrupted, cancelled, taken = await store.tasks.interrupt_runners(["worker-a"])
+    interrupted, cancelled, taken = await store.recovery.interrupt_runners(["worker-a"])
     assert [t.id for t in interrupted] == [mine.id]
     assert [t.id for t in cancelled] == [stopping.id]
     assert sorted(taken) == sorted([my_turn.id, stopping_turn.id])
     assert cancelled[0].status is TaskStatus.CANCELLED
     assert (await store.tasks.get(theirs.id)).status is TaskStatus.RUNNING
-    assert await store.tasks.interrupt_runners(["worker-a"]) == ([], [], [])  # taken once
+    assert await store.recovery.interrupt_runners(["worker-a"]) == ([], [], [])  # taken once
     with pytest.raises(TurnTaken):  # the dead runner's late outcome is refused
         await store.tasks.finish_turn(my_turn, TurnOutcome(TaskStatus.DONE), "worker-a")
     assert (await store.tasks.get(mine.id)).status is TaskStatus.INTERRUPTED
-    assert [t.id for t in await store.tasks.interrupt_running()] == [theirs.id]  # one process
+    assert [t.id for t in await store.recovery.interrupt_running()] == [theirs.id]  # one process
     assert not await store.claims.request_stop(theirs.id)  # nothing runs any more
 
 

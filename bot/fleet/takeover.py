@@ -45,7 +45,7 @@ class Takeover:
             if not await self._store.runners.take(runner_id, dead):
                 return []
             runner = await self._store.runners.get(runner_id)
-            interrupted, cancelled, turn_ids = await self._store.tasks.interrupt_runners(
+            interrupted, cancelled, turn_ids = await self._store.recovery.interrupt_runners(
                 [runner_id]
             )
             await self._desk.expire(turn_ids, "approval.runner_lost")

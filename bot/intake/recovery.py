@@ -22,7 +22,7 @@ async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk) -> list[
     ``bot.fleet.takeover`` instead.)"""
     async with store.atomic():
         await desk.expire()
-        interrupted = await store.tasks.interrupt_running()
+        interrupted = await store.recovery.interrupt_running()
         await store.claims.unsubmit_queued()
         by_chat: dict[int, list[Task]] = defaultdict(list)
         for task in interrupted:

@@ -12,6 +12,7 @@ from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
 from bot.store.records import AuditRepo, LinkRepo, SpendRepo
+from bot.store.recovery import RecoveryRepo
 from bot.store.runners import Runner, RunnerRepo
 from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
@@ -41,6 +42,7 @@ class Store:
         self.atomic = db.atomic  # one transaction for a state change and what reports it
         self.after_commit = db.after_commit
         self.tasks = TaskRepo(db, clock)
+        self.recovery = RecoveryRepo(db, clock)  # turns a crash or a lost runner left running
         self.claims = ClaimRepo(db, clock)  # the queue of turns: submit, claim, park, stop
         self.transcript = TranscriptRepo(db, clock)
         self.links = LinkRepo(db)

@@ -4,7 +4,7 @@ queue of turns, from submission to the claim, is `bot.store.claims`)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +17,6 @@ from bot.models import (
     Task,
     TaskStatus,
     Turn,
-    TurnError,
 )
 from bot.store.claims import held_by
 from bot.store.db import Clock, Database, inserting, updating
@@ -357,88 +356,6 @@ class TaskRepo:
     async def unannounced(self) -> list[Task]:
         async with self._engine.connect() as conn:
             rows = await conn.execute(_unannounced())
-            return [task_of(r) for r in rows]
-
-    async def interrupt_runners(
-        self, runner_ids: Collection[str]
-    ) -> tuple[list[Task], list[Task], list[int]]:
-        """Take over the running turns of dead runners: a turn somebody asked to stop is
-        cancelled, every other one interrupted, and so is its task. Each turn's update is
-        conditional on it still running there, so of two takers only one gets it. Returns the
-        interrupted tasks, the cancelled ones and the turns taken."""
-        now = self._clock()
-        theirs = sa.and_(
-            turns.c.status == TaskStatus.RUNNING.value, turns.c.runner.in_(list(runner_ids))
-        )
-        async with self._engine.begin() as conn:
-            taken = list(
-                await conn.execute(
-                    turns.update()
-                    .where(theirs)
-                    .values(
-                        status=sa.case(
-                            (turns.c.stop_requested, TaskStatus.CANCELLED.value),
-                            else_=TaskStatus.INTERRUPTED.value,
-                        ),
-                        finished_at=now,
-                        error=sa.case(
-                            (turns.c.stop_requested, TurnError("turn_error.cancelled").encode()),
-                            else_=TurnError("turn_error.interrupted").encode(),
-                        ),
-                    )
-                    .returning(turns.c.id, turns.c.task_id, turns.c.status)
-                )
-            )
-            found: dict[str, list[Task]] = {"interrupted": [], "cancelled": []}
-            for status in found:
-                ids = sorted({r.task_id for r in taken if r.status == status})
-                if not ids:
-                    continue
-                rows = await conn.execute(
-                    tasks.update()
-                    .where(tasks.c.id.in_(ids))
-                    .values(status=status, updated_at=now)
-                    .returning(tasks)
-                )
-                found[status] = sorted((task_of(r) for r in rows), key=lambda t: t.id)
-        return found["interrupted"], found["cancelled"], [r.id for r in taken]
-
-    async def interrupt_running(self) -> list[Task]:
-        """After a crash of the one process: the turns it was running, and tasks marked running
-        with no running turn at all, become interrupted; returns those tasks."""
-        now = self._clock()
-        mine = turns.c.status == TaskStatus.RUNNING.value
-        async with self._engine.begin() as conn:
-            ids = [
-                r[0] for r in await conn.execute(sa.select(turns.c.task_id).where(mine).distinct())
-            ]
-            await conn.execute(
-                turns.update()
-                .where(mine)
-                .values(
-                    status=TaskStatus.INTERRUPTED.value,
-                    finished_at=now,
-                    error=TurnError("turn_error.interrupted").encode(),
-                )
-            )
-            running = sa.select(turns.c.id).where(
-                turns.c.task_id == tasks.c.id, turns.c.status == TaskStatus.RUNNING.value
-            )
-            ids += [
-                r[0]
-                for r in await conn.execute(
-                    sa.select(tasks.c.id).where(
-                        tasks.c.status == TaskStatus.RUNNING.value, ~sa.exists(running)
-                    )
-                )
-                if r[0] not in ids
-            ]
-            await conn.execute(
-                tasks.update()
-                .where(tasks.c.id.in_(ids))
-                .values(status=TaskStatus.INTERRUPTED.value, updated_at=now)
-            )
-            rows = await conn.execute(tasks.select().where(tasks.c.id.in_(ids)))
             return [task_of(r) for r in rows]
 
     async def list_for(
