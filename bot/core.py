@@ -38,7 +38,8 @@ from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
-from bot.turns.runner import TurnPolicy, TurnRunner
+from bot.turns.runner import TurnRunner
+from bot.turns.specs import TurnPolicy
 from bot.worktrees.git import Worktrees
 from executors import registry
 from executors.check import ShellCheck

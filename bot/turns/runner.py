@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -17,20 +15,16 @@ from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import (
     TurnTaken,
-    UserInputError,
 )
 from bot.models import (
     ApprovalMode,
     CheckResult,
-    McpServerSpec,
     Task,
     TaskStatus,
     Turn,
     TurnError,
-    TurnSpec,
 )
 from bot.money.desk import MoneyDesk
-from bot.money.presets import Preset
 from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
@@ -42,10 +36,10 @@ from bot.turns.outcome import (
     CHECK_PROMPT,
     CHECK_PROMPT_TAIL,
     failure,
-    preamble,
 )
 from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.queue import TurnQueue
+from bot.turns.specs import TurnPolicy, TurnSpecs
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +47,6 @@ log = logging.getLogger(__name__)
 # (shutdown), or another process's turn now (taken over); None: the pool itself went away
 HANDS_OFF = (None, StopReason.SHUTDOWN, StopReason.TAKEN_OVER)
 AGENT_EXIT_WAIT_S = 30.0  # a previous agent of the task still exiting (its stop is bounded)
-SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
 
 
 class RunnerIdentity(Protocol):
@@ -61,27 +54,6 @@ class RunnerIdentity(Protocol):
 
     @property
     def runner_id(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class TurnPolicy:
-    """How turns run: the tools of ``auto`` mode, when a progress message appears (a turn
-    shorter than ``progress_delay_s`` gets none) and how often it is edited, how many check
-    rounds a task gets (a failing check sends its output back to the agent until then), and the
-    hosts a sandboxed turn may reach without asking."""
-
-    auto_allowed_tools: tuple[str, ...] = ()
-    progress_interval_s: float = 3.0
-    progress_delay_s: float = 5.0
-    check_rounds: int = 2
-    sandbox_domains: tuple[str, ...] = ()
-    timezone: str = "UTC"  # for times said to a user who set no /tz
-    limit_retry_s: float = 900.0  # a usage limit without a reset time: try again after this
-    # the command (and its environment) of `detach mcp`, given to the agent of a task with
-    # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
-    subtask_command: tuple[str, ...] = ()
-    subtask_env: Mapping[str, str] = field(default_factory=dict)
-    agent_nice: int = 0  # how much nicer than the bot a turn's processes run
 
 
 class TurnRunner:
@@ -116,13 +88,11 @@ class TurnRunner:
         self._desk = desk
         self._money = money
         self._policy = policy
-        self._workdirs = workdirs
         self._identity = identity
         self._stop_poll_s = stop_poll_s
-        self._process_tag = process_tag
-        self._runs = itertools.count(1)
         self._checks = checks
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
+        self._specs = TurnSpecs(store, money, policy, workdirs, process_tag)
         self._drive = Drive(
             store=store,
             engines=engines,
@@ -170,7 +140,7 @@ class TurnRunner:
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         check: CheckResult | None = None
-        refusal = await self._refusal(task)
+        refusal = await self._specs.refusal(task)
         if refusal is not None:
             await self._finish(task, turn, refusal, denials, runner=runner)
             await self._queue.kick(task.id)
@@ -179,7 +149,7 @@ class TurnRunner:
         left = self._money.budget_left(task)
         reported = False  # the outcome and its card are committed; the agent may still exit
         try:
-            spec = await self._spec(task, turn, preset, left)
+            spec = await self._specs.spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
                     driven = await self._drive.drive(task, turn, spec, preset, left, agent, runner)
@@ -260,40 +230,6 @@ class TurnRunner:
                 log.info("turn %s: stop requested from another process", turn_id)
                 control.request_stop(StopReason.CANCELLED)
                 return
-
-    async def _spec(
-        self, task: Task, turn: Turn, preset: Preset | None, left: float | None
-    ) -> TurnSpec:
-        return TurnSpec(
-            task_id=task.id,
-            turn_id=turn.id,
-            prompt=turn.prompt,
-            cwd=Path(task.cwd),
-            model=task.model,
-            resume_session_id=task.session_id,
-            append_system_prompt=preamble(task),
-            allowed_tools=await self._allowed_tools(task),
-            approval_mode=task.approval_mode,
-            extra_args=preset.args if preset else (),
-            max_budget_usd=left,  # engines that take a budget enforce it themselves
-            # one tag per run of the turn: the sweep after a run (in the background) must not
-            # find the next run of the same turn (a handover runs it again at once)
-            process_tag=f"{self._process_tag}:{turn.id}.{next(self._runs)}"
-            if self._process_tag
-            else None,
-            sandbox_domains=self._policy.sandbox_domains,
-            preset=preset,
-            mcp_servers=self._subtask_server(task),
-            nice=self._policy.agent_nice,
-        )
-
-    def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
-        """`detach mcp --parent <task>` for a task whose agent may start sub-tasks."""
-        command = self._policy.subtask_command
-        if not task.subtasks or not command:
-            return ()
-        args = (*command[1:], "--parent", str(task.id))
-        return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)
 
     async def _check(
         self, task: Task, turn: Turn, outcome: TurnOutcome, tag: str | None
@@ -379,36 +315,3 @@ class TurnRunner:
                 outcome.output_tokens or 0,
             )
         return task, finished
-
-    async def _refusal(self, task: Task) -> TurnOutcome | None:
-        """Work that must not start: over the daily cap (turns queued from the shell or before
-        the cap was reached), or a task whose budget is already spent."""
-        over = await self._money.over_daily_cap(task.owner_id)
-        if over is not None:
-            return TurnOutcome(
-                TaskStatus.FAILED, error=TurnError("money.daily_cap_turn", dict(over[1]))
-            )
-        left = self._money.budget_left(task)
-        if left is not None and left <= 0:
-            return TurnOutcome(
-                TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_spent")
-            )
-        if self._workdirs is not None:
-            try:
-                self._workdirs.check(Path(task.cwd))  # the allow-list may have changed since
-            except UserInputError as exc:
-                return TurnOutcome(TaskStatus.FAILED, error=TurnError(exc.key, exc.params))
-        return None
-
-    async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
-        """Remembered grants of the owner for this engine and directory; in auto mode also the
-        tools from settings; in readonly mode nothing."""
-        if task.approval_mode is ApprovalMode.READONLY:
-            return ()
-        grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
-        tools = tuple(g.pattern for g in grants)
-        if task.subtasks and self._policy.subtask_command:
-            tools += (f"mcp__{SUBTASK_SERVER}",)  # its own sub-tasks: no approval to ask
-        if task.approval_mode is ApprovalMode.AUTO:
-            tools = self._policy.auto_allowed_tools + tools
-        return tools

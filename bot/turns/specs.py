@@ -1,0 +1,128 @@
+"""What a turn runs with (its TurnSpec: directory, session, tools allowed without asking, budget
+left, MCP servers, process tag) and what refuses it before any agent starts (the daily cap, a
+spent budget, a directory no longer allowed)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.errors import UserInputError
+from bot.models import ApprovalMode, McpServerSpec, Task, TaskStatus, Turn, TurnError, TurnSpec
+from bot.money.desk import MoneyDesk
+from bot.money.presets import Preset
+from bot.store import Store, TurnOutcome
+from bot.tasks.workdirs import WorkdirPolicy
+from bot.turns.outcome import preamble
+
+SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPolicy:
+    """How turns run: the tools of ``auto`` mode, when a progress message appears (a turn
+    shorter than ``progress_delay_s`` gets none) and how often it is edited, how many check
+    rounds a task gets (a failing check sends its output back to the agent until then), and the
+    hosts a sandboxed turn may reach without asking."""
+
+    auto_allowed_tools: tuple[str, ...] = ()
+    progress_interval_s: float = 3.0
+    progress_delay_s: float = 5.0
+    check_rounds: int = 2
+    sandbox_domains: tuple[str, ...] = ()
+    timezone: str = "UTC"  # for times said to a user who set no /tz
+    limit_retry_s: float = 900.0  # a usage limit without a reset time: try again after this
+    # the command (and its environment) of `detach mcp`, given to the agent of a task with
+    # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
+    subtask_command: tuple[str, ...] = ()
+    subtask_env: Mapping[str, str] = field(default_factory=dict)
+    agent_nice: int = 0  # how much nicer than the bot a turn's processes run
+
+
+class TurnSpecs:
+    """Builds each run's TurnSpec; ``process_tag``: this process's prefix of the tag every
+    agent process carries (``<prefix>:<turn id>.<run>``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        money: MoneyDesk,
+        policy: TurnPolicy,
+        workdirs: WorkdirPolicy | None,
+        process_tag: str | None,
+    ) -> None:
+        self._store = store
+        self._money = money
+        self._policy = policy
+        self._workdirs = workdirs
+        self._process_tag = process_tag
+        self._runs = itertools.count(1)
+
+    async def spec(
+        self, task: Task, turn: Turn, preset: Preset | None, left: float | None
+    ) -> TurnSpec:
+        return TurnSpec(
+            task_id=task.id,
+            turn_id=turn.id,
+            prompt=turn.prompt,
+            cwd=Path(task.cwd),
+            model=task.model,
+            resume_session_id=task.session_id,
+            append_system_prompt=preamble(task),
+            allowed_tools=await self._allowed_tools(task),
+            approval_mode=task.approval_mode,
+            extra_args=preset.args if preset else (),
+            max_budget_usd=left,  # engines that take a budget enforce it themselves
+            # one tag per run of the turn: the sweep after a run (in the background) must not
+            # find the next run of the same turn (a handover runs it again at once)
+            process_tag=f"{self._process_tag}:{turn.id}.{next(self._runs)}"
+            if self._process_tag
+            else None,
+            sandbox_domains=self._policy.sandbox_domains,
+            preset=preset,
+            mcp_servers=self._subtask_server(task),
+            nice=self._policy.agent_nice,
+        )
+
+    def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
+        """`detach mcp --parent <task>` for a task whose agent may start sub-tasks."""
+        command = self._policy.subtask_command
+        if not task.subtasks or not command:
+            return ()
+        args = (*command[1:], "--parent", str(task.id))
+        return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)
+
+    async def refusal(self, task: Task) -> TurnOutcome | None:
+        """Work that must not start: over the daily cap (turns queued from the shell or before
+        the cap was reached), or a task whose budget is already spent."""
+        over = await self._money.over_daily_cap(task.owner_id)
+        if over is not None:
+            return TurnOutcome(
+                TaskStatus.FAILED, error=TurnError("money.daily_cap_turn", dict(over[1]))
+            )
+        left = self._money.budget_left(task)
+        if left is not None and left <= 0:
+            return TurnOutcome(
+                TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_spent")
+            )
+        if self._workdirs is not None:
+            try:
+                self._workdirs.check(Path(task.cwd))  # the allow-list may have changed since
+            except UserInputError as exc:
+                return TurnOutcome(TaskStatus.FAILED, error=TurnError(exc.key, exc.params))
+        return None
+
+    async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
+        """Remembered grants of the owner for this engine and directory; in auto mode also the
+        tools from settings; in readonly mode nothing."""
+        if task.approval_mode is ApprovalMode.READONLY:
+            return ()
+        grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
+        tools = tuple(g.pattern for g in grants)
+        if task.subtasks and self._policy.subtask_command:
+            tools += (f"mcp__{SUBTASK_SERVER}",)  # its own sub-tasks: no approval to ask
+        if task.approval_mode is ApprovalMode.AUTO:
+            tools = self._policy.auto_allowed_tools + tools
+        return tools
