@@ -20,7 +20,14 @@ from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
 from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
 from executors import sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
+from executors.process import (
+    JsonLines,
+    agent_env,
+    agent_process,
+    created,
+    read_lines,
+    version_line,
+)
 from executors.shield import shielded
 from executors.tree import wait_exit
 
@@ -83,11 +90,13 @@ class ClaudeExecutor:
     async def version(self) -> str:
         argv = [self._binary or "claude", "--version"]
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                env=self._env,
+            proc = await created(
+                asyncio.create_subprocess_exec(
+                    *argv,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL,
+                    env=self._env,
+                )
             )
             out, _ = await asyncio.wait_for(proc.communicate(), 30)
         except (OSError, TimeoutError) as exc:

@@ -26,7 +26,14 @@ from executors.codex_protocol import (
     decision_result,
     notification_events,
 )
-from executors.process import JsonLines, agent_env, agent_process, read_lines, version_line
+from executors.process import (
+    JsonLines,
+    agent_env,
+    agent_process,
+    created,
+    read_lines,
+    version_line,
+)
 from executors.shield import shielded
 
 log = logging.getLogger(__name__)
@@ -85,13 +92,15 @@ class CodexExecutor:
 
     async def _output(self, *args: str) -> tuple[int, str]:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                self._binary or "codex",
-                *args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=self._env,
+            proc = await created(
+                asyncio.create_subprocess_exec(
+                    self._binary or "codex",
+                    *args,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env=self._env,
+                )
             )
             out, _ = await asyncio.wait_for(proc.communicate(), 60)
         except (OSError, TimeoutError) as exc:

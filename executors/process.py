@@ -11,7 +11,7 @@ import logging
 import shutil
 import signal
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ QUIET_ENV = {
 }
 LINE_LIMIT = 64 * 1024 * 1024  # one stream-json line may carry a whole file
 LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child holding it)
+CREATE_WAIT_S = 5.0  # a cancelled spawn: how long its process may take to be created, to stop
 
 
 def version_line(engine: str, version: str, pinned: str) -> str:
@@ -71,19 +72,54 @@ async def spawn(
     argv: list[str], cwd: str, env: Mapping[str, str], tag: str | None = None, nice: int = 0
 ) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
-    (see TAG_ENV), ``nice`` steps below the bot's CPU priority."""
+    (see TAG_ENV), ``nice`` steps below the bot's CPU priority; safe to cancel (``created``)."""
     env = {**env, TAG_ENV: tag} if tag else dict(env)
-    return await asyncio.create_subprocess_exec(
-        *_prefix(nice),
-        *argv,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        limit=LINE_LIMIT,
+    return await created(
+        asyncio.create_subprocess_exec(
+            *_prefix(nice),
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=LINE_LIMIT,
+        ),
+        tag,
     )
+
+
+async def created(
+    creating: Coroutine[Any, Any, asyncio.subprocess.Process], tag: str | None = None
+) -> asyncio.subprocess.Process:
+    """The process ``asyncio.create_subprocess_exec(...)`` makes, safe to cancel: a cancel that
+    lands while it is being created (forked, its pipes not yet connected) lets the creation
+    finish (bounded), stops the new process's whole tree (and what carries ``tag``), and is
+    raised then. asyncio's own handling of that cancel (CPython 3.11) kills only the leader and
+    then waits until every pipe closes, which a child it already started (a shell's command, a
+    tool) holds open for as long as that child runs: a /cancel landing there left the turn
+    running, and the child, for as long as the child lived."""
+    task = asyncio.ensure_future(creating)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await shielded(_abandon(task, tag))
+        raise
+
+
+async def _abandon(creating: asyncio.Future[asyncio.subprocess.Process], tag: str | None) -> None:
+    """The process of a cancelled spawn, once created (bounded): stopped with its whole tree."""
+    await asyncio.wait({creating}, timeout=CREATE_WAIT_S)
+    if not creating.done():
+        log.error("a cancelled spawn was not created within %ss; left to asyncio", CREATE_WAIT_S)
+        return
+    if creating.cancelled() or creating.exception() is not None:
+        return  # it never ran
+    proc = creating.result()
+    log.info("agent pid %s: its spawn was cancelled; stopping it", proc.pid)
+    await stop_tree(proc, CREATE_WAIT_S, signal.SIGKILL, tag)
+    await wait_exit(proc, CREATE_WAIT_S)
 
 
 @dataclass(frozen=True, slots=True)

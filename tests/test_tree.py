@@ -96,3 +96,51 @@ async def test_an_agent_and_what_it_starts_run_nicer_than_the_bot(tmp_path):
     plain = await spawn(["sh", "-c", probe], str(tmp_path), {"PATH": os.environ["PATH"]})
     out, _ = await plain.communicate()
     assert out.decode().split() == ["0", "0"]
+
+
+async def test_a_cancel_while_the_process_is_being_created_stops_it(tmp_path):
+    """The moment after the fork, while asyncio still connects the new process's pipes: a
+    cancel there (a /cancel or a timeout that lands on the spawn) ends the spawn at once and
+    leaves nothing running. asyncio's own handling of that cancel (CPython 3.11) kills only the
+    leader and waits until every pipe closes, which the shell's `sleep` holds open: the turn
+    could not end for as long as the child lived (here 60 s; the test waits 10)."""
+    import asyncio
+
+    from executors.process import spawn
+
+    tag = f"test-spawn-cancel-{os.getpid()}-{time.monotonic_ns()}"
+    env = {"PATH": os.environ["PATH"]}
+    spawning = asyncio.create_task(spawn(["sh", "-c", "sleep 60; true"], str(tmp_path), env, tag))
+    try:
+        # one pass of the loop at a time, until the fork is done: asyncio needs more passes
+        # than one to connect the new process's pipes, so the cancel lands in between
+        for _ in range(10_000):
+            await asyncio.sleep(0)
+            if _tagged(tag):
+                break
+        assert _tagged(tag) and not spawning.done(), "cancelled after the fork, in the spawn"
+        spawning.cancel()
+        done, _ = await asyncio.wait({spawning}, timeout=10)
+        assert done, "the cancelled spawn did not end"
+        assert spawning.cancelled()
+        deadline = time.monotonic() + 5
+        while _tagged(tag) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert not _tagged(tag), "the new process (or its child) outlived the cancelled spawn"
+    finally:
+        kill_tagged(tag)
+
+
+def _tagged(tag: str) -> list[int]:
+    """Live processes carrying ``tag`` in their environment (zombies do not count)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            environ = open(f"/proc/{name}/environ", "rb").read()  # noqa: PTH123, SIM115
+        except OSError:
+            continue
+        if f"{TAG_ENV}={tag}".encode() in environ.split(b"\0") and _running(int(name)):
+            found.append(int(name))
+    return found
