@@ -10,7 +10,7 @@ import json
 import logging
 import re
 import signal
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,11 @@ from executors.codex_protocol import (
     decision_result,
     notification_events,
 )
+from executors.codex_rpc import Rpc
 from executors.process import (
-    JsonLines,
     agent_env,
     agent_process,
     created,
-    read_lines,
     version_line,
 )
 from executors.shield import shielded
@@ -50,7 +49,6 @@ SANDBOX_CONFIG = (
     "sandbox_workspace_write.exclude_tmpdir_env_var=true",
     "sandbox_workspace_write.network_access=false",
 )
-RPC_TIMEOUT_S = 60.0
 
 
 class CodexExecutor:
@@ -192,7 +190,7 @@ class CodexExecutor:
             self._grace_s,
             first=signal.SIGTERM,
         ) as agent:
-            rpc = _Rpc(agent.proc)
+            rpc = Rpc(agent.proc)
             started: tuple[str, str] | None = None
             finished = False
             try:
@@ -213,7 +211,7 @@ class CodexExecutor:
                 await shielded(self._close(rpc, started if running else None))
 
     @staticmethod
-    async def _close(rpc: _Rpc, started: tuple[str, str] | None) -> None:
+    async def _close(rpc: Rpc, started: tuple[str, str] | None) -> None:
         """Interrupt the ``(thread, turn)`` still running (best effort, bounded), then close."""
         if started:
             with contextlib.suppress(Exception):  # best effort before the stop
@@ -223,7 +221,7 @@ class CodexExecutor:
         await rpc.aclose()
 
     async def _turn_events(
-        self, rpc: _Rpc, thread_id: str, approver: Approver
+        self, rpc: Rpc, thread_id: str, approver: Approver
     ) -> AsyncGenerator[AgentEvent, None]:
         """Notifications up to ``turn/completed``; approval requests are answered alongside."""
         state = TurnState()
@@ -238,7 +236,7 @@ class CodexExecutor:
                     return
                 yield event
 
-    async def _start(self, rpc: _Rpc, spec: TurnSpec) -> tuple[str, str]:
+    async def _start(self, rpc: Rpc, spec: TurnSpec) -> tuple[str, str]:
         await rpc.request(
             "initialize",
             {
@@ -268,7 +266,7 @@ class CodexExecutor:
         return thread_id, str(turn["turn"]["id"])
 
     async def _answer(
-        self, rpc: _Rpc, message: dict[str, Any], state: TurnState, approver: Approver
+        self, rpc: Rpc, message: dict[str, Any], state: TurnState, approver: Approver
     ) -> None:
         method = str(message.get("method"))
         if method not in (COMMAND_APPROVAL, FILE_APPROVAL):
@@ -299,87 +297,6 @@ def _events_of(message: dict[str, Any], state: TurnState) -> list[AgentEvent]:
 
 def _with_session(event: TurnFinished, thread_id: str) -> TurnFinished:
     return dataclasses.replace(event, session_id=thread_id)
-
-
-class _Rpc:
-    """JSON-RPC over the app-server's stdio: one JSON object per line, no "jsonrpc" field."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self._proc = proc
-        self._next_id = 1000
-        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._lines = JsonLines(proc)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self._proc.stdout is not None
-        try:
-            async for line in read_lines(self._proc.stdout, self._proc):
-                self._route(line)
-        except AgentCrashed as exc:  # a line over the limit: the turn ends without a verdict
-            log.warning("codex pid %s: %s", self._proc.pid, exc.reason)
-        self._inbox.put_nowait(None)
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(AgentCrashed("codex app-server exited", None, ""))
-
-    def _route(self, line: str) -> None:
-        """A reply to its waiting request, anything else to the inbox; what is not a JSON
-        object is skipped."""
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError:
-            return
-        if not isinstance(message, dict):
-            return
-        key = message.get("id")
-        future = (
-            self._waiting.pop(key, None)
-            if isinstance(key, int) and ("result" in message or "error" in message)
-            else None
-        )
-        if future is not None and not future.done():
-            future.set_result(message)
-        elif future is None:
-            self._inbox.put_nowait(message)
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self._lines.write(message)
-
-    async def notify(self, method: str) -> None:
-        await self.send({"method": method})
-
-    async def request(
-        self, method: str, params: dict[str, Any], timeout_s: float = RPC_TIMEOUT_S
-    ) -> dict[str, Any]:
-        self._next_id += 1
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[self._next_id] = future
-        await self.send({"id": self._next_id, "method": method, "params": params})
-        reply = await asyncio.wait_for(future, timeout_s)
-        if "error" in reply:
-            raise AgentCrashed(f"codex {method}: {reply['error'].get('message')}", None, "")
-        return dict(reply.get("result") or {})
-
-    async def incoming(self) -> AsyncIterator[dict[str, Any]]:
-        while (message := await self._inbox.get()) is not None:
-            yield message
-
-    def spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def close(self) -> None:
-        self._lines.close()
-
-    async def aclose(self) -> None:
-        for task in [*self._tasks, self._reader]:
-            task.cancel()
-        await asyncio.gather(*self._tasks, self._reader, return_exceptions=True)
-        self.close()
 
 
 def _make(config: EngineConfig) -> CodexExecutor:
