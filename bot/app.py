@@ -32,7 +32,7 @@ from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
-from bot.tasks.planning import TaskDefaults
+from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
@@ -96,11 +96,8 @@ def make_service(core: Core, settings: Settings) -> TaskService:
         if settings.role is ProcessRole.FRONT
         else core.engines.available.keys()
     )
-    return TaskService(
+    planner = TaskPlanner(
         store=core.store,
-        pool=core.pool,
-        queue=core.queue,
-        notifier=core.notifier,
         texts=core.texts,
         money=core.money,
         workdirs=core.workdirs,
@@ -119,6 +116,14 @@ def make_service(core: Core, settings: Settings) -> TaskService:
             timezone=settings.timezone,
             subtask_engines=frozenset(s.name for s in registry.ENGINES if s.mcp_client),
         ),
+    )
+    return TaskService(
+        store=core.store,
+        pool=core.pool,
+        queue=core.queue,
+        notifier=core.notifier,
+        texts=core.texts,
+        planner=planner,
         takeover=core.shared.takeover if core.shared else None,
     )
 

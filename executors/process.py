@@ -118,8 +118,7 @@ async def _abandon(creating: asyncio.Future[asyncio.subprocess.Process], tag: st
         return  # it never ran
     proc = creating.result()
     log.info("agent pid %s: its spawn was cancelled; stopping it", proc.pid)
-    await stop_tree(proc, CREATE_WAIT_S, signal.SIGKILL, tag)
-    await wait_exit(proc, CREATE_WAIT_S)
+    await stop_tree(proc, CREATE_WAIT_S, signal.SIGKILL, tag)  # waits for its exit (bounded)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,8 +62,8 @@ class TaskPlanner:
     ) -> None:
         self._store = store
         self._texts = texts
-        self._engines = engines
-        self._defaults = defaults
+        self.engines = engines  # those tasks may use (here, or on scale-out workers)
+        self.defaults = defaults
         self.default_engine = defaults.engine
         self.money = money
         self.workdirs = workdirs
@@ -73,9 +73,9 @@ class TaskPlanner:
         prompt = clean(prompt).strip()
         if not prompt:
             raise UserInputError("error.empty_goal", command=command)
-        if len(prompt) > self._defaults.max_prompt_chars:
+        if len(prompt) > self.defaults.max_prompt_chars:
             raise UserInputError(
-                "error.prompt_too_long", chars=len(prompt), limit=self._defaults.max_prompt_chars
+                "error.prompt_too_long", chars=len(prompt), limit=self.defaults.max_prompt_chars
             )
         return prompt
 
@@ -95,7 +95,7 @@ class TaskPlanner:
         preset, budget, directory and mode resolved now, so bad input fails before anything
         is created."""
         chosen = engine or (
-            option_engine(options, self.default_engine, self._engines)
+            option_engine(options, self.default_engine, self.engines)
             if "engine" in options
             else None
         )
@@ -105,9 +105,7 @@ class TaskPlanner:
         chat_dir = self._allowed_dir(chat_id, chat.cwd)
         cwd = self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options else chat_dir
         mode, note = self._mode(options, kind, engine_name, locale)
-        worktree = flag(
-            options, "worktree", self._defaults.worktree or mode is ApprovalMode.SANDBOX
-        )
+        worktree = flag(options, "worktree", self.defaults.worktree or mode is ApprovalMode.SANDBOX)
         if worktree and "worktree" not in options and not await self.worktrees.in_repository(cwd):
             worktree = False  # the default applies where there is a repository
         return NewTask(
@@ -133,8 +131,8 @@ class TaskPlanner:
         """``subtasks=yes``: the task's agent may start sub-tasks (engines that take MCP
         servers only)."""
         wanted = flag(options, "subtasks", False)
-        if wanted and engine not in self._defaults.subtask_engines:
-            known = ", ".join(sorted(self._defaults.subtask_engines)) or "–"
+        if wanted and engine not in self.defaults.subtask_engines:
+            known = ", ".join(sorted(self.defaults.subtask_engines)) or "–"
             raise UserInputError("error.subtasks_engine", engine=engine, engines=known)
         return wanted
 
@@ -143,7 +141,7 @@ class TaskPlanner:
     ) -> tuple[ApprovalMode, str | None]:
         """The task's approval mode, and a line for its acknowledgement when the sandbox it
         would have had does not work here (the task then asks instead)."""
-        defaults = self._defaults
+        defaults = self.defaults
         default = defaults.detach_mode if kind is TaskKind.DETACH else defaults.session_mode
         mode = approval_mode(options, default)
         if mode is not ApprovalMode.SANDBOX:

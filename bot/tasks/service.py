@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from bot import failpoints
@@ -19,11 +19,9 @@ from bot.models import (
     TaskStatus,
     Turn,
 )
-from bot.money.desk import MoneyDesk
 from bot.store import Store
 from bot.tasks.options import split_options
-from bot.tasks.planning import TaskDefaults, TaskPlanner
-from bot.tasks.workdirs import WorkdirPolicy
+from bot.tasks.planning import TaskPlanner
 from bot.telegram.attachments import mention, place
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import given_slug, slugify
@@ -31,7 +29,7 @@ from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
-from bot.worktrees.git import Head, Worktrees
+from bot.worktrees.git import Head
 
 log = logging.getLogger(__name__)
 ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
@@ -48,42 +46,31 @@ class TaskService:
         queue: TurnQueue,
         notifier: Notifier,
         texts: Texts,
-        money: MoneyDesk,
-        workdirs: WorkdirPolicy,
-        worktrees: Worktrees,
-        engines: Collection[Engine],
-        defaults: TaskDefaults,
+        planner: TaskPlanner,
         takeover: Takeover | None = None,
     ) -> None:
-        """``engines``: those tasks may use (here, or on scale-out workers); ``takeover``: on
-        a shared database, takes over the turns of a runner found gone."""
+        """``planner`` resolves new tasks, and holds the engines tasks may use, the money desk,
+        the working directories and worktrees; ``takeover``: on a shared database, takes over
+        the turns of a runner found gone."""
         self._takeover = takeover
         self._store = store
         self._pool = pool
         self._queue = queue
         self._notifier = notifier
         self._texts = texts
-        self._engines = engines
-        self._defaults = defaults
-        self.workdirs = workdirs
+        self.planner = planner
+        self._engines = planner.engines
+        self._defaults = defaults = planner.defaults
+        self.workdirs = planner.workdirs
+        self.money = planner.money
+        self.worktrees = planner.worktrees
         self.default_engine = defaults.engine
         self.plain_text_tasks = defaults.plain_text_tasks
         self.max_attachment_bytes = defaults.max_attachment_bytes
         self.attachments_staging = defaults.attachments_staging
-        self.money = money
-        self.worktrees = worktrees
-        self.planner = TaskPlanner(
-            store=store,
-            texts=texts,
-            money=money,
-            workdirs=workdirs,
-            worktrees=worktrees,
-            engines=engines,
-            defaults=defaults,
-        )
-        self.plan = self.planner.plan
-        self.validate_prompt = self.planner.validate_prompt
-        self.current_dir = self.planner.current_dir
+        self.plan = planner.plan
+        self.validate_prompt = planner.validate_prompt
+        self.current_dir = planner.current_dir
 
     @property
     def available_engines(self) -> tuple[Engine, ...]:
