@@ -185,6 +185,15 @@ class TurnError:
 
 
 @dataclass(frozen=True, slots=True)
+class RepoHead:
+    """A git repository's top, its current commit, and its branch (None when detached)."""
+
+    top: Path
+    commit: str
+    branch: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class NewTask:
     """What a handler or the shell asks for; the service turns it into a Task and its first Turn."""
 
@@ -201,6 +210,7 @@ class NewTask:
     preset: str | None = None
     max_usd: float | None = None
     worktree: bool = False  # run in its own git worktree on its own branch
+    head: RepoHead | None = None  # where the worktree is cut from, as the planner just found it
     slug: str | None = None  # from a task file; else made from the prompt
     origin: str | None = None  # shown on the acknowledgement: the schedule or file it came from
     check: str | None = None  # ``check=``, ``check:``, ``--check`` or the repository's .detach.toml

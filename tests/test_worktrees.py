@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bot.errors import UserInputError
-from bot.models import TaskStatus
+from bot.models import TaskKind, TaskStatus
 from bot.settings import Settings
 from bot.store import Store
 from bot.telegram.callbacks import TaskAction
@@ -301,4 +302,41 @@ async def test_the_default_setting_gives_worktrees_only_inside_repositories(
         async with asyncio.timeout(60):
             for task_id in (1, 2, 3):
                 while (await app.store.tasks.get(task_id)).status.active:
+                    await asyncio.sleep(0.1)
+
+
+async def test_a_worktree_is_cut_from_the_head_the_planner_found(
+    tmp_path, claude_bin, agent_env, workdir
+):
+    """A new worktree task asks git for its repository once: the planner's look-up travels
+    with the NewTask and the worktree is cut from the commit it saw (a commit landing between
+    the two does not move it); a NewTask made without one is looked up when it starts."""
+    repo = make_repo(workdir / "repo")
+    settings = Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        outbox_chat_interval_s=0,
+        worktrees=True,
+    )  # type: ignore[call-arg]
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
+        new = await app.service.plan(
+            OWNER, OWNER, TaskKind.DETACH, {"cwd": "repo"}, "say ok", "en", "detach"
+        )
+        seen = sh_git(repo, "rev-parse", "HEAD")
+        assert new.worktree and new.head is not None and new.head.commit == seen
+        (repo / "README.md").write_text("moved on\n")
+        sh_git(repo, "commit", "-qam", "a commit between plan and start")
+        planned = await app.service.start(new)
+        unplanned = await app.service.start(replace(new, head=None))
+        rows = [await app.store.worktrees.get(t.id) for t in (planned, unplanned)]
+        assert rows[0] is not None and rows[0].base_commit == seen
+        assert sh_git(Path(rows[0].path), "rev-parse", "HEAD") == seen
+        assert rows[1] is not None and rows[1].base_commit == sh_git(repo, "rev-parse", "HEAD")
+        async with asyncio.timeout(60):
+            for task in (planned, unplanned):
+                while (await app.store.tasks.get(task.id)).status.active:
                     await asyncio.sleep(0.1)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import UserInputError, clean
-from bot.models import ApprovalMode, Engine, NewTask, TaskKind
+from bot.models import ApprovalMode, Engine, NewTask, RepoHead, TaskKind
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store
 from bot.tasks.checks import given_check, repository_check
@@ -106,8 +106,7 @@ class TaskPlanner:
         cwd = self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options else chat_dir
         mode, note = self._mode(options, kind, engine_name, locale)
         worktree = flag(options, "worktree", self.defaults.worktree or mode is ApprovalMode.SANDBOX)
-        if worktree and "worktree" not in options and not await self.worktrees.in_repository(cwd):
-            worktree = False  # the default applies where there is a repository
+        head = await self._head(cwd, explicit="worktree" in options) if worktree else None
         return NewTask(
             owner_id=user_id,
             chat_id=chat_id,
@@ -120,12 +119,21 @@ class TaskPlanner:
             cwd=cwd,
             locale=locale,
             approval_mode=mode,
-            worktree=worktree,
+            worktree=head is not None,
+            head=head,
             slug=slug,
             check=await self._check(options, cwd),
             note=note,
             subtasks=self._subtasks(options, engine_name),
         )
+
+    async def _head(self, cwd: Path, explicit: bool) -> RepoHead | None:
+        """The repository a worktree is cut from (one git process, looked up once for the
+        task): asked for, a directory outside a repository is refused; by default, the worktree
+        applies only where there is one."""
+        if explicit:
+            return await self.worktrees.head(cwd)
+        return await self.worktrees.head_if_any(cwd)
 
     def _subtasks(self, options: dict[str, str], engine: Engine) -> bool:
         """``subtasks=yes``: the task's agent may start sub-tasks (engines that take MCP

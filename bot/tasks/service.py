@@ -14,6 +14,7 @@ from bot.models import (
     Engine,
     NewTask,
     NotifyPolicy,
+    RepoHead,
     Task,
     TaskKind,
     TaskStatus,
@@ -29,7 +30,6 @@ from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
-from bot.worktrees.git import Head
 
 log = logging.getLogger(__name__)
 ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
@@ -149,8 +149,9 @@ class TaskService:
         if new.engine not in self._engines:
             raise UserInputError("error.engine_unavailable", engine=new.engine)
         await self.money.check_daily_cap(new.owner_id)
-        # a worktree outside a repository is refused before anything is created
-        head = await self.worktrees.head(new.cwd) if new.worktree else None
+        # a worktree outside a repository is refused before anything is created (the planner
+        # has looked its repository up; a NewTask made elsewhere has not)
+        head = (new.head or await self.worktrees.head(new.cwd)) if new.worktree else None
         slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
         waits = await self._queue.limited_until(new.engine) is not None
         async with self._store.atomic():  # the task exists with its acknowledgement, or not
@@ -176,7 +177,7 @@ class TaskService:
             await self._queue.submit(task.id, turn.id)
         return task
 
-    async def _own_worktree(self, task: Task, cwd: Path, head: Head) -> Task:
+    async def _own_worktree(self, task: Task, cwd: Path, head: RepoHead) -> Task:
         """Move a just-created task into its own worktree; a failure undoes the task (the
         caller's transaction rolls back) and the user is told why."""
         created = await self.worktrees.create(task.id, task.slug, cwd, head)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import UserInputError
+from bot.models import RepoHead
 from bot.store import Store, WorktreeRow
 from bot.store.placement import ACTIVE, DISCARDED, MERGED
 
@@ -62,15 +63,6 @@ async def git(cwd: Path | str, *args: str, timeout_s: float = GIT_TIMEOUT_S) -> 
 class Created:
     row: WorktreeRow
     cwd: Path  # the task's directory inside the worktree
-
-
-@dataclass(frozen=True, slots=True)
-class Head:
-    """A repository's top, its current commit, and its branch (None when detached)."""
-
-    top: Path
-    commit: str
-    branch: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,14 +117,14 @@ class Worktrees:
         self._store = store
         self.root = root.resolve()
 
-    async def head(self, cwd: Path) -> Head:
+    async def head(self, cwd: Path) -> RepoHead:
         """The repository holding ``cwd`` and its current commit and branch (one git process),
         or a clear refusal: not a repository, or one without a commit yet."""
         found = await git(cwd, "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
         lines = found.out.splitlines()
         if found.code == 0 and len(lines) == 3:
             branch = lines[2] if lines[2] != "HEAD" else None  # HEAD: detached
-            return Head(Path(lines[0]).resolve(), lines[1], branch)
+            return RepoHead(Path(lines[0]).resolve(), lines[1], branch)
         if not lines or not Path(lines[0]).is_absolute():
             raise UserInputError("worktree.not_a_repo", path=str(cwd))
         raise UserInputError("worktree.no_commits", path=lines[0])
@@ -144,16 +136,19 @@ class Worktrees:
     async def top_level(self, cwd: Path) -> Path | None:
         return await top_level(cwd)
 
-    async def in_repository(self, cwd: Path) -> bool:
+    async def head_if_any(self, cwd: Path) -> RepoHead | None:
+        """``head``, or None where there is no repository with a commit (no git process when
+        no ``.git`` is in sight)."""
         if not maybe_in_repository(cwd):
-            return False
+            return None
         try:
-            await self.repository(cwd)
+            return await self.head(cwd)
         except UserInputError:
-            return False
-        return True
+            return None
 
-    async def create(self, task_id: int, slug: str, cwd: Path, head: Head | None = None) -> Created:
+    async def create(
+        self, task_id: int, slug: str, cwd: Path, head: RepoHead | None = None
+    ) -> Created:
         """``head``: the repository holding ``cwd`` when the caller already looked it up."""
         head = head or await self.head(cwd)
         repo = head.top
