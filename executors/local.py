@@ -19,9 +19,7 @@ malformed tool arguments twice, a model that never stops calling tools.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,8 +42,9 @@ from bot.models import (
 from bot.ports import Approver, EngineConfig, EngineSpec, SessionStore
 from executors import sandbox
 from executors.check import ShellCheck
-from executors.local_chat import CHARS_PER_TOKEN, Endpoint, complete
-from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, capped, parse_call
+from executors.local_chat import Endpoint, complete
+from executors.local_history import assistant, fit, system_prompt, tool_result
+from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
 from executors.shield import shielded
 
 if TYPE_CHECKING:
@@ -53,16 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOOL_NOTES = (
-    "You work in the directory {cwd} through the tools you are given: read_file, write_file, "
-    "edit_file, list_files, grep and run (a shell command). Paths are relative to that "
-    "directory and may not leave it. When you are done, answer with a short summary of what "
-    "you did, without calling a tool."
-)
 EMPTY_ANSWER = "the model answered nothing; reply to ask it again"
-SHORTENED = "[shortened to fit the context window: {cut} of {total} characters left out]"
-KEEP_RECENT = 4  # the newest tool results are never shortened
-FIT_SHARE = 0.75  # shorten when the conversation's estimate passes this share of the window
 PROBE_TIMEOUT_S = 3.0
 
 
@@ -157,7 +147,7 @@ class LocalExecutor:
     ) -> AsyncGenerator[AgentEvent, None]:
         session_id = spec.resume_session_id or uuid.uuid4().hex
         messages = await self._history(spec.resume_session_id)
-        system = {"role": "system", "content": _system_prompt(spec)}
+        system = {"role": "system", "content": system_prompt(spec)}
         if messages and messages[0].get("role") == "system":
             messages[0] = system
         else:
@@ -168,7 +158,7 @@ class LocalExecutor:
         tools = ToolBox(spec.cwd, self._command_runner(spec, endpoint))
         turn = _TurnState()
         for step in range(1, self._max_steps + 1):
-            _fit(messages, endpoint.context_window)
+            fit(messages, endpoint.context_window)
             text, calls, used = await complete(
                 client, endpoint, messages, self._max_tokens, self._retry_budget_s
             )
@@ -176,7 +166,7 @@ class LocalExecutor:
             yield UsageUpdated(turn.usage)
             if text:
                 yield TextEmitted(text)
-            messages.append(_assistant(text, calls))
+            messages.append(assistant(text, calls))
             if not calls:
                 await self._save(session_id, messages)
                 yield TurnFinished(
@@ -219,7 +209,7 @@ class LocalExecutor:
                 raise AgentCrashed(
                     f"the model sent malformed tool arguments again: {exc}", None, ""
                 ) from exc
-            messages.append(_tool_result(raw["id"], f"error: {exc}. Call the tool again."))
+            messages.append(tool_result(raw["id"], f"error: {exc}. Call the tool again."))
             return
         yield ToolCalled(call.id, call.name, call.summary())
         try:
@@ -232,7 +222,7 @@ class LocalExecutor:
         except ToolFailed as exc:
             output, failed = f"error: {exc}", True
         yield ToolFinished(call.id, failed, output[:2000])
-        messages.append(_tool_result(call.id, output))
+        messages.append(tool_result(call.id, output))
 
     async def _permit(
         self, call: Call, spec: TurnSpec, approver: Approver, tools: ToolBox, turn: _TurnState
@@ -304,36 +294,6 @@ class _TurnState:
     remembered: list[str] = field(default_factory=list)  # rules the owner allowed "always"
 
 
-def allowed(patterns: Sequence[str], tool: str, detail: str) -> bool:
-    """Whether a grant or an allowed-tools entry covers this call: ``Bash`` (every command),
-    ``Bash(git status)`` (exactly), ``Bash(npm test:*)`` (a prefix), ``Edit``, ``Edit(src/a.py)``;
-    ``Edit`` also covers writes, as Claude Code's acceptEdits does."""
-    tools = {tool, "Edit"} if tool == "Write" else {tool}
-    for pattern in patterns:
-        if pattern in tools or pattern == f"{tool}({detail})":
-            return True
-        prefix = re.fullmatch(r"(\w+)\((.*):\*\)", pattern)
-        if prefix and prefix[1] in tools and detail.startswith(prefix[2]):
-            return True
-    return False
-
-
-def _system_prompt(spec: TurnSpec) -> str:
-    notes = TOOL_NOTES.format(cwd=spec.cwd)
-    return f"{notes}\n\n{spec.append_system_prompt}" if spec.append_system_prompt else notes
-
-
-def _assistant(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-def _tool_result(call_id: str, output: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": capped(output)}
-
-
 def _edit_input(args: dict[str, Any]) -> dict[str, Any]:
     if "old_text" in args:
         return {"old_string": str(args.get("old_text")), "new_string": str(args.get("new_text"))}
@@ -342,24 +302,6 @@ def _edit_input(args: dict[str, Any]) -> dict[str, Any]:
 
 def _add(a: Usage, b: Usage) -> Usage:
     return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens)
-
-
-def _fit(messages: list[dict[str, Any]], context_window: int) -> None:
-    """Shorten the oldest tool results (never the newest few) while the conversation's
-    estimate is over its share of the context window; each says what was left out."""
-    budget = context_window * FIT_SHARE * CHARS_PER_TOKEN
-    size = sum(len(json.dumps(m)) for m in messages)
-    results = [m for m in messages if m.get("role") == "tool"][:-KEEP_RECENT]
-    for message in results:
-        if size <= budget:
-            return
-        content = str(message.get("content") or "")
-        if len(content) <= 400 or content.startswith("[shortened"):
-            continue
-        short = content[:300]
-        note = SHORTENED.format(cut=len(content) - len(short), total=len(content))
-        message["content"] = f"{note}\n{short}"
-        size -= len(content) - len(message["content"])
 
 
 def _make(config: EngineConfig) -> LocalExecutor:
@@ -375,4 +317,4 @@ SPEC = EngineSpec(
 )
 
 
-__all__ = ["SPEC", "Endpoint", "LocalExecutor", "allowed"]
+__all__ = ["SPEC", "Endpoint", "LocalExecutor"]

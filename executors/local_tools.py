@@ -12,7 +12,7 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,3 +251,17 @@ def _text(args: dict[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise ToolFailed(f"{key} must be a string")
     return value
+
+
+def allowed(patterns: Sequence[str], tool: str, detail: str) -> bool:
+    """Whether a grant or an allowed-tools entry covers this call: ``Bash`` (every command),
+    ``Bash(git status)`` (exactly), ``Bash(npm test:*)`` (a prefix), ``Edit``, ``Edit(src/a.py)``;
+    ``Edit`` also covers writes, as Claude Code's acceptEdits does."""
+    tools = {tool, "Edit"} if tool == "Write" else {tool}
+    for pattern in patterns:
+        if pattern in tools or pattern == f"{tool}({detail})":
+            return True
+        prefix = re.fullmatch(r"(\w+)\((.*):\*\)", pattern)
+        if prefix and prefix[1] in tools and detail.startswith(prefix[2]):
+            return True
+    return False

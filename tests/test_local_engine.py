@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bot.models import ApprovalMode, Preset, TaskStatus, TurnSpec, Usage
-from executors.local import _fit, allowed
-from executors.local_tools import OUTPUT_CAP, Call, ToolBox, ToolFailed, capped
+from executors.local_history import fit
+from executors.local_tools import OUTPUT_CAP, Call, ToolBox, ToolFailed, allowed, capped
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import Call as TgCall
 from tests.support.fake_telegram import FakeTelegram
@@ -292,7 +292,7 @@ def test_old_tool_results_are_shortened_to_fit_and_say_so():
     for n in range(10):
         messages.append({"role": "assistant", "content": None, "tool_calls": []})
         messages.append({"role": "tool", "tool_call_id": str(n), "content": "y" * 5_000})
-    _fit(messages, context_window=10_000)  # room for about 26,000 characters
+    fit(messages, context_window=10_000)  # room for about 26,000 characters
     results = [m["content"] for m in messages if m["role"] == "tool"]
     assert all(r.startswith("[shortened to fit the context window") for r in results[:6])
     assert all(r == "y" * 5_000 for r in results[-4:])  # the newest are kept whole
