@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.fleet.lease import Lease
 from bot.store import Store
-from bot.store.claims import TURNS_CHANNEL
+from bot.store.claim_queries import TURNS_CHANNEL
 from bot.turns.pool import JobPool
 
 log = logging.getLogger(__name__)

@@ -4,183 +4,23 @@ another process."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
 from bot.errors import TurnTaken
 from bot.models import Task, TaskStatus, Turn
+from bot.store import claim_queries as queries
+from bot.store.claim_queries import TURNS_CHANNEL, held_by
 from bot.store.db import Clock, Connection, Database
-from bot.store.schema import runners, tasks, turns
+from bot.store.schema import tasks, turns
 from bot.store.task_rows import task_of, turn_of
-
-TURNS_CHANNEL = "detach_turns"  # NOTIFY channel: a turn was submitted
-
-
-def held_by(runner: str | sa.BindParameter[str] | None) -> tuple[sa.ColumnElement[bool], ...]:
-    """The conditions of a write that only the runner holding a running turn may make (None:
-    one process, no condition; a bound parameter in a statement built once)."""
-    if runner is None:
-        return ()
-    return (turns.c.status == TaskStatus.RUNNING.value, turns.c.runner == runner)
-
-
-HEAD = 64  # a claim looks at the oldest submitted turns first, whatever the planner thinks
-
-
-def _claiming(*where: sa.ColumnElement[bool]) -> sa.Update:
-    """The turn ``where`` picks runs now, on the claiming runner (parameters: now, runner)."""
-    return (
-        turns.update()
-        .where(*where)
-        .values(
-            status=TaskStatus.RUNNING.value,
-            started_at=sa.bindparam("now"),
-            runs=turns.c.runs + 1,
-            runner=sa.bindparam("runner"),
-            stop_requested=False,
-        )
-        .returning(turns)
-    )
-
-
-def _claim_next(head: int | None) -> sa.Update:
-    """The claim of the shared queue, built once (its parameters: runner, engines, now): the
-    oldest submitted turn the runner may take becomes its running turn; one that another
-    runner is claiming is skipped. With ``head``, only among the ``head`` oldest submitted
-    turns (the partial index ``ix_turns_queue`` gives them): a bounded claim, so a planner
-    without statistics (a table autovacuum has not analyzed yet) cannot make every claim join
-    the whole queue with every task; without, among all of them."""
-    other = turns.alias("other")
-    blocked = sa.select(other.c.id).where(
-        other.c.task_id == turns.c.task_id,
-        sa.or_(
-            other.c.status == TaskStatus.RUNNING.value,
-            sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
-        ),
-    )
-    alive = sa.select(runners.c.id).where(
-        runners.c.id == sa.bindparam("runner"),
-        runners.c.taken_at.is_(None),
-        runners.c.stopped_at.is_(None),
-    )
-    runnable = sa.select(tasks.c.id).where(
-        tasks.c.id == turns.c.task_id, tasks.c.engine.in_(sa.bindparam("engines", expanding=True))
-    )
-    # 'queued' as a literal in the statement, not a parameter: a prepared statement's generic
-    # plan can then use the partial index (whose predicate is that literal)
-    queued: sa.ColumnElement[str] = sa.literal_column(f"'{TaskStatus.QUEUED.value}'")
-    submitted = (turns.c.status == queued, turns.c.submitted_at.is_not(None))
-    oldest = (turns.c.submitted_at, turns.c.id)
-    where = [*submitted, sa.exists(runnable), ~sa.exists(blocked), sa.exists(alive)]
-    if head is not None:
-        first = turns.alias("first")
-        ids = (
-            sa.select(first.c.id)
-            .where(first.c.status == queued, first.c.submitted_at.is_not(None))
-            .order_by(first.c.submitted_at, first.c.id)
-            .limit(head)
-        )
-        where.append(turns.c.id.in_(ids.scalar_subquery()))
-    candidate = (
-        sa.select(turns.c.id)
-        .where(*where)
-        .order_by(*oldest)
-        .limit(1)
-        .with_for_update(skip_locked=True, of=turns)
-        .scalar_subquery()
-    )
-    return _claiming(turns.c.id == candidate)
-
-
-_CLAIMS = (_claim_next(HEAD), _claim_next(None))  # the head of the queue first, then all of it
-
-
-# Statements a turn (or every pass of the intake) runs, built once: each took longer to build
-# than SQLite takes to run it.
-@functools.cache
-def _next_queued() -> sa.Select[Any]:
-    """The oldest queued turn of a task, if no turn of it runs (parameter: task_id)."""
-    task_id: sa.BindParameter[int] = sa.bindparam("task_id")
-    running = sa.select(turns.c.id).where(
-        turns.c.task_id == task_id, turns.c.status == TaskStatus.RUNNING.value
-    )
-    return (
-        turns.select()
-        .where(
-            turns.c.task_id == task_id,
-            turns.c.status == TaskStatus.QUEUED.value,
-            ~sa.exists(running),
-        )
-        .order_by(turns.c.seq)
-        .limit(1)
-    )
-
-
-@functools.cache
-def _unsubmitted() -> sa.Select[Any]:
-    return (
-        sa.select(turns.c.task_id)
-        .where(turns.c.status == TaskStatus.QUEUED.value, turns.c.submitted_at.is_(None))
-        .group_by(turns.c.task_id)
-        .order_by(sa.func.min(turns.c.id))
-    )
-
-
-@functools.cache
-def _stops_requested() -> sa.Select[Any]:
-    return sa.select(turns.c.task_id).where(
-        turns.c.status == TaskStatus.RUNNING.value, turns.c.stop_requested.is_(True)
-    )
-
-
-@functools.cache
-def _task_runs() -> sa.Update:
-    """The task of a claimed turn runs now (parameters: task_id, now)."""
-    return (
-        tasks.update()
-        .where(tasks.c.id == sa.bindparam("task_id"))
-        .values(status=TaskStatus.RUNNING.value, updated_at=sa.bindparam("now"))
-        .returning(tasks)
-    )
-
-
-@functools.cache
-def _claim_by_id() -> tuple[sa.Update, sa.Update]:
-    """The claim of one turn by its id (parameters: turn_id, runner, now), built once: it took
-    1.2 ms to build, four times what it takes to run. First the touch of its task's row that
-    serialises claims of one task on PostgreSQL, then the claim itself."""
-    task_of_turn = (
-        sa.select(turns.c.task_id).where(turns.c.id == sa.bindparam("turn_id")).scalar_subquery()
-    )
-    touch = (
-        tasks.update()
-        .where(tasks.c.id == task_of_turn)
-        .values(updated_at=sa.bindparam("now"))
-        .returning(tasks.c.id)
-    )
-    other = turns.alias("other")
-    blocked = sa.select(other.c.id).where(
-        other.c.task_id == turns.c.task_id,
-        sa.or_(
-            other.c.status == TaskStatus.RUNNING.value,
-            sa.and_(other.c.status == TaskStatus.QUEUED.value, other.c.seq < turns.c.seq),
-        ),
-    )
-    claim = _claiming(
-        turns.c.id == sa.bindparam("turn_id"),
-        turns.c.status == TaskStatus.QUEUED.value,
-        ~sa.exists(blocked),
-    )
-    return touch, claim
 
 
 async def _running(conn: Connection, claimed: sa.Row, now: datetime) -> tuple[Task, Turn]:  # type: ignore[type-arg]
     """The task of a turn just claimed runs now (in the claim's transaction)."""
-    task = await conn.execute(_task_runs(), {"task_id": claimed.task_id, "now": now})
+    task = await conn.execute(queries.task_runs(), {"task_id": claimed.task_id, "now": now})
     return task_of(task.one()), turn_of(claimed)
 
 
@@ -195,7 +35,7 @@ class ClaimRepo:
     async def next_queued_turn(self, task_id: int) -> Turn | None:
         """The oldest queued turn of a task, if no turn of it is running."""
         async with self._engine.connect() as conn:
-            row = (await conn.execute(_next_queued(), {"task_id": task_id})).first()
+            row = (await conn.execute(queries.next_queued(), {"task_id": task_id})).first()
         return turn_of(row) if row else None
 
     async def mark_submitted(self, turn_id: int) -> bool:
@@ -224,7 +64,7 @@ class ClaimRepo:
     async def unsubmitted_task_ids(self) -> list[int]:
         """Tasks with a queued turn nobody submitted, the one waiting longest first."""
         async with self._engine.connect() as conn:
-            return [r[0] for r in await conn.execute(_unsubmitted())]
+            return [r[0] for r in await conn.execute(queries.unsubmitted())]
 
     async def park_turn(self, turn_id: int, runner: str | None = None) -> Task:
         """A turn its engine's usage limit stopped goes back to the queue, unsubmitted (it is
@@ -263,7 +103,7 @@ class ClaimRepo:
         Returns the running task and turn."""
         now = self._clock()
         params = {"turn_id": turn_id, "runner": runner, "now": now}
-        touch, claim = _claim_by_id()
+        touch, claim = queries.claim_by_id()
         async with self._engine.begin() as conn:
             # Touching the task row first serialises claims of one task (a row lock on
             # PostgreSQL); SQLite's writers never overlap.
@@ -283,7 +123,7 @@ class ClaimRepo:
         now = self._clock()
         params = {"runner": runner, "engines": list(engines), "now": now}
         async with self._engine.begin() as conn:
-            for claim in _CLAIMS:
+            for claim in queries.CLAIMS:
                 claimed = (await conn.execute(claim, params)).first()
                 if claimed is not None:
                     break
@@ -320,7 +160,7 @@ class ClaimRepo:
     async def stops_requested(self) -> list[int]:
         """Tasks whose running turn was asked to stop from another process (`detach mcp`)."""
         async with self._engine.connect() as conn:
-            return [r[0] for r in await conn.execute(_stops_requested())]
+            return [r[0] for r in await conn.execute(queries.stops_requested())]
 
     async def stop_requested(self, turn_id: int) -> bool:
         async with self._engine.connect() as conn:

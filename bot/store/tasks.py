@@ -18,7 +18,7 @@ from bot.models import (
     TaskStatus,
     Turn,
 )
-from bot.store.claims import held_by
+from bot.store.claim_queries import held_by
 from bot.store.db import Clock, Database, inserting, updating
 from bot.store.schema import tasks, turns
 from bot.store.task_rows import TurnOutcome, task_of, turn_of
