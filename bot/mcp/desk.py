@@ -1,4 +1,5 @@
-"""What `detach mcp` offers other agents, apart from the MCP wiring (``bot.mcp.server``).
+"""What `detach mcp` offers other agents, apart from the MCP wiring (``bot.mcp.server``) and the
+hand-off of a task to the running bot (``bot.mcp.handoff``).
 
 It works on the bot's database and data directory, like `detach add`, so the bot must be
 running: it starts and reports the tasks. A task is started as a task file in the bot's inbox
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import ToolRefused
-from bot.intake.taskfile import SECTIONS, TaskFile, drop
+from bot.intake.taskfile import TaskFile, drop
+from bot.mcp.handoff import (
+    ALIVE_STALE_S,
+    POLL_S,
+    START_WAIT_S,
+    bot_runs,
+    one_line,
+    plain_goal,
+    taken,
+)
 from bot.models import ApprovalMode, Task, TaskStatus, Turn
 from bot.store import Store
 from bot.tasks.transcript import human_line
@@ -30,11 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ALIVE_STALE_S = 30.0  # the bot's heartbeat (touched every 5 s) older than this: not running
-START_WAIT_S = 20.0  # for the bot to take a task file
-START_GRACE_S = 30.0  # taken at the last moment: for the bot to say so
 WATCH_MAX_S = 120.0
-POLL_S = 0.25
 PAGE_MAX = 500
 ANSWER_CHARS = 20_000
 MODES = tuple(m.value for m in ApprovalMode)
@@ -86,11 +91,11 @@ class McpDesk:
         for name, value in (("model", model), ("cwd", cwd), ("check", check)):
             if value is not None and (not value.strip() or "\n" in value or len(value) > 1000):
                 raise ToolRefused(f"{name} must be one non-empty line")
-        self._bot_runs()
+        bot_runs(self._place.alive_file, self._place.alive_stale_s)
         budget = await self._subtask_budget() if self._place.parent is not None else None
         inbox = self._place.data_dir / "inbox"
         tf = TaskFile(
-            goal=_plain_goal(goal),
+            goal=plain_goal(goal),
             created=datetime.now(UTC),
             chat_id=self._place.chat_id,
             model=model,
@@ -99,12 +104,12 @@ class McpDesk:
             worktree=None if worktree is None else ("yes" if worktree else "no"),
             mode=mode,
             check=check,
-            client=_one_line(client),
+            client=one_line(client),
             max_usd=budget,
             parent=self._place.parent.id if self._place.parent is not None else None,
         )
         path = drop(inbox, tf, "mcp")
-        task_id = await self._taken(path)
+        task_id = await taken(path, self._place.start_wait_s)
         task = await self._own(task_id)
         log.info("task %s started by MCP client %s", task.id, client)
         return {**_brief(task), "note": "reported in Telegram; approvals are the owner's there"}
@@ -189,13 +194,13 @@ class McpDesk:
         task = await self._own(task_id)
         if task.status is TaskStatus.ARCHIVED:
             raise ToolRefused(f"{task.label} is archived")
-        self._bot_runs()
+        bot_runs(self._place.alive_file, self._place.alive_stale_s)
         notifier = self._notify()
         running = task.status is TaskStatus.RUNNING
         async with self._store.atomic():
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record("follow_up", task.owner_id, task.id, f"mcp:{client}")
-            await notifier.mcp_followup(task, _one_line(client))
+            await notifier.mcp_followup(task, one_line(client))
         task = await self._own(task_id)
         return {**_brief(task), "turn": turn.seq, "behind_running_turn": running}
 
@@ -274,47 +279,6 @@ class McpDesk:
             raise ToolRefused("this task's budget is spent: no sub-task can start")
         return f"{left:.4f}"
 
-    def _bot_runs(self) -> None:
-        """Refuse work that only the bot can do while its heartbeat is missing or stale."""
-        try:
-            age = time.time() - self._place.alive_file.stat().st_mtime
-        except OSError:
-            age = float("inf")
-        if age > self._place.alive_stale_s:
-            raise ToolRefused(
-                "the Detach bot is not running (no heartbeat in "
-                f"{self._place.alive_file}): start it (`make run`, or `systemctl --user start "
-                "detach`) and try again. Nothing was started."
-            )
-
-    async def _taken(self, path: Path) -> int:
-        """Wait until the bot took the task file: its id, or its reason for refusing it. Not
-        taken in time: the file is withdrawn (nothing starts later behind the caller's back)."""
-        accepted, rejected = path.parent / "accepted", path.parent / "rejected"
-        deadline = time.monotonic() + self._place.start_wait_s
-        while True:
-            for done in accepted.glob(f"*-{path.name}"):
-                match = re.match(r"(\d+)-", done.name)
-                if match:
-                    return int(match.group(1))
-            reason = rejected / f"{path.name}.reason.txt"
-            if reason.exists():
-                raise ToolRefused(f"the bot refused the task: {reason.read_text().strip()}")
-            if time.monotonic() >= deadline + START_GRACE_S:
-                raise ToolRefused("the bot took the task file but did not say so; see list")
-            if time.monotonic() >= deadline and path.exists():
-                try:
-                    path.rename(path.with_name(f".{path.name}.withdrawn"))
-                except OSError:
-                    pass  # the bot took it just now: its answer follows
-                else:
-                    waited = f"{self._place.start_wait_s:.0f} s"
-                    raise ToolRefused(
-                        f"the Detach bot did not take the task within {waited} (is it "
-                        "running?); nothing was started"
-                    )
-            await asyncio.sleep(POLL_S)
-
     def _notify(self) -> Notifier:
         if self._notifier is None:  # aiogram's types load here, not when the server starts
             from bot.telegram.notifier import Notifier
@@ -344,21 +308,3 @@ def _turn(turn: Turn) -> dict[str, Any]:
         if "text" in turn.error.params:
             found["error"] = str(turn.error.params["text"])[:2000]
     return found
-
-
-def _one_line(text: str) -> str:
-    """A client's name as a task file's line carries it."""
-    return re.sub(r"[\s#]+", " ", text).strip()[:80] or "an MCP client"
-
-
-def _plain_goal(goal: str) -> str:
-    """A goal as a task file's section holds it: lines the file's parser would read as its own
-    structure (a section heading, a ``---`` fence) keep their look but not that meaning."""
-    lines = []
-    for line in goal.splitlines():
-        if line.strip() == "---":
-            line = "___"
-        elif line.startswith("# ") and line[2:].strip() in SECTIONS:
-            line = " " + line
-        lines.append(line)
-    return "\n".join(lines)
