@@ -45,6 +45,20 @@ def make_repo(path: Path) -> Path:
     return path
 
 
+def worktrees_on(tmp_path: Path, claude_bin: str, workdir: Path) -> Settings:
+    """The bot's settings with DETACH_WORKTREES on: every task in a repository gets one."""
+    return Settings(
+        _env_file=None,
+        bot_token=TOKEN,
+        allowed_users=frozenset({OWNER}),
+        data_dir=tmp_path / "data",
+        claude_bin=claude_bin,
+        workdir=workdir,
+        outbox_chat_interval_s=0,
+        worktrees=True,
+    )  # type: ignore[call-arg]
+
+
 @pytest.fixture
 async def store(tmp_path):
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
@@ -280,16 +294,7 @@ async def test_the_default_setting_gives_worktrees_only_inside_repositories(
     tmp_path, claude_bin, agent_env, workdir
 ):
     make_repo(workdir / "repo")
-    settings = Settings(
-        _env_file=None,
-        bot_token=TOKEN,
-        allowed_users=frozenset({OWNER}),
-        data_dir=tmp_path / "data",
-        claude_bin=claude_bin,
-        workdir=workdir,
-        outbox_chat_interval_s=0,
-        worktrees=True,
-    )  # type: ignore[call-arg]
+    settings = worktrees_on(tmp_path, claude_bin, workdir)
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         await feed(app, message("/detach plain directory"))  # not a repository: no worktree
         assert (await app.store.tasks.get(1)).cwd == str(workdir.resolve())
@@ -312,16 +317,7 @@ async def test_a_worktree_is_cut_from_the_head_the_planner_found(
     with the NewTask and the worktree is cut from the commit it saw (a commit landing between
     the two does not move it); a NewTask made without one is looked up when it starts."""
     repo = make_repo(workdir / "repo")
-    settings = Settings(
-        _env_file=None,
-        bot_token=TOKEN,
-        allowed_users=frozenset({OWNER}),
-        data_dir=tmp_path / "data",
-        claude_bin=claude_bin,
-        workdir=workdir,
-        outbox_chat_interval_s=0,
-        worktrees=True,
-    )  # type: ignore[call-arg]
+    settings = worktrees_on(tmp_path, claude_bin, workdir)
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         new = await app.service.plan(
             OWNER, OWNER, TaskKind.DETACH, {"cwd": "repo"}, "say ok", "en", "detach"
