@@ -50,13 +50,17 @@ class Spawns(logging.Handler):
             words = message.split()  # "task 7 turn 7: claude pid … started"
             self.turn_of.setdefault(int(words[1]), int(words[3].rstrip(":")))
 
-    def at(self, task_id: int) -> float:
+    async def at(self, task_id: int, wait_s: float = 10.0) -> float:
+        """When the agent of the task's turn began; its wrapper may still be writing the stamp
+        when the bot says "started" (bounded wait)."""
         turn = self.turn_of[task_id]
-        for line in self.stamps.read_text().splitlines():
-            tag, _, stamp = line.partition(" ")
-            if tag.rpartition(":")[2].partition(".")[0] == str(turn):
-                return float(stamp)
-        raise LookupError(task_id)
+        async with asyncio.timeout(wait_s):
+            while True:
+                for line in self.stamps.read_text().splitlines():
+                    tag, _, stamp = line.partition(" ")
+                    if tag.rpartition(":")[2].partition(".")[0] == str(turn):
+                        return float(stamp)
+                await asyncio.sleep(0.01)
 
 
 def stamped(agent: str, stamps: Path) -> str:
@@ -78,7 +82,7 @@ async def probe(fake: FakeTelegram, spawns: Spawns, task_id: int) -> float:
         while task_id not in spawns.turn_of:
             await asyncio.sleep(0.001)
     await fake.wait_text(OWNER, f"probe {task_id}", timeout_s=30)  # its card: it is done
-    return spawns.at(task_id) - began
+    return await spawns.at(task_id) - began
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
