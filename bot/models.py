@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+
+from bot.events import Usage
 
 
 class TaskStatus(StrEnum):
@@ -267,82 +268,6 @@ class CheckResult:
         return self.output[-chars:]
 
 
-# --- approvals: what an agent asks, and the answer it gets ------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Question:
-    """One of an agent's questions (Claude's AskUserQuestion) with its options."""
-
-    text: str
-    header: str
-    options: tuple[str, ...]
-    multi: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRequest:
-    """A tool call waiting for permission; ``rule`` is what "Always" would remember."""
-
-    tool_name: str
-    tool_input: dict[str, Any]
-    tool_use_id: str
-    rule: str
-    blocked_path: str | None = None
-    questions: tuple[Question, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalDecision:
-    """Allow or deny; ``message`` tells the agent why it was denied; ``answers`` carries the
-    chosen option labels of an agent's questions, keyed by question text."""
-
-    allow: bool
-    message: str = ""
-    answers: dict[str, str] | None = None
-    always: bool = False  # the owner chose Always: an engine may remember it for the session
-
-
-# --- engine-neutral agent events -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SessionStarted:
-    session_id: str
-    model: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TextEmitted:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCalled:
-    """``reads_only``: the engine knows this tool changes no file (a turn whose tools all only
-    read changed nothing: its card asks git nothing). Unknown tools are taken to change files."""
-
-    tool_use_id: str
-    name: str
-    summary: str
-    reads_only: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ToolFinished:
-    tool_use_id: str
-    is_error: bool
-    output: str
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-
 @dataclass(frozen=True, slots=True)
 class Preset:
     """A named model: engine, model string, extra CLI arguments, USD per million tokens; for
@@ -368,46 +293,3 @@ class Preset:
             + usage.cache_read_tokens * self.price_cache_read
             + usage.cache_write_tokens * self.price_cache_write
         ) / 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class UsageUpdated:
-    """Tokens used so far in this turn (engines that report usage while they run)."""
-
-    usage: Usage
-
-
-@dataclass(frozen=True, slots=True)
-class TurnFinished:
-    """The agent's own verdict on the turn (Claude: the ``result`` line)."""
-
-    is_error: bool
-    result_text: str
-    session_id: str | None
-    cost_usd: float | None
-    usage: Usage
-    num_turns: int = 0
-    denials: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
-    subtype: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class LimitReached:
-    """The engine's plan or account limit stopped the turn (not a failure of the work): when it
-    resets, if the engine said (Claude's ``rate_limit_event``, Codex's "try again at …")."""
-
-    resets_at: datetime | None
-    message: str = ""
-
-
-AgentEvent = (
-    SessionStarted
-    | TextEmitted
-    | ToolCalled
-    | ToolFinished
-    | UsageUpdated
-    | TurnFinished
-    | LimitReached
-)

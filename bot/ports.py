@@ -8,14 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bot.models import (
-    AgentEvent,
-    ApprovalDecision,
-    ApprovalRequest,
-    CheckResult,
-    Preset,
-    TurnSpec,
-)
+from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest
+from bot.models import CheckResult, Preset, TurnSpec
 
 LOGIN_MISSING = "NO LOGIN FOUND"  # in an engine's probe line: it has no way to its model
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
-from bot.models import AgentEvent, ApprovalMode, Preset, TurnFinished, TurnSpec
+from bot.events import AgentEvent, TurnFinished
+from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
 from executors import sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event

@@ -9,7 +9,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.models import (
+from bot.events import (
     AgentEvent,
     ApprovalRequest,
     LimitReached,

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
-from bot.models import AgentEvent, ApprovalMode, Preset, SessionStarted, TurnFinished, TurnSpec
+from bot.events import AgentEvent, SessionStarted, TurnFinished
+from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
 from executors import leftovers
 from executors.codex_protocol import (

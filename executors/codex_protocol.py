@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.models import (
+from bot.events import (
     AgentEvent,
     ApprovalDecision,
     ApprovalRequest,

@@ -26,19 +26,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled
-from bot.models import (
+from bot.events import (
     AgentEvent,
-    ApprovalMode,
     ApprovalRequest,
     SessionStarted,
     TextEmitted,
     ToolCalled,
     ToolFinished,
     TurnFinished,
-    TurnSpec,
     Usage,
     UsageUpdated,
 )
+from bot.models import ApprovalMode, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec, SessionStore
 from executors import sandbox
 from executors.check import ShellCheck

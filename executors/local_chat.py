@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed
-from bot.models import Usage
+from bot.events import Usage
 from executors.local_tools import SCHEMAS
 
 if TYPE_CHECKING:

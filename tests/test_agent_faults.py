@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from bot.errors import AgentCrashed
-from bot.models import ApprovalDecision, SessionStarted, TurnFinished, TurnSpec
+from bot.events import ApprovalDecision, SessionStarted, TurnFinished
+from bot.models import TurnSpec
 from executors.claude import ClaudeExecutor
 from executors.claude_protocol import parse_event
 from executors.tree import TAG_ENV, kill_tagged

@@ -13,8 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bot.events import SessionStarted, TurnFinished, Usage
 from bot.intake.inbox import export
-from bot.models import ApprovalMode, SessionStarted, TaskStatus, TurnFinished, TurnSpec, Usage
+from bot.models import ApprovalMode, TaskStatus, TurnSpec
 from bot.settings import Settings
 from bot.telegram.texts import Texts
 from executors import sandbox

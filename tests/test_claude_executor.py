@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 
 from bot.errors import AgentCrashed, SessionNotFound
-from bot.models import (
+from bot.events import (
     ApprovalDecision,
-    ApprovalMode,
     ApprovalRequest,
     SessionStarted,
     TextEmitted,
     ToolCalled,
     ToolFinished,
     TurnFinished,
-    TurnSpec,
 )
+from bot.models import ApprovalMode, TurnSpec
 from executors.claude import ClaudeExecutor
 from tests.support.processes import matching
 

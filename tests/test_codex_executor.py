@@ -11,16 +11,15 @@ from pathlib import Path
 import pytest
 
 from bot.errors import AgentCrashed, SessionNotFound
-from bot.models import (
+from bot.events import (
     ApprovalDecision,
-    ApprovalMode,
     SessionStarted,
     TextEmitted,
     ToolCalled,
     ToolFinished,
     TurnFinished,
-    TurnSpec,
 )
+from bot.models import ApprovalMode, TurnSpec
 from executors.codex import CodexExecutor
 from executors.codex_protocol import TurnState, notification_events
 from executors.leftovers import MOUNT_POINTS

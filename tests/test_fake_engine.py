@@ -6,15 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bot.models import (
-    SessionStarted,
-    TaskStatus,
-    TextEmitted,
-    ToolCalled,
-    ToolFinished,
-    TurnFinished,
-    Usage,
-)
+from bot.events import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, Usage
+from bot.models import TaskStatus
 from bot.settings import Settings
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN, FakeTelegram

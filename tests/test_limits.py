@@ -21,7 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from bot.models import ApprovalMode, LimitReached, TaskStatus, TurnFinished, TurnSpec, Usage
+from bot.events import LimitReached, TurnFinished, Usage
+from bot.models import ApprovalMode, TaskStatus, TurnSpec
 from bot.turns.limits import retry_after_s
 from bot.turns.outcome import local_time
 from executors.claude import ClaudeExecutor

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.models import ApprovalMode, Preset, TaskStatus, TurnSpec, Usage
+from bot.events import Usage
+from bot.models import ApprovalMode, Preset, TaskStatus, TurnSpec
 from executors.local_history import fit
 from executors.local_tools import OUTPUT_CAP, Call, ToolBox, ToolFailed, allowed, capped
 from tests.support.chat_mock import ChatMock

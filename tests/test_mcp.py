@@ -24,9 +24,10 @@ from pathlib import Path
 
 from mcp import Client
 
+from bot.events import TurnFinished
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server
-from bot.models import ApprovalMode, NewTask, TaskKind, TurnFinished, TurnSpec
+from bot.models import ApprovalMode, NewTask, TaskKind, TurnSpec
 from bot.store import Store
 from executors.claude import ClaudeExecutor
 from tests.conftest import ROOT

@@ -8,15 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.models import (
-    ApprovalRequest,
-    SessionStarted,
-    TaskStatus,
-    ToolCalled,
-    TurnFinished,
-    TurnSpec,
-    Usage,
-)
+from bot.events import ApprovalRequest, SessionStarted, ToolCalled, TurnFinished, Usage
+from bot.models import TaskStatus, TurnSpec
 from bot.telegram.render import usd
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.errors import ConfigError
-from bot.models import Usage
+from bot.events import Usage
 from bot.money.presets import PresetCatalog
 from executors import registry
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.models import ApprovalDecision, ApprovalMode, ToolFinished, TurnFinished, TurnSpec
+from bot.events import ApprovalDecision, ToolFinished, TurnFinished
+from bot.models import ApprovalMode, TurnSpec
 from executors import sandbox
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor

@@ -374,7 +374,7 @@ async def test_a_turns_statements_are_built_once(store):
     it, a quarter of the bot's own time per turn)."""
     import sqlalchemy as sa
 
-    from bot.models import SessionStarted
+    from bot.events import SessionStarted
     from bot.turns.outcome import transcript_entry
 
     seen: list[list[object]] = []

@@ -8,8 +8,9 @@ import logging
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
 from bot.errors import UserInputError
+from bot.events import Question
 from bot.fleet.takeover import Takeover
-from bot.models import Question, QuestionStatus, Task
+from bot.models import QuestionStatus, Task
 from bot.store import Grant, PendingQuestion, Store
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts

@@ -20,7 +20,8 @@ from bot.approvals.view import (
     question_keyboard,
     question_text,
 )
-from bot.models import ApprovalDecision, ApprovalRequest, Question, QuestionStatus, Task
+from bot.events import ApprovalDecision, ApprovalRequest, Question
+from bot.models import QuestionStatus, Task
 from bot.store import PendingQuestion, Store
 from bot.store.db import utcnow
 from bot.telegram.notifier import Notifier

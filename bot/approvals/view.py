@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from bot.models import ApprovalRequest, Question, Task
+from bot.events import ApprovalRequest, Question
+from bot.models import Task
 from bot.telegram.callbacks import Id
 from bot.telegram.markup import CallbackData, Keyboard
 from bot.telegram.render import shorten, usd

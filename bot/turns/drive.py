@@ -16,18 +16,8 @@ from typing import Any
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
-from bot.models import (
-    LimitReached,
-    SessionStarted,
-    Task,
-    TaskStatus,
-    ToolCalled,
-    Turn,
-    TurnError,
-    TurnFinished,
-    TurnSpec,
-    UsageUpdated,
-)
+from bot.events import LimitReached, SessionStarted, ToolCalled, TurnFinished, UsageUpdated
+from bot.models import Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.presets import Preset
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier

@@ -12,16 +12,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import AgentCrashed, AgentNotInstalled
-from bot.models import (
-    AgentEvent,
-    ApprovalMode,
-    Task,
-    TaskKind,
-    TaskStatus,
-    Turn,
-    TurnError,
-    TurnFinished,
-)
+from bot.events import AgentEvent, TurnFinished
+from bot.models import ApprovalMode, Task, TaskKind, TaskStatus, Turn, TurnError
 from bot.money.presets import Preset
 from bot.store import TurnOutcome
 

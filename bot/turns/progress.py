@@ -11,7 +11,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.models import AgentEvent, Task, TaskStatus, TextEmitted, ToolCalled, UsageUpdated
+from bot.events import AgentEvent, TextEmitted, ToolCalled, UsageUpdated
+from bot.models import Task, TaskStatus
 from bot.money.presets import Preset
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import duration, money, shorten

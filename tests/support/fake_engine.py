@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
 
-from bot.models import AgentEvent, ApprovalRequest, TurnSpec
+from bot.events import AgentEvent, ApprovalRequest
+from bot.models import TurnSpec
 from bot.ports import Approver
 
 Script = Sequence[AgentEvent | ApprovalRequest]
