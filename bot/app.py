@@ -90,13 +90,25 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
 
 
 def make_service(core: Core, settings: Settings) -> TaskService:
+    return TaskService(
+        store=core.store,
+        pool=core.pool,
+        queue=core.queue,
+        notifier=core.notifier,
+        texts=core.texts,
+        planner=make_planner(core, settings),
+        takeover=core.shared.takeover if core.shared else None,
+    )
+
+
+def make_planner(core: Core, settings: Settings) -> TaskPlanner:
     # a front bot accepts every engine (its workers have the CLIs)
     engines = (
         set(registry.names())
         if settings.role is ProcessRole.FRONT
         else core.engines.available.keys()
     )
-    planner = TaskPlanner(
+    return TaskPlanner(
         store=core.store,
         texts=core.texts,
         money=core.money,
@@ -116,15 +128,6 @@ def make_service(core: Core, settings: Settings) -> TaskService:
             timezone=settings.timezone,
             subtask_engines=frozenset(s.name for s in registry.ENGINES if s.mcp_client),
         ),
-    )
-    return TaskService(
-        store=core.store,
-        pool=core.pool,
-        queue=core.queue,
-        notifier=core.notifier,
-        texts=core.texts,
-        planner=planner,
-        takeover=core.shared.takeover if core.shared else None,
     )
 
 

@@ -45,8 +45,11 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-def worktrees_on(tmp_path: Path, claude_bin: str, workdir: Path) -> Settings:
-    """The bot's settings with DETACH_WORKTREES on: every task in a repository gets one."""
+def bot_settings(
+    tmp_path: Path, claude_bin: str, workdir: Path, worktrees: bool = True
+) -> Settings:
+    """The bot's settings; ``worktrees``: DETACH_WORKTREES (every task in a repository gets
+    one)."""
     return Settings(
         _env_file=None,
         bot_token=TOKEN,
@@ -55,7 +58,7 @@ def worktrees_on(tmp_path: Path, claude_bin: str, workdir: Path) -> Settings:
         claude_bin=claude_bin,
         workdir=workdir,
         outbox_chat_interval_s=0,
-        worktrees=True,
+        worktrees=worktrees,
     )  # type: ignore[call-arg]
 
 
@@ -118,7 +121,7 @@ async def test_a_repository_of_another_user_is_left_to_git(tmp_path):
 async def test_not_a_repository_is_refused(tmp_path, store):
     (tmp_path / "plain").mkdir()
     with pytest.raises(UserInputError) as refused:
-        await Worktrees(store, tmp_path / "wt").repository(tmp_path / "plain")
+        await Worktrees(store, tmp_path / "wt").head(tmp_path / "plain")
     assert refused.value.key == "worktree.not_a_repo"
 
 
@@ -214,15 +217,7 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
             {"text": "Wrote NOTES.md."},
         ],
     )
-    settings = Settings(
-        _env_file=None,
-        bot_token=TOKEN,
-        allowed_users=frozenset({OWNER}),
-        data_dir=tmp_path / "data",
-        claude_bin=claude_bin,
-        workdir=workdir,
-        outbox_chat_interval_s=0,
-    )  # type: ignore[call-arg]
+    settings = bot_settings(tmp_path, claude_bin, workdir, worktrees=False)
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         session = await feed(app, message("/claude worktree=yes mode=auto cwd=repo MARK-WT go"))
         task = await app.store.tasks.get(1)
@@ -267,15 +262,7 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
 
 async def test_a_task_file_asking_for_a_worktree_gets_one(tmp_path, claude_bin, agent_env, workdir):
     make_repo(workdir / "repo")
-    settings = Settings(
-        _env_file=None,
-        bot_token=TOKEN,
-        allowed_users=frozenset({OWNER}),
-        data_dir=tmp_path / "data",
-        claude_bin=claude_bin,
-        workdir=workdir,
-        outbox_chat_interval_s=0,
-    )  # type: ignore[call-arg]
+    settings = bot_settings(tmp_path, claude_bin, workdir, worktrees=False)
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         (tmp_path / "data" / "inbox" / "wt.md").write_text(
             "---\ncwd: repo\nworktree: yes\n---\n# Goal\nsay ok\n"
@@ -294,7 +281,7 @@ async def test_the_default_setting_gives_worktrees_only_inside_repositories(
     tmp_path, claude_bin, agent_env, workdir
 ):
     make_repo(workdir / "repo")
-    settings = worktrees_on(tmp_path, claude_bin, workdir)
+    settings = bot_settings(tmp_path, claude_bin, workdir)
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         await feed(app, message("/detach plain directory"))  # not a repository: no worktree
         assert (await app.store.tasks.get(1)).cwd == str(workdir.resolve())
@@ -317,7 +304,7 @@ async def test_a_worktree_is_cut_from_the_head_the_planner_found(
     with the NewTask and the worktree is cut from the commit it saw (a commit landing between
     the two does not move it); a NewTask made without one is looked up when it starts."""
     repo = make_repo(workdir / "repo")
-    settings = worktrees_on(tmp_path, claude_bin, workdir)
+    settings = bot_settings(tmp_path, claude_bin, workdir)
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
         new = await app.service.plan(
             OWNER, OWNER, TaskKind.DETACH, {"cwd": "repo"}, "say ok", "en", "detach"

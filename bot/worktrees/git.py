@@ -129,10 +129,6 @@ class Worktrees:
             raise UserInputError("worktree.not_a_repo", path=str(cwd))
         raise UserInputError("worktree.no_commits", path=lines[0])
 
-    async def repository(self, cwd: Path) -> Path:
-        """The top of the git repository holding ``cwd``, or a clear refusal."""
-        return (await self.head(cwd)).top
-
     async def top_level(self, cwd: Path) -> Path | None:
         return await top_level(cwd)
 
