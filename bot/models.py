@@ -249,6 +249,7 @@ class TurnSpec:
     sandbox_domains: tuple[str, ...] = ()  # hosts a sandboxed turn may reach without asking
     preset: Preset | None = None  # the task's model preset (an endpoint engine's endpoint)
     mcp_servers: tuple[McpServerSpec, ...] = ()  # for engines whose spec says mcp_client
+    private_dir: Path | None = None  # the bot's own (0700): where a turn's config files go
     nice: int = 0  # the turn's processes run this much nicer (lower CPU priority) than the bot
 
 
