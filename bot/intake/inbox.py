@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bot.errors import TaskNotFound, UserInputError
 from bot.intake.taskfile import TaskFile, TaskFileError, parse, render, write_atomic
-from bot.models import TaskKind, TaskStatus, Turn
+from bot.models import CheckResult, TaskKind, TaskStatus, Turn
 from bot.store import Store, TaskFileRow
 from bot.tasks.lineage import Lineage
 from bot.tasks.service import TaskService
@@ -200,7 +200,7 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
                 else None
             ),
             status=task.status.value if finished else None,
-            check_status=("passed" if check.passed else "failed") if check else None,
+            check_status=_verdict(check) if check else None,
             check_round=check.round if check else None,
         )
     )
@@ -222,3 +222,9 @@ def _result(turn: Turn, texts: Texts, locale: str) -> str:
     if turn.result_text or turn.error is None:
         return turn.result_text or ""
     return texts.error(locale, turn.error)
+
+
+def _verdict(check: CheckResult) -> str:
+    if not check.approved:
+        return "not_run"  # the owner did not approve the repository's check
+    return "passed" if check.passed else "failed"

@@ -112,6 +112,7 @@ class TaskPlanner:
         explicit = "worktree" in options or (lineage is not None and lineage.in_worktree)
         head = await self._head(cwd, explicit) if worktree else None
         max_usd = parse_usd(options.get("max_usd"), self.money.task_cap_usd)
+        check, check_repository = await self._check(options, cwd, lineage)
         return NewTask(
             owner_id=user_id,
             chat_id=chat_id,
@@ -127,7 +128,8 @@ class TaskPlanner:
             worktree=head is not None,
             head=head,
             slug=slug,
-            check=await self._check(options, cwd, lineage),
+            check=check,
+            check_repository=check_repository,
             note=note,
             subtasks=self._subtasks(options, engine_name) if lineage is None else False,
             parent_id=lineage.parent.id if lineage is not None else None,
@@ -198,15 +200,17 @@ class TaskPlanner:
 
     async def _check(
         self, options: dict[str, str], cwd: Path, lineage: Lineage | None = None
-    ) -> str | None:
-        """``check=`` (``check=no``: none), else the repository's ``.detach.toml``; a
-        sub-task's: its parent's (it may name none)."""
+    ) -> tuple[str | None, str | None]:
+        """The check and, when it is the repository's (``.detach.toml``, not typed by the
+        owner: it runs once the owner approved it), that repository. ``check=`` (``check=no``:
+        none) is the owner's; a sub-task's is its parent's (it may name none)."""
         if lineage is not None:
-            return lineage.check(options.get("check"))
+            return lineage.check(options.get("check")), lineage.parent.check_repository
         if "check" in options:
-            return given_check(options["check"])
+            return given_check(options["check"]), None
         top = await self.worktrees.top_level(cwd)
-        return repository_check(top) if top is not None else None
+        command = repository_check(top) if top is not None else None
+        return command, str(top) if command is not None else None
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""
