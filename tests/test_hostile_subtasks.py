@@ -9,6 +9,7 @@ sandboxed, in a worktree, with the parent's check and at most the parent's budge
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import stat
 import subprocess
@@ -18,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import UserInputError
+from bot.errors import ToolRefused, UserInputError
+from bot.intake.taskfile import TaskFile, drop
+from bot.mcp.handoff import taken
 from bot.mcp.launch import subtask_env
 from bot.models import ApprovalMode
 from bot.settings import Settings
@@ -119,6 +122,7 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
             )
             assert grandchild.returncode != 0
             assert "#2 may not start sub-tasks" in grandchild.stderr
+            await forged_files_are_capped_by_the_bot_too(app, data_dir / "inbox", parent)
     answers = [r["last_user_text"] for r in anthropic.requests_for("MARK-HPARENT")]
     assert "may not run in auto mode" in answers[1] and "sandbox" in answers[1]
     assert "may not run in ask mode" in answers[2]
@@ -128,6 +132,21 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
     assert "runs its parent's check" in answers[6]
     assert '"task_id": 2' in answers[7]
     assert not marker.exists()  # the model's check never ran
+
+
+async def forged_files_are_capped_by_the_bot_too(app, inbox: Path, parent) -> None:  # type: ignore[no-untyped-def]
+    """Whoever writes a sub-task's file (not only `detach mcp`), the bot caps it."""
+    for refused, tf in (
+        ("may not run in auto mode", TaskFile("MARK-HFORGED1 x", parent=1, mode="auto")),
+        ("runs its parent's check", TaskFile("MARK-HFORGED2 x", parent=1, check="touch x")),
+        ("#2 is no task that may start sub-tasks", TaskFile("MARK-HFORGED3 x", parent=2)),
+    ):
+        with pytest.raises(ToolRefused, match=refused):
+            await taken(drop(inbox, dataclasses.replace(tf, chat_id=OWNER), "forged"), 20)
+    forged = TaskFile("MARK-HFORGED4 x", chat_id=OWNER, parent=1, max_usd="100", mode="readonly")
+    task = await app.store.tasks.get(await taken(drop(inbox, forged, "forged"), 20))
+    assert task.parent_id == 1 and task.approval_mode is ApprovalMode.READONLY
+    assert task.max_usd is not None and task.max_usd <= parent.max_usd  # what is left, at most
 
 
 def test_the_sub_task_servers_environment_holds_no_database_password(tmp_path):
