@@ -162,3 +162,15 @@ def _asked(fake: FakeTelegram, after: int) -> bool:
         c.method == "sendMessage" and CONSENT in c.params.get("text", "")
         for c in fake.calls[after:]
     )
+
+
+async def test_a_check_too_long_to_show_whole_is_refused(tmp_path, workdir):
+    cloned(workdir, "true" + " " * 1990 + "; touch PAYLOAD")
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", workdir)
+        engine = FakeEngine(finished("agent done"))
+        async with running_bot(settings, MACHINE, executors={"claude": engine}) as app:
+            await fake.user_message("/claude MARK-LONG go", OWNER)
+            refused = await fake.wait_text(OWNER, ".detach.toml")
+            assert "at most 2000" in refused.params["text"]
+            assert await app.store.tasks.get(1) is None

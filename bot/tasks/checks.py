@@ -42,10 +42,11 @@ def repository_check(top: Path) -> str | None:
         raise UserInputError(
             "error.detach_toml", path=str(path), reason="check must be a non-empty string"
         )
-    if len(check.strip()) > MAX_CHECK_CHARS:
+    length = len(check.strip().encode("utf-16-le")) // 2  # as Telegram counts a message
+    if length > MAX_CHECK_CHARS:
         raise UserInputError(
             "error.detach_toml",
             path=str(path),
-            reason=f"check has {len(check.strip())} characters, at most {MAX_CHECK_CHARS}",
+            reason=f"check has {length} characters, at most {MAX_CHECK_CHARS}",
         )
     return check.strip()
