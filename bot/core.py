@@ -14,7 +14,6 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -26,6 +25,7 @@ from bot.fleet.fleet import Fleet
 from bot.fleet.lease import Lease, OneProcess
 from bot.fleet.takeover import Takeover
 from bot.intake.recovery import recover
+from bot.mcp.launch import private_dir, subtask_env
 from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
@@ -176,6 +176,7 @@ def turn_policy(settings: Settings) -> TurnPolicy:
         limit_retry_s=settings.limit_retry_s,
         subtask_command=(sys.executable, "-m", "bot", "mcp"),
         subtask_env=subtask_env(settings),
+        private_dir=private_dir(settings),
         agent_nice=settings.agent_nice,
     )
 
@@ -189,22 +190,6 @@ def listen_dsn(settings: Settings) -> str:
     """The shared database's URL as a plain PostgreSQL DSN (for the LISTEN connection)."""
     url = sa.engine.make_url(settings.resolved_database_url).set(drivername="postgresql")
     return url.render_as_string(hide_password=False)
-
-
-def subtask_env(settings: Settings) -> dict[str, str]:
-    """What `detach mcp --parent N`, started by an agent, needs to reach this bot: its data
-    directory and database, its users and limits, and this code; never the bot's token."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", ""),
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-        "DETACH_DATA_DIR": str(settings.data_dir.resolve()),
-        "DETACH_DATABASE_URL": settings.resolved_database_url,
-        "DETACH_ALLOWED_USERS": ",".join(str(u) for u in sorted(settings.allowed_users)),
-        "DETACH_MAX_PROMPT_CHARS": str(settings.max_prompt_chars),
-        "DETACH_MAX_SUBTASKS": str(settings.max_subtasks),
-    }
-    return {k: v for k, v in env.items() if v}
 
 
 def process_tag(settings: Settings, identity: str) -> str:

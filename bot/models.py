@@ -117,6 +117,9 @@ class Task:
     preset: str | None = None
     max_usd: float | None = None
     check: str | None = None  # the command that proves the work (``check=``), run after a turn
+    # the repository whose .detach.toml named the check (it runs once the owner approved it);
+    # None: the owner typed it
+    check_repository: str | None = None
     parent_id: int | None = None  # the task whose agent started this one (`detach mcp`)
     subtasks: bool = False  # its agent may start sub-tasks (``subtasks=yes``)
 
@@ -215,6 +218,7 @@ class NewTask:
     slug: str | None = None  # from a task file; else made from the prompt
     origin: str | None = None  # shown on the acknowledgement: the schedule or file it came from
     check: str | None = None  # ``check=``, ``check:``, ``--check`` or the repository's .detach.toml
+    check_repository: str | None = None  # the repository's (not the owner's): asks consent
     note: str | None = None  # one line for the acknowledgement (why the sandbox is not used)
     subtasks: bool = False  # ``subtasks=yes``: its agent gets `detach mcp` to start sub-tasks
     parent_id: int | None = None  # started by this task's agent
@@ -249,6 +253,7 @@ class TurnSpec:
     sandbox_domains: tuple[str, ...] = ()  # hosts a sandboxed turn may reach without asking
     preset: Preset | None = None  # the task's model preset (an endpoint engine's endpoint)
     mcp_servers: tuple[McpServerSpec, ...] = ()  # for engines whose spec says mcp_client
+    private_dir: Path | None = None  # the bot's own (0700): where a turn's config files go
     nice: int = 0  # the turn's processes run this much nicer (lower CPU priority) than the bot
 
 
@@ -263,6 +268,7 @@ class CheckResult:
     duration_s: float
     round: int
     timed_out: bool = False
+    approved: bool = True  # False: not run, the owner did not approve the repository's check
 
     def tail(self, chars: int = 1500) -> str:
         return self.output[-chars:]

@@ -52,8 +52,9 @@ class SessionStore(Protocol):
 
 
 class CheckRunner(Protocol):
-    """Runs a task's check command in its directory (confined to it when ``sandboxed``), bounded
-    in time; a cancel stops it and everything it started."""
+    """Runs a task's check command in its directory, confined to it by the sandbox whenever
+    this machine has one (``sandboxed``: even when the probe says it has not), bounded in time;
+    a cancel stops it and everything it started."""
 
     async def run(
         self, command: str, cwd: Path, sandboxed: bool, round_: int, tag: str | None = None

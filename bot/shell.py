@@ -66,6 +66,7 @@ def add(args: argparse.Namespace) -> int:
         raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
     mode = ApprovalMode(args.mode) if args.mode else settings.detach_mode
     new_cwd = _workdir(settings, args.cwd)
+    check, check_repository = _check(args.check, new_cwd)
     new = NewTask(
         owner_id=owner,
         chat_id=args.chat or owner,
@@ -78,7 +79,8 @@ def add(args: argparse.Namespace) -> int:
         model=preset.model if preset else None,
         max_usd=settings.task_cap_usd,
         approval_mode=mode,
-        check=_check(args.check, new_cwd),
+        check=check,
+        check_repository=check_repository,
     )
     if (
         args.worktree
@@ -100,15 +102,17 @@ def add(args: argparse.Namespace) -> int:
     return asyncio.run(with_store(settings, work))
 
 
-def _check(given: str | None, cwd: Path) -> str | None:
-    """``--check``, else the repository's ``.detach.toml`` (``--check no``: none)."""
+def _check(given: str | None, cwd: Path) -> tuple[str | None, str | None]:
+    """``--check`` (``--check no``: none), else the repository's ``.detach.toml`` (read now, so
+    a broken one fails here), with that repository: its check runs once the owner approved it."""
     from bot.tasks.checks import given_check, repository_check
     from bot.worktrees.git import top_level
 
     if given is not None:
-        return given_check(given)
+        return given_check(given), None
     top = asyncio.run(top_level(cwd))
-    return repository_check(top) if top is not None else None
+    command = repository_check(top) if top is not None else None
+    return command, str(top) if command is not None else None
 
 
 def _add_through_inbox(
@@ -133,7 +137,11 @@ def _add_through_inbox(
             engine=args.engine,
             worktree="yes" if explicit else ("no" if args.worktree is False else None),
             mode=args.mode,
-            check=new.check or ("no" if args.check is not None else None),
+            # the owner's --check only: a task file's check counts as typed by the owner, the
+            # repository's is read (and asked for) by the bot itself
+            check=None
+            if new.check_repository
+            else new.check or ("no" if args.check is not None else None),
         ),
         slugify(new.prompt),
     )

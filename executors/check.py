@@ -1,6 +1,7 @@
 """Running a task's check (``pytest -q``, ``make test``) in its directory after a turn: through
-``sh -c``, inside bubblewrap for sandboxed tasks, bounded in time and stopped with its whole
-process tree on timeout or cancel."""
+``sh -c``, inside bubblewrap whenever this machine has it (whatever the task's mode: a check is
+a command from a repository or an owner's message, never trusted with the whole machine),
+bounded in time and stopped with its whole process tree on timeout or cancel."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class ShellCheck:
         self, command: str, cwd: Path, sandboxed: bool, round_: int, tag: str | None = None
     ) -> CheckResult:
         argv = ["sh", "-c", command]
-        if sandboxed:
+        if sandboxed or await asyncio.to_thread(sandbox.problem, self._env) is None:
             argv = sandbox.confine(argv, cwd, self._env)
         started = time.monotonic()
         proc = await spawn(argv, str(cwd), self._env, tag, self._nice)

@@ -228,8 +228,9 @@ def sandbox_settings(spec: TurnSpec) -> str:
 
 @contextlib.contextmanager
 def mcp_config_file(spec: TurnSpec) -> Iterator[Path | None]:
-    """The turn's MCP servers as a ``--mcp-config`` file readable by this user only (their
-    environment may hold a database password: never on a command line), removed after it."""
+    """The turn's MCP servers as a ``--mcp-config`` file readable by this user only, in the
+    bot's private directory (``spec.private_dir``: not in /tmp, where a sandboxed command reads
+    what this user wrote), removed after the turn."""
     if not spec.mcp_servers:
         yield None
         return
@@ -237,7 +238,7 @@ def mcp_config_file(spec: TurnSpec) -> Iterator[Path | None]:
         s.name: {"type": "stdio", "command": s.command, "args": list(s.args), "env": dict(s.env)}
         for s in spec.mcp_servers
     }
-    fd, name = tempfile.mkstemp(prefix="detach-mcp-", suffix=".json")
+    fd, name = tempfile.mkstemp(prefix="detach-mcp-", suffix=".json", dir=spec.private_dir)
     try:
         with os.fdopen(fd, "w") as out:  # mkstemp: mode 0600
             json.dump({"mcpServers": servers}, out)

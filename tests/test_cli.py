@@ -68,7 +68,7 @@ def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
 def test_add_is_sandboxed_by_default_and_the_bot_decides(tmp_path):
     """Without --mode the task is a walk-away task: sandboxed where the bot's sandbox works,
     so it goes through the inbox (the bot knows its sandbox and cuts the worktree); --check
-    and the repository's .detach.toml travel with it."""
+    travels with it, the repository's .detach.toml is read (and checked) but left to the bot."""
     from bot.intake.taskfile import parse
 
     added = detach(tmp_path, "add", "--check", "pytest -q", "Fix", "the", "tests")
@@ -86,7 +86,8 @@ def test_add_is_sandboxed_by_default_and_the_bot_decides(tmp_path):
     assert added.returncode == 0, added.stderr
     [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
     tf = parse(dropped.read_text())
-    assert (tf.check, tf.worktree, tf.cwd) == ("make test", "no", str(repo.resolve()))
+    # the repository's check is the bot's to read (and to ask the owner about), not the file's
+    assert (tf.check, tf.worktree, tf.cwd) == (None, "no", str(repo.resolve()))
 
     (repo / ".detach.toml").write_text("check = [1]\n")
     refused = detach(tmp_path, "add", "--cwd", str(repo), "Tidy")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from bot.approvals.view import CHECK_GRANTS, check_pattern
 from bot.models import ApprovalMode, TaskStatus
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -43,6 +44,10 @@ async def test_detach_runs_sandboxed_with_no_taps_and_is_done_when_its_check_pas
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
         async with running_bot(settings, agent_env) as app:
+            # the owner once said "Always" to this repository's check (tests/test_check_consent)
+            await app.store.grants.add(
+                OWNER, CHECK_GRANTS, str(workdir), check_pattern("sh check.sh")
+            )
             await fake.user_message("/detach MARK-WALK make the check pass", OWNER)
             ack = await fake.wait_text(OWNER, "#1 mark-walk")
             assert "sandboxed" in ack.params["text"] and "sh check.sh" in ack.params["text"]

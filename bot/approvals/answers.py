@@ -63,13 +63,7 @@ class ApprovalAnswers:
         question = _at(question, where)
         loc, text = task.locale, question.payload.get("text", "")
         if choice == "always":
-            prompt = self._texts.get(
-                loc,
-                "approval.always_prompt",
-                rule=question.payload["rule"],
-                engine=task.engine,
-                cwd=task.cwd,
-            )
+            prompt = self._always_prompt(task, question)
             await self._edit(
                 question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc, qid)
             )
@@ -82,8 +76,11 @@ class ApprovalAnswers:
             raise UserInputError("callback_approval.answered")
         outcome = self._texts.get(loc, _OUTCOME_KEYS.get(answer, "approval.allowed"))
         if answer == "always":
-            grant = await self._remember(task, question.payload["rule"])
-            outcome = self._texts.get(loc, "approval.allowed_always", rule=grant.pattern)
+            grant = await self._remember(task, question)
+            key = (
+                "check.allowed_always" if "check" in question.payload else "approval.allowed_always"
+            )
+            outcome = self._texts.get(loc, key, rule=grant.pattern)
         await self._store.audit.record("approval_answered", user_id, task.id, f"q{qid}: {answer}")
         self._desk.settle(qid, answer)
         await self._edit(question, f"{text.rsplit(chr(10), 1)[0]}\n\n{outcome}", None)
@@ -91,8 +88,30 @@ class ApprovalAnswers:
             answer, "callback_approval.always"
         )
 
-    async def _remember(self, task: Task, rule: str) -> Grant:
-        grant = await self._store.grants.add(task.owner_id, task.engine, task.cwd, rule)
+    def _always_prompt(self, task: Task, question: PendingQuestion) -> str:
+        """What "Always" remembers: a tool rule for the engine in the task's directory, or a
+        repository's exact check command (``bot.approvals.consent``)."""
+        payload = question.payload
+        if "check" in payload:
+            return self._texts.get(
+                task.locale, "check.always_prompt", repository=payload["grant_cwd"]
+            )
+        return self._texts.get(
+            task.locale,
+            "approval.always_prompt",
+            rule=payload["rule"],
+            engine=task.engine,
+            cwd=task.cwd,
+        )
+
+    async def _remember(self, task: Task, question: PendingQuestion) -> Grant:
+        """The grant of an "Always": the question's own engine and directory when it names
+        them (a repository's check), else the task's."""
+        payload = question.payload
+        engine = payload.get("grant_engine", task.engine)
+        cwd = payload.get("grant_cwd", task.cwd)
+        rule = payload["rule"]
+        grant = await self._store.grants.add(task.owner_id, engine, cwd, rule)
         await self._store.audit.record("grant_added", task.owner_id, task.id, rule)
         log.info("task %s: grant %s added for user %s", task.id, grant.id, task.owner_id)
         return grant

@@ -54,6 +54,14 @@ class ApprovalDesk:
         return TurnApprover(self, task, turn_id)
 
     @property
+    def texts(self) -> Texts:
+        return self._texts
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout_s
+
+    @property
     def minutes(self) -> int:
         return max(1, round(self._timeout_s / 60))
 
@@ -80,7 +88,7 @@ class ApprovalDesk:
             },
             utcnow() + timedelta(seconds=self._timeout_s),
         )
-        answer = await self._post_and_wait(
+        answer = await self.post_and_wait(
             task,
             question,
             question.payload["text"],
@@ -109,7 +117,7 @@ class ApprovalDesk:
                 {**asdict(item), "selected": []},
                 utcnow() + timedelta(seconds=self._timeout_s),
             )
-            answer = await self._post_and_wait(
+            answer = await self.post_and_wait(
                 task,
                 question,
                 question_text(self._texts, task, item),
@@ -125,7 +133,7 @@ class ApprovalDesk:
             answers[item.text] = answer
         return ApprovalDecision(allow=True, answers=answers)
 
-    async def _post_and_wait(self, task: Task, question: PendingQuestion, text: str, markup) -> str:  # type: ignore[no-untyped-def]
+    async def post_and_wait(self, task: Task, question: PendingQuestion, text: str, markup) -> str:  # type: ignore[no-untyped-def]
         """Post the question (a new message, so the phone notifies) and wait for the owner's
         answer, or "timeout" / "ended" after closing the question ourselves. The answer can be
         tapped as soon as the message exists, so the future is registered before it is sent."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Annotated, Any
 
@@ -16,6 +17,24 @@ from bot.telegram.texts import Texts
 
 APPROVAL_CHOICES = ("allow", "deny", "always", "confirm", "back")
 DONE = -1
+CHECK_GRANTS = "check"  # a grant's engine for a repository's check: never an agent's tool
+
+
+def check_pattern(command: str) -> str:
+    """A remembered "Always" for one exact check command (its sha256) in one repository (the
+    grant's cwd), readable in /grants: ``Check 3f2a…: make test``."""
+    digest = hashlib.sha256(command.encode()).hexdigest()[:16]
+    return f"Check {digest}: {shorten(command, 60, one_line=True)}"
+
+
+def check_consent_text(
+    texts: Texts, task: Task, command: str, repository: str, timeout_s: float
+) -> str:
+    """The whole command (escaped, never cut) and the repository that asks to run it."""
+    loc = task.locale
+    head = texts.get(loc, "check.consent", label=task.label, repository=repository, command=command)
+    tail = texts.get(loc, "approval.expires", minutes=max(1, round(timeout_s / 60)))
+    return f"{head}\n{tail}"
 
 
 class ApprovalAction(CallbackData, prefix="ap"):

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from bot.errors import TaskNotFound, UserInputError
 from bot.intake.taskfile import TaskFile, TaskFileError, parse, render, write_atomic
-from bot.models import TaskKind, TaskStatus, Turn
+from bot.models import CheckResult, TaskKind, TaskStatus, Turn
 from bot.store import Store, TaskFileRow
+from bot.tasks.lineage import Lineage
 from bot.tasks.service import TaskService
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
@@ -82,35 +83,48 @@ class Inbox:
         chat_id = tf.chat_id or owner
         locale = (await self._store.users.locales()).get(owner, DEFAULT_LOCALE)
         options = tf.options()
+        lineage = await self._parent(tf.parent, owner) if tf.parent is not None else None
         new = await self._service.plan(
-            owner, chat_id, TaskKind.DETACH, options, tf.prompt, locale, "detach", slug=tf.slug
+            owner,
+            chat_id,
+            TaskKind.DETACH,
+            options,
+            tf.prompt,
+            locale,
+            "detach",
+            slug=tf.slug,
+            lineage=lineage,
         )
         origin = (
             self._texts.get(locale, "mcp.origin", client=tf.client)
             if tf.client
             else self._texts.get(locale, "inbox.origin", name=name)
         )
-        if tf.parent is not None:
-            new = replace(new, parent_id=await self._parent(tf.parent, owner), subtasks=False)
         task = await self._service.start(replace(new, origin=origin))
         await self._store.task_files.add(TaskFileRow(task.id, name, tf.goal, tf.constraints))
         await self._store.audit.record("task_file", owner, task.id, name)
         log.info("inbox file %s became task %s", name, task.id)
         return task.id
 
-    async def _parent(self, parent_id: int, owner: int) -> int:
+    async def _parent(self, parent_id: int, owner: int) -> Lineage:
         """A sub-task's parent: a task of the same owner whose agent may start sub-tasks, and
-        has started fewer than DETACH_MAX_SUBTASKS."""
+        has started fewer than DETACH_MAX_SUBTASKS; with what caps its child's rights
+        (``bot.tasks.lineage``)."""
         parent = await self._store.tasks.get(parent_id)
         if parent is None or parent.owner_id != owner or not parent.subtasks:
             raise TaskFileError(f"parent: #{parent_id} is no task that may start sub-tasks")
-        started = len(await self._store.tasks.children(parent_id))
-        if started >= self._max_subtasks:
+        children = await self._store.tasks.children(parent_id)
+        if len(children) >= self._max_subtasks:
             raise TaskFileError(
-                f"parent: #{parent_id} has started {started} sub-tasks, the most it may "
+                f"parent: #{parent_id} has started {len(children)} sub-tasks, the most it may "
                 "(DETACH_MAX_SUBTASKS)"
             )
-        return parent_id
+        left = None
+        if parent.max_usd is not None:
+            spent = parent.total_cost_usd + sum(c.total_cost_usd for c in children)
+            left = parent.max_usd - spent
+        in_worktree = await self._store.worktrees.get(parent_id) is not None
+        return Lineage(parent, in_worktree, left)
 
     def _owner(self, chat_id: int | None) -> int:
         """The chat's user when it is a private chat of an allowed user; a group's tasks
@@ -186,7 +200,7 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
                 else None
             ),
             status=task.status.value if finished else None,
-            check_status=("passed" if check.passed else "failed") if check else None,
+            check_status=_verdict(check) if check else None,
             check_round=check.round if check else None,
         )
     )
@@ -208,3 +222,9 @@ def _result(turn: Turn, texts: Texts, locale: str) -> str:
     if turn.result_text or turn.error is None:
         return turn.result_text or ""
     return texts.error(locale, turn.error)
+
+
+def _verdict(check: CheckResult) -> str:
+    if not check.approved:
+        return "not_run"  # the owner did not approve the repository's check
+    return "passed" if check.passed else "failed"

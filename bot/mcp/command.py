@@ -54,7 +54,8 @@ async def serve(
     ``parent_id`` (`--parent`) the owner and chat are that task's."""
     if parent_id is not None:
         parent = await store.tasks.get(parent_id)
-        if parent is None or not parent.subtasks:
+        if parent is None or not parent.subtasks or parent.parent_id is not None:
+            # a sub-task starts none of its own (bot.tasks.lineage.MAX_DEPTH)
             raise ConfigError(f"task #{parent_id} may not start sub-tasks")
         place = dataclasses.replace(
             place, owner=parent.owner_id, chat_id=parent.chat_id, parent=parent

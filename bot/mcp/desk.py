@@ -43,6 +43,10 @@ WATCH_MAX_S = 120.0
 PAGE_MAX = 500
 ANSWER_CHARS = 20_000
 MODES = tuple(m.value for m in ApprovalMode)
+CHECK_REFUSED = (
+    "check: a sub-task runs its parent's check, the one the owner chose; an agent may not "
+    "name a command for the bot to run. Nothing was started: call start again without check"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,8 @@ class McpDesk:
         for name, value in (("model", model), ("cwd", cwd), ("check", check)):
             if value is not None and (not value.strip() or "\n" in value or len(value) > 1000):
                 raise ToolRefused(f"{name} must be one non-empty line")
+        if check is not None and self._place.parent is not None:
+            raise ToolRefused(CHECK_REFUSED)
         bot_runs(self._place.alive_file, self._place.alive_stale_s)
         budget = await self._subtask_budget() if self._place.parent is not None else None
         inbox = self._place.data_dir / "inbox"

@@ -60,7 +60,10 @@ def build_server(desk: McpDesk) -> MCPServer:
         ] = None,
         cwd: Annotated[
             str | None,
-            Field(description="Working directory; must be inside the bot's allowed ones."),
+            Field(
+                description="Working directory; must be inside the bot's allowed ones (a "
+                "sub-task's: inside its parent's)."
+            ),
         ] = None,
         worktree: Annotated[
             bool | None,
@@ -70,12 +73,16 @@ def build_server(desk: McpDesk) -> MCPServer:
             str | None,
             Field(
                 description="sandbox (default: OS sandbox, no questions), ask (the owner "
-                "approves risky tools in Telegram), auto, or readonly."
+                "approves risky tools in Telegram), auto, or readonly. A sub-task gets at "
+                "most its parent's rights (default: its parent's mode)."
             ),
         ] = None,
         check: Annotated[
             str | None,
-            Field(description="A shell command that proves the work (e.g. pytest -q); no: none."),
+            Field(
+                description="A shell command that proves the work (e.g. pytest -q); no: none. "
+                "Refused for a sub-task: it runs its parent's check."
+            ),
         ] = None,
     ) -> str:
         return await _call(

@@ -88,6 +88,20 @@ class QuestionRepo:
             qid = int(result.inserted_primary_key[0])  # type: ignore[index]
         return await self.get(qid)  # type: ignore[return-value]
 
+    async def answered(self, task_id: int, kind: str) -> list[PendingQuestion]:
+        """A task's questions of ``kind`` the owner answered, oldest first."""
+        query = (
+            pending_questions.select()
+            .where(
+                pending_questions.c.task_id == task_id,
+                pending_questions.c.kind == kind,
+                pending_questions.c.status == QuestionStatus.ANSWERED.value,
+            )
+            .order_by(pending_questions.c.id)
+        )
+        async with self._engine.connect() as conn:
+            return [_question(r) for r in await conn.execute(query)]
+
     async def pending_count(self, task_id: int) -> int:
         """How many questions of a task wait for the owner."""
         query = sa.select(sa.func.count()).where(

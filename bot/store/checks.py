@@ -21,6 +21,7 @@ def _result(row: Any) -> CheckResult:
         duration_s=m["duration_s"],
         round=m["round"],
         timed_out=bool(m["timed_out"]),
+        approved=bool(m["approved"]),
     )
 
 
@@ -42,6 +43,7 @@ class CheckRepo:
                     timed_out=result.timed_out,
                     duration_s=result.duration_s,
                     output=result.output[-OUTPUT_CAP:],
+                    approved=result.approved,
                     created_at=self._clock(),
                 )
             )

@@ -162,6 +162,13 @@ def _v19(conn: Connection) -> None:
         )
 
 
+def _v20(conn: Connection) -> None:
+    """A repository's check needs the owner's consent: where a task's check came from, and
+    a check that did not run because it was not approved."""
+    _add_column(conn, "tasks", "check_repository", "TEXT")
+    _add_column(conn, "task_checks", "approved", "BOOLEAN NOT NULL DEFAULT TRUE")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -184,6 +191,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v17,
     _v18,
     _v19,
+    _v20,
 ]
 
 

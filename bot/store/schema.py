@@ -38,6 +38,8 @@ tasks = sa.Table(
     # one's agent may start its own
     sa.Column("parent_id", sa.Integer, index=True),
     sa.Column("subtasks", sa.Boolean, nullable=False, server_default=sa.false()),
+    # v20: the repository whose .detach.toml named the check (NULL: the owner typed it)
+    sa.Column("check_repository", sa.Text),
 )
 
 turns = sa.Table(
@@ -255,6 +257,8 @@ task_checks = sa.Table(
     sa.Column("duration_s", sa.Float, nullable=False),
     sa.Column("output", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    # v20: false: not run, the owner did not approve the repository's check
+    sa.Column("approved", sa.Boolean, nullable=False, server_default=sa.true()),
 )
 
 # v15: conversations an engine keeps in the app's database (the local engine's history)

@@ -45,6 +45,7 @@ def task_of(row: Any) -> Task:
         preset=m["preset"],
         max_usd=m["max_usd"],
         check=m["check_command"],
+        check_repository=m["check_repository"],
         parent_id=m["parent_id"],
         subtasks=bool(m["subtasks"]),
     )

@@ -110,6 +110,7 @@ class TaskRepo:
                     "preset": new.preset,
                     "max_usd": new.max_usd,
                     "check_command": new.check,
+                    "check_repository": new.check_repository,
                     "parent_id": new.parent_id,
                     "subtasks": new.subtasks,
                 },

@@ -1,4 +1,6 @@
-"""A repository's default check: ``check = "make test"`` in ``.detach.toml`` at its root."""
+"""A repository's default check: ``check = "make test"`` in ``.detach.toml`` at its root. It is
+the repository's word, not the owner's: it runs only once the owner approved that exact command
+for that repository (``bot.approvals.consent``), so it must fit whole in one message."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from bot.tasks.options import NONE
 
 CONFIG_NAME = ".detach.toml"
 MAX_BYTES = 64 * 1024
+MAX_CHECK_CHARS = 2000  # a repository's check is shown whole in one approval message
 
 
 def given_check(given: str) -> str | None:
@@ -38,5 +41,12 @@ def repository_check(top: Path) -> str | None:
     if not isinstance(check, str) or not check.strip():
         raise UserInputError(
             "error.detach_toml", path=str(path), reason="check must be a non-empty string"
+        )
+    length = len(check.strip().encode("utf-16-le")) // 2  # as Telegram counts a message
+    if length > MAX_CHECK_CHARS:
+        raise UserInputError(
+            "error.detach_toml",
+            path=str(path),
+            reason=f"check has {length} characters, at most {MAX_CHECK_CHARS}",
         )
     return check.strip()

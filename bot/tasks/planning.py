@@ -13,6 +13,7 @@ from bot.models import ApprovalMode, Engine, NewTask, RepoHead, TaskKind
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store
 from bot.tasks.checks import given_check, repository_check
+from bot.tasks.lineage import Lineage
 from bot.tasks.options import approval_mode, flag
 from bot.tasks.options import engine as option_engine
 from bot.tasks.workdirs import WorkdirPolicy
@@ -90,10 +91,13 @@ class TaskPlanner:
         command: str,
         engine: Engine | None = None,
         slug: str | None = None,
+        lineage: Lineage | None = None,
     ) -> NewTask:
         """A checked NewTask from options (``model=``, ``cwd=``, ...) and a prompt: the model
         preset, budget, directory and mode resolved now, so bad input fails before anything
-        is created."""
+        is created. Under ``lineage`` (a sub-task) each is capped by its parent's rights."""
+        if lineage is not None:
+            lineage.depth_allowed()
         chosen = engine or (
             option_engine(options, self.default_engine, self.engines)
             if "engine" in options
@@ -102,18 +106,20 @@ class TaskPlanner:
         chat = await self._store.chats.get(chat_id)
         preset = self.money.preset_for(chat.preset, options.get("model"), chosen)
         engine_name = chosen or (preset.engine if preset else self.default_engine)
-        chat_dir = self._allowed_dir(chat_id, chat.cwd)
-        cwd = self.workdirs.resolve(options["cwd"], chat_dir) if "cwd" in options else chat_dir
-        mode, note = self._mode(options, kind, engine_name, locale)
-        worktree = flag(options, "worktree", self.defaults.worktree or mode is ApprovalMode.SANDBOX)
-        head = await self._head(cwd, explicit="worktree" in options) if worktree else None
+        cwd = await self._cwd(chat_id, chat.cwd, options.get("cwd"), lineage)
+        mode, note = self._mode(options, kind, engine_name, locale, lineage)
+        worktree = self._worktree(options, mode, lineage)
+        explicit = "worktree" in options or (lineage is not None and lineage.in_worktree)
+        head = await self._head(cwd, explicit) if worktree else None
+        max_usd = parse_usd(options.get("max_usd"), self.money.task_cap_usd)
+        check, check_repository = await self._check(options, cwd, lineage)
         return NewTask(
             owner_id=user_id,
             chat_id=chat_id,
             engine=engine_name,
             preset=preset.name if preset else None,
             model=preset.model if preset else None,
-            max_usd=parse_usd(options.get("max_usd"), self.money.task_cap_usd),
+            max_usd=lineage.budget(max_usd) if lineage is not None else max_usd,
             kind=kind,
             prompt=self.validate_prompt(prompt, command),
             cwd=cwd,
@@ -122,10 +128,32 @@ class TaskPlanner:
             worktree=head is not None,
             head=head,
             slug=slug,
-            check=await self._check(options, cwd),
+            check=check,
+            check_repository=check_repository,
             note=note,
-            subtasks=self._subtasks(options, engine_name),
+            subtasks=self._subtasks(options, engine_name) if lineage is None else False,
+            parent_id=lineage.parent.id if lineage is not None else None,
         )
+
+    async def _cwd(
+        self, chat_id: int, stored: str | None, typed: str | None, lineage: Lineage | None
+    ) -> Path:
+        """``cwd=`` inside an allowed directory (the chat's by default); a sub-task's inside
+        its parent's (the parent's by default)."""
+        if lineage is not None:
+            return self.workdirs.resolve(typed or ".", lineage.cwd, roots=(lineage.cwd,))
+        chat_dir = self._allowed_dir(chat_id, stored)
+        return self.workdirs.resolve(typed, chat_dir) if typed is not None else chat_dir
+
+    def _worktree(
+        self, options: dict[str, str], mode: ApprovalMode, lineage: Lineage | None
+    ) -> bool:
+        """``worktree=``; by default yes in sandbox mode; always under a worktree parent."""
+        default = self.defaults.worktree or mode is ApprovalMode.SANDBOX
+        if lineage is None:
+            return flag(options, "worktree", default)
+        asked = flag(options, "worktree", default) if "worktree" in options else None
+        return lineage.worktree(asked, default)
 
     async def _head(self, cwd: Path, explicit: bool) -> RepoHead | None:
         """The repository a worktree is cut from (one git process, looked up once for the
@@ -145,27 +173,44 @@ class TaskPlanner:
         return wanted
 
     def _mode(
-        self, options: dict[str, str], kind: TaskKind, engine: Engine, locale: str
+        self,
+        options: dict[str, str],
+        kind: TaskKind,
+        engine: Engine,
+        locale: str,
+        lineage: Lineage | None = None,
     ) -> tuple[ApprovalMode, str | None]:
         """The task's approval mode, and a line for its acknowledgement when the sandbox it
-        would have had does not work here (the task then asks instead)."""
+        would have had does not work here (the task then asks instead). A sub-task's: one its
+        parent may give, the parent's by default (a sandbox that falls back to asking, too)."""
         defaults = self.defaults
         default = defaults.detach_mode if kind is TaskKind.DETACH else defaults.session_mode
-        mode = approval_mode(options, default)
+        if lineage is not None:
+            default = lineage.mode(approval_mode(options, default) if "mode" in options else None)
+        mode = approval_mode(options, default) if lineage is None else default
         if mode is not ApprovalMode.SANDBOX:
             return mode, None
         problem = defaults.sandbox_problem(engine)
         if problem is None:
             return mode, None
+        if lineage is not None:
+            lineage.mode(ApprovalMode.ASK)  # no sandbox here: asking instead must be allowed
         log.warning("%s: no sandbox here (%s); the task runs in ask mode", engine, problem)
         return ApprovalMode.ASK, self._texts.get(locale, "task.sandbox_unavailable", reason=problem)
 
-    async def _check(self, options: dict[str, str], cwd: Path) -> str | None:
-        """``check=`` (``check=no``: none), else the repository's ``.detach.toml``."""
+    async def _check(
+        self, options: dict[str, str], cwd: Path, lineage: Lineage | None = None
+    ) -> tuple[str | None, str | None]:
+        """The check and, when it is the repository's (``.detach.toml``, not typed by the
+        owner: it runs once the owner approved it), that repository. ``check=`` (``check=no``:
+        none) is the owner's; a sub-task's is its parent's (it may name none)."""
+        if lineage is not None:
+            return lineage.check(options.get("check")), lineage.parent.check_repository
         if "check" in options:
-            return given_check(options["check"])
+            return given_check(options["check"]), None
         top = await self.worktrees.top_level(cwd)
-        return repository_check(top) if top is not None else None
+        command = repository_check(top) if top is not None else None
+        return command, str(top) if command is not None else None
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""

@@ -62,6 +62,8 @@ def check_line(texts: Texts, loc: str, check: CheckResult) -> str:
         "duration": duration(check.duration_s),
         "round": check.round,
     }
+    if not check.approved:
+        return texts.raw(loc, "check.not_approved", command=params["command"])
     if check.passed:
         return texts.raw(loc, "check.passed", **params)
     line = texts.raw(

@@ -108,12 +108,9 @@ class Notifier:
             parts.append(self._texts.get(task.locale, "task.ack_sandbox"))
         if task.subtasks:
             parts.append(self._texts.get(task.locale, "task.ack_subtasks"))
-        if task.check:
-            parts.append(
-                self._texts.get(
-                    task.locale, "task.ack_check", command=shorten(task.check, 80, one_line=True)
-                )
-            )
+        if task.check:  # whole: padding must not hide what runs
+            key = "task.ack_check_repository" if task.check_repository else "task.ack_check"
+            parts.append(self._texts.get(task.locale, key, command=task.check))
         return "\n" + " · ".join(parts) if parts else ""
 
     async def limit_waits(
@@ -204,7 +201,7 @@ class Notifier:
         card = task_keyboard(
             self._texts, loc, task.id, CARD_ACTIONS, WORKTREE_ACTIONS if in_worktree else []
         )
-        if check is not None and not check.passed:
+        if check is not None and check.approved and not check.passed:
             await self._check_output(task, check)
         if turn.status not in (TaskStatus.DONE, TaskStatus.CHECK_FAILED):
             await self.send(task, header, kind="result", markup=card)

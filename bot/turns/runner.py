@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot import failpoints
+from bot.approvals.consent import CheckConsent
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import (
@@ -91,6 +92,7 @@ class TurnRunner:
         self._identity = identity
         self._stop_poll_s = stop_poll_s
         self._checks = checks
+        self._consent = CheckConsent(store, desk)  # a repository's check waits for the owner
         self._agents: dict[int, asyncio.Future[None]] = {}  # task id -> its agent is gone
         self._specs = TurnSpecs(store, money, policy, workdirs, process_tag)
         self._drive = Drive(
@@ -127,6 +129,8 @@ class TurnRunner:
             log.warning(
                 "task %s turn %s: taken over by another process; left alone", task.id, turn.id
             )
+        finally:
+            self._consent.drop(task.id)  # a check question still open with no turn: a no
 
     async def _run_claimed(
         self, task: Task, turn: Turn, control: TurnControl, runner: str | None
@@ -149,6 +153,7 @@ class TurnRunner:
         left = self._money.budget_left(task)
         reported = False  # the outcome and its card are committed; the agent may still exit
         try:
+            await self._consent.ask_early(task, turn.id)  # the owner answers while it works
             spec = await self._specs.spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
@@ -235,9 +240,13 @@ class TurnRunner:
         self, task: Task, turn: Turn, outcome: TurnOutcome, tag: str | None
     ) -> CheckResult | None:
         """The task's check after a turn the agent finished (not after a failure, a cancel or
-        a spent budget), in the task's directory; inside the sandbox for sandboxed tasks."""
+        a spent budget), in the task's directory; a repository's check once the owner approved
+        it (else a result that says it did not run). Confined to the task's directory by the
+        sandbox whenever this machine has one (the CheckRunner's), whatever the task's mode."""
         if not task.check or self._checks is None or outcome.status is not TaskStatus.DONE:
             return None
+        if not await self._consent.allowed(task, turn.id):
+            return CheckResult(task.check, False, None, "", 0.0, turn.check_round, approved=False)
         sandboxed = task.approval_mode is ApprovalMode.SANDBOX
         return await self._checks.run(task.check, Path(task.cwd), sandboxed, turn.check_round, tag)
 
@@ -260,10 +269,9 @@ class TurnRunner:
         turn_id = turn.id
         wanted = changed and outcome.status is not TaskStatus.FAILED
         changes = await diff_stat(task.cwd) if wanted else ""
-        again = (
-            check is not None and not check.passed and turn.check_round < self._policy.check_rounds
-        )
-        if check is not None and not check.passed and not again:
+        failed = check is not None and check.approved and not check.passed
+        again = failed and turn.check_round < self._policy.check_rounds
+        if failed and not again:
             outcome = dataclasses.replace(
                 outcome,
                 status=TaskStatus.CHECK_FAILED,

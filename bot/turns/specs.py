@@ -38,6 +38,9 @@ class TurnPolicy:
     # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
+    # the bot's own directory (0700, in the data directory): a turn's files no agent may read,
+    # such as the `--mcp-config` naming that server (bot.mcp.launch)
+    private_dir: Path | None = None
     agent_nice: int = 0  # how much nicer than the bot a turn's processes run
 
 
@@ -83,6 +86,7 @@ class TurnSpecs:
             sandbox_domains=self._policy.sandbox_domains,
             preset=preset,
             mcp_servers=self._subtask_server(task),
+            private_dir=self._policy.private_dir,
             nice=self._policy.agent_nice,
         )
 

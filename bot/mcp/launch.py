@@ -1,0 +1,61 @@
+"""How the bot launches `detach mcp --parent <task>` for an agent that may start sub-tasks,
+without handing that agent a secret.
+
+The agent's CLI starts the server from a ``--mcp-config`` file it is given, so everything in
+that file (and the server's environment) is as readable to the agent as its own: it holds the
+data directory, the users and the limits, and this code's path, never the bot's token nor the
+database's URL (a password on PostgreSQL). The URL goes into a private settings file
+(``<data dir>/private/subtasks.env``, 0600, in the data directory sandboxed commands cannot
+read), which the server reads as every `detach` command reads its settings file. The config
+file itself is written in that same private directory (``private_dir``), 0600, and removed
+after the turn."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bot.config import ENV_FILE_VAR
+from bot.settings import Settings
+
+PRIVATE_DIR = "private"  # in the data directory: the bot's own files, none for an agent
+SECRETS_FILE = "subtasks.env"
+
+
+def private_dir(settings: Settings) -> Path:
+    """``<data dir>/private``: made 0700 on first use."""
+    path = settings.data_dir.resolve() / PRIVATE_DIR
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def subtask_env(settings: Settings) -> dict[str, str]:
+    """The environment of `detach mcp --parent N`: what it needs to reach this bot, with no
+    secret in it (the database is named by the private settings file, ``DETACH_ENV_FILE``)."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", ""),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "DETACH_DATA_DIR": str(settings.data_dir.resolve()),
+        "DETACH_ALLOWED_USERS": ",".join(str(u) for u in sorted(settings.allowed_users)),
+        "DETACH_MAX_PROMPT_CHARS": str(settings.max_prompt_chars),
+        "DETACH_MAX_SUBTASKS": str(settings.max_subtasks),
+    }
+    env[ENV_FILE_VAR] = str(_secrets_file(settings, settings.resolved_database_url))
+    return {k: v for k, v in env.items() if v}
+
+
+def _secrets_file(settings: Settings, url: str) -> Path:
+    """The private settings file holding the database URL (rewritten at each start)."""
+    path = private_dir(settings) / SECRETS_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.write(f"DETACH_DATABASE_URL={_quoted(url)}\n")
+    return path
+
+
+def _quoted(value: str) -> str:
+    """A value as a dotenv file reads it back whole (single quotes: no interpolation)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
