@@ -250,6 +250,8 @@ class TurnSpec:
     preset: Preset | None = None  # the task's model preset (an endpoint engine's endpoint)
     mcp_servers: tuple[McpServerSpec, ...] = ()  # for engines whose spec says mcp_client
     nice: int = 0  # the turn's processes run this much nicer (lower CPU priority) than the bot
+    # what a sandboxed turn's commands, tools and checks may not read (executors/denied.py)
+    deny_read: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Running a task's check (``pytest -q``, ``make test``) in its directory after a turn: through
-``sh -c``, inside bubblewrap for sandboxed tasks, bounded in time and stopped with its whole
-process tree on timeout or cancel."""
+``sh -c``, inside bubblewrap for sandboxed tasks (the denied paths hidden), bounded in time and
+stopped with its whole process tree on timeout or cancel; never with an API key, token or
+password in its environment."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from bot.models import CheckResult
 from executors import sandbox
+from executors.denied import without_secrets
 from executors.process import agent_env, spawn
 from executors.shield import shielded
 from executors.tree import stop_tree
@@ -34,9 +36,12 @@ class ShellCheck:
         timeout_s: float,
         grace_s: float = 2.0,
         nice: int = 0,
+        denied: Callable[[], Iterable[Path]] = tuple,
     ) -> None:
-        """``nice``: how much nicer than the bot the check's processes run."""
-        self._env = agent_env(environ, secrets)
+        """``nice``: how much nicer than the bot the check's processes run; ``denied``: the
+        paths a sandboxed check may not read (asked at each run)."""
+        self._env = without_secrets(agent_env(environ, secrets))
+        self._denied = denied
         self._timeout_s = timeout_s
         self._grace_s = grace_s
         self._nice = nice
@@ -46,7 +51,7 @@ class ShellCheck:
     ) -> CheckResult:
         argv = ["sh", "-c", command]
         if sandboxed:
-            argv = sandbox.confine(argv, cwd, self._env)
+            argv = sandbox.confine(argv, cwd, self._env, self._denied())
         started = time.monotonic()
         proc = await spawn(argv, str(cwd), self._env, tag, self._nice)
         assert proc.stdin is not None and proc.stdout is not None

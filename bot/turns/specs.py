@@ -16,6 +16,7 @@ from bot.money.presets import Preset
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.turns.outcome import preamble
+from executors.denied import ReadDenial
 
 SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
 
@@ -39,6 +40,7 @@ class TurnPolicy:
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
     agent_nice: int = 0  # how much nicer than the bot a turn's processes run
+    read_denial: ReadDenial | None = None  # what a sandboxed turn may not read; None: nothing
 
 
 class TurnSpecs:
@@ -84,7 +86,15 @@ class TurnSpecs:
             preset=preset,
             mcp_servers=self._subtask_server(task),
             nice=self._policy.agent_nice,
+            deny_read=self._deny_read(task),
         )
+
+    def _deny_read(self, task: Task) -> tuple[Path, ...]:
+        """The paths a sandboxed turn may not read, listed afresh (an agent's home changes)."""
+        denial = self._policy.read_denial
+        if denial is None or task.approval_mode is not ApprovalMode.SANDBOX:
+            return ()
+        return denial.paths()
 
     def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
         """`detach mcp --parent <task>` for a task whose agent may start sub-tasks."""

@@ -1,0 +1,39 @@
+"""Codex's sandboxed mode as a permission profile (measured with 0.171.0, docs/sandbox.md).
+
+``sandbox: "workspace-write"`` lets a command read every file (the bot's token, the database,
+the owner's keys) and passes every API key in its environment. A permission profile selected
+with ``default_permissions`` on the app-server's command line (and no ``sandbox`` on
+``thread/start``, which would select the older settings instead) does what Claude's sandbox
+does: writes only in the task's directory (``:workspace``, with ``/tmp`` and ``$TMPDIR`` made
+read-only), no network, each denied path ``none`` (bubblewrap: ``Permission denied``; the task's
+directory stays readable and writable inside a denied one), and the API keys, tokens and
+passwords excluded from its commands' environment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from bot.models import TurnSpec
+from executors.denied import secret_names
+
+PROFILE = "detach-sandbox"
+# the variables no command gets, whatever their case (Codex matches these patterns itself)
+EXCLUDED = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSW*", "*CREDENTIAL*", "*AUTH*")
+
+
+def profile_config(spec: TurnSpec, environ: Mapping[str, str]) -> list[str]:
+    """``-c`` overrides for the app-server of a sandboxed turn."""
+    entries = {str(path): "none" for path in spec.deny_read if str(path) != str(spec.cwd)}
+    entries.update({":slash_tmp": "read", ":tmpdir": "read"})
+    filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
+    profile = f'{{extends = ":workspace", filesystem = {{{filesystem}}}}}'
+    excluded = [*EXCLUDED, *secret_names(environ)]
+    return [
+        "-c",
+        f"default_permissions={json.dumps(PROFILE)}",
+        "-c",
+        f"permissions={{{json.dumps(PROFILE)} = {profile}}}",
+        "-c",
+        f"shell_environment_policy.exclude={json.dumps(excluded)}",
+    ]
