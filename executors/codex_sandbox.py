@@ -13,9 +13,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
 from bot.models import TurnSpec
 from executors.denied import secret_names
+
+
+def outermost(paths: tuple[Path, ...]) -> list[Path]:
+    """``paths`` without those inside another: 0.171's bubblewrap cannot make the mount point
+    of a denied file inside a denied directory (``Can't create file … Read-only file
+    system``, the thread fails to start), and the directory hides it anyway."""
+    return [p for p in paths if not any(p != o and p.is_relative_to(o) for o in paths)]
+
 
 PROFILE = "detach-sandbox"
 # the variables no command gets, whatever their case (Codex matches these patterns itself)
@@ -24,7 +33,7 @@ EXCLUDED = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSW*", "*CREDENTIAL*", "*AUTH*")
 
 def profile_config(spec: TurnSpec, environ: Mapping[str, str]) -> list[str]:
     """``-c`` overrides for the app-server of a sandboxed turn."""
-    entries = {str(path): "none" for path in spec.deny_read if str(path) != str(spec.cwd)}
+    entries = {str(path): "none" for path in outermost(spec.deny_read) if path != spec.cwd}
     entries.update({":slash_tmp": "read", ":tmpdir": "read"})
     filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
     profile = f'{{extends = ":workspace", filesystem = {{{filesystem}}}}}'
