@@ -11,6 +11,7 @@ would hide a world under /tmp whatever the denials."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -148,8 +149,12 @@ def attacks(w: World) -> list[str]:
         f"ln -s {w.files['SSH']} key && ln -s {h}/.config/detach conf && cat key conf/env; "
         "echo rc=$?",
         "printenv; echo rc=$?",
+        "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done; echo rc=$?",
     ]
 
+
+# every environment the sandbox can see, from a script (the CLI does not read it first)
+PROBE = "import glob\nfor p in glob.glob('/pr' + 'oc/*/env' + 'iron'):\n    print(open(p).read())\n"
 
 # the attacks whose failure the shell reports (tar and grep -r just find nothing, printenv no key)
 REPORTED = (0, 1, 3, 5)
@@ -189,6 +194,15 @@ async def test_claude_reads_no_secret(claude_bin, world):
             + [{"tool_use": {"name": "Read", "input": {"file_path": str(p)}}} for p in reads]
             + [{"tool_use": {"name": "Read", "input": {"file_path": "key"}}}]
             + [{"tool_use": {"name": "Grep", "input": {"pattern": "canary", "path": "/"}}}]
+            + [
+                {
+                    "tool_use": {
+                        "name": "Write",
+                        "input": {"file_path": "probe.py", "content": PROBE},
+                    }
+                }
+            ]
+            + [bash("python3 probe.py; echo rc=$?")]
             + [bash("cat own.txt && echo honest > made.txt; echo rc=$?")]
             + [{"text": "done"}],
         )
@@ -205,13 +219,17 @@ async def test_claude_reads_no_secret(claude_bin, world):
     final = events[-1]
     assert isinstance(final, TurnFinished) and not final.is_error, final
     results = outcomes(events, approver)
-    assert len(results) == len(attacks(world)) + 8
+    assert len(results) == len(attacks(world)) + 10
     outputs = list(results.values())
     assert reported(outputs) == []
-    assert all(refused(o) for o in outputs[len(attacks(world)) + 1 : -1])  # Read, Grep
+    assert all(refused(o) for o in outputs[len(attacks(world)) + 1 : -3])  # Read, Grep
     # `env` came to the approver (the CLI asks for it); the Read tool is refused by its deny
     # rules, not asked (no tap can let it through)
-    assert [r.tool_input.get("command") for r in approver.requests] == ["env; echo rc=$?"]
+    assert [r.tool_input.get("command") for r in approver.requests] == [
+        attacks(world)[-1],  # the CLI asks before a command reads /proc/<pid>/environ …
+        "env; echo rc=$?",
+    ]
+    assert "SHELL=" in outputs[-2]  # … but not before a script does: it ran, and saw no key
     assert "denied by your permission settings" in outputs[len(attacks(world)) + 1]
     assert "the task's own file" in outputs[-1] and "rc=0" in outputs[-1]  # honest work: free
     assert (world.task_dir / "made.txt").read_text() == "honest\n"
@@ -310,3 +328,32 @@ def test_the_denied_list_covers_the_bot_and_the_owner(world):
         assert path in denied
     assert world.home / ".codex" / "config.toml" not in denied  # what Codex itself runs from
     assert os.path.abspath(world.task_dir) not in map(str, denied)
+
+
+async def test_codex_keeps_its_profile_on_resume_and_has_no_network(codex_bin, world):
+    """A resumed thread runs under the same profile; the sandbox reaches no address, not even
+    the model server on 127.0.0.1."""
+    openai = OpenAIMock().start()
+    try:
+        openai.write_codex_home(world.home / ".codex")
+        (world.root / "tmp").mkdir()
+        env = world.env(
+            CODEX_HOME=str(world.home / ".codex"), TMPDIR=str(world.root / "tmp"), MOCK_API_KEY="k"
+        )
+        probe = f"cat {world.files['SETTINGS']}; curl -sS -m 3 {openai.base_url}; echo rc=$?"
+        openai.script(
+            "MARK-CRESUME",
+            [{"shell": "echo first"}, {"text": "one"}, {"shell": probe}, {"text": "two"}],
+        )
+        executor = CodexExecutor(codex_bin, env)
+        first = [e async for e in executor.run(world.spec("MARK-CRESUME go"), Scripted())]
+        thread = first[-1].session_id
+        again = dataclasses.replace(world.spec("next"), resume_session_id=thread)
+        second = [e async for e in executor.run(again, Scripted())]
+        requests = openai.requests_for("MARK-CRESUME")
+    finally:
+        openai.stop()
+    assert not second[-1].is_error, second[-1]
+    output = str(requests[-1]["input"][-1].get("output"))
+    assert "Permission denied" in output and "rc=7" in output, output
+    assert world.leaked(json.dumps(requests)) == []
