@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,11 @@ class ClaudeExecutor:
         if spec.approval_mode in (ApprovalMode.ASK, ApprovalMode.SANDBOX):
             argv += ["--permission-prompt-tool", "stdio"]
         if spec.approval_mode is ApprovalMode.SANDBOX:
-            settings = sandbox_settings(spec, self._env)
+            # the MCP servers' file may hold a database password: not for the agent's commands
+            hidden = (mcp_config,) if mcp_config is not None else ()
+            settings = sandbox_settings(
+                replace(spec, deny_read=(*spec.deny_read, *hidden)), self._env
+            )
             argv += ["--permission-mode", "acceptEdits", "--settings", settings]
         if spec.model:
             argv += ["--model", spec.model]

@@ -357,3 +357,18 @@ async def test_codex_keeps_its_profile_on_resume_and_has_no_network(codex_bin, w
     output = str(requests[-1]["input"][-1].get("output"))
     assert "Permission denied" in output and "rc=7" in output, output
     assert world.leaked(json.dumps(requests)) == []
+
+
+def test_claude_hides_the_mcp_servers_file_and_the_keys(claude_bin, world):
+    """The ``--mcp-config`` file (a sub-task server's database URL) is denied to a sandboxed
+    turn's commands and Read tool, and every key-like variable is unset for its commands."""
+    env = world.env(ANTHROPIC_API_KEY="k", DATABASE_PASSWORD="p", OPENAI_API_KEY="o")
+    config = world.root / "detach-mcp-1.json"
+    argv = ClaudeExecutor(claude_bin, env).argv(world.spec("x"), config)
+    settings = json.loads(argv[argv.index("--settings") + 1])
+    assert str(config) in settings["sandbox"]["filesystem"]["denyRead"]
+    assert f"Read(/{config})" in settings["permissions"]["deny"]
+    unset = {v["name"] for v in settings["sandbox"]["credentials"]["envVars"]}
+    assert unset >= {"ANTHROPIC_API_KEY", "DATABASE_PASSWORD", "OPENAI_API_KEY", "SERVICE_TOKEN"}
+    assert f"Read(/{world.task_dir}/**)" not in settings["permissions"]["deny"]
+    assert f"Read(/{world.data}/worktrees/other/**)" in settings["permissions"]["deny"]
