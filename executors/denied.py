@@ -5,8 +5,10 @@ never gets: one list for every engine (Claude's ``--settings``, Codex's permissi
 Denied by default: the bot's settings file and ``~/.config/detach``, its data directory
 (database, attachments, every task's worktree: a task's own directory inside it stays readable
 and writable, each sandbox binds it back over the denial), the agents' logins and transcripts,
-the owner's keys (``~/.ssh``, ``~/.gnupg``, cloud and cluster configs, ``~/.netrc``), the
-sockets of container engines and of the user's session, and ``DETACH_SANDBOX_DENY_READ``."""
+the owner's keys (``~/.ssh``, ``~/.gnupg``, cloud and cluster configs, ``~/.netrc``, the usual
+token files of git, gh, npm, PyPI and cargo, shell histories), the sockets of container engines
+and of the user's session, and ``DETACH_SANDBOX_DENY_READ``. Everything else stays readable
+(read-only): the list names secrets, it is not an allow-list."""
 
 from __future__ import annotations
 
@@ -27,6 +29,17 @@ HOME_SECRETS = (
     ".docker/config.json",
     ".kube",
     ".claude.json",  # may hold an API key given to /login
+    ".git-credentials",
+    ".config/gh",
+    ".config/gcloud",
+    ".azure",
+    ".pypirc",
+    ".npmrc",
+    ".cargo/credentials.toml",
+    ".password-store",
+    ".local/share/keyrings",
+    ".bash_history",
+    ".zsh_history",
 )
 # under Claude Code's config directory: its login and every session's transcript
 CLAUDE_SECRETS = (".credentials.json", "projects", "history.jsonl", "backups")
