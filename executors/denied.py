@@ -148,14 +148,23 @@ def outside(paths: Iterable[Path], keep: Path) -> tuple[Path, ...]:
     """``paths`` with each one that holds ``keep`` replaced by its entries that do not, down to
     ``keep`` (for deny rules that, unlike a sandbox's mounts, cannot be lifted again inside a
     denied directory). ``keep`` itself is never denied; what is denied inside it stays so."""
-    keep = Path(os.path.abspath(keep))
     result: list[Path] = []
     for path in paths:
-        if keep.is_relative_to(path):
-            result.extend(_around(path, keep))
-        else:
-            result.append(path)
+        inner = next((k for k in _forms(keep) if k.is_relative_to(path)), None)
+        result.extend(_around(path, inner) if inner is not None else [path])
     return tuple(result)
+
+
+def holds(path: Path, keep: Path) -> bool:
+    """Whether ``path`` is ``keep`` or one of its parents, as written or through symlinks."""
+    return any(k.is_relative_to(path) for k in _forms(keep))
+
+
+def _forms(path: Path) -> tuple[Path, ...]:
+    """``path`` absolute, and its real path when a symlink lies on the way."""
+    absolute = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(absolute))
+    return (absolute,) if real == absolute else (absolute, real)
 
 
 def _around(parent: Path, keep: Path) -> list[Path]:

@@ -12,6 +12,8 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from executors.denied import holds
+
 PACKAGES = "bubblewrap socat"
 PROBE_TIMEOUT_S = 10.0
 
@@ -71,19 +73,20 @@ def confine(
     stays readable and writable even inside a denied directory (mounts apply in order)."""
     bwrap = shutil.which("bwrap", path=environ.get("PATH", "")) or "bwrap"
     where = os.path.abspath(writable)
+    real = os.path.realpath(where)  # bound by its real path: a symlink on the way still leads
     holders: list[Path] = []  # denials around ``writable`` come before its bind, others after
     inside: list[Path] = []
     for path in denied:
-        if not path.is_absolute() or str(path) == where:
+        if not path.is_absolute() or str(path) in (where, real):
             continue
-        (holders if Path(where).is_relative_to(path) else inside).append(path)
+        (holders if holds(path, Path(where)) else inside).append(path)
     return [
         bwrap,
         *_base_args(),
         *_hidden(holders),
         "--bind",
-        where,
-        where,
+        real,
+        real,
         *_hidden(inside),
         "--chdir",
         where,

@@ -372,3 +372,20 @@ def test_claude_hides_the_mcp_servers_file_and_the_keys(claude_bin, world):
     assert unset >= {"ANTHROPIC_API_KEY", "DATABASE_PASSWORD", "OPENAI_API_KEY", "SERVICE_TOKEN"}
     assert f"Read(/{world.task_dir}/**)" not in settings["permissions"]["deny"]
     assert f"Read(/{world.data}/worktrees/other/**)" in settings["permissions"]["deny"]
+
+
+async def test_a_check_in_a_directory_reached_through_a_symlink_still_works(world):
+    """A home reached through a symlink (``/home`` -> ``/data/home``): the task's directory as
+    written lies inside the real data directory's denial, and is still bound back."""
+    link = world.root.with_name(world.root.name + "-link")
+    link.symlink_to(world.root)
+    try:
+        task_dir = link / world.task_dir.relative_to(world.root)
+        check = ShellCheck(world.env(), [], timeout_s=30, denied=world.denied)
+        command = f"cat own.txt; echo made > made.txt; cat {link}/home/.ssh/id_ed25519"
+        result = await check.run(command, task_dir, True, 1)
+    finally:
+        link.unlink()
+    assert "the task's own file" in result.output, result.output
+    assert (world.task_dir / "made.txt").read_text() == "made\n"
+    assert world.leaked(result.output) == []
