@@ -25,6 +25,7 @@ import pytest
 
 from bot.events import ToolCalled, ToolFinished, TurnFinished
 from bot.models import ApprovalMode, TurnSpec
+from bot.settings import Settings
 from executors.check import ShellCheck
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
@@ -389,3 +390,8 @@ async def test_a_check_in_a_directory_reached_through_a_symlink_still_works(worl
     assert "the task's own file" in result.output, result.output
     assert (world.task_dir / "made.txt").read_text() == "made\n"
     assert world.leaked(result.output) == []
+
+
+def test_more_denied_paths_come_from_the_settings():
+    settings = Settings(_env_file=None, sandbox_deny_read=" /srv/a, /srv/b ,")  # type: ignore[call-arg]
+    assert settings.sandbox_deny_read == (Path("/srv/a"), Path("/srv/b"))
