@@ -40,6 +40,16 @@ HOME_SECRETS = (
     ".local/share/keyrings",
     ".bash_history",
     ".zsh_history",
+    ".pgpass",
+    ".my.cnf",
+)
+# the database's companions, named even before they exist (Claude's Read rules are written
+# around the task's directory from what the data directory holds when the turn starts)
+DATABASE_FILES = (
+    "detach.sqlite",
+    "detach.sqlite-wal",
+    "detach.sqlite-shm",
+    "detach.sqlite-journal",
 )
 # under Claude Code's config directory: its login and every session's transcript
 CLAUDE_SECRETS = (".credentials.json", "projects", "history.jsonl", "backups")
@@ -96,6 +106,7 @@ class ReadDenial:
         """Absolute paths, each once (a symlinked one also as its target); some may not exist."""
         found = [
             self.data_dir,
+            *(self.data_dir / name for name in DATABASE_FILES),
             *(self.home / name for name in HOME_SECRETS),
             *(self.claude_dir / name for name in CLAUDE_SECRETS),
             *_codex_entries(self.codex_home),
