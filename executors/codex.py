@@ -28,7 +28,7 @@ from executors.codex_protocol import (
     notification_events,
 )
 from executors.codex_rpc import Rpc
-from executors.codex_sandbox import profile_config
+from executors.codex_sandbox import PROFILED, profile_config
 from executors.process import (
     agent_env,
     agent_process,
@@ -79,8 +79,8 @@ class CodexExecutor:
             argv += ["-c", item]
         if spec.model:
             argv += ["-c", f"model={json.dumps(spec.model)}"]
-        if spec.approval_mode is ApprovalMode.SANDBOX:  # a permission profile: codex_sandbox.py
-            argv += profile_config(spec, self._env)
+        if spec.approval_mode in PROFILED:  # a permission profile: codex_sandbox.py
+            argv += profile_config(spec, self._env, PROFILED[spec.approval_mode])
         return argv + list(spec.extra_args)
 
     async def _output(self, *args: str) -> tuple[int, str]:
@@ -127,11 +127,13 @@ class CodexExecutor:
             return {"approvalPolicy": "on-request"}
         if spec.approval_mode is ApprovalMode.ASK:
             return {"approvalPolicy": self.approval_policy, "sandbox": self.sandbox}
-        sandbox = "read-only" if spec.approval_mode is ApprovalMode.READONLY else self.sandbox
-        return {"approvalPolicy": "never", "sandbox": sandbox}
+        if spec.approval_mode is ApprovalMode.READONLY:  # read-only, and the secrets hidden
+            return {"approvalPolicy": "never"}
+        return {"approvalPolicy": "never", "sandbox": self.sandbox}
 
     def _check_sandbox(self, spec: TurnSpec) -> None:
-        if self._sandbox_refused and self._policy(spec).get("sandbox") != "danger-full-access":
+        unsandboxed = self._policy(spec).get("sandbox") == "danger-full-access"
+        if self._sandbox_refused and not unsandboxed:
             raise AgentCrashed(
                 "Codex's sandbox cannot work on this machine (no user namespaces); set "
                 "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",

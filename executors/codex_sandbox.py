@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.models import TurnSpec
-from executors.denied import secret_names
+from bot.models import ApprovalMode, TurnSpec
+from executors.denied import outside, secret_names
 
 
 def outermost(paths: tuple[Path, ...]) -> list[Path]:
@@ -27,16 +27,25 @@ def outermost(paths: tuple[Path, ...]) -> list[Path]:
 
 
 PROFILE = "detach-sandbox"
+# the modes whose commands run under the profile, and the built-in profile each extends: in
+# read-only mode commands run without asking, and 0.171's ``read-only`` sandbox reads everything
+PROFILED = {ApprovalMode.SANDBOX: ":workspace", ApprovalMode.READONLY: ":read-only"}
 # the variables no command gets, whatever their case (Codex matches these patterns itself)
 EXCLUDED = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSW*", "*CREDENTIAL*", "*AUTH*")
 
 
-def profile_config(spec: TurnSpec, environ: Mapping[str, str]) -> list[str]:
-    """``-c`` overrides for the app-server of a sandboxed turn."""
-    entries = {str(path): "none" for path in outermost(spec.deny_read) if path != spec.cwd}
+def profile_config(
+    spec: TurnSpec, environ: Mapping[str, str], base: str = ":workspace"
+) -> list[str]:
+    """``-c`` overrides for the app-server of a sandboxed (``base`` ``:workspace``) or
+    read-only (``:read-only``) turn."""
+    # a workspace root is bound back inside a denied directory; a read-only turn has none (a
+    # path made "read" inside a "none" one stays hidden): its denials are written around it
+    denied = spec.deny_read if base == ":workspace" else outside(spec.deny_read, spec.cwd)
+    entries = {str(path): "none" for path in outermost(denied) if path != spec.cwd}
     entries.update({":slash_tmp": "read", ":tmpdir": "read"})
     filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
-    profile = f'{{extends = ":workspace", filesystem = {{{filesystem}}}}}'
+    profile = f"{{extends = {json.dumps(base)}, filesystem = {{{filesystem}}}}}"
     excluded = [*EXCLUDED, *secret_names(environ)]
     return [
         "-c",

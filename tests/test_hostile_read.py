@@ -21,13 +21,24 @@ from pathlib import Path
 import pytest
 
 from bot.events import TurnFinished
+from bot.models import ApprovalMode
 from bot.settings import Settings
 from executors.check import ShellCheck
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
 from executors.local import LocalExecutor
 from tests.support.anthropic_mock import AnthropicMock
-from tests.support.canaries import PROBE, World, attacks, bash, outcomes, plant, refused, reported
+from tests.support.canaries import (
+    PROBE,
+    World,
+    attacks,
+    bash,
+    codex_outputs,
+    outcomes,
+    plant,
+    refused,
+    reported,
+)
 from tests.support.chat_mock import ChatMock
 from tests.support.openai_mock import OpenAIMock
 from tests.test_claude_executor import Scripted
@@ -121,11 +132,7 @@ async def test_codex_reads_no_secret(codex_bin, world):
         openai.stop()
     assert isinstance(events[-1], TurnFinished) and not events[-1].is_error, events[-1]
     assert approver.requests == []  # refused by the sandbox itself
-    outputs = [
-        str(item.get("output"))
-        for item in requests[-1]["input"]
-        if item.get("type") == "function_call_output"
-    ]
+    outputs = codex_outputs(requests[-1])
     assert len(outputs) == len(attacks(world)) + 1
     assert reported(outputs) == []
     assert "the task's own file" in outputs[-1] and "rc=0" in outputs[-1]
@@ -254,3 +261,34 @@ async def test_a_check_in_a_directory_reached_through_a_symlink_still_works(worl
 def test_more_denied_paths_come_from_the_settings():
     settings = Settings(_env_file=None, sandbox_deny_read=" /srv/a, /srv/b ,")  # type: ignore[call-arg]
     assert settings.sandbox_deny_read == (Path("/srv/a"), Path("/srv/b"))
+
+
+async def test_codex_in_readonly_mode_reads_no_secret(codex_bin, world):
+    """mode=readonly runs Codex's commands without asking: under 0.171's ``read-only`` sandbox
+    `cat <settings file>` returned the token. It runs under the same denials, written around
+    the task's directory (which it may read, not write)."""
+    openai = OpenAIMock().start()
+    try:
+        openai.write_codex_home(world.home / ".codex")
+        (world.root / "tmp").mkdir()
+        env = world.env(
+            CODEX_HOME=str(world.home / ".codex"), TMPDIR=str(world.root / "tmp"), MOCK_API_KEY="k"
+        )
+        openai.script(
+            "MARK-CRO",
+            [{"shell": c} for c in attacks(world)]
+            + [{"shell": "cat own.txt; echo x > made.txt; echo rc=$?"}, {"text": "done"}],
+        )
+        spec = dataclasses.replace(world.spec("MARK-CRO go"), approval_mode=ApprovalMode.READONLY)
+        approver = Scripted()
+        events = [e async for e in CodexExecutor(codex_bin, env).run(spec, approver)]
+        requests = openai.requests_for("MARK-CRO")
+    finally:
+        openai.stop()
+    assert not events[-1].is_error, events[-1]
+    assert approver.requests == []
+    outputs = codex_outputs(requests[-1])
+    assert reported(outputs) == []
+    assert "the task's own file" in outputs[-1] and "Read-only file system" in outputs[-1]
+    assert world.leaked(json.dumps(requests)) == []
+    assert not (world.task_dir / "made.txt").exists()

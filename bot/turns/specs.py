@@ -90,9 +90,13 @@ class TurnSpecs:
         )
 
     def _deny_read(self, task: Task) -> tuple[Path, ...]:
-        """The paths a sandboxed turn may not read, listed afresh (an agent's home changes)."""
+        """The paths a sandboxed or read-only turn (whose commands run without asking) may not
+        read, listed afresh (an agent's home changes)."""
         denial = self._policy.read_denial
-        if denial is None or task.approval_mode is not ApprovalMode.SANDBOX:
+        if denial is None or task.approval_mode not in (
+            ApprovalMode.SANDBOX,
+            ApprovalMode.READONLY,
+        ):
             return ()
         return denial.paths()
 
