@@ -224,10 +224,10 @@ def sandbox_settings(spec: TurnSpec, environ: Mapping[str, str] | None = None) -
     agent wants to run outside it (``dangerouslyDisableSandbox``), a host not in the list and an
     edit outside the directory come to the permission prompt; no sandbox, no turn. The turn's
     denied paths are hidden from its commands (``filesystem.denyRead``: a tmpfs or /dev/null
-    over each, the task's directory bound back) and from the Read tool (deny rules, which
-    cannot be lifted inside a denied directory: they name what lies around the task's
-    directory); the API keys and tokens of ``environ`` are unset for its commands
-    (``credentials.envVars``), while the CLI itself keeps them to reach its model."""
+    over each, the task's directory bound back) and from the Read tool, and kept from the
+    edit tools (deny rules, which cannot be lifted inside a denied directory: they name what
+    lies around the task's directory); the API keys and tokens of ``environ`` are unset for its
+    commands (``credentials.envVars``), while the CLI itself keeps them to reach its model."""
     settings: dict[str, Any] = {
         "enabled": True,
         "autoAllowBashIfSandboxed": True,
@@ -240,14 +240,17 @@ def sandbox_settings(spec: TurnSpec, environ: Mapping[str, str] | None = None) -
     hidden = secret_names(environ or {})
     if hidden:
         settings["credentials"] = {"envVars": [{"name": n, "mode": "deny"} for n in hidden]}
-    rules = [_read_rule(p) for p in outside(spec.deny_read, spec.cwd)]
+    rules = [rule for p in outside(spec.deny_read, spec.cwd) for rule in _deny_rules(p)]
     permissions = {"permissions": {"deny": rules}} if rules else {}
     return json.dumps({"sandbox": settings, **permissions})
 
 
-def _read_rule(path: Path) -> str:
-    """A Read deny rule for an absolute path (``//`` marks one in 2.1.197's rule syntax)."""
-    return f"Read(/{path}/**)" if path.is_dir() else f"Read(/{path})"
+def _deny_rules(path: Path) -> tuple[str, str]:
+    """Read and Edit deny rules for an absolute path (``//`` marks one in 2.1.197's rule
+    syntax): not read, and not written either (with the task's directory its home, a Write of
+    ``~/.ssh/authorized_keys`` was accepted without a tap)."""
+    pattern = f"/{path}/**" if path.is_dir() else f"/{path}"
+    return f"Read({pattern})", f"Edit({pattern})"
 
 
 @contextlib.contextmanager

@@ -239,6 +239,7 @@ def test_claude_hides_the_mcp_servers_file_and_the_keys(claude_bin, world):
     assert unset >= {"ANTHROPIC_API_KEY", "DATABASE_PASSWORD", "OPENAI_API_KEY", "SERVICE_TOKEN"}
     assert f"Read(/{world.task_dir}/**)" not in settings["permissions"]["deny"]
     assert f"Read(/{world.data}/worktrees/other/**)" in settings["permissions"]["deny"]
+    assert f"Edit(/{world.data}/worktrees/other/**)" in settings["permissions"]["deny"]
 
 
 async def test_a_check_in_a_directory_reached_through_a_symlink_still_works(world):
@@ -292,3 +293,38 @@ async def test_codex_in_readonly_mode_reads_no_secret(codex_bin, world):
     assert "the task's own file" in outputs[-1] and "Read-only file system" in outputs[-1]
     assert world.leaked(json.dumps(requests)) == []
     assert not (world.task_dir / "made.txt").exists()
+
+
+async def test_claude_working_in_the_home_directory_neither_reads_nor_writes_a_secret(
+    claude_bin, world
+):
+    """A task whose directory is the home itself: the denied paths lie inside it. Writes there
+    are accepted without a tap (acceptEdits), so the denials hold for the edit tools too: a
+    Write of ``~/.ssh/authorized_keys`` was accepted before."""
+    anthropic = AnthropicMock().start()
+    try:
+        keys = world.home / ".ssh" / "authorized_keys"
+        settings_file = str(world.files["SETTINGS"])
+        anthropic.script(
+            "MARK-HOME",
+            [
+                {"tool_use": {"name": "Write", "input": {"file_path": str(keys), "content": "x"}}},
+                {"tool_use": {"name": "Read", "input": {"file_path": settings_file}}},
+                bash(f"cat {settings_file} .ssh/id_ed25519; echo rc=$?"),
+                bash("echo mine > mine.txt; cat mine.txt"),
+                {"text": "done"},
+            ],
+        )
+        approver = Scripted()
+        spec = dataclasses.replace(world.spec("MARK-HOME go"), cwd=world.home)
+        env = world.env(**anthropic.env())
+        events = [e async for e in ClaudeExecutor(claude_bin, env).run(spec, approver)]
+        requests = json.dumps(anthropic.requests_for("MARK-HOME"))
+    finally:
+        anthropic.stop()
+    outputs = list(outcomes(events, approver.requests).values())
+    assert approver.requests == []
+    assert all(refused(o) for o in outputs[:3]), outputs
+    assert not keys.exists()
+    assert (world.home / "mine.txt").read_text() == "mine\n" and "mine" in outputs[-1]
+    assert world.leaked(requests) == []
