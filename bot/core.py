@@ -194,7 +194,7 @@ def turn_policy(settings: Settings, denial: ReadDenial | None = None) -> TurnPol
         subtask_command=(sys.executable, "-m", "bot", "mcp"),
         subtask_env=subtask_env(settings),
         agent_nice=settings.agent_nice,
-        read_denial=denial,
+        read_denial=denial.paths if denial is not None else None,
     )
 
 

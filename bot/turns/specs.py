@@ -5,7 +5,7 @@ spent budget, a directory no longer allowed)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +16,6 @@ from bot.money.presets import Preset
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.turns.outcome import preamble
-from executors.denied import ReadDenial
 
 SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
 
@@ -40,7 +39,9 @@ class TurnPolicy:
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
     agent_nice: int = 0  # how much nicer than the bot a turn's processes run
-    read_denial: ReadDenial | None = None  # what a sandboxed turn may not read; None: nothing
+    # what a sandboxed turn may not read (executors/denied.py, wired by the composition root),
+    # asked for every turn; None: nothing is denied
+    read_denial: Callable[[], tuple[Path, ...]] | None = None
 
 
 class TurnSpecs:
@@ -98,7 +99,7 @@ class TurnSpecs:
             ApprovalMode.READONLY,
         ):
             return ()
-        return denial.paths()
+        return denial()
 
     def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
         """`detach mcp --parent <task>` for a task whose agent may start sub-tasks."""
