@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from bot import config
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines, make_engines
 from bot.errors import ConfigError
@@ -43,6 +44,7 @@ from bot.turns.specs import TurnPolicy
 from bot.worktrees.git import Worktrees
 from executors import registry
 from executors.check import ShellCheck
+from executors.denied import ReadDenial
 from executors.tree import kill_tagged
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,7 @@ async def build_core(
     )
     lease = Lease(store, name, host, role.value, settings.worker_lease_s, executors.keys)
     tag = process_tag(settings, identity)
+    denial = read_denial(settings, agent_environ)
     runner = TurnRunner(
         store=store,
         engines=engines,
@@ -126,7 +129,7 @@ async def build_core(
         queue=queue,
         desk=desk,
         money=money,
-        policy=turn_policy(settings),
+        policy=turn_policy(settings, denial),
         workdirs=workdirs,
         identity=lease if shared_db else OneProcess(identity),
         stop_poll_s=poll_s,
@@ -136,6 +139,7 @@ async def build_core(
             settings.secret_values(),
             settings.check_timeout_s,
             nice=settings.agent_nice,
+            denied=denial.paths,
         ),
     )
     shared = None
@@ -165,7 +169,20 @@ async def build_core(
     )
 
 
-def turn_policy(settings: Settings) -> TurnPolicy:
+def read_denial(settings: Settings, environ: Mapping[str, str]) -> ReadDenial:
+    """What sandboxed turns and checks may not read: the settings file in use (found as it
+    was when these settings were loaded), the data directory, the usual keys and
+    DETACH_SANDBOX_DENY_READ."""
+    try:
+        settings_file = config.env_file(environ, Path.cwd())
+    except ConfigError:
+        settings_file = None
+    return ReadDenial.of(
+        environ, settings.data_dir.resolve(), settings_file, settings.sandbox_deny_read
+    )
+
+
+def turn_policy(settings: Settings, denial: ReadDenial | None = None) -> TurnPolicy:
     return TurnPolicy(
         auto_allowed_tools=settings.auto_allowed_tools,
         progress_interval_s=settings.progress_interval_s,
@@ -178,6 +195,7 @@ def turn_policy(settings: Settings) -> TurnPolicy:
         subtask_env=subtask_env(settings),
         private_dir=private_dir(settings),
         agent_nice=settings.agent_nice,
+        read_denial=denial.paths if denial is not None else None,
     )
 
 

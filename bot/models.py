@@ -255,6 +255,8 @@ class TurnSpec:
     mcp_servers: tuple[McpServerSpec, ...] = ()  # for engines whose spec says mcp_client
     private_dir: Path | None = None  # the bot's own (0700): where a turn's config files go
     nice: int = 0  # the turn's processes run this much nicer (lower CPU priority) than the bot
+    # what a sandboxed turn's commands, tools and checks may not read (executors/denied.py)
+    deny_read: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask
     detach_mode: ApprovalMode = ApprovalMode.SANDBOX
     sandbox_allowed_domains: Annotated[tuple[str, ...], NoDecode] = ()
+    # more paths a sandboxed task may not read, beyond the bot's own files and the usual keys
+    sandbox_deny_read: Annotated[tuple[Path, ...], NoDecode] = ()
     check_timeout_s: float = Field(default=900, gt=0)
     check_rounds: int = Field(default=2, ge=1, le=10)
     # front: turns run on `detach worker` processes (a worker is started as one, not set here)
@@ -124,7 +126,7 @@ class Settings(BaseSettings):
             return frozenset({value})
         return value
 
-    @field_validator("allowed_workdirs", mode="before")
+    @field_validator("allowed_workdirs", "sandbox_deny_read", mode="before")
     @classmethod
     def _parse_dirs(cls, value: object) -> object:
         if isinstance(value, str):

@@ -1,7 +1,8 @@
 """Running a task's check (``pytest -q``, ``make test``) in its directory after a turn: through
 ``sh -c``, inside bubblewrap whenever this machine has it (whatever the task's mode: a check is
-a command from a repository or an owner's message, never trusted with the whole machine),
-bounded in time and stopped with its whole process tree on timeout or cancel."""
+a command from a repository or an owner's message, never trusted with the whole machine; the
+denied paths hidden), bounded in time and stopped with its whole process tree on timeout or
+cancel; never with an API key, token or password in its environment."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from bot.models import CheckResult
 from executors import sandbox
+from executors.denied import without_secrets
 from executors.process import agent_env, spawn
 from executors.shield import shielded
 from executors.tree import stop_tree
@@ -35,9 +37,12 @@ class ShellCheck:
         timeout_s: float,
         grace_s: float = 2.0,
         nice: int = 0,
+        denied: Callable[[], Iterable[Path]] = tuple,
     ) -> None:
-        """``nice``: how much nicer than the bot the check's processes run."""
-        self._env = agent_env(environ, secrets)
+        """``nice``: how much nicer than the bot the check's processes run; ``denied``: the
+        paths a sandboxed check may not read (asked at each run)."""
+        self._env = without_secrets(agent_env(environ, secrets))
+        self._denied = denied
         self._timeout_s = timeout_s
         self._grace_s = grace_s
         self._nice = nice
@@ -47,7 +52,7 @@ class ShellCheck:
     ) -> CheckResult:
         argv = ["sh", "-c", command]
         if sandboxed or await asyncio.to_thread(sandbox.problem, self._env) is None:
-            argv = sandbox.confine(argv, cwd, self._env)
+            argv = sandbox.confine(argv, cwd, self._env, self._denied())
         started = time.monotonic()
         proc = await spawn(argv, str(cwd), self._env, tag, self._nice)
         assert proc.stdin is not None and proc.stdout is not None

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
 from executors import sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
+from executors.denied import outside, secret_names
 from executors.process import (
     JsonLines,
     agent_env,
@@ -73,7 +75,12 @@ class ClaudeExecutor:
         if spec.approval_mode in (ApprovalMode.ASK, ApprovalMode.SANDBOX):
             argv += ["--permission-prompt-tool", "stdio"]
         if spec.approval_mode is ApprovalMode.SANDBOX:
-            argv += ["--permission-mode", "acceptEdits", "--settings", sandbox_settings(spec)]
+            # the MCP servers' file may hold a database password: not for the agent's commands
+            hidden = (mcp_config,) if mcp_config is not None else ()
+            settings = sandbox_settings(
+                replace(spec, deny_read=(*spec.deny_read, *hidden)), self._env
+            )
+            argv += ["--permission-mode", "acceptEdits", "--settings", settings]
         if spec.model:
             argv += ["--model", spec.model]
         if spec.resume_session_id:
@@ -211,11 +218,16 @@ def _logged_out(final: TurnFinished) -> bool:
     return final.is_error and "Please run /login" in (final.result_text or "")
 
 
-def sandbox_settings(spec: TurnSpec) -> str:
+def sandbox_settings(spec: TurnSpec, environ: Mapping[str, str] | None = None) -> str:
     """``--settings`` for a sandboxed turn (measured with 2.1.197, docs/sandbox.md): Bash runs in
     bubblewrap, writable only in the task's directory, and needs no approval there; a command the
     agent wants to run outside it (``dangerouslyDisableSandbox``), a host not in the list and an
-    edit outside the directory come to the permission prompt; no sandbox, no turn."""
+    edit outside the directory come to the permission prompt; no sandbox, no turn. The turn's
+    denied paths are hidden from its commands (``filesystem.denyRead``: a tmpfs or /dev/null
+    over each, the task's directory bound back) and from the Read tool, and kept from the
+    edit tools (deny rules, which cannot be lifted inside a denied directory: they name what
+    lies around the task's directory); the API keys and tokens of ``environ`` are unset for its
+    commands (``credentials.envVars``), while the CLI itself keeps them to reach its model."""
     settings: dict[str, Any] = {
         "enabled": True,
         "autoAllowBashIfSandboxed": True,
@@ -223,7 +235,22 @@ def sandbox_settings(spec: TurnSpec) -> str:
         "allowUnsandboxedCommands": True,
         "network": {"allowedDomains": list(spec.sandbox_domains)},
     }
-    return json.dumps({"sandbox": settings})
+    if spec.deny_read:
+        settings["filesystem"] = {"denyRead": [str(p) for p in spec.deny_read]}
+    hidden = secret_names(environ or {})
+    if hidden:
+        settings["credentials"] = {"envVars": [{"name": n, "mode": "deny"} for n in hidden]}
+    rules = [rule for p in outside(spec.deny_read, spec.cwd) for rule in _deny_rules(p)]
+    permissions = {"permissions": {"deny": rules}} if rules else {}
+    return json.dumps({"sandbox": settings, **permissions})
+
+
+def _deny_rules(path: Path) -> tuple[str, str]:
+    """Read and Edit deny rules for an absolute path (``//`` marks one in 2.1.197's rule
+    syntax): not read, and not written either (with the task's directory its home, a Write of
+    ``~/.ssh/authorized_keys`` was accepted without a tap)."""
+    pattern = f"/{path}/**" if path.is_dir() else f"/{path}"
+    return f"Read({pattern})", f"Edit({pattern})"
 
 
 @contextlib.contextmanager

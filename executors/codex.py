@@ -28,6 +28,7 @@ from executors.codex_protocol import (
     notification_events,
 )
 from executors.codex_rpc import Rpc
+from executors.codex_sandbox import PROFILED, profile_config
 from executors.process import (
     agent_env,
     agent_process,
@@ -43,12 +44,6 @@ QUIET_CONFIG = (
     "analytics.enabled=false",
     "features.plugins=false",
     "check_for_update_on_startup=false",
-)
-# sandboxed mode writes only in the task's directory, as Claude's does: not /tmp, not $TMPDIR
-SANDBOX_CONFIG = (
-    "sandbox_workspace_write.exclude_slash_tmp=true",
-    "sandbox_workspace_write.exclude_tmpdir_env_var=true",
-    "sandbox_workspace_write.network_access=false",
 )
 
 
@@ -84,9 +79,8 @@ class CodexExecutor:
             argv += ["-c", item]
         if spec.model:
             argv += ["-c", f"model={json.dumps(spec.model)}"]
-        if spec.approval_mode is ApprovalMode.SANDBOX:
-            for item in SANDBOX_CONFIG:
-                argv += ["-c", item]
+        if spec.approval_mode in PROFILED:  # a permission profile: codex_sandbox.py
+            argv += profile_config(spec, self._env, PROFILED[spec.approval_mode])
         return argv + list(spec.extra_args)
 
     async def _output(self, *args: str) -> tuple[int, str]:
@@ -128,15 +122,18 @@ class CodexExecutor:
 
     def _policy(self, spec: TurnSpec) -> dict[str, str]:
         if spec.approval_mode is ApprovalMode.SANDBOX:
-            # commands run sandboxed without asking; the model asks to go outside it
-            return {"approvalPolicy": "on-request", "sandbox": "workspace-write"}
+            # commands run sandboxed (the profile on the command line: a ``sandbox`` here would
+            # select the older settings instead) without asking; the model asks to go outside
+            return {"approvalPolicy": "on-request"}
         if spec.approval_mode is ApprovalMode.ASK:
             return {"approvalPolicy": self.approval_policy, "sandbox": self.sandbox}
-        sandbox = "read-only" if spec.approval_mode is ApprovalMode.READONLY else self.sandbox
-        return {"approvalPolicy": "never", "sandbox": sandbox}
+        if spec.approval_mode is ApprovalMode.READONLY:  # read-only, and the secrets hidden
+            return {"approvalPolicy": "never"}
+        return {"approvalPolicy": "never", "sandbox": self.sandbox}
 
     def _check_sandbox(self, spec: TurnSpec) -> None:
-        if self._sandbox_refused and self._policy(spec)["sandbox"] != "danger-full-access":
+        unsandboxed = self._policy(spec).get("sandbox") == "danger-full-access"
+        if self._sandbox_refused and not unsandboxed:
             raise AgentCrashed(
                 "Codex's sandbox cannot work on this machine (no user namespaces); set "
                 "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
@@ -171,14 +168,13 @@ class CodexExecutor:
     def _writable_roots(self, spec: TurnSpec) -> list[Path]:
         """Where the turn's sandbox may write: the task's directory, and unless excluded
         (sandboxed mode) /tmp and $TMPDIR; nowhere when it is read-only or off."""
-        if self._policy(spec)["sandbox"] != "workspace-write":
-            return []
         roots = [Path(spec.cwd)]
-        if spec.approval_mode is not ApprovalMode.SANDBOX:
-            roots += [Path("/tmp")] + (
-                [Path(self._env["TMPDIR"])] if self._env.get("TMPDIR") else []
-            )
-        return roots
+        if spec.approval_mode is ApprovalMode.SANDBOX:
+            return roots
+        if self._policy(spec).get("sandbox") != "workspace-write":
+            return []
+        tmpdir = self._env.get("TMPDIR")
+        return [*roots, Path("/tmp"), *([Path(tmpdir)] if tmpdir else [])]
 
     async def _run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind

@@ -41,6 +41,7 @@ from bot.models import ApprovalMode, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec, SessionStore
 from executors import sandbox
 from executors.check import ShellCheck
+from executors.denied import without_secrets
 from executors.local_chat import Endpoint, complete
 from executors.local_history import assistant, fit, system_prompt, tool_result
 from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
@@ -252,14 +253,17 @@ class LocalExecutor:
         return f"denied by the owner: {decision.message or 'not allowed'}"
 
     def _command_runner(self, spec: TurnSpec, endpoint: Endpoint) -> Any:
-        """The ``run`` tool: ``sh -c`` in the task's directory (in bubblewrap when sandboxed),
-        without the bot's secrets and without the endpoint's own key in its environment."""
+        """The ``run`` tool: ``sh -c`` in the task's directory (in bubblewrap when sandboxed,
+        the turn's denied paths hidden), without the bot's secrets, API keys and tokens and the
+        endpoint's own key in its environment."""
         sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
-        environ = {k: v for k, v in self._environ.items() if k != endpoint.api_key_env}
+        environ = without_secrets(self._environ, (endpoint.api_key_env or "",))
 
         async def run_command(command: str, timeout_s: float | None) -> tuple[int | None, str]:
             limit = min(timeout_s or self._command_timeout_s, self._command_timeout_s)
-            shell = ShellCheck(environ, self._secrets, limit, nice=spec.nice)
+            shell = ShellCheck(
+                environ, self._secrets, limit, nice=spec.nice, denied=lambda: spec.deny_read
+            )
             result = await shell.run(command, spec.cwd, sandboxed, 1, spec.process_tag)
             return result.exit_code, result.output
 

@@ -237,3 +237,25 @@ async def test_a_check_that_leaves_a_daemon_leaves_nothing_running(workdir, sand
     async with asyncio.timeout(10):  # the tagged sweep runs in the background
         while _procs(f"sleep {marker}"):
             await asyncio.sleep(0.05)
+
+
+async def test_a_sandboxed_turn_is_told_what_it_may_not_read(tmp_path, workdir):
+    """The bot fills each sandboxed turn's deny list from its settings: the data directory,
+    DETACH_SANDBOX_DENY_READ, the owner's keys; a session in ask mode gets none."""
+    empty_repository(workdir)
+    engine = FakeEngine(finished("ok"))
+    extra = tmp_path / "private"
+    async with app_in_own_task(
+        settings(tmp_path, workdir, sandbox_deny_read=(extra,)),
+        session=RecordingSession(),
+        executors={"claude": engine},
+    ) as app:
+        await feed(app, message("/detach tidy up"))
+        await until_status(app, 1, TaskStatus.DONE)
+        await feed(app, message("/claude tidy up"))
+        await until_status(app, 2, TaskStatus.DONE)
+    sandboxed, asking = engine.specs
+    denied = set(sandboxed.deny_read)
+    assert {(tmp_path / "data").resolve(), extra, Path.home() / ".ssh"} <= denied
+    assert sandboxed.cwd.is_relative_to(tmp_path / "data" / "worktrees")  # bound back in
+    assert asking.deny_read == ()

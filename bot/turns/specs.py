@@ -5,7 +5,7 @@ spent budget, a directory no longer allowed)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,9 @@ class TurnPolicy:
     # such as the `--mcp-config` naming that server (bot.mcp.launch)
     private_dir: Path | None = None
     agent_nice: int = 0  # how much nicer than the bot a turn's processes run
+    # what a sandboxed turn may not read (executors/denied.py, wired by the composition root),
+    # asked for every turn; None: nothing is denied
+    read_denial: Callable[[], tuple[Path, ...]] | None = None
 
 
 class TurnSpecs:
@@ -88,7 +91,19 @@ class TurnSpecs:
             mcp_servers=self._subtask_server(task),
             private_dir=self._policy.private_dir,
             nice=self._policy.agent_nice,
+            deny_read=self._deny_read(task),
         )
+
+    def _deny_read(self, task: Task) -> tuple[Path, ...]:
+        """The paths a sandboxed or read-only turn (whose commands run without asking) may not
+        read, listed afresh (an agent's home changes)."""
+        denial = self._policy.read_denial
+        if denial is None or task.approval_mode not in (
+            ApprovalMode.SANDBOX,
+            ApprovalMode.READONLY,
+        ):
+            return ()
+        return denial()
 
     def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
         """`detach mcp --parent <task>` for a task whose agent may start sub-tasks."""

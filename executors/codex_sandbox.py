@@ -1,0 +1,57 @@
+"""Codex's sandboxed mode as a permission profile (measured with 0.171.0, docs/sandbox.md).
+
+``sandbox: "workspace-write"`` lets a command read every file (the bot's token, the database,
+the owner's keys) and passes every API key in its environment. A permission profile selected
+with ``default_permissions`` on the app-server's command line (and no ``sandbox`` on
+``thread/start``, which would select the older settings instead) does what Claude's sandbox
+does: writes only in the task's directory (``:workspace``, with ``/tmp`` and ``$TMPDIR`` made
+read-only), no network, each denied path ``none`` (bubblewrap: ``Permission denied``; the task's
+directory stays readable and writable inside a denied one), and the API keys, tokens and
+passwords excluded from its commands' environment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.models import ApprovalMode, TurnSpec
+from executors.denied import outside, secret_names
+
+
+def outermost(paths: tuple[Path, ...]) -> list[Path]:
+    """``paths`` without those inside another: 0.171's bubblewrap cannot make the mount point
+    of a denied file inside a denied directory (``Can't create file … Read-only file
+    system``, the thread fails to start), and the directory hides it anyway."""
+    return [p for p in paths if not any(p != o and p.is_relative_to(o) for o in paths)]
+
+
+PROFILE = "detach-sandbox"
+# the modes whose commands run under the profile, and the built-in profile each extends: in
+# read-only mode commands run without asking, and 0.171's ``read-only`` sandbox reads everything
+PROFILED = {ApprovalMode.SANDBOX: ":workspace", ApprovalMode.READONLY: ":read-only"}
+# the variables no command gets, whatever their case (Codex matches these patterns itself)
+EXCLUDED = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSW*", "*CREDENTIAL*", "*AUTH*")
+
+
+def profile_config(
+    spec: TurnSpec, environ: Mapping[str, str], base: str = ":workspace"
+) -> list[str]:
+    """``-c`` overrides for the app-server of a sandboxed (``base`` ``:workspace``) or
+    read-only (``:read-only``) turn."""
+    # a workspace root is bound back inside a denied directory; a read-only turn has none (a
+    # path made "read" inside a "none" one stays hidden): its denials are written around it
+    denied = spec.deny_read if base == ":workspace" else outside(spec.deny_read, spec.cwd)
+    entries = {str(path): "none" for path in outermost(denied) if path != spec.cwd}
+    entries.update({":slash_tmp": "read", ":tmpdir": "read"})
+    filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
+    profile = f"{{extends = {json.dumps(base)}, filesystem = {{{filesystem}}}}}"
+    excluded = [*EXCLUDED, *secret_names(environ)]
+    return [
+        "-c",
+        f"default_permissions={json.dumps(PROFILE)}",
+        "-c",
+        f"permissions={{{json.dumps(PROFILE)} = {profile}}}",
+        "-c",
+        f"shell_environment_policy.exclude={json.dumps(excluded)}",
+    ]
