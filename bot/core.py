@@ -14,6 +14,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import sqlalchemy as sa
 
