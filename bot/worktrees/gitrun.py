@@ -1,0 +1,163 @@
+"""Git as the bot runs it in a directory an agent may have written (a task's directory, its
+worktree, a ``.git`` the agent made): nothing from the repository's own configuration that runs
+a program is followed, and git gets a minimal environment (no bot secrets).
+
+How: the effective configuration is listed first (``git config --list --show-scope``: it runs
+nothing, measured in tests/test_hostile_git.py), then the command runs with overrides passed as
+``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` (a key is never re-parsed, so a
+driver named ``a=b`` cannot smuggle a value): the fixed ones below (fsmonitor, hooks, pager,
+editor, signing, transports, credential helpers, auto-gc), and for each driver the repository
+defines (``filter.*.clean|smudge|process``, ``diff.*.command|textconv``, ``merge.*.driver``,
+included files too) the owner's global value, or nothing. A ``core.worktree`` (the work tree
+moved elsewhere) is refused, not followed. Callers that diff pass ``--no-ext-diff
+--no-textconv``. One ``Scope`` may serve several commands in the same directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+GIT_TIMEOUT_S = 60.0
+PLAIN_DIFF = ("--no-color", "--no-ext-diff", "--no-textconv")  # what every diff of the bot passes
+ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_PAGER": "cat",
+    "GIT_EDITOR": ":",
+    "GIT_SEQUENCE_EDITOR": ":",
+    "GIT_SSH_COMMAND": "false",
+    "GIT_ASKPASS": "",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LC_ALL": "C",
+}
+FIXED: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.editor", ":"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", ""),
+    ("core.alternateRefsCommand", ""),
+    ("diff.external", ""),  # empty: no external diff (measured)
+    ("credential.helper", ""),  # empty: the list of helpers is reset
+    ("protocol.allow", "never"),  # no transport: lazy fetches, remote helpers, ssh
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("merge.verifySignatures", "false"),
+    ("log.showSignature", "false"),
+    ("gpg.program", "gpg"),
+    ("gpg.openpgp.program", "gpg"),
+    ("gpg.x509.program", "gpgsm"),
+    ("gpg.ssh.program", "ssh-keygen"),
+    ("gpg.ssh.defaultKeyCommand", ""),
+    ("submodule.recurse", "false"),
+    ("safe.bareRepository", "explicit"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+)
+# a driver's program, by the repository's choice of name; its value when no global one exists
+DRIVERS = re.compile(
+    r"(?P<kind>filter|diff|merge)\.(?P<name>.+)\.(?P<var>clean|smudge|process|command|textconv|driver)"
+)
+NEUTRAL = {"driver": "false"}  # a merge driver that always fails: a conflict, never a program
+OWNER_SCOPES = {"system", "global"}  # the rest is the repository's (local, worktree)
+WORKTREE_MOVED = "core.worktree is set in this repository's configuration; not followed"
+
+
+@dataclass(frozen=True, slots=True)
+class Git:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The overrides of one directory's git commands, or why git is not run there at all."""
+
+    overrides: tuple[tuple[str, str], ...]
+    refusal: str | None = None
+
+    def env(self) -> dict[str, str]:
+        env = {**ENV, "HOME": str(Path.home()), "GIT_CONFIG_COUNT": str(len(self.overrides))}
+        for n, (key, value) in enumerate(self.overrides):
+            env[f"GIT_CONFIG_KEY_{n}"] = key
+            env[f"GIT_CONFIG_VALUE_{n}"] = value
+        return env
+
+
+BASE = Scope(FIXED)
+
+
+async def scope(cwd: Path | str, timeout_s: float = GIT_TIMEOUT_S) -> Scope:
+    """The overrides for git in ``cwd``: FIXED, plus each program-running driver key that the
+    repository's own configuration (or a file it includes) defines."""
+    listed = await _run(cwd, ("config", "--list", "--show-scope", "--null"), BASE, timeout_s)
+    if listed.code != 0:
+        return Scope(FIXED, listed.err or "git cannot read this repository's configuration")
+    return from_listing(listed.out)
+
+
+def from_listing(listing: str) -> Scope:
+    """The Scope for the NUL-separated ``scope, key\\nvalue`` pairs of ``git config --list
+    --show-scope --null``: a driver key the repository set gets the owner's own (global) value
+    back, or a neutral one; a filter left without a program is no longer required."""
+    fields = listing.split("\0")
+    entries = [(fields[i], *_key_value(fields[i + 1])) for i in range(0, len(fields) - 1, 2)]
+    owner = {key: value for where, key, value in entries if where in OWNER_SCOPES}
+    planted = {
+        key: found
+        for where, key, _value in entries
+        if where not in OWNER_SCOPES and (found := DRIVERS.fullmatch(key)) is not None
+    }
+    extra = [(key, owner.get(key, NEUTRAL.get(m["var"], ""))) for key, m in planted.items()]
+    unowned = {m["name"] for key, m in planted.items() if m["kind"] == "filter"} - {
+        m["name"] for key, m in planted.items() if key in owner
+    }
+    extra += [(f"filter.{name}.required", "false") for name in sorted(unowned)]
+    moved = any(key == "core.worktree" for _where, key, _value in entries)
+    return Scope((*FIXED, *extra), WORKTREE_MOVED if moved else None)
+
+
+def _key_value(field: str) -> tuple[str, str]:
+    key, _, value = field.partition("\n")  # a key without "=" has no value at all
+    return key, value
+
+
+async def git(
+    cwd: Path | str, *args: str, timeout_s: float = GIT_TIMEOUT_S, within: Scope | None = None
+) -> Git:
+    """Run git in ``cwd``, bounded, never prompting, with the repository's program-running
+    configuration neutralised (``within``: a Scope already read for ``cwd``)."""
+    where = within or await scope(cwd, timeout_s)
+    if where.refusal is not None:
+        return Git(128, "", where.refusal)
+    return await _run(cwd, args, where, timeout_s)
+
+
+async def _run(cwd: Path | str, args: tuple[str, ...], where: Scope, timeout_s: float) -> Git:
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        "--no-pager",
+        "-C",
+        str(cwd),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=where.env(),
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return Git(124, "", f"git {args[0]} took longer than {timeout_s:.0f}s")
+    return Git(
+        proc.returncode or 0,
+        out.decode(errors="replace").strip(),
+        err.decode(errors="replace").strip(),
+    )
