@@ -1,0 +1,296 @@
+"""A hostile agent plants programs in a repository's configuration (core.fsmonitor, hooks,
+diff.external, a textconv, filter drivers with .gitattributes, core.pager, an include.path, a
+merge driver) and waits for the bot's own git to run them with the bot's rights. Each planted
+program writes a marker file; the bot's real git paths (the completion card's diff_stat,
+diff_text for a take-over, a task worktree's create / Show diff / Merge / Discard) must leave
+no marker and still give the right answer. A control shows each plant is live with a plain git.
+Where the agent can plant them: a plain directory where it made a whole ``.git`` (Claude's
+sandbox allows it, measured below), a sub-directory of a checkout, a worktree's ``.git`` file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.errors import UserInputError
+from bot.store import Store
+from bot.turns.gitinfo import diff_stat, diff_text
+from bot.worktrees.git import Worktrees
+from bot.worktrees.gitrun import BASE, from_listing, scope
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+
+HOOKS = (
+    "post-checkout",
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-merge-commit",
+    "post-merge",
+    "reference-transaction",
+    "post-index-change",
+    "pre-auto-gc",
+)
+ATTRIBUTES = "*.t diff=tc merge=mx\n*.f filter=fx\n*.i filter=inc diff=inc\n*.q filter=x=y\n"
+
+
+def sh_git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=T", "-c", "user.email=t@t", "-C", str(cwd), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env or _clean_env(),
+    ).stdout.strip()
+
+
+def _clean_env() -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"], "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def make_repo(path: Path) -> Path:
+    """A repository with one commit: files each planted attribute applies to."""
+    path.mkdir(parents=True, exist_ok=True)
+    sh_git(path, "init", "-q", "-b", "main")
+    for name in ("a.t", "b.f", "c.i", "d.q", "plain.txt"):
+        (path / name).write_text(f"{name} v1\n")
+    sh_git(path, "add", "-A")
+    sh_git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def plant(gitdir: Path, markers: Path) -> None:
+    """Every program-running setting, each touching its own marker, and every hook."""
+    markers.mkdir(exist_ok=True)
+
+    def run(name: str, then: str = "cat") -> str:
+        return f'"touch {markers}/{name}; {then}"'
+
+    (gitdir / "extra.cfg").write_text(
+        f'[filter "inc"]\n\tclean = {run("include-clean")}\n\tsmudge = {run("include-smudge")}\n'
+        f'[diff "inc"]\n\ttextconv = {run("include-textconv")}\n'
+    )
+    with (gitdir / "config").open("a") as config:
+        config.write(
+            f"[core]\n\tfsmonitor = {run('fsmonitor', 'echo')}\n\tpager = {run('pager')}\n"
+            f"\teditor = {run('editor', 'true')}\n"
+            f"[diff]\n\texternal = {run('diff-external', 'true')}\n"
+            f'[diff "tc"]\n\ttextconv = {run("textconv")}\n\tcommand = {run("diff-command")}\n'
+            f'[filter "fx"]\n\tclean = {run("clean")}\n\tsmudge = {run("smudge")}\n'
+            f"\trequired = true\n"
+            f'[filter "x=y"]\n\tclean = {run("odd-name-clean")}\n'
+            f'[merge "mx"]\n\tdriver = {run("merge-driver", "true")}\n'
+            f"[merge]\n\tdefault = mx\n"
+            f"[gpg]\n\tprogram = {run('gpg', 'false')}\n[commit]\n\tgpgSign = true\n"
+            f"[include]\n\tpath = extra.cfg\n"
+        )
+    (gitdir / "info").mkdir(exist_ok=True)
+    (gitdir / "info" / "attributes").write_text(ATTRIBUTES)
+    hooks = gitdir / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for hook in HOOKS:
+        (hooks / hook).write_text(f"#!/bin/sh\ntouch {markers}/hook-{hook}\n")
+        (hooks / hook).chmod(0o755)
+
+
+def edit(top: Path) -> None:
+    """The agent's work: a change to each kind of file, and a new file."""
+    for name in ("a.t", "b.f", "c.i", "d.q", "plain.txt"):
+        with (top / name).open("a") as handle:
+            handle.write(f"{name} v2\n")
+    (top / "new.txt").write_text("new\n")
+
+
+def fired(markers: Path) -> list[str]:
+    return sorted(p.name for p in markers.iterdir()) if markers.exists() else []
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> Path:
+    return tmp_path / "markers"
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    yield store
+    await store.close()
+
+
+def fake_repository(top: Path, markers: Path) -> Path:
+    """A plain directory where the agent made a whole ``.git`` and planted it."""
+    make_repo(top)
+    plant(top / ".git", markers)
+    edit(top)
+    return top
+
+
+def test_every_plant_is_live_with_a_plain_git(tmp_path, markers):
+    """The control: git as a program without the bot's overrides runs what was planted."""
+    top = fake_repository(tmp_path / "plain", markers)
+    subprocess.run(["git", "-C", str(top), "diff", "HEAD"], env=_clean_env(), capture_output=True)
+    subprocess.run(["git", "-C", str(top), "add", "-A"], env=_clean_env(), capture_output=True)
+    subprocess.run(["git", "-C", str(top), "diff", "--no-ext-diff", "HEAD"], env=_clean_env())
+    live = {"fsmonitor", "diff-command", "textconv", "clean", "include-clean", "odd-name-clean"}
+    assert live | {"hook-post-index-change"} <= set(fired(markers)), fired(markers)
+
+
+async def test_listing_the_configuration_runs_nothing(tmp_path, markers):
+    top = fake_repository(tmp_path / "plain", markers)
+    found = await scope(top)
+    assert fired(markers) == []
+    keys = dict(found.overrides)
+    assert keys["filter.fx.clean"] == "" and keys["filter.fx.required"] == "false"
+    assert keys["filter.x=y.clean"] == "" and keys["filter.inc.clean"] == ""  # the odd, included
+    assert keys["diff.tc.textconv"] == "" and keys["merge.mx.driver"] == "false"
+    assert found.refusal is None
+
+
+@pytest.mark.parametrize("where", ["plain directory", "repository sub-directory"])
+async def test_the_completion_cards_git_runs_nothing_planted(tmp_path, markers, where):
+    if where == "plain directory":
+        top = fake_repository(tmp_path / "plain", markers)
+    else:  # the task's directory is inside a clean checkout; the agent made its own .git there
+        make_repo(tmp_path / "checkout")
+        top = fake_repository(tmp_path / "checkout" / "sub", markers)
+    stat = await diff_stat(str(top))
+    text = await diff_text(str(top))
+    assert fired(markers) == []
+    for name in ("a.t", "b.f", "c.i", "d.q", "plain.txt"):
+        assert name in stat
+        assert text is not None and f"+{name} v2" in text  # the real content, no textconv
+    assert "new.txt | new" in stat and "new file (untracked): new.txt" in text
+
+
+async def test_a_moved_work_tree_is_not_followed(tmp_path, markers):
+    """``core.worktree`` would point the bot's diff at another directory (its files' content
+    in the card and a take-over prompt): refused, nothing listed."""
+    top = fake_repository(tmp_path / "plain", markers)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "a.t").write_text("SECRET-ELSEWHERE\n")
+    sh_git(top, "config", "core.worktree", str(elsewhere))
+    assert await diff_stat(str(top)) == ""
+    assert await diff_text(str(top)) is None
+    assert fired(markers) == []
+
+
+def test_a_driver_the_owner_defines_keeps_the_owners_program():
+    """A repository redefining the owner's own filter (git-lfs's, say) gets the owner's value
+    back, not nothing: the owner's global configuration is the owner's."""
+    listing = (
+        "global\0filter.lfs.clean\ngit-lfs clean -- %f\0global\0filter.lfs.required\ntrue\0"
+        "local\0filter.lfs.clean\ntouch /tmp/x\0local\0diff.z.textconv\0"
+    )
+    keys = dict(from_listing(listing).overrides)
+    assert keys["filter.lfs.clean"] == "git-lfs clean -- %f"
+    assert "filter.lfs.required" not in keys and keys["diff.z.textconv"] == ""
+
+
+async def test_a_task_worktree_from_a_planted_repository_creates_diffs_merges_discards(
+    tmp_path, markers, store
+):
+    """A previous task made a whole repository in a plain directory and planted it; a new task
+    with its own worktree there: create (checkout: smudge, post-checkout), Show diff (add -N,
+    diff: clean, textconv, fsmonitor), Merge (commit and merge: hooks, merge driver), Discard."""
+    repo = make_repo(tmp_path / "planted")
+    plant(repo / ".git", markers)
+    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    created = await trees.create(1, "merge-me", repo)
+    work = Path(created.row.path)
+    assert (work / "b.f").read_text() == "b.f v1\n"  # checked out, no smudge
+    edit(work)
+    diff = await trees.diff(1)
+    assert "b.f" in diff.stat and "+a.t v2" in diff.patch and "new.txt" in diff.stat
+    assert await trees.merge(1, "the task's work") == "main"
+    assert (repo / "new.txt").read_text() == "new\n" and "a.t v2" in (repo / "a.t").read_text()
+    await trees.create(2, "drop-me", repo)
+    (Path((await trees.active(2)).path) / "junk.txt").write_text("junk\n")
+    assert await trees.discard(2, confirmed=False) is False
+    assert await trees.discard(2, confirmed=True) is True
+    assert fired(markers) == []
+
+
+async def test_a_planted_merge_driver_is_a_conflict_not_a_program(tmp_path, markers, store):
+    repo = make_repo(tmp_path / "planted")
+    plant(repo / ".git", markers)
+    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    created = await trees.create(1, "clash", repo)
+    (Path(created.row.path) / "a.t").write_text("theirs\n")
+    (repo / "a.t").write_text("ours\n")
+    sh_git(repo, "commit", "-qam", "base moves", env=(await scope(repo)).env())
+    with pytest.raises(UserInputError) as refused:
+        await trees.merge(1, "clash")
+    assert refused.value.key == "worktree.conflict"
+    assert (repo / "a.t").read_text() == "ours\n"  # the merge was aborted
+    assert fired(markers) == []
+
+
+async def test_a_worktrees_git_file_pointed_at_a_planted_git_dir(tmp_path, markers, store):
+    """Inside its worktree the agent may rewrite the ``.git`` file to name a git directory it
+    made and planted; Show diff and Discard still run nothing."""
+    repo = make_repo(tmp_path / "repo")
+    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    work = Path((await trees.create(1, "swap", repo)).row.path)
+    fake = make_repo(tmp_path / "agent-made")
+    plant(fake / ".git", markers)
+    (work / ".git").write_text(f"gitdir: {fake / '.git'}\n")
+    edit(work)
+    await trees.diff(1)
+    await trees.discard(1, confirmed=True)
+    assert fired(markers) == []
+
+
+async def test_the_bots_git_stays_fast(tmp_path):
+    """The completion card's git in a clean repository (one configuration read, then two
+    commands together): measured, a few milliseconds each on an idle machine."""
+    top = make_repo(tmp_path / "repo")
+    edit(top)
+    await diff_stat(str(top))  # warm
+    started = time.perf_counter()
+    for _ in range(5):
+        assert "a.t" in await diff_stat(str(top))
+    per_card_s = (time.perf_counter() - started) / 5
+    assert per_card_s < 0.5, per_card_s  # generous: a shared CI machine
+    assert BASE.refusal is None
+
+
+# -- end to end: the real claude CLI, sandboxed, plants a repository; the bot builds the card --
+
+
+def bash(command: str) -> dict:
+    return {"tool_use": {"name": "Bash", "input": {"command": command, "description": "d"}}}
+
+
+async def test_a_sandboxed_claude_plants_a_repository_and_the_card_runs_nothing(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """Measured with Claude 2.1.197: in a plain directory its sandbox lets Bash create a
+    ``.git`` with a config and hooks, no approval asked; the bot's card then runs git there.
+    (Measured: a shell redirection into ``.git/config`` is asked for, ``git config`` is not; a
+    command naming a path outside is asked for, so the planted programs touch files here.)"""
+    planting = (
+        "git init -q -b main && git config core.fsmonitor 'touch FSMONITOR-RAN; echo'"
+        " && git config diff.external 'touch EXTERNAL-RAN'"
+        " && printf '#!/bin/sh\\ntouch HOOK-RAN\\n' > .git/hooks/post-index-change"
+        " && chmod +x .git/hooks/post-index-change && echo planted > work.txt && echo PLANTED"
+    )
+    anthropic.script("MARK-PLANT", [bash(planting), {"text": "planted it"}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env):
+            await fake.user_message("/detach MARK-PLANT go", OWNER)
+            card = await fake.wait_text(OWNER, "planted it", timeout_s=90)
+            assert "work.txt" in card.params["text"]  # the card's git still lists the change
+            asked = [c for c in fake.calls if "wants to use" in str(c.params.get("text"))]
+            assert asked == []
+    assert "FSMONITOR-RAN" in (workdir / ".git" / "config").read_text()  # the plant was made
+    assert sorted(p.name for p in workdir.iterdir()) == [".git", "work.txt"]
+    control = subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), timeout=30)
+    assert control.returncode == 0 and (workdir / "FSMONITOR-RAN").exists()  # it was live
