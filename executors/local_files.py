@@ -71,7 +71,10 @@ class Confined:
 
     # -- opening ---------------------------------------------------------------------------
     def _open(self, path: Path, flags: int) -> int:
-        """A descriptor of the regular file at the resolved ``path``, checked to be inside."""
+        """A descriptor of the regular file ``path`` leads to, checked to be inside."""
+        path = path.resolve()
+        if not self._contains(path):
+            raise ToolFailed(f"{path.name} leads outside the working directory")
         try:
             fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
         except OSError as exc:
