@@ -17,12 +17,16 @@ from pathlib import Path
 import pytest
 
 from bot.errors import UserInputError
+from bot.events import SessionStarted, TurnFinished
+from bot.models import ApprovalMode, TurnSpec
 from bot.store import Store
 from bot.turns.gitinfo import diff_stat, diff_text
 from bot.worktrees.git import Worktrees
-from bot.worktrees.gitrun import BASE, from_listing, scope
+from executors.claude import ClaudeExecutor
+from executors.gitguard import BASE, from_listing, scope
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_claude_executor import Scripted, collect
 
 HOOKS = (
     "post-checkout",
@@ -294,3 +298,35 @@ async def test_a_sandboxed_claude_plants_a_repository_and_the_card_runs_nothing(
     assert sorted(p.name for p in workdir.iterdir()) == [".git", "work.txt"]
     control = subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), timeout=30)
     assert control.returncode == 0 and (workdir / "FSMONITOR-RAN").exists()  # it was live
+
+
+def sandboxed(prompt: str, cwd: Path, resume: str | None = None) -> TurnSpec:
+    return TurnSpec(1, 1, prompt, cwd, resume_session_id=resume, approval_mode=ApprovalMode.SANDBOX)
+
+
+async def test_claudes_own_git_at_its_next_start_runs_nothing_planted(
+    claude_bin, agent_env, anthropic, workdir
+):
+    """Measured with Claude 2.1.197: at each start the CLI itself runs ``git status --short``
+    and ``git log`` in its directory, outside its sandbox; a core.fsmonitor planted by the
+    previous turn ran there as the owner. A clean filter on a tracked file whose stat changed
+    would run the same way. A sandboxed turn's CLI gets the overrides in its environment."""
+    planting = [  # .git/config is writable only in the command that makes .git (measured)
+        "git init -q -b main && echo x > a.txt && git add a.txt"
+        " && git config core.fsmonitor 'touch FSMONITOR-RAN; echo'"
+        " && git config filter.fx.clean 'touch CLEAN-RAN; cat'",
+        "printf '* filter=fx\\n' > .gitattributes",
+        "touch -d 2001-01-01 a.txt",
+    ]
+    script = [*map(bash, planting), {"text": "planted"}, bash("echo 2"), {"text": "again"}]
+    anthropic.script("MARK-NEXT", script)
+    claude = ClaudeExecutor(claude_bin, agent_env)
+    approver = Scripted()
+    first = await collect(claude, sandboxed("MARK-NEXT go", workdir), approver)
+    assert approver.requests == []  # planted with no approval
+    session = next(e.session_id for e in first if isinstance(e, SessionStarted))
+    second = await collect(claude, sandboxed("more", workdir, resume=session), Scripted())
+    assert isinstance(second[-1], TurnFinished) and second[-1].result_text == "again"
+    assert sorted(p.name for p in workdir.iterdir()) == [".git", ".gitattributes", "a.txt"]
+    subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), capture_output=True)
+    assert (workdir / "FSMONITOR-RAN").exists() and (workdir / "CLEAN-RAN").exists()  # live

@@ -1,5 +1,5 @@
 """What a turn changed in its repository: for the completion card, and for another engine that
-takes a task over (git through ``bot.worktrees.gitrun``, bounded, with whatever the agent may
+takes a task over (git through ``executors.gitguard``, bounded, with whatever the agent may
 have planted in the repository's configuration neutralised: one ``git config`` read, then the
 two commands together)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot.telegram.render import shorten
 from bot.worktrees.git import maybe_in_repository
-from bot.worktrees.gitrun import PLAIN_DIFF, Scope, git, scope
+from executors.gitguard import PLAIN_DIFF, Scope, git, scope
 
 TIMEOUT_S = 5.0
 MAX_NEW_FILES = 20
@@ -58,10 +58,7 @@ def _in_repository(cwd: str) -> bool:
 async def _scope(cwd: str) -> Scope | None:
     """The overrides for git in ``cwd``; None when git would not run there (a moved work tree,
     a configuration git cannot read) or is missing or slow."""
-    try:
-        within = await scope(cwd, TIMEOUT_S)
-    except OSError:
-        return None
+    within = await scope(cwd, TIMEOUT_S)
     return within if within.refusal is None else None
 
 

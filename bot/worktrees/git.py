@@ -2,7 +2,7 @@
 repository holding its directory and created under the data dir (never inside the repository).
 Its card then offers Show diff, Merge (into the base branch; refused on conflict) and Discard
 (refused while the worktree holds work, unless confirmed). Every git here runs through
-``bot.worktrees.gitrun``: the repository's hooks, fsmonitor, drivers and pager are not run."""
+``executors.gitguard``: the repository's hooks, fsmonitor, drivers and pager are not run."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bot.errors import UserInputError
 from bot.models import RepoHead
 from bot.store import Store, WorktreeRow
 from bot.store.placement import ACTIVE, DISCARDED, MERGED
-from bot.worktrees.gitrun import BASE, PLAIN_DIFF, git, scope
+from executors.gitguard import BASE, PLAIN_DIFF, git, scope
 
 log = logging.getLogger(__name__)
 IDENTITY = ("-c", "user.name=Detach", "-c", "user.email=detach@localhost")

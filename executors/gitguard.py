@@ -1,6 +1,9 @@
-"""Git as the bot runs it in a directory an agent may have written (a task's directory, its
-worktree, a ``.git`` the agent made): nothing from the repository's own configuration that runs
-a program is followed, and git gets a minimal environment (no bot secrets).
+"""Git where an agent may have written (a task's directory, its worktree, a ``.git`` the agent
+made): nothing from the repository's own configuration that runs a program is followed. The
+bot's own git (``git`` here: worktrees, the completion card's diff) also gets a minimal
+environment (no bot secrets); an agent CLI that runs git itself in its directory (Claude Code
+runs ``git status`` and ``git log`` at each start, outside its sandbox) gets the overrides in
+its environment (``Scope.config_env``).
 
 How: the effective configuration is listed first (``git config --list --show-scope``: it runs
 nothing, measured in tests/test_hostile_git.py), then the command runs with overrides passed as
@@ -82,7 +85,12 @@ class Scope:
     refusal: str | None = None
 
     def env(self) -> dict[str, str]:
-        env = {**ENV, "HOME": str(Path.home()), "GIT_CONFIG_COUNT": str(len(self.overrides))}
+        """The whole environment of the bot's own git."""
+        return {**ENV, "HOME": str(Path.home()), **self.config_env()}
+
+    def config_env(self) -> dict[str, str]:
+        """The overrides alone, as git reads them from its environment."""
+        env = {"GIT_CONFIG_COUNT": str(len(self.overrides))}
         for n, (key, value) in enumerate(self.overrides):
             env[f"GIT_CONFIG_KEY_{n}"] = key
             env[f"GIT_CONFIG_VALUE_{n}"] = value
@@ -95,7 +103,10 @@ BASE = Scope(FIXED)
 async def scope(cwd: Path | str, timeout_s: float = GIT_TIMEOUT_S) -> Scope:
     """The overrides for git in ``cwd``: FIXED, plus each program-running driver key that the
     repository's own configuration (or a file it includes) defines."""
-    listed = await _run(cwd, ("config", "--list", "--show-scope", "--null"), BASE, timeout_s)
+    try:
+        listed = await _run(cwd, ("config", "--list", "--show-scope", "--null"), BASE, timeout_s)
+    except OSError as exc:  # no git here: nothing of it will run either
+        return Scope(FIXED, f"git cannot run: {exc}")
     if listed.code != 0:
         return Scope(FIXED, listed.err or "git cannot read this repository's configuration")
     return from_listing(listed.out)
