@@ -23,10 +23,12 @@ from bot.store import Store
 from bot.turns.gitinfo import diff_stat, diff_text
 from bot.worktrees.git import Worktrees
 from executors.claude import ClaudeExecutor
+from executors.codex import CodexExecutor
 from executors.gitguard import BASE, from_listing, scope
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_claude_executor import Scripted, collect
+from tests.test_codex_executor import collect as collect_codex
 
 HOOKS = (
     "post-checkout",
@@ -330,3 +332,25 @@ async def test_claudes_own_git_at_its_next_start_runs_nothing_planted(
     assert sorted(p.name for p in workdir.iterdir()) == [".git", ".gitattributes", "a.txt"]
     subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), capture_output=True)
     assert (workdir / "FSMONITOR-RAN").exists() and (workdir / "CLEAN-RAN").exists()  # live
+
+
+async def test_codexs_own_git_runs_no_filter_a_previous_task_planted(
+    codex_bin, codex_env, openai, workdir
+):
+    """Codex 0.171.0 guards its own git (fsmonitor, hooks) but not filter drivers: its ``git
+    status`` at start ran a clean filter planted by an earlier task (of another engine) on a
+    tracked file whose stat changed. A sandboxed Codex turn gets the overrides too."""
+    sh_git(workdir, "init", "-q", "-b", "main")
+    (workdir / "a.txt").write_text("x\n")
+    sh_git(workdir, "add", "a.txt")
+    sh_git(workdir, "config", "filter.fx.clean", "touch CLEAN-RAN; cat")
+    (workdir / ".gitattributes").write_text("* filter=fx\n")
+    os.utime(workdir / "a.txt", (978307200, 978307200))  # 2001: the index's stat is stale
+    openai.script("MARK-CODEX", [{"text": "nothing to do"}])
+    events = await collect_codex(
+        CodexExecutor(codex_bin, codex_env), sandboxed("MARK-CODEX go", workdir)
+    )
+    assert isinstance(events[-1], TurnFinished) and not events[-1].is_error
+    assert not (workdir / "CLEAN-RAN").exists()
+    subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), capture_output=True)
+    assert (workdir / "CLEAN-RAN").exists()  # the plant was live
