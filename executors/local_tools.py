@@ -12,8 +12,8 @@ knows it saw only part.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -25,9 +25,7 @@ from executors.local_files import Confined, ToolFailed
 OUTPUT_CAP = 16_000  # characters of one tool result the model gets
 WRITES = {"write_file", "edit_file"}
 LINE_MAX = 10**9  # offset and limit beyond this are refused
-TIMEOUT_MAX_S = (
-    7 * 24 * 3600.0
-)  # a command's timeout_s beyond this is refused (the engine's own cap applies too)
+TIMEOUT_MAX_S = 7 * 24 * 3600.0  # a longer timeout_s is refused (the engine's own cap applies)
 
 RunCommand = Callable[[str, float | None], Awaitable[tuple[int | None, str]]]
 
@@ -184,21 +182,16 @@ class ToolBox:
 
 
 def _number(args: dict[str, Any], key: str, low: float, high: float) -> float | None:
-    """An optional number argument: None when absent; ToolFailed unless it is a finite number
-    (or a numeric string) from ``low`` to ``high``."""
+    """An optional number argument: None when absent; ToolFailed unless it is a number (or a
+    numeric string) from ``low`` to ``high`` (NaN, infinities and 400-digit integers are not:
+    an int compares with a float exactly, without converting)."""
     value = args.get(key)
     if value is None:
         return None
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = float(value)
-        except ValueError:
-            value = None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ToolFailed(f"{key} must be a number from {low:g} to {high:g}")
-    if isinstance(value, int) and not low <= value <= high:  # no float conversion: may overflow
-        raise ToolFailed(f"{key} must be a number from {low:g} to {high:g}")
-    if not math.isfinite(value) or not low <= value <= high:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise ToolFailed(f"{key} must be a number from {low:g} to {high:g}")
     return float(value)
 
