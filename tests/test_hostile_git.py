@@ -25,6 +25,7 @@ from bot.worktrees.git import Worktrees
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
 from executors.gitguard import BASE, from_listing, scope
+from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_claude_executor import Scripted, collect
@@ -354,3 +355,51 @@ async def test_codexs_own_git_runs_no_filter_a_previous_task_planted(
     assert not (workdir / "CLEAN-RAN").exists()
     subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), capture_output=True)
     assert (workdir / "CLEAN-RAN").exists()  # the plant was live
+
+
+@pytest.fixture
+def chat() -> object:
+    mock = ChatMock().start()
+    yield mock
+    mock.stop()
+
+
+async def test_a_sandboxed_local_turn_plants_a_repository_and_the_card_runs_nothing(
+    tmp_path, claude_bin, agent_env, workdir, chat
+):
+    """/local's write_file refuses .git; its sandboxed ``run`` (bubblewrap, the directory
+    writable) may still make a repository and plant it: the card's git runs none of it."""
+    plant_config = {"path": ".git/config", "content": "[core]\n\tfsmonitor = touch WRITTEN-RAN\n"}
+    chat.script(
+        "MARK-LOCAL-PLANT",
+        [
+            {"tools": [{"name": "write_file", "args": plant_config}]},
+            {
+                "tools": [
+                    {
+                        "name": "run",
+                        "args": {
+                            "command": "git init -q && git config core.fsmonitor "
+                            "'touch FSMONITOR-RAN; echo' && echo x > work.txt"
+                        },
+                    }
+                ]
+            },
+            {"text": "planted locally"},
+        ],
+    )
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, local_base_url=chat.base_url
+        )
+        async with running_bot(settings, agent_env):
+            await fake.user_message("/detach engine=local MARK-LOCAL-PLANT go", OWNER)
+            card = await fake.wait_text(OWNER, "planted locally", timeout_s=60)
+    results = [m["content"] for m in chat.requests_for("MARK-LOCAL-PLANT")[-1]["messages"]]
+    assert any("in .git, the repository's own data" in str(r) for r in results)
+    assert not (workdir / "FSMONITOR-RAN").exists() and not (workdir / "WRITTEN-RAN").exists()
+    config = workdir / ".git" / "config"
+    if config.exists() and "FSMONITOR-RAN" in config.read_text():  # the sandbox let it plant
+        assert "work.txt" in card.params["text"]
+        subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), capture_output=True)
+        assert (workdir / "FSMONITOR-RAN").exists()  # it was live
