@@ -14,6 +14,13 @@ defines (``filter.*.clean|smudge|process``, ``diff.*.command|textconv``, ``merge
 included files too) the owner's global value, or nothing. A ``core.worktree`` (the work tree
 moved elsewhere) is refused, not followed. Callers that diff pass ``--no-ext-diff
 --no-textconv``. One ``Scope`` may serve several commands in the same directory.
+
+Complete for the commands the bot runs (``git help --config`` of 2.39 reviewed): the other keys
+that name a program (difftool, mergetool, guitool, browser, man, sendemail,
+``interactive.diffFilter``, ``pager.<cmd>``) belong to commands or terminals the bot never
+uses; ``core.gitProxy``, ``remote.*.proxy`` and helpers need a transport, and none is allowed.
+Left open: the configuration could change between the listing and the command (only a process
+of the agent still running after its turn could do it).
 """
 
 from __future__ import annotations
