@@ -110,25 +110,30 @@ BASE = Scope(FIXED)
 async def scope(cwd: Path | str, timeout_s: float = GIT_TIMEOUT_S) -> Scope:
     """The overrides for git in ``cwd``: FIXED, plus each program-running driver key that the
     repository's own configuration (or a file it includes) defines."""
+    args = ("config", "--list", "--show-scope", "--show-origin", "--null")
     try:
-        listed = await _run(cwd, ("config", "--list", "--show-scope", "--null"), BASE, timeout_s)
+        listed = await _run(cwd, args, BASE, timeout_s)
     except OSError as exc:  # no git here: nothing of it will run either
         return Scope(FIXED, f"git cannot run: {exc}")
     if listed.code != 0:
         return Scope(FIXED, listed.err or "git cannot read this repository's configuration")
-    return from_listing(listed.out)
+    return from_listing(listed.out, _marked_top(Path(cwd)))
 
 
-def from_listing(listing: str) -> Scope:
-    """The Scope for the NUL-separated ``scope, key\\nvalue`` pairs of ``git config --list
-    --show-scope --null``: a driver key the repository set gets the owner's own (global) value
-    back, or a neutral one; a filter left without a program is no longer required."""
+def from_listing(listing: str, top: Path | None) -> Scope:
+    """The Scope for the NUL-separated ``scope, origin, key\\nvalue`` entries of ``git config
+    --list --show-scope --show-origin --null``: a driver key the repository set gets the owner's
+    own (global) value back, or a neutral one; a filter left without a program is no longer
+    required. ``top``: the work tree's top as its ``.git`` shows it; a ``core.worktree``
+    naming any other directory is refused (a submodule's, naming its own top, is not)."""
     fields = listing.split("\0")
-    entries = [(fields[i], *_key_value(fields[i + 1])) for i in range(0, len(fields) - 1, 2)]
-    owner = {key: value for where, key, value in entries if where in OWNER_SCOPES}
+    entries = [
+        (fields[i], fields[i + 1], *_key_value(fields[i + 2])) for i in range(0, len(fields) - 2, 3)
+    ]
+    owner = {key: value for where, _, key, value in entries if where in OWNER_SCOPES}
     planted = {
         key: found
-        for where, key, _value in entries
+        for where, _, key, _value in entries
         if where not in OWNER_SCOPES and (found := DRIVERS.fullmatch(key)) is not None
     }
     extra = [(key, owner.get(key, NEUTRAL.get(m["var"], ""))) for key, m in planted.items()]
@@ -136,13 +141,33 @@ def from_listing(listing: str) -> Scope:
         m["name"] for key, m in planted.items() if key in owner
     }
     extra += [(f"filter.{name}.required", "false") for name in sorted(unowned)]
-    moved = any(key == "core.worktree" for _where, key, _value in entries)
+    moved = any(
+        key == "core.worktree" and (top is None or _named(origin, value) != top)
+        for _, origin, key, value in entries
+    )
     return Scope((*FIXED, *extra), WORKTREE_MOVED if moved else None)
 
 
 def _key_value(field: str) -> tuple[str, str]:
     key, _, value = field.partition("\n")  # a key without "=" has no value at all
     return key, value
+
+
+def _named(origin: str, value: str) -> Path | None:
+    """The directory a ``core.worktree`` names: relative to the git directory, taken as the
+    folder of the file that set it (an include elsewhere then names no match: refused)."""
+    if not origin.startswith("file:"):
+        return None
+    return (Path(origin.removeprefix("file:")).parent / value).resolve()
+
+
+def _marked_top(cwd: Path) -> Path | None:
+    """The nearest of ``cwd`` and its parents holding a ``.git`` (a directory or a file)."""
+    try:
+        path = cwd.resolve()
+        return next((p for p in (path, *path.parents) if (p / ".git").exists()), None)
+    except OSError:
+        return None
 
 
 async def git(

@@ -175,6 +175,30 @@ async def test_the_completion_cards_git_runs_nothing_planted(tmp_path, markers, 
     assert "new.txt | new" in stat and "new file (untracked): new.txt" in text
 
 
+async def test_a_work_tree_moved_to_a_parent_is_not_followed(tmp_path, markers):
+    """The agent's own repository in a sub-directory, its work tree set to a parent (the
+    owner's home, say): a planted HEAD would show the parent's files' content. Refused."""
+    parent = tmp_path / "home"
+    (parent / ".config").mkdir(parents=True)
+    (parent / ".config" / "env").write_text("TOKEN=SECRET-IN-PARENT\n")
+    top = fake_repository(parent / "project", markers)
+    sh_git(top, "config", "core.worktree", "../..")
+    assert await diff_stat(str(top)) == ""
+    assert await diff_text(str(top)) is None
+    assert fired(markers) == []
+
+
+async def test_a_submodules_own_work_tree_is_followed(tmp_path):
+    """A submodule's configuration names its own top as ``core.worktree``: that one works."""
+    make_repo(tmp_path / "upstream")
+    sup = make_repo(tmp_path / "super")
+    sh_git(sup, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../upstream", "sm")
+    sub = sup / "sm"
+    assert "worktree" in sh_git(sub, "config", "--list")
+    (sub / "a.t").write_text("changed\n")
+    assert "a.t" in await diff_stat(str(sub))
+
+
 async def test_a_moved_work_tree_is_not_followed(tmp_path, markers):
     """``core.worktree`` would point the bot's diff at another directory (its files' content
     in the card and a take-over prompt): refused, nothing listed."""
@@ -191,11 +215,13 @@ async def test_a_moved_work_tree_is_not_followed(tmp_path, markers):
 def test_a_driver_the_owner_defines_keeps_the_owners_program():
     """A repository redefining the owner's own filter (git-lfs's, say) gets the owner's value
     back, not nothing: the owner's global configuration is the owner's."""
+    home, repo = "file:/home/o/.gitconfig", "file:/r/.git/config"
     listing = (
-        "global\0filter.lfs.clean\ngit-lfs clean -- %f\0global\0filter.lfs.required\ntrue\0"
-        "local\0filter.lfs.clean\ntouch /tmp/x\0local\0diff.z.textconv\0"
+        f"global\0{home}\0filter.lfs.clean\ngit-lfs clean -- %f\0"
+        f"global\0{home}\0filter.lfs.required\ntrue\0"
+        f"local\0{repo}\0filter.lfs.clean\ntouch /tmp/x\0local\0{repo}\0diff.z.textconv\0"
     )
-    keys = dict(from_listing(listing).overrides)
+    keys = dict(from_listing(listing, Path("/r")).overrides)
     assert keys["filter.lfs.clean"] == "git-lfs clean -- %f"
     assert "filter.lfs.required" not in keys and keys["diff.z.textconv"] == ""
 
