@@ -75,6 +75,7 @@ DRIVERS = re.compile(
 NEUTRAL = {"driver": "false"}  # a merge driver that always fails: a conflict, never a program
 OWNER_SCOPES = {"system", "global"}  # the rest is the repository's (local, worktree)
 WORKTREE_MOVED = "core.worktree is set in this repository's configuration; not followed"
+FOREIGN = "the .git here leads to another repository's git directory; not followed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +118,18 @@ async def scope(cwd: Path | str, timeout_s: float = GIT_TIMEOUT_S) -> Scope:
         return Scope(FIXED, f"git cannot run: {exc}")
     if listed.code != 0:
         return Scope(FIXED, listed.err or "git cannot read this repository's configuration")
-    return from_listing(listed.out, _marked_top(Path(cwd)))
+    top = _marked_top(Path(cwd))
+    return from_listing(listed.out, top, _foreign(top) if top is not None else None)
 
 
-def from_listing(listing: str, top: Path | None) -> Scope:
+def from_listing(listing: str, top: Path | None, foreign: str | None = None) -> Scope:
     """The Scope for the NUL-separated ``scope, origin, key\\nvalue`` entries of ``git config
     --list --show-scope --show-origin --null``: a driver key the repository set gets the owner's
     own (global) value back, or a neutral one; a filter left without a program is no longer
     required. ``top``: the work tree's top as its ``.git`` shows it; a ``core.worktree``
-    naming any other directory is refused (a submodule's, naming its own top, is not)."""
+    naming any other directory is refused (a submodule's, naming its own top, is not).
+    ``foreign``: why the git directory ``top/.git`` leads to is not ``top``'s own (refused
+    unless the configuration there names ``top`` as its work tree, as a submodule's does)."""
     fields = listing.split("\0")
     entries = [
         (fields[i], fields[i + 1], *_key_value(fields[i + 2])) for i in range(0, len(fields) - 2, 3)
@@ -141,11 +145,9 @@ def from_listing(listing: str, top: Path | None) -> Scope:
         m["name"] for key, m in planted.items() if key in owner
     }
     extra += [(f"filter.{name}.required", "false") for name in sorted(unowned)]
-    moved = any(
-        key == "core.worktree" and (top is None or _named(origin, value) != top)
-        for _, origin, key, value in entries
-    )
-    return Scope((*FIXED, *extra), WORKTREE_MOVED if moved else None)
+    named = [_named(origin, value) for _, origin, key, value in entries if key == "core.worktree"]
+    refusal = WORKTREE_MOVED if any(path != top or top is None for path in named) else None
+    return Scope((*FIXED, *extra), refusal or (foreign if not named else None))
 
 
 def _key_value(field: str) -> tuple[str, str]:
@@ -159,6 +161,29 @@ def _named(origin: str, value: str) -> Path | None:
     if not origin.startswith("file:"):
         return None
     return (Path(origin.removeprefix("file:")).parent / value).resolve()
+
+
+def _foreign(top: Path) -> str | None:
+    """Why the git directory that ``top/.git`` leads to is not ``top``'s own, or None. Its own:
+    inside ``top`` (with no ``commondir`` leading out), or a linked worktree's directory whose
+    back-link names ``top/.git`` (git's own record, outside the agent's reach). Else the bot's
+    git would show another repository's files (their content, as deletions) for ``top``."""
+    marker = top / ".git"
+    try:
+        if marker.is_dir():
+            gitdir = marker.resolve()
+        else:
+            named = marker.read_text(errors="replace")[:4096].removeprefix("gitdir:").strip()
+            gitdir = (top / named).resolve()
+            back = gitdir / "gitdir"
+            if back.is_file() and (gitdir / back.read_text().strip()).resolve() == marker:
+                return None
+        common = gitdir / "commondir"
+        if common.is_file():
+            gitdir = (gitdir / common.read_text(errors="replace").strip()).resolve()
+    except (OSError, ValueError):
+        return FOREIGN
+    return None if gitdir.is_relative_to(top) else FOREIGN
 
 
 def _marked_top(cwd: Path) -> Path | None:

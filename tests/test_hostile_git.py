@@ -188,6 +188,29 @@ async def test_a_work_tree_moved_to_a_parent_is_not_followed(tmp_path, markers):
     assert fired(markers) == []
 
 
+@pytest.mark.parametrize("how", ["a .git file", "a .git symlink", "a commondir"])
+async def test_a_git_dir_borrowed_from_another_repository_is_not_followed(tmp_path, how):
+    """The agent points its directory's ``.git`` at another repository's git directory (one it
+    cannot read itself): the card and a take-over prompt would carry that repository's files
+    (their content, as deletions). Refused; a bot worktree's own ``.git`` file still works."""
+    other = make_repo(tmp_path / "private")
+    (other / "secret.txt").write_text("SECRET-OF-ANOTHER-REPO\n")
+    sh_git(other, "add", "secret.txt")
+    sh_git(other, "commit", "-qm", "secret")
+    top = tmp_path / "task"
+    top.mkdir()
+    if how == "a .git file":
+        (top / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    elif how == "a .git symlink":
+        (top / ".git").symlink_to(other / ".git")
+    else:  # a git directory of its own whose common directory is the other one
+        (top / ".git").mkdir()
+        (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (top / ".git" / "commondir").write_text(f"{other / '.git'}\n")
+    assert "SECRET" not in (await diff_text(str(top)) or "") + await diff_stat(str(top))
+    assert await diff_stat(str(top)) == ""
+
+
 async def test_a_submodules_own_work_tree_is_followed(tmp_path):
     """A submodule's configuration names its own top as ``core.worktree``: that one works."""
     make_repo(tmp_path / "upstream")
