@@ -139,7 +139,7 @@ class ClaudeExecutor:
         if spec.approval_mode is ApprovalMode.SANDBOX:
             # the CLI runs git status/log in its directory at start, outside its sandbox: what
             # the agent planted in a .git there (measured: a core.fsmonitor ran) must not run
-            env = {**env, **(await gitguard.scope(spec.cwd)).config_env()}
+            env = {**env, **(await gitguard.scope(spec.cwd)).cli_env()}
         with mcp_config_file(spec) as mcp_config:
             argv = self.argv(spec, mcp_config)
             async with agent_process(

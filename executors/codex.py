@@ -185,7 +185,7 @@ class CodexExecutor:
         if spec.approval_mode is ApprovalMode.SANDBOX:
             # the CLI's own git status runs outside its sandbox; it guards fsmonitor and hooks,
             # not filter drivers a previous task (another engine) may have planted in a .git
-            env = {**env, **(await gitguard.scope(spec.cwd)).config_env()}
+            env = {**env, **(await gitguard.scope(spec.cwd)).cli_env()}
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
         async with agent_process(
             self.engine,

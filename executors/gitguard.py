@@ -3,7 +3,7 @@ made): nothing from the repository's own configuration that runs a program is fo
 bot's own git (``git`` here: worktrees, the completion card's diff) also gets a minimal
 environment (no bot secrets); an agent CLI that runs git itself in its directory (Claude Code
 runs ``git status`` and ``git log`` at each start, outside its sandbox) gets the overrides in
-its environment (``Scope.config_env``).
+its environment (``Scope.cli_env``).
 
 How: the effective configuration is listed first (``git config --list --show-scope``: it runs
 nothing, measured in tests/test_hostile_git.py), then the command runs with overrides passed as
@@ -72,6 +72,7 @@ FIXED: tuple[tuple[str, str], ...] = (
 DRIVERS = re.compile(
     r"(?P<kind>filter|diff|merge)\.(?P<name>.+)\.(?P<var>clean|smudge|process|command|textconv|driver)"
 )
+CLI_FIXED = {"core.fsmonitor", "diff.external"}  # of FIXED, what an agent CLI's env gets
 NEUTRAL = {"driver": "false"}  # a merge driver that always fails: a conflict, never a program
 OWNER_SCOPES = {"system", "global"}  # the rest is the repository's (local, worktree)
 WORKTREE_MOVED = "core.worktree is set in this repository's configuration; not followed"
@@ -94,15 +95,29 @@ class Scope:
 
     def env(self) -> dict[str, str]:
         """The whole environment of the bot's own git."""
-        return {**ENV, "HOME": str(Path.home()), **self.config_env()}
+        return {**ENV, "HOME": str(Path.home()), **_as_env(self.overrides)}
 
-    def config_env(self) -> dict[str, str]:
-        """The overrides alone, as git reads them from its environment."""
-        env = {"GIT_CONFIG_COUNT": str(len(self.overrides))}
-        for n, (key, value) in enumerate(self.overrides):
-            env[f"GIT_CONFIG_KEY_{n}"] = key
-            env[f"GIT_CONFIG_VALUE_{n}"] = value
-        return env
+    def cli_env(self) -> dict[str, str]:
+        """What an agent CLI's environment gets: only what its own start-up git (``status``,
+        ``log``, no hooks) could run, so the agent's git in its sandbox otherwise works as the
+        owner set it up (hooks, transports, signing)."""
+        return _as_env([(k, v) for k, v in self.overrides if k in CLI_FIXED or _driver(k)])
+
+
+def _as_env(overrides: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Overrides as git reads them from its environment."""
+    env = {"GIT_CONFIG_COUNT": str(len(overrides))}
+    for n, (key, value) in enumerate(overrides):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    return env
+
+
+def _driver(key: str) -> bool:
+    """A driver's program, or whether its filter is required."""
+    return DRIVERS.fullmatch(key) is not None or (
+        key.startswith("filter.") and key.endswith(".required")
+    )
 
 
 BASE = Scope(FIXED)

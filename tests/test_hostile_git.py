@@ -157,6 +157,10 @@ async def test_listing_the_configuration_runs_nothing(tmp_path, markers):
     assert keys["filter.x=y.clean"] == "" and keys["filter.inc.clean"] == ""  # the odd, included
     assert keys["diff.tc.textconv"] == "" and keys["merge.mx.driver"] == "false"
     assert found.refusal is None
+    cli = found.cli_env()  # an agent CLI's: its start-up git runs no hook, fetches nothing
+    given = {cli[f"GIT_CONFIG_KEY_{n}"] for n in range(int(cli["GIT_CONFIG_COUNT"]))}
+    assert {"core.fsmonitor", "filter.fx.clean", "diff.tc.textconv"} <= given
+    assert not given & {"core.hooksPath", "protocol.allow", "credential.helper"}
 
 
 @pytest.mark.parametrize("where", ["plain directory", "repository sub-directory"])
