@@ -20,7 +20,7 @@ from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
-from executors import sandbox
+from executors import gitguard, sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
 from executors.denied import outside, secret_names
 from executors.process import (
@@ -143,6 +143,10 @@ class ClaudeExecutor:
         env = self._env
         if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
             env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
+        if spec.approval_mode is ApprovalMode.SANDBOX:
+            # the CLI runs git status/log in its directory at start, outside its sandbox: what
+            # the agent planted in a .git there (measured: a core.fsmonitor ran) must not run
+            env = {**env, **(await gitguard.scope(spec.cwd)).cli_env()}
         with mcp_config_file(spec) as mcp_config:
             argv = self.argv(spec, mcp_config)
             async with agent_process(

@@ -18,7 +18,7 @@ from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec
-from executors import leftovers
+from executors import gitguard, leftovers
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
@@ -177,13 +177,18 @@ class CodexExecutor:
         return [*roots, Path("/tmp"), *([Path(tmpdir)] if tmpdir else [])]
 
     async def _run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+        env = self._env
+        if spec.approval_mode is ApprovalMode.SANDBOX:
+            # the CLI's own git status runs outside its sandbox; it guards fsmonitor and hooks,
+            # not filter drivers a previous task (another engine) may have planted in a .git
+            env = {**env, **(await gitguard.scope(spec.cwd)).cli_env()}
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
         async with agent_process(
             self.engine,
             self._binary,
             self.argv(spec),
             spec,
-            self._env,
+            env,
             self._grace_s,
             first=signal.SIGTERM,
         ) as agent:

@@ -159,10 +159,11 @@ class LocalExecutor:
         turn = _TurnState()
         for step in range(1, self._max_steps + 1):
             fit(messages, endpoint.context_window)
-            text, calls, used = await complete(
+            reply = await complete(
                 client, endpoint, messages, self._max_tokens, self._retry_budget_s
             )
-            turn.usage = _add(turn.usage, used)
+            text, calls = reply.text, reply.calls
+            turn.usage = _add(turn.usage, reply.usage)
             yield UsageUpdated(turn.usage)
             if text:
                 yield TextEmitted(text)
@@ -180,6 +181,9 @@ class LocalExecutor:
                 )
                 return
             for raw in calls:
+                if raw["id"] in reply.refused:  # never parsed: its arguments passed the cap
+                    messages.append(tool_result(raw["id"], f"error: {reply.refused[raw['id']]}"))
+                    continue
                 async for event in self._tool(raw, spec, approver, tools, turn, messages):
                     yield event
             await self._save(session_id, messages)
@@ -236,7 +240,7 @@ class LocalExecutor:
             command = str(call.args.get("command", ""))
             tool, detail, tool_input = "Bash", command, {"command": command}
         else:
-            path = tools.relative(tools.inside(call.args.get("path")))
+            path = tools.relative(tools.writable(call.args.get("path")))
             tool = "Write" if call.name == "write_file" else "Edit"
             detail = path
             tool_input = {"file_path": path, **_edit_input(call.args)}

@@ -10,7 +10,7 @@ import contextlib
 import json
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed
@@ -24,6 +24,18 @@ log = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 3.5  # a rough estimate, for fitting and for endpoints that report no usage
 RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+STREAM_CAP = 1_000_000  # characters of an answer's text, or of one tool call's arguments
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One model answer: its text, its tool calls as the conversation keeps them, its usage,
+    and the calls refused before running (by id: what the model is told instead)."""
+
+    text: str
+    calls: list[dict[str, Any]]
+    usage: Usage
+    refused: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +54,7 @@ async def complete(
     messages: list[dict[str, Any]],
     max_tokens: int,
     retry_budget_s: float,
-) -> tuple[str, list[dict[str, Any]], Usage]:
+) -> Reply:
     """One streamed model call, retried on rate limits and server errors."""
     from openai import (
         APIConnectionError,
@@ -93,11 +105,12 @@ async def complete(
 
 async def _stream(
     client: AsyncOpenAI, endpoint: Endpoint, messages: list[dict[str, Any]], max_tokens: int
-) -> tuple[str, list[dict[str, Any]], Usage]:
+) -> Reply:
     """The model's text, its tool calls (assembled from the stream's pieces) and its usage
     (estimated from the characters when the endpoint reports none). ``max_tokens`` bounds
     one answer: llama-server and others otherwise let a small model ramble to its context's
-    end."""
+    end. A text or a call's arguments past STREAM_CAP characters ends the answer there (the
+    call is refused, the model told)."""
     stream = await client.chat.completions.create(  # type: ignore[call-overload]
         model=endpoint.model,
         messages=messages,
@@ -106,39 +119,78 @@ async def _stream(
         stream=True,
         stream_options={"include_usage": True},
     )
-    text: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    usage: Usage | None = None
+    pieces = _Pieces()
     async with contextlib.aclosing(stream) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
             if chunk.usage is not None:
-                usage = Usage(
+                pieces.usage = Usage(
                     input_tokens=chunk.usage.prompt_tokens or 0,
                     output_tokens=chunk.usage.completion_tokens or 0,
                 )
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    text.append(delta.content)
-                for piece in delta.tool_calls or ():
-                    call = calls.setdefault(
-                        piece.index,
-                        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
-                    )
-                    if piece.id:
-                        call["id"] = piece.id
-                    if piece.function is not None:
-                        call["function"]["name"] += piece.function.name or ""
-                        call["function"]["arguments"] += piece.function.arguments or ""
-    answer = "".join(text)
-    ordered = [calls[i] for i in sorted(calls)]
-    for n, call in enumerate(ordered):
-        call["id"] = call["id"] or f"call_{uuid.uuid4().hex[:12]}_{n}"
-    if usage is None:
-        sent = sum(len(json.dumps(m)) for m in messages)
-        made = len(answer) + sum(len(json.dumps(c)) for c in ordered)
-        usage = Usage(int(sent / CHARS_PER_TOKEN), int(made / CHARS_PER_TOKEN))
-    return answer, ordered, usage
+            if not all(pieces.add(choice.delta) for choice in chunk.choices):
+                break  # past the cap: the rest of the answer is not read
+    return pieces.reply(messages)
+
+
+@dataclass(slots=True)
+class _Streamed:
+    """One tool call as its pieces arrive: joined once, at the end."""
+
+    id: str = ""
+    name: list[str] = field(default_factory=list)
+    arguments: list[str] = field(default_factory=list)
+    size: int = 0
+    over: bool = False
+
+
+@dataclass(slots=True)
+class _Pieces:
+    """An answer as it streams in; each part kept as a list of pieces and its size counted, so
+    a long one costs linear time and stops at STREAM_CAP."""
+
+    text: list[str] = field(default_factory=list)
+    text_size: int = 0
+    calls: dict[int, _Streamed] = field(default_factory=dict)
+    usage: Usage | None = None
+
+    def add(self, delta: Any) -> bool:
+        """Take one delta; False once a part passed the cap (stop reading)."""
+        if delta.content:
+            self.text.append(delta.content)
+            self.text_size += len(delta.content)
+        for piece in delta.tool_calls or ():
+            call = self.calls.setdefault(piece.index, _Streamed())
+            call.id = piece.id or call.id
+            if piece.function is not None:
+                call.name.append(piece.function.name or "")
+                call.arguments.append(piece.function.arguments or "")
+                call.size += len(piece.function.arguments or "") + len(piece.function.name or "")
+                call.over = call.size > STREAM_CAP
+                if call.over:
+                    return False
+        return self.text_size <= STREAM_CAP
+
+    def reply(self, messages: list[dict[str, Any]]) -> Reply:
+        answer = "".join(self.text)[:STREAM_CAP]
+        calls, refused = [], {}
+        for n, index in enumerate(sorted(self.calls)):
+            streamed = self.calls[index]
+            call_id = streamed.id or f"call_{uuid.uuid4().hex[:12]}_{n}"
+            name = "".join(streamed.name)[:200]
+            arguments = "{}" if streamed.over else "".join(streamed.arguments)
+            if streamed.over:
+                refused[call_id] = (
+                    f"the arguments of {name} were longer than {STREAM_CAP} characters; the "
+                    "call was not run. Write big content in smaller parts"
+                )
+            function = {"name": name, "arguments": arguments}
+            calls.append({"id": call_id, "type": "function", "function": function})
+        usage = self.usage
+        if usage is None:
+            sent = sum(len(json.dumps(m)) for m in messages)
+            made = self.text_size + sum(c.size for c in self.calls.values())
+            usage = Usage(int(sent / CHARS_PER_TOKEN), int(made / CHARS_PER_TOKEN))
+        return Reply(answer, calls, usage, refused)
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -1,34 +1,33 @@
 """The local engine's tools: read, write and edit a file, list and grep files, run a command.
 
-Every path is confined to the task's directory: a relative path is taken from it; ``..``, an
-absolute path elsewhere and a symlink that leads out are refused. Writes and commands are the
-engine's to approve (executors/local.py) before ``ToolBox.run`` is called. Output is capped and
-the cap is said in the output, so the model knows it saw only part.
+Every path is confined to the task's directory (executors/local_files.py: ``..``, an absolute
+path elsewhere and a symlink that leads out are refused, and skipped by list and grep; writes
+into ``.git`` are refused). The file work runs in a worker thread, never on the event loop;
+grep's pattern runs in RE2 (linear time). Numbers are bounded (a clear error, never an
+exception). Writes and commands are the engine's to approve (executors/local.py) before
+``ToolBox.run`` is called. Output is capped and the cap is said in the output, so the model
+knows it saw only part.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import asyncio
+import contextlib
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from executors.local_files import Confined, ToolFailed
+
 OUTPUT_CAP = 16_000  # characters of one tool result the model gets
-READ_CAP = 200_000  # bytes of a file read at most
-LIST_CAP = 500  # paths one listing returns
-GREP_CAP = 200  # matching lines one search returns
-SKIPPED_DIRS = {".git", ".detach", "node_modules", "__pycache__", ".venv"}
 WRITES = {"write_file", "edit_file"}
+LINE_MAX = 10**9  # offset and limit beyond this are refused
+TIMEOUT_MAX_S = 7 * 24 * 3600.0  # a longer timeout_s is refused (the engine's own cap applies)
 
 RunCommand = Callable[[str, float | None], Awaitable[tuple[int | None, str]]]
-
-
-class ToolFailed(Exception):
-    """A tool call that could not be done; its message goes back to the model."""
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> Any:
@@ -126,6 +125,8 @@ def parse_call(call_id: str, name: str, raw: str) -> Call:
         args = json.loads(raw or "{}")
     except json.JSONDecodeError as exc:
         raise ToolFailed(f"the arguments of {name} are not valid JSON ({exc.msg})") from exc
+    except (ValueError, RecursionError) as exc:  # a number of 5,000 digits; nesting too deep
+        raise ToolFailed(f"the arguments of {name} cannot be read ({exc})"[:300]) from exc
     if not isinstance(args, dict):
         raise ToolFailed(f"the arguments of {name} must be a JSON object")
     return Call(call_id, name, args)
@@ -135,115 +136,68 @@ class ToolBox:
     """The tools of one turn, rooted at the task's directory."""
 
     def __init__(self, root: Path, run_command: RunCommand) -> None:
-        self.root = root.resolve()
+        self.files = Confined(root)
+        self.root = self.files.root
         self._run_command = run_command
 
     def inside(self, path: object) -> Path:
         """``path`` resolved inside the task's directory, or ToolFailed."""
-        if not isinstance(path, str) or not path.strip():
-            raise ToolFailed("a path is needed")
-        resolved = (self.root / path).resolve()
-        if resolved != self.root and not resolved.is_relative_to(self.root):
-            raise ToolFailed(f"{path} is outside the working directory; it is not allowed")
-        return resolved
+        return self.files.inside(path)
+
+    def writable(self, path: object) -> Path:
+        """``inside``, and not in ``.git``; or ToolFailed."""
+        return self.files.writable(path)
 
     def relative(self, path: Path) -> str:
-        return str(path.relative_to(self.root)) if path != self.root else "."
+        return self.files.relative(path)
 
     async def run(self, call: Call) -> str:
         """The tool's result for the model; ToolFailed for a call that cannot be done."""
-        args = call.args
+        if call.name == "run":
+            timeout = _number(call.args, "timeout_s", 1.0, TIMEOUT_MAX_S)
+            code, output = await self._run_command(_text(call.args, "command"), timeout)
+            status = "timed out" if code is None else f"exit code {code}"
+            return capped(f"[{status}]\n{output}")
+        return capped(await asyncio.to_thread(self._files_tool, call))
+
+    def _files_tool(self, call: Call) -> str:
+        """A tool that works on files: blocking, so run in a worker thread."""
+        args, files = call.args, self.files
         match call.name:
             case "read_file":
-                path = self.inside(args.get("path"))
-                return self._read(path, args.get("offset"), args.get("limit"))
+                first = _number(args, "offset", 1, LINE_MAX)
+                count = _number(args, "limit", 1, LINE_MAX)
+                return files.read(files.inside(args.get("path")), int(first or 1), _int(count))
             case "write_file":
-                return self._write(self.inside(args.get("path")), _text(args, "content"))
+                return files.write(files.writable(args.get("path")), _text(args, "content"))
             case "edit_file":
-                return self._edit(
-                    self.inside(args.get("path")), _text(args, "old_text"), _text(args, "new_text")
-                )
+                path = files.writable(args.get("path"))
+                return files.edit(path, _text(args, "old_text"), _text(args, "new_text"))
             case "list_files":
-                return self._list(str(args.get("pattern") or "**/*"))
+                return files.list(str(args.get("pattern") or "**/*"))
             case "grep":
-                where = self.inside(args["path"]) if args.get("path") else self.root
-                return self._grep(_text(args, "pattern"), where)
-            case "run":
-                timeout = args.get("timeout_s")
-                limit = float(timeout) if isinstance(timeout, int | float) else None
-                code, output = await self._run_command(_text(args, "command"), limit)
-                status = "timed out" if code is None else f"exit code {code}"
-                return capped(f"[{status}]\n{output}")
+                where = files.inside(args["path"]) if args.get("path") else files.root
+                return files.grep(_text(args, "pattern"), where)
         raise ToolFailed(f"there is no tool {call.name!r}")
 
-    def _read(self, path: Path, offset: object, limit: object) -> str:
-        if not path.is_file():
-            raise ToolFailed(f"{self.relative(path)} is not a file")
-        with path.open("rb") as handle:
-            data = handle.read(READ_CAP + 1)
-        text = data[:READ_CAP].decode("utf-8", errors="replace")
-        lines = text.splitlines()
-        first = max(int(offset), 1) if isinstance(offset, int) else 1
-        count = max(int(limit), 1) if isinstance(limit, int) else len(lines)
-        chosen = "\n".join(lines[first - 1 : first - 1 + count])
-        if len(data) > READ_CAP:
-            chosen += f"\n[file longer than {READ_CAP} bytes: read the rest with offset]"
-        return capped(chosen)
 
-    def _write(self, path: Path, content: str) -> str:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        return f"wrote {self.relative(path)} ({len(content)} characters)"
+def _number(args: dict[str, Any], key: str, low: float, high: float) -> float | None:
+    """An optional number argument: None when absent; ToolFailed unless it is a number (or a
+    numeric string) from ``low`` to ``high`` (NaN, infinities and 400-digit integers are not:
+    an int compares with a float exactly, without converting)."""
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ToolFailed(f"{key} must be a number from {low:g} to {high:g}")
+    return float(value)
 
-    def _edit(self, path: Path, old: str, new: str) -> str:
-        if not path.is_file():
-            raise ToolFailed(f"{self.relative(path)} is not a file")
-        text = path.read_text(encoding="utf-8", errors="replace")
-        found = text.count(old) if old else 0
-        if found != 1:
-            where = "does not occur" if found == 0 else f"occurs {found} times"
-            raise ToolFailed(f"old_text {where} in {self.relative(path)}; it must occur once")
-        path.write_text(text.replace(old, new, 1), encoding="utf-8")
-        return f"edited {self.relative(path)}"
 
-    def _files(self, under: Path) -> list[Path]:
-        if under.is_file():
-            return [under]
-        found: list[Path] = []
-        for folder, dirs, files in os.walk(under):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-            found.extend(Path(folder) / name for name in sorted(files))
-        return found
-
-    def _list(self, pattern: str) -> str:
-        names = [self.relative(p) for p in self._files(self.root)]
-        bare = pattern.removeprefix("**/")  # "**/*.py" also matches a top-level a.py
-        matched = [n for n in names if fnmatch.fnmatch(n, pattern) or fnmatch.fnmatch(n, bare)]
-        listing = "\n".join(matched[:LIST_CAP]) or "(no files)"
-        if len(matched) > LIST_CAP:
-            listing += f"\n[{len(matched) - LIST_CAP} more files not listed: narrow the pattern]"
-        return capped(listing)
-
-    def _grep(self, pattern: str, where: Path) -> str:
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolFailed(f"not a valid regular expression: {exc}") from exc
-        hits: list[str] = []
-        for path in self._files(where):
-            try:
-                with path.open(encoding="utf-8", errors="strict") as handle:
-                    for number, line in enumerate(handle, start=1):
-                        if regex.search(line):
-                            hits.append(f"{self.relative(path)}:{number}: {line.rstrip()[:300]}")
-                            if len(hits) > GREP_CAP:
-                                break
-            except (UnicodeDecodeError, OSError):
-                continue  # binary or unreadable: not searched
-            if len(hits) > GREP_CAP:
-                hits = hits[:GREP_CAP] + [f"[more than {GREP_CAP} matches: narrow the search]"]
-                break
-        return capped("\n".join(hits) or "(no matches)")
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def _text(args: dict[str, Any], key: str) -> str:

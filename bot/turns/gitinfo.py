@@ -1,5 +1,7 @@
 """What a turn changed in its repository: for the completion card, and for another engine that
-takes a task over (git through ``bot.worktrees.git``, bounded)."""
+takes a task over (git through ``executors.gitguard``, bounded, with whatever the agent may
+have planted in the repository's configuration neutralised: one ``git config`` read, then the
+two commands together)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import asyncio
 from pathlib import Path
 
 from bot.telegram.render import shorten
-from bot.worktrees.git import git, maybe_in_repository
+from bot.worktrees.git import maybe_in_repository
+from executors.gitguard import PLAIN_DIFF, Scope, git, scope
 
 TIMEOUT_S = 5.0
 MAX_NEW_FILES = 20
@@ -19,7 +22,12 @@ async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
     changed, or git is slow or missing."""
     if not _in_repository(cwd):
         return ""  # not in a repository: no git process to spawn
-    stat, new = await asyncio.gather(_out(cwd, "diff", "HEAD", "--stat", "--no-color"), _new(cwd))
+    within = await _scope(cwd)
+    if within is None:
+        return ""
+    stat, new = await asyncio.gather(
+        _out(cwd, within, "diff", "HEAD", "--stat", *PLAIN_DIFF), _new(cwd, within)
+    )
     lines = [stat] if stat else []
     lines += _listed(new, " {} | new", " … {} more new files")
     return shorten("\n".join(lines), max_chars)
@@ -30,8 +38,11 @@ async def diff_text(cwd: str, max_chars: int = 12000) -> str | None:
     names of its new files, cut to ``max_chars``; None when it is not a repository."""
     if not _in_repository(cwd):
         return None
+    within = await _scope(cwd)
+    if within is None:
+        return None
     diff, new = await asyncio.gather(
-        _out(cwd, "diff", "HEAD", "--no-color", "--no-ext-diff"), _new(cwd)
+        _out(cwd, within, "diff", "HEAD", *PLAIN_DIFF), _new(cwd, within)
     )
     listed = _listed(new, "new file (untracked): {}", "… {} more new files")
     text = "\n".join(part for part in (diff, "\n".join(listed)) if part)
@@ -44,9 +55,16 @@ def _in_repository(cwd: str) -> bool:
     return Path(cwd).is_dir() and maybe_in_repository(Path(cwd))
 
 
-async def _new(cwd: str) -> list[str]:
+async def _scope(cwd: str) -> Scope | None:
+    """The overrides for git in ``cwd``; None when git would not run there (a moved work tree,
+    a configuration git cannot read) or is missing or slow."""
+    within = await scope(cwd, TIMEOUT_S)
+    return within if within.refusal is None else None
+
+
+async def _new(cwd: str, within: Scope) -> list[str]:
     """The repository's new files (untracked, not ignored)."""
-    return (await _out(cwd, "ls-files", "--others", "--exclude-standard")).splitlines()
+    return (await _out(cwd, within, "ls-files", "--others", "--exclude-standard")).splitlines()
 
 
 def _listed(files: list[str], line: str, more: str) -> list[str]:
@@ -56,10 +74,10 @@ def _listed(files: list[str], line: str, more: str) -> list[str]:
     return shown
 
 
-async def _out(cwd: str, *args: str) -> str:
+async def _out(cwd: str, within: Scope, *args: str) -> str:
     """A git command's output in ``cwd``; empty when it fails, is missing or takes too long."""
     try:
-        done = await git(cwd, *args, timeout_s=TIMEOUT_S)
+        done = await git(cwd, *args, timeout_s=TIMEOUT_S, within=within)
     except OSError:
         return ""
     return done.out if done.code == 0 else ""

@@ -1,11 +1,11 @@
 """Task worktrees: a task can run in its own git worktree on its own branch, cut from the
 repository holding its directory and created under the data dir (never inside the repository).
 Its card then offers Show diff, Merge (into the base branch; refused on conflict) and Discard
-(refused while the worktree holds work, unless confirmed)."""
+(refused while the worktree holds work, unless confirmed). Every git here runs through
+``executors.gitguard``: the repository's hooks, fsmonitor, drivers and pager are not run."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import shutil
@@ -16,47 +16,10 @@ from bot.errors import UserInputError
 from bot.models import RepoHead
 from bot.store import Store, WorktreeRow
 from bot.store.placement import ACTIVE, DISCARDED, MERGED
+from executors.gitguard import BASE, PLAIN_DIFF, git, scope
 
 log = logging.getLogger(__name__)
-GIT_TIMEOUT_S = 60.0
 IDENTITY = ("-c", "user.name=Detach", "-c", "user.email=detach@localhost")
-
-
-@dataclass(frozen=True, slots=True)
-class Git:
-    code: int
-    out: str
-    err: str
-
-
-async def git(cwd: Path | str, *args: str, timeout_s: float = GIT_TIMEOUT_S) -> Git:
-    """Run git in ``cwd`` (bounded; never prompts)."""
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        "-C",
-        str(cwd),
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={
-            "GIT_TERMINAL_PROMPT": "0",
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(Path.home()),
-            "LC_ALL": "C",
-        },
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return Git(124, "", f"git {args[0]} took longer than {timeout_s:.0f}s")
-    return Git(
-        proc.returncode or 0,
-        out.decode(errors="replace").strip(),
-        err.decode(errors="replace").strip(),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +71,7 @@ async def top_level(cwd: Path) -> Path | None:
         return None
     if owned:
         return top
-    asked = await git(cwd, "rev-parse", "--show-toplevel")
+    asked = await git(cwd, "rev-parse", "--show-toplevel", within=BASE)
     return Path(asked.out).resolve() if asked.code == 0 and asked.out else None
 
 
@@ -119,8 +82,10 @@ class Worktrees:
 
     async def head(self, cwd: Path) -> RepoHead:
         """The repository holding ``cwd`` and its current commit and branch (one git process),
-        or a clear refusal: not a repository, or one without a commit yet."""
-        found = await git(cwd, "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
+        or a clear refusal: not a repository, or one without a commit yet. (``rev-parse`` runs
+        no driver: the fixed overrides are enough; a moved work tree is refused by ``create``.)"""
+        args = ("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
+        found = await git(cwd, *args, within=BASE)
         lines = found.out.splitlines()
         if found.code == 0 and len(lines) == 3:
             branch = lines[2] if lines[2] != "HEAD" else None  # HEAD: detached
@@ -174,22 +139,26 @@ class Worktrees:
     async def diff(self, task_id: int) -> Diff:
         """Everything the task changed since its base: commits and uncommitted files."""
         row = await self.active(task_id)
-        await git(row.path, "add", "--intent-to-add", "--all")  # new files show in the diff
-        stat = await git(row.path, "diff", "--stat", "--no-color", row.base_commit)
-        patch = await git(row.path, "diff", "--no-color", row.base_commit)
+        within = await scope(row.path)
+        await git(row.path, "add", "--intent-to-add", "--all", within=within)  # new files show
+        stat = await git(row.path, "diff", *PLAIN_DIFF, "--stat", row.base_commit, within=within)
+        patch = await git(row.path, "diff", *PLAIN_DIFF, row.base_commit, within=within)
         return Diff(stat.out, patch.out)
 
     async def has_work(self, row: WorktreeRow) -> bool:
         """Uncommitted changes, or commits the base branch does not have."""
-        status = await git(row.path, "status", "--porcelain")
-        ahead = await git(row.path, "rev-list", "--count", f"{row.base_commit}..HEAD")
+        within = await scope(row.path)
+        status = await git(row.path, "status", "--porcelain", within=within)
+        ahead = await git(row.path, "rev-list", "--count", f"{row.base_commit}..HEAD", within=BASE)
         return bool(status.out) or (ahead.out.isdigit() and int(ahead.out) > 0)
 
     async def merge(self, task_id: int, message: str) -> str:
         """Commit what the task left, merge its branch into the base branch in the repository's
         own checkout, then remove the worktree. Refused (nothing changed) on conflict."""
         row = await self.active(task_id)
-        current = await git(row.repo_root, "symbolic-ref", "--quiet", "--short", "HEAD")
+        current = await git(
+            row.repo_root, "symbolic-ref", "--quiet", "--short", "HEAD", within=BASE
+        )
         if current.out != row.base_branch:
             raise UserInputError(
                 "worktree.base_moved",
@@ -197,10 +166,20 @@ class Worktrees:
                 base=row.base_branch,
                 current=current.out or "detached HEAD",
             )
-        await git(row.path, "add", "--all")
-        staged = await git(row.path, "diff", "--cached", "--quiet")
+        within = await scope(row.path)
+        await git(row.path, "add", "--all", within=within)
+        staged = await git(row.path, "diff", *PLAIN_DIFF, "--cached", "--quiet", within=within)
         if staged.code == 1:
-            committed = await git(row.path, *IDENTITY, "commit", "--quiet", "-m", message)
+            committed = await git(
+                row.path,
+                *IDENTITY,
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "-m",
+                message,
+                within=within,
+            )
             if committed.code != 0:
                 raise UserInputError("worktree.failed", error=committed.err[-500:])
         merged = await git(
@@ -209,6 +188,8 @@ class Worktrees:
             "merge",
             "--no-ff",
             "--no-edit",
+            "--no-stat",
+            "--no-verify",
             "-m",
             f"Merge {row.branch}",
             row.branch,
@@ -245,5 +226,5 @@ class Worktrees:
             if not force:
                 raise UserInputError("worktree.failed", error=removed.err[-500:])
             shutil.rmtree(row.path, ignore_errors=True)
-            await git(row.repo_root, "worktree", "prune")
-        await git(row.repo_root, "branch", "-D" if force else "-d", row.branch)
+            await git(row.repo_root, "worktree", "prune", within=BASE)
+        await git(row.repo_root, "branch", "-D" if force else "-d", row.branch, within=BASE)

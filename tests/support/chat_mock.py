@@ -3,7 +3,8 @@
 Scripts are chosen by a substring of the conversation's first user message; the step used is the
 number of assistant messages already in the request, so one script spans a conversation across
 resumed turns. Steps: {"text"}; {"tools": [{"name", "args"}]} (may carry "text"; "raw_args"
-instead of "args" sends that string as the arguments); {"error": status, "message",
+instead of "args" sends that string as the arguments; "piece": n streams them n characters a
+chunk); {"error": status, "message",
 "retry_after", "times"} (the first "times" requests of that step get the error, then the step's
 "then" is used); {"delay": seconds} before answering; "usage" {"prompt_tokens",
 "completion_tokens"} on any step (default: a small fixed usage; "usage": null sends none).
@@ -124,8 +125,9 @@ def _handler_for(mock: ChatMock) -> type[BaseHTTPRequestHandler]:
                 head = {"index": n, "id": f"call_{n}_{time.monotonic_ns()}", "type": "function"}
                 first = {**head, "function": {"name": tool["name"], "arguments": raw[:10]}}
                 self._chunk(model, {"tool_calls": [first]}, finish_reason=None)
-                if raw[10:]:
-                    rest = {"index": n, "function": {"arguments": raw[10:]}}
+                size = int(tool.get("piece") or len(raw) or 1)  # the rest in pieces of this size
+                for start in range(10, len(raw), size):
+                    rest = {"index": n, "function": {"arguments": raw[start : start + size]}}
                     self._chunk(model, {"tool_calls": [rest]}, finish_reason=None)
             done = "tool_calls" if step.get("tools") else "stop"
             self._chunk(model, {}, finish_reason=done)
