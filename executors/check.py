@@ -38,11 +38,15 @@ class ShellCheck:
         grace_s: float = 2.0,
         nice: int = 0,
         denied: Callable[[], Iterable[Path]] = tuple,
+        confine_always: bool = True,
     ) -> None:
         """``nice``: how much nicer than the bot the check's processes run; ``denied``: the
-        paths a sandboxed check may not read (asked at each run)."""
+        paths a sandboxed check may not read (asked at each run); ``confine_always``: run in
+        the sandbox whenever this machine has one, not only when ``run`` is told to (a check:
+        yes; /local's ``run`` tool, whose commands the owner approves in ask mode: no)."""
         self._env = without_secrets(agent_env(environ, secrets))
         self._denied = denied
+        self._confine_always = confine_always
         self._timeout_s = timeout_s
         self._grace_s = grace_s
         self._nice = nice
@@ -51,7 +55,7 @@ class ShellCheck:
         self, command: str, cwd: Path, sandboxed: bool, round_: int, tag: str | None = None
     ) -> CheckResult:
         argv = ["sh", "-c", command]
-        if sandboxed or await asyncio.to_thread(sandbox.problem, self._env) is None:
+        if sandboxed or (self._confine_always and await self._sandbox_works()):
             argv = sandbox.confine(argv, cwd, self._env, self._denied())
         started = time.monotonic()
         proc = await spawn(argv, str(cwd), self._env, tag, self._nice)
@@ -82,6 +86,9 @@ class ShellCheck:
             round=round_,
             timed_out=timed_out,
         )
+
+    async def _sandbox_works(self) -> bool:
+        return await asyncio.to_thread(sandbox.problem, self._env) is None
 
     async def _stop(self, proc: asyncio.subprocess.Process, tag: str | None) -> None:
         await stop_tree(proc, self._grace_s, signal.SIGTERM, tag)

@@ -155,7 +155,7 @@ class LocalExecutor:
         messages.append({"role": "user", "content": spec.prompt})
         await self._save(session_id, messages)
         yield SessionStarted(session_id, endpoint.model)
-        tools = ToolBox(spec.cwd, self._command_runner(spec, endpoint))
+        tools = ToolBox(spec.cwd, self._command_runner(spec, endpoint), spec.deny_read)
         turn = _TurnState()
         for step in range(1, self._max_steps + 1):
             fit(messages, endpoint.context_window)
@@ -266,7 +266,12 @@ class LocalExecutor:
         async def run_command(command: str, timeout_s: float | None) -> tuple[int | None, str]:
             limit = min(timeout_s or self._command_timeout_s, self._command_timeout_s)
             shell = ShellCheck(
-                environ, self._secrets, limit, nice=spec.nice, denied=lambda: spec.deny_read
+                environ,
+                self._secrets,
+                limit,
+                nice=spec.nice,
+                denied=lambda: spec.deny_read,
+                confine_always=False,  # ask/auto: the command the owner approved, as it is
             )
             result = await shell.run(command, spec.cwd, sandboxed, 1, spec.process_tag)
             return result.exit_code, result.output

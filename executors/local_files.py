@@ -7,6 +7,9 @@ its open descriptor, so a link swapped in between leads nowhere. ``list_files`` 
 a symlink whose target is outside (never read). Only regular files are read or written (a FIFO
 would block). Writes into a ``.git`` (a directory or a worktree's file) are refused, as Claude
 Code's sandbox does: a planted hook or config would be run by git, the bot's own included.
+The turn's denied paths (``TurnSpec.deny_read``) that lie inside the directory (a task working
+in the home directory holds ``~/.ssh``) are outside for every tool: not read, written, listed
+or searched.
 ``grep`` uses RE2 (linear time: no pattern can hang it) within a time budget.
 """
 
@@ -16,7 +19,7 @@ import fnmatch
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +40,13 @@ class ToolFailed(Exception):
 class Confined:
     """The files of one task's directory, as the tools may touch them."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, denied: Iterable[Path] = ()) -> None:
         self.root = root.resolve()
+        self._denied = tuple(
+            path
+            for path in (Path(p).resolve() for p in denied)
+            if path != self.root and path.is_relative_to(self.root)
+        )
 
     def inside(self, path: object) -> Path:
         """``path`` resolved inside the task's directory, or ToolFailed."""
@@ -49,7 +57,12 @@ class Confined:
         except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte
             raise ToolFailed(f"{path} cannot be resolved: {exc}") from exc
         if not self._contains(resolved):
-            raise ToolFailed(f"{path} is outside the working directory; it is not allowed")
+            where = (
+                "is denied to tasks (it may hold secrets)"
+                if self._within_root(resolved)
+                else "is outside the working directory"
+            )
+            raise ToolFailed(f"{path} {where}; it is not allowed")
         return resolved
 
     def writable(self, path: object) -> Path:
@@ -66,8 +79,14 @@ class Confined:
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.root)) if path != self.root else "."
 
-    def _contains(self, path: Path) -> bool:
+    def _within_root(self, path: Path) -> bool:
         return path == self.root or path.is_relative_to(self.root)
+
+    def _contains(self, path: Path) -> bool:
+        """Inside the directory and under none of its denied paths (``path`` resolved)."""
+        return self._within_root(path) and not any(
+            path == d or path.is_relative_to(d) for d in self._denied
+        )
 
     # -- opening ---------------------------------------------------------------------------
     def _open(self, path: Path, flags: int) -> int:
@@ -166,12 +185,16 @@ class Confined:
             yield under
             return
         for folder, dirs, files in os.walk(under):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if d not in SKIPPED_DIRS and self._contains((Path(folder) / d).resolve())
+            )
             for name in sorted(files):
                 if time.monotonic() > deadline:
                     return
                 path = Path(folder) / name
-                if not path.is_symlink() or self._contains(path.resolve()):
+                if self._contains(path.resolve() if path.is_symlink() else path):
                     yield path
 
 

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,8 +135,10 @@ def parse_call(call_id: str, name: str, raw: str) -> Call:
 class ToolBox:
     """The tools of one turn, rooted at the task's directory."""
 
-    def __init__(self, root: Path, run_command: RunCommand) -> None:
-        self.files = Confined(root)
+    def __init__(self, root: Path, run_command: RunCommand, denied: Iterable[Path] = ()) -> None:
+        """``denied``: paths no tool reads or writes (the turn's deny list; what lies inside
+        the directory counts, e.g. ``~/.ssh`` for a task working in the home directory)."""
+        self.files = Confined(root, denied)
         self.root = self.files.root
         self._run_command = run_command
 

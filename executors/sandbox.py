@@ -70,7 +70,8 @@ def confine(
     """``argv`` run by bubblewrap: the whole filesystem read-only but ``writable`` (and a private
     ``/tmp``), no network, its own process namespace; each ``denied`` directory is an empty
     tmpfs and each denied file an empty one (``/dev/null``), except ``writable`` itself, which
-    stays readable and writable even inside a denied directory (mounts apply in order)."""
+    stays readable and writable even inside a denied directory (mounts apply in order); the
+    ``.git/config``, ``hooks`` and ``info`` of a repository at its top stay read-only."""
     bwrap = shutil.which("bwrap", path=environ.get("PATH", "")) or "bwrap"
     where = os.path.abspath(writable)
     real = os.path.realpath(where)  # bound by its real path: a symlink on the way still leads
@@ -88,11 +89,30 @@ def confine(
         real,
         real,
         *_hidden(inside),
+        *_git_kept(Path(real)),
         "--chdir",
         where,
         "--",
         *argv,
     ]
+
+
+GIT_KEPT = ("config", "hooks", "info")  # what git runs or obeys: a planted hook, fsmonitor, filter
+
+
+def _git_kept(writable: Path) -> list[str]:
+    """bubblewrap's arguments that keep a repository's own configuration and hooks at the top
+    of ``writable`` read-only, as Claude Code's sandbox does: a command of the task may commit,
+    but not plant what git would run for the owner (or for the bot) later."""
+    git = writable / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []  # a worktree's ``.git`` file points outside, which is read-only anyway
+    args: list[str] = []
+    for name in GIT_KEPT:
+        path = git / name
+        if path.exists() and not path.is_symlink():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
 
 
 def _hidden(paths: Iterable[Path]) -> list[str]:

@@ -259,3 +259,28 @@ async def test_a_sandboxed_turn_is_told_what_it_may_not_read(tmp_path, workdir):
     assert {(tmp_path / "data").resolve(), extra, Path.home() / ".ssh"} <= denied
     assert sandboxed.cwd.is_relative_to(tmp_path / "data" / "worktrees")  # bound back in
     assert asking.deny_read == ()
+
+
+async def test_a_sandboxed_command_may_commit_but_not_plant_git_config_or_hooks(workdir):
+    """In a plain checkout (no worktree) the sandbox keeps ``.git/config``, ``hooks`` and
+    ``info`` read-only, as Claude Code's does: a commit works, a planted fsmonitor or hook
+    (which git would run for the owner, or the bot, later) does not land."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir.parent)}
+    git = "git -c user.name=t -c user.email=t@t"
+    setup = await ShellCheck(env, (), timeout_s=30).run(
+        f"git init -q . && {git} commit -q --allow-empty -m base", workdir, False, 1
+    )
+    assert setup.passed, setup.output
+    before = (workdir / ".git" / "config").read_text()
+    plant = (
+        "echo '[core] fsmonitor = touch /var/tmp/planted' >> .git/config; echo cfg=$?; "
+        "echo 'touch /var/tmp/planted' > .git/hooks/pre-commit; echo hook=$?; "
+        "echo '* filter=x' > .git/info/attributes; echo attr=$?; "
+        f"echo work > a.txt && git add a.txt && {git} commit -q -m work; echo commit=$?"
+    )
+    checks = ShellCheck(env, (), timeout_s=30)
+    result = await checks.run(plant, workdir, sandboxed=True, round_=1)
+    assert result.output.count("Read-only file system") == 3, result.output
+    assert "commit=0" in result.output, result.output
+    assert (workdir / ".git" / "config").read_text() == before
+    assert not (workdir / ".git" / "hooks" / "pre-commit").exists()

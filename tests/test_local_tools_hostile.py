@@ -96,6 +96,29 @@ async def test_a_symlink_out_is_never_read_by_grep_list_or_read(planted):
     assert await box.run(Call("4", "read_file", {"path": "notes.link"})) == "token: look elsewhere"
 
 
+async def test_denied_paths_inside_the_directory_are_out_of_every_tool(workdir):
+    """A task working in the home directory: ``~/.ssh`` and the settings folder (on the turn's
+    deny list) are neither read, written, listed nor searched; the rest of the home works."""
+    (workdir / ".ssh").mkdir()
+    (workdir / ".ssh" / "id_ed25519").write_text(f"{CANARY}\n")
+    (workdir / ".config" / "detach").mkdir(parents=True)
+    (workdir / ".config" / "detach" / "env").write_text(f"{CANARY}\n")
+    (workdir / "key.link").symlink_to(workdir / ".ssh" / "id_ed25519")
+    (workdir / "notes.txt").write_text("token: look elsewhere\n")
+    denied = (workdir / ".ssh", workdir / ".config" / "detach", Path("/elsewhere/denied"))
+    box = ToolBox(workdir, _no_command, denied)
+    found = await box.run(Call("1", "grep", {"pattern": "canary|token"}))
+    assert SECRET not in found and "notes.txt:1:" in found
+    assert await box.run(Call("2", "list_files", {})) == "notes.txt"
+    for path in (".ssh/id_ed25519", ".config/detach/env", "key.link", ".ssh"):
+        with pytest.raises(ToolFailed, match="denied to tasks"):
+            await box.run(Call("3", "read_file", {"path": path}))
+    with pytest.raises(ToolFailed, match="denied to tasks"):
+        await box.run(Call("4", "write_file", {"path": ".ssh/authorized_keys", "content": "k"}))
+    assert not (workdir / ".ssh" / "authorized_keys").exists()
+    assert await box.run(Call("5", "read_file", {"path": "notes.txt"})) == "token: look elsewhere"
+
+
 async def test_writes_into_git_are_refused_wherever_they_point(workdir):
     (workdir / ".git" / "hooks").mkdir(parents=True)
     (workdir / "sub").mkdir()
