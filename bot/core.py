@@ -32,6 +32,7 @@ from bot.money.presets import PresetCatalog
 from bot.ports import Executor
 from bot.settings import Settings
 from bot.store import Store
+from bot.store.ownership import owned, owner
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
@@ -95,6 +96,10 @@ async def build_core(
             "scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
             "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…"
         )
+    host = socket.gethostname()
+    # before anything touches the database or the agents: a second bot (or a worker under a
+    # taken name) would sweep away the live one's agents and recover its running turns
+    await stack.enter_async_context(owned(settings.resolved_database_url, *owner(role, name, host)))
     store = await Store.open(settings.resolved_database_url)
     stack.push_async_callback(store.close)
     texts = Texts()
@@ -104,7 +109,6 @@ async def build_core(
     engines = make_engines(settings, agent_environ, given_executors, store.engine_sessions)
     background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
     executors = engines.available
-    host = socket.gethostname()
     identity = stable_identity(role, name, host)
     announce = store.claims.announce if shared_db else None
     pool = JobPool(identity, settings.max_concurrent_turns, settings.turn_timeout_s, announce)
