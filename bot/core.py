@@ -44,7 +44,8 @@ from bot.turns.specs import TurnPolicy
 from bot.worktrees.git import Worktrees
 from executors import registry
 from executors.check import ShellCheck
-from executors.tree import kill_tagged
+from executors.procs import kill_tagged, this_run
+from executors.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 SHARED_POLL_S = 1.0  # how soon a worker sees a /cancel or an answer the bot took
@@ -219,12 +220,16 @@ def process_tag(settings: Settings, identity: str) -> str:
 
 
 async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
-    """Stop what a crashed run of this process left behind (agents, their daemons), recover
+    """Stop what a crashed run of this process left behind (agents, their daemons), start the
+    agents' watchdog (if this process dies, it stops every agent process it started), recover
     its turns, then start the job pool (and, on a shared database, the lease's loop and the
     claiming of turns). On the way out: no more claims, the running turns stop, the lease
     lapses at once so another process takes over what they leave."""
     await asyncio.to_thread(kill_tagged, core.tag + ":")
     shared = core.shared
+    if shared is None or shared.dispatcher is not None:  # it runs agents (a front does not)
+        watchdog = Watchdog.start(this_run())
+        stack.callback(watchdog.close)  # after the pool stopped the agents (SIGINT first)
     if shared is None:
         await recover(core.store, core.notifier, core.desk)
     else:
