@@ -27,6 +27,7 @@ from bot.turns.queue import TurnQueue
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.postgres import postgres_database
 from tests.support.recording_session import RecordingSession
 from tests.test_checks import finished
 from tests.test_handlers import feed, message
@@ -92,25 +93,35 @@ async def test_a_reset_eighty_years_ahead_holds_no_task_behind_it(
             await fake.wait_text(OWNER, "next done", timeout_s=60)
 
 
-async def test_the_engines_limit_only_moves_later_while_it_holds(tmp_path):
-    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
-    try:
-        queue = TurnQueue(store, JobPool("test", 1, 60))
-        other = TurnQueue(store, JobPool("other", 1, 60))  # another process's view
-        now = datetime.now(UTC).replace(microsecond=0)
-        hour, minutes = now + timedelta(hours=1), now + timedelta(minutes=5)
-        assert await queue.limit("claude", hour) == hour
-        assert await other.limit("claude", minutes) == hour  # not shortened
-        assert await queue.limited_until("claude") == hour
-        assert (await store.limits.active())["claude"] == hour
-        later = now + timedelta(hours=3)
-        assert await other.limit("claude", later) == later  # moved later
-        assert await other.limit("codex", minutes) == minutes  # engines apart
-        # a limit that lifted does not hold a new, earlier one back
-        await store.limits.extend("gpt", now - timedelta(hours=2))
-        assert await queue.limit("gpt", minutes) == minutes
-    finally:
-        await store.close()
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request, tmp_path):  # type: ignore[no-untyped-def]
+    """A store on a real SQLite file and on the machine's PostgreSQL, with the real clock."""
+    if request.param == "sqlite":
+        opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+        yield opened
+        await opened.close()
+        return
+    async with postgres_database() as url:
+        opened = await Store.open(url)
+        yield opened
+        await opened.close()
+
+
+async def test_the_engines_limit_only_moves_later_while_it_holds(store):
+    queue = TurnQueue(store, JobPool("test", 1, 60))
+    other = TurnQueue(store, JobPool("other", 1, 60))  # another process's view
+    now = datetime.now(UTC).replace(microsecond=0)
+    hour, minutes = now + timedelta(hours=1), now + timedelta(minutes=5)
+    assert await queue.limit("claude", hour) == hour
+    assert await other.limit("claude", minutes) == hour  # not shortened
+    assert await queue.limited_until("claude") == hour
+    assert (await store.limits.active())["claude"] == hour
+    later = now + timedelta(hours=3)
+    assert await other.limit("claude", later) == later  # moved later
+    assert await other.limit("codex", minutes) == minutes  # engines apart
+    # a limit that lifted does not hold a new, earlier one back
+    await store.limits.extend("gpt", now - timedelta(hours=2))
+    assert await queue.limit("gpt", minutes) == minutes
 
 
 def _limited(reset: datetime) -> tuple:  # type: ignore[type-arg]

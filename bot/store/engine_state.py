@@ -53,8 +53,7 @@ class EngineLimitRepo:
         the other tasks of the engine wait for). Returns the limit now stored."""
         until = until.astimezone(UTC)  # every time we store is UTC (SQLite keeps no zone)
         async with self._engine.begin() as conn:
-            query = _engine_limit().with_for_update()  # PostgreSQL: two runners, one after other
-            stored = aware((await conn.execute(query, {"engine": engine})).scalar())
+            stored = aware((await conn.execute(_engine_limit(), {"engine": engine})).scalar())
             if stored is not None and stored > until:
                 return stored  # in force and later (a past one is never later: until is ahead)
             values = {"until": until, "updated_at": self._clock()}
@@ -84,4 +83,7 @@ def _engine_limits() -> sa.Select[Any]:
 
 @functools.cache
 def _engine_limit() -> sa.Select[Any]:
-    return sa.select(engine_limits.c.until).where(engine_limits.c.engine == sa.bindparam("engine"))
+    """One engine's limit, its row locked to the transaction's end (PostgreSQL: two runners
+    extending it take turns; SQLite has one writer anyway)."""
+    where = engine_limits.c.engine == sa.bindparam("engine")
+    return sa.select(engine_limits.c.until).where(where).with_for_update()
