@@ -34,6 +34,7 @@ from bot.money.presets import PresetCatalog
 from bot.ports import Executor
 from bot.settings import Settings
 from bot.store import Store
+from bot.store.ownership import owned, owner
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
@@ -46,7 +47,8 @@ from bot.worktrees.git import Worktrees
 from executors import registry
 from executors.check import ShellCheck
 from executors.denied import ReadDenial
-from executors.tree import kill_tagged
+from executors.procs import kill_tagged, this_run
+from executors.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 SHARED_POLL_S = 1.0  # how soon a worker sees a /cancel or an answer the bot took
@@ -98,6 +100,10 @@ async def build_core(
             "scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
             "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…"
         )
+    host = socket.gethostname()
+    # before anything touches the database or the agents: a second bot (or a worker under a
+    # taken name) would sweep away the live one's agents and recover its running turns
+    await stack.enter_async_context(owned(settings.resolved_database_url, *owner(role, name, host)))
     store = await Store.open(settings.resolved_database_url)
     stack.push_async_callback(store.close)
     texts = Texts()
@@ -107,7 +113,6 @@ async def build_core(
     engines = make_engines(settings, agent_environ, given_executors, store.engine_sessions)
     background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
     executors = engines.available
-    host = socket.gethostname()
     identity = stable_identity(role, name, host)
     announce = store.claims.announce if shared_db else None
     pool = JobPool(identity, settings.max_concurrent_turns, settings.turn_timeout_s, announce)
@@ -219,12 +224,16 @@ def process_tag(settings: Settings, identity: str) -> str:
 
 
 async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
-    """Stop what a crashed run of this process left behind (agents, their daemons), recover
+    """Stop what a crashed run of this process left behind (agents, their daemons), start the
+    agents' watchdog (if this process dies, it stops every agent process it started), recover
     its turns, then start the job pool (and, on a shared database, the lease's loop and the
     claiming of turns). On the way out: no more claims, the running turns stop, the lease
     lapses at once so another process takes over what they leave."""
     await asyncio.to_thread(kill_tagged, core.tag + ":")
     shared = core.shared
+    if shared is None or shared.dispatcher is not None:  # it runs agents (a front does not)
+        watchdog = Watchdog.start(this_run())
+        stack.callback(watchdog.close)  # after the pool stopped the agents (SIGINT first)
     if shared is None:
         await recover(core.store, core.notifier, core.desk)
     else:

@@ -6,6 +6,7 @@
     │   ├── TaskNotFound       unknown id, or a task of somebody else (never tell which)
     │   └── TaskStateError     the task cannot do that now (e.g. archive a running task)
     ├── ToolRefused            an MCP tool call `detach mcp` refuses; the message is for a model
+    ├── AlreadyRunning         another process holds this database and role (what, holder)
     ├── StoreError             the database failed or holds something unexpected
     │   └── TurnTaken          a turn this runner ran was taken over (its lease lapsed)
     └── AgentError             an agent CLI could not be run or broke its protocol
@@ -66,6 +67,16 @@ class TaskStateError(UserInputError):
 class ToolRefused(DetachError):
     """A tool call of `detach mcp` that cannot be done; the message says why, in English, for
     the calling model (not a person's localized reply)."""
+
+
+class AlreadyRunning(DetachError):
+    """Another live process is this database's bot (or this worker): ``what`` it is, and
+    ``holder`` (its pid, host and since when) in words."""
+
+    def __init__(self, what: str, holder: str) -> None:
+        super().__init__(f"{what} is already running: {holder}; stop it first")
+        self.what = what
+        self.holder = holder
 
 
 class StoreError(DetachError):

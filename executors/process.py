@@ -17,6 +17,7 @@ from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import TurnSpec
+from executors.procs import RUN_ENV, this_run
 from executors.shield import shielded
 from executors.tree import TAG_ENV, exited, stop_tree, wait_exit
 
@@ -59,12 +60,14 @@ def _prefix(nice: int) -> tuple[str, ...]:
     """coreutils ``nice`` runs the agent at a lower CPU priority, inherited by every process it
     starts (the bot and its card are not kept waiting by a machine the agents keep busy);
     util-linux ``setpriv`` gives it a parent-death signal: if the bot is killed -9, the agent
-    gets SIGINT and stops its own tools instead of running on as an orphan."""
+    is killed with it, even one that ignores SIGINT (what it forked and detached is the
+    watchdog's: ``executors.watchdog``). The bot's own stops are unchanged: SIGINT first
+    (``stop_tree``), SIGKILL only after the grace."""
     niced = shutil.which("nice") if nice else None
     setpriv = shutil.which("setpriv")
     return (
         *((niced, "-n", str(nice)) if niced else ()),
-        *((setpriv, "--pdeathsig", "INT", "--") if setpriv else ()),
+        *((setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()),
     )
 
 
@@ -72,8 +75,9 @@ async def spawn(
     argv: list[str], cwd: str, env: Mapping[str, str], tag: str | None = None, nice: int = 0
 ) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
-    (see TAG_ENV), ``nice`` steps below the bot's CPU priority; safe to cancel (``created``)."""
-    env = {**env, TAG_ENV: tag} if tag else dict(env)
+    (see TAG_ENV) and with this process's run (RUN_ENV: what its watchdog stops when it dies),
+    ``nice`` steps below the bot's CPU priority; safe to cancel (``created``)."""
+    env = {**env, TAG_ENV: tag, RUN_ENV: this_run()} if tag else dict(env)
     return await created(
         asyncio.create_subprocess_exec(
             *_prefix(nice),

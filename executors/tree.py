@@ -1,10 +1,6 @@
 """Stopping an agent's whole process tree: the agent, every process group below it, and every
-process carrying the turn's tag, also after the bot died.
-
-Processes are read from /proc (Linux, where the bot runs): a process is its pid with its start
-time, so a pid the system gave to another process since it was seen is never signalled. psutil
-did this before; importing it, and the process objects its iterator keeps, cost the idle bot
-1.3 MB and ~10 ms of its start."""
+process carrying the turn's tag, also after the bot died (processes as /proc shows them:
+``executors.procs``)."""
 
 from __future__ import annotations
 
@@ -13,53 +9,19 @@ import contextlib
 import logging
 import os
 import signal
-from dataclasses import dataclass
-from pathlib import Path
 
+from executors.procs import TAG_ENV, Proc, all_pids, kill_tagged, stat_of
+
+__all__ = ["TAG_ENV", "Proc", "descendants", "kill_tagged", "stop_tree", "wait_exit"]
 log = logging.getLogger(__name__)
-
-# Every process of a turn carries this variable (``<owner>:<turn id>``): a daemon that left the
-# agent's process group and session still has it, so it is found and stopped with the turn, and
-# at the next start when the bot died.
-TAG_ENV = "DETACH_AGENT_TAG"
-_TAG_PREFIX = TAG_ENV.encode() + b"="
 _SWEEPS: set[asyncio.Future[int]] = set()  # tag sweeps under way (kept from being collected)
-PROC = Path("/proc")
-
-
-@dataclass(frozen=True, slots=True)
-class Proc:
-    pid: int
-    started: int  # /proc/<pid>/stat's starttime (ticks since boot): with the pid, one process
-
-    def alive(self) -> bool:
-        """Still this process (not exited and reaped, its pid not given to another)."""
-        found = _stat(self.pid)
-        return found is not None and found[1] == self.started
-
-
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start time) of ``pid``; None when it is gone."""
-    try:
-        data = (PROC / str(pid) / "stat").read_bytes()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) ": state, ppid, …
-    return int(fields[1]), int(fields[19])  # ppid (field 4), starttime (field 22)
-
-
-def _pids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir(PROC) if name.isdigit()]
-    except OSError:
-        return []
 
 
 def descendants(pid: int) -> list[Proc]:
     """Every process below ``pid`` (children, theirs, …), as they are now."""
     children: dict[int, list[Proc]] = {}
-    for other in _pids():
-        found = _stat(other)
+    for other in all_pids():
+        found = stat_of(other)
         if found is not None:
             children.setdefault(found[0], []).append(Proc(other, found[1]))
     below: list[Proc] = []
@@ -144,34 +106,3 @@ def _kill_all(procs: list[Proc]) -> None:
         if child.alive():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(child.pid, signal.SIGKILL)
-
-
-def kill_tagged(tag: str, *, exact: bool = False) -> int:
-    """SIGKILL every process of ours whose environment carries TAG_ENV equal to ``tag`` (or,
-    without ``exact``, starting with it); returns how many. At start, the bot passes its owner
-    prefix to stop what a crashed run left behind."""
-    me = os.getpid()
-    killed = 0
-    for pid in _pids():
-        if pid == me:
-            continue
-        value = _tag_of(pid)
-        if value is not None and (value == tag if exact else value.startswith(tag)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-    if killed:
-        log.info("stopped %s left-behind agent process(es) tagged %s", killed, tag)
-    return killed
-
-
-def _tag_of(pid: int) -> str | None:
-    """``pid``'s TAG_ENV, None when it has none or cannot be read (another user's, gone)."""
-    try:
-        environ = (PROC / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
-    for item in environ.split(b"\0"):
-        if item.startswith(_TAG_PREFIX):
-            return item[len(_TAG_PREFIX) :].decode(errors="replace")
-    return None

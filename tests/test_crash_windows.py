@@ -193,9 +193,12 @@ async def test_a_recovery_killed_before_its_notice_recovers_again(tmp_path, env)
 
 
 async def test_a_daemon_left_by_a_killed_bot_is_stopped_at_the_next_start(tmp_path, env):
-    """The agent double-forked a daemon (its own session, no pipes) and the bot was killed:
-    the parent-death signal stops the agent but not the daemon; the next start stops it
-    before anything resumes."""
+    """The agent double-forked a daemon (its own session, no pipes) and the bot was killed
+    with its watchdog (tests/test_orphans.py: the watchdog alone stops it): the parent-death
+    signal stops the agent but not the daemon; the next start stops it before anything
+    resumes."""
+    import psutil
+
     from tests.support.processes import matching
 
     data_dir = tmp_path / "data"
@@ -209,6 +212,9 @@ async def test_a_daemon_left_by_a_killed_bot_is_stopped_at_the_next_start(tmp_pa
             async with asyncio.timeout(30):
                 while not {proc.pid for proc in matching("fake-daemon-")} - others:
                     await asyncio.sleep(0.1)
+            for child in psutil.Process(bot.pid).children():
+                if "executors.watchdog" in " ".join(child.cmdline()):
+                    child.kill()  # the watchdog first: it would stop the daemon
             bot.kill()
             await _killed(bot)
             await asyncio.sleep(1)

@@ -58,7 +58,8 @@ async def test_kill_9_during_a_turn_then_resume(
             await _until(lambda: bool(_sleepers()), 30)
             os.kill(bot.pid, signal.SIGKILL)
             await asyncio.wait_for(bot.wait(), 10)
-            # the agent got its parent-death signal and stopped its tool: no orphan is left
+            # the agent got its parent-death signal (SIGKILL) and the bot's watchdog stopped its
+            # tool (its own process group): no orphan is left
             await _until(lambda: not _sleepers(), 20)
 
             mark = len(fake.calls)

@@ -2,7 +2,7 @@
 
 /every: ``day 09:00``, ``weekdays 18:30``, ``mon,thu 08:00``, ``hour``, ``15m``, ``2h``, or a
 crontab line (``0 9 * * 1-5``). /at: ``09:00`` (the next one), ``tomorrow 09:00``,
-``2026-12-01 09:00``, ``2026-12-01T09:00:30``, ``+30m``, ``in 2h``."""
+``2026-12-01 09:00``, ``2026-12-01T09:00:30``, ``+30m``, ``in 2h``, at most AT_HORIZON ahead."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ _TIME = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _SPAN = re.compile(r"\+?(\d{1,4})(s|m|h|d)")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+AT_HORIZON = timedelta(days=366)  # /at further ahead is refused: a typo more likely than a plan
 
 
 def zone(name: str) -> ZoneInfo:
@@ -101,7 +102,7 @@ def parse_every(text: str, tz: str, now: datetime) -> tuple[When, str]:
     when = When(cron=cron, tz=zone(tz).key)
     try:
         when.check(now)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: its next run is past year 9999
         raise UserInputError("schedule.bad_cron", cron=cron, error=str(exc)) from None
     return when, " ".join(words[used:])
 
@@ -135,10 +136,18 @@ def parse_at(text: str, tz: str, now: datetime) -> tuple[When, str]:
         at, used = _local(first.upper(), local), 1
     if at is None:
         raise UserInputError("schedule.bad_at", typed=" ".join(words[:2]))
-    if at <= now:
-        raise UserInputError("schedule.in_past", at=at.astimezone(local).strftime("%Y-%m-%d %H:%M"))
+    _within_reach(at, now, local, " ".join(words[:used]))
     # stored and compared as UTC; shown in the owner's zone (``describe``)
     return When(at=at.astimezone(UTC), tz=local.key), " ".join(words[used:])
+
+
+def _within_reach(at: datetime, now: datetime, local: ZoneInfo, typed: str) -> None:
+    """UserInputError unless ``at`` is ahead of ``now`` by at most AT_HORIZON (judged before
+    any conversion of zone: 9999-12-31 23:59 in UTC-12 is past the last moment Python has)."""
+    if at <= now:
+        raise UserInputError("schedule.in_past", at=at.astimezone(local).strftime("%Y-%m-%d %H:%M"))
+    if at - now > AT_HORIZON:
+        raise UserInputError("schedule.too_far", typed=typed, days=AT_HORIZON.days)
 
 
 def _local(text: str, local: ZoneInfo) -> datetime:

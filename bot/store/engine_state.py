@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from bot.store.db import Clock, Database, aware, upsert
 from bot.store.schema import engine_limits, engine_sessions
+
+# No plan's usage window is longer (Claude's weekly limit is the longest): a reset further ahead
+# than this is a clock or a parser gone wrong, and believing it would hold every task of the
+# engine behind it.
+LIMIT_HORIZON = timedelta(days=7)
 
 
 class EngineSessionRepo:
@@ -42,20 +47,30 @@ class EngineLimitRepo:
         self._engine = engine
         self._clock = clock
 
-    async def set(self, engine: str, until: datetime) -> None:
-        values = {"until": until, "updated_at": self._clock()}
+    async def extend(self, engine: str, until: datetime) -> datetime:
+        """``engine`` is limited until ``until``, or until the limit in force when that is
+        later: a limit only moves later while it holds (one task's answer never shortens what
+        the other tasks of the engine wait for). Returns the limit now stored."""
+        until = until.astimezone(UTC)  # every time we store is UTC (SQLite keeps no zone)
         async with self._engine.begin() as conn:
+            stored = aware((await conn.execute(_engine_limit(), {"engine": engine})).scalar())
+            if stored is not None and stored > until:
+                return stored  # in force and later (a past one is never later: until is ahead)
+            values = {"until": until, "updated_at": self._clock()}
             await upsert(conn, engine_limits, {"engine": engine}, values)
+        return until
 
     async def active(self) -> dict[str, datetime]:
-        """Engines still limited now, and until when (a few rows: compared here, in UTC)."""
+        """Engines still limited now, and until when (a few rows: compared here, in UTC). A
+        limit further ahead than LIMIT_HORIZON is none (stored before such times were
+        refused)."""
         now = self._clock()
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(_engine_limits()))
         found: dict[str, datetime] = {}
         for row in rows:
             until = aware(row.until)
-            if until is not None and until > now:
+            if until is not None and now < until <= now + LIMIT_HORIZON:
                 found[row.engine] = until
         return found
 
@@ -64,3 +79,11 @@ class EngineLimitRepo:
 @functools.cache
 def _engine_limits() -> sa.Select[Any]:
     return sa.select(engine_limits.c.engine, engine_limits.c.until)
+
+
+@functools.cache
+def _engine_limit() -> sa.Select[Any]:
+    """One engine's limit, its row locked to the transaction's end (PostgreSQL: two runners
+    extending it take turns; SQLite has one writer anyway)."""
+    where = engine_limits.c.engine == sa.bindparam("engine")
+    return sa.select(engine_limits.c.until).where(where).with_for_update()

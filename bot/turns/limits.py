@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from bot.models import Engine, Task, Turn
 from bot.store import Store
 from bot.store.db import utcnow
+from bot.store.engine_state import LIMIT_HORIZON
 from bot.telegram.notifier import Notifier
 from bot.turns.outcome import local_time
 from bot.turns.queue import TurnQueue
@@ -24,6 +25,16 @@ def retry_after_s(base_s: float, parks: int) -> float:
     of the same turn: ``base_s`` (DETACH_LIMIT_RETRY_S), doubling each time, up to
     LIMIT_RETRY_MAX_S (or ``base_s`` when that is longer)."""
     return min(base_s * 2 ** min(parks, 16), max(base_s, LIMIT_RETRY_MAX_S))
+
+
+def believed(until: datetime | None, now: datetime) -> datetime | None:
+    """The reset time an engine named, if it can be one: None ("no reset time": the growing
+    retry of DETACH_LIMIT_RETRY_S) when it is already past (stored, it would release every
+    waiting task at once, each to meet the limit again) or further ahead than any plan's
+    window (LIMIT_HORIZON: every task of the engine would wait behind it)."""
+    if until is None or until <= now or until - now > LIMIT_HORIZON:
+        return None
+    return until
 
 
 class Parking:
@@ -53,9 +64,15 @@ class Parking:
         acknowledgement's status in one transaction. A turn that waited before has its notice
         updated instead (no new buzz for each retry). The intake submits it again once the
         limit has reset. ``runner``: only while it holds the turn (``TurnTaken``)."""
+        now = utcnow()
+        named, until = until, believed(until, now)
+        if named is not None and until is None:
+            log.warning(
+                "task %s: %s named a reset at %s: taken as none", task.id, task.engine, named
+            )
         known = until is not None
         if until is None:
-            until = utcnow() + timedelta(seconds=retry_after_s(self._retry_s, turn.limit_parks))
+            until = now + timedelta(seconds=retry_after_s(self._retry_s, turn.limit_parks))
         zone = await self._store.users.tz(task.owner_id) or self._timezone
         key = "task.limit_parked" if known else "task.limit_parked_no_time"
         others = [
@@ -64,7 +81,7 @@ class Parking:
             if engine != task.engine and await self._queue.limited_until(engine) is None
         ]
         async with self._store.atomic():
-            await self._queue.limit(task.engine, until)
+            until = await self._queue.limit(task.engine, until)  # or the later one in force
             parked = await self._store.claims.park_turn(turn.id, runner)
             resets = local_time(until, zone)
             await self._notifier.limit_waits(

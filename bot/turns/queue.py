@@ -77,11 +77,14 @@ class TurnQueue:
         until = self._limits.get(engine)
         return until if until is not None and until > (now or utcnow()) else None
 
-    async def limit(self, engine: str, until: datetime) -> None:
-        """``engine`` is limited until ``until``: recorded for every process, seen here at once."""
-        await self._store.limits.set(engine, until)
+    async def limit(self, engine: str, until: datetime) -> datetime:
+        """``engine`` is limited until ``until``, or until the limit in force when that is later
+        (never shortened by one task's answer): recorded for every process, seen here at once.
+        Returns the limit in force."""
+        until = await self._store.limits.extend(engine, until)
         self._limits[engine] = until
         log.info("%s: usage limit until %s", engine, until.isoformat())
+        return until
 
     async def _any_limit(self) -> bool:
         await self._refresh()

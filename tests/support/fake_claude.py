@@ -11,6 +11,8 @@ It reads the first stdin line (the prompt message) and acts on a word in the pro
 - ``BADSESSION``: a session id that is not a UUID.
 - ``HUGE``: one line longer than the executor's 64 MiB limit.
 - ``NAP``: answers after 1.5 s.
+- ``RECORD``: with ``HANG``, writes the name of the first signal it gets (SIGINT, SIGTERM) to
+  ``$HOME/signals.log``, then exits.
 - anything else: answers at once.
 
 Use ``script(dir)`` for an executable that runs it with this interpreter.
@@ -78,6 +80,12 @@ def spawn_detached(label: str, hold_pipes: bool) -> None:
     os.wait()
 
 
+def _record(signum: int, _frame: object) -> None:
+    with open(Path(os.environ["HOME"]) / "signals.log", "a") as log:
+        log.write(signal.Signals(signum).name + "\n")
+    os._exit(0)
+
+
 def run_forever() -> None:
     while True:
         time.sleep(1)
@@ -90,6 +98,9 @@ def main() -> None:
     first = json.loads(sys.stdin.readline() or "{}")
     prompt = str((first.get("message") or {}).get("content") or "")
     tag = os.environ.get("DETACH_AGENT_TAG", "untagged")
+    if "RECORD" in prompt:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _record)
     if "STUBBORN" in prompt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
