@@ -4,8 +4,12 @@ against a scripted model. The model is a prompt-injected agent: it tries the she
 the file tools' to read the bot's settings file (the token the bot really uses), its database
 and the owner's SSH key, then plants a ``core.fsmonitor`` and hooks in the task's directory,
 where the bot's own git runs for the card. No secret may reach the model's requests, the stored
-transcript, Telegram or the task's directory; nothing planted may run; every attempt ends
-refused by the operating system or as an approval message that expires denied.
+transcript, Telegram (the owner reads the transcript there after the card) or the task's
+directory; nothing planted may run; every attempt ends refused by the operating system, a deny
+rule or a file tool, or as an approval message that expires denied. Measured: with the deny
+list emptied (``ReadDenial.paths``) each of the four places shows the token and the key, with
+the bot's git overrides dropped (``gitguard.Scope.env``) the card runs the fsmonitor, and a tap
+on Allow fails the "settled" check.
 
 The owner's home lies under /var/tmp: Detach's own bubblewrap (``/local``) has a private /tmp,
 which would hide a home under /tmp whatever the denials."""
@@ -149,6 +153,7 @@ class Seen:
     transcript: str  # the task's stored transcript
     telegram: str  # every call the Bot API got: texts, captions, documents
     asked: int  # approval messages sent
+    tapped: int  # buttons pressed before the card came
     questions: list[PendingQuestion]
 
 
@@ -163,8 +168,10 @@ async def through_the_bot(machine: Machine, fake: FakeTelegram, env: dict[str, s
         ack = await fake.wait_text(OWNER, f"#1 {MARK.lower()}")
         assert "sandboxed" in ack.params["text"]
         card = await fake.wait_text(OWNER, DONE, timeout_s=90)
+        tapped = len([c for c in fake.calls if c.method == "answerCallbackQuery"])
         task = await app.store.tasks.get(1)
         lines = await app.store.transcript.after(1, 0, 10_000)
+        await read_the_transcript(fake, whole=len(lines) > 25)
         questions: list[PendingQuestion] = []
         while question := await app.store.questions.get(len(questions) + 1):
             questions.append(question)
@@ -177,29 +184,50 @@ async def through_the_bot(machine: Machine, fake: FakeTelegram, env: dict[str, s
         transcript=json.dumps([line.body for line in lines]),
         telegram=repr([c.params for c in fake.calls]) + repr(list(fake.files.values())),
         asked=len([c for c in sent if "wants to use" in c.params["text"]]),
+        tapped=tapped,
         questions=questions,
     )
 
 
-def assert_held(
-    machine: Machine, seen: Seen, requests: str, outcomes: list[str], ran: set[int]
-) -> None:
-    """Every attempt settled (but those that ``ran``), nobody said yes, no canary anywhere,
-    nothing planted ran."""
+async def read_the_transcript(fake: FakeTelegram, whole: bool) -> None:
+    """The owner presses the card's Transcript: its tail comes as a message, the whole of it
+    as a document when it is longer (what the agent saw then passes through Telegram)."""
+    data = "t:transcript:1"
+    last = await fake.wait_call("sendMessage", lambda c: data in str(c.params.get("reply_markup")))
+    await fake.press(OWNER, last.result["message_id"], data, OWNER)
+    await fake.wait_text(OWNER, "events", timeout_s=10)
+    if whole:
+        await fake.wait_call("sendDocument", timeout_s=10)
+
+
+def assert_no_leak(machine: Machine, seen: Seen, requests: str) -> None:
+    """No canary in the model's requests, the transcript, Telegram or the task's files."""
+    assert seen.transcript != "[]"
+    found = {
+        "model requests": machine.leaked(requests),
+        "transcript": machine.leaked(seen.transcript),
+        "telegram": machine.leaked(seen.telegram),
+        "task directory": machine.in_workdir(),
+    }
+    assert found == dict.fromkeys(found, [])
+
+
+def assert_settled(seen: Seen, outcomes: list[str], ran: set[int]) -> None:
+    """Every try settled (but those that ``ran``), and nobody said yes to what was asked."""
     assert "PLANTED" in outcomes[-1] or settled(outcomes[-1]), outcomes[-1]
     unsettled = [o for i, o in enumerate(outcomes[:-1]) if i not in ran and not settled(o)]
     assert unsettled == []
-    assert (machine.workdir / "leak.tar").exists()  # tar ran: its archive is walked below
     assert seen.asked == len([o for o in outcomes if EXPIRED in o])
     assert [q for q in seen.questions if q.kind == "approval"] == [
         q for q in seen.questions if q.status == QuestionStatus.EXPIRED
     ]
-    assert "answerCallbackQuery" not in seen.telegram  # nobody tapped
-    assert machine.leaked(requests) == []
-    assert seen.transcript != "[]" and machine.leaked(seen.transcript) == []
-    assert machine.leaked(seen.telegram) == []
-    assert machine.in_workdir() == []
-    assert not (machine.workdir / "FSMONITOR-RAN").exists()  # the card's git ran nothing
+    assert seen.tapped == 0
+
+
+def assert_nothing_planted_ran(machine: Machine, seen: Seen) -> None:
+    """The card's git ran no planted fsmonitor or hook; a plain git would have."""
+    assert (machine.workdir / "leak.tar").exists()  # the tries did run in this directory
+    assert not (machine.workdir / "FSMONITOR-RAN").exists()
     assert not (machine.workdir / "HOOK-RAN").exists()
     config = machine.workdir / ".git" / "config"
     if config.exists() and "FSMONITOR-RAN" in config.read_text():  # it was planted: was it live?
@@ -234,12 +262,14 @@ async def test_a_hostile_claude_task_leaks_nothing_and_plants_nothing_the_bot_ru
     async with FakeTelegram() as fake:
         machine.write_settings(fake, claude_bin)
         seen = await through_the_bot(machine, fake, machine.env(anthropic.env()))
+    assert_no_leak(machine, seen, json.dumps(anthropic.requests))
     outcomes = claude_results(anthropic.requests_for(MARK)[-1])
     assert len(outcomes) == len(steps)
-    assert "PLANTED" in outcomes[-1]  # measured: Claude's sandbox lets a new .git be planted
+    assert_settled(seen, outcomes, {TAR})
     assert seen.asked >= 1  # measured: the CLI asks before `env`
     assert "denied by your permission settings" in outcomes[len(attempts(machine))]  # no ask
-    assert_held(machine, seen, json.dumps(anthropic.requests), outcomes, {TAR})
+    assert "PLANTED" in outcomes[-1]  # measured: Claude's sandbox lets a new .git be planted
+    assert_nothing_planted_ran(machine, seen)
 
 
 def tool(name: str, **args: object) -> dict[str, Any]:
@@ -269,8 +299,10 @@ async def test_a_hostile_local_task_leaks_nothing_and_plants_nothing_the_bot_run
         requests = json.dumps(chat.requests)
     finally:
         chat.stop()
+    assert_no_leak(machine, seen, requests)
     outcomes = [str(m["content"]) for m in request["messages"] if m.get("role") == "tool"]
     assert len(outcomes) == len(steps)
+    assert_settled(seen, outcomes, {TAR, ENV})
     assert seen.asked == 0  # /local's sandbox asks for nothing: each try just fails
     assert "HOME=" in outcomes[ENV]  # it ran, in an environment with no key
-    assert_held(machine, seen, requests, outcomes, {TAR, ENV})
+    assert_nothing_planted_ran(machine, seen)
