@@ -108,6 +108,17 @@ class TurnFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class Retrying:
+    """The engine's model endpoint failed and the call will be tried again (the local engine,
+    on a 429 or a 5xx): ``status``, the endpoint's HTTP status; ``attempt``, the retry about
+    to start (1, 2, …); ``delay_s``, the wait before it. Said on the progress line."""
+
+    status: int
+    attempt: int
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class LimitReached:
     """The engine's plan or account limit stopped the turn (not a failure of the work): when it
     resets, if the engine said (Claude's ``rate_limit_event``, Codex's "try again at …")."""
@@ -124,4 +135,5 @@ AgentEvent = (
     | UsageUpdated
     | TurnFinished
     | LimitReached
+    | Retrying
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import unicodedata
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -16,8 +17,9 @@ from bot.money.desk import resolve_preset
 from bot.money.presets import PresetCatalog
 from bot.settings import Settings
 from bot.store import Store
+from bot.tasks.transcript import human_line
 from bot.tasks.workdirs import WorkdirPolicy
-from bot.telegram.render import slugify
+from bot.telegram.render import slugify, usd
 from executors import registry
 
 
@@ -170,7 +172,7 @@ def list_tasks(_args: argparse.Namespace) -> int:
         for task in await store.tasks.list_for(None, limit=50):
             print(
                 f"{task.label:32} {task.status.value:12} {task.engine:7} "
-                f"{task.created_at:%Y-%m-%d %H:%M} ${task.total_cost_usd:.4f}"
+                f"{task.created_at:%Y-%m-%d %H:%M} ${usd(task.total_cost_usd)}"
             )
 
     return asyncio.run(with_store(shell_settings(), work, create=False))
@@ -200,15 +202,26 @@ def show(args: argparse.Namespace) -> int:
             from bot.telegram.texts import DEFAULT_LOCALE, Texts
 
             error = Texts().error(DEFAULT_LOCALE, turn.error) if turn.error else ""
+            cost = f"${usd(turn.cost_usd)}" if turn.cost_usd is not None else "n/a"
             print(
-                f"\nturn {turn.seq} [{turn.status.value}] cost={turn.cost_usd}\n"
-                f"{turn.result_text or error}"
+                _printable(
+                    f"\nturn {turn.seq} [{turn.status.value}] cost {cost}\n"
+                    f"{turn.result_text or error}"
+                )
             )
         for line in await store.transcript.tail(task.id, 20):
-            print(f"  {line.kind}: {str(line.body)[:160]}")
+            readable = human_line(line.kind, line.body)
+            if readable is not None:
+                print(_printable(f"  {readable}"))
         return 0
 
     return asyncio.run(with_store(shell_settings(), work, create=False))
+
+
+def _printable(text: str) -> str:
+    """The agent's words for a terminal: control characters (escape sequences that could
+    rewrite the screen or the title) shown as ``?``, lines and tabs kept."""
+    return "".join(c if c in "\n\t" or unicodedata.category(c) != "Cc" else "?" for c in text)
 
 
 def export(args: argparse.Namespace) -> int:

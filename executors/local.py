@@ -19,6 +19,7 @@ malformed tool arguments twice, a model that never stops calling tools.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -42,7 +43,7 @@ from bot.ports import Approver, EngineConfig, EngineSpec, SessionStore
 from executors import sandbox
 from executors.check import ShellCheck
 from executors.denied import without_secrets
-from executors.local_chat import Endpoint, complete
+from executors.local_chat import Answer, Endpoint, Reply, complete
 from executors.local_history import assistant, fit, system_prompt, tool_result
 from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
 from executors.shield import shielded
@@ -159,9 +160,14 @@ class LocalExecutor:
         turn = _TurnState()
         for step in range(1, self._max_steps + 1):
             fit(messages, endpoint.context_window)
-            reply = await complete(
-                client, endpoint, messages, self._max_tokens, self._retry_budget_s
+            answer = Answer()
+            call = complete(
+                client, endpoint, messages, self._max_tokens, self._retry_budget_s, answer
             )
+            async with contextlib.aclosing(call) as retries:
+                async for retrying in retries:
+                    yield retrying  # the progress line says the endpoint is being retried
+            reply = answer.got()
             text, calls = reply.text, reply.calls
             turn.usage = _add(turn.usage, reply.usage)
             yield UsageUpdated(turn.usage)
@@ -180,12 +186,8 @@ class LocalExecutor:
                     denials=tuple(turn.denials),
                 )
                 return
-            for raw in calls:
-                if raw["id"] in reply.refused:  # never parsed: its arguments passed the cap
-                    messages.append(tool_result(raw["id"], f"error: {reply.refused[raw['id']]}"))
-                    continue
-                async for event in self._tool(raw, spec, approver, tools, turn, messages):
-                    yield event
+            async for event in self._calls(reply, spec, approver, tools, turn, messages):
+                yield event
             await self._save(session_id, messages)
         raise AgentCrashed(
             f"the model was still calling tools after {self._max_steps} steps "
@@ -193,6 +195,24 @@ class LocalExecutor:
             None,
             "",
         )
+
+    async def _calls(
+        self,
+        reply: Reply,
+        spec: TurnSpec,
+        approver: Approver,
+        tools: ToolBox,
+        turn: _TurnState,
+        messages: list[dict[str, Any]],
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """The reply's tool calls, one after another; a call refused before it was parsed (its
+        arguments passed the cap) is told to the model instead."""
+        for raw in reply.calls:
+            if raw["id"] in reply.refused:
+                messages.append(tool_result(raw["id"], f"error: {reply.refused[raw['id']]}"))
+                continue
+            async for event in self._tool(raw, spec, approver, tools, turn, messages):
+                yield event
 
     async def _tool(
         self,

@@ -1,7 +1,7 @@
 """The local engine's model calls: one streamed Chat Completions request through the official
 ``openai`` SDK, its pieces assembled (text, tool calls, usage), retried on rate limits and
-server errors with the endpoint's Retry-After or a growing delay; other errors are a clear
-``AgentCrashed``."""
+server errors with the endpoint's Retry-After or a growing delay (each retry announced as an
+event); other errors are a clear ``AgentCrashed``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import contextlib
 import json
 import logging
 import uuid
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed
-from bot.events import Usage
+from bot.events import Retrying, Usage
 from executors.local_tools import SCHEMAS
 
 if TYPE_CHECKING:
@@ -38,6 +39,18 @@ class Reply:
     refused: dict[str, str]
 
 
+@dataclass(slots=True)
+class Answer:
+    """Where ``complete`` leaves the model's reply (the events it yields are its retries)."""
+
+    reply: Reply | None = None
+
+    def got(self) -> Reply:
+        if self.reply is None:
+            raise AssertionError("a model call ends with its reply or raises")
+        return self.reply
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """Where a turn's model is: the task's preset or the DETACH_LOCAL_* settings."""
@@ -54,8 +67,10 @@ async def complete(
     messages: list[dict[str, Any]],
     max_tokens: int,
     retry_budget_s: float,
-) -> Reply:
-    """One streamed model call, retried on rate limits and server errors."""
+    answer: Answer,
+) -> AsyncGenerator[Retrying, None]:
+    """One streamed model call, retried on rate limits and server errors: a ``Retrying``
+    before each wait (the progress line says so); the reply is left in ``answer``."""
     from openai import (
         APIConnectionError,
         APIStatusError,
@@ -67,7 +82,8 @@ async def complete(
     waited = 0.0
     for attempt in range(len(RETRY_DELAYS_S) + 1):
         try:
-            return await _stream(client, endpoint, messages, max_tokens)
+            answer.reply = await _stream(client, endpoint, messages, max_tokens)
+            return
         except (AuthenticationError, PermissionDeniedError) as exc:
             raise AgentCrashed(
                 f"the endpoint {endpoint.base_url} refused the key ({exc.status_code}): "
@@ -98,6 +114,7 @@ async def complete(
             log.info(
                 "local: %s from %s; again in %.1f s", exc.status_code, endpoint.base_url, delay
             )
+            yield Retrying(exc.status_code, attempt + 1, delay)
             await asyncio.sleep(delay)
             waited += delay
     raise AssertionError("unreachable")

@@ -63,12 +63,13 @@ def router() -> Router:
     ) -> None:
         if command.args:
             chosen = await access.set_locale(user_id, command.args)
-            await reply.send(texts.get(chosen, "lang.set", lang=chosen))
+            await reply.send(texts.get(chosen, "lang.set", lang=_name(texts, chosen)))
             return
         rows = [
-            [Button(text=loc, callback_data=LangAction(lang=loc).pack())] for loc in texts.locales
+            [Button(text=_name(texts, loc), callback_data=LangAction(lang=loc).pack())]
+            for loc in texts.locales
         ]
-        await reply("lang.current", lang=reply.locale, markup=Keyboard.of(rows))
+        await reply("lang.current", lang=_name(texts, reply.locale), markup=Keyboard.of(rows))
 
     @r.callback_query(Tapped(LangAction))
     async def on_lang_pressed(
@@ -82,9 +83,15 @@ def router() -> Router:
         chosen = await access.set_locale(user_id, callback_data.lang)
         await query.answer()
         if query.message is not None:
-            await reply.edit(query.message.message_id, texts.get(chosen, "lang.set", lang=chosen))
+            text = texts.get(chosen, "lang.set", lang=_name(texts, chosen))
+            await reply.edit(query.message.message_id, text)
 
     return r
+
+
+def _name(texts: Texts, locale: str) -> str:
+    """A language as its speakers write it: English, Русский."""
+    return texts.get(locale, "lang.name")
 
 
 async def _status(

@@ -70,8 +70,10 @@ def router() -> Router:
             "discard_yes": partial(worktree_card.discard, confirmed=True),
             "archive": lambda user, task_id: tasks.archive(user, str(task_id)),
         }
-        await actions[callback_data.action](user_id, callback_data.task_id)
-        await query.answer(reply.text("callback.done"))
+        done = await actions[callback_data.action](user_id, callback_data.task_id)
+        toast = f"toast.{callback_data.action.removesuffix('_yes')}"
+        refused = "_refused" if done is False else ""  # a merge or discard that did not happen
+        await query.answer(reply.text(toast + refused))
 
     @r.callback_query()
     async def on_stale(query: CallbackQuery, reply: Reply) -> None:

@@ -112,6 +112,7 @@ def router() -> Router:
         reply: Reply,
     ) -> None:
         await card.answer_budget(user_id, callback_data.qid, callback_data.extend)
-        await query.answer(reply.text("callback.done"))
+        toast = "toast.extended" if callback_data.extend else "toast.stopped"
+        await query.answer(reply.text(toast))
 
     return r

@@ -58,7 +58,7 @@ def router(engines: Sequence[str]) -> Router:
     async def on_tasks(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
         found = await tasks.list(user_id)
         if not found:
-            await reply("tasks.empty")
+            await _nothing_open(tasks, user_id, reply)
             return
         now = datetime.now(UTC)
         lines = [reply.text("tasks.header")] + [
@@ -100,3 +100,12 @@ def router(engines: Sequence[str]) -> Router:
         await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
 
     return r
+
+
+async def _nothing_open(tasks: TaskService, user_id: int, reply: Reply) -> None:
+    """No open task: how many are archived, else how to start one."""
+    archived = await tasks.archived_count(user_id)
+    if archived:
+        await reply("tasks.none_open", archived=archived)
+    else:
+        await reply("tasks.empty")

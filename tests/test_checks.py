@@ -17,6 +17,7 @@ from bot.events import SessionStarted, TurnFinished, Usage
 from bot.intake.inbox import export
 from bot.models import ApprovalMode, TaskStatus, TurnSpec
 from bot.settings import Settings
+from bot.telegram.render import usd
 from bot.telegram.texts import Texts
 from executors import sandbox
 from executors.check import ShellCheck
@@ -118,6 +119,8 @@ async def test_a_check_that_keeps_failing_ends_in_its_own_status(tmp_path, workd
         assert "check-round2" in docs[0].document.filename
         assert task.status is TaskStatus.CHECK_FAILED
         assert "check failed after 2 rounds" in card.text
+        assert f"${usd(task.total_cost_usd)}" in card.text  # both rounds' cost, not the last's
+        assert task.total_cost_usd > (await app.store.tasks.last_turn(1)).cost_usd
         session = await feed(app, message("/tasks"))
         assert "check failed" in session.new_texts()
         exported = await export(app.store, 1, Texts())  # the inbox's done/ file, /export

@@ -115,3 +115,34 @@ def test_add_refuses_a_directory_outside_the_allowed_ones(tmp_path):
     assert result.returncode == 1
     assert "/etc is outside the allowed working directories" in result.stderr
     assert detach(tmp_path, "list").stdout.strip() == ""
+
+
+def test_show_prints_the_transcript_as_the_chat_does(tmp_path):
+    import asyncio
+
+    from bot.store import Store
+
+    assert detach(tmp_path, "add", "--mode", "ask", "Tidy", "the", "logs").returncode == 0
+
+    async def said() -> None:
+        store = await Store.open(f"sqlite:///{tmp_path / 'data' / 'detach.sqlite'}")
+        try:
+            turn = await store.tasks.last_turn(1)
+            events = [
+                ("TextEmitted", {"text": "Looking at the logs \x1b]0;pwned\x07now"}),
+                ("ToolCalled", {"name": "Bash", "summary": "ls logs", "call_id": "t1"}),
+                ("ToolFinished", {"output": "a.log\nb.log", "is_error": False}),
+                ("Usage", {"input_tokens": 5}),
+                ("TurnFinished", {"is_error": False}),
+            ]
+            await store.transcript.append(1, turn.id, events)
+        finally:
+            await store.close()
+
+    asyncio.run(said())
+    shown = detach(tmp_path, "show", "1")
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "💬 Looking at the logs ?]0;pwned?now" in out  # no escape reaches the terminal
+    assert "▸ Bash: ls logs" in out and "↳ a.log b.log" in out and "✔ the turn ended" in out
+    assert "{" not in out and "Usage" not in out  # no Python dicts, no bookkeeping

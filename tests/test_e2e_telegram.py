@@ -272,12 +272,12 @@ async def test_task_budget_breach_asks_and_extend_resumes(
             task = await app.store.tasks.get(1)
             assert task.status is TaskStatus.BUDGET_EXCEEDED and task.total_cost_usd > 0.01
             extend = question.params["reply_markup"]["inline_keyboard"][0][0]
-            assert extend["text"] == "Extend by $1.00"
+            assert extend["text"] == "Extend by $0.01"  # by the task's own budget
             await fake.press(OWNER, question.result["message_id"], extend["callback_data"], OWNER)
             done = await fake.wait_text(OWNER, "resumed after extend", timeout_s=60)
             assert "(task $" in done.params["text"]
             task = await app.store.tasks.get(1)
-            assert task.status is TaskStatus.DONE and task.max_usd == 1.01
+            assert task.status is TaskStatus.DONE and task.max_usd == 0.02
             assert task.session_id and (await app.store.tasks.last_turn(1)).seq == 2
             assert await app.store.audit.count("budget_extended", OWNER) == 1
 
@@ -442,7 +442,8 @@ async def test_completion_card_shows_changes_and_its_buttons_work(
             assert "the follow-up text" in echo.params["text"]
             await fake.press(OWNER, card_id, keys["🗄 Archive"], OWNER)
             await fake.wait_call(
-                "answerCallbackQuery", lambda c: c.params.get("text") == "Done." and c.at > echo.at
+                "answerCallbackQuery",
+                lambda c: c.params.get("text") == "Archived." and c.at > echo.at,
             )
             assert (await app.store.tasks.get(1)).status is TaskStatus.ARCHIVED
 

@@ -49,7 +49,7 @@ async def test_a_turn_of_a_replayed_engine_reports_through_the_real_bot(tmp_path
     ) as app:
         session = await feed(app, message("/claude check the build"))
         card = await wait_sent(session, lambda c: "All <b>green</b>: 42 tests." in c.text, 10)
-        assert "#1" in card.text and "$0.0123" in card.text
+        assert "#1" in card.text and "$0.012" in card.text
         async with asyncio.timeout(10):
             while (await app.store.tasks.get(1)).status is not TaskStatus.DONE:
                 await asyncio.sleep(0.02)

@@ -110,13 +110,16 @@ async def test_the_users_language_picks_the_texts_and_lang_overrides_it(app):
     session = await feed(app, message("/detach", language="ru"))
     assert "Скажите, что сделать" in session.new_texts()
     session = await feed(app, message("/lang en", language="ru"))
-    assert session.texts()[-1] == "Language: <b>en</b>."
+    assert session.texts()[-1] == "Language: <b>English</b>."
     session = await feed(app, message("/detach", language="ru"))
     assert "Tell me what to do" in session.new_texts()
     session = await feed(app, message("/lang klingon"))
     assert "No such language" in session.new_texts() and "en, ru" in session.new_texts()
+    session = await feed(app, message("/lang"))
+    buttons = session.sent("SendMessage")[-1].reply_markup.inline_keyboard
+    assert [b.text for row in buttons for b in row] == ["English", "Русский"]
     session = await feed(app, press("lg:ru"))
-    assert session.sent("EditMessageText")[-1].text == "Язык: <b>ru</b>."
+    assert session.sent("EditMessageText")[-1].text == "Язык: <b>Русский</b>."
     session = await feed(app, message("/tasks"))
     assert "Задач пока нет" in session.new_texts()
 
@@ -234,7 +237,7 @@ async def test_mark_failed_button_on_an_interrupted_task(app):
     await app.store.tasks.cancel_queued(task.id)
     await app.store.tasks.set_status(task.id, TaskStatus.INTERRUPTED)
     session = await feed(app, press(f"t:fail:{task.id}"))
-    assert session.sent("AnswerCallbackQuery")[-1].text == "Done."
+    assert session.sent("AnswerCallbackQuery")[-1].text == "Marked failed."
     assert "marked failed" in session.new_texts()
     assert (await app.store.tasks.get(task.id)).status is TaskStatus.FAILED
     session = await feed(app, press(f"t:fail:{task.id}"))  # a second tap changes nothing

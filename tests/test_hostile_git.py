@@ -10,6 +10,7 @@ sandbox allows it, measured below), a sub-directory of a checkout, a worktree's 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from bot.errors import UserInputError
 from bot.events import SessionStarted, TurnFinished
 from bot.models import ApprovalMode, TurnSpec
 from bot.store import Store
+from bot.turns.baseline import take, turn_changes
 from bot.turns.gitinfo import diff_stat, diff_text
 from bot.worktrees.git import Worktrees
 from executors.claude import ClaudeExecutor
@@ -177,6 +179,23 @@ async def test_the_completion_cards_git_runs_nothing_planted(tmp_path, markers, 
         assert name in stat
         assert text is not None and f"+{name} v2" in text  # the real content, no textconv
     assert "new.txt | new" in stat and "new file (untracked): new.txt" in text
+
+
+async def test_the_turns_own_changes_run_nothing_planted(tmp_path, markers):
+    """The plain checkout's card: the state before the turn, then what it changed (a commit
+    and edits), through git that runs none of the repository's programs."""
+    top = make_repo(tmp_path / "repo")
+    plant(top / ".git", markers)
+    (top / "plain.txt").write_text("the owner's edit\n")
+    before = await take(str(top))
+    assert fired(markers) == [], fired(markers)
+    edit(top)  # the agent's commit, by a git that runs the plants (the agent's own)
+    sh_git(top, "-c", "commit.gpgSign=false", "commit", "-q", "-am", "agent's commit")
+    (top / "later.txt").write_text("after the commit\n")
+    shutil.rmtree(markers)
+    changes = await turn_changes(str(top), before)
+    assert fired(markers) == [], fired(markers)
+    assert "agent's commit" in changes and "a.t" in changes and "later.txt | new" in changes
 
 
 async def test_a_work_tree_moved_to_a_parent_is_not_followed(tmp_path, markers):

@@ -467,3 +467,26 @@ async def test_a_task_budget_stops_a_local_turn_mid_way(
             assert task.status is TaskStatus.BUDGET_EXCEEDED
             assert 0.002 < task.total_cost_usd < 0.004  # two calls of $0.0012, then stopped
     assert len(chat.requests_for("MARK-BUDGET")) == 2
+
+
+async def test_a_failing_endpoint_says_so_on_the_progress_line_while_it_is_retried(
+    tmp_path, claude_bin, agent_env, workdir, chat
+):
+    chat.script("MARK-FLAKY", [{"error": 500, "times": 2, "then": {"text": "got there"}}])
+    async with FakeTelegram() as fake:
+        settings = settings_for(
+            tmp_path, fake, claude_bin, workdir, chat, progress_delay_s=0, progress_interval_s=0.2
+        )
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/local MARK-FLAKY go", OWNER)
+            await fake.wait_text(OWNER, "got there", timeout_s=40)
+            shown = [
+                str(c.params.get("text"))
+                for c in fake.calls
+                if c.method in ("sendMessage", "editMessageText")
+            ]
+            assert any("running" in t and "endpoint 500, retry 1" in t for t in shown), shown
+            assert any("endpoint 500, retry 2" in t for t in shown), shown
+            lines = await app.store.transcript.tail(1, 20)
+            assert [line.body["attempt"] for line in lines if line.kind == "Retrying"] == [1, 2]
+    assert len(chat.requests_for("MARK-FLAKY")) == 3

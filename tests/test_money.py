@@ -133,4 +133,4 @@ async def test_spend_command(app):
     )
     session = await feed(app, message("/spend"))
     text = session.texts()[-1]
-    assert "today $0.7500" in text and "#1 costly-thing: $0.7500" in text
+    assert "today $0.75" in text and "#1 costly-thing: $0.75" in text

@@ -167,10 +167,15 @@ async def test_archive_all_takes_the_buttons_off_every_archived_card(tmp_path, w
                 card = await fake.wait_text(OWNER, "Done here.", timeout_s=20, after=mark)
                 cards.append(card.result["message_id"])
                 assert buttons_of(fake, cards[-1])  # Retry, Archive, Transcript…
+            await fake.user_message("/tasks", OWNER)
+            listed = await fake.wait_text(OWNER, "Your tasks")
+            assert "#2 beta-job</b> · done · 0s ago" in listed.params["text"]
             await fake.user_message("/archive all", OWNER)
             await fake.wait_text(OWNER, "Archived 2 tasks")
             await until(lambda: all(buttons_of(fake, card) == [] for card in cards))
             assert all("archived" in fake.find_message(OWNER, c)["text"] for c in cards)
+            await fake.user_message("/tasks", OWNER)  # not "No tasks yet": they are archived
+            await fake.wait_text(OWNER, "No open tasks; 2 archived.")
 
 
 async def test_notify_quiet_silences_everything(tmp_path, workdir):
@@ -235,11 +240,16 @@ async def test_the_card_lists_new_files_and_small_budgets_read_true(tmp_path, wo
             await fake.user_message("/claude look at it", OWNER)
             card = await fake.wait_text(OWNER, "It says new.", timeout_s=20)
             assert "Changed" not in card.params["text"] and "added.txt" not in card.params["text"]
-    assert [usd(x) for x in (0.0001, 0.000225, 0.03, 2.5)] == [
+    amounts = (0.0001, 0.000225, 0.03, 2.5, 0.0123, 0.75, 0.999, 0)
+    assert [usd(x) for x in amounts] == [
         "0.0001",
-        "0.000225",
-        "0.0300",
+        "0.00022",
+        "0.03",
         "2.50",
+        "0.012",
+        "0.75",
+        "1.00",
+        "0.00",
     ]
 
 

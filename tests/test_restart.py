@@ -90,7 +90,7 @@ async def test_kill_9_during_a_turn_then_resume(
             answer = await fake.wait_call(
                 "answerCallbackQuery", lambda c: c.params["callback_query_id"] == query
             )
-            assert answer.params["text"] == "Done."
+            assert answer.params["text"] == "Resuming."
             done = await fake.wait_text(OWNER, "done", timeout_s=60, after=mark)
             assert "Resumed and finished." in done.params["text"]
             last = anthropic.requests_for("MARK-KILL")[-1]

@@ -68,6 +68,8 @@ def test_every_refuses_what_it_cannot_read(typed, key):
         ("20:15 x", datetime(2026, 11, 29, 19, 15, tzinfo=UTC), "x"),  # today, Berlin time
         ("18:30 x", datetime(2026, 11, 30, 17, 30, tzinfo=UTC), "x"),  # passed today: tomorrow
         ("tomorrow 07:00 x", datetime(2026, 11, 30, 6, 0, tzinfo=UTC), "x"),
+        ("today 20:15 x", datetime(2026, 11, 29, 19, 15, tzinfo=UTC), "x"),
+        ("завтра 07:00 x", datetime(2026, 11, 30, 6, 0, tzinfo=UTC), "x"),
         ("2026-12-01 09:00 x", datetime(2026, 12, 1, 8, 0, tzinfo=UTC), "x"),
         ("2026-12-01T09:00:30 x", datetime(2026, 12, 1, 8, 0, 30, tzinfo=UTC), "x"),
         ("+30m x", NOW + timedelta(minutes=30), "x"),
@@ -126,10 +128,28 @@ def test_at_refuses_the_past_and_nonsense():
         ("2025-01-01 09:00 x", "schedule.in_past"),
         ("soon x", "schedule.bad_at"),
         ("2026-02-30 09:00 x", "schedule.bad_at"),
+        ("yesterday do it", "schedule.at_past_day"),
     ):
         with pytest.raises(UserInputError) as refused:
             parse_at(typed, "UTC", NOW)
         assert refused.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("yesterday do it", "<code>yesterday</code> has passed"),
+        ("soon do it", "I cannot read <code>soon</code> as a time"),  # the word, not the goal
+        ("tomorrow do it", "I cannot read <code>tomorrow do</code> as a time"),
+    ],
+)
+def test_at_says_which_word_is_not_a_time(typed, said):
+    from bot.telegram.texts import Texts
+
+    with pytest.raises(UserInputError) as refused:
+        parse_at(typed, "UTC", NOW)
+    assert said in Texts().get("en", refused.value.key, **refused.value.params)
+    assert Texts().get("ru", refused.value.key, **refused.value.params)
 
 
 class Clock:

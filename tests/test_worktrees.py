@@ -323,3 +323,23 @@ async def test_a_worktree_is_cut_from_the_head_the_planner_found(
             for task in (planned, unplanned):
                 while (await app.store.tasks.get(task.id)).status.active:
                     await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("configured", [True, False])
+async def test_a_merge_is_authored_by_the_owners_git_identity(
+    tmp_path, store, monkeypatch, configured
+):
+    home = tmp_path / "owner-home"
+    home.mkdir()
+    if configured:
+        (home / ".gitconfig").write_text("[user]\n\tname = Ada Owner\n\temail = ada@example.org\n")
+    monkeypatch.setenv("HOME", str(home))  # the owner's global configuration, and only it
+    repo = make_repo(tmp_path / "repo")
+    sh_git(repo, "config", "user.name", "Planted Name")  # the repository's own: not used
+    trees = Worktrees(store, tmp_path / "wt")
+    created = await trees.create(1, "feature", repo)
+    (Path(created.row.path) / "NEW.txt").write_text("new\n")
+    await trees.merge(1, "#1 feature")
+    authors = [sh_git(repo, "log", "-1", "--format=%an <%ae>", rev) for rev in ("HEAD", "HEAD^2")]
+    expected = "Ada Owner <ada@example.org>" if configured else "Detach <detach@localhost>"
+    assert authors == [expected, expected]  # the merge and the commit of what was left

@@ -153,7 +153,7 @@ class ApprovalAnswers:
             ),
             None,
         )
-        return "callback.done"
+        return "toast.answered"
 
     def _question_text(self, task: Task, item: Question) -> str:
         return self._texts.get(

@@ -109,7 +109,10 @@ class MoneyDesk:
         return left if left >= 1e-6 else 0.0
 
     def extend_amount(self, task: Task) -> float:
-        return max(task.max_usd or 0.0, self.task_cap_usd or 0.0, 1.0)
+        """What Extend adds: the task's budget as it stands (each extension doubles it, so a
+        $0.05 task is offered $0.05, not a flat dollar); without one, the per-task cap, else
+        $1."""
+        return task.max_usd or self.task_cap_usd or 1.0
 
 
 def resolve_preset(catalog: PresetCatalog, typed: str) -> Preset:

@@ -18,6 +18,8 @@ _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _SPAN = re.compile(r"\+?(\d{1,4})(s|m|h|d)")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 AT_HORIZON = timedelta(days=366)  # /at further ahead is refused: a typo more likely than a plan
+_DAYS_AHEAD = {"today": 0, "tomorrow": 1, "сегодня": 0, "завтра": 1}  # before a time
+_PAST_DAYS = {"yesterday", "вчера", "позавчера"}  # /at runs once, ahead
 
 
 def zone(name: str) -> ZoneInfo:
@@ -125,8 +127,8 @@ def parse_at(text: str, tz: str, now: datetime) -> tuple[When, str]:
         if at <= here:
             at += timedelta(days=1)
         used = 1
-    elif first == "tomorrow" and (clock := _TIME.fullmatch(second)):
-        at = (here + timedelta(days=1)).replace(
+    elif first in _DAYS_AHEAD and (clock := _TIME.fullmatch(second)):
+        at = (here + timedelta(days=_DAYS_AHEAD[first])).replace(
             hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0
         )
         used = 2
@@ -135,10 +137,20 @@ def parse_at(text: str, tz: str, now: datetime) -> tuple[When, str]:
     elif re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d)?", first, re.IGNORECASE):
         at, used = _local(first.upper(), local), 1
     if at is None:
-        raise UserInputError("schedule.bad_at", typed=" ".join(words[:2]))
+        raise _unread(words)
     _within_reach(at, now, local, " ".join(words[:used]))
     # stored and compared as UTC; shown in the owner's zone (``describe``)
     return When(at=at.astimezone(UTC), tz=local.key), " ".join(words[used:])
+
+
+def _unread(words: list[str]) -> UserInputError:
+    """Why these words are no time: a day that has passed, or the word (with its second when
+    the first begins a two-word time) that is not one."""
+    first = words[0].lower() if words else ""
+    if first in _PAST_DAYS:
+        return UserInputError("schedule.at_past_day", word=words[0])
+    two = first in ("in", *_DAYS_AHEAD) or re.fullmatch(r"\d{4}-\d\d-\d\d", first)
+    return UserInputError("schedule.bad_at", typed=" ".join(words[: 2 if two else 1]))
 
 
 def _within_reach(at: datetime, now: datetime, local: ZoneInfo, typed: str) -> None:

@@ -370,6 +370,15 @@ class TaskRepo:
         async with self._engine.connect() as conn:
             return [task_of(r) for r in await conn.execute(query)]
 
+    async def count_for(self, owner_id: int, statuses: Sequence[TaskStatus]) -> int:
+        query = (
+            sa.select(sa.func.count())
+            .select_from(tasks)
+            .where(tasks.c.owner_id == owner_id, tasks.c.status.in_([s.value for s in statuses]))
+        )
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
     async def archive_finished(self, owner_id: int | None) -> list[int]:
         """Archive every finished task (of ``owner_id``); returns their ids, oldest first."""
         query = tasks.update().where(tasks.c.status.not_in([*ACTIVE_STATUSES, TaskStatus.ARCHIVED]))

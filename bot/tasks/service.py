@@ -268,6 +268,9 @@ class TaskService:
         tasks = await self._store.tasks.list_for(user_id, statuses, LIST_LIMIT)
         return sorted(tasks, key=lambda t: (not t.status.active, -t.id))
 
+    async def archived_count(self, user_id: int) -> int:
+        return await self._store.tasks.count_for(user_id, [TaskStatus.ARCHIVED])
+
     async def show_result(self, user_id: int, task_id: int) -> None:
         """Send the last answer of a task again (as the completion card), or say there is none."""
         task = await self.get_own(user_id, task_id)

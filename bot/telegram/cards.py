@@ -92,14 +92,15 @@ def status_line(texts: Texts, task: Task, turn: Turn) -> str:
         return texts.get(
             loc, "task.done", label=label, duration=took, cost=cost_text, total=total_text
         )
-    if status is TaskStatus.CHECK_FAILED:
+    if status is TaskStatus.CHECK_FAILED:  # every round's cost: the whole task's
+        total = money(task.total_cost_usd) if task.total_cost_usd else None
         return texts.get(
             loc,
             "task.check_failed",
             label=label,
             rounds=turn.check_round,
             duration=took,
-            cost=cost_text,
+            cost=texts.get(loc, "task.cost", cost=total) if total else cost_text,
         )
     if status is TaskStatus.BUDGET_EXCEEDED:
         return texts.get(loc, "task.budget_exceeded", label=label, duration=took, cost=cost_text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import re
 import unicodedata
 from datetime import datetime
@@ -70,14 +71,14 @@ def money(cost_usd: float | None) -> str | None:
 
 
 def usd(amount: float) -> str:
-    """Dollars with the precision the amount needs: 12.50, 0.0300, 0.000225 — a small budget
-    never reads as 0.00."""
-    if amount >= 1 or amount <= 0:
+    """Dollars, the one way every message writes them: two decimals from $1 (12.50), else
+    two significant digits with at least two decimals (0.50, 0.03, 0.012, 0.00023), so a
+    small budget never reads as 0.00 and no amount carries noise digits."""
+    if amount >= 0.995 or amount <= 0:
         return f"{amount:.2f}"
-    text = f"{amount:.6f}".rstrip("0")
-    if len(text.split(".")[1]) < 4:
-        return f"{amount:.4f}"
-    return text if float(text) else "0.000001"
+    decimals = max(2, 1 - math.floor(math.log10(amount)))
+    text = f"{amount:.{decimals}f}".rstrip("0")
+    return text if len(text.split(".")[1]) >= 2 else f"{amount:.2f}"
 
 
 def split_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:

@@ -20,42 +20,42 @@ async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
     """``git diff --stat`` (tracked changes, staged or not) of the repository holding ``cwd``,
     then its new files (untracked, not ignored); empty when it is not a repository, nothing
     changed, or git is slow or missing."""
-    if not _in_repository(cwd):
+    if not in_repository(cwd):
         return ""  # not in a repository: no git process to spawn
-    within = await _scope(cwd)
+    within = await scoped(cwd)
     if within is None:
         return ""
     stat, new = await asyncio.gather(
         _out(cwd, within, "diff", "HEAD", "--stat", *PLAIN_DIFF), _new(cwd, within)
     )
     lines = [stat] if stat else []
-    lines += _listed(new, " {} | new", " … {} more new files")
+    lines += listed(new, " {} | new", " … {} more new files")
     return shorten("\n".join(lines), max_chars)
 
 
 async def diff_text(cwd: str, max_chars: int = 12000) -> str | None:
     """The uncommitted changes of the repository holding ``cwd``: ``git diff HEAD`` and the
     names of its new files, cut to ``max_chars``; None when it is not a repository."""
-    if not _in_repository(cwd):
+    if not in_repository(cwd):
         return None
-    within = await _scope(cwd)
+    within = await scoped(cwd)
     if within is None:
         return None
     diff, new = await asyncio.gather(
         _out(cwd, within, "diff", "HEAD", *PLAIN_DIFF), _new(cwd, within)
     )
-    listed = _listed(new, "new file (untracked): {}", "… {} more new files")
-    text = "\n".join(part for part in (diff, "\n".join(listed)) if part)
+    names = listed(new, "new file (untracked): {}", "… {} more new files")
+    text = "\n".join(part for part in (diff, "\n".join(names)) if part)
     if len(text) > max_chars:
         text = text[:max_chars] + f"\n… cut: {len(text) - max_chars} more characters"
     return text
 
 
-def _in_repository(cwd: str) -> bool:
+def in_repository(cwd: str) -> bool:
     return Path(cwd).is_dir() and maybe_in_repository(Path(cwd))
 
 
-async def _scope(cwd: str) -> Scope | None:
+async def scoped(cwd: str) -> Scope | None:
     """The overrides for git in ``cwd``; None when git would not run there (a moved work tree,
     a configuration git cannot read) or is missing or slow."""
     within = await scope(cwd, TIMEOUT_S)
@@ -67,7 +67,7 @@ async def _new(cwd: str, within: Scope) -> list[str]:
     return (await _out(cwd, within, "ls-files", "--others", "--exclude-standard")).splitlines()
 
 
-def _listed(files: list[str], line: str, more: str) -> list[str]:
+def listed(files: list[str], line: str, more: str) -> list[str]:
     shown = [line.format(name) for name in files[:MAX_NEW_FILES]]
     if len(files) > MAX_NEW_FILES:
         shown.append(more.format(len(files) - MAX_NEW_FILES))

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.events import AgentEvent, TextEmitted, ToolCalled, UsageUpdated
+from bot.events import AgentEvent, Retrying, TextEmitted, ToolCalled, UsageUpdated
 from bot.models import Task, TaskStatus
 from bot.money.presets import Preset
 from bot.telegram.notifier import Notifier
@@ -45,6 +45,7 @@ class Progress:
         self._says = ""
         self._steps = 0
         self._cost: float | None = None
+        self._retry: Retrying | None = None  # the endpoint failed; cleared by what comes next
         self._row_id = 0
         self._shown = ""
         self._last_edit = 0.0
@@ -64,7 +65,15 @@ class Progress:
         head = self._notifier.text(
             loc, "progress.running", label=self._task.label, elapsed=elapsed, steps=steps
         )
-        return head + cost + says + step
+        retry = self._retry
+        retrying = (
+            self._notifier.text(
+                loc, "progress.retrying", status=retry.status, attempt=retry.attempt
+            )
+            if retry
+            else ""
+        )
+        return head + cost + retrying + says + step
 
     async def __aenter__(self) -> Progress:
         """Return at once: the agent must not wait for Telegram."""
@@ -72,6 +81,7 @@ class Progress:
         return self
 
     def observe(self, event: AgentEvent) -> None:
+        self._retry = event if isinstance(event, Retrying) else None
         if isinstance(event, TextEmitted) and event.text.strip():
             last = event.text.strip().splitlines()[-1]
             self._says = shorten(last, SAYS_CHARS, one_line=True)

@@ -30,8 +30,8 @@ from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
+from bot.turns.baseline import Baseline, take, turn_changes
 from bot.turns.drive import Drive
-from bot.turns.gitinfo import diff_stat
 from bot.turns.limits import Parking
 from bot.turns.outcome import (
     CHECK_PROMPT,
@@ -144,6 +144,7 @@ class TurnRunner:
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         check: CheckResult | None = None
+        before: Baseline | None = None  # the repository as the turn found it
         refusal = await self._specs.refusal(task)
         if refusal is not None:
             await self._finish(task, turn, refusal, denials, runner=runner)
@@ -156,6 +157,7 @@ class TurnRunner:
             await self._consent.ask_early(task, turn.id)  # the owner answers while it works
             spec = await self._specs.spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
+                before = await take(task.cwd)  # what was there is not the turn's doing
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
                     driven = await self._drive.drive(task, turn, spec, preset, left, agent, runner)
                     outcome, denials = driven.outcome, driven.denials
@@ -167,7 +169,9 @@ class TurnRunner:
                 else:
                     # only reading tools (or none) and no check: nothing changed, no git to ask
                     changed = driven.acted or check is not None
-                    await self._finish(task, turn, outcome, denials, check, runner, changed)
+                    await self._finish(
+                        task, turn, outcome, denials, check, runner, before if changed else None
+                    )
                 reported = True
         except asyncio.CancelledError:
             if reported or control.reason in HANDS_OFF:
@@ -176,7 +180,7 @@ class TurnRunner:
                 status=TaskStatus(control.reason.value),
                 error=TurnError(f"turn_error.{control.reason.value}"),
             )
-            await self._finish(task, turn, outcome, denials, runner=runner)
+            await self._finish(task, turn, outcome, denials, runner=runner, before=before)
             await self._queue.kick(task.id)
             raise
         except TurnTaken:
@@ -185,7 +189,9 @@ class TurnRunner:
             if reported:  # the agent's exit after its answer went wrong: nothing to report
                 log.exception("task %s turn %s: stopping the agent failed", task.id, turn.id)
             else:
-                await self._finish(task, turn, failure(task, turn, exc), denials, runner=runner)
+                await self._finish(
+                    task, turn, failure(task, turn, exc), denials, runner=runner, before=before
+                )
         await self._queue.kick(task.id)
 
     @contextlib.asynccontextmanager
@@ -258,17 +264,18 @@ class TurnRunner:
         denials: tuple[str, ...],
         check: CheckResult | None = None,
         runner: str | None = None,
-        changed: bool = True,
+        before: Baseline | None = None,
     ) -> None:
         """Record the outcome, its spend, its check and the completion card in one transaction:
         a crash leaves either a running turn (recovered as interrupted, and said so) or a
         finished one whose card is queued, never a finished task that does not report. A failed
         check with rounds left queues the next round instead of a card. ``TurnTaken`` when
-        another process took the turn over: nothing is written. ``changed``: the turn may have
-        changed files (else the card lists no changes, and no git process runs for it)."""
+        another process took the turn over: nothing is written. ``before``: the repository as the
+        turn found it, when the turn may have changed files (else the card lists no changes,
+        and no git process runs for it)."""
         turn_id = turn.id
-        wanted = changed and outcome.status is not TaskStatus.FAILED
-        changes = await diff_stat(task.cwd) if wanted else ""
+        wanted = before is not None and outcome.status is not TaskStatus.FAILED
+        changes = await turn_changes(task.cwd, before) if wanted and before else ""
         failed = check is not None and check.approved and not check.passed
         again = failed and turn.check_round < self._policy.check_rounds
         if failed and not again:

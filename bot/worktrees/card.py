@@ -52,7 +52,8 @@ class WorktreeCard:
             self._texts.get(loc, "worktree.diff_file", label=task.label),
         )
 
-    async def merge(self, user_id: int, task_id: int) -> None:
+    async def merge(self, user_id: int, task_id: int) -> bool:
+        """Merged (said on the card), or False: refused, and why said in the chat."""
         task = await self._tasks.get_idle(user_id, task_id)
         loc = task.locale
         try:
@@ -61,25 +62,28 @@ class WorktreeCard:
             await self._notifier.send(
                 task, self._texts.get(loc, exc.key, **exc.params), kind="status"
             )
-            return
+            return False
         await self._said_on_card(
             task, self._texts.get(loc, "worktree.merged", label=task.label, base=base)
         )
+        return True
 
-    async def discard(self, user_id: int, task_id: int, confirmed: bool) -> None:
+    async def discard(self, user_id: int, task_id: int, confirmed: bool) -> bool:
+        """Discarded (said on the card), or False: it holds work, and a confirmation is asked."""
         task = await self._tasks.get_idle(user_id, task_id)
         loc = task.locale
         if await self._worktrees.discard(task_id, confirmed):
             await self._said_on_card(
                 task, self._texts.get(loc, "worktree.discarded", label=task.label)
             )
-            return
+            return True
         await self._notifier.send(
             task,
             self._texts.get(loc, "worktree.confirm_discard", label=task.label),
             kind="status",
             markup=task_keyboard(self._texts, loc, task.id, ["discard_yes", "diff"]),
         )
+        return False
 
     async def _said_on_card(self, task: Task, text: str) -> None:
         """What happened, on the task's newest card, whose worktree buttons go; a new line in

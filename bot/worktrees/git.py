@@ -19,7 +19,7 @@ from bot.store.placement import ACTIVE, DISCARDED, MERGED
 from executors.gitguard import BASE, PLAIN_DIFF, git, scope
 
 log = logging.getLogger(__name__)
-IDENTITY = ("-c", "user.name=Detach", "-c", "user.email=detach@localhost")
+FALLBACK = {"user.name": "Detach", "user.email": "detach@localhost"}  # when the owner set none
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,17 @@ class Created:
 class Diff:
     stat: str
     patch: str
+
+
+async def identity() -> tuple[str, ...]:
+    """The author of the commits and merges the bot makes: the owner's own name and e-mail
+    from their global git configuration (never a repository's, which an agent may have
+    written), each else Detach's."""
+    args: list[str] = []
+    for key, fallback in FALLBACK.items():
+        found = await git("/", "config", "--global", "--get", key, within=BASE)
+        args += ["-c", f"{key}={found.out if found.code == 0 and found.out else fallback}"]
+    return tuple(args)
 
 
 def maybe_in_repository(cwd: Path) -> bool:
@@ -166,13 +177,13 @@ class Worktrees:
                 base=row.base_branch,
                 current=current.out or "detached HEAD",
             )
-        within = await scope(row.path)
+        within, author = await scope(row.path), await identity()
         await git(row.path, "add", "--all", within=within)
         staged = await git(row.path, "diff", *PLAIN_DIFF, "--cached", "--quiet", within=within)
         if staged.code == 1:
             committed = await git(
                 row.path,
-                *IDENTITY,
+                *author,
                 "commit",
                 "--quiet",
                 "--no-verify",
@@ -184,7 +195,7 @@ class Worktrees:
                 raise UserInputError("worktree.failed", error=committed.err[-500:])
         merged = await git(
             row.repo_root,
-            *IDENTITY,
+            *author,
             "merge",
             "--no-ff",
             "--no-edit",

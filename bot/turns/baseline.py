@@ -1,0 +1,175 @@
+"""What one turn changed in a repository, not what was there before it: the commit the turn
+started at and a signature of every file that then differed from it (the owner's own
+uncommitted edits in a plain checkout), taken before the agent starts; after the turn, the
+card lists the commits made since that commit and only the files whose state changed.
+
+All git runs through ``executors.gitguard`` (the repository's hooks, fsmonitor and drivers
+neutralised), bounded. Files are read by the bot only to hash them: regular files up to
+``HASH_BYTES`` (a larger one, a link or a special file is signed by its metadata), opened
+without following a link and without blocking, never shown."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.telegram.render import shorten
+from bot.turns.gitinfo import TIMEOUT_S, diff_stat, in_repository, listed, scoped
+from executors.gitguard import PLAIN_DIFF, Scope, git
+
+HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
+MAX_HASHED = 5000  # dirty files hashed at most; the rest are signed by their metadata
+MAX_PATHS = 200  # files named to git for the stat; the rest are counted
+MAX_COMMITS = 5
+TOP = ("--no-relative", "--no-renames")  # paths from the top, whatever the repository says
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A repository's state when a turn started. ``top``: the work tree's top (None: ``cwd``
+    was not in a repository git would run in); ``head``: its commit (None: none yet);
+    ``dirty``: path (from the top) -> signature of each file differing from ``head`` or new;
+    ``untracked``: which of them git does not track."""
+
+    top: str | None
+    head: str | None = None
+    dirty: dict[str, str] = field(default_factory=dict)
+    untracked: frozenset[str] = frozenset()
+
+
+async def take(cwd: str) -> Baseline:
+    """The state of the repository holding ``cwd`` now (three git processes)."""
+    if not in_repository(cwd):
+        return Baseline(None)
+    within = await scoped(cwd)
+    if within is None:
+        return Baseline(None)
+    top, status = await asyncio.gather(
+        _out(cwd, within, "rev-parse", "--show-toplevel"),
+        _out(cwd, within, "status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames"),
+    )
+    if not top or not status:
+        return Baseline(None)
+    head, changed, untracked = _parse_status(status)
+    signed = await asyncio.to_thread(_sign_all, Path(top), changed)
+    return Baseline(top, head, signed, frozenset(untracked))
+
+
+async def turn_changes(cwd: str, before: Baseline, max_chars: int = 1200) -> str:
+    """The card's "Changed" block: the commits made since ``before`` (newest first), then the
+    stat of the files the turn changed (committed or not), the new files it left and the
+    earlier edits it undid; empty when it changed nothing. A directory that was no
+    repository before falls back to its whole ``diff_stat`` (the agent made the repository)."""
+    if before.top is None:
+        return await diff_stat(cwd, max_chars)
+    after = await take(cwd)
+    if after.top is None or after.top != before.top:
+        return ""
+    within = await scoped(cwd)
+    if within is None:
+        return ""
+    commits, committed = await _commits(after.top, within, before.head, after.head)
+    touched = {p for p, sig in after.dirty.items() if before.dirty.get(p) != sig}
+    undone = {p for p in before.dirty if p not in after.dirty and p not in committed}
+    paths = sorted(committed | touched)
+    new = [p for p in paths if p in after.untracked]
+    tracked = [p for p in paths if p not in after.untracked]
+    gone = sorted(p for p in undone if p in before.untracked)  # a new file of the owner's
+    lines = list(commits)
+    if tracked:
+        base = before.head or await _empty_tree(cwd, within)
+        lines.append(await _stat(after.top, within, base, tracked[:MAX_PATHS]))
+        if len(tracked) > MAX_PATHS:
+            lines.append(f" … {len(tracked) - MAX_PATHS} more changed files")
+    lines += listed(new, " {} | new", " … {} more new files")
+    lines += listed(sorted(undone - set(gone)), " {} | reverted", " … {} more reverted")
+    lines += listed(gone, " {} | deleted", " … {} more deleted")
+    return shorten("\n".join(line for line in lines if line), max_chars)
+
+
+async def _commits(
+    cwd: str, within: Scope, start: str | None, end: str | None
+) -> tuple[list[str], set[str]]:
+    """One line per commit made since ``start`` (``abc1234 subject``), and the files they
+    changed between the two commits."""
+    if end is None or end == start:
+        return [], set()
+    span = f"{start}..{end}" if start else end
+    base = start or await _empty_tree(cwd, within)
+    log, count, names = await asyncio.gather(
+        _out(cwd, within, "log", "--no-color", "--format=%h %s", f"-n{MAX_COMMITS}", span, "--"),
+        _out(cwd, within, "rev-list", "--count", span, "--"),
+        _out(cwd, within, "diff", *PLAIN_DIFF, *TOP, "--name-only", "-z", base, end),
+    )
+    lines = [f"● {shorten(line, 72, one_line=True)}" for line in log.splitlines()]
+    if count.isdigit() and int(count) > len(lines):
+        lines.append(f"● … {int(count) - len(lines)} more commits")
+    return lines, {name for name in names.split("\0") if name}
+
+
+async def _stat(cwd: str, within: Scope, base: str, paths: list[str]) -> str:
+    """``git diff --stat`` of the work tree against ``base`` for exactly these files (``cwd``:
+    the top, as the names are from it; taken literally, never as patterns)."""
+    args = ("diff", *PLAIN_DIFF, *TOP, "--stat", base, "--", *paths)
+    return await _out(cwd, within, "--literal-pathspecs", *args)
+
+
+async def _empty_tree(cwd: str, within: Scope) -> str:
+    """The empty tree's id in this repository's hash (a repository with no commit yet)."""
+    return await _out(cwd, within, "hash-object", "-t", "tree", "--stdin")
+
+
+def _parse_status(status: str) -> tuple[str | None, list[str], list[str]]:
+    """``git status --porcelain=v2 --branch -z``: the commit (None before the first), the
+    changed paths, and which of them are untracked."""
+    head: str | None = None
+    changed: list[str] = []
+    untracked: list[str] = []
+    for entry in status.split("\0"):
+        if entry.startswith("# branch.oid "):
+            oid = entry.removeprefix("# branch.oid ")
+            head = None if oid == "(initial)" else oid
+        elif entry.startswith(("1 ", "2 ")):
+            changed.append(entry.split(" ", 8)[8])
+        elif entry.startswith("u "):
+            changed.append(entry.split(" ", 10)[10])
+        elif entry.startswith("? "):
+            changed.append(entry[2:])
+            untracked.append(entry[2:])
+    return head, changed, untracked
+
+
+def _sign_all(top: Path, paths: list[str]) -> dict[str, str]:
+    return {path: _sign(top / path, n < MAX_HASHED) for n, path in enumerate(paths)}
+
+
+def _sign(path: Path, hashed: bool) -> str:
+    """What a file is now: its content's hash, else its kind, size and modification time."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return "unreadable"
+    meta = f"{info.st_mode:o}:{info.st_size}:{info.st_mtime_ns}"
+    if not stat.S_ISREG(info.st_mode) or info.st_size > HASH_BYTES or not hashed:
+        return meta
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return meta
+    with os.fdopen(fd, "rb") as file:
+        digest = hashlib.sha256(file.read(HASH_BYTES + 1))
+    return f"{info.st_mode:o}:{digest.hexdigest()}"
+
+
+async def _out(cwd: str, within: Scope, *args: str) -> str:
+    try:
+        done = await git(cwd, *args, timeout_s=TIMEOUT_S, within=within)
+    except OSError:
+        return ""
+    return done.out if done.code == 0 else ""
