@@ -158,7 +158,7 @@ async def test_a_catastrophic_pattern_neither_hangs_nor_stalls_the_loop(workdir)
     async with LoopWatch().watching() as watch:
         started = time.monotonic()
         assert await box.run(Call("1", "grep", {"pattern": REDOS})) == "(no matches)"
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 15  # Python's re: 24 s on the one line alone
     assert watch.max_stall_s < 0.5, watch.max_stall_s
     with pytest.raises(ToolFailed, match="RE2 syntax: no look-around"):
         await box.run(Call("2", "grep", {"pattern": "(?=x)a"}))
