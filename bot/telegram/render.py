@@ -69,6 +69,15 @@ def money(cost_usd: float | None) -> str | None:
     return usd(cost_usd)
 
 
+def tokens(count: int) -> str:
+    """A token count at a glance: 950, 12.3k, 4.5M."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
 def usd(amount: float) -> str:
     """Dollars with the precision the amount needs: 12.50, 0.0300, 0.000225 — a small budget
     never reads as 0.00."""
