@@ -5,12 +5,13 @@ scripted Responses server, the local engine against the scripted Chat Completion
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from bot.events import SessionStarted, Usage, UsageUpdated
-from bot.models import Preset, TaskStatus
+from bot.models import TaskStatus, TurnSpec
 from bot.money.presets import PresetCatalog
 from bot.money.pricing import Meter, PriceList
 from executors import registry
@@ -41,6 +42,7 @@ engine = "local"
 model = "gemma-3-270m"
 """
 USAGE = Usage(input_tokens=1000, output_tokens=100)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -247,18 +249,21 @@ async def test_a_failed_local_turn_still_counts_the_tokens_it_used(
             )
 
 
-def test_a_preset_alone_is_the_local_engines_endpoint():
+def test_the_readmes_local_presets_alone_configure_and_price_local(tmp_path):
+    """The README's example presets are enough for /local: the first is its default endpoint
+    (no DETACH_LOCAL_BASE_URL), on your own machine it is free, the hosted one is priced."""
     from executors.local import LocalExecutor
 
-    preset = Preset(
-        "gemma-local", "local", "gemma-3-270m", base_url="http://there/v1", context_window=8192
-    )
-    from bot.models import TurnSpec
-
-    engine = LocalExecutor({"context_window": 32_768}, {}, (), None, (preset,))
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```toml\n(\[presets\.gemma-local\].*?)```", readme, re.S)
+    assert block is not None, "the README has no /local preset example"
+    presets = catalog(tmp_path, block.group(1))
+    engine = LocalExecutor({"context_window": 32_768}, {}, (), None, presets.of_engine("local"))
     endpoint = engine.endpoint(TurnSpec(1, 1, "hi", Path(".")))
-    assert (endpoint.base_url, endpoint.model, endpoint.context_window) == (
-        "http://there/v1",
-        "gemma-3-270m",
-        8192,
-    )
+    assert (endpoint.base_url, endpoint.model) == ("http://127.0.0.1:8080/v1", "gemma-3-270m")
+    prices = PriceList(presets.all())
+    for model, cost in (("gemma-3-270m", 0.0), (presets.get("qwen-fireworks").model, 0.00063)):
+        meter = Meter(prices, "local", None)
+        meter.named(model)
+        assert meter.charge(USAGE).cost_usd == pytest.approx(cost)
+        assert not meter.charge(USAGE).unpriced
