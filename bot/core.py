@@ -110,7 +110,10 @@ async def build_core(
     outbox = Outbox(store)
     notifier = Notifier(store, texts, outbox)
     agent_environ = os.environ if environ is None else environ
-    engines = make_engines(settings, agent_environ, given_executors, store.engine_sessions)
+    presets = PresetCatalog.load(settings.config, registry.builtin_presets())
+    engines = make_engines(
+        settings, agent_environ, given_executors, store.engine_sessions, presets.all()
+    )
     background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
     executors = engines.available
     identity = stable_identity(role, name, host)
@@ -119,7 +122,6 @@ async def build_core(
     queue = TurnQueue(store, pool)
     poll_s = SHARED_POLL_S if shared_db else None  # scale-out: other processes answer
     desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
-    presets = PresetCatalog.load(settings.config, registry.builtin_presets())
     money = MoneyDesk(store, presets, settings.daily_cap_usd, settings.task_cap_usd)
     worktrees = Worktrees(store, settings.data_dir / "worktrees")
     workdirs = WorkdirPolicy(

@@ -9,10 +9,11 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.errors import AgentNotInstalled
+from bot.models import Preset
 from bot.ports import EngineConfig, EngineSpec, Executor, SessionStore
 from bot.settings import Settings
 from executors import registry
@@ -26,9 +27,11 @@ def engine_config(
     environ: Mapping[str, str],
     process_env: Mapping[str, str],
     sessions: SessionStore | None = None,
+    presets: Iterable[Preset] = (),
 ) -> EngineConfig:
     """An engine's configuration: its ``DETACH_<NAME>_*`` settings (fields of Settings, or
-    variables of the bot's own environment for an engine Settings does not know)."""
+    variables of the bot's own environment for an engine Settings does not know), and its
+    own of ``presets``."""
     prefix, env_prefix = f"{spec.name}_", f"DETACH_{spec.name.upper()}_"
     options: dict[str, Any] = {
         key[len(env_prefix) :].lower(): value
@@ -51,6 +54,7 @@ def engine_config(
         cancel_grace_s=settings.cancel_grace_s,
         options=options,
         sessions=sessions,
+        presets=tuple(p for p in presets if p.engine == spec.name),
     )
 
 
@@ -99,15 +103,19 @@ def make_engines(
     environ: Mapping[str, str],
     given: Mapping[str, Executor] | None = None,
     sessions: SessionStore | None = None,
+    presets: Iterable[Preset] = (),
 ) -> Engines:
     """Every registered engine's executor, not probed yet (``Engines.probe``); ``given``
     replaces the registry (a test's fake engine); ``sessions`` keeps the conversations of
-    engines that keep their own."""
+    engines that keep their own; ``presets``: every model preset (each engine gets its own)."""
     if given is not None:
         return Engines(given)
+    presets = tuple(presets)
     return Engines(
         {
-            spec.name: spec.make(engine_config(settings, spec, environ, os.environ, sessions))
+            spec.name: spec.make(
+                engine_config(settings, spec, environ, os.environ, sessions, presets)
+            )
             for spec in registry.ENGINES
         }
     )

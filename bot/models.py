@@ -148,6 +148,8 @@ class Turn:
     parked_at: datetime | None = None  # when it first waited for its engine's usage limit
     limit_parks: int = 0  # how many times a usage limit sent it back to the queue
     runner: str | None = None  # the process that runs (or ran) it
+    model: str | None = None  # the model its tokens were priced as (as the engine named it)
+    unpriced: bool = False  # no price known for it: its cost is what the caps counted
 
     @property
     def duration_s(self) -> float | None:
@@ -280,7 +282,9 @@ class CheckResult:
 class Preset:
     """A named model: engine, model string, extra CLI arguments, USD per million tokens; for
     engines that talk to an OpenAI-compatible endpoint themselves (``local``) also where it is,
-    the environment variable holding its key, and its context window in tokens."""
+    the environment variable holding its key, and its context window in tokens. ``priced``:
+    its prices are known (a preset in DETACH_CONFIG that names none is not: its tokens are
+    counted as unpriced, ``bot.money.pricing``; one that says 0 is free)."""
 
     name: str
     engine: Engine
@@ -293,6 +297,7 @@ class Preset:
     base_url: str | None = None
     api_key_env: str | None = None
     context_window: int | None = None
+    priced: bool = True
 
     def cost_usd(self, usage: Usage) -> float:
         return (
@@ -301,3 +306,16 @@ class Preset:
             + usage.cache_read_tokens * self.price_cache_read
             + usage.cache_write_tokens * self.price_cache_write
         ) / 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SpendLine:
+    """What one engine's turns of one model used in a period: tokens, and what they cost (for
+    an ``unpriced`` model: what the caps counted, ``bot.money.pricing``)."""
+
+    engine: Engine
+    model: str | None
+    unpriced: bool
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float

@@ -71,6 +71,9 @@ class EngineConfig:
     cancel_grace_s: float = 5.0
     options: Mapping[str, Any] = field(default_factory=dict)  # DETACH_<NAME>_* settings
     sessions: SessionStore | None = None
+    # the engine's model presets (built-in, then DETACH_CONFIG's in its order): an endpoint
+    # engine (``local``) may be configured by its presets alone
+    presets: tuple[Preset, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

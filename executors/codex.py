@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import signal
+import tomllib
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -196,8 +197,8 @@ class CodexExecutor:
             started: tuple[str, str] | None = None
             finished = False
             try:
-                started = await self._start(rpc, spec)
-                yield SessionStarted(started[0], spec.model)
+                started, model = await self._start(rpc, spec)
+                yield SessionStarted(started[0], model or spec.model or self.configured_model())
                 async with contextlib.aclosing(
                     self._turn_events(rpc, started[0], approver)
                 ) as events:
@@ -238,7 +239,19 @@ class CodexExecutor:
                     return
                 yield event
 
-    async def _start(self, rpc: Rpc, spec: TurnSpec) -> tuple[str, str]:
+    def configured_model(self) -> str | None:
+        """The model of the user's Codex config (``$CODEX_HOME/config.toml``), for a thread
+        that names none: what the turn is priced as."""
+        home = self._env.get("CODEX_HOME") or str(Path(self._env.get("HOME") or "~") / ".codex")
+        try:
+            config = tomllib.loads((Path(home).expanduser() / "config.toml").read_text())
+        except (OSError, ValueError):
+            return None
+        model = config.get("model")
+        return model if isinstance(model, str) else None
+
+    async def _start(self, rpc: Rpc, spec: TurnSpec) -> tuple[tuple[str, str], str | None]:
+        """The thread and turn started, and the model the thread runs (as Codex names it)."""
         await rpc.request(
             "initialize",
             {
@@ -265,7 +278,8 @@ class CodexExecutor:
             "turn/start",
             {"threadId": thread_id, "input": [{"type": "text", "text": text, "text_elements": []}]},
         )
-        return thread_id, str(turn["turn"]["id"])
+        model = thread.get("model") or thread["thread"].get("model")
+        return (thread_id, str(turn["turn"]["id"])), model if isinstance(model, str) else None
 
     async def _answer(
         self, rpc: Rpc, message: dict[str, Any], state: TurnState, approver: Approver

@@ -36,11 +36,14 @@ class TurnState:
     error: str | None = None
 
     def add_usage(self, last: dict[str, Any]) -> None:
+        """One model request's tokens; Codex's ``inputTokens`` include the cached ones, which
+        are priced apart (``Usage.input_tokens`` are the uncached, as Claude counts them)."""
+        cached = int(last.get("cachedInputTokens") or 0)
+        uncached = max(0, int(last.get("inputTokens") or 0) - cached)
         self.usage = Usage(
-            input_tokens=self.usage.input_tokens + int(last.get("inputTokens") or 0),
+            input_tokens=self.usage.input_tokens + uncached,
             output_tokens=self.usage.output_tokens + int(last.get("outputTokens") or 0),
-            cache_read_tokens=self.usage.cache_read_tokens
-            + int(last.get("cachedInputTokens") or 0),
+            cache_read_tokens=self.usage.cache_read_tokens + cached,
             cache_write_tokens=self.usage.cache_write_tokens
             + int(last.get("cacheWriteInputTokens") or 0),
         )

@@ -4,7 +4,9 @@ official ``openai`` SDK, streaming, with Detach's own tool loop (executors/local
 
 Where the endpoint is: the task's preset (``base_url``, ``model``, ``api_key_env``,
 ``context_window`` in DETACH_CONFIG), else ``DETACH_LOCAL_BASE_URL`` / ``_MODEL`` /
-``_API_KEY_ENV`` / ``_CONTEXT_WINDOW``; the engine is on when ``DETACH_LOCAL_BASE_URL`` is set.
+``_API_KEY_ENV`` / ``_CONTEXT_WINDOW``, else the first local preset that names a ``base_url``
+(the default of a machine configured by its presets alone). The engine is on when either
+``DETACH_LOCAL_BASE_URL`` is set or a local preset names a ``base_url``.
 
 A turn: the stored conversation (the app's database, so a reply resumes it after any restart),
 the new prompt, then model calls until the model answers without calling a tool, at most
@@ -26,7 +28,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.errors import AgentCrashed
 from bot.events import (
     AgentEvent,
     ApprovalRequest,
@@ -38,12 +40,13 @@ from bot.events import (
     Usage,
     UsageUpdated,
 )
-from bot.models import ApprovalMode, TurnSpec
+from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSpec, SessionStore
 from executors import sandbox
 from executors.check import ShellCheck
 from executors.denied import without_secrets
 from executors.local_chat import Answer, Endpoint, Reply, complete
+from executors.local_endpoints import Endpoints
 from executors.local_history import assistant, fit, system_prompt, tool_result
 from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
 from executors.shield import shielded
@@ -54,7 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EMPTY_ANSWER = "the model answered nothing; reply to ask it again"
-PROBE_TIMEOUT_S = 3.0
 
 
 class LocalExecutor:
@@ -66,8 +68,10 @@ class LocalExecutor:
         environ: Mapping[str, str],
         secrets: Sequence[str],
         sessions: SessionStore | None,
+        presets: Sequence[Preset] = (),
     ) -> None:
-        self._options = options
+        """``presets``: the local presets; those that name a ``base_url`` are endpoints too."""
+        self._where = Endpoints(options, environ, presets)
         self._environ = environ
         self._secrets = tuple(secrets)
         self._sessions = sessions
@@ -78,54 +82,18 @@ class LocalExecutor:
 
     # -- the engine's declaration ------------------------------------------------------------
     async def probe(self) -> str:
-        base_url = self._options.get("base_url")
-        if not base_url:
-            raise AgentNotInstalled(
-                self.engine, None, off="off (DETACH_LOCAL_BASE_URL sets its endpoint)"
-            )
-        reached = await self._reachable(str(base_url))
+        line = await self._where.probe()
         sandboxed = "works" if self.sandbox_problem() is None else "UNAVAILABLE"
-        return f"local: {base_url} ({reached}), sandbox {sandboxed}"
-
-    async def _reachable(self, base_url: str) -> str:
-        from openai import APIError, AsyncOpenAI
-
-        client = AsyncOpenAI(
-            base_url=base_url,
-            api_key=self._key(self._options.get("api_key_env")) or "none",
-            max_retries=0,
-            timeout=PROBE_TIMEOUT_S,
-        )
-        try:
-            models = await client.models.list()
-            return f"reachable, {len(models.data)} model(s)"
-        except APIError as exc:
-            return f"not reachable now: {type(exc).__name__}"
-        finally:
-            await client.close()
+        return f"local: {line}, sandbox {sandboxed}"
 
     def sandbox_problem(self) -> str | None:
         return sandbox.problem(self._environ)
 
     def _key(self, env_name: object) -> str | None:
-        return self._environ.get(str(env_name)) if env_name else None
+        return self._where.key(env_name)
 
     def endpoint(self, spec: TurnSpec) -> Endpoint:
-        preset = spec.preset if spec.preset is not None and spec.preset.engine == "local" else None
-        base_url = (preset.base_url if preset else None) or self._options.get("base_url")
-        model = spec.model or self._options.get("model") or "local"
-        if not base_url:
-            raise AgentCrashed(
-                "no endpoint for /local: set DETACH_LOCAL_BASE_URL or a preset's base_url", None, ""
-            )
-        return Endpoint(
-            base_url=str(base_url),
-            model=str(model),
-            api_key_env=(preset.api_key_env if preset else None)
-            or self._options.get("api_key_env"),
-            context_window=(preset.context_window if preset else None)
-            or int(self._options.get("context_window", 32_768)),
-        )
+        return self._where.for_turn(spec)
 
     # -- a turn ------------------------------------------------------------------------------
     async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
@@ -337,7 +305,9 @@ def _add(a: Usage, b: Usage) -> Usage:
 
 
 def _make(config: EngineConfig) -> LocalExecutor:
-    return LocalExecutor(config.options, config.environ, config.secrets, config.sessions)
+    return LocalExecutor(
+        config.options, config.environ, config.secrets, config.sessions, config.presets
+    )
 
 
 SPEC = EngineSpec(

@@ -7,12 +7,13 @@ from aiogram.filters import Command, CommandObject
 from aiogram.types import CallbackQuery, Message
 
 from bot.approvals.view import BudgetAction
-from bot.money.desk import MoneyDesk
+from bot.models import SpendLine
+from bot.money.desk import MoneyDesk, SpendSummary
 from bot.money.presets import Preset
 from bot.tasks.card import TaskCard
 from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, CallbackData, Keyboard
-from bot.telegram.render import money
+from bot.telegram.render import money, tokens
 from bot.telegram.reply import Reply
 from handlers.taps import Tapped
 
@@ -28,6 +29,43 @@ def _keyboard(presets: list[Preset]) -> Keyboard:
         if len(ModelAction(name=p.name).pack().encode()) <= 64
     ]
     return Keyboard.of(rows)
+
+
+def _engine_lines(summary: SpendSummary, desk: MoneyDesk, reply: Reply) -> list[str]:
+    """Tokens and cost per engine over the summary's days, every engine's; an unpriced model's
+    cost is what the caps counted, and the last line says at which preset's price."""
+    engines: dict[str, list[SpendLine]] = {}
+    for line in summary.models:
+        engines.setdefault(line.engine, []).append(line)
+    if not engines:
+        return []
+    lines = [reply.text("money.spend_engines", days=len(summary.days))]
+    counted_as: list[str] = []
+    for engine, models in engines.items():
+        priced = [m for m in models if not m.unpriced]
+        unpriced = [m for m in models if m.unpriced]
+        text = reply.text(
+            "money.spend_engine",
+            engine=engine,
+            input=tokens(sum(m.input_tokens for m in models)),
+            output=tokens(sum(m.output_tokens for m in models)),
+        )
+        if priced:
+            text += reply.text(
+                "money.spend_engine_cost", total=money(sum(m.cost_usd for m in priced))
+            )
+        if unpriced:
+            text += reply.text(
+                "money.spend_engine_unpriced",
+                models=", ".join(sorted({m.model or "?" for m in unpriced})),
+                counted=money(sum(m.cost_usd for m in unpriced)),
+            )
+            dearest = desk.counted_as(engine)
+            counted_as.append(f"{engine}: {dearest.name if dearest else '–'}")
+        lines.append(text)
+    if counted_as:
+        lines.append(reply.text("money.spend_unpriced_note", presets="; ".join(counted_as)))
+    return lines
 
 
 def router() -> Router:
@@ -93,6 +131,7 @@ def router() -> Router:
             for day, total in summary.days
             if total
         ]
+        lines += _engine_lines(summary, tasks.money, reply)
         if summary.top:
             lines.append(reply.text("money.spend_top"))
             lines += [

@@ -59,6 +59,17 @@ async def test_text_turn(codex_bin, codex_env, openai, workdir):
     assert isinstance(final, TurnFinished) and not final.is_error
     assert final.result_text == "Hello from the Codex mock."
     assert final.session_id == started.session_id and final.usage.input_tokens == 100
+    assert started.model == "gpt-5.5"  # the model of the user's Codex config: what is priced
+
+
+async def test_cached_input_tokens_are_counted_apart(codex_bin, codex_env, openai, workdir):
+    """Codex's input tokens include the cached ones, which have their own price."""
+    usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 60}}
+    openai.script("MARK-CCACHE", [{"text": "cached", "usage": usage}])
+    events = await collect(CodexExecutor(codex_bin, codex_env), spec("MARK-CCACHE hi", workdir))
+    final = events[-1]
+    assert isinstance(final, TurnFinished)
+    assert (final.usage.input_tokens, final.usage.cache_read_tokens) == (40, 60)
 
 
 async def test_command_approval_allowed_and_denied(codex_bin, codex_env, openai, workdir):

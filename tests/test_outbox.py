@@ -277,7 +277,8 @@ async def test_a_progress_message_being_queued_as_its_turn_ends_is_removed(
             new = NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "hi", workdir)
             task, _ = await app.store.tasks.create(new, "hi")
             notifier = _CommitsThenWaits(app.core.notifier)
-            progress = Progress(notifier, task, interval_s=60, preset=None)  # type: ignore[arg-type]
+            meter = app.core.money.meter("claude", None)
+            progress = Progress(notifier, task, interval_s=60, meter=meter)  # type: ignore[arg-type]
             await progress.__aenter__()
             await asyncio.wait_for(notifier.committed.wait(), 10)
             assert len(await app.store.outbox.live([task.id], "progress")) == 1

@@ -1,15 +1,17 @@
-"""Models and money: the chat's preset, resolving model= at capture, the daily cap (inclusive;
-<= 0 pauses all new work), the spend summary, and answers to "extend or stop" budget questions."""
+"""Models and money: the chat's preset, resolving model= at capture, pricing every engine's
+turns (``bot.money.pricing``), the daily cap (inclusive; <= 0 pauses all new work), the spend
+summary, and answers to "extend or stop" budget questions."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from bot.errors import UserInputError
-from bot.models import Engine, Task, TaskStatus
+from bot.models import Engine, SpendLine, Task, TaskStatus
 from bot.money.presets import Preset, PresetCatalog
+from bot.money.pricing import Meter, PriceList
 from bot.store import Store
 from bot.telegram.render import money
 
@@ -22,6 +24,8 @@ class SpendSummary:
     days: list[tuple[str, float]]
     top: list[Task]
     cap_usd: float | None
+    # tokens and cost per engine and model over the same days, every engine's included
+    models: list[SpendLine] = field(default_factory=list)
 
 
 class MoneyDesk:
@@ -34,8 +38,17 @@ class MoneyDesk:
     ) -> None:
         self._store = store
         self.catalog = catalog
+        self.prices = PriceList(catalog.all())
         self.daily_cap_usd = daily_cap_usd
         self.task_cap_usd = task_cap_usd
+
+    def meter(self, engine: Engine, preset: Preset | None) -> Meter:
+        """The pricing of one turn of ``engine`` for a task with ``preset`` (or none)."""
+        return Meter(self.prices, engine, preset)
+
+    def counted_as(self, engine: Engine) -> Preset | None:
+        """The preset whose price an unpriced model of ``engine`` is counted at."""
+        return self.prices.dearest(engine)
 
     def resolve(self, typed: str) -> Preset:
         return resolve_preset(self.catalog, typed)
@@ -98,6 +111,7 @@ class MoneyDesk:
             days=[(d, totals.get(d, 0.0)) for d, _ in series],
             top=await self._store.tasks.top_by_cost(user_id),
             cap_usd=self.daily_cap_usd,
+            models=await self._store.spend.by_model(user_id, since),
         )
 
     def budget_left(self, task: Task) -> float | None:

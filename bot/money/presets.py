@@ -46,6 +46,13 @@ class PresetCatalog:
     def names(self) -> list[str]:
         return sorted(self._presets)
 
+    def of_engine(self, engine: str) -> tuple[Preset, ...]:
+        """An engine's presets, built-in ones first, then DETACH_CONFIG's in the file's order."""
+        return tuple(p for p in self._presets.values() if p.engine == engine)
+
+    def all(self) -> tuple[Preset, ...]:
+        return tuple(self._presets.values())
+
     def get(self, name: str | None) -> Preset | None:
         return self._presets.get(name) if name else None
 
@@ -75,7 +82,12 @@ class PresetCatalog:
         return Resolution(closest=tuple(name for name, _, _ in scored[:3]))
 
 
+PRICES = ("price_input", "price_output", "price_cache_read", "price_cache_write")
+
+
 def _preset(name: str, table: dict[str, Any]) -> Preset:
+    """A preset of DETACH_CONFIG; one that names no price at all has none known (``priced``
+    False): its tokens are counted as unpriced, not as free."""
     try:
         return Preset(
             name=name,
@@ -89,6 +101,7 @@ def _preset(name: str, table: dict[str, Any]) -> Preset:
             base_url=str(table["base_url"]) if "base_url" in table else None,
             api_key_env=str(table["api_key_env"]) if "api_key_env" in table else None,
             context_window=int(table["context_window"]) if "context_window" in table else None,
+            priced=any(key in table for key in PRICES),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise ConfigError(f"preset {name!r} in DETACH_CONFIG: {exc!r}") from exc

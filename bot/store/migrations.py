@@ -169,6 +169,23 @@ def _v20(conn: Connection) -> None:
     _add_column(conn, "task_checks", "approved", "BOOLEAN NOT NULL DEFAULT TRUE")
 
 
+def _v21(conn: Connection) -> None:
+    """Every engine priced: the model a turn was priced as and whether it had no known price,
+    on the turn and its spend row (with its engine, filled in for the rows already there)."""
+    _add_column(conn, "turns", "model", "VARCHAR(128)")
+    _add_column(conn, "turns", "unpriced", "BOOLEAN NOT NULL DEFAULT FALSE")
+    _add_column(conn, "spend", "engine", "VARCHAR(16)")
+    _add_column(conn, "spend", "model", "VARCHAR(128)")
+    _add_column(conn, "spend", "unpriced", "BOOLEAN NOT NULL DEFAULT FALSE")
+    if sa.inspect(conn).has_table("spend"):
+        conn.execute(
+            sa.text(
+                "UPDATE spend SET engine = (SELECT engine FROM tasks WHERE tasks.id = "
+                "spend.task_id) WHERE engine IS NULL"
+            )
+        )
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -192,6 +209,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v18,
     _v19,
     _v20,
+    _v21,
 ]
 
 

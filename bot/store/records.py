@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bot.models import SpendLine
 from bot.store.db import Clock, Database, insert_missing, inserting
 from bot.store.schema import audit, message_links, spend
 
@@ -47,6 +48,10 @@ class SpendRepo:
         cost_usd: float,
         input_tokens: int,
         output_tokens: int,
+        *,
+        engine: str | None = None,
+        model: str | None = None,
+        unpriced: bool = False,
     ) -> None:
         now = self._clock()
         async with self._engine.begin() as conn:
@@ -61,8 +66,45 @@ class SpendRepo:
                     "input_tokens": input_tokens,
                     "output_tokens": output_tokens,
                     "created_at": now,
+                    "engine": engine,
+                    "model": model,
+                    "unpriced": unpriced,
                 },
             )
+
+    async def by_model(self, user_id: int, since_day: str) -> list[SpendLine]:
+        """Tokens and cost per engine and model since ``since_day``, the engine's name first."""
+        query = (
+            sa.select(
+                spend.c.engine,
+                spend.c.model,
+                spend.c.unpriced,
+                sa.func.sum(spend.c.input_tokens),
+                sa.func.sum(spend.c.output_tokens),
+                sa.func.sum(spend.c.cost_usd),
+            )
+            .where(spend.c.user_id == user_id, spend.c.day >= since_day)
+            .group_by(spend.c.engine, spend.c.model, spend.c.unpriced)
+        )
+        async with self._engine.connect() as conn:
+            rows = list(await conn.execute(query))
+        lines = [
+            SpendLine(engine or "?", model, bool(unpriced), int(i or 0), int(o or 0), float(c or 0))
+            for engine, model, unpriced, i, o, c in rows
+        ]
+        return sorted(lines, key=lambda line: (line.engine, line.model or ""))
+
+    async def unpriced_before(self, user_id: int, model: str | None, turn_id: int) -> bool:
+        """Whether a turn of this user before ``turn_id`` was already counted as unpriced for
+        ``model`` (its notice was said then)."""
+        query = sa.select(spend.c.id).where(
+            spend.c.user_id == user_id,
+            spend.c.unpriced.is_(True),
+            spend.c.turn_id < turn_id,
+            spend.c.model.is_(None) if model is None else spend.c.model == model,
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query.limit(1))).first() is not None
 
     async def day_total(self, user_id: int, day: str) -> float:
         async with self._engine.connect() as conn:

@@ -67,6 +67,10 @@ turns = sa.Table(
     sa.Column("submitted_at", sa.DateTime(timezone=True)),
     sa.Column("started_at", sa.DateTime(timezone=True)),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
+    # v21: the model its tokens were priced as, and whether that model had no known price (its
+    # cost is then what the caps counted, at the dearest preset's price)
+    sa.Column("model", sa.String(128)),
+    sa.Column("unpriced", sa.Boolean, nullable=False, server_default=sa.false()),
     # v19: the partial index ix_turns_queue (submitted_at, id WHERE status = 'queued'), the shared
     # queue walked by every claim, is made by the migration only: declared here, its
     # dialect-specific WHERE would load SQLAlchemy's PostgreSQL dialect into every SQLite bot
@@ -123,6 +127,10 @@ spend = sa.Table(
     sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
     sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    # v21: the turn's engine and model, and whether the model had no known price
+    sa.Column("engine", sa.String(16)),
+    sa.Column("model", sa.String(128)),
+    sa.Column("unpriced", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("ix_spend_user_day", "user_id", "day"),
 )
 

@@ -20,6 +20,8 @@ class TurnOutcome:
     input_tokens: int | None = None
     output_tokens: int | None = None
     resume_at: datetime | None = None  # WAITING_FOR_LIMIT: when the engine's limit resets
+    model: str | None = None  # what its tokens were priced as
+    unpriced: bool = False  # no price known for that model: ``cost_usd`` is the caps' count
 
 
 def task_of(row: Any) -> Task:
@@ -72,4 +74,6 @@ def turn_of(row: Any) -> Turn:
         parked_at=aware(m["parked_at"]),
         limit_parks=m["limit_parks"],
         runner=m["runner"],
+        model=m["model"],
+        unpriced=bool(m["unpriced"]),
     )

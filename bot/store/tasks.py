@@ -45,6 +45,8 @@ def _finish(held: bool) -> tuple[sa.Update, sa.Update]:
                     "cost_usd",
                     "input_tokens",
                     "output_tokens",
+                    "model",
+                    "unpriced",
                 )
             }
             | {"finished_at": bind("now")}
@@ -294,6 +296,8 @@ class TaskRepo:
             "o_cost_usd": outcome.cost_usd,
             "o_input_tokens": outcome.input_tokens,
             "o_output_tokens": outcome.output_tokens,
+            "o_model": outcome.model,
+            "o_unpriced": outcome.unpriced,
             "cost": outcome.cost_usd or 0.0,
             "now": self._clock(),
         }

@@ -75,14 +75,20 @@ def check_line(texts: Texts, loc: str, check: CheckResult) -> str:
     return f"{line}\n<pre>{html.escape(check.tail(800))}</pre>"
 
 
+def cost_words(texts: Texts, loc: str, turn: Turn) -> str:
+    """``$0.0123``; ``unpriced (counted $0.0450)`` for a model without a known price."""
+    cost = money(turn.cost_usd)
+    if turn.unpriced:
+        return texts.get(loc, "task.cost_unpriced", cost=cost or "0")
+    return texts.get(loc, "task.cost", cost=cost) if cost else texts.get(loc, "task.cost_unknown")
+
+
 def status_line(texts: Texts, task: Task, turn: Turn) -> str:
     """How the turn ended, how long it took and what it cost (a failure: why)."""
     loc, label = task.locale, task.label
     took = duration(turn.duration_s)
     cost = money(turn.cost_usd)
-    cost_text = (
-        texts.get(loc, "task.cost", cost=cost) if cost else texts.get(loc, "task.cost_unknown")
-    )
+    cost_text = cost_words(texts, loc, turn)
     status = turn.status
     if status is TaskStatus.DONE:
         total = money(task.total_cost_usd) if task.total_cost_usd else None

@@ -196,6 +196,7 @@ class Notifier:
         check = await self._store.checks.for_turn(turn.id) if task.check else None
         children = await self._store.tasks.children(task.id) if task.subtasks else []
         header = card_header(self._texts, task, turn, check, children, changes)
+        header += await self._price_note(task, turn)
         worktree = await self._store.worktrees.get(task.id)
         in_worktree = worktree is not None and worktree.state == WorktreeState.ACTIVE
         card = task_keyboard(
@@ -224,6 +225,17 @@ class Notifier:
             await self.send(
                 task, self._texts.get(loc, "task.denials", items=items), kind="result", markup=card
             )
+
+    async def _price_note(self, task: Task, turn: Turn) -> str:
+        """Said once to an owner per model: the first card of a model with no known price says
+        how it is counted and how to price it (/spend says it every time)."""
+        if not turn.unpriced or await self._store.spend.unpriced_before(
+            task.owner_id, turn.model, turn.id
+        ):
+            return ""
+        return "\n" + self._texts.get(
+            task.locale, "task.unpriced_note", model=turn.model or "?", engine=task.engine
+        )
 
     async def _check_output(self, task: Task, check: CheckResult) -> None:
         """The whole output of a failed check, as a file."""

@@ -70,6 +70,15 @@ def money(cost_usd: float | None) -> str | None:
     return usd(cost_usd)
 
 
+def tokens(count: int) -> str:
+    """A token count at a glance: 950, 12.3k, 4.5M."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
 def usd(amount: float) -> str:
     """Dollars, the one way every message writes them: two decimals from $1 (12.50), else
     two significant digits with at least two decimals (0.50, 0.03, 0.012, 0.00023), so a

@@ -18,11 +18,11 @@ from bot.engines import Engines
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import LimitReached, SessionStarted, ToolCalled, TurnFinished, UsageUpdated
 from bot.models import Task, TaskStatus, Turn, TurnError, TurnSpec
-from bot.money.presets import Preset
+from bot.money.pricing import Meter
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.continuation import lost_session_prompt
-from bot.turns.outcome import outcome_of, reaper, transcript_entry
+from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -67,16 +67,18 @@ class Drive:
         task: Task,
         turn: Turn,
         spec: TurnSpec,
-        preset: Preset | None,
+        meter: Meter,
         left: float | None,
         agent: contextlib.AsyncExitStack,
         runner: str | None,
     ) -> Driven:
+        """``meter`` prices the turn (and keeps the tokens it used, for an outcome without a
+        verdict); ``left``: what the task's budget has left."""
         try:
-            return await self._events(task, spec, preset, left, agent, runner)
+            return await self._events(task, spec, meter, left, agent, runner)
         except SessionNotFound:
             spec = await self._anew(task, turn, spec)
-            return await self._events(task, spec, preset, left, agent, runner)
+            return await self._events(task, spec, meter, left, agent, runner)
 
     async def _anew(self, task: Task, turn: Turn, spec: TurnSpec) -> TurnSpec:
         """The session to resume is not here (a scale-out worker on another machine ran it,
@@ -102,7 +104,7 @@ class Drive:
         self,
         task: Task,
         spec: TurnSpec,
-        preset: Preset | None,
+        meter: Meter,
         left: float | None,
         agent: contextlib.AsyncExitStack,
         runner: str | None = None,
@@ -124,13 +126,14 @@ class Drive:
             self._notifier,
             task,
             self._progress_interval_s,
-            preset,
+            meter,
             self._progress_delay_s,
             self._held(spec.turn_id, runner),
         )
         try:
             async with progress:
                 async for event in events:
+                    meter.observe(event)
                     progress.observe(event)
                     acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
                     if isinstance(event, SessionStarted) and event.session_id != task.session_id:
@@ -142,22 +145,16 @@ class Drive:
                         log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
                         final = event
                         break
-                    if (
-                        isinstance(event, UsageUpdated)
-                        and preset is not None
-                        and left is not None
-                        and preset.cost_usd(event.usage) > left
-                    ):
+                    if isinstance(event, UsageUpdated) and _over(meter, left):
                         log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
                         await events.aclose()
-                        cost = preset.cost_usd(event.usage)
                         return Driven(
-                            TurnOutcome(
-                                TaskStatus.BUDGET_EXCEEDED,
-                                error=TurnError("turn_error.budget_reached"),
-                                cost_usd=cost,
-                                input_tokens=event.usage.input_tokens,
-                                output_tokens=event.usage.output_tokens,
+                            charged(
+                                TurnOutcome(
+                                    TaskStatus.BUDGET_EXCEEDED,
+                                    error=TurnError("turn_error.budget_reached"),
+                                ),
+                                meter,
                             )
                         )
                     if len(batch) >= TRANSCRIPT_BATCH:
@@ -167,7 +164,7 @@ class Drive:
             await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
         if final is None:  # executors end with TurnFinished or raise
             raise AgentCrashed("the agent ended without a result", None, "")
-        outcome = outcome_of(final, preset)
+        outcome = outcome_of(final, meter)
         if limit is not None and final.is_error:
             outcome = await self._limited(task, outcome, limit)
         return Driven(outcome, final.denials, acted)
@@ -177,3 +174,10 @@ class Drive:
         (``resume_at``; None when the engine named none: it is tried again after a while)."""
         log.info("task %s: %s usage limit; resets %s", task.id, task.engine, limit.resets_at)
         return TurnOutcome(TaskStatus.WAITING_FOR_LIMIT, resume_at=limit.resets_at)
+
+
+def _over(meter: Meter, left: float | None) -> bool:
+    """The tokens used so far cost more than the budget has left (an unpriced model's
+    included, at the price it is counted at)."""
+    cost = meter.charge().cost_usd
+    return left is not None and cost is not None and cost > left

@@ -4,6 +4,7 @@ callback that owns an agent's event stream (``bot.turns.runner`` drives the turn
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import asdict
@@ -14,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.events import AgentEvent, TurnFinished
 from bot.models import ApprovalMode, Task, TaskKind, TaskStatus, Turn, TurnError
-from bot.money.presets import Preset
+from bot.money.pricing import Meter
 from bot.store import TurnOutcome
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,9 @@ def transcript_entry(event: AgentEvent) -> tuple[str, dict[str, Any]]:
     return type(event).__name__, body
 
 
-def outcome_of(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
-    """Claude reports its cost; other engines are priced from the task's preset."""
+def outcome_of(final: TurnFinished, meter: Meter) -> TurnOutcome:
+    """The outcome of the agent's verdict, priced: Claude reports its cost; other engines'
+    tokens are priced by ``meter`` (an unpriced model at the price the caps count it at)."""
     error = None
     if final.is_error:  # the agent's own words
         error = TurnError(
@@ -107,16 +109,30 @@ def outcome_of(final: TurnFinished, preset: Preset | None) -> TurnOutcome:
     status = TaskStatus.FAILED if final.is_error else TaskStatus.DONE
     if final.subtype == "error_max_budget_usd":
         status = TaskStatus.BUDGET_EXCEEDED
-    cost = final.cost_usd
-    if cost is None and preset is not None:
-        cost = preset.cost_usd(final.usage)
+    charge = meter.charge(final.usage, final.cost_usd)
     return TurnOutcome(
         status=status,
         result_text=final.result_text,
         error=error,
-        cost_usd=cost,
+        cost_usd=charge.cost_usd,
         input_tokens=final.usage.input_tokens,
         output_tokens=final.usage.output_tokens,
+        model=charge.model,
+        unpriced=charge.unpriced,
+    )
+
+
+def charged(outcome: TurnOutcome, meter: Meter) -> TurnOutcome:
+    """An outcome without the agent's verdict (a budget stop, a failure, a cancel) with what
+    the tokens used up to then cost: a turn stopped half-way is not free."""
+    charge = meter.charge()
+    return dataclasses.replace(
+        outcome,
+        cost_usd=charge.cost_usd,
+        input_tokens=meter.usage.input_tokens,
+        output_tokens=meter.usage.output_tokens,
+        model=charge.model,
+        unpriced=charge.unpriced,
     )
 
 

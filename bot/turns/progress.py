@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from bot.events import AgentEvent, Retrying, TextEmitted, ToolCalled, UsageUpdated
 from bot.models import Task, TaskStatus
-from bot.money.presets import Preset
+from bot.money.pricing import Meter
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import duration, money, shorten
 
@@ -28,7 +28,7 @@ class Progress:
         notifier: Notifier,
         task: Task,
         interval_s: float,
-        preset: Preset | None,
+        meter: Meter,
         delay_s: float = 0.0,
         held: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
@@ -39,13 +39,14 @@ class Progress:
         self._task = task
         self._interval_s = interval_s
         self._delay_s = delay_s
-        self._preset = preset
+        self._meter = meter
         self._started = time.monotonic()
         self._step = ""
         self._says = ""
         self._steps = 0
         self._cost: float | None = None
         self._retry: Retrying | None = None  # the endpoint failed; cleared by what comes next
+        self._unpriced = False
         self._row_id = 0
         self._shown = ""
         self._last_edit = 0.0
@@ -58,9 +59,8 @@ class Progress:
         loc, elapsed = self._task.locale, duration(time.monotonic() - self._started)
         step = self._notifier.text(loc, "progress.step", step=self._step) if self._step else ""
         says = self._notifier.text(loc, "progress.says", text=self._says) if self._says else ""
-        cost = (
-            self._notifier.text(loc, "progress.cost", cost=money(self._cost)) if self._cost else ""
-        )
+        key = "progress.cost_unpriced" if self._unpriced else "progress.cost"
+        cost = self._notifier.text(loc, key, cost=money(self._cost)) if self._cost else ""
         steps = self._notifier.texts.plural(loc, "progress.steps", self._steps)
         head = self._notifier.text(
             loc, "progress.running", label=self._task.label, elapsed=elapsed, steps=steps
@@ -88,8 +88,9 @@ class Progress:
         elif isinstance(event, ToolCalled):
             self._steps += 1
             self._step = f"{event.name}: {event.summary}"[:200]
-        elif isinstance(event, UsageUpdated) and self._preset is not None:
-            self._cost = self._preset.cost_usd(event.usage)
+        elif isinstance(event, UsageUpdated):
+            charge = self._meter.charge(event.usage)
+            self._cost, self._unpriced = charge.cost_usd, charge.unpriced
 
     async def _tick(self) -> None:
         """The message after ``delay_s``, then its edits; edits name the message by its outbox

@@ -36,6 +36,7 @@ from bot.turns.limits import Parking
 from bot.turns.outcome import (
     CHECK_PROMPT,
     CHECK_PROMPT_TAIL,
+    charged,
     failure,
 )
 from bot.turns.pool import Claimed, StopReason, TurnControl
@@ -151,6 +152,7 @@ class TurnRunner:
             await self._queue.kick(task.id)
             return
         preset = self._money.catalog.get(task.preset)
+        meter = self._money.meter(task.engine, preset)  # priced as the model the engine names
         left = self._money.budget_left(task)
         reported = False  # the outcome and its card are committed; the agent may still exit
         try:
@@ -159,7 +161,7 @@ class TurnRunner:
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 before = await take(task.cwd)  # what was there is not the turn's doing
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
-                    driven = await self._drive.drive(task, turn, spec, preset, left, agent, runner)
+                    driven = await self._drive.drive(task, turn, spec, meter, left, agent, runner)
                     outcome, denials = driven.outcome, driven.denials
                     check = await self._check(task, turn, outcome, spec.process_tag)
                 # The answer is reported while the agent exits after it (tens of ms for
@@ -176,9 +178,12 @@ class TurnRunner:
         except asyncio.CancelledError:
             if reported or control.reason in HANDS_OFF:
                 raise  # recovered as `interrupted` at the next start, or another process's now
-            outcome = TurnOutcome(
-                status=TaskStatus(control.reason.value),
-                error=TurnError(f"turn_error.{control.reason.value}"),
+            outcome = charged(
+                TurnOutcome(
+                    status=TaskStatus(control.reason.value),
+                    error=TurnError(f"turn_error.{control.reason.value}"),
+                ),
+                meter,
             )
             await self._finish(task, turn, outcome, denials, runner=runner, before=before)
             await self._queue.kick(task.id)
@@ -189,9 +194,8 @@ class TurnRunner:
             if reported:  # the agent's exit after its answer went wrong: nothing to report
                 log.exception("task %s turn %s: stopping the agent failed", task.id, turn.id)
             else:
-                await self._finish(
-                    task, turn, failure(task, turn, exc), denials, runner=runner, before=before
-                )
+                outcome = charged(failure(task, turn, exc), meter)
+                await self._finish(task, turn, outcome, denials, runner=runner, before=before)
         await self._queue.kick(task.id)
 
     @contextlib.asynccontextmanager
@@ -318,15 +322,19 @@ class TurnRunner:
     async def _record(
         self, turn: Turn, outcome: TurnOutcome, runner: str | None
     ) -> tuple[Task, Turn]:
-        """The outcome and its spend; returns the task and the finished turn."""
+        """The outcome and its spend (every turn that used tokens or cost anything, so /spend
+        shows every engine's tokens); returns the task and the finished turn."""
         task, finished = await self._store.tasks.finish_turn(turn, outcome, runner)
-        if outcome.cost_usd:
+        if outcome.cost_usd or outcome.input_tokens or outcome.output_tokens:
             await self._store.spend.record(
                 task.owner_id,
                 task.id,
                 turn.id,
-                outcome.cost_usd,
+                outcome.cost_usd or 0.0,
                 outcome.input_tokens or 0,
                 outcome.output_tokens or 0,
+                engine=task.engine,
+                model=outcome.model,
+                unpriced=outcome.unpriced,
             )
         return task, finished
