@@ -282,6 +282,9 @@ async def test_detach_init_pairs_the_owner_after_confirmation_on_the_machine(tmp
         code, printed, env_file = await _pairing(tmp_path, fake, "y")
         assert code == 0, printed
         assert f"id {OWNER}" in printed
+        # the phone is told where the pairing goes on, in the sender's language
+        [answer] = fake.bot_messages(OWNER)
+        assert "Confirm in the terminal where you ran detach init" in answer["text"]
         assert env_file.read_text().splitlines()[:2] == [
             f"DETACH_BOT_TOKEN={TOKEN}",
             f"DETACH_ALLOWED_USERS={OWNER}",
