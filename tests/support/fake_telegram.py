@@ -248,6 +248,41 @@ class FakeTelegram:
         await self._push({"message": message})
         return message
 
+    async def user_photo(
+        self,
+        data: bytes,
+        user_id: int,
+        caption: str | None = None,
+        reply_to_message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """The user sends a photo (Telegram's sizes of it; the bot downloads the largest)."""
+        file_id = f"user-photo-{next(self._ids)}"
+        self.files[file_id] = data
+        sizes = [
+            {"file_id": f"{file_id}-s", "file_unique_id": f"{file_id}s", "width": 90, "height": 60},
+            {
+                "file_id": file_id,
+                "file_unique_id": file_id.replace("-", ""),
+                "width": 1280,
+                "height": 853,
+                "file_size": len(data),
+            },
+        ]
+        message: dict[str, Any] = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private"},
+            "from": self.user(user_id),
+            "photo": sizes,
+        }
+        if caption is not None:
+            message["caption"] = caption
+        if reply_to_message_id is not None:
+            message["reply_to_message"] = self.find_message(user_id, reply_to_message_id)
+        self.messages.setdefault(user_id, []).append(message)
+        await self._push({"message": message})
+        return message
+
     async def press(self, chat_id: int, message_id: int, data: str, user_id: int) -> str:
         query_id = f"cb{next(self._ids)}"
         await self._push(
