@@ -11,7 +11,7 @@ from aiogram.types import CallbackQuery, Message
 
 from bot.models import TaskKind
 from bot.tasks.service import TaskService
-from bot.telegram.held import Held, HeldAction, HeldFiles, shown_names
+from bot.telegram.held import Held, HeldAction, HeldFiles, question_key, shown_names
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from handlers.taps import Tapped
@@ -33,23 +33,25 @@ async def held_back(
     files.clear()  # moved: nothing left for the staging clean-up
     hours = int(tasks.held.hold_s // 3600)
     markup = HeldFiles.keyboard(reply.text("button.drop"), message.message_id, held.task_id)
-    await reply.send(reply.text("attachment.ask", names=names, hours=hours), markup=markup)
+    text = reply.text("attachment.ask", names=names, hours=hours)
+    row = await reply.outbox.send(reply.chat_id, text, markup=markup, reply_to=message.message_id)
+    tasks.held.asked(message.chat.id, message.message_id, row)
     return True
 
 
 async def start_held(
     message: Message,
-    key: HeldAction,
-    question_id: int,
+    file_message_id: int,
     words: str,
     more: list[Path],
     tasks: TaskService,
     reply: Reply,
 ) -> None:
-    """The reply to a question: the held files (and any the reply carries) start the task
-    with the reply's words; the question is edited to say which task took them."""
+    """The reply to a question (or to the file's own message): the held files (and any the
+    reply carries) start the task with the reply's words; the question is edited to say
+    which task took them."""
     chat_id, user_id = message.chat.id, message.from_user.id if message.from_user else 0
-    held = tasks.held.take(chat_id, key.message_id, user_id)
+    held = tasks.held.take(chat_id, file_message_id, user_id)
     if held is None:
         await reply("attachment.gone")
         return
@@ -71,11 +73,25 @@ async def start_held(
             with_options=held.command != PLAIN,
             attachments=files,
         )
-    tasks.held.forget(chat_id, key.message_id)
+    tasks.held.forget(chat_id, file_message_id)
     more.clear()
-    await reply.edit(
-        question_id, reply.text("attachment.started", names=shown_names(files), label=task.label)
-    )
+    if held.question_row is not None:
+        text = reply.text("attachment.started", names=shown_names(files), label=task.label)
+        await reply.outbox.edit(chat_id, None, text, row_id=held.question_row)
+
+
+def held_for(message: Message, tasks: TaskService, user_id: int) -> int | None:
+    """The user's file message whose held files a reply (with words) answers: the one the
+    bot's question names in its button, or the file's own message; None: neither."""
+    replied = message.reply_to_message
+    if replied is None or replied.from_user is None:
+        return None
+    if message.bot is not None and replied.from_user.id == message.bot.id:
+        key = question_key(replied.reply_markup)
+        return key.message_id if key is not None else None
+    if tasks.held.take(message.chat.id, replied.message_id, user_id) is not None:
+        return replied.message_id
+    return None
 
 
 def router() -> Router:

@@ -9,9 +9,9 @@ from aiogram.types import Message
 from bot.models import TaskKind
 from bot.tasks.service import TaskService
 from bot.telegram.attachments import staged
-from bot.telegram.held import Held, question_key
+from bot.telegram.held import Held
 from bot.telegram.reply import Reply
-from handlers.held import PLAIN, held_back, start_held
+from handlers.held import PLAIN, held_back, held_for, start_held
 
 LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits this long
 
@@ -25,10 +25,10 @@ async def on_reply(
     assert replied is not None  # the filter says so
     own = replied.from_user is not None and replied.from_user.is_bot
     text = message.text or message.caption or ""
-    key = question_key(replied.reply_markup) if own else None
-    if key is not None and text.strip():
+    asked_about = held_for(message, tasks, user_id) if text.strip() else None
+    if asked_about is not None:
         async with staged(message, tasks) as files:
-            await start_held(message, key, replied.message_id, text, files, tasks, reply)
+            await start_held(message, asked_about, text, files, tasks, reply)
         return
     task = await tasks.task_for_message(
         message.chat.id, replied.message_id, user_id, wait_s=LINK_WAIT_S if own else 0.0

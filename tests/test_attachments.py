@@ -13,29 +13,27 @@ from tests.test_phone import answer, buttons_data, settings, until
 
 
 async def test_a_caption_less_photo_asks_and_a_reply_starts_the_task(tmp_path, workdir):
-    engine = FakeEngine(answer("A cat."), answer("Dropped nothing."))
+    engine = FakeEngine(answer("A cat."))
     async with FakeTelegram() as fake:
         async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
             await fake.wait_call("setMyCommands")
             photo = await fake.user_photo(b"\xff\xd8jpeg", OWNER)
             ask = await fake.wait_text(OWNER, "What should I do with it?")
             question_id = ask.result["message_id"]
-            assert "photo-" in ask.params["text"] and ".detach" not in ask.params["text"]
+            assert "photo.jpg" in ask.params["text"] and ".detach" not in ask.params["text"]
             assert buttons_data(fake, question_id) == [f"h:drop:{photo['message_id']}:0"]
             assert await app.store.tasks.list_for(None) == [] and engine.specs == []
             [held] = (tmp_path / "data" / "held").iterdir()  # kept until the answer
-            assert len(list(held.glob("*-photo-*.jpg"))) == 1
+            assert len(list(held.glob("*-photo.jpg"))) == 1
 
             await fake.user_message("what breed is it?", OWNER, reply_to_message_id=question_id)
             await fake.wait_text(OWNER, "A cat.", timeout_s=20)
             [task] = await app.store.tasks.list_for(None)
-            assert (
-                task.title.startswith("what breed is it? 📎 photo-") and ".detach" not in task.title
-            )
+            assert task.title == "what breed is it? 📎 photo.jpg"
             assert task.slug == "what-breed-is"
             prompt = engine.specs[0].prompt
             assert prompt.startswith("what breed is it?") and ".detach/attachments/" in prompt
-            [saved] = (workdir / ".detach" / "attachments").glob("*-photo-*.jpg")
+            [saved] = (workdir / ".detach" / "attachments").glob("*-photo.jpg")
             assert saved.read_bytes() == b"\xff\xd8jpeg" and saved.name in prompt
             await until(lambda: "#1 what-breed-is" in fake.find_message(OWNER, question_id)["text"])
             assert buttons_data(fake, question_id) == []
@@ -64,6 +62,16 @@ async def test_a_caption_less_photo_asks_and_a_reply_starts_the_task(tmp_path, w
             await fake.user_message("summarise", OWNER, reply_to_message_id=late)
             await fake.wait_text(OWNER, "no longer kept")
             assert len(await app.store.tasks.list_for(None)) == 1
+
+            # a command with a file and no words asks too; a reply to the file itself answers
+            sent = await fake.user_document(b"1\n2\n", "n.txt", OWNER, caption="/claude")
+            ask = await fake.wait_text(OWNER, "n.txt")
+            await fake.user_message("count lines", OWNER, reply_to_message_id=sent["message_id"])
+            await until(lambda: len(engine.specs) == 2, timeout_s=20)
+            second = await app.store.tasks.get(2)
+            assert second is not None and second.title == "count lines 📎 n.txt"
+            assert engine.specs[1].prompt.startswith("count lines")
+            await until(lambda: "#2 " in fake.find_message(OWNER, ask.result["message_id"])["text"])
 
 
 async def test_a_captioned_file_is_acknowledged_with_its_words_and_name(tmp_path, workdir):

@@ -43,6 +43,7 @@ class Held:
     text: str
     task_id: int | None
     locale: str
+    question_row: int | None = None  # the outbox row of the question (edited once answered)
 
 
 def shown_name(path: Path) -> str:
@@ -111,7 +112,20 @@ class HeldFiles:
         if meta.get("user_id") != user_id:
             return None
         files = [target / n for n in meta["names"] if (target / n).exists()]
-        return Held(files, meta["command"], meta["text"], meta["task_id"], meta["locale"])
+        return Held(
+            files,
+            meta["command"],
+            meta["text"],
+            meta["task_id"],
+            meta["locale"],
+            meta.get("question_row"),
+        )
+
+    def asked(self, chat_id: int, message_id: int, row_id: int) -> None:
+        """Remember the question's outbox row, so the answer can edit it."""
+        meta_file = self._dir(chat_id, message_id) / META
+        meta = json.loads(meta_file.read_text())
+        meta_file.write_text(json.dumps({**meta, "question_row": row_id}))
 
     def forget(self, chat_id: int, message_id: int) -> bool:
         """Drop the held set (its files that were not moved into a task go with it)."""
