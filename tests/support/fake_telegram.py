@@ -193,13 +193,14 @@ class FakeTelegram:
         user_id: int,
         chat_id: int | None = None,
         reply_to_message_id: int | None = None,
+        language_code: str = "en",
     ) -> dict[str, Any]:
         chat_id = chat_id or user_id
         message = {
             "message_id": next(self._ids),
             "date": int(time.time()),
             "chat": {"id": chat_id, "type": "private" if chat_id == user_id else "group"},
-            "from": self.user(user_id),
+            "from": self.user(user_id, language_code),
             "text": text,
         }
         if text.startswith("/"):
