@@ -8,7 +8,7 @@ import time
 
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, running_bot
+from tests.support.harness import OWNER, running_bot, wait_linked
 from tests.test_phone import answer, buttons_data, settings, until
 
 
@@ -27,7 +27,7 @@ async def test_a_caption_less_photo_asks_and_a_reply_starts_the_task(tmp_path, w
             assert len(list(held.glob("*-photo.jpg"))) == 1
 
             await fake.user_message("what breed is it?", OWNER, reply_to_message_id=question_id)
-            await fake.wait_text(OWNER, "A cat.", timeout_s=20)
+            card = await fake.wait_text(OWNER, "A cat.", timeout_s=20)
             [task] = await app.store.tasks.list_for(None)
             assert task.title == "what breed is it? 📎 photo.jpg"
             assert task.slug == "what-breed-is"
@@ -72,6 +72,21 @@ async def test_a_caption_less_photo_asks_and_a_reply_starts_the_task(tmp_path, w
             assert second is not None and second.title == "count lines 📎 n.txt"
             assert engine.specs[1].prompt.startswith("count lines")
             await until(lambda: "#2 " in fake.find_message(OWNER, ask.result["message_id"])["text"])
+
+            # a file without words as a reply to a task asks too; the answer continues that task
+            card_id = card.result["message_id"]
+            await wait_linked(app, OWNER, card_id)
+            mark = len(fake.calls)
+            await fake.user_photo(b"\xff\xd8more", OWNER, reply_to_message_id=card_id)
+            ask = await fake.wait_text(OWNER, "What should I do with it?", after=mark)
+            assert buttons_data(fake, ask.result["message_id"])[0].endswith(":1")  # task #1
+            assert len(engine.specs) == 2
+            ask_id = ask.result["message_id"]
+            await fake.user_message("and this one?", OWNER, reply_to_message_id=ask_id)
+            await until(lambda: len(engine.specs) == 3, timeout_s=20)
+            third = engine.specs[2]
+            assert third.task_id == 1 and third.prompt.startswith("and this one?")
+            assert "photo.jpg" in third.prompt and len(await app.store.tasks.list_for(None)) == 2
 
 
 async def test_a_captioned_file_is_acknowledged_with_its_words_and_name(tmp_path, workdir):
