@@ -105,9 +105,11 @@ def router() -> Router:
         user_id: int,
         reply: Reply,
     ) -> None:
+        """Drop: the held files are forgotten and the question says so."""
         chat_id = query.message.chat.id if query.message else reply.chat_id
         held = tasks.held.take(chat_id, callback_data.message_id, user_id)
-        tasks.held.forget(chat_id, callback_data.message_id) if held else None
+        if held is not None:
+            tasks.held.forget(chat_id, callback_data.message_id)
         text = reply.text("attachment.dropped" if held else "attachment.gone")
         if query.message is not None:
             await reply.edit(query.message.message_id, text)
