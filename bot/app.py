@@ -23,6 +23,7 @@ from bot.errors import ConfigError
 from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake
+from bot.intake.retention import Retention
 from bot.models import ProcessRole
 from bot.ports import LOGIN_MISSING, Executor
 from bot.schedules.desk import ScheduleDesk
@@ -190,6 +191,9 @@ async def build(
             inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
         )
+        # the database does not grow without bound: delivered rows, old transcripts
+        retention = Retention(store, settings.retention_days, service.held)
+        background(stack, retention.run_forever, "retention")
         dispatcher = build_dispatcher(
             Services(
                 tasks=service,

@@ -224,6 +224,8 @@ class NewTask:
     note: str | None = None  # one line for the acknowledgement (why the sandbox is not used)
     subtasks: bool = False  # ``subtasks=yes``: its agent gets `detach mcp` to start sub-tasks
     parent_id: int | None = None  # started by this task's agent
+    title: str | None = None  # what the chat shows as its goal (the user's words, the files'
+    # names), where the prompt says more (where the attachments are); None: the prompt
 
 
 @dataclass(frozen=True, slots=True)

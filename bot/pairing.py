@@ -6,6 +6,7 @@ the settings file. Nobody becomes allowed without that confirmation on the machi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import os
 import sys
@@ -16,8 +17,8 @@ from pathlib import Path
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import TelegramConflictError, TelegramUnauthorizedError
-from aiogram.types import User
+from aiogram.exceptions import AiogramError, TelegramConflictError, TelegramUnauthorizedError
+from aiogram.types import Message, User
 
 from bot.errors import ConfigError
 from bot.settings import TOKEN_SHAPE
@@ -93,6 +94,7 @@ async def _wait_for_start(
                         and (message.text or "").split("@")[0].strip() == "/start"
                     ):
                         await bot.get_updates(offset=offset, timeout=0)  # handled here
+                        await _answer_start(bot, message)
                         return message.from_user
     except TimeoutError:
         raise ConfigError(
@@ -100,6 +102,22 @@ async def _wait_for_start(
         ) from None
     finally:
         await session.close()
+
+
+async def _answer_start(bot: Bot, message: Message) -> None:
+    """Tell the phone where the pairing goes on, in the sender's language. Pairing runs
+    before the bot has a database (so no outbox): one direct, best-effort send; a failure
+    to say it does not stop the pairing at the terminal."""
+    from bot.telegram.texts import Texts
+
+    user = message.from_user
+    try:
+        texts = Texts()
+        text = texts.get(texts.pick(user.language_code if user else None), "pairing.confirm")
+    except (ConfigError, KeyError):  # catalogs not compiled: English is better than nothing
+        text = "Confirm in the terminal where you ran <code>detach init</code>."
+    with contextlib.suppress(AiogramError):
+        await bot.send_message(message.chat.id, text, parse_mode="HTML")
 
 
 def _write(env_file: Path, token: str, user_id: int) -> str:

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     intake_interval_s: float = Field(default=0.5, gt=0)
     progress_interval_s: float = Field(default=3.0, gt=0)
     max_attachment_mb: float = Field(default=20, gt=0, le=20)  # the Bot API serves up to 20 MB
+    # delivered outbox rows and archived tasks' transcripts older than this are pruned (the
+    # bytes of delivered files at once); 0: kept forever
+    retention_days: float = Field(default=90, ge=0)
     plain_text: Literal["task", "help"] = "task"  # a plain private message: a task, or help
     progress_delay_s: float = Field(default=5.0, ge=0)  # a turn shorter than this: no progress
     outbox_chat_interval_s: float = Field(default=1.0, ge=0)

@@ -99,7 +99,7 @@ def add(args: argparse.Namespace) -> int:
             print(
                 f"{task.label} waits for {engine}'s usage limit (until {until:%Y-%m-%d %H:%M} UTC)"
             )
-        print(f"{task.label} queued; the running bot will report in chat {task.chat_id}")
+        print(f"{task.label} queued; {_who_reports(settings, task.chat_id)}")
 
     return asyncio.run(with_store(settings, work))
 
@@ -154,11 +154,38 @@ def _add_through_inbox(
         if args.worktree is None
         else "its directory"
     )
-    print(
-        f"queued as {target}; the running bot starts it in {where} and reports in chat "
-        f"{new.chat_id}"
-    )
+    if _bot_runs(settings):
+        print(
+            f"queued as {target}; the running bot starts it in {where} and reports in chat "
+            f"{new.chat_id}"
+        )
+    else:
+        print(
+            f"queued as {target}; {_NOT_RUNNING}: the bot starts it in {where} and reports in "
+            f"chat {new.chat_id} once you start it (`make run`)"
+        )
     return 0
+
+
+_NOT_RUNNING = "no bot is running on this machine (no heartbeat in its data directory)"
+
+
+def _bot_runs(settings: Settings) -> bool:
+    """Whether a bot runs on these settings' data directory (its heartbeat is fresh)."""
+    from bot.mcp.handoff import heartbeat_fresh
+
+    return heartbeat_fresh(settings.data_dir / config.ALIVE_FILE)
+
+
+def _who_reports(settings: Settings, chat_id: int) -> str:
+    """What happens next to a task the shell queued: the running bot reports it, or none
+    runs and the task waits."""
+    if _bot_runs(settings):
+        return f"the running bot will report in chat {chat_id}"
+    return (
+        f"{_NOT_RUNNING}: the task waits until you start it (`make run`), then it reports "
+        f"in chat {chat_id}"
+    )
 
 
 def _workdir(settings: Settings, typed: str | None) -> Path:

@@ -21,7 +21,7 @@ from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
 from bot.worktrees.card import WorktreeCard
-from handlers import approvals, basics, buttons, errors, money, replies, schedules, tasks
+from handlers import approvals, basics, buttons, errors, held, money, replies, schedules, tasks
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware
 
@@ -88,6 +88,7 @@ def build_dispatcher(
         approvals.router(),
         money.router(),
         schedules.router(),
+        held.router(),
         buttons.router(),
         replies.router(),
         errors.router(),

@@ -9,29 +9,45 @@ from aiogram.types import Message
 from bot.models import TaskKind
 from bot.tasks.service import TaskService
 from bot.telegram.attachments import staged
+from bot.telegram.held import Held
 from bot.telegram.reply import Reply
+from handlers.held import PLAIN, held_back, held_for, start_held
 
 LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits this long
+
+
+async def on_reply(
+    message: Message, tasks: TaskService, user_id: int, locale: str, reply: Reply
+) -> None:
+    """A reply continues its task; a file in it goes into the task's directory (a file
+    without words is held and asked about). A reply to that question starts the task."""
+    replied = message.reply_to_message
+    assert replied is not None  # the filter says so
+    own = replied.from_user is not None and replied.from_user.is_bot
+    text = message.text or message.caption or ""
+    asked_about = held_for(message, tasks, user_id) if text.strip() else None
+    if asked_about is not None:
+        async with staged(message, tasks) as files:
+            await start_held(message, asked_about, text, files, tasks, reply)
+        return
+    task = await tasks.task_for_message(
+        message.chat.id, replied.message_id, user_id, wait_s=LINK_WAIT_S if own else 0.0
+    )
+    if task is None:
+        await reply("error.unrelated_reply")
+        return
+    async with staged(message, tasks) as files:
+        asked = Held(files, PLAIN, "", task.id, locale)
+        if await held_back(message, files, text, tasks, reply, asked):
+            return
+        await tasks.follow_up(user_id, task.id, text, message.message_id, files)
 
 
 def router() -> Router:
     r = Router(name="replies")
 
-    @r.message(F.reply_to_message, (F.text & ~F.text.startswith("/")) | F.document | F.photo)
-    async def on_reply(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
-        """A reply continues its task; a file in it goes into the task's directory."""
-        replied = message.reply_to_message
-        assert replied is not None  # the filter says so
-        own = replied.from_user is not None and replied.from_user.is_bot
-        task = await tasks.task_for_message(
-            message.chat.id, replied.message_id, user_id, wait_s=LINK_WAIT_S if own else 0.0
-        )
-        if task is None:
-            await reply("error.unrelated_reply")
-            return
-        text = message.text or message.caption or ""
-        async with staged(message, tasks) as files:
-            await tasks.follow_up(user_id, task.id, text, message.message_id, files)
+    with_content = (F.text & ~F.text.startswith("/")) | F.document | F.photo
+    r.message(F.reply_to_message, with_content)(on_reply)
 
     @r.message(F.text.startswith("/"))
     async def on_unknown_command(message: Message, reply: Reply) -> None:
@@ -51,6 +67,9 @@ def router() -> Router:
             await reply("error.plain_text")
             return
         async with staged(message, tasks) as files:
+            asked = Held(files, PLAIN, "", None, locale)
+            if await held_back(message, files, message.caption or "", tasks, reply, asked):
+                return
             await tasks.start_from_chat(
                 user_id,
                 message.chat.id,

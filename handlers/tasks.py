@@ -12,37 +12,51 @@ from aiogram.types import Message
 
 from bot.models import TaskKind
 from bot.tasks.card import TaskCard
+from bot.tasks.options import split_options
 from bot.tasks.service import TaskService, parse_task_id
 from bot.telegram.attachments import staged
+from bot.telegram.held import Held
 from bot.telegram.render import STATUS_ICONS, age
 from bot.telegram.reply import Reply
+from handlers.held import held_back
+
+
+async def on_task_command(
+    message: Message,
+    command: CommandObject,
+    tasks: TaskService,
+    user_id: int,
+    locale: str,
+    reply: Reply,
+) -> None:
+    """/detach runs a self-contained goal on the default engine; /<engine> starts a
+    session on that engine. A file with the command and no words is held, and asked about."""
+    name = command.command.lower()
+    kind = TaskKind.DETACH if name == "detach" else TaskKind.SESSION
+    engine = None if name == "detach" else name
+    async with staged(message, tasks) as files:
+        words = split_options(command.args or "")[1]
+        asked = Held(files, name, command.args or "", None, locale)
+        if await held_back(message, files, words, tasks, reply, asked):
+            return
+        await tasks.start_from_chat(
+            user_id,
+            message.chat.id,
+            kind,
+            command.args or "",
+            locale,
+            name,
+            engine=engine,
+            reply_to=message.message_id,
+            attachments=files,
+        )
 
 
 def router(engines: Sequence[str]) -> Router:
     """``engines``: one session command per engine (/claude, /codex, ...)."""
     r = Router(name="tasks")
 
-    @r.message(Command("detach", *engines))
-    async def on_task_command(
-        message: Message, command: CommandObject, tasks: TaskService, user_id: int, locale: str
-    ) -> None:
-        """/detach runs a self-contained goal on the default engine; /<engine> starts a
-        session on that engine."""
-        name = command.command.lower()
-        kind = TaskKind.DETACH if name == "detach" else TaskKind.SESSION
-        engine = None if name == "detach" else name
-        async with staged(message, tasks) as files:
-            await tasks.start_from_chat(
-                user_id,
-                message.chat.id,
-                kind,
-                command.args or "",
-                locale,
-                name,
-                engine=engine,
-                reply_to=message.message_id,
-                attachments=files,
-            )
+    r.message(Command("detach", *engines))(on_task_command)
 
     @r.message(Command("cd"))
     async def on_cd(

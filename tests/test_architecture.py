@@ -80,7 +80,9 @@ def test_only_the_outbox_sends_edits_or_deletes_messages():
     offenders = []
     for pkg in ("bot", "handlers"):
         for path in modules(pkg):
-            if path.relative_to(ROOT).as_posix() == "bot/telegram/delivery.py":
+            # delivery is the outbox's sender; pairing answers /start before any database
+            # (so any outbox) exists
+            if path.relative_to(ROOT).as_posix() in ("bot/telegram/delivery.py", "bot/pairing.py"):
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if (

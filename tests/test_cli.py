@@ -94,6 +94,29 @@ def test_add_is_sandboxed_by_default_and_the_bot_decides(tmp_path):
     assert refused.returncode != 0 and ".detach.toml" in refused.stderr
 
 
+def test_add_says_whether_a_bot_is_running(tmp_path):
+    """No heartbeat: the task waits, and `detach add` says so; a fresh heartbeat (the running
+    bot's intake touches it every 5 s): the running bot reports. A stale one counts as none."""
+    import time
+
+    alone = detach(tmp_path, "add", "--mode", "ask", "Rotate", "the", "logs")
+    assert alone.returncode == 0, alone.stderr
+    assert "no bot is running" in alone.stdout and "waits until you start it" in alone.stdout
+    assert "the running bot will report" not in alone.stdout
+    inbox = detach(tmp_path, "add", "Tidy", "up")
+    assert "no bot is running" in inbox.stdout and "once you start it" in inbox.stdout
+
+    alive = tmp_path / "data" / "bot.alive"
+    alive.touch()
+    running = detach(tmp_path, "add", "--mode", "ask", "Rotate", "them", "again")
+    assert "the running bot will report in chat 111" in running.stdout
+    assert "no bot is running" not in running.stdout
+    old = time.time() - 120
+    os.utime(alive, (old, old))
+    stale = detach(tmp_path, "add", "--mode", "ask", "Once", "more")
+    assert "no bot is running" in stale.stdout
+
+
 def test_add_needs_someone_to_report_to(tmp_path):
     result = detach(tmp_path, "add", "goal", users="")
     assert result.returncode == 2 and "DETACH_ALLOWED_USERS" in result.stderr

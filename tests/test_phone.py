@@ -318,7 +318,11 @@ async def test_files_go_into_the_task_directory_and_their_paths_reach_the_agent(
 
             await wait_linked(app, OWNER, card.result["message_id"])
             await fake.user_document(
-                b"more", "../../evil name.txt", OWNER, reply_to_message_id=card.result["message_id"]
+                b"more",
+                "../../evil name.txt",
+                OWNER,
+                caption="and this",
+                reply_to_message_id=card.result["message_id"],
             )
             await until(lambda: len(engine.specs) == 2, timeout_s=20)
             [second] = (workdir / ".detach" / "attachments").glob("*-evil_name.txt")
@@ -327,7 +331,7 @@ async def test_files_go_into_the_task_directory_and_their_paths_reach_the_agent(
             await fake.user_document(b"x" * (1024 * 1024 + 1), "big.bin", OWNER)
             refusal = await fake.wait_text(OWNER, "big.bin")
             assert "up to 1 MB" in refusal.params["text"]
-            await fake.user_document(b"look", "notes.txt", OWNER)  # a file alone is a task too
+            await fake.user_document(b"look", "notes.txt", OWNER, caption="look")  # a task too
             await until(lambda: len(engine.specs) == 3, timeout_s=20)
             assert "notes.txt" in engine.specs[2].prompt
             assert len([t for t in await app.store.tasks.list_for(None)]) == 2
@@ -350,7 +354,11 @@ async def test_a_file_sent_as_a_reply_reaches_the_real_model(
             card = await fake.wait_text(OWNER, "first", timeout_s=60)
             await wait_linked(app, OWNER, card.result["message_id"])
             await fake.user_document(
-                b"col\n1\n", "report.csv", OWNER, reply_to_message_id=card.result["message_id"]
+                b"col\n1\n",
+                "report.csv",
+                OWNER,
+                caption="and this",
+                reply_to_message_id=card.result["message_id"],
             )
             await fake.wait_text(OWNER, "ECHO", timeout_s=60)
     [saved] = (workdir / ".detach" / "attachments").glob("*-report.csv")

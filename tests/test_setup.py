@@ -234,7 +234,9 @@ def test_files_written_for_other_programs_are_readable_by_them(tmp_path):
     assert (tmp_path / "done.md").stat().st_mode & 0o777 == 0o644
 
 
-async def _pairing(tmp_path: Path, fake: FakeTelegram, confirm: str) -> tuple[int, str, Path]:
+async def _pairing(
+    tmp_path: Path, fake: FakeTelegram, confirm: str, language: str = "en"
+) -> tuple[int, str, Path]:
     """`detach init` in a scripted terminal: the token typed, /start sent from the phone, the
     confirmation typed."""
     home = tmp_path / "home"
@@ -270,7 +272,7 @@ async def _pairing(tmp_path: Path, fake: FakeTelegram, confirm: str) -> tuple[in
     await until_printed("Bot token")
     proc.stdin.write(f"{TOKEN}\n".encode())
     await until_printed("Send /start")
-    await fake.user_message("/start", OWNER)
+    await fake.user_message("/start", OWNER, language_code=language)
     await until_printed("Allow them")
     proc.stdin.write(f"{confirm}\n".encode())
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
@@ -282,6 +284,9 @@ async def test_detach_init_pairs_the_owner_after_confirmation_on_the_machine(tmp
         code, printed, env_file = await _pairing(tmp_path, fake, "y")
         assert code == 0, printed
         assert f"id {OWNER}" in printed
+        # the phone is told where the pairing goes on, in the sender's language
+        [answer] = fake.bot_messages(OWNER)
+        assert "Confirm in the terminal where you ran detach init" in answer["text"]
         assert env_file.read_text().splitlines()[:2] == [
             f"DETACH_BOT_TOKEN={TOKEN}",
             f"DETACH_ALLOWED_USERS={OWNER}",
@@ -293,7 +298,9 @@ async def test_detach_init_pairs_the_owner_after_confirmation_on_the_machine(tmp
 
 async def test_detach_init_writes_nothing_without_confirmation(tmp_path):
     async with FakeTelegram() as fake:
-        code, printed, env_file = await _pairing(tmp_path, fake, "n")
+        code, printed, env_file = await _pairing(tmp_path, fake, "n", language="ru")
+        [answer] = fake.bot_messages(OWNER)  # in the sender's language
+        assert "Подтвердите в терминале, где вы запустили detach init" in answer["text"]
     assert code == 1 and "Nothing was written" in printed and not env_file.exists()
 
 

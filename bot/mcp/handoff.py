@@ -17,13 +17,18 @@ START_GRACE_S = 30.0  # taken at the last moment: for the bot to say so
 POLL_S = 0.25
 
 
-def bot_runs(alive_file: Path, stale_s: float) -> None:
-    """Refuse work that only the bot can do while its heartbeat is missing or stale."""
+def heartbeat_fresh(alive_file: Path, stale_s: float = ALIVE_STALE_S) -> bool:
+    """Whether a bot runs on this data directory: its heartbeat is younger than ``stale_s``."""
     try:
         age = time.time() - alive_file.stat().st_mtime
     except OSError:
-        age = float("inf")
-    if age > stale_s:
+        return False
+    return age <= stale_s
+
+
+def bot_runs(alive_file: Path, stale_s: float) -> None:
+    """Refuse work that only the bot can do while its heartbeat is missing or stale."""
+    if not heartbeat_fresh(alive_file, stale_s):
         raise ToolRefused(
             "the Detach bot is not running (no heartbeat in "
             f"{alive_file}): start it (`make run`, or `systemctl --user start "

@@ -13,6 +13,7 @@ from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
 from bot.store.records import AuditRepo, LinkRepo, SpendRepo
 from bot.store.recovery import RecoveryRepo
+from bot.store.retention import RetentionRepo
 from bot.store.runners import Runner, RunnerRepo
 from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
@@ -61,6 +62,7 @@ class Store:
         self.engine_sessions = EngineSessionRepo(db, clock)
         self.limits = EngineLimitRepo(db, clock)
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
+        self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

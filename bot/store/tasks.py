@@ -100,7 +100,7 @@ class TaskRepo:
                     "engine": new.engine,
                     "kind": new.kind.value,
                     "slug": slug,
-                    "title": new.prompt[:200],
+                    "title": (new.title or new.prompt)[:200],
                     "cwd": str(new.cwd),
                     "model": new.model,
                     "status": (TaskStatus.WAITING_FOR_LIMIT if waits else TaskStatus.QUEUED).value,

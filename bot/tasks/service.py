@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from bot.store import Store
 from bot.tasks.options import split_options
 from bot.tasks.planning import TaskPlanner
 from bot.telegram.attachments import mention, place
+from bot.telegram.held import HeldFiles, titled
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import given_slug, slugify
 from bot.telegram.texts import Texts
@@ -68,6 +70,7 @@ class TaskService:
         self.plain_text_tasks = defaults.plain_text_tasks
         self.max_attachment_bytes = defaults.max_attachment_bytes
         self.attachments_staging = defaults.attachments_staging
+        self.held = HeldFiles(defaults.attachments_staging.parent / "held")
         self.plan = planner.plan
         self.validate_prompt = planner.validate_prompt
         self.current_dir = planner.current_dir
@@ -98,9 +101,11 @@ class TaskService:
         ``with_options=False``: all prompt), in the default working directory. A command
         Telegram delivers twice (a restart before the update was confirmed) starts one task.
         ``attachments`` (staged files) go into the task's directory, and the prompt says where."""
-        options, prompt = split_options(text) if with_options else ({}, text)
-        prompt += mention(list(attachments))
+        options, words = split_options(text) if with_options else ({}, text)
+        prompt = words + mention(list(attachments))
         new = await self.plan(user_id, chat_id, kind, options, prompt, locale, command, engine)
+        if attachments:  # the chat shows the words and the files' names, not the plumbing
+            new = dataclasses.replace(new, title=titled(words, attachments))
         if reply_to is not None:
             existing = await self._store.links.task_for(chat_id, reply_to)
             if existing is not None:
@@ -152,7 +157,7 @@ class TaskService:
         # a worktree outside a repository is refused before anything is created (the planner
         # has looked its repository up; a NewTask made elsewhere has not)
         head = (new.head or await self.worktrees.head(new.cwd)) if new.worktree else None
-        slug = given_slug(new.slug) if new.slug else slugify(new.prompt)
+        slug = given_slug(new.slug) if new.slug else slugify(new.title or new.prompt)
         waits = await self._queue.limited_until(new.engine) is not None
         async with self._store.atomic():  # the task exists with its acknowledgement, or not
             # its engine's usage limit: it waits, and is submitted once that resets

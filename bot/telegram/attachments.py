@@ -39,7 +39,7 @@ def incoming(message: Message) -> Incoming | None:
         )
     if message.photo:
         photo = max(message.photo, key=lambda p: p.width * p.height)
-        return Incoming(photo.file_id, f"photo-{photo.file_unique_id}.jpg", photo.file_size)
+        return Incoming(photo.file_id, "photo.jpg", photo.file_size)  # staged with a unique prefix
     return None
 
 

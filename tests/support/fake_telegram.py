@@ -193,13 +193,14 @@ class FakeTelegram:
         user_id: int,
         chat_id: int | None = None,
         reply_to_message_id: int | None = None,
+        language_code: str = "en",
     ) -> dict[str, Any]:
         chat_id = chat_id or user_id
         message = {
             "message_id": next(self._ids),
             "date": int(time.time()),
             "chat": {"id": chat_id, "type": "private" if chat_id == user_id else "group"},
-            "from": self.user(user_id),
+            "from": self.user(user_id, language_code),
             "text": text,
         }
         if text.startswith("/"):
@@ -242,6 +243,41 @@ class FakeTelegram:
                 message["caption_entities"] = [
                     {"type": "bot_command", "offset": 0, "length": len(caption.split()[0])}
                 ]
+        if reply_to_message_id is not None:
+            message["reply_to_message"] = self.find_message(user_id, reply_to_message_id)
+        self.messages.setdefault(user_id, []).append(message)
+        await self._push({"message": message})
+        return message
+
+    async def user_photo(
+        self,
+        data: bytes,
+        user_id: int,
+        caption: str | None = None,
+        reply_to_message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """The user sends a photo (Telegram's sizes of it; the bot downloads the largest)."""
+        file_id = f"user-photo-{next(self._ids)}"
+        self.files[file_id] = data
+        sizes = [
+            {"file_id": f"{file_id}-s", "file_unique_id": f"{file_id}s", "width": 90, "height": 60},
+            {
+                "file_id": file_id,
+                "file_unique_id": file_id.replace("-", ""),
+                "width": 1280,
+                "height": 853,
+                "file_size": len(data),
+            },
+        ]
+        message: dict[str, Any] = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private"},
+            "from": self.user(user_id),
+            "photo": sizes,
+        }
+        if caption is not None:
+            message["caption"] = caption
         if reply_to_message_id is not None:
             message["reply_to_message"] = self.find_message(user_id, reply_to_message_id)
         self.messages.setdefault(user_id, []).append(message)
