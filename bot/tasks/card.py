@@ -44,10 +44,9 @@ class TaskCard:
             "budget_extended" if extend else "budget_stopped", user_id, task.id, f"{amount}"
         )
         loc = task.locale
-        asked = str(question.payload.get("line", ""))
         if not extend:
             line = self._texts.get(loc, "money.stopped_line", spent=usd(task.total_cost_usd))
-            await self._notifier.budget_answered(task, question.row_id, asked, line)
+            await self._notifier.budget_answered(task, question, line)
             return task
         await self._store.tasks.raise_budget(task.id, amount)
         task = await self._tasks.get_own(user_id, task.id)
@@ -57,7 +56,7 @@ class TaskCard:
             user_id,
             self._texts.get(loc, "money.continue_prompt"),
             "budget_continued",
-            lambda _turn: self._notifier.budget_answered(task, question.row_id, asked, line),
+            lambda _turn: self._notifier.budget_answered(task, question, line),
         )
         return task
 

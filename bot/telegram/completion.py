@@ -18,8 +18,7 @@ from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Keyboard, Markup
 from bot.telegram.render import MAX_CHUNKS, markdown_chunks, split_text
 from bot.telegram.texts import Texts
-
-CANCEL_KIND = "cancel"  # the "cancelling…" reply to /cancel, until the card takes it over
+from bot.telegram.turnnotes import CANCEL_KIND
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,7 @@ class TaskMessages:
             return
         row_id, chat_id, text = found
         head, _, rest = text.partition("\n")
-        now = self._ack_head(task)
+        now = self.head(task)
         if now == head:
             return
         markup = (
@@ -80,7 +80,7 @@ class TaskMessages:
         )
         await self._outbox.edit(chat_id, None, f"{now}\n{rest}", markup, row_id=row_id)
 
-    def _ack_head(self, task: Task) -> str:
+    def head(self, task: Task) -> str:
         """The acknowledgement's first line: icon, label, status."""
         return self._texts.get(
             task.locale,

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.models import ApprovalMode, CheckResult, Engine, ProcessRole, Task, Turn
-from bot.store import Runner, Store
+from bot.store import PendingQuestion, Runner, Store
 from bot.telegram.callbacks import TaskAction, run_on, task_keyboard
-from bot.telegram.completion import CANCEL_KIND, CardAsk, Completion
+from bot.telegram.completion import CardAsk, Completion
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Keyboard, Markup
 from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
 from bot.telegram.render import STATUS_ICONS, shorten
 from bot.telegram.texts import Texts
-from bot.telegram.turnnotes import FOLLOWUP_KIND, LIMIT_KIND, TurnNotes
+from bot.telegram.turnnotes import CANCEL_KIND, FOLLOWUP_KIND, LIMIT_KIND, TurnNotes
 
 log = logging.getLogger(__name__)
 # what notifies under the default policy: what needs the person, and the final card
@@ -217,9 +217,14 @@ class Notifier:
         with the buttons."""
         return await self._completion.card(task, turn, denials, changes, ask)
 
-    async def budget_answered(self, task: Task, row_id: int | None, asked: str, line: str) -> None:
-        """The card's budget question was answered: ``asked`` (its line) says ``line`` now."""
-        await self._completion.answered(task, row_id, asked, line)
+    async def budget_answered(self, task: Task, question: PendingQuestion, line: str) -> None:
+        """The card's budget question was answered: its line says ``line`` now (a question
+        asked in a message of its own, before cards asked, becomes ``line``)."""
+        if question.row_id is None and question.message_id is not None:
+            await self.edit(task.chat_id, question.message_id, line)
+            return
+        asked = str(question.payload.get("line", ""))
+        await self._completion.answered(task, question.row_id, asked, line)
 
     async def check_retrying(self, task: Task, check: CheckResult, rounds: int) -> None:
         """A failed check with rounds left: one line, the agent is on it."""

@@ -6,9 +6,12 @@ says "queued" or "waits" once its task has ended:
 - a usage-limit notice: waiting, with its buttons; then where the task went (on with another
   engine, or on at the reset) and how that turn ended; a task cancelled while it waited says so.
 
-Each such message carries its turn in its outbox row (``about``: ``turn``, and the limited
-``engine`` or the MCP ``client``); ``follow`` brings them up to date, edited in place (no buzz),
-and marks one ``final`` once its turn has ended, after which it is never edited again."""
+A "cancelling…" answer to ``/cancel`` becomes the turn's card (``bot.telegram.completion``);
+one left by a process that died first says where the task is.
+
+Each follow-up's and limit's message carries its turn in its outbox row (``about``: ``turn``,
+and the limited ``engine`` or the MCP ``client``); ``follow`` brings them up to date, edited in
+place (no buzz), and marks one ``final`` once its turn has ended: it is never edited again."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any
 
 from bot.models import Task, TaskStatus, Turn
 from bot.store import Store
+from bot.store.outbox import OutboxRow
 from bot.telegram.callbacks import task_keyboard
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.render import STATUS_ICONS
@@ -23,6 +27,7 @@ from bot.telegram.texts import Texts
 
 FOLLOWUP_KIND = "followup"
 LIMIT_KIND = "limit"
+CANCEL_KIND = "cancel"  # the "cancelling…" answer to /cancel, until the turn's card takes it
 # what another quiet line about a turn says once that turn runs (``Notifier.turn_note``)
 STATE_KEYS = frozenset({"task.retry_state", "task.resume_state"})
 
@@ -43,30 +48,42 @@ class TurnNotes:
     async def follow(self, task: Task) -> None:
         """Every follow-up acknowledgement and limit notice of ``task`` says what its turn
         did; one whose turn ended is edited a last time."""
-        rows = await self._store.outbox.sends_about(task.id, [FOLLOWUP_KIND, LIMIT_KIND])
-        for row in rows:
-            about: dict[str, Any] = row.payload.get("about") or {}
-            if about.get("final") or not isinstance(about.get("turn"), int):
-                continue
-            turn = await self._store.tasks.get_turn(about["turn"])
-            if turn is None:
-                continue
-            if row.link_kind == FOLLOWUP_KIND:
-                text = self._followup(task, turn, about)
-            else:
-                text = self._limit(task, turn, about)
-            if text is None:  # still queued, or still waiting: as it was sent
-                continue
-            state = turn_state(task, turn)
-            markup = (  # queued again (a limit it waited for was left): Cancel again
-                task_keyboard(self._texts, task.locale, task.id, ["cancel"])
-                if state is TaskStatus.QUEUED
-                else None
-            )
-            final = not turn.status.active
-            await self._lifecycle.rewrite(
-                task.chat_id, row, text, markup, about={**about, "moved": True, "final": final}
-            )
+        async with self._store.atomic():  # read and rewritten with no delivery between
+            kinds = [FOLLOWUP_KIND, LIMIT_KIND, CANCEL_KIND]
+            for row in await self._store.outbox.sends_about(task.id, kinds):
+                if row.link_kind == CANCEL_KIND:
+                    await self._cancelling(task, row)
+                    continue
+                about: dict[str, Any] = row.payload.get("about") or {}
+                if about.get("final") or not isinstance(about.get("turn"), int):
+                    continue
+                turn = await self._store.tasks.get_turn(about["turn"])
+                if turn is None:
+                    continue
+                if row.link_kind == FOLLOWUP_KIND:
+                    text = self._followup(task, turn, about)
+                else:
+                    text = self._limit(task, turn, about)
+                if text is None:  # still queued, or still waiting: as it was sent
+                    continue
+                state = turn_state(task, turn)
+                markup = (  # queued again (a limit it waited for was left): Cancel again
+                    task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+                    if state is TaskStatus.QUEUED
+                    else None
+                )
+                final = not turn.status.active
+                await self._lifecycle.rewrite(
+                    task.chat_id, row, text, markup, about={**about, "moved": True, "final": final}
+                )
+
+    async def _cancelling(self, task: Task, row: OutboxRow) -> None:
+        """A "cancelling…" whose turn ended with no card to take it over (the process died
+        first: the task is interrupted) says where the task is instead."""
+        if task.status.active:
+            return
+        await self._lifecycle.rewrite(task.chat_id, row, self._lifecycle.head(task), None)
+        await self._store.outbox.relink(row.id, "status")
 
     def _end(self, task: Task, turn: Turn) -> str:
         state = turn_state(task, turn)
