@@ -101,10 +101,12 @@ def router(engines: Sequence[str]) -> Router:
 
     @r.message(Command("cancel"))
     async def on_cancel(
-        message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
+        message: Message, command: CommandObject, tasks: TaskService, user_id: int
     ) -> None:
-        task = await tasks.cancel(user_id, parse_task_id(command.args or "", "cancel"))
-        await reply("task.cancel_requested", label=task.label)
+        # answered in the task's chat by the service: one message, edited to the end
+        await tasks.cancel(
+            user_id, parse_task_id(command.args or "", "cancel"), reply_to=message.message_id
+        )
 
     @r.message(Command("archive"))
     async def on_archive(

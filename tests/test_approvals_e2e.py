@@ -258,8 +258,16 @@ async def test_waiting_task_can_be_cancelled(tmp_path, claude_bin, agent_env, an
         async with running_bot(settings_for(tmp_path, fake, claude_bin, workdir), agent_env) as app:
             await fake.user_message("/claude MARK-WAITC go", OWNER)
             ask = await fake.wait_text(OWNER, "wants to use", timeout_s=60)
+            mark = len(fake.calls)
             await fake.user_message("/cancel 1", OWNER)
-            await fake.wait_text(OWNER, "· cancelled", timeout_s=30)
+            # one answer to /cancel: "cancelling…", which the turn's card then replaces
+            answer = await fake.wait_text(OWNER, "#1 mark-waitc-go", timeout_s=30, after=mark)
+            async with asyncio.timeout(30):
+                while (
+                    "· cancelled"
+                    not in fake.find_message(OWNER, answer.result["message_id"])["text"]
+                ):
+                    await asyncio.sleep(0.05)
             await edited(fake, ask.result["message_id"], "turn ended")
             await asyncio.sleep(0)
             assert (await app.store.tasks.get(1)).status is TaskStatus.CANCELLED

@@ -233,3 +233,31 @@ async def test_a_daemon_left_by_a_killed_bot_is_stopped_at_the_next_start(tmp_pa
             await stop_process(bot)
             for proc in matching("fake-daemon-"):
                 proc.kill()
+
+
+async def test_a_cancel_cut_short_by_a_kill_leaves_no_cancelling(tmp_path, env):
+    """``/cancel`` answered "cancelling…", then the bot died before the turn's card took that
+    message over: at the next start it says where the task is (interrupted), not
+    "cancelling…" for ever."""
+    data_dir = tmp_path / "data"
+    async with FakeTelegram() as fake:
+        bot_env = _bot_env(env, fake, data_dir)
+        bot = await _start(tmp_path, bot_env, "finish.before_commit")
+        try:
+            await fake.wait_call("setMyCommands", timeout_s=60)
+            await fake.user_message("/detach HANG for a while", OWNER)
+            await fake.wait_text(OWNER, "#1 hang-while")
+            await fake.wait_text(OWNER, "· running ·")  # its agent runs (its progress says)
+            await fake.user_message("/cancel 1", OWNER)
+            await _killed(bot)
+            bot = await _start(tmp_path, bot_env)
+            await fake.wait_text(OWNER, "restarted while these tasks were running", timeout_s=60)
+            assert [t.status for t in await _tasks(data_dir)] == [TaskStatus.INTERRUPTED]
+            said = "⚠️ #1 hang-while · interrupted"  # the answer to /cancel, now
+            async with asyncio.timeout(30):
+                while said not in [m.get("text") for m in fake.bot_messages(OWNER)]:
+                    await asyncio.sleep(0.1)
+            texts = [str(m.get("text")) for m in fake.bot_messages(OWNER)]
+            assert not [t for t in texts if "cancelling" in t], texts
+        finally:
+            await stop_process(bot)

@@ -125,7 +125,7 @@ async def test_a_tap_and_a_cancel_for_lost_workers_are_settled_at_once(
 
                 await fake.user_message("/cancel 2", OWNER)
                 await wait_until(lambda: _is(app, 2, TaskStatus.CANCELLED), 10)
-                await fake.wait_text(OWNER, "#2 mark-f2-wait</b> · cancelled", timeout_s=10)
+                await fake.wait_shown(OWNER, "#2 mark-f2-wait</b> · cancelled", timeout_s=10)
                 await fake.user_message("/status", OWNER)
                 status = await fake.wait_text(OWNER, "lost", timeout_s=10, after=len(fake.calls))
                 assert "🔴 <b>w1</b>" in status.params["text"]

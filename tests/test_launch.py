@@ -102,7 +102,7 @@ async def test_detach_run_optimized_does_a_whole_task(
                 while not matching(SLEEP):
                     await asyncio.sleep(0.1)
             await fake.user_message("/cancel 2", OWNER)
-            await fake.wait_text(OWNER, "cancelled", timeout_s=30)
+            await fake.wait_shown(OWNER, "cancelled", timeout_s=30)
             async with asyncio.timeout(20):  # its tool stopped with it
                 while matching(SLEEP):
                     await asyncio.sleep(0.1)

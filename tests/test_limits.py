@@ -160,6 +160,14 @@ async def test_a_limit_without_a_reset_time_is_tried_again_with_a_growing_wait(
             notice = await fake.wait_text(OWNER, "waits for Claude's usage limit", timeout_s=60)
             assert "did not say when it resets" in notice.params["text"]
             card = await fake.wait_text(OWNER, "K done", timeout_s=60)
+            await fake.wait_call(  # the notice's last word: how the task ended
+                "editMessageText",
+                lambda c: (
+                    int(c.params["message_id"]) == notice.result["message_id"]
+                    and "done" in c.params["text"]
+                ),
+                timeout_s=10,
+            )
     times = [r["at"] for r in anthropic.requests_for("MARK-KLIMIT")]
     assert len(times) == 3  # limited, limited again, done
     assert times[1] - times[0] >= 2 and times[2] - times[1] >= 4  # 2 s, then 4 s
@@ -172,13 +180,16 @@ async def test_a_limit_without_a_reset_time_is_tried_again_with_a_growing_wait(
         if c.method in ("editMessageText", "editMessageReplyMarkup")
         and int(c.params["message_id"]) == notice.result["message_id"]
     ]
-    # going on took the notice's buttons; the second wait gave them back (same minute: only
-    # the buttons changed), and the card took them again
+    # going on took the notice's buttons and said so; the second wait gave them back, going on
+    # took them again, and the end of the turn is the notice's last word
     assert [bool((c.params.get("reply_markup") or {}).get("inline_keyboard")) for c in edits] == [
         False,
         True,
         False,
+        False,
     ]
+    assert "went on when it reset · ⏳ running" in edits[0].params["text"]
+    assert "went on when it reset · ✅ done" in edits[-1].params["text"]
     assert "⏸ waited " in card.params["text"]
 
 
@@ -252,13 +263,16 @@ async def test_a_limited_task_waits_with_its_engine_and_both_go_on_in_order_at_t
                 c.params["text"] for c in fake.calls if "usage limit has reset" in str(c.params)
             ]
             assert len(said) == 2 and "mark-pa-go" in said[0] and "mark-pb-go" in said[1]
-            # the waiting notice's Cancel is gone once the task went on (no stale button)
-            cleared = await fake.wait_call(
-                "editMessageReplyMarkup",
-                lambda c: int(c.params["message_id"]) == notice.result["message_id"],
+            # the waiting notice's Cancel is gone once the task went on (no stale button), and
+            # it ends saying where the task went and how it ended (no stale "waits")
+            notice_id = notice.result["message_id"]
+            ended = await fake.wait_call(
+                "editMessageText",
+                lambda c: int(c.params["message_id"]) == notice_id and "done" in c.params["text"],
                 timeout_s=10,
             )
-            assert not (cleared.params.get("reply_markup") or {}).get("inline_keyboard")
+            assert not (ended.params.get("reply_markup") or {}).get("inline_keyboard")
+            assert "went on when it reset · ✅ done" in fake.find_message(OWNER, notice_id)["text"]
     a_again, b_first = anthropic.requests_for("MARK-PA")[-1], anthropic.requests_for("MARK-PB")[0]
     assert anthropic.requests.index(a_again) < anthropic.requests.index(b_first)
 
@@ -373,12 +387,18 @@ async def test_run_on_codex_now_carries_the_task_over_with_goal_summary_and_diff
             assert "#1 mark-sw-fix</b>" in card.params["text"]  # the same task
             task = await app.store.tasks.get(1)
             assert task.engine == "codex" and task.session_id and task.status is TaskStatus.DONE
-            cleared = await fake.wait_call(
-                "editMessageReplyMarkup",
-                lambda c: int(c.params["message_id"]) == notice.result["message_id"],
+            # the notice says where the task went and how it ended, without its buttons
+            notice_id = notice.result["message_id"]
+            ended = await fake.wait_call(
+                "editMessageText",
+                lambda c: int(c.params["message_id"]) == notice_id and "done" in c.params["text"],
                 timeout_s=10,
             )
-            assert not (cleared.params.get("reply_markup") or {}).get("inline_keyboard")
+            assert not (ended.params.get("reply_markup") or {}).get("inline_keyboard")
+            assert (
+                "waited for Claude's usage limit, then went on with Codex · ✅ done"
+                in fake.find_message(OWNER, notice_id)["text"]
+            )
             query = await fake.press(
                 OWNER, notice.result["message_id"], offered["▶️ Run on Codex now"], OWNER
             )

@@ -164,7 +164,7 @@ async def test_cancel_stops_a_long_command_and_everything_it_started(
             ack = await fake.wait_text(OWNER, "mark-long", timeout_s=10)
             task_id = await wait_linked(app, OWNER, ack.result["message_id"])
             await fake.user_message(f"/cancel {task_id}", OWNER)
-            await fake.wait_text(OWNER, "cancelled", timeout_s=30)
+            await fake.wait_shown(OWNER, "cancelled", timeout_s=30)
             async with asyncio.timeout(15):
                 while matching(marker):
                     await asyncio.sleep(0.1)

@@ -100,8 +100,14 @@ async def test_claude_delegates_a_subtask_through_detach_mcp_and_follows_up(
             ack = await fake.wait_text(OWNER, "mark-child-say", timeout_s=10)
             assert "started by claude-code" in ack.params["text"]  # which client started it
             await fake.wait_text(OWNER, "CHILD says hi", timeout_s=10)  # its card
-            await fake.wait_text(OWNER, "sent a follow-up (MCP)", timeout_s=10)
+            # the follow-up's line: queued, or already running when it goes out
+            note = await fake.wait_text(OWNER, "follow-up", timeout_s=10)
+            assert "(MCP)" in note.params["text"]
             await fake.wait_text(OWNER, "CHILD says bye", timeout_s=10)
+            async with asyncio.timeout(10):  # it ends saying how its turn went, without Cancel
+                while "✅ done" not in fake.find_message(OWNER, note.result["message_id"])["text"]:
+                    await asyncio.sleep(0.05)
+            assert not fake.find_message(OWNER, note.result["message_id"]).get("reply_markup")
     final = events[-1]
     assert isinstance(final, TurnFinished) and not final.is_error, final
     assert final.result_text == "PARENT done: both answers in."

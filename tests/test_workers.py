@@ -91,7 +91,7 @@ async def test_turns_run_on_a_worker_and_the_bot_delivers(
                 await asyncio.sleep(1.0)  # the Bash tool is running on the worker
                 await fake.user_message("/cancel 3", OWNER)
                 await wait_status(app, 3, TaskStatus.CANCELLED, timeout_s=30)
-                await fake.wait_text(OWNER, "#3 mark-w3-wait</b> · cancelled", timeout_s=30)
+                await fake.wait_shown(OWNER, "#3 mark-w3-wait</b> · cancelled", timeout_s=30)
             finally:
                 await stop_process(worker)
         assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-3000:]

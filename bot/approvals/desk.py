@@ -24,6 +24,7 @@ from bot.events import ApprovalDecision, ApprovalRequest, Question
 from bot.models import QuestionStatus, Task
 from bot.store import PendingQuestion, Store
 from bot.store.db import utcnow
+from bot.telegram.completion import CardAsk
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import usd
 from bot.telegram.texts import Texts
@@ -210,35 +211,30 @@ class ApprovalDesk:
             )
         return answer
 
-    async def ask_budget(
+    async def budget_ask(
         self, task: Task, turn_id: int, spent_usd: float, cap_usd: float, extend_usd: float
-    ) -> None:
-        """A budget breach parks the task with "extend or stop"; the answer arrives through the
-        task service (it queues the resumed turn), so nothing waits here."""
-        question = await self._store.questions.create(
-            task.id,
-            turn_id,
-            "budget",
-            {"spent": spent_usd, "cap": cap_usd, "extend": extend_usd},
-            None,
-        )
+    ) -> CardAsk:
+        """A budget breach parks the task with "extend or stop", asked on the turn's card (one
+        message); the answer arrives through the task service (it queues the resumed turn), so
+        nothing waits here. The caller records which message asks (``questions.set_row``)."""
         loc = task.locale
-        text = self._texts.get(
+        line = self._texts.get(
             loc,
-            "money.budget_question",
-            label=task.label,
+            "money.budget_ask",
             spent=usd(spent_usd),
             cap=usd(cap_usd),
             extend=usd(extend_usd),
         )
-        message = await self._notifier.send_and_wait(
-            task,
-            text,
-            kind="approval",
-            markup=budget_keyboard(self._texts, loc, question.id, extend_usd),
+        question = await self._store.questions.create(
+            task.id,
+            turn_id,
+            "budget",
+            {"spent": spent_usd, "cap": cap_usd, "extend": extend_usd, "line": line},
+            None,
         )
-        if message is not None:
-            await self._store.questions.set_message(question.id, task.chat_id, message.message_id)
+        return CardAsk(
+            question.id, line, budget_keyboard(self._texts, loc, question.id, extend_usd)
+        )
 
     def settle(self, qid: int, answer: str) -> None:
         future = self._waiting.get(qid)

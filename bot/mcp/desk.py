@@ -206,7 +206,7 @@ class McpDesk:
         async with self._store.atomic():
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record("follow_up", task.owner_id, task.id, f"mcp:{client}")
-            await notifier.mcp_followup(task, one_line(client))
+            await notifier.mcp_followup(task, one_line(client), turn.id)
         task = await self._own(task_id)
         return {**_brief(task), "turn": turn.seq, "behind_running_turn": running}
 

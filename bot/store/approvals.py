@@ -156,8 +156,9 @@ class QuestionRepo:
         self, turn_ids: Collection[int] | None = None, answer: str = "restart"
     ) -> list[PendingQuestion]:
         """Nobody waits for these any more (the process that asked died): expire the pending
-        questions (of ``turn_ids``; None: all of them) and return them."""
-        mine = pending_questions.c.status == PENDING
+        questions (of ``turn_ids``; None: all of them) and return them. A budget question is
+        no process's to wait for (its answer queues the next turn): it stays open."""
+        mine = sa.and_(pending_questions.c.status == PENDING, pending_questions.c.kind != "budget")
         if turn_ids is not None:
             mine = sa.and_(mine, pending_questions.c.turn_id.in_(list(turn_ids)))
         async with self._engine.begin() as conn:

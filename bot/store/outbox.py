@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -130,6 +131,35 @@ class OutboxRepo:
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return _row(row) if row is not None else None
+
+    async def get(self, row_id: int) -> OutboxRow | None:
+        """One row by id; locked until the transaction ends (its payload may be rewritten)."""
+        query = outbox.select().where(outbox.c.id == row_id).with_for_update()
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return _row(row) if row is not None else None
+
+    async def sends_about(self, task_id: int, link_kinds: Sequence[str]) -> list[OutboxRow]:
+        """The messages of these kinds about a task, delivered or waiting, not removed, oldest
+        first; locked until the transaction ends (their payloads are about to be rewritten)."""
+        query = (
+            outbox.select()
+            .where(
+                outbox.c.task_id == task_id,
+                outbox.c.op == "send",
+                outbox.c.link_kind.in_(list(link_kinds)),
+                outbox.c.retired_at.is_(None),
+                outbox.c.status.in_([PENDING, SENT]),
+            )
+            .order_by(outbox.c.id)
+            .with_for_update()
+        )
+        async with self._engine.connect() as conn:
+            return [_row(r) for r in await conn.execute(query)]
+
+    async def relink(self, row_id: int, link_kind: str) -> None:
+        """The message is now of ``link_kind`` (a "cancelling…" reply that became the card)."""
+        await self._update(row_id, link_kind=link_kind)
 
     async def with_task_buttons(self, chat_id: int, task_id: int) -> list[OutboxRow]:
         """The messages in a chat that carry a button of this task (cards, a restart's

@@ -45,25 +45,18 @@ class TaskCard:
         )
         loc = task.locale
         if not extend:
-            text = self._texts.get(
-                loc, "money.stopped", label=task.label, spent=usd(task.total_cost_usd)
-            )
-            await self._notifier.edit(task.chat_id, question.message_id or 0, text)
+            line = self._texts.get(loc, "money.stopped_line", spent=usd(task.total_cost_usd))
+            await self._notifier.budget_answered(task, question, line)
             return task
         await self._store.tasks.raise_budget(task.id, amount)
         task = await self._tasks.get_own(user_id, task.id)
+        line = self._texts.get(loc, "money.extended_line", cap=usd(task.max_usd or 0))
         await self._tasks.queue_turn(
             task,
             user_id,
             self._texts.get(loc, "money.continue_prompt"),
             "budget_continued",
-            lambda: self._notifier.edit(
-                task.chat_id,
-                question.message_id or 0,
-                self._texts.get(
-                    loc, "money.extended", label=task.label, cap=usd(task.max_usd or 0)
-                ),
-            ),
+            lambda _turn: self._notifier.budget_answered(task, question, line),
         )
         return task
 
@@ -127,6 +120,8 @@ class TaskCard:
             user_id,
             last.prompt if last else task.title,
             "retry",
-            lambda: self._tasks.say(task, "task.retrying"),
+            lambda turn: self._notifier.turn_note(
+                task, turn.id, "task.retrying", "task.retry_state"
+            ),
         )
         return task

@@ -205,9 +205,9 @@ class TaskService:
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
         place(list(attachments), Path(task.cwd))
 
-        async def link_and_say() -> None:
+        async def link_and_say(turn: Turn) -> None:
             await self._store.links.link(task.chat_id, reply_to, task.id, "follow_up")
-            await self._notifier.followup_queued(task, running, reply_to)
+            await self._notifier.followup_queued(task, running, reply_to, turn.id)
 
         return await self.queue_turn(task, user_id, prompt, "follow_up", link_and_say)
 
@@ -217,15 +217,15 @@ class TaskService:
         user_id: int,
         prompt: str,
         action: str,
-        notify: Callable[[], Awaitable[None]],
+        notify: Callable[[Turn], Awaitable[None]],
     ) -> Turn:
         """The next turn of ``task`` (a follow-up, a resume, a retry, a budget extension):
-        the turn, its audit line and what ``notify`` tells the user commit together; then the
-        turn is submitted."""
+        the turn, its audit line and what ``notify`` tells the user of it commit together;
+        then the turn is submitted."""
         async with self._store.atomic():
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record(action, user_id, task.id)
-            await notify()
+            await notify(turn)
             now = await self.get_own(user_id, task.id)
             await self._notifier.ack_status(now)
             await self._notifier.buttons_follow(now)
@@ -288,29 +288,45 @@ class TaskService:
             )
         await self._notifier.turn_finished(task, turn)
 
-    async def cancel(self, user_id: int, task_id: int) -> Task:
+    async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
+        """Drop the task's queued turns and stop its running one. ``reply_to``: the ``/cancel``
+        message, answered in the task's chat with one message that ends true: "cancelling…"
+        while the turn stops, which its card then replaces, or "cancelled" at once."""
         task = await self.get_own(user_id, task_id)
-        dropped = await self._store.tasks.cancel_queued(task.id)
-        stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
-        if stopping and self._takeover is not None:
-            await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
-        if not stopping and not dropped:
-            raise TaskStateError(
-                "error.not_active",
-                label=task.label,
-                status=self._texts.status(task.locale, task.status),
-            )
-        if not stopping:
-            await self._store.tasks.set_status(
-                task.id,
-                TaskStatus.CANCELLED,
-                only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
-            )
+        async with self._store.atomic():  # the turn's card, which takes the reply over, waits
+            dropped = await self._store.tasks.cancel_queued(task.id)
+            stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
             now = await self.get_own(user_id, task.id)
-            await self._notifier.ack_status(now)
-            await self._notifier.buttons_follow(now)
-        await self._store.audit.record("task_cancelled", user_id, task.id)
+            stopping = stopping and now.status is TaskStatus.RUNNING  # else it had ended
+            if not stopping and not dropped:
+                raise TaskStateError(
+                    "error.not_active",
+                    label=task.label,
+                    status=self._texts.status(task.locale, now.status),
+                )
+            if stopping and reply_to is not None:
+                await self._notifier.cancelling(task, reply_to)
+            if stopping and self._takeover is not None:
+                await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
+            if not stopping:
+                await self._cancelled(user_id, now, dropped, reply_to)
+            await self._store.audit.record("task_cancelled", user_id, task.id)
         return task
+
+    async def _cancelled(
+        self, user_id: int, task: Task, dropped: int, reply_to: int | None
+    ) -> None:
+        """A task that had not started (or waited for a limit) is cancelled now."""
+        await self._store.tasks.set_status(
+            task.id,
+            TaskStatus.CANCELLED,
+            only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
+        )
+        now = await self.get_own(user_id, task.id)
+        await self._notifier.ack_status(now)
+        await self._notifier.buttons_follow(now)
+        if reply_to is not None:
+            await self._notifier.cancelled_queued(now, dropped, reply_to)
 
     async def archive(self, user_id: int, ref: str) -> int:
         """Archive one idle task, or ``all`` finished ones; each archived task's cards lose
@@ -340,7 +356,9 @@ class TaskService:
             user_id,
             f"{preamble}\n\n{last.prompt if last else ''}",
             "resumed",
-            lambda: self.say(task, "task.resumed"),
+            lambda turn: self._notifier.turn_note(
+                task, turn.id, "task.resumed", "task.resume_state"
+            ),
         )
         return task
 

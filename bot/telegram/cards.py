@@ -12,6 +12,7 @@ from bot.telegram.render import STATUS_ICONS, duration, money, shorten
 from bot.telegram.texts import Texts
 
 MAX_CHILDREN = 10  # sub-tasks named on a card; the rest are counted
+MAX_DENIALS = 10  # denied tool calls listed on a card; the rest are counted
 
 
 def card_header(
@@ -21,11 +22,13 @@ def card_header(
     check: CheckResult | None,
     children: Sequence[Task],
     changes: str,
+    denials: Sequence[str] = (),
 ) -> str:
-    """The card's text above the answer."""
+    """The card's text above the answer: what happened (a turn done with tool calls denied
+    says so on its first line, and lists them), what it took, what changed."""
     loc = task.locale
     lines = [
-        status_line(texts, task, turn),
+        status_line(texts, task, turn, len(denials)),
         "<i>" + html.escape(shorten(task.title, 100, one_line=True), quote=False) + "</i>",
     ]
     if check is not None:
@@ -43,7 +46,17 @@ def card_header(
         )
     if changes:
         lines.append(texts.get(loc, "task.changes", stat=changes))
+    if denials:
+        lines.append(denials_block(texts, loc, denials))
     return "\n".join(lines)
+
+
+def denials_block(texts: Texts, loc: str, denials: Sequence[str]) -> str:
+    """The tool calls the turn was denied, one line each (the agent's words: escaped, cut)."""
+    items = [f"• {shorten(d, 200, one_line=True)}" for d in denials[:MAX_DENIALS]]
+    if len(denials) > MAX_DENIALS:
+        items.append(f"• +{len(denials) - MAX_DENIALS}")
+    return texts.get(loc, "task.denials", items="\n".join(items))
 
 
 def children_line(texts: Texts, loc: str, children: Sequence[Task]) -> str:
@@ -83,8 +96,9 @@ def cost_words(texts: Texts, loc: str, turn: Turn) -> str:
     return texts.get(loc, "task.cost", cost=cost) if cost else texts.get(loc, "task.cost_unknown")
 
 
-def status_line(texts: Texts, task: Task, turn: Turn) -> str:
-    """How the turn ended, how long it took and what it cost (a failure: why)."""
+def status_line(texts: Texts, task: Task, turn: Turn, denied: int = 0) -> str:
+    """How the turn ended, how long it took and what it cost (a failure: why). A turn done
+    with ``denied`` tool calls is not a plain "done": ``⚠️ #3 · done, 1 tool call denied``."""
     loc, label = task.locale, task.label
     took = duration(turn.duration_s)
     cost = money(turn.cost_usd)
@@ -95,6 +109,16 @@ def status_line(texts: Texts, task: Task, turn: Turn) -> str:
         total_text = (
             texts.get(loc, "task.task_total", total=total) if total and total != cost else ""
         )
+        if denied:
+            return texts.get(
+                loc,
+                "task.done_denied",
+                label=label,
+                denied=texts.plural(loc, "task.denied_count", denied),
+                duration=took,
+                cost=cost_text,
+                total=total_text,
+            )
         return texts.get(
             loc, "task.done", label=label, duration=took, cost=cost_text, total=total_text
         )

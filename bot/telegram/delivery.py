@@ -27,6 +27,7 @@ from aiogram.types import BufferedInputFile, ForceReply, InlineKeyboardMarkup
 from bot.store import Store
 from bot.store.db import utcnow
 from bot.store.outbox import OutboxRow
+from bot.telegram.markup import Keyboard
 from bot.telegram.outbox import Outbox
 from bot.telegram.pacing import CHAT_BURST, Pace
 from bot.telegram.render import plain
@@ -111,7 +112,21 @@ class Delivery:
                 await self._store.links.link(
                     row.chat_id, message_id, row.task_id, row.link_kind or "message"
                 )
+            if row.op == "send" and message_id is not None:
+                await self._catch_up(row)
         self._outbox.resolve(row.id, message_id)
+
+    async def _catch_up(self, row: OutboxRow) -> None:
+        """A message rewritten while it was on its way (its row's payload changed after this
+        pass read it: a "cancelling…" the card took over) is edited to what its row says."""
+        now = await self._store.outbox.get(row.id)
+        if now is None or now.payload.get("force_reply"):
+            return
+        text, markup = now.payload.get("text"), now.payload.get("markup")
+        if (text, markup) == (row.payload.get("text"), row.payload.get("markup")):
+            return
+        rows = (markup or {}).get("inline_keyboard") or []
+        await self._outbox.edit(row.chat_id, None, str(text), Keyboard.from_json(rows), row.id)
 
     async def _call(self, row: OutboxRow) -> int | None:
         """The Telegram call a row stands for; the message id it produced or touched."""

@@ -4,6 +4,7 @@ moves (no I/O to Telegram here: edits go through the outbox)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from bot.models import Task, TaskStatus, WorktreeState
@@ -25,6 +26,9 @@ from bot.telegram.texts import Texts
 ALWAYS = frozenset(CARD_ACTIONS) - {"retry", "archive"}  # follow up, transcript
 IDLE_ONLY = frozenset({"retry", "archive"})
 WORKTREE = frozenset(WORKTREE_ACTIONS) | {"discard_yes"}
+# messages whose buttons follow their own moment, not the task's card buttons: the
+# acknowledgement (``ack_status``), a follow-up's and a usage-limit notice (``TurnNotes``)
+OWN_BUTTONS = frozenset({"ack", "followup", "limit"})
 
 
 def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
@@ -66,7 +70,7 @@ class TaskMessages:
             return
         row_id, chat_id, text = found
         head, _, rest = text.partition("\n")
-        now = self._ack_head(task)
+        now = self.head(task)
         if now == head:
             return
         markup = (
@@ -76,7 +80,7 @@ class TaskMessages:
         )
         await self._outbox.edit(chat_id, None, f"{now}\n{rest}", markup, row_id=row_id)
 
-    def _ack_head(self, task: Task) -> str:
+    def head(self, task: Task) -> str:
         """The acknowledgement's first line: icon, label, status."""
         return self._texts.get(
             task.locale,
@@ -99,7 +103,7 @@ class TaskMessages:
         rows = [
             r
             for r in await self._store.outbox.with_task_buttons(task.chat_id, task.id)
-            if r.link_kind != "ack"
+            if r.link_kind not in OWN_BUTTONS
         ]
         newest_card = max((r.id for r in rows if r.link_kind == "result"), default=None)
         for row in rows:
@@ -127,6 +131,21 @@ class TaskMessages:
         await self._show(task.chat_id, row, shown, kept)
         return True
 
+    async def rewrite(
+        self,
+        chat_id: int,
+        row: OutboxRow,
+        text: str,
+        markup: Keyboard | None,
+        about: dict[str, Any] | None = None,
+    ) -> None:
+        """The message of ``row`` says ``text`` with ``markup`` now (None: no buttons);
+        ``about`` replaces what its row keeps of what it tells (never sent)."""
+        if about is not None:
+            row = dataclasses.replace(row, payload={**row.payload, "about": about})
+        kept = markup.as_json()["inline_keyboard"] if markup else []
+        await self._show(chat_id, row, text, kept)
+
     async def drop_buttons(self, task: Task, link_kind: str) -> None:
         """The task's messages of ``link_kind`` lose their buttons (a notice whose moment
         passed: a usage limit's, once the task goes on)."""
@@ -138,11 +157,12 @@ class TaskMessages:
         """A message's new text and buttons: in its row (a message not sent yet goes out as it
         is now), and as an edit of the delivered one (only the buttons when the text stayed)."""
         markup = Keyboard.from_json(kept)
-        await self._store.outbox.replace_payload(
-            row.id, {**row.payload, "markup": markup_json(markup), "text": text}
-        )
-        if row.status != "sent":
-            return
+        payload = {**row.payload, "markup": markup_json(markup), "text": text}
+        await self._store.outbox.replace_payload(row.id, payload)
+        if row.status != "sent" or (
+            text == row.payload.get("text", "") and payload["markup"] == row.payload.get("markup")
+        ):
+            return  # not sent yet (it goes out as it is now), or it says this already
         if text != row.payload.get("text", ""):
             await self._outbox.edit(chat_id, None, text, markup, row_id=row.id)
         else:

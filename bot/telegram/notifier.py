@@ -7,38 +7,19 @@ import html
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from bot.models import (
-    ApprovalMode,
-    CheckResult,
-    Engine,
-    ProcessRole,
-    Task,
-    TaskStatus,
-    Turn,
-    WorktreeState,
-)
-from bot.store import Runner, Store
-from bot.telegram.callbacks import (
-    CARD_ACTIONS,
-    WORKTREE_ACTIONS,
-    TaskAction,
-    run_on,
-    task_keyboard,
-)
-from bot.telegram.cards import card_header
+from bot.models import ApprovalMode, CheckResult, Engine, ProcessRole, Task, Turn
+from bot.store import PendingQuestion, Runner, Store
+from bot.telegram.callbacks import TaskAction, run_on, task_keyboard
+from bot.telegram.completion import CardAsk, Completion
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Keyboard, Markup
 from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
-from bot.telegram.render import (
-    MAX_CHUNKS,
-    STATUS_ICONS,
-    markdown_chunks,
-    shorten,
-    split_text,
-)
+from bot.telegram.render import STATUS_ICONS, shorten
 from bot.telegram.texts import Texts
+from bot.telegram.turnnotes import CANCEL_KIND, FOLLOWUP_KIND, LIMIT_KIND, TurnNotes
 
 log = logging.getLogger(__name__)
 # what notifies under the default policy: what needs the person, and the final card
@@ -55,6 +36,8 @@ class Notifier:
         self._texts = texts
         self._outbox = outbox
         self._lifecycle = TaskMessages(store, texts, outbox)
+        self._notes = TurnNotes(store, texts, self._lifecycle)
+        self._completion = Completion(store, texts, self, self._lifecycle)
         self.policies = ChatPolicies(store)
 
     def text(self, locale: str, key: str, **params: object) -> str:
@@ -96,7 +79,15 @@ class Notifier:
         )
 
     async def ack_status(self, task: Task) -> None:
+        """The task's acknowledgement, and every follow-up's and usage-limit notice, say where
+        the task and their turns are now."""
         await self._lifecycle.ack_status(task)
+        await self._notes.follow(task)
+
+    async def turn_started(self, task: Task) -> None:
+        """A turn starts: its follow-up acknowledgement loses Cancel and says it runs, and a
+        usage-limit notice it waited on says where it went."""
+        await self._notes.follow(task)
 
     async def buttons_follow(self, task: Task, note: str | None = None) -> bool:
         return await self._lifecycle.buttons_follow(task, note)
@@ -116,6 +107,7 @@ class Notifier:
     async def limit_waits(
         self,
         task: Task,
+        turn_id: int,
         key: str,
         resets: str,
         others: Sequence[Engine] = (),
@@ -123,7 +115,8 @@ class Notifier:
     ) -> None:
         """The task waits for its engine's usage limit (``task.limit_parked[_no_time]``), with
         buttons to go on with ``others`` now, to wait, or to cancel. ``again``: it waited
-        before; its notice says the new time (no new message, no buzz)."""
+        before; its notice says the new time (no new message, no buzz). Once the turn goes
+        on, the notice says where, and then how it ended (``TurnNotes``)."""
         text = self._texts.get(
             task.locale,
             key,
@@ -134,20 +127,19 @@ class Notifier:
         markup = task_keyboard(
             self._texts, task.locale, task.id, [run_on(e) for e in others], ["wait", "cancel"]
         )
-        if again and await self._lifecycle.replace(task, "limit", text, markup):
+        if again and await self._lifecycle.replace(task, LIMIT_KIND, text, markup):
             return
-        await self.send(task, text, kind="limit", markup=markup)
+        about = {"turn": turn_id, "engine": str(task.engine)}
+        await self.send(task, text, kind=LIMIT_KIND, markup=markup, about=about)
 
     async def limit_wait_chosen(self, task: Task) -> None:
         """The owner chose to wait: the notice keeps its Cancel only."""
         markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
-        await self._lifecycle.replace(task, "limit", None, markup)
+        await self._lifecycle.replace(task, LIMIT_KIND, None, markup)
 
     async def limit_over(self, task: Task, engine: str, say: bool = True) -> None:
-        """A task that waited for its engine's usage limit starts again: the waiting notice
-        loses its buttons (the acknowledgement keeps a Cancel while it runs) and, when ``say``,
-        one line says so."""
-        await self._lifecycle.drop_buttons(task, "limit")
+        """A task that waited for its engine's usage limit starts again: when ``say``, one
+        line says so (its notice follows the turn: ``turn_started``)."""
         if not say:
             return
         text = self._texts.get(
@@ -157,8 +149,7 @@ class Notifier:
 
     async def engine_switched(self, task: Task, before: Engine) -> None:
         """The owner carried the task over to another engine: one quiet line (they just
-        pressed the button), and the waiting notice loses its buttons."""
-        await self._lifecycle.drop_buttons(task, "limit")
+        pressed the button); the waiting notice follows with ``ack_status``."""
         text = self._texts.get(
             task.locale,
             "task.engine_switched",
@@ -168,13 +159,19 @@ class Notifier:
         )
         await self.send(task, text, kind="status")
 
-    async def mcp_followup(self, task: Task, client: str) -> None:
-        """An MCP client queued the task's next turn: one quiet line, with Cancel."""
+    async def mcp_followup(self, task: Task, client: str, turn_id: int) -> None:
+        """An MCP client queued the task's next turn: one quiet line, with Cancel while that
+        turn waits (then it follows the turn)."""
         text = self._texts.get(task.locale, "mcp.followup", label=task.label, client=client)
         markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
-        await self.send(task, text, kind="ack", markup=markup)
+        about = {"turn": turn_id, "client": client}
+        await self.send(task, text, kind=FOLLOWUP_KIND, markup=markup, about=about)
 
-    async def followup_queued(self, task: Task, running: bool, reply_to: int | None) -> None:
+    async def followup_queued(
+        self, task: Task, running: bool, reply_to: int | None, turn_id: int
+    ) -> None:
+        """A follow-up's acknowledgement, with Cancel while its turn waits; edited as that turn
+        moves (``TurnNotes``), so it ends as part of the task's history."""
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
         text = self._texts.raw(
             task.locale, "task.followup_ack", label=html.escape(task.label), behind=behind
@@ -182,69 +179,52 @@ class Notifier:
         await self.send(
             task,
             text,
-            kind="ack",
+            kind=FOLLOWUP_KIND,
             reply_to=reply_to,
             markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]),
+            about={"turn": turn_id},
         )
+
+    async def turn_note(self, task: Task, turn_id: int, key: str, state_key: str) -> None:
+        """One quiet line about a turn the owner asked for (``task.retrying``), which says
+        how that turn went once it runs (``state_key``, a key of ``TurnNotes``)."""
+        text = self._texts.get(task.locale, key, label=task.label)
+        about = {"turn": turn_id, "state": state_key}
+        await self.send(task, text, kind=FOLLOWUP_KIND, about=about)
+
+    async def cancelling(self, task: Task, reply_to: int | None) -> int:
+        """The answer to ``/cancel`` of a running turn: "cancelling…", which becomes the
+        turn's card when it stops (one message, one buzz)."""
+        text = self._texts.get(task.locale, "task.cancel_requested", label=task.label)
+        return await self.send(task, text, kind=CANCEL_KIND, reply_to=reply_to)
+
+    async def cancelled_queued(self, task: Task, dropped: int, reply_to: int | None) -> None:
+        """The answer to ``/cancel`` of a task that had not started (or waited): it is over."""
+        text = self._texts.get(
+            task.locale, "task.cancelled_queued", label=task.label, count=dropped
+        )
+        await self.send(task, text, kind="result", reply_to=reply_to)
 
     async def turn_finished(
-        self, task: Task, turn: Turn, denials: Sequence[str] = (), changes: str = ""
-    ) -> None:
-        """The completion card: status line, what changed in the repository, the answer (split,
-        or as a document), denials, and the card's buttons on its last message."""
-        loc = task.locale
-        check = await self._store.checks.for_turn(turn.id) if task.check else None
-        children = await self._store.tasks.children(task.id) if task.subtasks else []
-        header = card_header(self._texts, task, turn, check, children, changes)
-        header += await self._price_note(task, turn)
-        worktree = await self._store.worktrees.get(task.id)
-        in_worktree = worktree is not None and worktree.state == WorktreeState.ACTIVE
-        card = task_keyboard(
-            self._texts, loc, task.id, CARD_ACTIONS, WORKTREE_ACTIONS if in_worktree else []
-        )
-        if check is not None and check.approved and not check.passed:
-            await self._check_output(task, check)
-        if turn.status not in (TaskStatus.DONE, TaskStatus.CHECK_FAILED):
-            await self.send(task, header, kind="result", markup=card)
+        self,
+        task: Task,
+        turn: Turn,
+        denials: Sequence[str] = (),
+        changes: str = "",
+        ask: CardAsk | None = None,
+    ) -> int:
+        """The completion card (``bot.telegram.completion``); returns the row of its message
+        with the buttons."""
+        return await self._completion.card(task, turn, denials, changes, ask)
+
+    async def budget_answered(self, task: Task, question: PendingQuestion, line: str) -> None:
+        """The card's budget question was answered: its line says ``line`` now (a question
+        asked in a message of its own, before cards asked, becomes ``line``)."""
+        if question.row_id is None and question.message_id is not None:
+            await self.edit(task.chat_id, question.message_id, line)
             return
-        answer = (turn.result_text or "").strip() or self._texts.get(loc, "task.no_answer")
-        chunks = markdown_chunks(answer)
-        if len(chunks) > MAX_CHUNKS:
-            await self._send_document(task, header, answer)
-        else:
-            for index, chunk in enumerate(chunks):
-                last = index == len(chunks) - 1 and not denials
-                await self.send(
-                    task,
-                    f"{header}\n\n{chunk}" if index == 0 else chunk,
-                    kind="result",
-                    markup=card if last else None,
-                )
-        if denials:
-            items = "\n".join(f"• {d}" for d in denials[:10])
-            await self.send(
-                task, self._texts.get(loc, "task.denials", items=items), kind="result", markup=card
-            )
-
-    async def _price_note(self, task: Task, turn: Turn) -> str:
-        """Said once to an owner per model: the first card of a model with no known price says
-        how it is counted and how to price it (/spend says it every time)."""
-        if not turn.unpriced or await self._store.spend.unpriced_before(
-            task.owner_id, turn.model, turn.id
-        ):
-            return ""
-        return "\n" + self._texts.get(
-            task.locale, "task.unpriced_note", model=turn.model or "?", engine=task.engine
-        )
-
-    async def _check_output(self, task: Task, check: CheckResult) -> None:
-        """The whole output of a failed check, as a file."""
-        await self.send_file(
-            task,
-            check.output.encode(),
-            f"{task.id}-{task.slug}-check-round{check.round}.txt",
-            self._texts.get(task.locale, "check.output_caption", label=task.label),
-        )
+        asked = str(question.payload.get("line", ""))
+        await self._completion.answered(task, question.row_id, asked, line)
 
     async def check_retrying(self, task: Task, check: CheckResult, rounds: int) -> None:
         """A failed check with rounds left: one line, the agent is on it."""
@@ -258,27 +238,23 @@ class Notifier:
         )
         await self.send(task, f"{text}\n<pre>{html.escape(check.tail(600))}</pre>", kind="status")
 
-    async def _send_document(self, task: Task, header: str, answer: str) -> None:
-        summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
-        preview = html.escape(split_text(answer, 1500)[0], quote=False)
-        await self.send(task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result")
-        caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
-        await self.send_file(task, answer.encode(), f"{task.id}-{task.slug}.md", caption)
-
-    async def send_file(self, task: Task, data: bytes, filename: str, caption: str) -> None:
-        """A document about ``task``, through the outbox (linked to the task once delivered)."""
-        await self._outbox.send_document(
+    async def send_file(
+        self, task: Task, data: bytes, filename: str, caption: str, follow_on: bool = False
+    ) -> int:
+        """A document about ``task``, through the outbox (linked to the task once delivered).
+        ``follow_on``: part of a message already sent, which buzzed for it."""
+        return await self._outbox.send_document(
             task.chat_id,
             data,
             filename,
             caption,
             task_id=task.id,
             link_kind="document",
-            silent=await self._silent(task.chat_id, "document"),
+            silent=await self._silent(task.chat_id, "document", follow_on),
         )
 
-    async def _silent(self, chat_id: int, kind: str) -> bool:
-        return await self.policies.silent(chat_id, kind)
+    async def _silent(self, chat_id: int, kind: str, follow_on: bool = False) -> bool:
+        return await self.policies.silent(chat_id, kind, follow_on)
 
     async def interrupted(
         self, chat_id: int, tasks: Sequence[Task], runner: Runner | None = None
@@ -327,9 +303,12 @@ class Notifier:
         kind: str,
         reply_to: int | None = None,
         markup: Markup | None = None,
+        follow_on: bool = False,
+        about: dict[str, Any] | None = None,
     ) -> int:
         """Queue a message about ``task`` (linked to it once delivered); returns its outbox row
-        at once."""
+        at once. ``follow_on``: a later part of a message that buzzed already (silent);
+        ``about``: what later edits of it need to know (its turn…)."""
         return await self._outbox.send(
             task.chat_id,
             text,
@@ -337,7 +316,8 @@ class Notifier:
             reply_to=reply_to,
             task_id=task.id,
             link_kind=kind,
-            silent=await self._silent(task.chat_id, kind),
+            silent=await self._silent(task.chat_id, kind, follow_on),
+            about=about,
         )
 
     async def send_and_wait(

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import logging
 import time
+from typing import Any
 
 from bot.store import Store
 from bot.store.outbox import PENDING
@@ -47,10 +48,12 @@ class Outbox:
         task_id: int | None = None,
         link_kind: str | None = None,
         silent: bool = False,
+        about: dict[str, Any] | None = None,
     ) -> int:
         """Queue a message; returns the row id (``delivered`` gives its message id).
-        ``silent``: delivered without a notification (``disable_notification``)."""
-        payload = {
+        ``silent``: delivered without a notification (``disable_notification``). ``about``:
+        what the message tells of (its turn…), kept with it for later edits, never sent."""
+        payload: dict[str, Any] = {
             "text": text,
             "html": html,
             "reply_to": reply_to,
@@ -58,6 +61,8 @@ class Outbox:
             "force_reply": isinstance(markup, ForceReply),
             "silent": silent,
         }
+        if about:
+            payload["about"] = about
         row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
         self._wait_for(row_id)
         self._store.after_commit(self.wake.set)  # a row in a transaction waits for it

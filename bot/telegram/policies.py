@@ -8,7 +8,9 @@ from bot.models import NotifyPolicy
 from bot.store import Store
 
 # what needs the person: these notify under the default policy (``done``)
-LOUD_KINDS = frozenset({"result", "approval", "question", "budget", "interrupted", "limit"})
+LOUD_KINDS = frozenset(
+    {"result", "approval", "question", "budget", "interrupted", "limit", "cancel"}
+)
 TTL_S = 30.0
 
 
@@ -35,10 +37,12 @@ class ChatPolicies:
         await self._store.chats.set_notify(chat_id, policy.value)
         self._known[chat_id] = (policy, time.monotonic())
 
-    async def silent(self, chat_id: int, kind: str) -> bool:
+    async def silent(self, chat_id: int, kind: str, follow_on: bool = False) -> bool:
         """Whether a message of ``kind`` goes without a buzz: by default only what needs the
-        person (approvals, questions, the card, a restart's notice) notifies."""
+        person (approvals, questions, the card, a restart's notice) notifies, and a
+        ``follow_on`` (the second part of a long answer, its file) never does: the first
+        part buzzed for it."""
         policy = await self.get(chat_id)
         if policy is NotifyPolicy.ALL:
             return False
-        return policy is NotifyPolicy.QUIET or kind not in LOUD_KINDS
+        return policy is NotifyPolicy.QUIET or follow_on or kind not in LOUD_KINDS

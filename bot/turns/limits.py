@@ -85,7 +85,7 @@ class Parking:
             parked = await self._store.claims.park_turn(turn.id, runner)
             resets = local_time(until, zone)
             await self._notifier.limit_waits(
-                parked, key, resets, others, again=turn.limit_parks > 0
+                parked, turn.id, key, resets, others, again=turn.limit_parks > 0
             )
             await self._notifier.ack_status(parked)
         log.info("task %s turn %s: waits for %s until %s", task.id, turn.id, task.engine, until)

@@ -29,6 +29,7 @@ from bot.money.desk import MoneyDesk
 from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
 from bot.tasks.workdirs import WorkdirPolicy
+from bot.telegram.completion import CardAsk
 from bot.telegram.notifier import Notifier
 from bot.turns.baseline import Baseline, take, turn_changes
 from bot.turns.drive import Drive
@@ -142,6 +143,7 @@ class TurnRunner:
             return
         if turn.parked_at is not None:  # a wait is over: said once, the first time
             await self._notifier.limit_over(task, task.engine.capitalize(), turn.limit_parks <= 1)
+        await self._notifier.turn_started(task)  # its follow-up's and limit's notes follow
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         denials: tuple[str, ...] = ()
         check: CheckResult | None = None
@@ -296,7 +298,12 @@ class TurnRunner:
                     await self._next_round(task, turn, check)
                 task, finished = await self._record(turn, outcome, runner)
                 if not again:
-                    await self._notifier.turn_finished(task, finished, denials, changes)
+                    ask = await self._budget_ask(task, finished)
+                    row_id = await self._notifier.turn_finished(
+                        task, finished, denials, changes, ask
+                    )
+                    if ask is not None:
+                        await self._store.questions.set_row(ask.question_id, row_id)
                 await self._notifier.ack_status(task)  # after the card: it is not held back
                 failpoints.hit("finish.before_commit")
         except TurnTaken:
@@ -307,10 +314,14 @@ class TurnRunner:
                 task, _ = await self._record(turn, outcome, runner)
         failpoints.hit("finish.after_commit")
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
-        if outcome.status is TaskStatus.BUDGET_EXCEEDED and task.max_usd is not None:
-            await self._desk.ask_budget(
-                task, turn_id, task.total_cost_usd, task.max_usd, self._money.extend_amount(task)
-            )
+
+    async def _budget_ask(self, task: Task, turn: Turn) -> CardAsk | None:
+        """A turn stopped at its task's budget: its card asks "extend or stop"."""
+        if turn.status is not TaskStatus.BUDGET_EXCEEDED or task.max_usd is None:
+            return None
+        return await self._desk.budget_ask(
+            task, turn.id, task.total_cost_usd, task.max_usd, self._money.extend_amount(task)
+        )
 
     async def _next_round(self, task: Task, turn: Turn, check: CheckResult) -> None:
         """The check failed with rounds left: its output goes back to the same session as the

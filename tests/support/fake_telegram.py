@@ -338,6 +338,24 @@ class FakeTelegram:
             after,
         )
 
+    async def wait_shown(
+        self, chat_id: int, needle: str, timeout_s: float = 30.0, after: int = 0
+    ) -> Call:
+        """The first message sent, or edited, to show ``needle``: a message the bot edits to
+        its end (``/cancel``'s "cancelling…" becomes the card) may never be sent saying it."""
+        async with asyncio.timeout(timeout_s):
+            async with self._changed:
+                while True:
+                    for call in self.calls[after:]:
+                        if (
+                            call.method in ("sendMessage", "editMessageText")
+                            and call.ok
+                            and int(call.params["chat_id"]) == chat_id
+                            and needle in call.params["text"]
+                        ):
+                            return call
+                    await self._changed.wait()
+
     # -- the bot's side ---------------------------------------------------------------------
     async def _push(self, body: dict[str, Any]) -> None:
         async with self._changed:

@@ -1,0 +1,181 @@
+"""A turn's completion card: one message that says what happened (denied tool calls, a spent
+budget's Extend / Stop, a cancel) with the card's buttons, and at most one buzz for it. A long
+answer comes in parts of which only the first notifies, or as a preview and a silent file; a
+turn cancelled by ``/cancel`` turns that command's "cancelling…" reply into its card."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bot.models import CheckResult, Task, TaskStatus, Turn, WorktreeState
+from bot.store import Store
+from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.cards import card_header
+from bot.telegram.lifecycle import TaskMessages
+from bot.telegram.markup import Keyboard, Markup
+from bot.telegram.render import MAX_CHUNKS, markdown_chunks, split_text
+from bot.telegram.texts import Texts
+from bot.telegram.turnnotes import CANCEL_KIND
+
+
+@dataclass(frozen=True, slots=True)
+class CardAsk:
+    """A question the card itself asks (a spent budget: Extend / Stop): its line under the
+    card's text and its buttons, above the card's own."""
+
+    question_id: int
+    line: str
+    keyboard: Keyboard
+
+
+class Poster(Protocol):
+    """How the card's messages are queued (the notifier: linked to the task, its policy)."""
+
+    async def send(
+        self,
+        task: Task,
+        text: str,
+        kind: str,
+        reply_to: int | None = None,
+        markup: Markup | None = None,
+        follow_on: bool = False,
+        about: dict[str, Any] | None = None,
+    ) -> int: ...
+
+    async def send_file(
+        self, task: Task, data: bytes, filename: str, caption: str, follow_on: bool = False
+    ) -> int: ...
+
+
+class Completion:
+    def __init__(self, store: Store, texts: Texts, poster: Poster, lifecycle: TaskMessages) -> None:
+        self._store = store
+        self._texts = texts
+        self._poster = poster
+        self._lifecycle = lifecycle
+
+    async def card(
+        self,
+        task: Task,
+        turn: Turn,
+        denials: Sequence[str] = (),
+        changes: str = "",
+        ask: CardAsk | None = None,
+    ) -> int:
+        """Queue the card; returns the row of its message that carries the buttons (and
+        ``ask``'s line: a card that asks has no answer under it)."""
+        check = await self._store.checks.for_turn(turn.id) if task.check else None
+        children = await self._store.tasks.children(task.id) if task.subtasks else []
+        header = card_header(self._texts, task, turn, check, children, changes, denials)
+        header += await self._price_note(task, turn)
+        if ask is not None:
+            header += "\n\n" + ask.line
+        markup = await self._keyboard(task, ask)
+        if check is not None and check.approved and not check.passed:
+            await self._check_output(task, check)
+        if turn.status is TaskStatus.CANCELLED:
+            taken = await self._take_cancelling(task, header, markup)
+            if taken is not None:
+                return taken
+        if turn.status not in (TaskStatus.DONE, TaskStatus.CHECK_FAILED) or ask is not None:
+            return await self._poster.send(task, header, kind="result", markup=markup)
+        answer = (turn.result_text or "").strip() or self._texts.get(task.locale, "task.no_answer")
+        chunks = markdown_chunks(answer)
+        if len(chunks) > MAX_CHUNKS:
+            return await self._send_document(task, header, answer, markup)
+        row_id = 0
+        for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
+            row_id = await self._poster.send(
+                task,
+                f"{header}\n\n{chunk}" if index == 0 else chunk,
+                kind="result",
+                markup=markup if last else None,
+                follow_on=index > 0,  # the first part buzzed for the answer
+            )
+        return row_id
+
+    async def _price_note(self, task: Task, turn: Turn) -> str:
+        """Said once to an owner per model: the first card of a model with no known price says
+        how it is counted and how to price it (/spend says it every time)."""
+        if not turn.unpriced or await self._store.spend.unpriced_before(
+            task.owner_id, turn.model, turn.id
+        ):
+            return ""
+        return "\n" + self._texts.get(
+            task.locale, "task.unpriced_note", model=turn.model or "?", engine=task.engine
+        )
+
+    async def _keyboard(self, task: Task, ask: CardAsk | None) -> Keyboard:
+        worktree = await self._store.worktrees.get(task.id)
+        in_worktree = worktree is not None and worktree.state == WorktreeState.ACTIVE
+        card = task_keyboard(
+            self._texts,
+            task.locale,
+            task.id,
+            CARD_ACTIONS,
+            WORKTREE_ACTIONS if in_worktree else [],
+        )
+        return Keyboard(ask.keyboard.rows + card.rows) if ask is not None else card
+
+    async def _take_cancelling(self, task: Task, header: str, markup: Keyboard) -> int | None:
+        """A ``/cancel`` answered "cancelling…": that message becomes the card (no second
+        message, no second buzz). An older one a second ``/cancel`` left says the end too."""
+        rows = await self._store.outbox.sends_about(task.id, [CANCEL_KIND])
+        if not rows:
+            return None
+        status = header.split("\n", 1)[0]
+        for row in rows:
+            newest = row is rows[-1]
+            await self._lifecycle.rewrite(
+                task.chat_id, row, header if newest else status, markup if newest else None
+            )
+            await self._store.outbox.relink(row.id, "result")
+        return rows[-1].id
+
+    async def answered(self, task: Task, row_id: int | None, asked: str, line: str) -> None:
+        """The question the card of ``row_id`` asked (its line ``asked``) was answered: the
+        line says ``line`` now, and the question's buttons go (the card's own stay)."""
+        row = await self._store.outbox.get(row_id) if row_id is not None else None
+        if row is None:
+            return
+        text = str(row.payload.get("text", ""))
+        text = text.replace(asked, line) if asked and asked in text else f"{text}\n\n{line}"
+        rows = (row.payload.get("markup") or {}).get("inline_keyboard") or []
+        kept = [r for r in rows if all(_is_task_button(b) for b in r)]
+        await self._lifecycle.rewrite(task.chat_id, row, text, Keyboard.from_json(kept))
+
+    async def _check_output(self, task: Task, check: CheckResult) -> None:
+        """The whole output of a failed check, as a file (the card after it buzzes)."""
+        await self._poster.send_file(
+            task,
+            check.output.encode(),
+            f"{task.id}-{task.slug}-check-round{check.round}.txt",
+            self._texts.get(task.locale, "check.output_caption", label=task.label),
+            follow_on=True,
+        )
+
+    async def _send_document(self, task: Task, header: str, answer: str, markup: Keyboard) -> int:
+        """A preview with the card's buttons (it buzzes), then the whole answer as a file."""
+        summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
+        preview = html.escape(split_text(answer, 1500)[0], quote=False)
+        row_id = await self._poster.send(
+            task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result", markup=markup
+        )
+        caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
+        await self._poster.send_file(
+            task, answer.encode(), f"{task.id}-{task.slug}.md", caption, follow_on=True
+        )
+        return row_id
+
+
+def _is_task_button(button: dict[str, Any]) -> bool:
+    """One of the card's own buttons (a task action), not a question's."""
+    try:
+        TaskAction.unpack(str(button.get("callback_data", "")))
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,120 @@
+"""Messages about one turn of a task that must stay true as that turn moves, so that none still
+says "queued" or "waits" once its task has ended:
+
+- a follow-up's acknowledgement: queued, with Cancel; then running; then how the turn ended.
+  Cancel goes once the turn has started (the task's first acknowledgement keeps its own).
+- a usage-limit notice: waiting, with its buttons; then where the task went (on with another
+  engine, or on at the reset) and how that turn ended; a task cancelled while it waited says so.
+
+A "cancelling…" answer to ``/cancel`` becomes the turn's card (``bot.telegram.completion``);
+one left by a process that died first says where the task is.
+
+Each follow-up's and limit's message carries its turn in its outbox row (``about``: ``turn``,
+and the limited ``engine`` or the MCP ``client``); ``follow`` brings them up to date, edited in
+place (no buzz), and marks one ``final`` once its turn has ended: it is never edited again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.models import Task, TaskStatus, Turn
+from bot.store import Store
+from bot.store.outbox import OutboxRow
+from bot.telegram.callbacks import task_keyboard
+from bot.telegram.lifecycle import TaskMessages
+from bot.telegram.render import STATUS_ICONS
+from bot.telegram.texts import Texts
+
+FOLLOWUP_KIND = "followup"
+LIMIT_KIND = "limit"
+CANCEL_KIND = "cancel"  # the "cancelling…" answer to /cancel, until the turn's card takes it
+# what another quiet line about a turn says once that turn runs (``Notifier.turn_note``)
+STATE_KEYS = frozenset({"task.retry_state", "task.resume_state"})
+
+
+def turn_state(task: Task, turn: Turn) -> TaskStatus:
+    """Where a turn is: a queued turn its engine's usage limit sent back waits for it."""
+    if turn.status is TaskStatus.QUEUED and task.status is TaskStatus.WAITING_FOR_LIMIT:
+        return TaskStatus.WAITING_FOR_LIMIT
+    return turn.status
+
+
+class TurnNotes:
+    def __init__(self, store: Store, texts: Texts, lifecycle: TaskMessages) -> None:
+        self._store = store
+        self._texts = texts
+        self._lifecycle = lifecycle
+
+    async def follow(self, task: Task) -> None:
+        """Every follow-up acknowledgement and limit notice of ``task`` says what its turn
+        did; one whose turn ended is edited a last time."""
+        async with self._store.atomic():  # read and rewritten with no delivery between
+            kinds = [FOLLOWUP_KIND, LIMIT_KIND, CANCEL_KIND]
+            for row in await self._store.outbox.sends_about(task.id, kinds):
+                if row.link_kind == CANCEL_KIND:
+                    await self._cancelling(task, row)
+                    continue
+                about: dict[str, Any] = row.payload.get("about") or {}
+                if about.get("final") or not isinstance(about.get("turn"), int):
+                    continue
+                turn = await self._store.tasks.get_turn(about["turn"])
+                if turn is None:
+                    continue
+                if row.link_kind == FOLLOWUP_KIND:
+                    text = self._followup(task, turn, about)
+                else:
+                    text = self._limit(task, turn, about)
+                if text is None:  # still queued, or still waiting: as it was sent
+                    continue
+                state = turn_state(task, turn)
+                markup = (  # queued again (a limit it waited for was left): Cancel again
+                    task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+                    if state is TaskStatus.QUEUED
+                    else None
+                )
+                final = not turn.status.active
+                await self._lifecycle.rewrite(
+                    task.chat_id, row, text, markup, about={**about, "moved": True, "final": final}
+                )
+
+    async def _cancelling(self, task: Task, row: OutboxRow) -> None:
+        """A "cancelling…" whose turn ended with no card to take it over (the process died
+        first: the task is interrupted) says where the task is instead."""
+        if task.status.active:
+            return
+        await self._lifecycle.rewrite(task.chat_id, row, self._lifecycle.head(task), None)
+        await self._store.outbox.relink(row.id, "status")
+
+    def _end(self, task: Task, turn: Turn) -> str:
+        state = turn_state(task, turn)
+        return f"{STATUS_ICONS[state]} {self._texts.status(task.locale, state)}"
+
+    def _followup(self, task: Task, turn: Turn, about: dict[str, Any]) -> str | None:
+        if turn_state(task, turn) is TaskStatus.QUEUED and not about.get("moved"):
+            return None
+        client = about.get("client")
+        key = "mcp.followup_state" if isinstance(client, str) else "task.followup_state"
+        if about.get("state") in STATE_KEYS:
+            key = str(about["state"])
+        return self._texts.get(
+            task.locale, key, label=task.label, client=str(client or ""), end=self._end(task, turn)
+        )
+
+    def _limit(self, task: Task, turn: Turn, about: dict[str, Any]) -> str | None:
+        limited = str(about.get("engine") or task.engine)
+        if task.engine == limited and turn_state(task, turn) is TaskStatus.WAITING_FOR_LIMIT:
+            return None
+        if task.engine != limited:
+            key = "task.limit_notice_moved"
+        elif turn.started_at is not None or turn.status.active:
+            key = "task.limit_notice_reset"
+        else:  # it never went on: cancelled while it waited
+            key = "task.limit_notice_over"
+        return self._texts.get(
+            task.locale,
+            key,
+            label=task.label,
+            before=limited.capitalize(),
+            engine=task.engine.capitalize(),
+            end=self._end(task, turn),
+        )
