@@ -149,7 +149,7 @@ async def test_a_budget_stop_is_one_message_with_extend_and_stop(tmp_path, workd
             await fake.press(OWNER, card_id, rows[0][0]["callback_data"], OWNER)
             await fake.wait_text(OWNER, "Continued to the end.", timeout_s=20)
             await until(
-                lambda: "Budget raised to $1.01" in fake.find_message(OWNER, card_id)["text"]
+                lambda: "Budget raised to $0.03" in fake.find_message(OWNER, card_id)["text"]
             )
             assert not any(d.startswith("bu:") for d in buttons_data(fake, card_id))
             assert "budget reached" in fake.find_message(OWNER, card_id)["text"]  # history kept

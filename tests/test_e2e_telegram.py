@@ -7,7 +7,10 @@ import asyncio
 import os
 import sys
 
+import pytest
+
 from bot.models import TaskStatus
+from bot.telegram.render import usd
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
 
@@ -273,12 +276,14 @@ async def test_task_budget_breach_asks_and_extend_resumes(
             task = await app.store.tasks.get(1)
             assert task.status is TaskStatus.BUDGET_EXCEEDED and task.total_cost_usd > 0.01
             extend = question.params["reply_markup"]["inline_keyboard"][0][0]
-            assert extend["text"] == "Extend by $0.01"  # by the task's own budget
+            spent = task.total_cost_usd  # Extend leaves the task its own budget's room again
+            assert extend["text"] == f"Extend by ${usd(spent)}", extend
             await fake.press(OWNER, question.result["message_id"], extend["callback_data"], OWNER)
             done = await fake.wait_text(OWNER, "resumed after extend", timeout_s=60)
             assert "(task $" in done.params["text"]
             task = await app.store.tasks.get(1)
-            assert task.status is TaskStatus.DONE and task.max_usd == 0.02
+            assert task.status is TaskStatus.DONE
+            assert task.max_usd == pytest.approx(spent + 0.01)
             assert task.session_id and (await app.store.tasks.last_turn(1)).seq == 2
             assert await app.store.audit.count("budget_extended", OWNER) == 1
 

@@ -123,10 +123,12 @@ class MoneyDesk:
         return left if left >= 1e-6 else 0.0
 
     def extend_amount(self, task: Task) -> float:
-        """What Extend adds: the task's budget as it stands (each extension doubles it, so a
-        $0.05 task is offered $0.05, not a flat dollar); without one, the per-task cap, else
-        $1."""
-        return task.max_usd or self.task_cap_usd or 1.0
+        """What Extend adds: what the task spent past its budget, plus the budget as it stands
+        (a $0.05 task is offered its $0.05 again, not a flat dollar; without a budget, the
+        per-task cap, else $1), so the extended task has that much room left, never none."""
+        step = task.max_usd or self.task_cap_usd or 1.0
+        over = max(0.0, task.total_cost_usd - task.max_usd) if task.max_usd is not None else 0.0
+        return over + step
 
 
 def resolve_preset(catalog: PresetCatalog, typed: str) -> Preset:
