@@ -88,3 +88,20 @@ def test_telegram_types_are_built_on_first_use_and_work():
     assert (found["text"], found["reply_to"], found["data"]) == ("hi", 1, "t:cancel:1")
     assert found["markup"] == {"inline_keyboard": [[{"text": "x", "callback_data": "t:cancel:1"}]]}
     assert found["local"] == 3
+
+
+# What bot/lazy_types.py and bot/telegram/answers.py were measured against. A move of any of
+# them is a decision: re-run this file and tests/test_session.py, re-measure `make bench`'s
+# start and idle RSS, then update the pins in pyproject.toml and here together.
+TUNED_WITH = {"aiogram": "3.31.0", "pydantic": "2.13.5", "pydantic-core": "2.46.5"}
+
+
+def test_the_tuned_libraries_are_the_versions_the_tuning_was_measured_with():
+    from importlib.metadata import version
+
+    installed = {name: version(name) for name in TUNED_WITH}
+    assert installed == TUNED_WITH, (
+        "the start-up tuning (bot/lazy_types.py's deferred build, bot/telegram/answers.py's copy "
+        f"of aiogram's check_response) was measured with {TUNED_WITH}, not {installed}: re-measure "
+        "it before moving these pins"
+    )
