@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.models import ApprovalMode, TurnSpec  # noqa: E402
-from executors.claude import sandbox_settings  # noqa: E402
+from executors.claude_sandbox import sandbox_settings  # noqa: E402
 from executors.process import QUIET_ENV  # noqa: E402
 from tests.support.anthropic_mock import AnthropicMock  # noqa: E402
 from tests.support.fake_telegram import TOKEN, FakeTelegram  # noqa: E402

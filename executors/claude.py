@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 import re
 import shutil
-import tempfile
 import uuid
-from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +18,7 @@ from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
 from executors import gitguard, sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.denied import outside, secret_names
+from executors.claude_sandbox import mcp_config_file, sandbox_settings
 from executors.process import (
     JsonLines,
     agent_env,
@@ -220,63 +216,6 @@ NOT_LOGGED_IN = (
 def _logged_out(final: TurnFinished) -> bool:
     """The CLI's own words without a login (2.1.197: "Not logged in · Please run /login")."""
     return final.is_error and "Please run /login" in (final.result_text or "")
-
-
-def sandbox_settings(spec: TurnSpec, environ: Mapping[str, str] | None = None) -> str:
-    """``--settings`` for a sandboxed turn (measured with 2.1.197, docs/sandbox.md): Bash runs in
-    bubblewrap, writable only in the task's directory, and needs no approval there; a command the
-    agent wants to run outside it (``dangerouslyDisableSandbox``), a host not in the list and an
-    edit outside the directory come to the permission prompt; no sandbox, no turn. The turn's
-    denied paths are hidden from its commands (``filesystem.denyRead``: a tmpfs or /dev/null
-    over each, the task's directory bound back) and from the Read tool, and kept from the
-    edit tools (deny rules, which cannot be lifted inside a denied directory: they name what
-    lies around the task's directory); the API keys and tokens of ``environ`` are unset for its
-    commands (``credentials.envVars``), while the CLI itself keeps them to reach its model."""
-    settings: dict[str, Any] = {
-        "enabled": True,
-        "autoAllowBashIfSandboxed": True,
-        "failIfUnavailable": True,
-        "allowUnsandboxedCommands": True,
-        "network": {"allowedDomains": list(spec.sandbox_domains)},
-    }
-    if spec.deny_read:
-        settings["filesystem"] = {"denyRead": [str(p) for p in spec.deny_read]}
-    hidden = secret_names(environ or {})
-    if hidden:
-        settings["credentials"] = {"envVars": [{"name": n, "mode": "deny"} for n in hidden]}
-    rules = [rule for p in outside(spec.deny_read, spec.cwd) for rule in _deny_rules(p)]
-    permissions = {"permissions": {"deny": rules}} if rules else {}
-    return json.dumps({"sandbox": settings, **permissions})
-
-
-def _deny_rules(path: Path) -> tuple[str, str]:
-    """Read and Edit deny rules for an absolute path (``//`` marks one in 2.1.197's rule
-    syntax): not read, and not written either (with the task's directory its home, a Write of
-    ``~/.ssh/authorized_keys`` was accepted without a tap)."""
-    pattern = f"/{path}/**" if path.is_dir() else f"/{path}"
-    return f"Read({pattern})", f"Edit({pattern})"
-
-
-@contextlib.contextmanager
-def mcp_config_file(spec: TurnSpec) -> Iterator[Path | None]:
-    """The turn's MCP servers as a ``--mcp-config`` file readable by this user only, in the
-    bot's private directory (``spec.private_dir``: not in /tmp, where a sandboxed command reads
-    what this user wrote), removed after the turn."""
-    if not spec.mcp_servers:
-        yield None
-        return
-    servers = {
-        s.name: {"type": "stdio", "command": s.command, "args": list(s.args), "env": dict(s.env)}
-        for s in spec.mcp_servers
-    }
-    fd, name = tempfile.mkstemp(prefix="detach-mcp-", suffix=".json", dir=spec.private_dir)
-    try:
-        with os.fdopen(fd, "w") as out:  # mkstemp: mode 0600
-            json.dump({"mcpServers": servers}, out)
-        yield Path(name)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
 
 
 def _no_session(event: TurnFinished, spec: TurnSpec) -> bool:

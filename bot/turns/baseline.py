@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.telegram.render import shorten
-from bot.turns.gitinfo import TIMEOUT_S, diff_stat, in_repository, listed, scoped
-from executors.gitguard import PLAIN_DIFF, Scope, git
+from bot.turns.gitinfo import diff_stat, in_repository, listed, output, scoped
+from executors.gitguard import PLAIN_DIFF, Scope
 
 HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
 MAX_HASHED = 5000  # dirty files hashed at most; the rest are signed by their metadata
@@ -49,8 +49,8 @@ async def take(cwd: str) -> Baseline:
     if within is None:
         return Baseline(None)
     top, status = await asyncio.gather(
-        _out(cwd, within, "rev-parse", "--show-toplevel"),
-        _out(cwd, within, "status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames"),
+        output(cwd, within, "rev-parse", "--show-toplevel"),
+        output(cwd, within, "status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames"),
     )
     if not top or not status:
         return Baseline(None)
@@ -101,9 +101,9 @@ async def _commits(
     span = f"{start}..{end}" if start else end
     base = start or await _empty_tree(cwd, within)
     log, count, names = await asyncio.gather(
-        _out(cwd, within, "log", "--no-color", "--format=%h %s", f"-n{MAX_COMMITS}", span, "--"),
-        _out(cwd, within, "rev-list", "--count", span, "--"),
-        _out(cwd, within, "diff", *PLAIN_DIFF, *TOP, "--name-only", "-z", base, end),
+        output(cwd, within, "log", "--no-color", "--format=%h %s", f"-n{MAX_COMMITS}", span, "--"),
+        output(cwd, within, "rev-list", "--count", span, "--"),
+        output(cwd, within, "diff", *PLAIN_DIFF, *TOP, "--name-only", "-z", base, end),
     )
     lines = [f"● {shorten(line, 72, one_line=True)}" for line in log.splitlines()]
     if count.isdigit() and int(count) > len(lines):
@@ -115,12 +115,12 @@ async def _stat(cwd: str, within: Scope, base: str, paths: list[str]) -> str:
     """``git diff --stat`` of the work tree against ``base`` for exactly these files (``cwd``:
     the top, as the names are from it; taken literally, never as patterns)."""
     args = ("diff", *PLAIN_DIFF, *TOP, "--stat", base, "--", *paths)
-    return await _out(cwd, within, "--literal-pathspecs", *args)
+    return await output(cwd, within, "--literal-pathspecs", *args)
 
 
 async def _empty_tree(cwd: str, within: Scope) -> str:
     """The empty tree's id in this repository's hash (a repository with no commit yet)."""
-    return await _out(cwd, within, "hash-object", "-t", "tree", "--stdin")
+    return await output(cwd, within, "hash-object", "-t", "tree", "--stdin")
 
 
 def _parse_status(status: str) -> tuple[str | None, list[str], list[str]]:
@@ -165,11 +165,3 @@ def _sign(path: Path, hashed: bool) -> str:
     with os.fdopen(fd, "rb") as file:
         digest = hashlib.sha256(file.read(HASH_BYTES + 1))
     return f"{info.st_mode:o}:{digest.hexdigest()}"
-
-
-async def _out(cwd: str, within: Scope, *args: str) -> str:
-    try:
-        done = await git(cwd, *args, timeout_s=TIMEOUT_S, within=within)
-    except OSError:
-        return ""
-    return done.out if done.code == 0 else ""

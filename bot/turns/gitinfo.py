@@ -26,7 +26,7 @@ async def diff_stat(cwd: str, max_chars: int = 1200) -> str:
     if within is None:
         return ""
     stat, new = await asyncio.gather(
-        _out(cwd, within, "diff", "HEAD", "--stat", *PLAIN_DIFF), _new(cwd, within)
+        output(cwd, within, "diff", "HEAD", "--stat", *PLAIN_DIFF), _new(cwd, within)
     )
     lines = [stat] if stat else []
     lines += listed(new, " {} | new", " … {} more new files")
@@ -42,7 +42,7 @@ async def diff_text(cwd: str, max_chars: int = 12000) -> str | None:
     if within is None:
         return None
     diff, new = await asyncio.gather(
-        _out(cwd, within, "diff", "HEAD", *PLAIN_DIFF), _new(cwd, within)
+        output(cwd, within, "diff", "HEAD", *PLAIN_DIFF), _new(cwd, within)
     )
     names = listed(new, "new file (untracked): {}", "… {} more new files")
     text = "\n".join(part for part in (diff, "\n".join(names)) if part)
@@ -64,7 +64,7 @@ async def scoped(cwd: str) -> Scope | None:
 
 async def _new(cwd: str, within: Scope) -> list[str]:
     """The repository's new files (untracked, not ignored)."""
-    return (await _out(cwd, within, "ls-files", "--others", "--exclude-standard")).splitlines()
+    return (await output(cwd, within, "ls-files", "--others", "--exclude-standard")).splitlines()
 
 
 def listed(files: list[str], line: str, more: str) -> list[str]:
@@ -74,7 +74,7 @@ def listed(files: list[str], line: str, more: str) -> list[str]:
     return shown
 
 
-async def _out(cwd: str, within: Scope, *args: str) -> str:
+async def output(cwd: str, within: Scope, *args: str) -> str:
     """A git command's output in ``cwd``; empty when it fails, is missing or takes too long."""
     try:
         done = await git(cwd, *args, timeout_s=TIMEOUT_S, within=within)
