@@ -124,8 +124,8 @@ async def test_a_clean_stop_still_sends_sigint_first(tmp_path, workdir):
         try:
             await fake.wait_call("setMyCommands", timeout_s=60)
             await fake.user_message("/detach HANG RECORD wait for a signal", OWNER)
-            async with asyncio.timeout(30):
-                while not _stand_ins(bot.pid):
+            async with asyncio.timeout(30):  # the stand-in runs and listens for its signal
+                while not (_stand_ins(bot.pid) and (tmp_path / "signals.ready").exists()):
                     await asyncio.sleep(0.1)
             bot.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(bot.wait(), 30) == 0

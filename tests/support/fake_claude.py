@@ -12,7 +12,7 @@ It reads the first stdin line (the prompt message) and acts on a word in the pro
 - ``HUGE``: one line longer than the executor's 64 MiB limit.
 - ``NAP``: answers after 1.5 s.
 - ``RECORD``: with ``HANG``, writes the name of the first signal it gets (SIGINT, SIGTERM) to
-  ``$HOME/signals.log``, then exits.
+  ``$HOME/signals.log``, then exits; ``$HOME/signals.ready`` appears once it listens.
 - anything else: answers at once.
 
 Use ``script(dir)`` for an executable that runs it with this interpreter.
@@ -101,6 +101,7 @@ def main() -> None:
     if "RECORD" in prompt:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _record)
+        (Path(os.environ["HOME"]) / "signals.ready").touch()
     if "STUBBORN" in prompt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
