@@ -7,7 +7,7 @@ AGENTS := agents/node_modules/.bin
 CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
 
-.PHONY: run test venv dev agents llm locales lint bench clean sandbox sandbox-required
+.PHONY: run test test-fast venv dev agents llm locales lint bench clean sandbox sandbox-required
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ test: dev agents llm locales sandbox-required
 	$(VENV)/bin/mypy bot handlers executors
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude DETACH_TEST_CODEX_BIN=$(CURDIR)/$(CODEX_NATIVE) \
 		$(PY) -m pytest -q
+
+# The fast tier while working: no real agent CLI, no PostgreSQL, no drills (tests/conftest.py
+# marks the rest slow); under a minute. CI runs `make test`, both tiers.
+test-fast: dev locales
+	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
 
 bench: dev agents locales sandbox
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/footprint.py

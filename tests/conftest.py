@@ -13,6 +13,60 @@ from tests.support.anthropic_mock import AnthropicMock
 from tests.support.openai_mock import OpenAIMock
 
 ROOT = Path(__file__).resolve().parent.parent
+# a test that uses one of these runs a real agent CLI: the slow tier (`make test-fast` skips it)
+REAL_AGENT_FIXTURES = frozenset({"claude_bin", "codex_bin", "agent_env", "codex_env"})
+
+
+# whole modules of drills and real processes of the bot (detach run/add/worker, kill -9)
+SLOW_MODULES = frozenset(
+    {
+        "test_burst_stop",
+        "test_chaos",
+        "test_cli",
+        "test_crash_windows",
+        "test_fleet",
+        "test_fleet_chaos",
+        "test_launch",
+        "test_one_owner",
+        "test_orphans",
+        "test_restart",
+        "test_setup",
+        "test_systemd",
+        "test_workers",
+    }
+)
+# single tests of other modules that take seconds (a subprocess, a burst, a long bounded wait)
+SLOW_TESTS = frozenset(
+    {
+        "test_architecture.py::test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher",
+        "test_architecture.py::test_a_worker_imports_no_telegram_library_and_no_scheduler",
+        "test_architecture.py::test_nothing_is_built_at_import_time",
+        "test_e2e_telegram.py::test_progress_never_outlives_its_turn_in_a_backed_up_chat",
+        "test_session.py::test_the_types_answers_build_no_response_model_of_their_own",
+        "test_mcp.py::test_http_transport_wants_the_token_from_the_config_home",
+        "test_limits.py::test_a_burst_of_tasks_meets_the_limit_and_each_waits_once_and_goes_on_in_order",
+        "test_limit_times.py::test_one_tasks_sooner_reset_does_not_release_the_others",
+        "test_hostile_read.py::test_local_commands_read_no_secret",
+        "test_lazy_types.py::test_telegram_types_are_built_on_first_use_and_work",
+        "test_local_tools_hostile.py::test_a_catastrophic_pattern_neither_hangs_nor_stalls_the_loop",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fast tier (`make test-fast`: ``-m "not slow"``, under a minute) is every test that
+    runs no real agent CLI, no PostgreSQL and none of the drills named above. CI runs both
+    tiers (`make test`). A test that takes seconds belongs in SLOW_TESTS."""
+    for item in items:
+        module = item.path.stem
+        test = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if (
+            REAL_AGENT_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or module in SLOW_MODULES
+            or test in SLOW_TESTS
+            or "postgres" in item.name
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
