@@ -20,6 +20,8 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.installed
 	$(PIP) install --quiet -e '.[dev]'
+	@# commit messages: a subject of at most 72 characters, a blank line, the why (.githooks)
+	-git config core.hooksPath .githooks 2>/dev/null
 	touch $@
 
 # A real small model for the local engine's one real-model test: llama-cpp-python's
