@@ -46,7 +46,7 @@ from bot.telegram.texts import DEFAULT_LOCALE
 from bot.turns.pool import JobPool
 from bot.worktrees.card import WorktreeCard
 from executors import registry
-from handlers import Services, build_dispatcher
+from handlers import Services, build_dispatcher, release_routers
 
 log = logging.getLogger(__name__)
 BOT_NAME = "bot"  # the bot's runner name on a shared database (workers name themselves)
@@ -212,6 +212,7 @@ async def build(
             engines_ready=core.engines.ready,
             make=functools.partial(JournaledDispatcher, store, polling),
         )
+        stack.callback(release_routers, dispatcher)  # the next dispatcher may include them
         await start_core(core, stack)
         await stack.enter_async_context(timer.serve(schedules.on_fire))
         app = App(

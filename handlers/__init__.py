@@ -1,4 +1,23 @@
-"""aiogram routers, one per feature, assembled into a fresh Dispatcher by ``build_dispatcher``."""
+"""aiogram routers, one per feature, assembled into a Dispatcher by ``build_dispatcher``.
+
+Each feature module has a module-level ``router`` and module-level handlers registered on it at
+import (aiogram's own examples), so a handler can be found, imported and called by a test. What
+a handler needs it receives by parameter name from aiogram's workflow data: the ``Services``,
+the engines' command names as ``engine_commands``, and what the middlewares add per update
+(``user_id``, ``locale``, ``reply``).
+
+A router belongs to one parent at a time: aiogram refuses to include a router that already has
+one and has no public way to take it out again (3.31.0: ``Router.parent_router``'s setter
+refuses ``None``). The composition root owns the dispatcher, so it owns the routers' loan:
+``build_dispatcher`` includes the module routers, and the root calls ``release_routers`` when
+it tears the dispatcher down (``bot/app.py``: on its exit stack). That takes them out of the
+dispatcher's ``sub_routers`` and clears ``_parent_router``, aiogram's private attribute, which
+is why aiogram is pinned ==3.31.0; ``release_routers`` checks that it worked, and
+``tests/test_handler_functions.py`` fails loudly on a version where it does not.
+So one dispatcher at a time per process, which is what the bot builds (one per run) and what
+the tests do (one after another); a second while the first is alive is refused with a clear
+error rather than aiogram's.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiogram import BaseMiddleware, Bot, Dispatcher
+from aiogram import BaseMiddleware, Bot, Dispatcher, Router
 from aiogram.types import BotCommand, TelegramObject
 
 from bot.approvals.answers import ApprovalAnswers
@@ -45,6 +64,18 @@ COMMANDS = (
     "lang",
     "help",
 )
+# first match wins: the catch-alls (stale buttons, unknown commands, plain text) come last
+ROUTERS: tuple[Router, ...] = (
+    basics.router,
+    tasks.router,
+    approvals.router,
+    money.router,
+    schedules.router,
+    held.router,
+    buttons.router,
+    replies.router,
+    errors.router,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,27 +103,41 @@ def build_dispatcher(
     engines_ready: Callable[[], Awaitable[object]],
     make: Callable[..., Dispatcher] = Dispatcher,
 ) -> Dispatcher:
-    """Handlers reply through the outbox (paced, durable, in order with task messages);
-    ``engines`` name the task commands besides /detach (and their menu entries, from the
-    catalogs' ``commands.<engine>``); an update is handled once ``engines_ready`` (the
-    engines' start-up probes, which run while polling starts); ``make`` builds the Dispatcher
-    itself (the bot's keeps a journal of updates)."""
-    dp = make(**{f: getattr(services, f) for f in Services.__dataclass_fields__})
+    """A dispatcher with the handlers' routers included; its owner calls ``release_routers``
+    when done with it (the next one may include them then). Handlers reply through the outbox
+    (paced, durable, in order with task messages); ``engines`` name the task commands besides
+    /detach (``engine_commands`` to the handlers, and the menu's entries, from the catalogs'
+    ``commands.<engine>``); an update is handled once ``engines_ready`` (the engines' start-up
+    probes, which run while polling starts); ``make`` builds the Dispatcher itself (the bot's
+    keeps a journal of updates). Raises RuntimeError while another dispatcher holds them."""
+    held = [r.name for r in ROUTERS if r.parent_router is not None]
+    if held:
+        raise RuntimeError(f"routers {held} serve another dispatcher: one at a time per process")
+    fields = {f: getattr(services, f) for f in Services.__dataclass_fields__}
+    dp = make(**fields, engine_commands=tuple(engines))
     access, texts, outbox = services.access, services.texts, services.outbox
     dp.update.outer_middleware(WaitFor(engines_ready))
     dp.update.outer_middleware(AllowListMiddleware(access, texts, outbox))
     dp.update.outer_middleware(LocaleMiddleware(access, texts, outbox))
-    dp.include_routers(
-        basics.router(),
-        tasks.router(engines),
-        approvals.router(),
-        money.router(),
-        schedules.router(),
-        held.router(),
-        buttons.router(),
-        replies.router(),
-        errors.router(),
-    )
+    dp.startup.register(_menu_setter(texts, engines))
+    dp.include_routers(*ROUTERS)
+    return dp
+
+
+def release_routers(dp: Dispatcher) -> None:
+    """Take the handlers' routers back from ``dp`` (those it holds; any other is left alone).
+    Raises RuntimeError if aiogram no longer lets go of them this way (an aiogram upgrade)."""
+    for router in ROUTERS:
+        if router.parent_router is dp:
+            dp.sub_routers.remove(router)
+            router._parent_router = None  # no public way (see the module's docstring)
+    kept = [r.name for r in ROUTERS if r.parent_router is dp or r in dp.sub_routers]
+    if kept:
+        raise RuntimeError(f"aiogram did not release routers {kept}: is it still ==3.31.0?")
+
+
+def _menu_setter(texts: Texts, engines: Sequence[str]) -> Callable[[Bot], Awaitable[None]]:
+    """The startup hook that sets the command menu beside polling."""
 
     async def set_commands(bot: Bot) -> None:
         """The command menu in every language we have; English is also the default."""
@@ -113,8 +158,7 @@ def build_dispatcher(
         menu_setting.add(task)
         task.add_done_callback(menu_setting.discard)
 
-    dp.startup.register(set_commands_soon)
-    return dp
+    return set_commands_soon
 
 
 class WaitFor(BaseMiddleware):

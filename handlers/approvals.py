@@ -13,58 +13,52 @@ from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from handlers.taps import Tapped
 
+router = Router(name="approvals")
 
-def router() -> Router:
-    r = Router(name="approvals")
 
-    @r.callback_query(Tapped(ApprovalAction, F.choice.in_(APPROVAL_CHOICES)))
-    async def on_approval_pressed(
-        query: CallbackQuery,
-        callback_data: ApprovalAction,
-        answers: ApprovalAnswers,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        key = await answers.on_approval(
-            user_id, callback_data.qid, callback_data.choice, _where(query)
-        )
-        await query.answer(reply.text(key))
+@router.callback_query(Tapped(ApprovalAction, F.choice.in_(APPROVAL_CHOICES)))
+async def on_approval_pressed(
+    query: CallbackQuery,
+    callback_data: ApprovalAction,
+    answers: ApprovalAnswers,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    key = await answers.on_approval(user_id, callback_data.qid, callback_data.choice, _where(query))
+    await query.answer(reply.text(key))
 
-    @r.callback_query(Tapped(QuestionAction))
-    async def on_option_pressed(
-        query: CallbackQuery,
-        callback_data: QuestionAction,
-        answers: ApprovalAnswers,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        key = await answers.on_option(
-            user_id, callback_data.qid, callback_data.option, _where(query)
-        )
-        await query.answer(reply.text(key))
 
-    @r.message(Command("grants"))
-    async def on_grants(
-        message: Message, answers: ApprovalAnswers, user_id: int, reply: Reply
-    ) -> None:
-        text, markup = await _grants_view(answers, reply, user_id)
-        await reply.send(text, markup=markup)
+@router.callback_query(Tapped(QuestionAction))
+async def on_option_pressed(
+    query: CallbackQuery,
+    callback_data: QuestionAction,
+    answers: ApprovalAnswers,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    key = await answers.on_option(user_id, callback_data.qid, callback_data.option, _where(query))
+    await query.answer(reply.text(key))
 
-    @r.callback_query(Tapped(GrantAction))
-    async def on_revoke_pressed(
-        query: CallbackQuery,
-        callback_data: GrantAction,
-        answers: ApprovalAnswers,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        grant = await answers.revoke(user_id, callback_data.grant_id)
-        await query.answer(plain(reply.text("grants.revoked", pattern=grant.pattern)))
-        text, markup = await _grants_view(answers, reply, user_id)
-        if query.message is not None:
-            await reply.edit(query.message.message_id, text, markup)
 
-    return r
+@router.message(Command("grants"))
+async def on_grants(message: Message, answers: ApprovalAnswers, user_id: int, reply: Reply) -> None:
+    text, markup = await _grants_view(answers, reply, user_id)
+    await reply.send(text, markup=markup)
+
+
+@router.callback_query(Tapped(GrantAction))
+async def on_revoke_pressed(
+    query: CallbackQuery,
+    callback_data: GrantAction,
+    answers: ApprovalAnswers,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    grant = await answers.revoke(user_id, callback_data.grant_id)
+    await query.answer(plain(reply.text("grants.revoked", pattern=grant.pattern)))
+    text, markup = await _grants_view(answers, reply, user_id)
+    if query.message is not None:
+        await reply.edit(query.message.message_id, text, markup)
 
 
 async def _grants_view(

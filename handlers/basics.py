@@ -17,76 +17,82 @@ from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
 from handlers.taps import Tapped
 
+router = Router(name="basics")
 
-def router() -> Router:
-    r = Router(name="basics")
 
-    @r.message(CommandStart())
-    async def on_start(message: Message, reply: Reply) -> None:
-        await reply("start.greeting")
+class LangAction(CallbackData, prefix="lg"):
+    lang: str
 
-    @r.message(Command("help"))
-    async def on_help(message: Message, reply: Reply) -> None:
-        await reply("start.help")
 
-    @r.message(Command("status"))
-    async def on_status(
-        message: Message,
-        reply: Reply,
-        engine_status: list[str],
-        tasks: TaskService,
-        fleet: FleetStatus,
-        user_id: int,
-    ) -> None:
-        await reply.send(await _status(reply, engine_status, tasks, fleet, user_id))
+@router.message(CommandStart())
+async def on_start(message: Message, reply: Reply) -> None:
+    await reply("start.greeting")
 
-    @r.message(Command("notify"))
-    async def on_notify(
-        message: Message, command: CommandObject, tasks: TaskService, reply: Reply
-    ) -> None:
-        """/notify all|done|quiet: which task messages make the phone buzz."""
-        typed = (command.args or "").strip()
-        if typed:
-            policy = await tasks.set_notify_policy(message.chat.id, typed)
-        else:
-            policy = await tasks.notify_policy(message.chat.id)
-        await reply("notify.current", policy=policy.value)
 
-    @r.message(Command("lang"))
-    async def on_lang(
-        message: Message,
-        command: CommandObject,
-        access: AccessPolicy,
-        texts: Texts,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        if command.args:
-            chosen = await access.set_locale(user_id, command.args)
-            await reply.send(texts.get(chosen, "lang.set", lang=_name(texts, chosen)))
-            return
-        rows = [
-            [Button(text=_name(texts, loc), callback_data=LangAction(lang=loc).pack())]
-            for loc in texts.locales
-        ]
-        await reply("lang.current", lang=_name(texts, reply.locale), markup=Keyboard.of(rows))
+@router.message(Command("help"))
+async def on_help(message: Message, reply: Reply) -> None:
+    await reply("start.help")
 
-    @r.callback_query(Tapped(LangAction))
-    async def on_lang_pressed(
-        query: CallbackQuery,
-        callback_data: LangAction,
-        access: AccessPolicy,
-        texts: Texts,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        chosen = await access.set_locale(user_id, callback_data.lang)
-        await query.answer()
-        if query.message is not None:
-            text = texts.get(chosen, "lang.set", lang=_name(texts, chosen))
-            await reply.edit(query.message.message_id, text)
 
-    return r
+@router.message(Command("status"))
+async def on_status(
+    message: Message,
+    reply: Reply,
+    engine_status: list[str],
+    tasks: TaskService,
+    fleet: FleetStatus,
+    user_id: int,
+) -> None:
+    await reply.send(await _status(reply, engine_status, tasks, fleet, user_id))
+
+
+@router.message(Command("notify"))
+async def on_notify(
+    message: Message, command: CommandObject, tasks: TaskService, reply: Reply
+) -> None:
+    """/notify all|done|quiet: which task messages make the phone buzz."""
+    typed = (command.args or "").strip()
+    if typed:
+        policy = await tasks.set_notify_policy(message.chat.id, typed)
+    else:
+        policy = await tasks.notify_policy(message.chat.id)
+    await reply("notify.current", policy=policy.value)
+
+
+@router.message(Command("lang"))
+async def on_lang(
+    message: Message,
+    command: CommandObject,
+    access: AccessPolicy,
+    texts: Texts,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    if command.args:
+        chosen = await access.set_locale(user_id, command.args)
+        await reply.send(texts.get(chosen, "lang.set", lang=_name(texts, chosen)))
+        return
+    rows = [
+        [Button(text=_name(texts, loc), callback_data=LangAction(lang=loc).pack())]
+        for loc in texts.locales
+    ]
+    await reply("lang.current", lang=_name(texts, reply.locale), markup=Keyboard.of(rows))
+
+
+@router.callback_query(Tapped(LangAction))
+async def on_lang_pressed(
+    query: CallbackQuery,
+    callback_data: LangAction,
+    access: AccessPolicy,
+    texts: Texts,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    chosen = await access.set_locale(user_id, callback_data.lang)
+    await query.answer()
+    if query.message is not None:
+        text = texts.get(chosen, "lang.set", lang=_name(texts, chosen))
+        await reply.edit(query.message.message_id, text)
 
 
 def _name(texts: Texts, locale: str) -> str:
@@ -121,7 +127,3 @@ def _runner(reply: Reply, line: RunnerLine) -> str:
         running=runner.running,
         engines=", ".join(runner.engines) or "–",
     )
-
-
-class LangAction(CallbackData, prefix="lg"):
-    lang: str

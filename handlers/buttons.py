@@ -19,64 +19,61 @@ from bot.telegram.reply import Reply
 from bot.worktrees.card import WorktreeCard
 from handlers.taps import Tapped
 
+router = Router(name="buttons")
 
-def router() -> Router:
-    r = Router(name="buttons")
 
-    @r.callback_query(Tapped(TaskAction, F.action.startswith(RUN_ON)))
-    async def on_run_on(
-        query: CallbackQuery,
-        callback_data: TaskAction,
-        handover: Handover,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        engine = run_on_engine(callback_data.action) or ""
-        task = await handover.run_on(user_id, callback_data.task_id, engine)
-        await query.answer(
-            plain(
-                reply.text("task.engine_switch_done", label=task.label, engine=engine.capitalize())
-            )
-        )
+@router.callback_query(Tapped(TaskAction, F.action.startswith(RUN_ON)))
+async def on_run_on(
+    query: CallbackQuery,
+    callback_data: TaskAction,
+    handover: Handover,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    engine = run_on_engine(callback_data.action) or ""
+    task = await handover.run_on(user_id, callback_data.task_id, engine)
+    await query.answer(
+        plain(reply.text("task.engine_switch_done", label=task.label, engine=engine.capitalize()))
+    )
 
-    @r.callback_query(Tapped(TaskAction, F.action.in_(ACTIONS)))
-    async def on_task_action(
-        query: CallbackQuery,
-        callback_data: TaskAction,
-        tasks: TaskService,
-        card: TaskCard,
-        worktree_card: WorktreeCard,
-        handover: Handover,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        if callback_data.action == "wait":
-            task = await handover.keep_waiting(user_id, callback_data.task_id)
-            await query.answer(plain(reply.text("task.wait_chosen", label=task.label)))
-            return
-        if callback_data.action == "cancel":
-            task = await tasks.cancel(user_id, callback_data.task_id)
-            await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
-            return
-        actions: dict[str, Callable[[int, int], Awaitable[object]]] = {
-            "resume": tasks.resume_interrupted,
-            "fail": tasks.mark_failed,
-            "followup": card.ask_follow_up,
-            "transcript": card.send_transcript,
-            "retry": card.retry,
-            "diff": worktree_card.show_diff,
-            "merge": worktree_card.merge,
-            "discard": partial(worktree_card.discard, confirmed=False),
-            "discard_yes": partial(worktree_card.discard, confirmed=True),
-            "archive": lambda user, task_id: tasks.archive(user, str(task_id)),
-        }
-        done = await actions[callback_data.action](user_id, callback_data.task_id)
-        toast = f"toast.{callback_data.action.removesuffix('_yes')}"
-        refused = "_refused" if done is False else ""  # a merge or discard that did not happen
-        await query.answer(reply.text(toast + refused))
 
-    @r.callback_query()
-    async def on_stale(query: CallbackQuery, reply: Reply) -> None:
-        await query.answer(reply.text("callback.stale"))
+@router.callback_query(Tapped(TaskAction, F.action.in_(ACTIONS)))
+async def on_task_action(
+    query: CallbackQuery,
+    callback_data: TaskAction,
+    tasks: TaskService,
+    card: TaskCard,
+    worktree_card: WorktreeCard,
+    handover: Handover,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    if callback_data.action == "wait":
+        task = await handover.keep_waiting(user_id, callback_data.task_id)
+        await query.answer(plain(reply.text("task.wait_chosen", label=task.label)))
+        return
+    if callback_data.action == "cancel":
+        task = await tasks.cancel(user_id, callback_data.task_id)
+        await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
+        return
+    actions: dict[str, Callable[[int, int], Awaitable[object]]] = {
+        "resume": tasks.resume_interrupted,
+        "fail": tasks.mark_failed,
+        "followup": card.ask_follow_up,
+        "transcript": card.send_transcript,
+        "retry": card.retry,
+        "diff": worktree_card.show_diff,
+        "merge": worktree_card.merge,
+        "discard": partial(worktree_card.discard, confirmed=False),
+        "discard_yes": partial(worktree_card.discard, confirmed=True),
+        "archive": lambda user, task_id: tasks.archive(user, str(task_id)),
+    }
+    done = await actions[callback_data.action](user_id, callback_data.task_id)
+    toast = f"toast.{callback_data.action.removesuffix('_yes')}"
+    refused = "_refused" if done is False else ""  # a merge or discard that did not happen
+    await query.answer(reply.text(toast + refused))
 
-    return r
+
+@router.callback_query()
+async def on_stale(query: CallbackQuery, reply: Reply) -> None:
+    await query.answer(reply.text("callback.stale"))

@@ -14,21 +14,18 @@ from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 
+router = Router(name="errors")
 
-def router() -> Router:
-    r = Router(name="errors")
 
-    @r.errors()
-    async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox, locale: str = "en") -> None:
-        exc = event.exception
-        if isinstance(exc, UserInputError):
-            text = texts.get(locale, exc.key, **exc.params)
-        else:
-            log.error("update %s failed: %r", event.update.update_id, exc, exc_info=exc)
-            text = texts.get(locale, "error.internal")
-        if event.update.callback_query is not None:
-            await event.update.callback_query.answer(shorten(plain(text), 200), show_alert=True)
-        elif event.update.message is not None:
-            await outbox.send(event.update.message.chat.id, text)
-
-    return r
+@router.errors()
+async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox, locale: str = "en") -> None:
+    exc = event.exception
+    if isinstance(exc, UserInputError):
+        text = texts.get(locale, exc.key, **exc.params)
+    else:
+        log.error("update %s failed: %r", event.update.update_id, exc, exc_info=exc)
+        text = texts.get(locale, "error.internal")
+    if event.update.callback_query is not None:
+        await event.update.callback_query.answer(shorten(plain(text), 200), show_alert=True)
+    elif event.update.message is not None:
+        await outbox.send(event.update.message.chat.id, text)

@@ -18,6 +18,8 @@ from handlers.taps import Tapped
 
 PLAIN = ""  # the command of a plain message (all of it is the goal)
 
+router = Router(name="held")
+
 
 async def held_back(
     message: Message, files: list[Path], words: str, tasks: TaskService, reply: Reply, held: Held
@@ -94,25 +96,20 @@ def held_for(message: Message, tasks: TaskService, user_id: int) -> int | None:
     return None
 
 
-def router() -> Router:
-    r = Router(name="held")
-
-    @r.callback_query(Tapped(HeldAction))
-    async def on_drop(
-        query: CallbackQuery,
-        callback_data: HeldAction,
-        tasks: TaskService,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        """Drop: the held files are forgotten and the question says so."""
-        chat_id = query.message.chat.id if query.message else reply.chat_id
-        held = tasks.held.take(chat_id, callback_data.message_id, user_id)
-        if held is not None:
-            tasks.held.forget(chat_id, callback_data.message_id)
-        text = reply.text("attachment.dropped" if held else "attachment.gone")
-        if query.message is not None:
-            await reply.edit(query.message.message_id, text)
-        await query.answer(plain(text))
-
-    return r
+@router.callback_query(Tapped(HeldAction))
+async def on_drop(
+    query: CallbackQuery,
+    callback_data: HeldAction,
+    tasks: TaskService,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    """Drop: the held files are forgotten and the question says so."""
+    chat_id = query.message.chat.id if query.message else reply.chat_id
+    held = tasks.held.take(chat_id, callback_data.message_id, user_id)
+    if held is not None:
+        tasks.held.forget(chat_id, callback_data.message_id)
+    text = reply.text("attachment.dropped" if held else "attachment.gone")
+    if query.message is not None:
+        await reply.edit(query.message.message_id, text)
+    await query.answer(plain(text))

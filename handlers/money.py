@@ -17,6 +17,8 @@ from bot.telegram.render import money, tokens
 from bot.telegram.reply import Reply
 from handlers.taps import Tapped
 
+router = Router(name="money")
+
 
 class ModelAction(CallbackData, prefix="md"):
     name: str
@@ -68,90 +70,86 @@ def _engine_lines(summary: SpendSummary, desk: MoneyDesk, reply: Reply) -> list[
     return lines
 
 
-def router() -> Router:
-    r = Router(name="money")
-
-    @r.message(Command("model"))
-    async def on_model(
-        message: Message, command: CommandObject, tasks: TaskService, reply: Reply
-    ) -> None:
-        desk: MoneyDesk = tasks.money
-        typed = (command.args or "").strip()
-        if not typed:
-            current = await desk.chat_preset(message.chat.id)
-            text = (
-                reply.text(
-                    "money.model_current",
-                    name=current.name,
-                    engine=current.engine,
-                    model=current.model,
-                )
-                if current
-                else reply.text("money.model_none")
+@router.message(Command("model"))
+async def on_model(
+    message: Message, command: CommandObject, tasks: TaskService, reply: Reply
+) -> None:
+    desk: MoneyDesk = tasks.money
+    typed = (command.args or "").strip()
+    if not typed:
+        current = await desk.chat_preset(message.chat.id)
+        text = (
+            reply.text(
+                "money.model_current",
+                name=current.name,
+                engine=current.engine,
+                model=current.model,
             )
-            presets = [desk.catalog.get(n) for n in desk.catalog.names()]
-            await reply.send(text, markup=_keyboard([p for p in presets if p]))
-            return
-        candidates = desk.candidates(typed)
-        if candidates:
-            await reply("money.model_pick", markup=_keyboard(candidates))
-            return
-        preset = await desk.set_chat_preset(message.chat.id, typed)
-        await reply("money.model_set", name=preset.name, engine=preset.engine, model=preset.model)
-
-    @r.callback_query(Tapped(ModelAction))
-    async def on_model_pressed(
-        query: CallbackQuery, callback_data: ModelAction, tasks: TaskService, reply: Reply
-    ) -> None:
-        preset = await tasks.money.set_chat_preset(reply.chat_id, callback_data.name)
-        await query.answer()
-        if query.message is not None:
-            await reply.edit(
-                query.message.message_id,
-                reply.text(
-                    "money.model_set", name=preset.name, engine=preset.engine, model=preset.model
-                ),
-            )
-
-    @r.message(Command("spend"))
-    async def on_spend(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
-        summary = await tasks.money.summary(user_id)
-        cap = (
-            reply.text("money.spend_cap", cap=money(summary.cap_usd))
-            if summary.cap_usd is not None
-            else ""
+            if current
+            else reply.text("money.model_none")
         )
-        lines = [
-            reply.texts.raw(
-                reply.locale, "money.spend_header", today=money(summary.today_usd), cap=cap
-            )
-        ]
+        presets = [desk.catalog.get(n) for n in desk.catalog.names()]
+        await reply.send(text, markup=_keyboard([p for p in presets if p]))
+        return
+    candidates = desk.candidates(typed)
+    if candidates:
+        await reply("money.model_pick", markup=_keyboard(candidates))
+        return
+    preset = await desk.set_chat_preset(message.chat.id, typed)
+    await reply("money.model_set", name=preset.name, engine=preset.engine, model=preset.model)
+
+
+@router.callback_query(Tapped(ModelAction))
+async def on_model_pressed(
+    query: CallbackQuery, callback_data: ModelAction, tasks: TaskService, reply: Reply
+) -> None:
+    preset = await tasks.money.set_chat_preset(reply.chat_id, callback_data.name)
+    await query.answer()
+    if query.message is not None:
+        await reply.edit(
+            query.message.message_id,
+            reply.text(
+                "money.model_set", name=preset.name, engine=preset.engine, model=preset.model
+            ),
+        )
+
+
+@router.message(Command("spend"))
+async def on_spend(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
+    summary = await tasks.money.summary(user_id)
+    cap = (
+        reply.text("money.spend_cap", cap=money(summary.cap_usd))
+        if summary.cap_usd is not None
+        else ""
+    )
+    lines = [
+        reply.texts.raw(reply.locale, "money.spend_header", today=money(summary.today_usd), cap=cap)
+    ]
+    lines += [
+        reply.text("money.spend_day", day=day, total=money(total))
+        for day, total in summary.days
+        if total
+    ]
+    lines += _engine_lines(summary, tasks.money, reply)
+    if summary.top:
+        lines.append(reply.text("money.spend_top"))
         lines += [
-            reply.text("money.spend_day", day=day, total=money(total))
-            for day, total in summary.days
-            if total
+            reply.text("money.spend_task", label=t.label, total=money(t.total_cost_usd))
+            for t in summary.top
         ]
-        lines += _engine_lines(summary, tasks.money, reply)
-        if summary.top:
-            lines.append(reply.text("money.spend_top"))
-            lines += [
-                reply.text("money.spend_task", label=t.label, total=money(t.total_cost_usd))
-                for t in summary.top
-            ]
-        else:
-            lines.append(reply.text("money.spend_none"))
-        await reply.send("\n".join(lines))
+    else:
+        lines.append(reply.text("money.spend_none"))
+    await reply.send("\n".join(lines))
 
-    @r.callback_query(Tapped(BudgetAction))
-    async def on_budget_pressed(
-        query: CallbackQuery,
-        callback_data: BudgetAction,
-        card: TaskCard,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        await card.answer_budget(user_id, callback_data.qid, callback_data.extend)
-        toast = "toast.extended" if callback_data.extend else "toast.stopped"
-        await query.answer(reply.text(toast))
 
-    return r
+@router.callback_query(Tapped(BudgetAction))
+async def on_budget_pressed(
+    query: CallbackQuery,
+    callback_data: BudgetAction,
+    card: TaskCard,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    await card.answer_budget(user_id, callback_data.qid, callback_data.extend)
+    toast = "toast.extended" if callback_data.extend else "toast.stopped"
+    await query.answer(reply.text(toast))

@@ -15,7 +15,11 @@ from handlers.held import PLAIN, held_back, held_for, start_held
 
 LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits this long
 
+router = Router(name="replies")
+WITH_CONTENT = (F.text & ~F.text.startswith("/")) | F.document | F.photo
 
+
+@router.message(F.reply_to_message, WITH_CONTENT)
 async def on_reply(
     message: Message, tasks: TaskService, user_id: int, locale: str, reply: Reply
 ) -> None:
@@ -43,47 +47,42 @@ async def on_reply(
         await tasks.follow_up(user_id, task.id, text, message.message_id, files)
 
 
-def router() -> Router:
-    r = Router(name="replies")
+@router.message(F.text.startswith("/"))
+async def on_unknown_command(message: Message, reply: Reply) -> None:
+    await reply("error.unknown_command")
 
-    with_content = (F.text & ~F.text.startswith("/")) | F.document | F.photo
-    r.message(F.reply_to_message, with_content)(on_reply)
 
-    @r.message(F.text.startswith("/"))
-    async def on_unknown_command(message: Message, reply: Reply) -> None:
-        await reply("error.unknown_command")
+@router.edited_message()
+async def on_edited(message: Message, reply: Reply) -> None:
+    await reply("error.edited_message")
 
-    @r.edited_message()
-    async def on_edited(message: Message, reply: Reply) -> None:
-        await reply("error.edited_message")
 
-    @r.message(F.chat.type == "private", F.text | F.document | F.photo)
-    async def on_plain_text(
-        message: Message, tasks: TaskService, user_id: int, locale: str, reply: Reply
-    ) -> None:
-        """Text (or a file with its caption) that is neither a command nor a reply: a task
-        like /detach (all of it is the goal), or the hint when the bot answers with help."""
-        if not tasks.plain_text_tasks:
-            await reply("error.plain_text")
-            return
-        async with staged(message, tasks) as files:
-            asked = Held(files, PLAIN, "", None, locale)
-            if await held_back(message, files, message.caption or "", tasks, reply, asked):
-                return
-            await tasks.start_from_chat(
-                user_id,
-                message.chat.id,
-                TaskKind.DETACH,
-                message.text or message.caption or "",
-                locale,
-                "detach",
-                reply_to=message.message_id,
-                with_options=False,
-                attachments=files,
-            )
-
-    @r.message()
-    async def on_other(message: Message, reply: Reply) -> None:
+@router.message(F.chat.type == "private", F.text | F.document | F.photo)
+async def on_plain_text(
+    message: Message, tasks: TaskService, user_id: int, locale: str, reply: Reply
+) -> None:
+    """Text (or a file with its caption) that is neither a command nor a reply: a task
+    like /detach (all of it is the goal), or the hint when the bot answers with help."""
+    if not tasks.plain_text_tasks:
         await reply("error.plain_text")
+        return
+    async with staged(message, tasks) as files:
+        asked = Held(files, PLAIN, "", None, locale)
+        if await held_back(message, files, message.caption or "", tasks, reply, asked):
+            return
+        await tasks.start_from_chat(
+            user_id,
+            message.chat.id,
+            TaskKind.DETACH,
+            message.text or message.caption or "",
+            locale,
+            "detach",
+            reply_to=message.message_id,
+            with_options=False,
+            attachments=files,
+        )
 
-    return r
+
+@router.message()
+async def on_other(message: Message, reply: Reply) -> None:
+    await reply("error.plain_text")

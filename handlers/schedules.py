@@ -15,6 +15,8 @@ from handlers.taps import Tapped
 
 ACTIONS = ("pause", "resume", "delete")
 
+router = Router(name="schedules")
+
 
 class ScheduleAction(CallbackData, prefix="sc"):
     action: str
@@ -50,65 +52,59 @@ async def _view(desk: ScheduleDesk, reply: Reply, user_id: int) -> tuple[str, Ke
     return "\n".join(lines), Keyboard.of(rows)
 
 
-def router() -> Router:
-    r = Router(name="schedules")
+@router.message(Command("every", "at"))
+async def on_schedule(
+    message: Message,
+    command: CommandObject,
+    schedules: ScheduleDesk,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    name = command.command.lower()
+    if not (command.args or "").strip():
+        await reply(f"schedule.usage_{name}")
+        return
+    listed = await schedules.add(user_id, message.chat.id, reply.locale, name, command.args or "")
+    await reply(
+        "schedule.added",
+        **schedules.describe(listed),
+        markup=Keyboard.of([_buttons(reply, listed)]),
+    )
 
-    @r.message(Command("every", "at"))
-    async def on_schedule(
-        message: Message,
-        command: CommandObject,
-        schedules: ScheduleDesk,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        name = command.command.lower()
-        if not (command.args or "").strip():
-            await reply(f"schedule.usage_{name}")
-            return
-        listed = await schedules.add(
-            user_id, message.chat.id, reply.locale, name, command.args or ""
-        )
-        await reply(
-            "schedule.added",
-            **schedules.describe(listed),
-            markup=Keyboard.of([_buttons(reply, listed)]),
-        )
 
-    @r.message(Command("tz"))
-    async def on_tz(
-        message: Message,
-        command: CommandObject,
-        schedules: ScheduleDesk,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        if (command.args or "").strip():
-            await reply("schedule.tz_set", tz=await schedules.set_tz(user_id, command.args or ""))
-            return
-        await reply("schedule.tz_current", tz=await schedules.tz(user_id))
+@router.message(Command("tz"))
+async def on_tz(
+    message: Message,
+    command: CommandObject,
+    schedules: ScheduleDesk,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    if (command.args or "").strip():
+        await reply("schedule.tz_set", tz=await schedules.set_tz(user_id, command.args or ""))
+        return
+    await reply("schedule.tz_current", tz=await schedules.tz(user_id))
 
-    @r.message(Command("schedules"))
-    async def on_list(
-        message: Message, schedules: ScheduleDesk, user_id: int, reply: Reply
-    ) -> None:
+
+@router.message(Command("schedules"))
+async def on_list(message: Message, schedules: ScheduleDesk, user_id: int, reply: Reply) -> None:
+    text, markup = await _view(schedules, reply, user_id)
+    await reply.send(text, markup=markup)
+
+
+@router.callback_query(Tapped(ScheduleAction, F.action.in_(ACTIONS)))
+async def on_pressed(
+    query: CallbackQuery,
+    callback_data: ScheduleAction,
+    schedules: ScheduleDesk,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    action = {"pause": schedules.pause, "resume": schedules.resume, "delete": schedules.delete}[
+        callback_data.action
+    ]
+    schedule = await action(user_id, callback_data.schedule_id)
+    await query.answer(reply.text(f"schedule.{callback_data.action}d", ref=f"S{schedule.id}"))
+    if query.message is not None:
         text, markup = await _view(schedules, reply, user_id)
-        await reply.send(text, markup=markup)
-
-    @r.callback_query(Tapped(ScheduleAction, F.action.in_(ACTIONS)))
-    async def on_pressed(
-        query: CallbackQuery,
-        callback_data: ScheduleAction,
-        schedules: ScheduleDesk,
-        user_id: int,
-        reply: Reply,
-    ) -> None:
-        action = {"pause": schedules.pause, "resume": schedules.resume, "delete": schedules.delete}[
-            callback_data.action
-        ]
-        schedule = await action(user_id, callback_data.schedule_id)
-        await query.answer(reply.text(f"schedule.{callback_data.action}d", ref=f"S{schedule.id}"))
-        if query.message is not None:
-            text, markup = await _view(schedules, reply, user_id)
-            await reply.edit(query.message.message_id, text, markup)
-
-    return r
+        await reply.edit(query.message.message_id, text, markup)

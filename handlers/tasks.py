@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from aiogram import Router
-from aiogram.filters import Command, CommandObject
+from aiogram import Bot, Router
+from aiogram.filters import Command, CommandObject, Filter
 from aiogram.types import Message
 
 from bot.models import TaskKind
@@ -20,7 +21,20 @@ from bot.telegram.render import STATUS_ICONS, age
 from bot.telegram.reply import Reply
 from handlers.held import held_back
 
+router = Router(name="tasks")
 
+
+class TaskCommand(Filter):
+    """/detach, or /<engine> for an engine of ``engine_commands`` (workflow data: the engines
+    this bot was built with): aiogram's ``Command`` over those, handing on ``command``."""
+
+    async def __call__(
+        self, message: Message, bot: Bot, engine_commands: Sequence[str]
+    ) -> bool | dict[str, Any]:
+        return await Command("detach", *engine_commands)(message, bot)
+
+
+@router.message(TaskCommand())
 async def on_task_command(
     message: Message,
     command: CommandObject,
@@ -52,70 +66,63 @@ async def on_task_command(
         )
 
 
-def router(engines: Sequence[str]) -> Router:
-    """``engines``: one session command per engine (/claude, /codex, ...)."""
-    r = Router(name="tasks")
+@router.message(Command("cd"))
+async def on_cd(message: Message, command: CommandObject, tasks: TaskService, reply: Reply) -> None:
+    if not (command.args or "").strip():
+        await reply("workdir.current", cwd=str(await tasks.current_dir(message.chat.id)))
+        return
+    cwd = await tasks.change_dir(message.chat.id, command.args or "")
+    await reply("workdir.set", cwd=str(cwd))
 
-    r.message(Command("detach", *engines))(on_task_command)
 
-    @r.message(Command("cd"))
-    async def on_cd(
-        message: Message, command: CommandObject, tasks: TaskService, reply: Reply
-    ) -> None:
-        if not (command.args or "").strip():
-            await reply("workdir.current", cwd=str(await tasks.current_dir(message.chat.id)))
-            return
-        cwd = await tasks.change_dir(message.chat.id, command.args or "")
-        await reply("workdir.set", cwd=str(cwd))
-
-    @r.message(Command("tasks"))
-    async def on_tasks(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
-        found = await tasks.list(user_id)
-        if not found:
-            await _nothing_open(tasks, user_id, reply)
-            return
-        now = datetime.now(UTC)
-        lines = [reply.text("tasks.header")] + [
-            reply.text(
-                "tasks.line",
-                icon=STATUS_ICONS[t.status],
-                label=t.label,
-                status=reply.texts.status(reply.locale, t.status),
-                age=age(t.updated_at, now),
-            )
-            for t in found
-        ]
-        await reply.send("\n".join(lines))
-
-    @r.message(Command("result"))
-    async def on_result(
-        message: Message, command: CommandObject, tasks: TaskService, user_id: int
-    ) -> None:
-        await tasks.show_result(user_id, parse_task_id(command.args or "", "result"))
-
-    @r.message(Command("export"))
-    async def on_export(
-        message: Message, command: CommandObject, card: TaskCard, user_id: int
-    ) -> None:
-        await card.send_task_file(user_id, parse_task_id(command.args or "", "export"))
-
-    @r.message(Command("cancel"))
-    async def on_cancel(
-        message: Message, command: CommandObject, tasks: TaskService, user_id: int
-    ) -> None:
-        # answered in the task's chat by the service: one message, edited to the end
-        await tasks.cancel(
-            user_id, parse_task_id(command.args or "", "cancel"), reply_to=message.message_id
+@router.message(Command("tasks"))
+async def on_tasks(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
+    found = await tasks.list(user_id)
+    if not found:
+        await _nothing_open(tasks, user_id, reply)
+        return
+    now = datetime.now(UTC)
+    lines = [reply.text("tasks.header")] + [
+        reply.text(
+            "tasks.line",
+            icon=STATUS_ICONS[t.status],
+            label=t.label,
+            status=reply.texts.status(reply.locale, t.status),
+            age=age(t.updated_at, now),
         )
+        for t in found
+    ]
+    await reply.send("\n".join(lines))
 
-    @r.message(Command("archive"))
-    async def on_archive(
-        message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
-    ) -> None:
-        count = await tasks.archive(user_id, (command.args or "").strip() or "?")
-        await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
 
-    return r
+@router.message(Command("result"))
+async def on_result(
+    message: Message, command: CommandObject, tasks: TaskService, user_id: int
+) -> None:
+    await tasks.show_result(user_id, parse_task_id(command.args or "", "result"))
+
+
+@router.message(Command("export"))
+async def on_export(message: Message, command: CommandObject, card: TaskCard, user_id: int) -> None:
+    await card.send_task_file(user_id, parse_task_id(command.args or "", "export"))
+
+
+@router.message(Command("cancel"))
+async def on_cancel(
+    message: Message, command: CommandObject, tasks: TaskService, user_id: int
+) -> None:
+    # answered in the task's chat by the service: one message, edited to the end
+    await tasks.cancel(
+        user_id, parse_task_id(command.args or "", "cancel"), reply_to=message.message_id
+    )
+
+
+@router.message(Command("archive"))
+async def on_archive(
+    message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
+) -> None:
+    count = await tasks.archive(user_id, (command.args or "").strip() or "?")
+    await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
 
 
 async def _nothing_open(tasks: TaskService, user_id: int, reply: Reply) -> None:
