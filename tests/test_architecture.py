@@ -19,6 +19,7 @@ HANDLER_MAY_IMPORT_PACKAGES = (
     "bot.schedules",
     "bot.worktrees",
     "bot.telegram",
+    "bot.board",
 )
 HANDLER_MAY_IMPORT_MODULES = {"bot.models", "bot.events", "bot.errors", "bot.fleet.status"}
 HANDLER_MAY_NOT_IMPORT = {"bot.telegram.journal", "bot.telegram.notifier"}

@@ -1,0 +1,39 @@
+"""The board: a web view of the owner's tasks, live, on the desktop and as a Telegram Mini App
+(``server``: HTTP, ``auth``: sign-in, ``views``: what pages show, ``events``: live updates,
+``actions``: what its buttons do). Off unless DETACH_BOARD_PORT is set."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.approvals.answers import ApprovalAnswers
+    from bot.board.server import Board
+    from bot.core import Core
+    from bot.settings import Settings
+    from bot.tasks.service import TaskService
+
+
+def make_board(
+    settings: Settings, core: Core, service: TaskService, answers: ApprovalAnswers
+) -> Board | None:
+    """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
+    server, aiohttp's, is not even imported)."""
+    if settings.board_port is None or settings.bot_token is None:
+        return None
+    from bot.board.actions import BoardActions
+    from bot.board.auth import BoardAuth
+    from bot.board.server import Board
+    from bot.board.views import BoardData
+    from bot.worktrees.card import WorktreeCard
+
+    texts = core.texts
+    card = WorktreeCard(service, core.worktrees, core.notifier, texts)
+    return Board(
+        BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
+        BoardData(core.store, texts, core.worktrees),
+        BoardActions(answers, service, card, core.notifier, texts),
+        settings.board_host,
+        settings.board_port,
+        settings.public_url,
+    )
