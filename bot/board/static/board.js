@@ -213,7 +213,7 @@ function transcriptItem(item, box) {
   }
   if (item.kind === "tool") {
     const body = el("div", { "data-tool": item.tool }, el("pre", {}, item.input));
-    return el("details", { class: "item tool" }, el("summary", {}, "▸ " + item.name + ": " + item.input.split("\n")[0].slice(0, 160)), body);
+    return el("details", { class: "item tool" }, el("summary", {}, item.name + ": " + item.input.split("\n")[0].slice(0, 160)), body);
   }
   if (item.kind === "text") {
     const node = el("div", { class: "item text" });
@@ -274,7 +274,7 @@ function taskHeader(page, box) {
   const checks = page.checks.map((c) => el("details", { class: "card" },
     el("summary", {}, (c.passed ? "✔ " + t("passed") : "✖ " + t("failed")) + " · " + t("turn") + " " + c.turn + " · " + c.command),
     el("pre", {}, c.output || t("no_output"))));
-  box.replaceChildren(
+  box.replaceChildren(...[
     el("h1", {}, el("span", { class: "badge " + task.badge }, badgeText(task)), task.label, " · ", task.title),
     el("div", { class: "meta" }, [t("engine") + ": " + task.engine, task.model && t("model") + ": " + task.model,
       t("mode") + ": " + task.mode, t("cost") + ": " + usd(task.cost_usd), t("age") + ": " + age(task.created_at)].filter(Boolean).join(" · ")),
@@ -282,7 +282,8 @@ function taskHeader(page, box) {
     page.pending.length ? el("h2", {}, t("pending")) : null, page.pending.map((q) => pendingCard(q, task.id)),
     el("h2", {}, t("goal")), el("div", { class: "card goal" }, page.goal),
     el("div", { class: "card" }, followup, el("div", { class: "row" }, controls)),
-    el("h2", {}, t("turns")), turns, checks.length ? el("h2", {}, t("checks")) : null, checks);
+    el("h2", {}, t("turns")), turns, checks.length ? el("h2", {}, t("checks")) : null, checks,
+  ].flat().filter(Boolean));
 }
 
 async function taskPage(id) {
@@ -293,9 +294,11 @@ async function taskPage(id) {
     el("h2", {}, t("transcript")), transcript, el("h2", {}, t("diff")), diff);
   if (tg) tg.post("web_app_setup_back_button", { is_visible: true });
   let cursor = 0;
-  const add = (items) => {
-    const nodes = items.map((i) => transcriptItem(i, transcript)).filter(Boolean);
-    transcript.append(...nodes);
+  const add = (items) => {  // one at a time: a tool's result folds into its call, just added
+    for (const item of items) {
+      const node = transcriptItem(item, transcript);
+      if (node) transcript.append(node);
+    }
   };
   try {
     for (;;) {  // the transcript so far, a page at a time, then live from its cursor
