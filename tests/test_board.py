@@ -132,6 +132,9 @@ async def test_nothing_answers_without_a_session(tmp_path, workdir):
                     assert "build it" not in body
             async with http.get(f"{board.url}/api/tasks/1/stream") as response:
                 assert response.status == 401
+            ru = {"Accept-Language": "ru-RU,ru;q=0.9"}
+            async with http.get(f"{board.url}/tasks/1", headers=ru) as response:
+                assert response.status == 401 and "Войдите" in await response.text()
             async with http.post(f"{board.url}/api/tasks/1/cancel") as response:
                 assert response.status == 401
             async with http.get(f"{board.url}/api/me", headers={"Authorization": "Bearer x"}) as r:
@@ -379,3 +382,21 @@ def test_nothing_below_the_board_imports_it():
         if p.parent.name != "board" and any(m.startswith("bot.board") for m in imports(p))
     )
     assert users == ["bot/app.py", "bot/cli.py"]
+
+
+def test_detach_board_prints_a_link_the_board_takes(monkeypatch, capsys, tmp_path):
+    from bot.cli import main
+
+    monkeypatch.setenv("DETACH_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("DETACH_ALLOWED_USERS", f"{OWNER},{OTHER}")
+    monkeypatch.setenv("DETACH_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("DETACH_BOARD_PORT", "8765")
+    auth = BoardAuth(TOKEN, {OWNER, OTHER})
+    auth._started -= 5  # the board started before the link was made
+    assert main(["board", "--user", str(OTHER)]) == 0
+    link = capsys.readouterr().out.strip()
+    assert link.startswith("http://127.0.0.1:8765/signin?t=")
+    assert auth.redeem(link.partition("?t=")[2])[1].user_id == OTHER
+    monkeypatch.delenv("DETACH_BOARD_PORT")
+    assert main(["board"]) == 2
+    assert "DETACH_BOARD_PORT" in capsys.readouterr().err

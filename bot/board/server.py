@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import html
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -61,6 +62,7 @@ class Board:
         self._closing = asyncio.Event()
         self._streams = Streams(data, self._closing)
         self.bound_port: int | None = None
+        self._shell_html = (STATIC / "index.html").read_text()  # once, at start
 
     @property
     def url(self) -> str:
@@ -128,7 +130,7 @@ class Board:
         if session is None:
             if request.path.startswith("/api/") or request.method != "GET":
                 return web.json_response({"error": "signin"}, status=401)
-            return _shell_response(status=401)
+            return self._shell_page(request, status=401)
         if request.method == "POST":
             sent = request.headers.get("X-CSRF-Token", "")
             if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
@@ -145,14 +147,30 @@ class Board:
 
     # -- pages and sign-in ---------------------------------------------------------------------
     async def _shell(self, request: web.Request) -> web.StreamResponse:
-        return _shell_response()
+        return self._shell_page(request)
+
+    def _shell_page(self, request: web.Request, status: int = 200) -> web.Response:
+        """The page shell: no data of anybody's in it (the page reads the JSON), only the
+        sign-in hint in the browser's language."""
+        texts = self._data.texts
+        wanted = request.headers.get("Accept-Language", "").split(",")[0].strip()
+        locale = texts.pick(wanted or None)
+        body = self._shell_html.replace("__LANG__", locale).replace(
+            "__SIGNIN__", html.escape(texts.template(locale, "board.signin_needed"))
+        )
+        return web.Response(
+            text=body,
+            status=status,
+            content_type="text/html",
+            headers={"Cache-Control": "no-store"},
+        )
 
     async def _signin(self, request: web.Request) -> web.StreamResponse:
         try:
             token, _session = self.auth.redeem(request.query.get("t", ""))
         except Refused as exc:
             log.info("board sign-in refused: %s", exc)
-            return _shell_response(status=403)
+            return self._shell_page(request, status=403)
         response = web.HTTPSeeOther("/")
         _set_cookie(response, token, secure=self.url.startswith("https://"))
         raise response
@@ -275,13 +293,6 @@ def _set_cookie(response: web.StreamResponse, token: str, secure: bool) -> None:
         samesite="Strict",
         secure=secure,
     )
-
-
-def _shell_response(status: int = 200) -> web.StreamResponse:
-    """The page shell: no data of anybody's in it (the page reads the JSON)."""
-    response = web.FileResponse(STATIC / "index.html", status=status)
-    response.headers["Cache-Control"] = "no-store"
-    return response
 
 
 async def _json(request: web.Request) -> dict[str, Any]:

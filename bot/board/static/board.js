@@ -142,9 +142,10 @@ async function act(path, body) {
 }
 
 // -- pages ----------------------------------------------------------------------------------
-function signIn() {
-  main.replaceChildren(el("p", { class: "hint", id: "signin" }, state.texts.signin_needed ||
-    "Sign in with the link /board sends you in Telegram, or `detach board` in a shell."));
+function signIn() {  // the shell carries the sign-in hint in the browser's language
+  const hint = document.getElementById("signin") || el("p", { class: "hint", id: "signin" }, t("signin_needed"));
+  hint.hidden = false;
+  main.replaceChildren(hint);
 }
 
 function badgeText(row) {
