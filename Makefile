@@ -108,6 +108,7 @@ bench: dev agents locales sandbox
 	$(PY) bench/pool.py
 	$(PY) bench/spawn.py
 	$(PY) bench/workers.py
+	$(PY) bench/board.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
 
 lint: dev

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from bot.board.actions import BoardActions, Choice
 from bot.board.auth import COOKIE, SESSION_TTL_S, BoardAuth, Refused, Session
-from bot.board.events import Streams
+from bot.board.events import Pulse, Streams
 from bot.board.views import BoardData
 from bot.errors import TaskNotFound, UserInputError
 from bot.models import Task
@@ -60,7 +60,8 @@ class Board:
         self._port = port
         self._public_url = public_url.rstrip("/") if public_url else None
         self._closing = asyncio.Event()
-        self._streams = Streams(data, self._closing)
+        self._pulse = Pulse(data.store, self._closing)
+        self._streams = Streams(data, self._pulse, self._closing)
         self.bound_port: int | None = None
         self._shell_html = (STATIC / "index.html").read_text()  # once, at start
 
@@ -91,12 +92,14 @@ class Board:
         server = site._server  # aiohttp keeps the asyncio server here: the port 0 chose
         sockets = getattr(server, "sockets", None) or []
         self.bound_port = sockets[0].getsockname()[1] if sockets else self._port
+        pulse = asyncio.create_task(self._pulse.run(), name="board pulse")
         log.info("board at %s", self.url)
         try:
             yield self
         finally:
             self._closing.set()
             await runner.cleanup()
+            await asyncio.wait_for(pulse, 5)
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[self._signed_in], client_max_size=256 * 1024)
@@ -224,7 +227,7 @@ class Board:
     async def _task_stream(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
         cursor = _int(request.query.get("cursor"))
-        return await self._streams.task(request, user_id, task, cursor)
+        return await self._streams.task(request, user_id, task.id, cursor)
 
     # -- actions -------------------------------------------------------------------------------
     async def _answer(self, request: web.Request) -> web.StreamResponse:

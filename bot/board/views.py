@@ -95,6 +95,11 @@ class BoardData:
             "worktree": await self.worktrees.get(task.id) is not None,
         }
 
+    async def page_of(self, user_id: int, task_id: int) -> dict[str, Any] | None:
+        """The page of the user's task as it is now; None: not theirs, or gone."""
+        task = await self.own(user_id, task_id)
+        return await self.page(user_id, task) if task is not None else None
+
     async def diff(self, task: Task) -> dict[str, Any]:
         """The worktree's changes since the task started, one entry per file."""
         try:
