@@ -194,3 +194,32 @@ async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
         await page.click("details.tool summary")  # the tool call, folded with its output
         assert "42 passed" in await page.inner_text("details.tool")
         await shoot(page, "diff")
+
+
+async def test_the_mini_app_signs_in_with_init_data_and_takes_telegrams_theme(
+    tmp_path, workdir, browser
+):
+    """Opened by Telegram: no cookie, the launch parameters in the address's fragment."""
+    from urllib.parse import quote
+
+    from tests.test_board import init_data
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/claude from the phone"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        page = await browser.new_page()
+        theme = '{"bg_color":"#101820","text_color":"#f0f0f0","button_color":"#3390ec"}'
+        fragment = (
+            f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}"
+            f"&tgWebAppThemeParams={quote(theme)}&tgWebAppVersion=8.0"
+        )
+        await page.goto(f"{board.url}/#{fragment}")
+        await page.wait_for_selector('.task[data-id="1"] .badge.done')
+        assert await page.evaluate("document.documentElement.dataset.theme") == "dark"
+        background = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(16, 24, 32)"
+        stale = f"tgWebAppData={quote(init_data(OWNER, int(time.time()) - 7200))}"
+        other = await browser.new_page()
+        await other.goto(f"{board.url}/#{stale}")
+        await other.wait_for_selector("#signin:not([hidden])")
+        assert await other.query_selector(".task") is None

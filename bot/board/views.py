@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.approvals.view import DONE
 from bot.errors import UserInputError
 from bot.models import Task, TaskStatus, Turn
 from bot.store import PendingQuestion, Store
@@ -134,6 +135,8 @@ def question(q: PendingQuestion) -> dict[str, Any]:
         "text": plain(str(payload.get("text", ""))),
         "options": list(payload.get("options") or []),
         "multi": bool(payload.get("multi")),
+        "selected": list(payload.get("selected") or []),
+        "done": DONE,  # the option that closes a multi-select
         "rule": payload.get("rule"),
     }
 

@@ -252,7 +252,9 @@ function pendingCard(q, taskId) {
        el("button", { class: "secondary", onclick: answer({ choice: "deny" }), "data-choice": "deny" }, t("deny")),
        el("button", { class: "secondary", "data-choice": "always",
          onclick: () => confirm(t("always_confirm")) && answer({ choice: "always" })() }, t("always"))]
-    : q.options.map((o, i) => el("button", { class: "secondary", onclick: answer({ option: i }) }, o));
+    : q.options.map((o, i) => el("button", { class: "secondary", "data-option": i, onclick: answer({ option: i }) },
+        (q.selected.includes(i) ? "✓ " : "") + o))
+      .concat(q.multi ? [el("button", { "data-option": q.done, onclick: answer({ option: q.done }) }, t("done_toast"))] : []);
   return el("div", { class: "card pending", "data-qid": q.id }, el("div", { class: "goal" }, q.text), el("div", { class: "row" }, buttons));
 }
 
