@@ -219,6 +219,8 @@ async def build(
         dispatcher["board"] = board  # /board makes its sign-in links
         if board is not None:
             await stack.enter_async_context(board.serve())
+            if board.mini_app:
+                core.notifier.open_board_at(board.url)
         await stack.enter_async_context(timer.serve(schedules.on_fire))
         app = App(
             settings,

@@ -433,3 +433,17 @@ async def test_a_question_is_answered_on_the_board_like_a_tap(tmp_path, workdir)
                 tg, lambda c: "PostgreSQL" in c.text, 10, method="EditMessageText"
             )
             assert edited.reply_markup is None
+
+
+async def test_with_an_https_public_url_board_and_cards_open_the_mini_app(tmp_path, workdir):
+    url = "https://board.example.org"
+    engine = FakeEngine(finished("ok"))
+    async with bot_with_board(tmp_path, workdir, engine, public_url=url) as (app, board):
+        tg = await feed(app, message("/board"))
+        sent = await wait_sent(tg, lambda c: "/signin?t=" in c.text, 10)
+        (row,) = sent.reply_markup.inline_keyboard
+        assert row[0].web_app.url == url and f"{url}/signin?t=" in sent.text
+        tg = await feed(app, message("/claude build it"))
+        card = await wait_sent(tg, lambda c: "ok" in c.text and c.reply_markup is not None, 10)
+        opens = [b.web_app.url for r in card.reply_markup.inline_keyboard for b in r if b.web_app]
+        assert opens == [f"{url}/tasks/1"]
