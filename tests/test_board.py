@@ -447,3 +447,60 @@ async def test_with_an_https_public_url_board_and_cards_open_the_mini_app(tmp_pa
         card = await wait_sent(tg, lambda c: "ok" in c.text and c.reply_markup is not None, 10)
         opens = [b.web_app.url for r in card.reply_markup.inline_keyboard for b in r if b.web_app]
         assert opens == [f"{url}/tasks/1"]
+
+
+async def test_a_tasks_page_shows_its_check_runs_with_their_output(tmp_path, workdir):
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/claude check=“echo CHECK-SAYS-HI” mode=readonly prove it"))
+        await wait_status(app, 1, TaskStatus.DONE, timeout_s=20)
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1") as response:
+            (check,) = (await response.json())["checks"]
+        assert check["passed"] and check["command"] == "echo CHECK-SAYS-HI"
+        assert "CHECK-SAYS-HI" in check["output"] and check["turn"] == 1
+
+
+async def test_a_turns_lines_reach_the_store_soon_in_order_and_all_at_the_end(tmp_path):
+    """What the live page relies on: an event waits at most the flush interval, not for 24
+    more; the batch still writes once per ``size``; what is left is written on exit, also
+    when the turn is cancelled; and the pulse moves with each write."""
+    from bot.models import NewTask, TaskKind
+    from bot.store import Store
+    from bot.turns.transcribe import TranscriptBatch
+
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+    try:
+        task, turn = await store.tasks.create(
+            NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "go", tmp_path), "go"
+        )
+        before = await store.pulse.mark()
+
+        async def lines() -> list[str]:
+            return [e.body["text"] for e in await store.transcript.after(task.id, 0, 100)]
+
+        async with TranscriptBatch(store, task.id, turn.id, size=3, flush_s=0.5) as batch:
+            await batch.add(("TextEmitted", {"text": "one"}))
+            assert await lines() == []  # batched...
+            async with asyncio.timeout(3):  # ...but not for long
+                while await lines() != ["one"]:
+                    await asyncio.sleep(0.02)
+            for n in ("two", "three", "four"):
+                await batch.add(("TextEmitted", {"text": n}))
+            assert await lines() == ["one", "two", "three", "four"]  # a full batch at once
+            await batch.add(("TextEmitted", {"text": "five"}))
+        assert await lines() == ["one", "two", "three", "four", "five"]
+        assert await store.pulse.mark() != before
+
+        async def cancelled() -> None:
+            async with TranscriptBatch(store, task.id, turn.id, size=50, flush_s=60) as batch:
+                await batch.add(("TextEmitted", {"text": "six"}))
+                await asyncio.sleep(60)
+
+        running = asyncio.create_task(cancelled())
+        await asyncio.sleep(0.05)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert (await lines())[-1] == "six"
+    finally:
+        await store.close()
