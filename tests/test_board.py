@@ -504,3 +504,57 @@ async def test_a_turns_lines_reach_the_store_soon_in_order_and_all_at_the_end(tm
         assert (await lines())[-1] == "six"
     finally:
         await store.close()
+
+
+async def test_follow_up_merge_and_discard_from_the_board(tmp_path, workdir):
+    from tests.test_worktrees import make_repo
+
+    repo = make_repo(workdir / "repo")
+
+    def writes(spec: TurnSpec) -> tuple:
+        (spec.cwd / f"turn-{len(engine.specs)}.md").write_text("work\n")
+        return finished(f"wrote turn {len(engine.specs)}")
+
+    engine = FakeEngine(writes)
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        await feed(app, message("/claude worktree=yes cwd=repo first"))
+        await feed(app, message("/claude worktree=yes cwd=repo second"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        await wait_status(app, 2, TaskStatus.DONE)
+        http, csrf = await signed_in(app, board)
+        headers = {"X-CSRF-Token": csrf}
+        async with http:
+            url = f"{board.url}/api/tasks/1"
+            async with http.post(f"{url}/followup", json={"prompt": "more"}, headers=headers) as r:
+                assert r.status == 200 and (await r.json())["turn"] == 2
+            async with asyncio.timeout(10):
+                while len(engine.specs) < 3 or (await app.store.tasks.get(1)).status.active:
+                    await asyncio.sleep(0.05)
+            assert engine.specs[-1].prompt == "more"
+            async with http.get(f"{url}/diff") as response:
+                paths = sorted(f["path"] for f in (await response.json())["files"])
+            assert paths == ["turn-1.md", "turn-3.md"]
+            async with http.post(f"{url}/merge", headers=headers) as response:
+                assert response.status == 200 and (await response.json())["ok"]
+            assert (repo / "turn-1.md").exists()
+            url = f"{board.url}/api/tasks/2"
+            async with http.post(f"{url}/discard", json={}, headers=headers) as response:
+                assert response.status == 409  # not confirmed
+            async with http.post(f"{url}/discard", json={"confirmed": True}, headers=headers) as r:
+                assert r.status == 200
+            assert (await app.store.worktrees.get(2)).state == "discarded"
+            assert not (repo / "turn-2.md").exists()
+
+
+def test_a_session_ends_when_it_expires_or_is_closed():
+    from bot.board.auth import SESSION_TTL_S
+
+    now = [1000.0]
+    auth = BoardAuth(TOKEN, {OWNER}, clock=lambda: now[0])
+    token, _session = auth.redeem(auth.link_token(OWNER))
+    assert auth.session(token) is not None and auth.session(token + "x") is None
+    now[0] += SESSION_TTL_S + 1
+    assert auth.session(token) is None
+    token, _session = auth.redeem(auth.link_token(OWNER))
+    auth.close(token)
+    assert auth.session(token) is None
