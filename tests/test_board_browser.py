@@ -85,6 +85,7 @@ async def open_signed_in(context, board, path: str = "/"):  # type: ignore[no-un
 async def shoot(page, name: str) -> None:  # type: ignore[no-untyped-def]
     """Light and dark screenshots, and no sideways scrolling at phone width."""
     SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.evaluate("window.scrollTo(0, 0)")  # the sticky bar where it belongs
     for scheme in ("light", "dark"):
         await page.emulate_media(color_scheme=scheme)
         await page.screenshot(path=str(SHOTS / f"{name}-{scheme}.png"), full_page=True)
@@ -187,6 +188,8 @@ async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
             await page.wait_for_selector(f'details.file[data-path="{path}"]', timeout=10_000)
         await page.click('details.file[data-path="src/app.py"] summary')
         assert "print('v2')" in await page.inner_text('details.file[data-path="src/app.py"] .add')
+        coloured = 'details.file[data-path="src/app.py"] .add .str'
+        assert await page.inner_text(coloured) == "'v2'"  # syntax, lightly coloured
         summary = await page.inner_text('details.file[data-path="NEW.md"] summary')
         assert "(new)" in summary
         deleted = await page.inner_text('details.file[data-path="README.md"] summary')

@@ -90,7 +90,10 @@ class BoardData:
         return {
             "task": self.row(task, pending[0].kind if pending else None, locale),
             "goal": turns[0].prompt if turns else "",
-            "turns": [_turn(t) for t in turns],
+            "turns": [
+                {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
+                for t in turns
+            ],
             "checks": checks,
             "pending": [question(q) for q in pending],
             "worktree": await self.worktrees.get(task.id) is not None,

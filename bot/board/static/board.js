@@ -225,15 +225,19 @@ function transcriptItem(item, box) {
   return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
 }
 
+const KEYWORDS = /\b(def|class|return|import|from|if|else|elif|for|while|function|const|let|var|async|await|try|except|raise|with|yield|fn|pub|struct|impl|package|func|match|case|switch|new|public|private|static)\b/g;
+
+// A diff line, coloured: added, removed, hunk headers; inside code, comments, strings and the
+// keywords of the usual languages (a light touch, not a parser; the text is escaped first).
 function highlight(pre, line) {
   const cls = line.startsWith("+") && !line.startsWith("+++") ? "add"
     : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : null;
   const span = el("span", cls ? { class: cls } : {});
   const code = line.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const comment = /^[+\- ]\s*(#|\/\/)/.test(line);
-  span.innerHTML = (cls === "hunk" ? code : comment ? '<span class="com">' + code + "</span>" : code
-    .replace(/\b(def|class|return|import|from|if|else|elif|for|while|function|const|let|var|async|await|try|except|raise|with|yield|fn|pub|struct|impl|package|func)\b/g,
-      '<span class="kw">$1</span>')) + "\n";
+  const colour = () => code.split(/("[^"\n]*"|'[^'\n]*')/).map((part, i) => i % 2
+    ? '<span class="str">' + part + "</span>" : part.replace(KEYWORDS, '<span class="kw">$1</span>')).join("");
+  span.innerHTML = (cls === "hunk" ? code : comment ? '<span class="com">' + code + "</span>" : colour()) + "\n";
   pre.append(span);
 }
 
@@ -273,7 +277,7 @@ function taskHeader(page, box) {
     controls.push(el("button", { class: "danger", onclick: () => confirm(t("discard_confirm")) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
   }
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
-    page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status), el("td", {}, usd(turn.cost_usd)))));
+    page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_usd)))));
   const checks = page.checks.map((c) => el("details", { class: "card" },
     el("summary", {}, (c.passed ? "✔ " + t("passed") : "✖ " + t("failed")) + " · " + t("turn") + " " + c.turn + " · " + c.command),
     el("pre", {}, c.output || t("no_output"))));
