@@ -217,8 +217,10 @@ class Board:
 
     async def _transcript(self, request: web.Request) -> web.StreamResponse:
         _user, task = await self._own(request)
-        items, cursor = await self._data.transcript(task.id, _int(request.query.get("cursor")))
-        return web.json_response({"items": items, "cursor": cursor})
+        start, limit = _int(request.query.get("cursor")), _int(request.query.get("limit"), 500)
+        items, cursor = await self._data.transcript(task.id, start, limit)
+        more = cursor != start and bool(await self._data.store.transcript.after(task.id, cursor, 1))
+        return web.json_response({"items": items, "cursor": cursor, "more": more})
 
     async def _diff(self, request: web.Request) -> web.StreamResponse:
         _user, task = await self._own(request)

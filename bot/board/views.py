@@ -19,7 +19,8 @@ from bot.telegram.texts import Texts
 from bot.worktrees.git import Worktrees
 
 LIST_LIMIT = 200
-PAGE = 500  # transcript items per read
+PAGE = 500  # transcript events per read of a live stream
+PAGE_MAX = 5000  # per request of a page's first load (one request for most tasks)
 TOOL_INPUT_CHARS = 4000
 TOOL_OUTPUT_CHARS = 20_000
 _FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
@@ -112,9 +113,12 @@ class BoardData:
             return {"files": [], "note": exc.key}
         return {"files": split_patch(found.patch), "stat": found.stat}
 
-    async def transcript(self, task_id: int, cursor: int) -> tuple[list[dict[str, Any]], int]:
-        """Items after ``cursor`` (at most a page) and the cursor after them."""
-        lines = await self.store.transcript.after(task_id, cursor, PAGE)
+    async def transcript(
+        self, task_id: int, cursor: int, limit: int = PAGE
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Items of at most ``limit`` events after ``cursor``, and the cursor after them
+        (when it moved by ``limit`` events, more may follow at once)."""
+        lines = await self.store.transcript.after(task_id, cursor, min(max(limit, 1), PAGE_MAX))
         items = [item for line in lines if (item := transcript_item(line)) is not None]
         return items, lines[-1].line if lines else cursor
 
