@@ -30,10 +30,16 @@ def make_board(
     texts = core.texts
     card = WorktreeCard(service, core.worktrees, core.notifier, texts)
     return Board(
-        BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
-        BoardData(core.store, texts, core.worktrees),
-        BoardActions(answers, service, card, core.notifier, texts),
-        settings.board_host,
-        settings.board_port,
-        settings.public_url,
+        auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
+        data=BoardData(core.store, texts, core.worktrees),
+        actions=BoardActions(
+            answers=answers,
+            tasks=service,
+            worktree_card=card,
+            notifier=core.notifier,
+            texts=texts,
+        ),
+        host=settings.board_host,
+        port=settings.board_port,
+        public_url=settings.public_url,
     )

@@ -26,7 +26,7 @@ class Choice(StrEnum):
     ALWAYS = "always"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BoardActions:
     answers: ApprovalAnswers
     tasks: TaskService

@@ -46,6 +46,7 @@ class Board:
 
     def __init__(
         self,
+        *,
         auth: BoardAuth,
         data: BoardData,
         actions: BoardActions,
@@ -89,9 +90,7 @@ class Board:
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._port)
         await site.start()
-        server = site._server  # aiohttp keeps the asyncio server here: the port 0 chose
-        sockets = getattr(server, "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self._port
+        self.bound_port = int(runner.addresses[0][1])  # what port 0 chose
         pulse = asyncio.create_task(self._pulse.run(), name="board pulse")
         log.info("board at %s", self.url)
         try:
