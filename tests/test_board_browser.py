@@ -226,3 +226,31 @@ async def test_the_mini_app_signs_in_with_init_data_and_takes_telegrams_theme(
         await other.goto(f"{board.url}/#{stale}")
         await other.wait_for_selector("#signin:not([hidden])")
         assert await other.query_selector(".task") is None
+
+
+async def test_the_mini_apps_back_button_leads_back_to_the_list(tmp_path, workdir, browser):
+    """Telegram's native clients take the page's events through ``TelegramWebviewProxy`` and
+    answer through ``Telegram.WebView.receiveEvent``; a stand-in records and answers."""
+    from urllib.parse import quote
+
+    from tests.test_board import init_data
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/claude from the phone"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        page = await browser.new_page()
+        await page.add_init_script(
+            "window.posted = []; window.TelegramWebviewProxy = "
+            "{postEvent: (type, data) => window.posted.push([type, JSON.parse(data)])};"
+        )
+        fragment = f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}"
+        await page.goto(f"{board.url}/tasks/1#{fragment}")
+        await page.wait_for_selector("#head .badge.done")
+        posted = await page.evaluate("window.posted")
+        assert ["web_app_ready", {}] in posted
+        assert ["web_app_setup_back_button", {"is_visible": True}] in posted
+        await page.evaluate("Telegram.WebView.receiveEvent('back_button_pressed', {})")
+        await page.wait_for_selector('.task[data-id="1"]')
+        assert page.url.endswith("/")
+        posted = await page.evaluate("window.posted")
+        assert posted[-1] == ["web_app_setup_back_button", {"is_visible": False}]
