@@ -26,6 +26,7 @@ from bot.fleet.dispatch import Dispatcher
 from bot.fleet.fleet import Fleet
 from bot.fleet.lease import Lease, OneProcess
 from bot.fleet.takeover import Takeover
+from bot.git import Worktrees
 from bot.intake.recovery import recover
 from bot.mcp.launch import private_dir, subtask_env
 from bot.models import ProcessRole
@@ -35,7 +36,6 @@ from bot.ports import Executor
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.ownership import owned, owner
-from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
@@ -43,7 +43,7 @@ from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 from bot.turns.runner import TurnRunner
 from bot.turns.specs import TurnPolicy
-from bot.worktrees.git import Worktrees
+from bot.workdirs import WorkdirPolicy
 from executors import registry
 from executors.check import ShellCheck
 from executors.denied import ReadDenial

@@ -61,6 +61,17 @@ class CheckRunner(Protocol):
     ) -> CheckResult: ...
 
 
+class LostRunners(Protocol):
+    """On a shared database, whether the runner of a task's running turn is gone. The
+    composition root wires ``bot.fleet.takeover.Takeover`` here: the takeover expires questions
+    through the approval desk, so the approval answers may not import the fleet back."""
+
+    async def if_lost(self, task_id: int) -> bool:
+        """True when that runner's lease lapsed and its turns were taken over just now (the
+        task is offered for Resume); False while it lives, or when no turn runs."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """What the composition root hands an engine's factory."""

@@ -9,8 +9,8 @@ from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
 from bot.errors import UserInputError
 from bot.events import Question
-from bot.fleet.takeover import Takeover
 from bot.models import QuestionStatus, Task
+from bot.ports import LostRunners
 from bot.store import Grant, PendingQuestion, Store
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
@@ -26,7 +26,7 @@ class ApprovalAnswers:
         desk: ApprovalDesk,
         notifier: Notifier,
         texts: Texts,
-        takeover: Takeover | None = None,
+        takeover: LostRunners | None = None,
     ) -> None:
         """``takeover``: on a shared database, a tap for a turn whose runner is gone takes its
         turns over (the task is offered for Resume) instead of answering nobody."""

@@ -7,15 +7,15 @@ import html
 import io
 
 from bot.errors import UserInputError
-from bot.intake.inbox import export
 from bot.models import QuestionStatus, Task
 from bot.store import Store
+from bot.tasks.export import export
 from bot.tasks.service import TaskService
-from bot.tasks.transcript import human_line
 from bot.telegram.markup import ForceReply
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import usd
 from bot.telegram.texts import Texts
+from bot.turns.transcript import human_line
 
 
 class TaskCard:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import html
 
 from bot.errors import UserInputError
+from bot.git import Worktrees
 from bot.models import Task
 from bot.tasks.service import TaskService
 from bot.telegram.callbacks import task_keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
-from bot.worktrees.git import Worktrees
 
 INLINE_DIFF_CHARS = 3000
 
