@@ -169,7 +169,7 @@ async def build(
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
         service = make_service(core, settings)
-        timer = ScheduleTimer()
+        timer = ScheduleTimer(core.scheduler)
         schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
         answers = ApprovalAnswers(
             store, core.desk, notifier, texts, core.shared.takeover if core.shared else None

@@ -23,8 +23,10 @@ TAKEN_MEMORY = 10_000  # update ids remembered per run (Telegram re-sends only t
 WIRE_S = 0.1  # after the first getUpdates is asked for: it is on the wire
 FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
 # passes of the event loop an update's handler gets before polling goes on: its own first step
-# (a task committed, its turn's job created), then that job's (the agent spawned)
-HANDLER_PASSES = 2
+# (a task committed, its turn handed to the pool), the pool's adding the turn's APScheduler
+# job, APScheduler's delivery of that JobAdded event, its job loop starting the job, then the
+# job's own (the agent spawned); with 4 the next getUpdates goes out first
+HANDLER_PASSES = 5
 
 
 class JournaledDispatcher(Dispatcher):
