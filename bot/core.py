@@ -250,7 +250,6 @@ async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
         await shared.lease.open()
         stack.push_async_callback(shared.lease.close)
         await shared.fleet.recover_earlier()
-    await core.scheduler.start()  # before the pool: its turns' jobs run in it
     await stack.enter_async_context(core.pool.serve(core.runner.run_turn))
     if shared is not None:
         background(stack, shared.fleet.run_forever, "fleet")

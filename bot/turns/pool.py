@@ -34,6 +34,7 @@ from bot.turns.scheduler import JobScheduler
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT_S = 20.0
 TURN_TASK = "turn"  # the turns' APScheduler task
+HANDOVER_WAIT_S = 1.0  # how long long polling waits for a turn's job to start
 
 
 class StopReason(StrEnum):
@@ -94,6 +95,7 @@ class _Slot:
     claimed: Claimed | None
     job_id: UUID | None = None  # APScheduler's, once added
     job: asyncio.Task[object] | None = None  # the task running the job, once it runs
+    started: bool = False  # its job started (or will never: released before)
 
 
 class JobPool:
@@ -123,6 +125,9 @@ class JobPool:
         self._slots: dict[int, _Slot] = {}  # by turn id: at most the cap, one job per turn
         self._handing: deque[_Slot] = deque()  # slots taken, their jobs not added yet
         self._handed = asyncio.Event()
+        self._unstarted = 0  # turns handed over whose jobs have not started
+        self._all_started = asyncio.Event()
+        self._all_started.set()
         self._feeder: asyncio.Task[None] | None = None
         self._closed = False
         self.wake = asyncio.Event()  # a turn was submitted here, or a slot came free
@@ -204,6 +209,25 @@ class JobPool:
             slot = self._slots[turn_id] = _Slot(task_id, turn_id, claimed)
             self._handing.append(slot)
             self._handed.set()
+            self._unstarted += 1
+            self._all_started.clear()
+
+    async def handed_over(self, timeout_s: float = HANDOVER_WAIT_S) -> None:
+        """Wait (at most ``timeout_s``) until every turn handed to APScheduler so far has
+        started its job: the job has taken its first step (the agent spawned, or its claim
+        under way). Long polling waits for it, so an update's turn does not start behind the
+        next ``getUpdates``."""
+        if self._all_started.is_set():
+            return  # at once: not one pass of the loop more (``wait_for`` would take some)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._all_started.wait(), timeout_s)
+
+    def _job_started(self, slot: _Slot) -> None:
+        if not slot.started:
+            slot.started = True
+            self._unstarted -= 1
+            if self._unstarted == 0:
+                self._all_started.set()
 
     async def _feed(self) -> None:
         """Add the jobs of the slots taken, in their order (``add_job`` is a coroutine, taking
@@ -233,6 +257,7 @@ class JobPool:
         """APScheduler's job of one turn. A failing turn never kills the pool (nor APScheduler,
         which would log it under the job's UUID only): said here, with the turn's ids."""
         slot.job = asyncio.current_task()
+        self._job_started(slot)
         try:
             if not self._closed:
                 await self.run(slot.task_id, slot.turn_id, slot.claimed)
@@ -242,6 +267,7 @@ class JobPool:
             self._release(slot)
 
     def _release(self, slot: _Slot) -> None:
+        self._job_started(slot)  # a job that was never added never starts
         if self._slots.get(slot.turn_id) is slot:
             del self._slots[slot.turn_id]
         self._start_waiting()

@@ -5,9 +5,10 @@ queue between machines (turns are claimed from them, schedules registered again 
 start), so nothing here is persisted. APScheduler's PostgreSQL store is not used: it deadlocked
 when a worker restarted (``bench/apscheduler_deadlock.py``).
 
-Its composition root (``bot.core.start_core``) starts it before the pool: a turn's first job
-must not wait for its import (~85 ms and ~3 MB here, anyio included; ``import bot.worker`` and
-``import bot.app`` still load none of it). Used alone (a test, a bench) it starts on first use.
+APScheduler is imported and started by ``start`` (the bot once its first ``getUpdates`` is out,
+a worker at start), or by its first use (a turn to run, a schedule to set) when that comes
+sooner: ~85 ms of imports and ~3 MB here, anyio included, that the bot's first ``getUpdates``
+does not wait for (``import bot.app``, ``import bot.worker`` load none of it).
 It runs in a task of its own that enters and leaves it: its anyio scopes must be left by the
 task that entered them, and the first use may come from any task."""
 
