@@ -129,3 +129,24 @@ async def test_the_schedules_fire_from_the_scheduler_that_runs_the_turns():
                     TURN_TASK,
                     "detach-schedule",
                 }
+
+
+async def test_handed_over_returns_once_the_handed_turns_started_their_jobs():
+    """What long polling waits for before the next getUpdates: the jobs of the turns an update
+    handed over have taken their first step."""
+    started: list[int] = []
+
+    async def handler(turn_id: int, control: TurnControl, claimed: Claimed | None) -> None:
+        started.append(turn_id)
+        await asyncio.sleep(0.2)
+
+    async with JobScheduler() as scheduler:
+        await scheduler.start()
+        async with JobPool("s5", 2, 60, scheduler=scheduler).serve(handler) as pool:
+            await pool.handed_over()  # nothing handed over: at once
+            await pool.submit(task_id=1, turn_id=1)
+            await pool.submit(task_id=2, turn_id=2)
+            await pool.submit(task_id=3, turn_id=3)  # waits for a slot: not handed over
+            assert started == []
+            await pool.handed_over()
+            assert started == [1, 2]

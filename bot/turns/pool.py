@@ -202,9 +202,14 @@ class JobPool:
         job exists gets none: its job offers it once more when it ends."""
         while self._waiting and self.free_slots > 0 and not self._closed:
             task_id, turn_id, claimed = self._waiting.popleft()
-            if turn_id in self._slots:
+            if (held := self._slots.get(turn_id)) is not None:
                 self._again.add(turn_id)
-                log.info("task %s turn %s: has a job; offered again after it", task_id, turn_id)
+                log.info(
+                    "task %s turn %s: has a job (%s); offered again after it",
+                    task_id,
+                    turn_id,
+                    held.job_id or "being added",
+                )
                 continue
             slot = self._slots[turn_id] = _Slot(task_id, turn_id, claimed)
             self._handing.append(slot)

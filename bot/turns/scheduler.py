@@ -56,10 +56,6 @@ class JobScheduler:
                 log.warning("APScheduler did not stop within %ss", STOP_WAIT_S)
         self._scheduler = self._holder = None
 
-    @property
-    def open(self) -> bool:
-        return self._open
-
     async def start(self) -> None:
         """Import and start APScheduler now, not on first use."""
         await self.started()
