@@ -257,19 +257,22 @@ def test_only_the_outbox_sends_edits_or_deletes_messages():
     assert offenders == []
 
 
-def test_only_the_schedule_timer_imports_apscheduler():
+def test_only_the_process_scheduler_and_its_users_import_apscheduler():
+    """One APScheduler per process (``bot/turns/scheduler.py``); the pool and the timer use it
+    (the pool through it alone; the timer for its triggers and policies)."""
     users = [
         p.relative_to(ROOT).as_posix()
         for pkg in ("bot", "handlers", "executors")
         for p in modules(pkg)
         if any(m.startswith("apscheduler") for m in imports(p))
     ]
-    assert users == ["bot/schedules/timer.py"]
+    assert users == ["bot/schedules/timer.py", "bot/turns/scheduler.py"]
 
 
 def test_a_worker_imports_no_telegram_library_and_no_scheduler():
     """A scale-out worker runs turns with ``bot.core`` alone: what it imports (measured in a
-    fresh interpreter) holds neither aiogram nor APScheduler, so it starts fast and light."""
+    fresh interpreter) holds neither aiogram nor APScheduler (imported when the worker starts
+    it, ``bot/turns/scheduler.py``), so it starts fast and light."""
     probe = (
         "import sys, bot.worker; heavy = {'aiogram', 'apscheduler', 'aiohttp'}; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
@@ -281,8 +284,8 @@ def test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher():
     """Memory the idle bot does without (measured in a fresh interpreter, after opening its
     SQLite store): SQLAlchemy's asyncio extension and ORM and greenlet (6 MB; SQLite runs on
     the sync engine, ``bot/store/sqlite_engine.py``), its PostgreSQL dialect (2 MB), rapidfuzz
-    (3.5 MB, loaded by a typo in /model or /tz), anyio (2.6 MB; the executors shield their
-    clean-up with plain asyncio, ``executors/shield.py``; APScheduler loads it for a schedule),
+    (3.5 MB, loaded by a typo in /model or /tz), anyio (2.6 MB, until the job pool's APScheduler
+    starts; the executors shield their clean-up with plain asyncio, ``executors/shield.py``),
     psutil (1.3 MB; agents' process trees are read from /proc, ``executors/tree.py``)."""
     probe = (
         "import asyncio, sys, tempfile, bot.app, bot.cli\n"
