@@ -8,6 +8,7 @@ import pytest
 from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, ApprovalChoice
 from bot.models import ApprovalAnswer, MessageKind, OutboxOp, QuestionKind
 from bot.telegram.callbacks import ACTIONS, TaskAction, TaskButton, run_on
+from bot.telegram.held import HeldAction, HeldButton
 
 
 def test_stored_values_are_the_strings_of_before():
@@ -33,6 +34,7 @@ def test_stored_values_are_the_strings_of_before():
         (ApprovalAction(qid=2**53 - 1, choice=ApprovalChoice.ALLOW), f"ap:{2**53 - 1}:allow"),
         (TaskAction(action=TaskButton.DISCARD_YES, task_id=12), "t:discard_yes:12"),
         (TaskAction(action=run_on("codex"), task_id=3), "t:run_codex:3"),
+        (HeldAction(action=HeldButton.DROP, message_id=41, task_id=0), "h:drop:41:0"),
     ],
 )
 def test_callback_data_is_byte_identical(data, packed):
