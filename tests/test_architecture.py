@@ -75,20 +75,14 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # what talks to Telegram: the outbox and texts; pairing (``detach init``, before any
     # database); the start-up tuning of aiogram's types, and ``bot/__init__.py`` installing it
     ("bot.telegram", "bot.pairing", "bot.lazy_types", "bot"),
+    # settings (pydantic, from the environment), composed of each engine's own (declared in its
+    # executors/ module), and the paths that ``config`` reads them from
+    ("bot.settings", "bot.config"),
     # the two outsides a turn reaches: the database, and the agents' processes (executors know
     # only the values and ports below, the existing test above says so)
     ("bot.store", "executors"),
-    # values, contracts and where they come from: settings (pydantic, from the environment)
-    # and the paths that ``config`` reads them from; the crash points the drills name
-    (
-        "bot.models",
-        "bot.events",
-        "bot.errors",
-        "bot.ports",
-        "bot.settings",
-        "bot.config",
-        "bot.failpoints",
-    ),
+    # values and contracts; the crash points the drills name
+    ("bot.models", "bot.events", "bot.errors", "bot.ports", "bot.failpoints"),
 )
 Edge = tuple[str, str, str]  # (importing module, imported module, where: path:line)
 
