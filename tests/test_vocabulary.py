@@ -50,3 +50,12 @@ def test_a_button_of_before_still_unpacks_and_a_forged_one_does_not():
         ApprovalAction.unpack("ap:1:explode")
     assert set(APPROVAL_CHOICES) == set(ApprovalChoice)
     assert "explode" not in ACTIONS
+
+
+def test_schedule_buttons_pack_as_before_and_a_forged_action_does_not_unpack():
+    from handlers.schedules import ScheduleAction, ScheduleButton
+
+    assert ScheduleAction(action=ScheduleButton.DELETE, schedule_id=4).pack() == "sc:delete:4"
+    assert ScheduleAction.unpack("sc:resume:4").action is ScheduleButton.RESUME
+    with pytest.raises(ValueError):
+        ScheduleAction.unpack("sc:rm_rf:4")
