@@ -170,7 +170,7 @@ async def build(
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
         service = make_service(core, settings)
-        timer = ScheduleTimer()
+        timer = ScheduleTimer(core.scheduler)
         schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
         answers = ApprovalAnswers(
             store, core.desk, notifier, texts, core.shared.takeover if core.shared else None
@@ -211,11 +211,19 @@ async def build(
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,
-            make=functools.partial(JournaledDispatcher, store, polling),
+            make=functools.partial(JournaledDispatcher, store, polling, core.pool.handed_over),
         )
         stack.callback(release_routers, dispatcher)  # the next dispatcher may include them
         await start_core(core, stack)
-        board = make_board(settings, core, service, answers)  # None: DETACH_BOARD_PORT unset
+        board = make_board(  # None: DETACH_BOARD_PORT unset
+            settings,
+            store=store,
+            texts=texts,
+            worktrees=core.worktrees,
+            notifier=notifier,
+            service=service,
+            answers=answers,
+        )
         dispatcher["board"] = board  # /board makes its sign-in links
         if board is not None:
             await stack.enter_async_context(board.serve())
@@ -241,11 +249,15 @@ async def build(
 
 
 async def _settle_then_intake(app: App) -> None:
-    """What waits until polling began: the probes' outcome, missed schedules, the first
-    Telegram types (the longest step: ~0.4 s on the loop) and the intake. Engines that answer
-    their probes at once (none installed) would otherwise put all that before the first
-    ``getUpdates``."""
+    """What waits until polling began: APScheduler's start, the probes' outcome, missed
+    schedules, the first Telegram types (the longest step: ~0.4 s on the loop) and the intake.
+    Engines that answer their probes at once (none installed) would otherwise put all that
+    before the first ``getUpdates``."""
     await after_first_poll(app.polling)
+    try:  # not before polling (~0.1 s); a turn handed over sooner starts it (bot.turns.scheduler)
+        await app.core.scheduler.start()
+    except Exception:  # deliberate: started again on first use, which then says why not
+        log.exception("starting APScheduler failed")
     await app.settle()
     await _say_missing_engine(app)
     began = time.monotonic()

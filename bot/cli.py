@@ -148,6 +148,8 @@ def _logging() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("aiogram.event").setLevel(logging.WARNING)
+    # a line per job (each turn, each fired schedule) and per clean-up: the pool says its own
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
 def _init(args: argparse.Namespace) -> int:

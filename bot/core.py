@@ -1,7 +1,8 @@
 """What the bot and a scale-out worker share, built from Settings: the store, the outbox's
-producers' side, the engines, the job pool and everything a turn needs, and on a shared
-database the runner's lease, takeover and claiming. Nothing here imports a Telegram library:
-a worker runs turns with this alone (``bot.app`` adds the Telegram side for the bot)."""
+producers' side, the engines, the process's one APScheduler (``bot.turns.scheduler``) and the
+job pool whose turns run in it, everything a turn needs, and on a shared database the runner's
+lease, takeover and claiming. Nothing here imports a Telegram library: a worker runs turns with
+this alone (``bot.app`` adds the Telegram side for the bot)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from bot.fleet.dispatch import Dispatcher
 from bot.fleet.fleet import Fleet
 from bot.fleet.lease import Lease, OneProcess
 from bot.fleet.takeover import Takeover
+from bot.git import Worktrees
 from bot.intake.recovery import recover
 from bot.mcp.launch import private_dir, subtask_env
 from bot.models import ProcessRole
@@ -35,15 +37,15 @@ from bot.ports import Executor
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.ownership import owned, owner
-from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 from bot.turns.runner import TurnRunner
+from bot.turns.scheduler import JobScheduler
 from bot.turns.specs import TurnPolicy
-from bot.worktrees.git import Worktrees
+from bot.workdirs import WorkdirPolicy
 from executors import registry
 from executors.check import ShellCheck
 from executors.denied import ReadDenial
@@ -72,6 +74,7 @@ class Core:
     outbox: Outbox
     notifier: Notifier
     engines: Engines  # probed in the background: ``engines.ready()`` before reading them
+    scheduler: JobScheduler  # the process's APScheduler: the turns' jobs, the schedules
     pool: JobPool
     queue: TurnQueue
     desk: ApprovalDesk
@@ -118,7 +121,11 @@ async def build_core(
     executors = engines.available
     identity = stable_identity(role, name, host)
     announce = store.claims.announce if shared_db else None
-    pool = JobPool(identity, settings.max_concurrent_turns, settings.turn_timeout_s, announce)
+    # left after the pool and the timer (entered later), before the store closes
+    scheduler = await stack.enter_async_context(JobScheduler())
+    pool = JobPool(
+        identity, settings.max_concurrent_turns, settings.turn_timeout_s, announce, scheduler
+    )
     queue = TurnQueue(store, pool)
     poll_s = SHARED_POLL_S if shared_db else None  # scale-out: other processes answer
     desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
@@ -165,6 +172,7 @@ async def build_core(
         outbox,
         notifier,
         engines,
+        scheduler,
         pool,
         queue,
         desk,

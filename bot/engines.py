@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import shutil
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from bot.errors import AgentNotInstalled
 from bot.models import Preset
@@ -25,34 +23,20 @@ def engine_config(
     settings: Settings,
     spec: EngineSpec,
     environ: Mapping[str, str],
-    process_env: Mapping[str, str],
     sessions: SessionStore | None = None,
     presets: Iterable[Preset] = (),
 ) -> EngineConfig:
-    """An engine's configuration: its ``DETACH_<NAME>_*`` settings (fields of Settings, or
-    variables of the bot's own environment for an engine Settings does not know), and its
-    own of ``presets``."""
-    prefix, env_prefix = f"{spec.name}_", f"DETACH_{spec.name.upper()}_"
-    options: dict[str, Any] = {
-        key[len(env_prefix) :].lower(): value
-        for key, value in process_env.items()
-        if key.startswith(env_prefix)
-    }
-    options.update(
-        {
-            name[len(prefix) :]: value
-            for name, value in settings
-            if name.startswith(prefix) and value is not None
-        }
-    )
+    """An engine's configuration: its ``DETACH_<NAME>_*`` settings (its settings class, a base
+    of Settings: ``bot.ports.EngineSettings``), and its own of ``presets``."""
+    own = spec.settings.model_validate(settings.model_dump(include=set(spec.settings.model_fields)))
     found = shutil.which(spec.default_binary) if spec.default_binary else None  # none: no CLI
-    binary = options.get("bin") or found
+    binary = getattr(own, f"{spec.name}_bin", None) or found
     return EngineConfig(
         binary=str(binary) if binary else None,
         environ=environ,
         secrets=settings.secret_values(),
         cancel_grace_s=settings.cancel_grace_s,
-        options=options,
+        settings=own,
         sessions=sessions,
         presets=tuple(p for p in presets if p.engine == spec.name),
     )
@@ -113,9 +97,7 @@ def make_engines(
     presets = tuple(presets)
     return Engines(
         {
-            spec.name: spec.make(
-                engine_config(settings, spec, environ, os.environ, sessions, presets)
-            )
+            spec.name: spec.make(engine_config(settings, spec, environ, sessions, presets))
             for spec in registry.ENGINES
         }
     )

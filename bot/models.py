@@ -46,6 +46,62 @@ class QuestionStatus(StrEnum):
     EXPIRED = "expired"  # its deadline passed, its turn ended, or the process restarted
 
 
+class QuestionKind(StrEnum):
+    """What a pending question asks (``pending_questions.kind``)."""
+
+    APPROVAL = "approval"  # may a tool run (or a repository's check): ApprovalAnswer
+    QUESTION = "question"  # an agent's question: the answer is the picked options' text
+    BUDGET = "budget"  # a spent budget: extend or stop, asked on the turn's card
+
+
+class ApprovalAnswer(StrEnum):
+    """The one vocabulary of an approval's outcome: what the desk returns to the turn, what
+    ``pending_questions.answer`` and the audit log keep. Only the owner gives the first three;
+    the desk closes an unanswered question with the last three. The buttons have a vocabulary of
+    their own (``bot.approvals.view.ApprovalChoice``): a tap on "Always" is not an answer yet
+    (it asks to confirm), "Confirm" answers ``ALWAYS``, "Back" answers nothing; so a button is
+    not an answer, and neither set can stand for the other."""
+
+    ALLOW = "allow"  # this once
+    DENY = "deny"
+    ALWAYS = "always"  # allowed, and remembered as a grant
+    TIMEOUT = "timeout"  # nobody answered in time
+    ENDED = "ended"  # the turn ended (a cancel, a shutdown) before an answer
+    RESTART = "restart"  # the process that asked died (a restart, a dead worker's turns)
+
+
+class MessageKind(StrEnum):
+    """What a task's message is (``outbox.link_kind``): whether it buzzes (``/notify``), and
+    which of a task's messages a later one replaces or edits."""
+
+    ACK = "ack"  # "queued": the answer to the message that started a task
+    STATUS = "status"
+    PROGRESS = "progress"  # the live progress message of a running turn
+    RESULT = "result"  # the turn's card
+    APPROVAL = "approval"  # an approval or an agent's question
+    QUESTION = "question"
+    BUDGET = "budget"
+    FOLLOWUP = "followup"
+    LIMIT = "limit"  # an engine's usage limit: the task waits for its reset
+    CANCEL = "cancel"  # the "cancelling…" answer to /cancel, until the turn's card takes it
+    DOCUMENT = "document"
+    INTERRUPTED = "interrupted"
+    MESSAGE = "message"  # a delivered message of no kind given
+    # the owner's own messages linked to a task (``message_links.kind``)
+    COMMAND = "command"  # the command that started it
+    FOLLOW_UP = "follow_up"  # a reply that followed it up
+
+
+class OutboxOp(StrEnum):
+    """What an outbox row does in Telegram (``outbox.op``)."""
+
+    SEND = "send"
+    DOCUMENT = "document"
+    EDIT = "edit"  # a message's text (and buttons)
+    MARKUP = "markup"  # only its buttons
+    DELETE = "delete"
+
+
 class OutboxStatus(StrEnum):
     PENDING = "pending"  # to be delivered (maybe waiting to retry)
     SENT = "sent"

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest
 from bot.models import CheckResult, Preset, TurnSpec
@@ -61,6 +63,30 @@ class CheckRunner(Protocol):
     ) -> CheckResult: ...
 
 
+class LostRunners(Protocol):
+    """On a shared database, whether the runner of a task's running turn is gone. The
+    composition root wires ``bot.fleet.takeover.Takeover`` here: the takeover expires questions
+    through the approval desk, so the approval answers may not import the fleet back."""
+
+    async def if_lost(self, task_id: int) -> bool:
+        """True when that runner's lease lapsed and its turns were taken over just now (the
+        task is offered for Resume); False while it lives, or when no turn runs."""
+        ...
+
+
+class EngineSettings(BaseModel):
+    """An engine's own settings, declared once, in its module: a subclass whose fields are
+    named ``<engine>_<setting>``, with their defaults and bounds. ``bot.settings.Settings``
+    inherits every registered engine's, so ``DETACH_<ENGINE>_<SETTING>`` (or the settings
+    file) sets them and a mistake is reported like any other setting's; a ``<engine>_bin``
+    field is the engine's binary."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+S = TypeVar("S", bound=EngineSettings)
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """What the composition root hands an engine's factory."""
@@ -69,18 +95,22 @@ class EngineConfig:
     environ: Mapping[str, str]  # the environment agents inherit (secrets removed by the engine)
     secrets: Sequence[str] = ()
     cancel_grace_s: float = 5.0
-    options: Mapping[str, Any] = field(default_factory=dict)  # DETACH_<NAME>_* settings
+    settings: EngineSettings = field(default_factory=EngineSettings)  # DETACH_<NAME>_*
     sessions: SessionStore | None = None
     # the engine's model presets (built-in, then DETACH_CONFIG's in its order): an endpoint
     # engine (``local``) may be configured by its presets alone
     presets: tuple[Preset, ...] = ()
+
+    def settings_of(self, kind: type[S]) -> S:
+        """The engine's settings as its own class (its defaults when none were given)."""
+        return kind.model_validate(self.settings, from_attributes=True)
 
 
 @dataclass(frozen=True, slots=True)
 class EngineSpec:
     """An engine's declaration: its name (also its Telegram command and ``engine=`` value), the
     binary looked up on PATH, the CLI version it was measured with, its built-in model
-    presets, and the factory of its Executor."""
+    presets, the factory of its Executor and the class of its settings."""
 
     name: str
     default_binary: str
@@ -88,3 +118,4 @@ class EngineSpec:
     presets: tuple[Preset, ...]
     make: Callable[[EngineConfig], Executor]
     mcp_client: bool = False  # its agent can be given MCP servers (TurnSpec.mcp_servers)
+    settings: type[EngineSettings] = EngineSettings  # a base of bot.settings.Settings

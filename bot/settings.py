@@ -11,13 +11,18 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.models import ApprovalMode, ProcessRole
+from executors.claude import ClaudeSettings
+from executors.codex import CodexSettings
+from executors.local import LocalSettings
 
 TELEGRAM_API_URL = "https://api.telegram.org"
 TOKEN_SHAPE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{1,100}")
 
 
-class Settings(BaseSettings):
-    """Everything Detach reads from its environment; built once, in the composition root."""
+class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
+    """Everything Detach reads from its environment; built once, in the composition root.
+    Each engine declares its own settings (DETACH_<ENGINE>_*) in its module; they are bases
+    of this class, one per engine of ``executors.registry``."""
 
     model_config = SettingsConfigDict(env_prefix="DETACH_", env_file=None, extra="ignore")
 
@@ -26,8 +31,6 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     database_url: str | None = None
     telegram_api_url: str = TELEGRAM_API_URL
-    claude_bin: str | None = None
-    codex_bin: str | None = None
     workdir: Path | None = None
     allowed_workdirs: Annotated[tuple[Path, ...], NoDecode] = ()
     max_concurrent_turns: int = Field(default=2, ge=1, le=64)
@@ -52,18 +55,6 @@ class Settings(BaseSettings):
     outbox_chat_burst: int = Field(default=3, ge=1)  # messages a chat may get at once
     daily_cap_usd: float | None = None
     task_cap_usd: float | None = Field(default=None, gt=0)
-    codex_approval_policy: str = "untrusted"
-    codex_sandbox: str = "workspace-write"
-    # /local: an OpenAI-compatible endpoint (llama-server, Ollama, vLLM, a hosted provider) used
-    # when the task's preset names none; presets of engine "local" carry their own
-    local_base_url: str | None = None
-    local_model: str | None = None
-    local_api_key_env: str | None = None  # the variable that holds its key (none: no key)
-    local_context_window: int = Field(default=32_768, ge=1024)
-    local_max_steps: int = Field(default=40, ge=1, le=500)  # model calls per turn
-    local_max_tokens: int = Field(default=4096, ge=16)  # one model call's answer at most
-    local_command_timeout_s: float = Field(default=300, gt=0)
-    local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
     approval_timeout_s: float = Field(default=600, gt=0)
     limit_retry_s: float = Field(default=900, gt=0)  # a usage limit that names no reset time
     mcp_chat: int | None = None  # `detach mcp`: whose tasks (default: the first allowed user)

@@ -17,9 +17,9 @@ from bot.money.desk import resolve_preset
 from bot.money.presets import PresetCatalog
 from bot.settings import Settings
 from bot.store import Store
-from bot.tasks.transcript import human_line
-from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.render import slugify, usd
+from bot.turns.transcript import human_line
+from bot.workdirs import WorkdirPolicy
 from executors import registry
 
 
@@ -107,8 +107,8 @@ def add(args: argparse.Namespace) -> int:
 def _check(given: str | None, cwd: Path) -> tuple[str | None, str | None]:
     """``--check`` (``--check no``: none), else the repository's ``.detach.toml`` (read now, so
     a broken one fails here), with that repository: its check runs once the owner approved it."""
+    from bot.git import top_level
     from bot.tasks.checks import given_check, repository_check
-    from bot.worktrees.git import top_level
 
     if given is not None:
         return given_check(given), None
@@ -126,7 +126,7 @@ def _add_through_inbox(
     the directory is in a repository)."""
     from datetime import UTC, datetime
 
-    from bot.intake.taskfile import TaskFile, drop
+    from bot.tasks.taskfile import TaskFile, drop
 
     target = drop(
         settings.data_dir / "inbox",
@@ -252,7 +252,7 @@ def _printable(text: str) -> str:
 
 
 def export(args: argparse.Namespace) -> int:
-    from bot.intake.inbox import export  # the bot's imports, only for this command
+    from bot.tasks.export import export  # the bot's imports, only for this command
 
     async def work(store: Store) -> None:
         from bot.telegram.texts import Texts

@@ -26,6 +26,7 @@ async def build_worker(settings: Settings, name: str) -> AsyncIterator[Core]:
     async with contextlib.AsyncExitStack() as stack:
         core = await build_core(settings, stack, ProcessRole.WORKER, name)
         await start_core(core, stack)
+        await core.scheduler.start()  # it runs turns: not with the first one
         await core.engines.ready()  # until then it claims nothing (it has no engine yet)
         assert core.shared is not None
         log.info("worker %s ready: %s", core.shared.lease.runner_id, "; ".join(core.engines.status))

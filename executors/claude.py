@@ -15,7 +15,7 @@ from typing import Any
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
-from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSpec
+from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSettings, EngineSpec
 from executors import gitguard, sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
 from executors.claude_sandbox import mcp_config_file, sandbox_settings
@@ -289,6 +289,12 @@ class _Channel:
         self.close()
 
 
+class ClaudeSettings(EngineSettings):
+    """DETACH_CLAUDE_*."""
+
+    claude_bin: str | None = None  # else ``claude`` on PATH
+
+
 def _make(config: EngineConfig) -> ClaudeExecutor:
     return ClaudeExecutor(config.binary, config.environ, config.secrets, config.cancel_grace_s)
 
@@ -299,6 +305,7 @@ SPEC = EngineSpec(
     pinned_version=PINNED_VERSION,
     make=_make,
     mcp_client=True,
+    settings=ClaudeSettings,
     presets=(
         Preset("opus", "claude", "opus", (), 15.0, 75.0, 1.5, 18.75),
         Preset("sonnet", "claude", "sonnet", (), 3.0, 15.0, 0.3, 3.75),

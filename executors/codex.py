@@ -18,7 +18,7 @@ from typing import Any
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
-from bot.ports import Approver, EngineConfig, EngineSpec
+from bot.ports import Approver, EngineConfig, EngineSettings, EngineSpec
 from executors import gitguard, leftovers
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
@@ -48,6 +48,14 @@ QUIET_CONFIG = (
 )
 
 
+class CodexSettings(EngineSettings):
+    """DETACH_CODEX_*."""
+
+    codex_bin: str | None = None  # the native binary, else ``codex`` on PATH
+    codex_approval_policy: str = "untrusted"  # every command and file change is asked
+    codex_sandbox: str = "workspace-write"  # or read-only, danger-full-access
+
+
 class CodexExecutor:
     engine = "codex"
 
@@ -57,14 +65,14 @@ class CodexExecutor:
         env: Mapping[str, str],
         secrets: Iterable[str] = (),
         cancel_grace_s: float = 5.0,
-        approval_policy: str = "untrusted",
-        sandbox: str = "workspace-write",
+        settings: CodexSettings | None = None,
     ) -> None:
+        settings = settings or CodexSettings()
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
-        self.approval_policy = approval_policy
-        self.sandbox = sandbox
+        self.approval_policy = settings.codex_approval_policy
+        self.sandbox = settings.codex_sandbox
         self._sandbox_refused = False
 
     def refuse_sandbox(self) -> None:
@@ -321,8 +329,7 @@ def _make(config: EngineConfig) -> CodexExecutor:
         config.environ,
         config.secrets,
         config.cancel_grace_s,
-        str(config.options.get("approval_policy", "untrusted")),
-        str(config.options.get("sandbox", "workspace-write")),
+        config.settings_of(CodexSettings),
     )
 
 
@@ -331,6 +338,7 @@ SPEC = EngineSpec(
     default_binary="codex",
     pinned_version=PINNED_VERSION,
     make=_make,
+    settings=CodexSettings,
     presets=(
         Preset("gpt-5.5", "codex", "gpt-5.5", (), 1.25, 10.0, 0.125, 0.0),
         Preset("gpt-6.2-sol", "codex", "gpt-6.2-sol", (), 1.25, 10.0, 0.125, 0.0),

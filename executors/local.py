@@ -28,6 +28,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from bot.errors import AgentCrashed
 from bot.events import (
     AgentEvent,
@@ -41,7 +43,7 @@ from bot.events import (
     UsageUpdated,
 )
 from bot.models import ApprovalMode, Preset, TurnSpec
-from bot.ports import Approver, EngineConfig, EngineSpec, SessionStore
+from bot.ports import Approver, EngineConfig, EngineSettings, EngineSpec, SessionStore
 from executors import sandbox
 from executors.check import ShellCheck
 from executors.denied import without_secrets
@@ -59,26 +61,40 @@ log = logging.getLogger(__name__)
 EMPTY_ANSWER = "the model answered nothing; reply to ask it again"
 
 
+class LocalSettings(EngineSettings):
+    """DETACH_LOCAL_*: the endpoint used when the task's preset names none (presets of engine
+    ``local`` carry their own), and the bounds of a turn."""
+
+    local_base_url: str | None = None
+    local_model: str | None = None
+    local_api_key_env: str | None = None  # the variable that holds its key (none: no key)
+    local_context_window: int = Field(default=32_768, ge=1024)
+    local_max_steps: int = Field(default=40, ge=1, le=500)  # model calls per turn
+    local_max_tokens: int = Field(default=4096, ge=16)  # one model call's answer at most
+    local_command_timeout_s: float = Field(default=300, gt=0)
+    local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
+
+
 class LocalExecutor:
     engine = "local"
 
     def __init__(
         self,
-        options: Mapping[str, Any],
+        settings: LocalSettings,
         environ: Mapping[str, str],
         secrets: Sequence[str],
         sessions: SessionStore | None,
         presets: Sequence[Preset] = (),
     ) -> None:
         """``presets``: the local presets; those that name a ``base_url`` are endpoints too."""
-        self._where = Endpoints(options, environ, presets)
+        self._where = Endpoints(settings, environ, presets)
         self._environ = environ
         self._secrets = tuple(secrets)
         self._sessions = sessions
-        self._max_steps = int(options.get("max_steps", 40))
-        self._max_tokens = int(options.get("max_tokens", 4096))
-        self._command_timeout_s = float(options.get("command_timeout_s", 300))
-        self._retry_budget_s = float(options.get("retry_s", 120))
+        self._max_steps = settings.local_max_steps
+        self._max_tokens = settings.local_max_tokens
+        self._command_timeout_s = settings.local_command_timeout_s
+        self._retry_budget_s = settings.local_retry_s
 
     # -- the engine's declaration ------------------------------------------------------------
     async def probe(self) -> str:
@@ -306,7 +322,11 @@ def _add(a: Usage, b: Usage) -> Usage:
 
 def _make(config: EngineConfig) -> LocalExecutor:
     return LocalExecutor(
-        config.options, config.environ, config.secrets, config.sessions, config.presets
+        config.settings_of(LocalSettings),
+        config.environ,
+        config.secrets,
+        config.sessions,
+        config.presets,
     )
 
 
@@ -316,7 +336,8 @@ SPEC = EngineSpec(
     pinned_version="",
     make=_make,
     presets=(),
+    settings=LocalSettings,
 )
 
 
-__all__ = ["SPEC", "Endpoint", "LocalExecutor"]
+__all__ = ["SPEC", "Endpoint", "LocalExecutor", "LocalSettings"]

@@ -6,25 +6,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import Preset, TurnSpec
 from executors.local_chat import Endpoint
 
+if TYPE_CHECKING:
+    from executors.local import LocalSettings
+
 PROBE_TIMEOUT_S = 3.0
 PROBED_ENDPOINTS = 4  # /status asks at most this many endpoints (all at once) at start
-DEFAULT_CONTEXT_WINDOW = 32_768
 OFF = "off (DETACH_LOCAL_BASE_URL or a local preset's base_url sets its endpoint)"
 
 
 class Endpoints:
     def __init__(
-        self, options: Mapping[str, Any], environ: Mapping[str, str], presets: Sequence[Preset]
+        self, settings: LocalSettings, environ: Mapping[str, str], presets: Sequence[Preset]
     ) -> None:
-        """``options``: the DETACH_LOCAL_* settings; ``presets``: the local presets (those
+        """``settings``: the DETACH_LOCAL_* settings; ``presets``: the local presets (those
         that name a ``base_url`` are endpoints, in DETACH_CONFIG's order)."""
-        self._options = options
+        self._settings = settings
         self._environ = environ
         self._presets = tuple(p for p in presets if p.engine == "local" and p.base_url)
 
@@ -37,12 +39,13 @@ class Endpoints:
         naming one (and its model, when the task names none): each field from the first of
         these that sets it."""
         preset = spec.preset if spec.preset is not None and spec.preset.engine == "local" else None
-        fallback = None if self._options.get("base_url") else next(iter(self._presets), None)
+        fallback = None if self._settings.local_base_url else next(iter(self._presets), None)
         layers = [p for p in (preset, fallback) if p is not None]
 
         def first(name: str) -> Any:
             found = (getattr(layer, name) for layer in layers)
-            return next((value for value in found if value), None) or self._options.get(name)
+            own = getattr(self._settings, f"local_{name}")
+            return next((value for value in found if value), None) or own
 
         base_url = first("base_url")
         if not base_url:
@@ -53,7 +56,7 @@ class Endpoints:
             base_url=str(base_url),
             model=str(spec.model or first("model") or "local"),
             api_key_env=first("api_key_env"),
-            context_window=int(first("context_window") or DEFAULT_CONTEXT_WINDOW),
+            context_window=int(first("context_window")),
         )
 
     async def probe(self) -> str:
@@ -77,8 +80,9 @@ class Endpoints:
         """Each endpoint's URL: the variable holding its key, and the presets naming it (none:
         DETACH_LOCAL_BASE_URL's own)."""
         endpoints: dict[str, tuple[object, list[str]]] = {}
-        if self._options.get("base_url"):
-            endpoints[str(self._options["base_url"])] = (self._options.get("api_key_env"), [])
+        own = self._settings
+        if own.local_base_url:
+            endpoints[own.local_base_url] = (own.local_api_key_env, [])
         for preset in self._presets:
             _, names = endpoints.setdefault(str(preset.base_url), (preset.api_key_env, []))
             names.append(preset.name)

@@ -2,7 +2,8 @@
 the task commands (/claude, /codex) and their menu entries, ``engine=`` and ``--engine``, the
 built-in model presets, the executors the composition root builds and the start-up probes
 /status shows. Adding an engine is one module in executors/ declaring a ``SPEC`` plus one line
-below (and its menu text, ``commands.<name>``, in each catalog)."""
+below, its settings class (``SPEC.settings``) among the bases of ``bot.settings.Settings``, and
+its menu text, ``commands.<name>``, in each catalog."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from aiogram.types import CallbackQuery
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
-from bot.telegram.callbacks import ACTIONS, RUN_ON, TaskAction, run_on_engine
+from bot.telegram.callbacks import ACTIONS, RUN_ON, TaskAction, TaskButton, run_on_engine
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from bot.worktrees.card import WorktreeCard
@@ -48,27 +48,27 @@ async def on_task_action(
     user_id: int,
     reply: Reply,
 ) -> None:
-    if callback_data.action == "wait":
+    if callback_data.action == TaskButton.WAIT:
         task = await handover.keep_waiting(user_id, callback_data.task_id)
         await query.answer(plain(reply.text("task.wait_chosen", label=task.label)))
         return
-    if callback_data.action == "cancel":
+    if callback_data.action == TaskButton.CANCEL:
         task = await tasks.cancel(user_id, callback_data.task_id)
         await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
         return
-    actions: dict[str, Callable[[int, int], Awaitable[object]]] = {
-        "resume": tasks.resume_interrupted,
-        "fail": tasks.mark_failed,
-        "followup": card.ask_follow_up,
-        "transcript": card.send_transcript,
-        "retry": card.retry,
-        "diff": worktree_card.show_diff,
-        "merge": worktree_card.merge,
-        "discard": partial(worktree_card.discard, confirmed=False),
-        "discard_yes": partial(worktree_card.discard, confirmed=True),
-        "archive": lambda user, task_id: tasks.archive(user, str(task_id)),
+    actions: dict[TaskButton, Callable[[int, int], Awaitable[object]]] = {
+        TaskButton.RESUME: tasks.resume_interrupted,
+        TaskButton.FAIL: tasks.mark_failed,
+        TaskButton.FOLLOWUP: card.ask_follow_up,
+        TaskButton.TRANSCRIPT: card.send_transcript,
+        TaskButton.RETRY: card.retry,
+        TaskButton.DIFF: worktree_card.show_diff,
+        TaskButton.MERGE: worktree_card.merge,
+        TaskButton.DISCARD: partial(worktree_card.discard, confirmed=False),
+        TaskButton.DISCARD_YES: partial(worktree_card.discard, confirmed=True),
+        TaskButton.ARCHIVE: lambda user, task_id: tasks.archive(user, str(task_id)),
     }
-    done = await actions[callback_data.action](user_id, callback_data.task_id)
+    done = await actions[TaskButton(callback_data.action)](user_id, callback_data.task_id)
     toast = f"toast.{callback_data.action.removesuffix('_yes')}"
     refused = "_refused" if done is False else ""  # a merge or discard that did not happen
     await query.answer(reply.text(toast + refused))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from aiogram import F, Router
 from aiogram.filters import Command, CommandObject
 from aiogram.types import CallbackQuery, Message
@@ -13,13 +15,23 @@ from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.reply import Reply
 from handlers.taps import Tapped
 
-ACTIONS = ("pause", "resume", "delete")
+
+class ScheduleButton(StrEnum):
+    """What a schedule's button does (in the callback data as its value; its caption is
+    ``button.<value>``)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    DELETE = "delete"
+
+
+ACTIONS = tuple(ScheduleButton)
 
 router = Router(name="schedules")
 
 
 class ScheduleAction(CallbackData, prefix="sc"):
-    action: str
+    action: ScheduleButton
     schedule_id: Id
 
 
@@ -32,13 +44,13 @@ def _line(desk: ScheduleDesk, reply: Reply, listed: Listed) -> str:
 
 def _buttons(reply: Reply, listed: Listed) -> list[Button]:
     s = listed.schedule
-    toggle = "resume" if s.state == ScheduleState.PAUSED else "pause"
+    toggle = ScheduleButton.RESUME if s.state == ScheduleState.PAUSED else ScheduleButton.PAUSE
     return [
         Button(
             text=f"S{s.id}: " + reply.text(f"button.{action}"),
             callback_data=ScheduleAction(action=action, schedule_id=s.id).pack(),
         )
-        for action in (toggle, "delete")
+        for action in (toggle, ScheduleButton.DELETE)
     ]
 
 
@@ -100,9 +112,11 @@ async def on_pressed(
     user_id: int,
     reply: Reply,
 ) -> None:
-    action = {"pause": schedules.pause, "resume": schedules.resume, "delete": schedules.delete}[
-        callback_data.action
-    ]
+    action = {
+        ScheduleButton.PAUSE: schedules.pause,
+        ScheduleButton.RESUME: schedules.resume,
+        ScheduleButton.DELETE: schedules.delete,
+    }[callback_data.action]
     schedule = await action(user_id, callback_data.schedule_id)
     await query.answer(reply.text(f"schedule.{callback_data.action}d", ref=f"S{schedule.id}"))
     if query.message is not None:

@@ -59,6 +59,156 @@ def test_executors_use_only_models_events_errors_and_ports(path):
     assert used <= EXECUTOR_MAY_IMPORT, used - EXECUTOR_MAY_IMPORT
 
 
+# The floors, from the top. A module may import any floor below its own, and a unit (a package,
+# or a loose module) of its own floor when the units still import each other in no circle;
+# never a floor above. Imports inside functions and under ``if TYPE_CHECKING:`` count too: a
+# type names what the code leans on, and a climbing one is the first step of a circle.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    # the entry points and composition roots: they build everything below
+    ("bot.__main__", "bot.launch", "bot.cli", "bot.app", "bot.worker", "bot.core", "bot.shell"),
+    ("handlers",),
+    # what a person asks for: tasks (and their task files), the inbox, schedules, worktrees,
+    # the MCP server for other agents, the board (a web view of the tasks)
+    ("bot.tasks", "bot.intake", "bot.schedules", "bot.worktrees", "bot.mcp", "bot.board"),
+    ("bot.turns", "bot.approvals", "bot.fleet"),
+    # what a turn leans on: its budget, its engine, git, the allow-listed directories
+    ("bot.money", "bot.engines", "bot.git", "bot.workdirs"),
+    # what talks to Telegram: the outbox and texts; pairing (``detach init``, before any
+    # database); the start-up tuning of aiogram's types, and ``bot/__init__.py`` installing it
+    ("bot.telegram", "bot.pairing", "bot.lazy_types", "bot"),
+    # settings (pydantic, from the environment), composed of each engine's own (declared in its
+    # executors/ module), and the paths that ``config`` reads them from
+    ("bot.settings", "bot.config"),
+    # the two outsides a turn reaches: the database, and the agents' processes (executors know
+    # only the values and ports below, the existing test above says so)
+    ("bot.store", "executors"),
+    # values and contracts; the crash points the drills name
+    ("bot.models", "bot.events", "bot.errors", "bot.ports", "bot.failpoints"),
+)
+Edge = tuple[str, str, str]  # (importing module, imported module, where: path:line)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    base = ROOT.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def project_imports(path: Path) -> list[Edge]:
+    """Every import of a module of this project in ``path``, wherever it stands (a function,
+    ``if TYPE_CHECKING:``); ``from bot import config`` is an import of ``bot.config``."""
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found: list[Edge] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names = [
+                f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base
+                for alias in node.names
+            ]
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        found += [(here, n, where) for n in names if n.split(".")[0] in UNDER_FLOORS]
+    return found
+
+
+UNDER_FLOORS = ("bot", "handlers", "executors")
+
+
+def unit_of(module: str, floors: tuple[tuple[str, ...], ...] = FLOORS) -> str | None:
+    """The package or loose module that ``module`` belongs to (the longest unit naming it;
+    ``bot`` itself only names ``bot/__init__.py``), or None where no floor holds it."""
+    units = [u for floor in floors for u in floor]
+    match = [u for u in units if module == u or (u != "bot" and module.startswith(u + "."))]
+    return max(match, key=len) if match else None
+
+
+def floor_problems(edges: list[Edge], floors: tuple[tuple[str, ...], ...] = FLOORS) -> list[str]:
+    """Each import that climbs to a higher floor, then one circle among the units (of any
+    floors) if there is one; an empty list: the floors hold."""
+    level = {unit: n for n, floor in enumerate(floors) for unit in floor}
+    graph: dict[str, set[str]] = {unit: set() for unit in level}
+    problems = []
+    for source, target, where in edges:
+        a, b = unit_of(source, floors), unit_of(target, floors)
+        if a is None or b is None:
+            problems.append(f"{where}: {source if a is None else target} stands on no floor")
+        elif a != b:
+            graph[a].add(b)
+            if level[b] < level[a]:
+                problems.append(f"{where}: {source} climbs to {target}")
+    circle = _circle(graph)
+    if circle:
+        problems.append("circle: " + " -> ".join(circle))
+    return problems
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str]:
+    """One circle of ``graph`` (its first unit repeated at the end), or [] when it has none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(unit: str) -> list[str]:
+        if unit in path:
+            return [*path[path.index(unit) :], unit]
+        if unit in done:
+            return []
+        path.append(unit)
+        for nxt in sorted(graph[unit]):
+            if found := visit(nxt):
+                return found
+        path.pop()
+        done.add(unit)
+        return []
+
+    for unit in sorted(graph):
+        if found := visit(unit):
+            return found
+    return []
+
+
+def test_no_module_imports_a_floor_above_its_own_and_no_packages_import_in_a_circle():
+    """The order of the packages (``FLOORS``): every module of bot/, handlers/ and executors/
+    stands on a floor, imports nothing above it, and the units import each other in no
+    circle, so each concept can be read (and tested) with only what lies below it."""
+    edges = [e for pkg in UNDER_FLOORS for path in modules(pkg) for e in project_imports(path)]
+    unplaced = [
+        module_name(path)
+        for pkg in UNDER_FLOORS
+        for path in modules(pkg)
+        if unit_of(module_name(path)) is None
+    ]
+    assert unplaced == [], "place these on a floor of FLOORS"
+    assert len(edges) > 500  # the imports were read
+    assert floor_problems(edges) == []
+
+
+def test_the_floor_check_catches_a_climbing_import_and_a_circle():
+    floors = (("top",), ("mid.a", "mid.b"), ("low",))
+    down = [("top.x", "mid.a.y", "t:1"), ("mid.a.y", "mid.b", "a:1"), ("mid.b.z", "low", "b:1")]
+    assert floor_problems(down, floors) == []
+    climb = [*down, ("low", "top.x", "l:1")]
+    assert floor_problems(climb, floors) == [
+        "l:1: low climbs to top.x",
+        "circle: low -> top -> mid.a -> mid.b -> low",
+    ]
+    sideways = [*down, ("mid.b.z", "mid.a", "b:2")]
+    assert floor_problems(sideways, floors) == ["circle: mid.a -> mid.b -> mid.a"]
+    assert floor_problems([("elsewhere", "low", "e:1")], floors) == [
+        "e:1: elsewhere stands on no floor"
+    ]
+
+
 SENDING_METHODS = {
     "answer",
     "reply",
@@ -102,19 +252,22 @@ def test_only_the_outbox_sends_edits_or_deletes_messages():
     assert offenders == []
 
 
-def test_only_the_schedule_timer_imports_apscheduler():
+def test_only_the_process_scheduler_and_its_users_import_apscheduler():
+    """One APScheduler per process (``bot/turns/scheduler.py``); the pool and the timer use it
+    (the pool through it alone; the timer for its triggers and policies)."""
     users = [
         p.relative_to(ROOT).as_posix()
         for pkg in ("bot", "handlers", "executors")
         for p in modules(pkg)
         if any(m.startswith("apscheduler") for m in imports(p))
     ]
-    assert users == ["bot/schedules/timer.py"]
+    assert users == ["bot/schedules/timer.py", "bot/turns/scheduler.py"]
 
 
 def test_a_worker_imports_no_telegram_library_and_no_scheduler():
     """A scale-out worker runs turns with ``bot.core`` alone: what it imports (measured in a
-    fresh interpreter) holds neither aiogram nor APScheduler, so it starts fast and light."""
+    fresh interpreter) holds neither aiogram nor APScheduler (imported when the worker starts
+    it, ``bot/turns/scheduler.py``), so it starts fast and light."""
     probe = (
         "import sys, bot.worker; heavy = {'aiogram', 'apscheduler', 'aiohttp'}; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
@@ -126,8 +279,8 @@ def test_the_bot_on_sqlite_loads_no_orm_no_postgresql_and_no_fuzzy_matcher():
     """Memory the idle bot does without (measured in a fresh interpreter, after opening its
     SQLite store): SQLAlchemy's asyncio extension and ORM and greenlet (6 MB; SQLite runs on
     the sync engine, ``bot/store/sqlite_engine.py``), its PostgreSQL dialect (2 MB), rapidfuzz
-    (3.5 MB, loaded by a typo in /model or /tz), anyio (2.6 MB; the executors shield their
-    clean-up with plain asyncio, ``executors/shield.py``; APScheduler loads it for a schedule),
+    (3.5 MB, loaded by a typo in /model or /tz), anyio (2.6 MB, until the job pool's APScheduler
+    starts; the executors shield their clean-up with plain asyncio, ``executors/shield.py``),
     psutil (1.3 MB; agents' process trees are read from /proc, ``executors/tree.py``)."""
     probe = (
         "import asyncio, sys, tempfile, bot.app, bot.cli\n"

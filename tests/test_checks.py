@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from bot.events import SessionStarted, TurnFinished, Usage
-from bot.intake.inbox import export
 from bot.models import ApprovalMode, TaskStatus, TurnSpec
 from bot.settings import Settings
+from bot.tasks.export import export
 from bot.telegram.render import usd
 from bot.telegram.texts import Texts
 from executors import sandbox

@@ -49,7 +49,7 @@ def test_add_list_show_archive(tmp_path):
 
 
 def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
-    from bot.intake.taskfile import parse
+    from bot.tasks.taskfile import parse
 
     added = detach(tmp_path, "add", "--worktree", "--model", "haiku", "Bump", "the", "version")
     assert added.returncode == 0, added.stderr
@@ -69,7 +69,7 @@ def test_add_is_sandboxed_by_default_and_the_bot_decides(tmp_path):
     """Without --mode the task is a walk-away task: sandboxed where the bot's sandbox works,
     so it goes through the inbox (the bot knows its sandbox and cuts the worktree); --check
     travels with it, the repository's .detach.toml is read (and checked) but left to the bot."""
-    from bot.intake.taskfile import parse
+    from bot.tasks.taskfile import parse
 
     added = detach(tmp_path, "add", "--check", "pytest -q", "Fix", "the", "tests")
     assert added.returncode == 0, added.stderr

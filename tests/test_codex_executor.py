@@ -20,7 +20,7 @@ from bot.events import (
     TurnFinished,
 )
 from bot.models import ApprovalMode, TurnSpec
-from executors.codex import CodexExecutor
+from executors.codex import CodexExecutor, CodexSettings
 from executors.codex_protocol import TurnState, notification_events
 from executors.leftovers import MOUNT_POINTS
 from tests.support.processes import matching
@@ -173,7 +173,9 @@ async def test_a_sandbox_that_cannot_work_is_refused_clearly(codex_bin, codex_en
         assert "DETACH_CODEX_SANDBOX=danger-full-access" in exc.reason
     else:
         raise AssertionError("a sandboxed turn ran although the sandbox cannot work")
-    unsandboxed = CodexExecutor(codex_bin, codex_env, sandbox="danger-full-access")
+    unsandboxed = CodexExecutor(
+        codex_bin, codex_env, settings=CodexSettings(codex_sandbox="danger-full-access")
+    )
     unsandboxed.refuse_sandbox()
     assert unsandboxed.argv(spec("x", workdir))[1] == "app-server"  # not refused
 

@@ -19,11 +19,11 @@ import pytest
 
 from bot.errors import UserInputError
 from bot.events import SessionStarted, TurnFinished
+from bot.git import Worktrees
 from bot.models import ApprovalMode, TurnSpec
 from bot.store import Store
 from bot.turns.baseline import take, turn_changes
 from bot.turns.gitinfo import diff_stat, diff_text
-from bot.worktrees.git import Worktrees
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
 from executors.gitguard import BASE, from_listing, scope

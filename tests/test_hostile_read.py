@@ -26,7 +26,7 @@ from bot.settings import Settings
 from executors.check import ShellCheck
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
-from executors.local import LocalExecutor
+from executors.local import LocalExecutor, LocalSettings
 from tests.support.anthropic_mock import AnthropicMock
 from tests.support.canaries import (
     PROBE,
@@ -169,8 +169,10 @@ async def test_local_commands_read_no_secret(world):
             for c in [*attacks(world), "cat own.txt && echo honest > made.txt"]
         ]
         chat.script("MARK-LHOSTILE", [*steps, {"text": "done"}])
-        options = {"base_url": chat.base_url, "model": "m", "api_key_env": "LOCAL_KEY"}
-        engine = LocalExecutor(options, env, [], None)
+        settings = LocalSettings(
+            local_base_url=chat.base_url, local_model="m", local_api_key_env="LOCAL_KEY"
+        )
+        engine = LocalExecutor(settings, env, [], None)
         approver = Scripted()
         events = [e async for e in engine.run(world.spec("MARK-LHOSTILE go"), approver)]
         requests = chat.requests_for("MARK-LHOSTILE")

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from bot.errors import ToolRefused, UserInputError
-from bot.intake.taskfile import TaskFile, drop
 from bot.mcp.handoff import taken
 from bot.mcp.launch import subtask_env
 from bot.models import ApprovalMode
 from bot.settings import Settings
 from bot.tasks.lineage import child_modes
+from bot.tasks.taskfile import TaskFile, drop
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_mcp import tool_use

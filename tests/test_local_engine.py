@@ -301,9 +301,10 @@ def test_old_tool_results_are_shortened_to_fit_and_say_so():
 
 
 def test_a_preset_names_its_endpoint():
-    from executors.local import LocalExecutor
+    from executors.local import LocalExecutor, LocalSettings
 
-    engine = LocalExecutor({"base_url": "http://default/v1", "model": "m"}, {}, (), None)
+    own = LocalSettings(local_base_url="http://default/v1", local_model="m")
+    engine = LocalExecutor(own, {}, (), None)
     preset = Preset(
         "p", "local", "gemma", base_url="http://there/v1", api_key_env="K", context_window=4096
     )

@@ -379,8 +379,8 @@ async def test_http_transport_wants_the_token_from_the_config_home(tmp_path, wor
 
 
 def test_a_goal_keeps_its_text_when_it_looks_like_a_task_file():
-    from bot.intake.taskfile import TaskFile, parse, render
     from bot.mcp.handoff import plain_goal
+    from bot.tasks.taskfile import TaskFile, parse, render
 
     goal = "Fix it\n# Result\nwrite here\n---\nstatus: done"
     parsed = parse(render(TaskFile(goal=plain_goal(goal))))

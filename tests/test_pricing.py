@@ -252,13 +252,13 @@ async def test_a_failed_local_turn_still_counts_the_tokens_it_used(
 def test_the_readmes_local_presets_alone_configure_and_price_local(tmp_path):
     """The README's example presets are enough for /local: the first is its default endpoint
     (no DETACH_LOCAL_BASE_URL), on your own machine it is free, the hosted one is priced."""
-    from executors.local import LocalExecutor
+    from executors.local import LocalExecutor, LocalSettings
 
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"```toml\n(\[presets\.gemma-local\].*?)```", readme, re.S)
     assert block is not None, "the README has no /local preset example"
     presets = catalog(tmp_path, block.group(1))
-    engine = LocalExecutor({"context_window": 32_768}, {}, (), None, presets.of_engine("local"))
+    engine = LocalExecutor(LocalSettings(), {}, (), None, presets.of_engine("local"))
     endpoint = engine.endpoint(TurnSpec(1, 1, "hi", Path(".")))
     assert (endpoint.base_url, endpoint.model) == ("http://127.0.0.1:8080/v1", "gemma-3-270m")
     prices = PriceList(presets.all())

@@ -21,7 +21,7 @@ from aiogram.client.telegram import TelegramAPIServer
 
 from bot import config
 from bot.errors import ConfigError
-from bot.intake.taskfile import parse
+from bot.tasks.taskfile import parse
 from bot.telegram.reach import REJECTED, reach_telegram
 from tests.conftest import ROOT
 from tests.support import fake_claude
@@ -228,7 +228,7 @@ class socket_nobody_listens:
 
 
 def test_files_written_for_other_programs_are_readable_by_them(tmp_path):
-    from bot.intake.taskfile import write_atomic
+    from bot.tasks.taskfile import write_atomic
 
     write_atomic(tmp_path / "done.md", "# Goal\n")
     assert (tmp_path / "done.md").stat().st_mode & 0o777 == 0o644

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.intake.taskfile import TaskFile, TaskFileError, parse, render
 from bot.models import TaskStatus
 from bot.settings import Settings
+from bot.tasks.taskfile import TaskFile, TaskFileError, parse, render
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task
 from tests.support.recording_session import RecordingSession

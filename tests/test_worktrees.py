@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from bot.errors import UserInputError
+from bot.git import Worktrees, top_level
 from bot.models import TaskKind, TaskStatus
 from bot.settings import Settings
 from bot.store import Store
 from bot.telegram.callbacks import TaskAction
-from bot.worktrees.git import Worktrees, top_level
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession

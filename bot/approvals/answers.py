@@ -6,17 +6,28 @@ import dataclasses
 import logging
 
 from bot.approvals.desk import ApprovalDesk
-from bot.approvals.view import DONE, approval_keyboard, confirm_keyboard, question_keyboard
+from bot.approvals.view import (
+    DONE,
+    ApprovalChoice,
+    approval_keyboard,
+    confirm_keyboard,
+    question_keyboard,
+)
 from bot.errors import UserInputError
 from bot.events import Question
-from bot.fleet.takeover import Takeover
-from bot.models import QuestionStatus, Task
+from bot.models import ApprovalAnswer, QuestionKind, QuestionStatus, Task
+from bot.ports import LostRunners
 from bot.store import Grant, PendingQuestion, Store
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
-_OUTCOME_KEYS = {"allow": "approval.allowed", "deny": "approval.denied"}
+_OUTCOME_KEYS = {ApprovalAnswer.ALLOW: "approval.allowed", ApprovalAnswer.DENY: "approval.denied"}
+_TOASTS = {
+    ApprovalAnswer.ALLOW: "callback_approval.allowed",
+    ApprovalAnswer.DENY: "callback_approval.denied",
+    ApprovalAnswer.ALWAYS: "callback_approval.always",
+}
 
 
 class ApprovalAnswers:
@@ -26,7 +37,7 @@ class ApprovalAnswers:
         desk: ApprovalDesk,
         notifier: Notifier,
         texts: Texts,
-        takeover: Takeover | None = None,
+        takeover: LostRunners | None = None,
     ) -> None:
         """``takeover``: on a shared database, a tap for a turn whose runner is gone takes its
         turns over (the task is offered for Resume) instead of answering nobody."""
@@ -36,7 +47,9 @@ class ApprovalAnswers:
         self._notifier = notifier
         self._texts = texts
 
-    async def _pending(self, user_id: int, qid: int, kind: str) -> tuple[PendingQuestion, Task]:
+    async def _pending(
+        self, user_id: int, qid: int, kind: QuestionKind
+    ) -> tuple[PendingQuestion, Task]:
         question = await self._store.questions.get(qid)
         task = await self._store.tasks.get(question.task_id) if question else None
         if question is None or task is None or question.kind != kind:
@@ -55,27 +68,29 @@ class ApprovalAnswers:
         return question, task
 
     async def on_approval(
-        self, user_id: int, qid: int, choice: str, where: tuple[int, int] | None = None
+        self, user_id: int, qid: int, choice: ApprovalChoice, where: tuple[int, int] | None = None
     ) -> str:
         """Returns the locale key of the short callback answer. ``where`` is the (chat, message)
         that was tapped: a tap can arrive before the message id is stored."""
-        question, task = await self._pending(user_id, qid, "approval")
+        question, task = await self._pending(user_id, qid, QuestionKind.APPROVAL)
         question = _at(question, where)
         loc, text = task.locale, question.payload.get("text", "")
-        if choice == "always":
+        if choice == ApprovalChoice.ALWAYS:
             prompt = self._always_prompt(task, question)
             await self._edit(
                 question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc, qid)
             )
             return "callback_approval.confirm"
-        if choice == "back":
+        if choice == ApprovalChoice.BACK:
             await self._edit(question, text, approval_keyboard(self._texts, loc, qid))
             return "callback_approval.back"
-        answer = "always" if choice == "confirm" else choice
+        answer = (
+            ApprovalAnswer.ALWAYS if choice == ApprovalChoice.CONFIRM else ApprovalAnswer(choice)
+        )
         if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, answer):
             raise UserInputError("callback_approval.answered")
         outcome = self._texts.get(loc, _OUTCOME_KEYS.get(answer, "approval.allowed"))
-        if answer == "always":
+        if answer == ApprovalAnswer.ALWAYS:
             grant = await self._remember(task, question)
             key = (
                 "check.allowed_always" if "check" in question.payload else "approval.allowed_always"
@@ -84,9 +99,7 @@ class ApprovalAnswers:
         await self._store.audit.record("approval_answered", user_id, task.id, f"q{qid}: {answer}")
         self._desk.settle(qid, answer)
         await self._edit(question, f"{text.rsplit(chr(10), 1)[0]}\n\n{outcome}", None)
-        return {"allow": "callback_approval.allowed", "deny": "callback_approval.denied"}.get(
-            answer, "callback_approval.always"
-        )
+        return _TOASTS[answer]
 
     def _always_prompt(self, task: Task, question: PendingQuestion) -> str:
         """What "Always" remembers: a tool rule for the engine in the task's directory, or a
@@ -119,7 +132,7 @@ class ApprovalAnswers:
     async def on_option(
         self, user_id: int, qid: int, option: int, where: tuple[int, int] | None = None
     ) -> str:
-        question, task = await self._pending(user_id, qid, "question")
+        question, task = await self._pending(user_id, qid, QuestionKind.QUESTION)
         question = _at(question, where)
         payload = question.payload
         item = Question(

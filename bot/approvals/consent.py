@@ -16,12 +16,11 @@ from datetime import timedelta
 
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import CHECK_GRANTS, approval_keyboard, check_consent_text, check_pattern
-from bot.models import Task
+from bot.models import ApprovalAnswer, QuestionKind, Task
 from bot.store import Store
 from bot.store.db import utcnow
 
 log = logging.getLogger(__name__)
-YES = ("allow", "always")
 
 
 def needs_consent(task: Task) -> bool:
@@ -67,8 +66,8 @@ class CheckConsent:
         )
         if check_pattern(task.check) in {g.pattern for g in granted}:
             return True
-        answered = await self._store.questions.answered(task.id, "approval")
-        return any(q.payload.get("check") == task.check and q.answer in YES for q in answered)
+        answered = await self._store.questions.answered(task.id, QuestionKind.APPROVAL)
+        return any(q.payload.get("check") == task.check and _allows(q.answer) for q in answered)
 
     async def _ask(self, task: Task, turn_id: int) -> bool:
         assert task.check is not None and task.check_repository is not None
@@ -80,7 +79,7 @@ class CheckConsent:
             question = await self._store.questions.create(
                 task.id,
                 turn_id,
-                "approval",
+                QuestionKind.APPROVAL,
                 {
                     "tool": "check",
                     "rule": check_pattern(task.check),
@@ -102,4 +101,9 @@ class CheckConsent:
             return False
         await self._store.audit.record("check_consent", task.owner_id, task.id, answer)
         log.info("task %s: repository check -> %s", task.id, answer)
-        return answer in YES
+        return _allows(answer)
+
+
+def _allows(answer: str | None) -> bool:
+    """Whether a stored answer is a yes (an explicit Allow or Always; anything else is a no)."""
+    return answer in (ApprovalAnswer.ALLOW, ApprovalAnswer.ALWAYS)

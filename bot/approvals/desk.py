@@ -21,7 +21,7 @@ from bot.approvals.view import (
     question_text,
 )
 from bot.events import ApprovalDecision, ApprovalRequest, Question
-from bot.models import QuestionStatus, Task
+from bot.models import ApprovalAnswer, MessageKind, QuestionKind, QuestionStatus, Task
 from bot.store import PendingQuestion, Store
 from bot.store.db import utcnow
 from bot.telegram.completion import CardAsk
@@ -79,7 +79,7 @@ class ApprovalDesk:
         question = await self._store.questions.create(
             task.id,
             turn_id,
-            "approval",
+            QuestionKind.APPROVAL,
             {
                 "tool": request.tool_name,
                 "rule": request.rule,
@@ -99,9 +99,11 @@ class ApprovalDesk:
             "approval", task.owner_id, task.id, f"{request.tool_name}: {answer}"
         )
         log.info("task %s: %s request %s -> %s", task.id, request.tool_name, question.id, answer)
-        if answer in ("allow", "always"):
-            return ApprovalDecision(allow=True, always=answer == "always")
-        key = "approval.deny_message" if answer == "deny" else "approval.timeout_message"
+        if answer in (ApprovalAnswer.ALLOW, ApprovalAnswer.ALWAYS):
+            return ApprovalDecision(allow=True, always=answer == ApprovalAnswer.ALWAYS)
+        key = (
+            "approval.deny_message" if answer == ApprovalAnswer.DENY else "approval.timeout_message"
+        )
         return ApprovalDecision(
             allow=False, message=self._texts.get(loc, key, minutes=self.minutes)
         )
@@ -114,7 +116,7 @@ class ApprovalDesk:
             question = await self._store.questions.create(
                 task.id,
                 turn_id,
-                "question",
+                QuestionKind.QUESTION,
                 {**asdict(item), "selected": []},
                 utcnow() + timedelta(seconds=self._timeout_s),
             )
@@ -124,7 +126,7 @@ class ApprovalDesk:
                 question_text(self._texts, task, item),
                 question_keyboard(self._texts, task.locale, question.id, item, []),
             )
-            if answer in ("timeout", "ended"):
+            if answer in (ApprovalAnswer.TIMEOUT, ApprovalAnswer.ENDED):
                 return ApprovalDecision(
                     allow=False,
                     message=self._texts.get(
@@ -136,24 +138,29 @@ class ApprovalDesk:
 
     async def post_and_wait(self, task: Task, question: PendingQuestion, text: str, markup) -> str:  # type: ignore[no-untyped-def]
         """Post the question (a new message, so the phone notifies) and wait for the owner's
-        answer, or "timeout" / "ended" after closing the question ourselves. The answer can be
-        tapped as soon as the message exists, so the future is registered before it is sent."""
+        answer, or ``ApprovalAnswer.TIMEOUT`` / ``ENDED`` after closing the question ourselves.
+        The answer can be tapped as soon as the message exists, so the future is registered
+        before it is sent."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = future
         row_id: int | None = None
         try:
-            row_id = await self._notifier.send(task, text, kind="approval", markup=markup)
+            row_id = await self._notifier.send(task, text, kind=MessageKind.APPROVAL, markup=markup)
             await self._store.questions.set_row(question.id, row_id)
             remember = asyncio.create_task(self._remember_message(task, question, row_id))
             self._background.add(remember)
             remember.add_done_callback(self._background.discard)
             return await self._answer(question.id, future)
         except TimeoutError:
-            return await self._close(task, question, "timeout", "approval.expired", future, row_id)
+            return await self._close(
+                task, question, ApprovalAnswer.TIMEOUT, "approval.expired", future, row_id
+            )
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):  # deliberate: the cancel must go on whatever
                 await asyncio.shield(
-                    self._close(task, question, "ended", "approval.ended", future, row_id)
+                    self._close(
+                        task, question, ApprovalAnswer.ENDED, "approval.ended", future, row_id
+                    )
                 )
             raise
         finally:
@@ -228,7 +235,7 @@ class ApprovalDesk:
         question = await self._store.questions.create(
             task.id,
             turn_id,
-            "budget",
+            QuestionKind.BUDGET,
             {"spent": spent_usd, "cap": cap_usd, "extend": extend_usd, "line": line},
             None,
         )
@@ -261,7 +268,7 @@ class ApprovalDesk:
 
 def _first_part(question: PendingQuestion) -> str:
     payload = question.payload
-    if question.kind == "approval":
+    if question.kind == QuestionKind.APPROVAL:
         return str(payload.get("text", "")).rsplit("\n", 1)[0]
     return f"❓ {payload.get('text', '')}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -15,7 +16,20 @@ from bot.telegram.markup import CallbackData, Keyboard
 from bot.telegram.render import shorten, usd
 from bot.telegram.texts import Texts
 
-APPROVAL_CHOICES = ("allow", "deny", "always", "confirm", "back")
+
+class ApprovalChoice(StrEnum):
+    """The button an approval message's owner tapped (``ApprovalAction.choice``, in the callback
+    data as its value). Not the answer (``bot.models.ApprovalAnswer``): ``ALWAYS`` only asks to
+    confirm, ``CONFIRM`` answers "always", ``BACK`` shows the first buttons again."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    ALWAYS = "always"
+    CONFIRM = "confirm"
+    BACK = "back"
+
+
+APPROVAL_CHOICES = tuple(ApprovalChoice)
 DONE = -1
 CHECK_GRANTS = "check"  # a grant's engine for a repository's check: never an agent's tool
 
@@ -39,7 +53,7 @@ def check_consent_text(
 
 class ApprovalAction(CallbackData, prefix="ap"):
     qid: Id
-    choice: str
+    choice: ApprovalChoice
 
 
 class QuestionAction(CallbackData, prefix="aq"):
@@ -115,7 +129,7 @@ def approval_text(texts: Texts, task: Task, request: ApprovalRequest, timeout_s:
 def approval_keyboard(texts: Texts, loc: str, qid: int) -> Keyboard:
     row = [
         ApprovalAction(qid=qid, choice=c).button(texts.get(loc, f"approval.{c}"))
-        for c in ("allow", "deny", "always")
+        for c in (ApprovalChoice.ALLOW, ApprovalChoice.DENY, ApprovalChoice.ALWAYS)
     ]
     return Keyboard.of([row])
 
@@ -123,7 +137,7 @@ def approval_keyboard(texts: Texts, loc: str, qid: int) -> Keyboard:
 def confirm_keyboard(texts: Texts, loc: str, qid: int) -> Keyboard:
     row = [
         ApprovalAction(qid=qid, choice=c).button(texts.get(loc, f"approval.{key}"))
-        for c, key in (("confirm", "confirm_always"), ("back", "back"))
+        for c, key in ((ApprovalChoice.CONFIRM, "confirm_always"), (ApprovalChoice.BACK, "back"))
     ]
     return Keyboard.of([row])
 

@@ -9,13 +9,23 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bot.approvals.answers import ApprovalAnswers
     from bot.board.server import Board
-    from bot.core import Core
+    from bot.git import Worktrees
     from bot.settings import Settings
+    from bot.store import Store
     from bot.tasks.service import TaskService
+    from bot.telegram.notifier import Notifier
+    from bot.telegram.texts import Texts
 
 
 def make_board(
-    settings: Settings, core: Core, service: TaskService, answers: ApprovalAnswers
+    settings: Settings,
+    *,
+    store: Store,
+    texts: Texts,
+    worktrees: Worktrees,
+    notifier: Notifier,
+    service: TaskService,
+    answers: ApprovalAnswers,
 ) -> Board | None:
     """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
     server, aiohttp's, is not even imported)."""
@@ -27,16 +37,15 @@ def make_board(
     from bot.board.views import BoardData
     from bot.worktrees.card import WorktreeCard
 
-    texts = core.texts
-    card = WorktreeCard(service, core.worktrees, core.notifier, texts)
+    card = WorktreeCard(service, worktrees, notifier, texts)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
-        data=BoardData(core.store, texts, core.worktrees),
+        data=BoardData(store, texts, worktrees),
         actions=BoardActions(
             answers=answers,
             tasks=service,
             worktree_card=card,
-            notifier=core.notifier,
+            notifier=notifier,
             texts=texts,
         ),
         host=settings.board_host,

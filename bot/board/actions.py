@@ -6,24 +6,19 @@ worktree card, so the chat tells of each as if it had been tapped there."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from bot.approvals.answers import ApprovalAnswers
+from bot.approvals.view import ApprovalChoice
 from bot.errors import UserInputError
-from bot.models import Task, Turn
+from bot.models import MessageKind, Task, Turn
 from bot.tasks.service import TaskService
 from bot.telegram.callbacks import task_keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 from bot.worktrees.card import WorktreeCard
 
-
-class Choice(StrEnum):
-    """An approval answer from the board: "always" is confirmed by the page itself."""
-
-    ALLOW = "allow"
-    DENY = "deny"
-    ALWAYS = "always"
+# the page's buttons; the page itself confirms "always" before it sends it
+BOARD_CHOICES = frozenset({ApprovalChoice.ALLOW, ApprovalChoice.DENY, ApprovalChoice.ALWAYS})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,11 +29,14 @@ class BoardActions:
     notifier: Notifier
     texts: Texts
 
-    async def approve(self, user_id: int, qid: int, choice: Choice) -> str:
-        """The locale key of the outcome; raises UserInputError (stale, answered, not yours)."""
-        return await self.answers.on_approval(
-            user_id, qid, "confirm" if choice is Choice.ALWAYS else choice.value
-        )
+    async def approve(self, user_id: int, qid: int, choice: ApprovalChoice) -> str:
+        """The locale key of the outcome; raises UserInputError (stale, answered, not yours,
+        or a choice the page does not offer)."""
+        if choice not in BOARD_CHOICES:
+            raise UserInputError("callback.stale")
+        if choice is ApprovalChoice.ALWAYS:  # confirmed on the page already
+            choice = ApprovalChoice.CONFIRM
+        return await self.answers.on_approval(user_id, qid, choice)
 
     async def pick(self, user_id: int, qid: int, option: int) -> str:
         return await self.answers.on_option(user_id, qid, option)
@@ -57,7 +55,7 @@ class BoardActions:
     async def _say(self, task: Task, turn: Turn) -> None:
         text = self.texts.get(task.locale, "board.followup", label=task.label)
         markup = task_keyboard(self.texts, task.locale, task.id, ["cancel"])
-        await self.notifier.send(task, text, kind="status", markup=markup)
+        await self.notifier.send(task, text, kind=MessageKind.STATUS, markup=markup)
 
     async def cancel(self, user_id: int, task_id: int) -> Task:
         return await self.tasks.cancel(user_id, task_id)

@@ -17,7 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.board.actions import BoardActions, Choice
+from bot.approvals.view import ApprovalChoice
+from bot.board.actions import BoardActions
 from bot.board.auth import COOKIE, SESSION_TTL_S, BoardAuth, Refused, Session
 from bot.board.events import Pulse, Streams
 from bot.board.views import BoardData
@@ -242,7 +243,7 @@ class Board:
             key = await self._actions.pick(user_id, qid, _int(body.get("option"), -1))
         else:
             try:
-                choice = Choice(str(body.get("choice")))
+                choice = ApprovalChoice(str(body.get("choice")))
             except ValueError as exc:
                 raise UserInputError("callback.stale") from exc
             key = await self._actions.approve(user_id, qid, choice)

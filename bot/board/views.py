@@ -11,12 +11,12 @@ from typing import Any
 
 from bot.approvals.view import DONE
 from bot.errors import UserInputError
+from bot.git import Worktrees
 from bot.models import Task, TaskStatus, Turn
 from bot.store import PendingQuestion, Store
 from bot.store.transcript import TranscriptLine
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
-from bot.worktrees.git import Worktrees
 
 LIST_LIMIT = 200
 PAGE = 500  # transcript events per read of a live stream

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
-from bot.models import Task
+from bot.models import MessageKind, Task
 from bot.store import Runner, Store
 from bot.telegram.notifier import Notifier
 
@@ -51,7 +51,9 @@ class Takeover:
             await self._desk.expire(turn_ids, "approval.runner_lost")
             for task in cancelled:
                 await self._cancelled(task)
-            await self._notifier.retire_live([t.id for t in [*interrupted, *cancelled]], "progress")
+            await self._notifier.retire_live(
+                [t.id for t in [*interrupted, *cancelled]], MessageKind.PROGRESS
+            )
             await self._report(runner, interrupted)
             failpoints.hit("takeover.before_commit")
         if turn_ids:

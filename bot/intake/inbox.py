@@ -2,8 +2,8 @@
 name, then a rename to ``*.md``) becomes a task, like ``detach add``; it moves to
 ``inbox/accepted/``. A malformed file moves to ``inbox/rejected/`` beside a ``.reason.txt``, and
 its owner is told. When a task that came as a file finishes, its completed task file (with
-``# Result`` and the trailing block) is written to ``inbox/done/``. ``export`` renders any task
-in the same format."""
+``# Result`` and the trailing block) is written to ``inbox/done/``. ``bot.tasks.export`` renders
+any task in the same format."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
-from bot.errors import TaskNotFound, UserInputError
-from bot.intake.taskfile import TaskFile, TaskFileError, parse, render, write_atomic
-from bot.models import CheckResult, TaskKind, TaskStatus, Turn
+from bot.errors import UserInputError
+from bot.models import TaskKind, TaskStatus
 from bot.store import Store, TaskFileRow
+from bot.tasks.export import export
 from bot.tasks.lineage import Lineage
 from bot.tasks.service import TaskService
+from bot.tasks.taskfile import TaskFile, TaskFileError, parse, write_atomic
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -169,43 +170,6 @@ class Inbox:
             await self._store.task_files.exported(task.id)
 
 
-async def export(store: Store, task_id: int, texts: Texts) -> str:
-    """The task in the task-file format: its goal and constraints (as dropped in, or its first
-    request), the last answer as ``# Result``, and when finished the trailing block."""
-    task = await store.tasks.get(task_id)
-    if task is None:
-        raise TaskNotFound(f"#{task_id}")
-    source = await store.task_files.get(task_id)
-    first = await store.tasks.first_turn(task_id)
-    last = await store.tasks.last_turn(task_id)
-    goal = source.goal if source else (first.prompt if first else task.title)
-    finished = last is not None and not last.status.active and last.finished_at is not None
-    started = first.started_at if first and first.started_at else task.created_at
-    check = await store.checks.last(task_id) if finished else None
-    return render(
-        TaskFile(
-            goal=goal,
-            constraints=source.constraints if source else "",
-            result=_result(last, texts, task.locale) if last and finished else "",
-            created=task.created_at,
-            chat_id=task.chat_id,
-            slug=task.slug,
-            model=task.preset,
-            mode=task.approval_mode.value,
-            check=task.check,
-            completed=last.finished_at if finished and last else None,
-            duration_seconds=(
-                round((last.finished_at - started).total_seconds())
-                if finished and last and last.finished_at
-                else None
-            ),
-            status=task.status.value if finished else None,
-            check_status=_verdict(check) if check else None,
-            check_round=check.round if check else None,
-        )
-    )
-
-
 def _free(path: Path) -> Path:
     n, candidate = 1, path
     while candidate.exists():
@@ -216,15 +180,3 @@ def _free(path: Path) -> Path:
 
 def _move(source: Path, target: Path) -> None:
     os.replace(source, _free(target))
-
-
-def _result(turn: Turn, texts: Texts, locale: str) -> str:
-    if turn.result_text or turn.error is None:
-        return turn.result_text or ""
-    return texts.error(locale, turn.error)
-
-
-def _verdict(check: CheckResult) -> str:
-    if not check.approved:
-        return "not_run"  # the owner did not approve the repository's check
-    return "passed" if check.passed else "failed"

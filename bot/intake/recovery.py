@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
-from bot.models import Task
+from bot.models import MessageKind, Task
 from bot.store import Store
 from bot.telegram.notifier import Notifier
 
@@ -29,7 +29,7 @@ async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk) -> list[
             by_chat[task.chat_id].append(task)
             await store.audit.record("interrupted", task.owner_id, task.id)
             await notifier.ack_status(task)
-        await notifier.retire_live([t.id for t in interrupted], "progress")
+        await notifier.retire_live([t.id for t in interrupted], MessageKind.PROGRESS)
         for chat_id, tasks in by_chat.items():
             await notifier.interrupted(chat_id, tasks)
         failpoints.hit("recover.before_commit")

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import ToolRefused
-from bot.intake.taskfile import TaskFile, drop
 from bot.mcp.handoff import (
     ALIVE_STALE_S,
     POLL_S,
@@ -32,7 +31,8 @@ from bot.mcp.handoff import (
 )
 from bot.models import ApprovalMode, Task, TaskStatus, Turn
 from bot.store import Store
-from bot.tasks.transcript import human_line
+from bot.tasks.taskfile import TaskFile, drop
+from bot.turns.transcript import human_line
 
 if TYPE_CHECKING:
     from bot.telegram.notifier import Notifier

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bot.errors import ToolRefused
-from bot.intake.taskfile import SECTIONS
+from bot.tasks.taskfile import SECTIONS
 
 ALIVE_STALE_S = 30.0  # the bot's heartbeat (touched every 5 s) older than this: not running
 START_WAIT_S = 20.0  # for the bot to take a task file

@@ -7,7 +7,8 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.errors import ConfigError
 from bot.models import Preset
@@ -39,8 +40,12 @@ class PresetCatalog:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"cannot read DETACH_CONFIG {path}: {exc}") from exc
-            for name, table in (data.get("presets") or {}).items():
-                presets[name] = _preset(name, table)
+            try:
+                tables = PresetFile.model_validate(data).presets
+            except ValidationError as exc:
+                raise ConfigError(_explain(exc, path)) from None
+            for name, table in tables.items():
+                presets[name] = table.preset(name)
         return cls(presets)
 
     def names(self) -> list[str]:
@@ -85,23 +90,67 @@ class PresetCatalog:
 PRICES = ("price_input", "price_output", "price_cache_read", "price_cache_write")
 
 
-def _preset(name: str, table: dict[str, Any]) -> Preset:
-    """A preset of DETACH_CONFIG; one that names no price at all has none known (``priced``
-    False): its tokens are counted as unpriced, not as free."""
-    try:
+class PresetTable(BaseModel):
+    """One ``[presets.<name>]`` table of DETACH_CONFIG, as TOML types it (strict: ``"1.5"`` is
+    not a price; a key it does not know is a mistake, not ignored)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    engine: str
+    model: str
+    args: list[str] = Field(default_factory=list)  # extra CLI arguments
+    price_input: float = Field(default=0.0, ge=0)  # USD per million tokens
+    price_output: float = Field(default=0.0, ge=0)
+    price_cache_read: float = Field(default=0.0, ge=0)
+    price_cache_write: float = Field(default=0.0, ge=0)
+    base_url: str | None = None  # an endpoint engine's (``local``)
+    api_key_env: str | None = None
+    context_window: int | None = Field(default=None, ge=1024)
+
+    def preset(self, name: str) -> Preset:
+        """The preset; one that names no price at all has none known (``priced`` False): its
+        tokens are counted as unpriced, not as free."""
         return Preset(
             name=name,
-            engine=str(table["engine"]),
-            model=str(table["model"]),
-            args=tuple(str(a) for a in table.get("args", ())),
-            price_input=float(table.get("price_input", 0)),
-            price_output=float(table.get("price_output", 0)),
-            price_cache_read=float(table.get("price_cache_read", 0)),
-            price_cache_write=float(table.get("price_cache_write", 0)),
-            base_url=str(table["base_url"]) if "base_url" in table else None,
-            api_key_env=str(table["api_key_env"]) if "api_key_env" in table else None,
-            context_window=int(table["context_window"]) if "context_window" in table else None,
-            priced=any(key in table for key in PRICES),
+            engine=self.engine,
+            model=self.model,
+            args=tuple(self.args),
+            price_input=self.price_input,
+            price_output=self.price_output,
+            price_cache_read=self.price_cache_read,
+            price_cache_write=self.price_cache_write,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            context_window=self.context_window,
+            priced=bool(self.model_fields_set & set(PRICES)),
         )
-    except (KeyError, ValueError, TypeError) as exc:
-        raise ConfigError(f"preset {name!r} in DETACH_CONFIG: {exc!r}") from exc
+
+
+class PresetFile(BaseModel):
+    """The whole DETACH_CONFIG file: presets only."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    presets: dict[str, PresetTable] = Field(default_factory=dict)
+
+
+def _explain(exc: ValidationError, path: Path) -> str:
+    """One line per mistake, naming the file, the preset and the key."""
+    lines = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        if loc[:1] != ["presets"] or len(loc) < 2:
+            where, key = "", ".".join(loc)
+        else:
+            where, key = f" [presets.{loc[1]}]", ".".join(loc[2:])
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(PresetTable.model_fields) if where else "presets"
+            problem = f"unknown key {key!r} (known: {known})"
+        elif error["type"] == "missing":
+            problem = f"{key!r} is missing"
+        elif not key:  # the table itself
+            problem = f"must be a table, not {error['input']!r}"
+        else:
+            problem = f"{key!r}: {error['msg'].lower()}, not {error['input']!r}"
+        lines.append(f"DETACH_CONFIG {path}{where}: {problem}")
+    return "\n".join(lines)

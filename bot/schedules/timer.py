@@ -1,13 +1,11 @@
-"""What fires schedules: APScheduler 4 in memory, in the bot process (the only module importing
-apscheduler). The schedules table is the record; every active schedule is registered again at
-start and the app catches up what was missed (``ScheduleDesk.start``), so nothing here is
-persisted. A fired schedule starts a task like any other, whose turn runs wherever turns run.
-APScheduler is imported and started with the first schedule: a bot without any carries none of
-it (a third of a second of start-up and a few MB here)."""
+"""What fires schedules: the process's APScheduler (``bot.turns.scheduler``, in memory, the
+one that runs the turns' jobs too), of its task ``detach-schedule``. The schedules table is the
+record; every active schedule is registered again at start and the app catches up what was
+missed (``ScheduleDesk.start``), so nothing here is persisted. A fired schedule starts a task
+like any other, whose turn runs wherever turns run."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -15,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Self
 
+from bot.turns.scheduler import JobScheduler
+
 if TYPE_CHECKING:
     from apscheduler import AsyncScheduler
     from apscheduler.abc import Trigger
 
 log = logging.getLogger(__name__)
 SCHEDULE_TASK = "detach-schedule"
-STOP_WAIT_S = 10.0
 ScheduleHandler = Callable[[int], Awaitable[None]]
 
 
@@ -63,17 +62,14 @@ class When:
 
 
 class ScheduleTimer:
-    """Call ``serve`` with the handler of a schedule that fires before entering. APScheduler
-    starts with the first ``set``, in a task of its own that enters and leaves it (its anyio
-    scopes must be left by the task that entered them; the first ``set`` may come from any
-    handler's task)."""
+    """Call ``serve`` with the handler of a schedule that fires before entering; enter it
+    after the process's scheduler and leave it before (a schedule that fires once the timer
+    is left does nothing: registered again at the next start)."""
 
-    def __init__(self) -> None:
+    def __init__(self, scheduler: JobScheduler) -> None:
+        self._jobs = scheduler
         self._on_fire: ScheduleHandler | None = None
-        self._scheduler: AsyncScheduler | None = None
-        self._holder: asyncio.Task[None] | None = None
-        self._stop = asyncio.Event()
-        self._starting = asyncio.Lock()
+        self._configured = False
         self._open = False
 
     def serve(self, on_fire: ScheduleHandler) -> Self:
@@ -87,43 +83,19 @@ class ScheduleTimer:
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._open = False
-        if self._holder is not None:
-            self._stop.set()
-            await asyncio.wait({self._holder}, timeout=STOP_WAIT_S)
-        self._scheduler = self._holder = None
 
     async def _started(self) -> AsyncScheduler:
         assert self._open, "timer not started"
-        async with self._starting:
-            if self._scheduler is None:
-                ready: asyncio.Future[AsyncScheduler] = asyncio.get_running_loop().create_future()
-                self._holder = asyncio.create_task(self._hold(ready), name="schedules")
-                self._scheduler = await ready
-        return self._scheduler
-
-    async def _hold(self, ready: asyncio.Future[AsyncScheduler]) -> None:
-        from apscheduler import AsyncScheduler, TaskDefaults
-        from apscheduler.datastores.memory import MemoryDataStore
-        from apscheduler.eventbrokers.local import LocalEventBroker
-
-        try:
-            async with AsyncScheduler(
-                MemoryDataStore(),
-                LocalEventBroker(),
-                task_defaults=TaskDefaults(max_running_jobs=None),
-            ) as scheduler:
-                await scheduler.configure_task(SCHEDULE_TASK, func=self._fire)
-                await scheduler.start_in_background()
-                ready.set_result(scheduler)
-                await self._stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
+        scheduler = await self._jobs.started()
+        if not self._configured:  # schedules fire side by side: no limit of running jobs
+            await scheduler.configure_task(SCHEDULE_TASK, func=self._fire, max_running_jobs=None)
+            self._configured = True
+        return scheduler
 
     async def _fire(self, schedule_id: int) -> None:
         assert self._on_fire is not None
-        await self._on_fire(schedule_id)
+        if self._open:
+            await self._on_fire(schedule_id)
 
     async def set(self, schedule_id: int, when: When) -> None:
         """(Re)register a schedule from the app's table; it fires from now on. Missed runs are
@@ -143,9 +115,10 @@ class ScheduleTimer:
         )
 
     async def remove(self, schedule_id: int) -> None:
-        if self._scheduler is None:
+        if not self._configured:
             return  # none was ever set
         from apscheduler import ScheduleLookupError
 
+        scheduler = await self._jobs.started()
         with contextlib.suppress(ScheduleLookupError):  # already gone (a one-off that fired)
-            await self._scheduler.remove_schedule(f"schedule-{schedule_id}")
+            await scheduler.remove_schedule(f"schedule-{schedule_id}")

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.models import QuestionStatus
+from bot.models import ApprovalAnswer, QuestionKind, QuestionStatus
 from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import grants, pending_questions
 
@@ -23,7 +23,7 @@ class PendingQuestion:
     id: int
     task_id: int
     turn_id: int | None
-    kind: str
+    kind: QuestionKind
     payload: dict[str, Any]
     status: str
     chat_id: int | None
@@ -49,7 +49,7 @@ def _question(row: Any) -> PendingQuestion:
         m["id"],
         m["task_id"],
         m["turn_id"],
-        m["kind"],
+        QuestionKind(m["kind"]),
         json.loads(m["payload"]),
         m["status"],
         m["chat_id"],
@@ -69,7 +69,7 @@ class QuestionRepo:
         self,
         task_id: int,
         turn_id: int | None,
-        kind: str,
+        kind: QuestionKind,
         payload: dict[str, Any],
         deadline: datetime | None,
     ) -> PendingQuestion:
@@ -88,7 +88,7 @@ class QuestionRepo:
             qid = int(result.inserted_primary_key[0])  # type: ignore[index]
         return await self.get(qid)  # type: ignore[return-value]
 
-    async def answered(self, task_id: int, kind: str) -> list[PendingQuestion]:
+    async def answered(self, task_id: int, kind: QuestionKind) -> list[PendingQuestion]:
         """A task's questions of ``kind`` the owner answered, oldest first."""
         query = (
             pending_questions.select()
@@ -168,12 +168,14 @@ class QuestionRepo:
         return result.rowcount == 1
 
     async def expire_pending(
-        self, turn_ids: Collection[int] | None = None, answer: str = "restart"
+        self, turn_ids: Collection[int] | None = None, answer: str = ApprovalAnswer.RESTART
     ) -> list[PendingQuestion]:
         """Nobody waits for these any more (the process that asked died): expire the pending
         questions (of ``turn_ids``; None: all of them) and return them. A budget question is
         no process's to wait for (its answer queues the next turn): it stays open."""
-        mine = sa.and_(pending_questions.c.status == PENDING, pending_questions.c.kind != "budget")
+        mine = sa.and_(
+            pending_questions.c.status == PENDING, pending_questions.c.kind != QuestionKind.BUDGET
+        )
         if turn_ids is not None:
             mine = sa.and_(mine, pending_questions.c.turn_id.in_(list(turn_ids)))
         async with self._engine.begin() as conn:

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.errors import clean
-from bot.models import OutboxStatus
+from bot.models import OutboxOp, OutboxStatus
 from bot.store.db import Clock, Database, aware, inserting, updating
 from bot.store.schema import outbox
 
@@ -44,7 +44,7 @@ class OutboxRepo:
     async def add(
         self,
         chat_id: int,
-        op: str,
+        op: OutboxOp,
         payload: dict[str, Any],
         task_id: int | None,
         link_kind: str | None,
@@ -99,7 +99,7 @@ class OutboxRepo:
         queued and not retired (a progress message a crash left behind)."""
         query = sa.select(outbox.c.id, outbox.c.chat_id).where(
             outbox.c.task_id.in_(task_ids),
-            outbox.c.op == "send",
+            outbox.c.op == OutboxOp.SEND,
             outbox.c.link_kind == link_kind,
             outbox.c.retired_at.is_(None),
             outbox.c.status.in_([PENDING, SENT]),
@@ -146,7 +146,7 @@ class OutboxRepo:
             outbox.select()
             .where(
                 outbox.c.task_id == task_id,
-                outbox.c.op == "send",
+                outbox.c.op == OutboxOp.SEND,
                 outbox.c.link_kind.in_(list(link_kinds)),
                 outbox.c.retired_at.is_(None),
                 outbox.c.status.in_([PENDING, SENT]),
@@ -170,7 +170,7 @@ class OutboxRepo:
             outbox.select()
             .where(
                 outbox.c.chat_id == chat_id,
-                outbox.c.op == "send",
+                outbox.c.op == OutboxOp.SEND,
                 outbox.c.retired_at.is_(None),
                 outbox.c.status.in_([PENDING, SENT]),
                 outbox.c.payload.like(f'%"t:%:{task_id}"%'),
@@ -273,7 +273,7 @@ def _sent_about(task_id: Any, link_kind: Any) -> tuple[Any, ...]:
     """Messages of ``link_kind`` about a task, delivered or waiting, not removed."""
     return (
         outbox.c.task_id == task_id,
-        outbox.c.op == "send",
+        outbox.c.op == OutboxOp.SEND,
         outbox.c.link_kind == link_kind,
         outbox.c.retired_at.is_(None),
         outbox.c.status.in_([PENDING, SENT]),

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from bot.models import OutboxStatus, TaskStatus
+from bot.models import OutboxOp, OutboxStatus, TaskStatus
 from bot.store.db import Clock, Database
 from bot.store.schema import outbox, tasks, transcript
 
@@ -36,7 +36,7 @@ class RetentionRepo:
         query = (
             sa.select(outbox.c.id, outbox.c.payload)
             .where(
-                outbox.c.op == "document",
+                outbox.c.op == OutboxOp.DOCUMENT,
                 outbox.c.status.in_(DELIVERED),
                 outbox.c.payload.like(_WITH_BYTES),
                 outbox.c.payload.not_like(_STRIPPED),

@@ -7,15 +7,15 @@ import html
 import io
 
 from bot.errors import UserInputError
-from bot.intake.inbox import export
-from bot.models import QuestionStatus, Task
+from bot.models import MessageKind, QuestionKind, QuestionStatus, Task
 from bot.store import Store
+from bot.tasks.export import export
 from bot.tasks.service import TaskService
-from bot.tasks.transcript import human_line
 from bot.telegram.markup import ForceReply
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import usd
 from bot.telegram.texts import Texts
+from bot.turns.transcript import human_line
 
 
 class TaskCard:
@@ -29,7 +29,7 @@ class TaskCard:
         """Extend raises the task's budget and resumes the same session; Stop closes it."""
         question = await self._store.questions.get(qid)
         task = await self._store.tasks.get(question.task_id) if question else None
-        if question is None or task is None or question.kind != "budget":
+        if question is None or task is None or question.kind != QuestionKind.BUDGET:
             raise UserInputError("callback.stale")
         if task.owner_id != user_id:
             raise UserInputError("callback.not_yours")
@@ -66,7 +66,7 @@ class TaskCard:
         await self._notifier.send(
             task,
             self._texts.get(task.locale, "task.followup_prompt", label=task.label),
-            kind="status",
+            kind=MessageKind.STATUS,
             markup=ForceReply(
                 self._texts.get(task.locale, "task.followup_placeholder", label=task.label)[:64]
             ),
@@ -79,7 +79,9 @@ class TaskCard:
         loc = task.locale
         if total == 0:
             await self._notifier.send(
-                task, self._texts.get(loc, "task.transcript_empty", label=task.label), kind="status"
+                task,
+                self._texts.get(loc, "task.transcript_empty", label=task.label),
+                kind=MessageKind.STATUS,
             )
             return
         tail = await self._store.transcript.tail(task.id, lines)
@@ -88,7 +90,9 @@ class TaskCard:
         header = self._texts.get(
             loc, "task.transcript_header", label=task.label, count=len(tail), total=total
         )
-        await self._notifier.send(task, f"{header}\n<pre>{html.escape(body)}</pre>", kind="status")
+        await self._notifier.send(
+            task, f"{header}\n<pre>{html.escape(body)}</pre>", kind=MessageKind.STATUS
+        )
         if total > lines:
             out = io.StringIO()
             await self._store.transcript.write_all(task.id, out, human_line)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import UserInputError, clean
+from bot.git import Worktrees
 from bot.models import ApprovalMode, Engine, NewTask, RepoHead, TaskKind
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store
@@ -16,9 +17,8 @@ from bot.tasks.checks import given_check, repository_check
 from bot.tasks.lineage import Lineage
 from bot.tasks.options import approval_mode, flag
 from bot.tasks.options import engine as option_engine
-from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.texts import Texts
-from bot.worktrees.git import Worktrees
+from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from bot.errors import TaskNotFound, TaskStateError, UserInputError
 from bot.fleet.takeover import Takeover
 from bot.models import (
     Engine,
+    MessageKind,
     NewTask,
     NotifyPolicy,
     RepoHead,
@@ -165,7 +166,7 @@ class TaskService:
             if head is not None:
                 task = await self._own_worktree(task, new.cwd, head)
             if reply_to is not None:
-                await self._store.links.link(new.chat_id, reply_to, task.id, "command")
+                await self._store.links.link(new.chat_id, reply_to, task.id, MessageKind.COMMAND)
             await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
             if new.announced:
                 await self._notifier.acknowledge(
@@ -206,7 +207,7 @@ class TaskService:
         place(list(attachments), Path(task.cwd))
 
         async def link_and_say(turn: Turn) -> None:
-            await self._store.links.link(task.chat_id, reply_to, task.id, "follow_up")
+            await self._store.links.link(task.chat_id, reply_to, task.id, MessageKind.FOLLOW_UP)
             await self._notifier.followup_queued(task, running, reply_to, turn.id)
 
         return await self.queue_turn(task, user_id, prompt, "follow_up", link_and_say)
@@ -235,7 +236,7 @@ class TaskService:
     async def say(self, task: Task, key: str) -> None:
         """A status line about ``task`` (``key`` takes the task's label)."""
         await self._notifier.send(
-            task, self._texts.get(task.locale, key, label=task.label), kind="status"
+            task, self._texts.get(task.locale, key, label=task.label), kind=MessageKind.STATUS
         )
 
     async def get_own(self, user_id: int, task_id: int) -> Task:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import Field
@@ -9,24 +11,33 @@ from pydantic import Field
 from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.texts import Texts
 
-ACTIONS = (
-    "cancel",
-    "resume",
-    "fail",
-    "followup",
-    "transcript",
-    "retry",
-    "archive",
-    "diff",
-    "merge",
-    "discard",
-    "discard_yes",
-    "wait",
-)
+
+class TaskButton(StrEnum):
+    """What a task's button does (``TaskAction.action``, in the callback data as its value;
+    its caption is ``button.<value>``). A ``run_<engine>`` button (``run_on``) is the one
+    action outside this set: its engine is part of it."""
+
+    CANCEL = "cancel"
+    RESUME = "resume"  # an interrupted task
+    FAIL = "fail"  # an interrupted task: mark it failed
+    FOLLOWUP = "followup"
+    TRANSCRIPT = "transcript"
+    RETRY = "retry"
+    ARCHIVE = "archive"
+    DIFF = "diff"  # a task's worktree
+    MERGE = "merge"
+    DISCARD = "discard"
+    DISCARD_YES = "discard_yes"  # the discard, confirmed
+    WAIT = "wait"  # a task that waits for its engine's usage limit: keep waiting
+
+
+ACTIONS = tuple(TaskButton)
 RUN_ON = "run_"  # "run_codex": carry a task that waits for its engine's limit over to codex
-CARD_ACTIONS = ["followup", "transcript", "retry", "archive"]
-WORKTREE_ACTIONS = ["diff", "merge", "discard"]
-_BUTTON_KEYS = {a: f"button.{a}" for a in ACTIONS} | {"fail": "button.mark_failed"}
+CARD_ACTIONS = [TaskButton.FOLLOWUP, TaskButton.TRANSCRIPT, TaskButton.RETRY, TaskButton.ARCHIVE]
+WORKTREE_ACTIONS = [TaskButton.DIFF, TaskButton.MERGE, TaskButton.DISCARD]
+_BUTTON_KEYS = {a.value: f"button.{a}" for a in ACTIONS} | {
+    TaskButton.FAIL.value: "button.mark_failed"
+}
 
 
 def run_on(engine: str) -> str:
@@ -52,12 +63,17 @@ Id = Annotated[int, Field(ge=0, lt=2**53)]
 
 
 class TaskAction(CallbackData, prefix="t"):
-    action: str
+    action: str  # a TaskButton, or run_on(engine)
     task_id: Id
 
     @classmethod
     def buttons(
-        cls, texts: Texts, locale: str, task_id: int, actions: list[str], label: str | None = None
+        cls,
+        texts: Texts,
+        locale: str,
+        task_id: int,
+        actions: Sequence[str],
+        label: str | None = None,
     ) -> list[Button]:
         """One row of buttons; with ``label`` the first says which task the row is for."""
         captions = [caption(texts, locale, a) for a in actions]
@@ -70,7 +86,7 @@ class TaskAction(CallbackData, prefix="t"):
 
 
 def task_keyboard(
-    texts: Texts, locale: str, task_id: int, actions: list[str], *more_rows: list[str]
+    texts: Texts, locale: str, task_id: int, actions: Sequence[str], *more_rows: Sequence[str]
 ) -> Keyboard:
     return Keyboard.of(
         TaskAction.buttons(texts, locale, task_id, row) for row in (actions, *more_rows) if row

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.models import CheckResult, Task, TaskStatus, Turn, WorktreeState
+from bot.models import CheckResult, MessageKind, Task, TaskStatus, Turn, WorktreeState
 from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.telegram.cards import card_header
@@ -18,7 +18,6 @@ from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Button, Keyboard, Markup
 from bot.telegram.render import MAX_CHUNKS, markdown_chunks, split_text
 from bot.telegram.texts import Texts
-from bot.telegram.turnnotes import CANCEL_KIND
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +37,7 @@ class Poster(Protocol):
         self,
         task: Task,
         text: str,
-        kind: str,
+        kind: MessageKind,
         reply_to: int | None = None,
         markup: Markup | None = None,
         follow_on: bool = False,
@@ -82,7 +81,7 @@ class Completion:
             if taken is not None:
                 return taken
         if turn.status not in (TaskStatus.DONE, TaskStatus.CHECK_FAILED) or ask is not None:
-            return await self._poster.send(task, header, kind="result", markup=markup)
+            return await self._poster.send(task, header, kind=MessageKind.RESULT, markup=markup)
         answer = (turn.result_text or "").strip() or self._texts.get(task.locale, "task.no_answer")
         chunks = markdown_chunks(answer)
         if len(chunks) > MAX_CHUNKS:
@@ -93,7 +92,7 @@ class Completion:
             row_id = await self._poster.send(
                 task,
                 f"{header}\n\n{chunk}" if index == 0 else chunk,
-                kind="result",
+                kind=MessageKind.RESULT,
                 markup=markup if last else None,
                 follow_on=index > 0,  # the first part buzzed for the answer
             )
@@ -129,7 +128,7 @@ class Completion:
     async def _take_cancelling(self, task: Task, header: str, markup: Keyboard) -> int | None:
         """A ``/cancel`` answered "cancelling…": that message becomes the card (no second
         message, no second buzz). An older one a second ``/cancel`` left says the end too."""
-        rows = await self._store.outbox.sends_about(task.id, [CANCEL_KIND])
+        rows = await self._store.outbox.sends_about(task.id, [MessageKind.CANCEL])
         if not rows:
             return None
         status = header.split("\n", 1)[0]
@@ -138,7 +137,7 @@ class Completion:
             await self._lifecycle.rewrite(
                 task.chat_id, row, header if newest else status, markup if newest else None
             )
-            await self._store.outbox.relink(row.id, "result")
+            await self._store.outbox.relink(row.id, MessageKind.RESULT)
         return rows[-1].id
 
     async def answered(self, task: Task, row_id: int | None, asked: str, line: str) -> None:
@@ -168,7 +167,10 @@ class Completion:
         summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
         preview = html.escape(split_text(answer, 1500)[0], quote=False)
         row_id = await self._poster.send(
-            task, f"{header}\n\n{preview}\n\n<i>{summary}</i>", kind="result", markup=markup
+            task,
+            f"{header}\n\n{preview}\n\n<i>{summary}</i>",
+            kind=MessageKind.RESULT,
+            markup=markup,
         )
         caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
         await self._poster.send_file(

@@ -24,6 +24,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import BufferedInputFile, ForceReply, InlineKeyboardMarkup
 
+from bot.models import MessageKind, OutboxOp
 from bot.store import Store
 from bot.store.db import utcnow
 from bot.store.outbox import OutboxRow
@@ -104,15 +105,15 @@ class Delivery:
         except Exception as exc:  # a row that cannot be built must not block the queue
             await self._give_up(row, f"{type(exc).__name__}: {exc}")
             return
-        if row.op != "delete":  # Telegram paces what a chat is sent, not what is removed
+        if row.op != OutboxOp.DELETE:  # Telegram paces what a chat is sent, not what is removed
             self._pace.sent(row.chat_id)
         async with self._store.atomic():  # delivered and linked at once: a reply finds it
             await self._store.outbox.sent(row.id, message_id)
             if row.task_id is not None and message_id is not None:
                 await self._store.links.link(
-                    row.chat_id, message_id, row.task_id, row.link_kind or "message"
+                    row.chat_id, message_id, row.task_id, row.link_kind or MessageKind.MESSAGE
                 )
-            if row.op == "send" and message_id is not None:
+            if row.op == OutboxOp.SEND and message_id is not None:
                 await self._catch_up(row)
         self._outbox.resolve(row.id, message_id)
 
@@ -132,7 +133,7 @@ class Delivery:
         """The Telegram call a row stands for; the message id it produced or touched."""
         bot = self._bot
         p = row.payload
-        if row.op == "send":
+        if row.op == OutboxOp.SEND:
             message = await bot.send_message(
                 row.chat_id,
                 p["text"],
@@ -143,7 +144,7 @@ class Delivery:
                 disable_notification=p.get("silent") or None,
             )
             return message.message_id
-        if row.op == "document":
+        if row.op == OutboxOp.DOCUMENT:
             message = await bot.send_document(
                 row.chat_id,
                 BufferedInputFile(base64.b64decode(p["data"]), filename=p["filename"]),
@@ -152,9 +153,9 @@ class Delivery:
                 disable_notification=p.get("silent") or None,
             )
             return message.message_id
-        if row.op == "edit":
+        if row.op == OutboxOp.EDIT:
             return await self._edit(bot, row)
-        if row.op == "markup":
+        if row.op == OutboxOp.MARKUP:
             return await self._edit_markup(bot, row)
         message_id = p.get("message_id")
         if message_id is None:  # retired: the row it names may never have been sent
@@ -193,7 +194,7 @@ class Delivery:
         return int(message_id)
 
     async def _bad_request(self, row: OutboxRow, message: str) -> None:
-        field = {"send": "text", "document": "caption"}.get(row.op)
+        field = {OutboxOp.SEND: "text", OutboxOp.DOCUMENT: "caption"}.get(row.op)  # type: ignore[call-overload]
         if field and row.payload.get("html", True) and "parse" in message.lower():
             log.info("outbox row %s: HTML rejected (%s); sending plain text", row.id, message)
             await self._store.outbox.replace_payload(

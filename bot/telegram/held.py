@@ -14,6 +14,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,17 @@ HOLD_S = 24 * 3600.0  # an unanswered file is dropped after this long
 META = "held.json"
 
 
+class HeldButton(StrEnum):
+    """What the held files' question's button does (``HeldAction.action``)."""
+
+    DROP = "drop"
+
+
 class HeldAction(CallbackData, prefix="h"):
     """The question's button: Drop the files held for the user's message ``message_id``;
     ``task_id``: the task a file sent as a reply belongs to (0: a new task)."""
 
-    action: str
+    action: HeldButton
     message_id: Id
     task_id: Id = 0
 
@@ -154,5 +161,5 @@ class HeldFiles:
 
     @staticmethod
     def keyboard(caption: str, message_id: int, task_id: int | None) -> Keyboard:
-        action = HeldAction(action="drop", message_id=message_id, task_id=task_id or 0)
+        action = HeldAction(action=HeldButton.DROP, message_id=message_id, task_id=task_id or 0)
         return Keyboard.of([[action.button(caption)]])

@@ -10,7 +10,7 @@ import contextlib
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from aiogram import Bot, Dispatcher
@@ -23,17 +23,26 @@ TAKEN_MEMORY = 10_000  # update ids remembered per run (Telegram re-sends only t
 WIRE_S = 0.1  # after the first getUpdates is asked for: it is on the wire
 FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
 # passes of the event loop an update's handler gets before polling goes on: its own first step
-# (a task committed, its turn's job created), then that job's (the agent spawned)
+# (a task committed, its turn handed to the job pool), then that turn's job's start (awaited:
+# ``turns_started``, the agent spawned)
 HANDLER_PASSES = 2
 
 
 class JournaledDispatcher(Dispatcher):
-    def __init__(self, store: Store, polling: asyncio.Event, **workflow_data: Any) -> None:
+    def __init__(
+        self,
+        store: Store,
+        polling: asyncio.Event,
+        turns_started: Callable[[], Awaitable[None]] | None = None,
+        **workflow_data: Any,
+    ) -> None:
         """``polling`` is set as the first ``getUpdates`` is asked for (``after_first_poll``:
-        what start-up work can wait, waits for it)."""
+        what start-up work can wait, waits for it). ``turns_started``: returns (bounded) once
+        the turns handed to the job pool have started their jobs."""
         super().__init__(**workflow_data)
         self._store = store
         self._polling_began = polling
+        self._turns_started = turns_started
         self._replays: set[asyncio.Task[bool]] = set()
         # update ids this run took on: the replay of the journal and a re-delivery of the same
         # unconfirmed update by getUpdates must not run one update twice, let alone at once
@@ -54,6 +63,8 @@ class JournaledDispatcher(Dispatcher):
             # turn's spawn) run before the next request is built, not behind it.
             for _ in range(HANDLER_PASSES):
                 await asyncio.sleep(0)
+            if self._turns_started is not None:
+                await self._turns_started()
 
     async def _process_update(
         self, bot: Bot, update: Update, call_answer: bool = True, **kwargs: Any

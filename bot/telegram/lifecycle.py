@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from bot.models import Task, TaskStatus, WorktreeState
+from bot.models import MessageKind, Task, TaskStatus, WorktreeState
 from bot.store import Store
 from bot.store.outbox import OutboxRow
 from bot.telegram.callbacks import (
@@ -15,6 +15,7 @@ from bot.telegram.callbacks import (
     RUN_ON,
     WORKTREE_ACTIONS,
     TaskAction,
+    TaskButton,
     run_on_engine,
     task_keyboard,
 )
@@ -23,23 +24,23 @@ from bot.telegram.outbox import Outbox
 from bot.telegram.render import STATUS_ICONS
 from bot.telegram.texts import Texts
 
-ALWAYS = frozenset(CARD_ACTIONS) - {"retry", "archive"}  # follow up, transcript
-IDLE_ONLY = frozenset({"retry", "archive"})
-WORKTREE = frozenset(WORKTREE_ACTIONS) | {"discard_yes"}
+IDLE_ONLY = frozenset({TaskButton.RETRY, TaskButton.ARCHIVE})
+ALWAYS = frozenset(CARD_ACTIONS) - IDLE_ONLY  # follow up, transcript
+WORKTREE = frozenset(WORKTREE_ACTIONS) | {TaskButton.DISCARD_YES}
 # messages whose buttons follow their own moment, not the task's card buttons: the
 # acknowledgement (``ack_status``), a follow-up's and a usage-limit notice (``TurnNotes``)
-OWN_BUTTONS = frozenset({"ack", "followup", "limit"})
+OWN_BUTTONS = frozenset({MessageKind.ACK, MessageKind.FOLLOWUP, MessageKind.LIMIT})
 
 
 def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
     """The task buttons that still do something for ``task`` as it is now."""
     allowed: set[str] = set()
     if task.status is not TaskStatus.ARCHIVED:
-        allowed |= ALWAYS | ({"cancel"} if task.status.active else IDLE_ONLY)
+        allowed |= ALWAYS | ({TaskButton.CANCEL} if task.status.active else IDLE_ONLY)
     if task.status is TaskStatus.INTERRUPTED:
-        allowed |= {"resume", "fail"}
+        allowed |= {TaskButton.RESUME, TaskButton.FAIL}
     if task.status is TaskStatus.WAITING_FOR_LIMIT:
-        allowed |= {"wait", RUN_ON}
+        allowed |= {TaskButton.WAIT, RUN_ON}
     if worktree_active:
         allowed |= WORKTREE
     return frozenset(allowed)
@@ -74,7 +75,7 @@ class TaskMessages:
         if now == head:
             return
         markup = (
-            task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+            task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL])
             if task.status.active
             else None
         )
@@ -105,7 +106,7 @@ class TaskMessages:
             for r in await self._store.outbox.with_task_buttons(task.chat_id, task.id)
             if r.link_kind not in OWN_BUTTONS
         ]
-        newest_card = max((r.id for r in rows if r.link_kind == "result"), default=None)
+        newest_card = max((r.id for r in rows if r.link_kind == MessageKind.RESULT), default=None)
         for row in rows:
             keyboard = (row.payload.get("markup") or {}).get("inline_keyboard") or []
             kept = [[b for b in line if keeps(b, task.id, allowed)] for line in keyboard]

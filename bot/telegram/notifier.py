@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.models import ApprovalMode, CheckResult, Engine, ProcessRole, Task, Turn
+from bot.models import ApprovalMode, CheckResult, Engine, MessageKind, ProcessRole, Task, Turn
 from bot.store import PendingQuestion, Runner, Store
-from bot.telegram.callbacks import TaskAction, run_on, task_keyboard
+from bot.telegram.callbacks import TaskAction, TaskButton, run_on, task_keyboard
 from bot.telegram.completion import CardAsk, Completion
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Keyboard, Markup
@@ -19,7 +19,7 @@ from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
 from bot.telegram.render import STATUS_ICONS, shorten
 from bot.telegram.texts import Texts
-from bot.telegram.turnnotes import CANCEL_KIND, FOLLOWUP_KIND, LIMIT_KIND, TurnNotes
+from bot.telegram.turnnotes import TurnNotes
 
 log = logging.getLogger(__name__)
 # what notifies under the default policy: what needs the person, and the final card
@@ -78,9 +78,9 @@ class Notifier:
         await self.send(
             task,
             text,
-            kind="ack",
+            kind=MessageKind.ACK,
             reply_to=reply_to,
-            markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]),
+            markup=task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL]),
         )
 
     async def ack_status(self, task: Task) -> None:
@@ -130,17 +130,21 @@ class Notifier:
             resets=resets,
         )
         markup = task_keyboard(
-            self._texts, task.locale, task.id, [run_on(e) for e in others], ["wait", "cancel"]
+            self._texts,
+            task.locale,
+            task.id,
+            [run_on(e) for e in others],
+            [TaskButton.WAIT, TaskButton.CANCEL],
         )
-        if again and await self._lifecycle.replace(task, LIMIT_KIND, text, markup):
+        if again and await self._lifecycle.replace(task, MessageKind.LIMIT, text, markup):
             return
         about = {"turn": turn_id, "engine": str(task.engine)}
-        await self.send(task, text, kind=LIMIT_KIND, markup=markup, about=about)
+        await self.send(task, text, kind=MessageKind.LIMIT, markup=markup, about=about)
 
     async def limit_wait_chosen(self, task: Task) -> None:
         """The owner chose to wait: the notice keeps its Cancel only."""
-        markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
-        await self._lifecycle.replace(task, LIMIT_KIND, None, markup)
+        markup = task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL])
+        await self._lifecycle.replace(task, MessageKind.LIMIT, None, markup)
 
     async def limit_over(self, task: Task, engine: str, say: bool = True) -> None:
         """A task that waited for its engine's usage limit starts again: when ``say``, one
@@ -150,7 +154,9 @@ class Notifier:
         text = self._texts.get(
             task.locale, "task.limit_resumed", label=html.escape(task.label), engine=engine
         )
-        await self.send(task, text, kind="status")  # no buzz: nothing to do (the card buzzes)
+        await self.send(
+            task, text, kind=MessageKind.STATUS
+        )  # no buzz: nothing to do (the card buzzes)
 
     async def engine_switched(self, task: Task, before: Engine) -> None:
         """The owner carried the task over to another engine: one quiet line (they just
@@ -162,15 +168,15 @@ class Notifier:
             engine=task.engine.capitalize(),
             before=before.capitalize(),
         )
-        await self.send(task, text, kind="status")
+        await self.send(task, text, kind=MessageKind.STATUS)
 
     async def mcp_followup(self, task: Task, client: str, turn_id: int) -> None:
         """An MCP client queued the task's next turn: one quiet line, with Cancel while that
         turn waits (then it follows the turn)."""
         text = self._texts.get(task.locale, "mcp.followup", label=task.label, client=client)
-        markup = task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+        markup = task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL])
         about = {"turn": turn_id, "client": client}
-        await self.send(task, text, kind=FOLLOWUP_KIND, markup=markup, about=about)
+        await self.send(task, text, kind=MessageKind.FOLLOWUP, markup=markup, about=about)
 
     async def followup_queued(
         self, task: Task, running: bool, reply_to: int | None, turn_id: int
@@ -184,9 +190,9 @@ class Notifier:
         await self.send(
             task,
             text,
-            kind=FOLLOWUP_KIND,
+            kind=MessageKind.FOLLOWUP,
             reply_to=reply_to,
-            markup=task_keyboard(self._texts, task.locale, task.id, ["cancel"]),
+            markup=task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL]),
             about={"turn": turn_id},
         )
 
@@ -195,20 +201,20 @@ class Notifier:
         how that turn went once it runs (``state_key``, a key of ``TurnNotes``)."""
         text = self._texts.get(task.locale, key, label=task.label)
         about = {"turn": turn_id, "state": state_key}
-        await self.send(task, text, kind=FOLLOWUP_KIND, about=about)
+        await self.send(task, text, kind=MessageKind.FOLLOWUP, about=about)
 
     async def cancelling(self, task: Task, reply_to: int | None) -> int:
         """The answer to ``/cancel`` of a running turn: "cancelling…", which becomes the
         turn's card when it stops (one message, one buzz)."""
         text = self._texts.get(task.locale, "task.cancel_requested", label=task.label)
-        return await self.send(task, text, kind=CANCEL_KIND, reply_to=reply_to)
+        return await self.send(task, text, kind=MessageKind.CANCEL, reply_to=reply_to)
 
     async def cancelled_queued(self, task: Task, dropped: int, reply_to: int | None) -> None:
         """The answer to ``/cancel`` of a task that had not started (or waited): it is over."""
         text = self._texts.get(
             task.locale, "task.cancelled_queued", label=task.label, count=dropped
         )
-        await self.send(task, text, kind="result", reply_to=reply_to)
+        await self.send(task, text, kind=MessageKind.RESULT, reply_to=reply_to)
 
     async def turn_finished(
         self,
@@ -241,7 +247,9 @@ class Notifier:
             round=check.round,
             rounds=rounds,
         )
-        await self.send(task, f"{text}\n<pre>{html.escape(check.tail(600))}</pre>", kind="status")
+        await self.send(
+            task, f"{text}\n<pre>{html.escape(check.tail(600))}</pre>", kind=MessageKind.STATUS
+        )
 
     async def send_file(
         self, task: Task, data: bytes, filename: str, caption: str, follow_on: bool = False
@@ -254,11 +262,11 @@ class Notifier:
             filename,
             caption,
             task_id=task.id,
-            link_kind="document",
-            silent=await self._silent(task.chat_id, "document", follow_on),
+            link_kind=MessageKind.DOCUMENT,
+            silent=await self._silent(task.chat_id, MessageKind.DOCUMENT, follow_on),
         )
 
-    async def _silent(self, chat_id: int, kind: str, follow_on: bool = False) -> bool:
+    async def _silent(self, chat_id: int, kind: MessageKind, follow_on: bool = False) -> bool:
         return await self.policies.silent(chat_id, kind, follow_on)
 
     async def interrupted(
@@ -279,15 +287,17 @@ class Notifier:
         ]
         lines.append(self._texts.get(loc, "task.interrupted_footer"))
         rows = [
-            TaskAction.buttons(self._texts, loc, t.id, ["resume", "fail"], t.label)
+            TaskAction.buttons(
+                self._texts, loc, t.id, [TaskButton.RESUME, TaskButton.FAIL], t.label
+            )
             for t in tasks[:20]
         ]
         await self._outbox.send(
             chat_id,
             "\n".join(lines),
             task_id=tasks[0].id,
-            link_kind="interrupted",
-            silent=await self._silent(chat_id, "interrupted"),
+            link_kind=MessageKind.INTERRUPTED,
+            silent=await self._silent(chat_id, MessageKind.INTERRUPTED),
             markup=Keyboard.of(rows),
         )
 
@@ -305,7 +315,7 @@ class Notifier:
         self,
         task: Task,
         text: str,
-        kind: str,
+        kind: MessageKind,
         reply_to: int | None = None,
         markup: Markup | None = None,
         follow_on: bool = False,
@@ -326,7 +336,7 @@ class Notifier:
         )
 
     async def send_and_wait(
-        self, task: Task, text: str, kind: str, markup: Keyboard | None = None
+        self, task: Task, text: str, kind: MessageKind, markup: Keyboard | None = None
     ) -> Sent | None:
         """Like ``send``, for the caller that needs the message id: waits for delivery, after
         the outbox's pacing (None when it failed or took too long)."""
@@ -351,7 +361,7 @@ class Notifier:
         """Remove the message an outbox row became (or never send it)."""
         await self._outbox.retire(chat_id, row_id)
 
-    async def retire_live(self, task_ids: list[int], link_kind: str) -> None:
+    async def retire_live(self, task_ids: list[int], link_kind: MessageKind) -> None:
         """Remove what a crash left of these tasks' messages of ``link_kind`` (progress)."""
         for row_id, chat_id in await self._store.outbox.live(task_ids, link_kind):
             await self._outbox.retire(chat_id, row_id)

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any
 
+from bot.models import MessageKind, OutboxOp
 from bot.store import Store
 from bot.store.outbox import PENDING
 from bot.telegram.markup import ForceReply, Keyboard, Markup, markup_json
@@ -46,7 +47,7 @@ class Outbox:
         reply_to: int | None = None,
         html: bool = True,
         task_id: int | None = None,
-        link_kind: str | None = None,
+        link_kind: MessageKind | None = None,
         silent: bool = False,
         about: dict[str, Any] | None = None,
     ) -> int:
@@ -63,7 +64,7 @@ class Outbox:
         }
         if about:
             payload["about"] = about
-        row_id = await self._store.outbox.add(chat_id, "send", payload, task_id, link_kind)
+        row_id = await self._store.outbox.add(chat_id, OutboxOp.SEND, payload, task_id, link_kind)
         self._wait_for(row_id)
         self._store.after_commit(self.wake.set)  # a row in a transaction waits for it
         return row_id
@@ -76,7 +77,7 @@ class Outbox:
         caption: str,
         *,
         task_id: int | None = None,
-        link_kind: str | None = None,
+        link_kind: MessageKind | None = None,
         silent: bool = False,
     ) -> int:
         """Queue a file; its bytes are stored with the row, so a restart delivers it too."""
@@ -86,7 +87,9 @@ class Outbox:
             "caption": caption,
             "silent": silent,
         }
-        row_id = await self._store.outbox.add(chat_id, "document", payload, task_id, link_kind)
+        row_id = await self._store.outbox.add(
+            chat_id, OutboxOp.DOCUMENT, payload, task_id, link_kind
+        )
         self._wait_for(row_id)
         self._store.after_commit(self.wake.set)  # a row in a transaction waits for it
         return row_id
@@ -111,14 +114,16 @@ class Outbox:
             "markup": markup_json(markup),
         }
         key = f"{chat_id}:{message_id}" if message_id is not None else f"{chat_id}:r{row_id}"
-        await self._store.outbox.add(chat_id, "edit", payload, None, None, coalesce_key=key)
+        await self._store.outbox.add(chat_id, OutboxOp.EDIT, payload, None, None, coalesce_key=key)
         self._store.after_commit(self.wake.set)
 
     async def edit_markup(self, chat_id: int, row_id: int, markup: Keyboard | None) -> None:
         """Change only the buttons of the message send-row ``row_id`` became (None: none)."""
         payload = {"row_id": row_id, "markup": markup_json(markup)}
         key = f"{chat_id}:r{row_id}:markup"
-        await self._store.outbox.add(chat_id, "markup", payload, None, None, coalesce_key=key)
+        await self._store.outbox.add(
+            chat_id, OutboxOp.MARKUP, payload, None, None, coalesce_key=key
+        )
         self._store.after_commit(self.wake.set)
 
     async def retire(self, chat_id: int, row_id: int) -> None:
@@ -126,7 +131,12 @@ class Outbox:
         pending edits are dropped. Needs no message id, so it never waits for delivery."""
         await self._store.outbox.retire(row_id)
         await self._store.outbox.add(
-            chat_id, "delete", {"row_id": row_id}, None, None, coalesce_key=f"{chat_id}:r{row_id}"
+            chat_id,
+            OutboxOp.DELETE,
+            {"row_id": row_id},
+            None,
+            None,
+            coalesce_key=f"{chat_id}:r{row_id}",
         )
         self._store.after_commit(self.wake.set)
 

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import time
 
-from bot.models import NotifyPolicy
+from bot.models import MessageKind, NotifyPolicy
 from bot.store import Store
 
 # what needs the person: these notify under the default policy (``done``)
 LOUD_KINDS = frozenset(
-    {"result", "approval", "question", "budget", "interrupted", "limit", "cancel"}
+    {
+        MessageKind.RESULT,
+        MessageKind.APPROVAL,
+        MessageKind.QUESTION,
+        MessageKind.BUDGET,
+        MessageKind.INTERRUPTED,
+        MessageKind.LIMIT,
+        MessageKind.CANCEL,
+    }
 )
 TTL_S = 30.0
 
@@ -37,7 +45,7 @@ class ChatPolicies:
         await self._store.chats.set_notify(chat_id, policy.value)
         self._known[chat_id] = (policy, time.monotonic())
 
-    async def silent(self, chat_id: int, kind: str, follow_on: bool = False) -> bool:
+    async def silent(self, chat_id: int, kind: MessageKind, follow_on: bool = False) -> bool:
         """Whether a message of ``kind`` goes without a buzz: by default only what needs the
         person (approvals, questions, the card, a restart's notice) notifies, and a
         ``follow_on`` (the second part of a long answer, its file) never does: the first

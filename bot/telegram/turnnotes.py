@@ -17,17 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.models import Task, TaskStatus, Turn
+from bot.models import MessageKind, Task, TaskStatus, Turn
 from bot.store import Store
 from bot.store.outbox import OutboxRow
-from bot.telegram.callbacks import task_keyboard
+from bot.telegram.callbacks import TaskButton, task_keyboard
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.render import STATUS_ICONS
 from bot.telegram.texts import Texts
 
-FOLLOWUP_KIND = "followup"
-LIMIT_KIND = "limit"
-CANCEL_KIND = "cancel"  # the "cancelling…" answer to /cancel, until the turn's card takes it
 # what another quiet line about a turn says once that turn runs (``Notifier.turn_note``)
 STATE_KEYS = frozenset({"task.retry_state", "task.resume_state"})
 
@@ -49,9 +46,9 @@ class TurnNotes:
         """Every follow-up acknowledgement and limit notice of ``task`` says what its turn
         did; one whose turn ended is edited a last time."""
         async with self._store.atomic():  # read and rewritten with no delivery between
-            kinds = [FOLLOWUP_KIND, LIMIT_KIND, CANCEL_KIND]
+            kinds = [MessageKind.FOLLOWUP, MessageKind.LIMIT, MessageKind.CANCEL]
             for row in await self._store.outbox.sends_about(task.id, kinds):
-                if row.link_kind == CANCEL_KIND:
+                if row.link_kind == MessageKind.CANCEL:
                     await self._cancelling(task, row)
                     continue
                 about: dict[str, Any] = row.payload.get("about") or {}
@@ -60,7 +57,7 @@ class TurnNotes:
                 turn = await self._store.tasks.get_turn(about["turn"])
                 if turn is None:
                     continue
-                if row.link_kind == FOLLOWUP_KIND:
+                if row.link_kind == MessageKind.FOLLOWUP:
                     text = self._followup(task, turn, about)
                 else:
                     text = self._limit(task, turn, about)
@@ -68,7 +65,7 @@ class TurnNotes:
                     continue
                 state = turn_state(task, turn)
                 markup = (  # queued again (a limit it waited for was left): Cancel again
-                    task_keyboard(self._texts, task.locale, task.id, ["cancel"])
+                    task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL])
                     if state is TaskStatus.QUEUED
                     else None
                 )
@@ -83,7 +80,7 @@ class TurnNotes:
         if task.status.active:
             return
         await self._lifecycle.rewrite(task.chat_id, row, self._lifecycle.head(task), None)
-        await self._store.outbox.relink(row.id, "status")
+        await self._store.outbox.relink(row.id, MessageKind.STATUS)
 
     def _end(self, task: Task, turn: Turn) -> str:
         state = turn_state(task, turn)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from bot.models import Task, Turn
 from bot.store import Store
-from bot.tasks.transcript import human_line
 from bot.telegram.render import shorten
 from bot.turns.gitinfo import diff_text
+from bot.turns.transcript import human_line
 
 SUMMARY_CHARS = 6000  # the newest part of the transcript that goes along
 DIFF_CHARS = 12000

@@ -15,7 +15,7 @@ from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import LimitReached, SessionStarted, ToolCalled, TurnFinished, UsageUpdated
-from bot.models import Task, TaskStatus, Turn, TurnError, TurnSpec
+from bot.models import MessageKind, Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.pricing import Meter
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
@@ -88,7 +88,9 @@ class Drive:
         )
         await self._store.tasks.set_session(task.id, None)
         await self._notifier.send(
-            task, self._notifier.text(task.locale, "task.session_lost", label=task.label), "status"
+            task,
+            self._notifier.text(task.locale, "task.session_lost", label=task.label),
+            MessageKind.STATUS,
         )
         prompt = await lost_session_prompt(self._store, task, turn)
         return dataclasses.replace(spec, prompt=prompt, resume_session_id=None)

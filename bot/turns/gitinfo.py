@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from bot.git import maybe_in_repository
 from bot.telegram.render import shorten
-from bot.worktrees.git import maybe_in_repository
 from executors.gitguard import PLAIN_DIFF, Scope, git, scope
 
 TIMEOUT_S = 5.0

@@ -1,6 +1,14 @@
 """The job pool: this process's turns under a concurrency cap, each under its timeout, any of
 them stoppable by task id, and the reason a turn was stopped handed to the turn handler.
 
+Each turn runs as a job of the process's APScheduler (``bot.turns.scheduler``, in memory), of
+its task ``turn``, whose ``max_running_jobs`` is the cap. APScheduler's ``add_job`` names a job
+by a fresh UUID (4.0.0a6 takes no id, and ``ConflictPolicy`` applies to schedules only), so the
+pool keeps the map turn id -> job: a turn offered while its job exists gets no second job (it
+is offered once more when that job ends). The pool hands APScheduler a turn when a slot is
+free, in its own order (a turn already claimed first), and counts the slot taken from that
+moment, so ``free_slots`` is exact for whoever claims from the shared queue.
+
 Where turns come from is not the pool's business: in one process ``submit`` puts them in a
 local FIFO (the app's tables are the record; queued turns are re-submitted from them at start);
 with scale-out workers on PostgreSQL every runner claims submitted turns from the app's tables
@@ -18,11 +26,15 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Self
+from uuid import UUID
 
 from bot.models import Task, Turn
+from bot.turns.scheduler import JobScheduler
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT_S = 20.0
+TURN_TASK = "turn"  # the turns' APScheduler task
+HANDOVER_WAIT_S = 1.0  # how long long polling waits for a turn's job to start
 
 
 class StopReason(StrEnum):
@@ -73,6 +85,19 @@ Claimed = tuple[Task, Turn]
 TurnHandler = Callable[[int, TurnControl, Claimed | None], Awaitable[None]]
 
 
+@dataclass(slots=True, eq=False)
+class _Slot:
+    """A turn holding one of the pool's slots, from its hand-over to APScheduler until its job
+    ends."""
+
+    task_id: int
+    turn_id: int
+    claimed: Claimed | None
+    job_id: UUID | None = None  # APScheduler's, once added
+    job: asyncio.Task[object] | None = None  # the task running the job, once it runs
+    started: bool = False  # its job started (or will never: released before)
+
+
 class JobPool:
     def __init__(
         self,
@@ -80,19 +105,31 @@ class JobPool:
         max_concurrent: int,
         timeout_s: float,
         announce: Callable[[], Awaitable[None]] | None = None,
+        scheduler: JobScheduler | None = None,
     ) -> None:
         """``announce``: turns are claimed from a shared database; submitting one wakes the
-        runners (None: one process, the local FIFO). Call ``serve`` before entering."""
+        runners (None: one process, the local FIFO). ``scheduler``: the process's, entered
+        before the pool and left after it (None: the pool has one of its own). Call ``serve``
+        before entering."""
         self.identity = identity
         self._max_concurrent = max_concurrent
         self._timeout_s = timeout_s
         self._announce = announce
+        self._own_scheduler = scheduler is None
+        self._scheduler = scheduler or JobScheduler()
         self._handler: TurnHandler | None = None
         self._running: dict[int, TurnControl] = {}  # by turn id: one registration per turn
-        self._again: set[int] = set()  # turns submitted again while they ran here
+        self._again: set[int] = set()  # turns offered again while their job existed
         # one process: turns waiting for a slot (with their row when already claimed)
         self._waiting: deque[tuple[int, int, Claimed | None]] = deque()
-        self._jobs: set[asyncio.Task[None]] = set()  # the turns' jobs, at most the cap
+        self._slots: dict[int, _Slot] = {}  # by turn id: at most the cap, one job per turn
+        self._handing: deque[_Slot] = deque()  # slots taken, their jobs not added yet
+        self._handed = asyncio.Event()
+        self._unstarted = 0  # turns handed over whose jobs have not started
+        self._all_started = asyncio.Event()
+        self._all_started.set()
+        self._feeder: asyncio.Task[None] | None = None
+        self._closed = False
         self.wake = asyncio.Event()  # a turn was submitted here, or a slot came free
 
     def serve(self, on_turn: TurnHandler) -> Self:
@@ -101,12 +138,21 @@ class JobPool:
 
     async def __aenter__(self) -> Self:
         assert self._handler is not None, "serve() names the handler before the pool starts"
+        if self._own_scheduler:
+            await self._scheduler.__aenter__()
+        self._feeder = asyncio.create_task(self._feed(), name=f"pool {self.identity}")
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         # still queued in the app's tables: submitted again at start (a claimed one: interrupted)
+        self._closed = True
         self._waiting.clear()
         await self.stop_all(StopReason.SHUTDOWN)
+        if self._feeder is not None:
+            self._feeder.cancel()
+            await asyncio.wait({self._feeder})
+        if self._own_scheduler:
+            await self._scheduler.__aexit__(*exc_info)
 
     async def stop_all(self, reason: StopReason) -> None:
         """Stop every turn of this process, one plain cancel each, and wait (bounded) for them
@@ -119,14 +165,16 @@ class JobPool:
         if self._running:
             log.warning("turns %s did not stop within %ss", sorted(self._running), DRAIN_TIMEOUT_S)
         if reason is StopReason.SHUTDOWN:
-            for job in list(self._jobs):  # only a turn that did not stop within the drain
+            # only a turn that did not stop within the drain
+            jobs = {slot.job for slot in self._slots.values() if slot.job is not None}
+            for job in jobs:
                 job.cancel()
-            if self._jobs:
-                await asyncio.wait(self._jobs, timeout=DRAIN_TIMEOUT_S)
+            if jobs:
+                await asyncio.wait(jobs, timeout=DRAIN_TIMEOUT_S)
 
     @property
     def free_slots(self) -> int:
-        return self._max_concurrent - len(self._jobs)
+        return self._max_concurrent - len(self._slots)
 
     async def submit(self, task_id: int, turn_id: int) -> None:
         if self._announce is not None:
@@ -150,23 +198,83 @@ class JobPool:
         self._start_waiting()
 
     def _start_waiting(self) -> None:
-        """Start waiting turns, oldest first, while the cap allows."""
-        while self._waiting and self.free_slots > 0:
-            self._spawn(*self._waiting.popleft())
+        """Hand waiting turns to APScheduler, oldest first, while the cap allows. A turn whose
+        job exists gets none: its job offers it once more when it ends."""
+        while self._waiting and self.free_slots > 0 and not self._closed:
+            task_id, turn_id, claimed = self._waiting.popleft()
+            if (held := self._slots.get(turn_id)) is not None:
+                self._again.add(turn_id)
+                log.info(
+                    "task %s turn %s: has a job (%s); offered again after it",
+                    task_id,
+                    turn_id,
+                    held.job_id or "being added",
+                )
+                continue
+            slot = self._slots[turn_id] = _Slot(task_id, turn_id, claimed)
+            self._handing.append(slot)
+            self._handed.set()
+            self._unstarted += 1
+            self._all_started.clear()
 
-    def _spawn(self, task_id: int, turn_id: int, claimed: Claimed | None) -> None:
-        job = asyncio.create_task(self._job(task_id, turn_id, claimed))
-        self._jobs.add(job)
-        job.add_done_callback(self._done)
+    async def handed_over(self, timeout_s: float = HANDOVER_WAIT_S) -> None:
+        """Wait (at most ``timeout_s``) until every turn handed to APScheduler so far has
+        started its job: the job has taken its first step (the agent spawned, or its claim
+        under way). Long polling waits for it, so an update's turn does not start behind the
+        next ``getUpdates``."""
+        if self._all_started.is_set():
+            return  # at once: not one pass of the loop more (``wait_for`` would take some)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._all_started.wait(), timeout_s)
 
-    async def _job(self, task_id: int, turn_id: int, claimed: Claimed | None) -> None:
+    def _job_started(self, slot: _Slot) -> None:
+        if not slot.started:
+            slot.started = True
+            self._unstarted -= 1
+            if self._unstarted == 0:
+                self._all_started.set()
+
+    async def _feed(self) -> None:
+        """Add the jobs of the slots taken, in their order (``add_job`` is a coroutine, taking
+        a slot is not); APScheduler starts with the first."""
+        configured = False
+        while True:
+            await self._handed.wait()
+            self._handed.clear()
+            while self._handing:
+                slot = self._handing[0]
+                try:
+                    scheduler = await self._scheduler.started()
+                    if not configured:
+                        await scheduler.configure_task(
+                            TURN_TASK, func=self._job, max_running_jobs=self._max_concurrent
+                        )
+                        configured = True
+                    # no result kept (expiration 0): a turn's outcome is in the app's tables
+                    slot.job_id = await scheduler.add_job(TURN_TASK, kwargs={"slot": slot})
+                except Exception:  # the turn stays queued in the app's tables: say it, go on
+                    log.exception("task %s turn %s: no job added", slot.task_id, slot.turn_id)
+                    self._release(slot)
+                finally:
+                    self._handing.popleft()
+
+    async def _job(self, slot: _Slot) -> None:
+        """APScheduler's job of one turn. A failing turn never kills the pool (nor APScheduler,
+        which would log it under the job's UUID only): said here, with the turn's ids."""
+        slot.job = asyncio.current_task()
+        self._job_started(slot)
         try:
-            await self.run(task_id, turn_id, claimed)
-        except Exception:  # a failing turn never kills the pool: say it, go on
-            log.exception("task %s turn %s: the turn's job failed", task_id, turn_id)
+            if not self._closed:
+                await self.run(slot.task_id, slot.turn_id, slot.claimed)
+        except Exception:
+            log.exception("task %s turn %s: the turn's job failed", slot.task_id, slot.turn_id)
+        finally:
+            self._release(slot)
 
-    def _done(self, job: asyncio.Task[None]) -> None:
-        self._jobs.discard(job)
+    def _release(self, slot: _Slot) -> None:
+        self._job_started(slot)  # a job that was never added never starts
+        if self._slots.get(slot.turn_id) is slot:
+            del self._slots[slot.turn_id]
         self._start_waiting()
         self.wake.set()
 
@@ -184,18 +292,13 @@ class JobPool:
         return any(stopped)
 
     async def run(self, task_id: int, turn_id: int, claimed: Claimed | None = None) -> None:
-        """Run one turn under its timeout. A second job of a turn already running here (it was
-        submitted twice, or again after that run sent it back to the queue: a usage limit)
-        returns at once and leaves the first one's registration alone, so the timeout and
-        /cancel keep holding the turn that runs; the first job then offers the turn to its
-        handler once more (whose claim does nothing if the turn is no longer queued)."""
-        if turn_id in self._running:
-            self._again.add(turn_id)
-            log.info("task %s turn %s: runs here; offered again after that run", task_id, turn_id)
-            return
+        """Run one turn under its timeout (the body of its job), then once more if it was
+        offered again meanwhile (submitted twice, or again after that run sent it back to the
+        queue: a usage limit), so the timeout and /cancel keep holding the turn that runs; the
+        handler's claim does nothing if the turn is no longer queued."""
         while True:
             await self._run_once(task_id, turn_id, claimed)
-            if turn_id not in self._again:
+            if turn_id not in self._again or self._closed:  # closed: queued in the tables
                 return
             self._again.discard(turn_id)
             claimed = None  # offered again: claimed anew (or not) by id

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from bot.events import AgentEvent, Retrying, TextEmitted, ToolCalled, UsageUpdated
-from bot.models import Task, TaskStatus
+from bot.models import MessageKind, Task, TaskStatus
 from bot.money.pricing import Meter
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import duration, money, shorten
@@ -102,7 +102,7 @@ class Progress:
         # not cancelled with the ticker: a turn that ends while its row is being written (a
         # commit on PostgreSQL awaits the server) still learns the row, and removes it
         self._queueing = asyncio.ensure_future(
-            self._notifier.send(self._task, self._shown, kind="progress")
+            self._notifier.send(self._task, self._shown, kind=MessageKind.PROGRESS)
         )
         self._row_id = await asyncio.shield(self._queueing)
         await self._notifier.ack_status(dataclasses.replace(self._task, status=TaskStatus.RUNNING))

@@ -28,7 +28,6 @@ from bot.models import (
 from bot.money.desk import MoneyDesk
 from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
-from bot.tasks.workdirs import WorkdirPolicy
 from bot.telegram.completion import CardAsk
 from bot.telegram.notifier import Notifier
 from bot.turns.baseline import Baseline, take, turn_changes
@@ -43,6 +42,7 @@ from bot.turns.outcome import (
 from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.queue import TurnQueue
 from bot.turns.specs import TurnPolicy, TurnSpecs
+from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from bot.models import ApprovalMode, McpServerSpec, Task, TaskStatus, Turn, Turn
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
 from bot.store import Store, TurnOutcome
-from bot.tasks.workdirs import WorkdirPolicy
 from bot.turns.outcome import preamble
+from bot.workdirs import WorkdirPolicy
 
 SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
 

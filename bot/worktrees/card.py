@@ -6,12 +6,12 @@ from __future__ import annotations
 import html
 
 from bot.errors import UserInputError
-from bot.models import Task
+from bot.git import Worktrees
+from bot.models import MessageKind, Task
 from bot.tasks.service import TaskService
-from bot.telegram.callbacks import task_keyboard
+from bot.telegram.callbacks import TaskButton, task_keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
-from bot.worktrees.git import Worktrees
 
 INLINE_DIFF_CHARS = 3000
 
@@ -32,7 +32,9 @@ class WorktreeCard:
         loc = task.locale
         if not diff.patch:
             await self._notifier.send(
-                task, self._texts.get(loc, "worktree.no_changes", label=task.label), kind="status"
+                task,
+                self._texts.get(loc, "worktree.no_changes", label=task.label),
+                kind=MessageKind.STATUS,
             )
             return
         header = self._texts.get(loc, "worktree.diff_header", label=task.label)
@@ -41,10 +43,10 @@ class WorktreeCard:
             await self._notifier.send(
                 task,
                 f"{header}\n<pre>{stat}</pre>\n<pre>{html.escape(diff.patch)}</pre>",
-                kind="status",
+                kind=MessageKind.STATUS,
             )
             return
-        await self._notifier.send(task, f"{header}\n<pre>{stat}</pre>", kind="status")
+        await self._notifier.send(task, f"{header}\n<pre>{stat}</pre>", kind=MessageKind.STATUS)
         await self._notifier.send_file(
             task,
             diff.patch.encode(),
@@ -60,7 +62,7 @@ class WorktreeCard:
             base = await self._worktrees.merge(task_id, f"{task.label}: {task.title[:72]}")
         except UserInputError as exc:  # a refusal belongs in the chat, not a passing alert
             await self._notifier.send(
-                task, self._texts.get(loc, exc.key, **exc.params), kind="status"
+                task, self._texts.get(loc, exc.key, **exc.params), kind=MessageKind.STATUS
             )
             return False
         await self._said_on_card(
@@ -80,8 +82,10 @@ class WorktreeCard:
         await self._notifier.send(
             task,
             self._texts.get(loc, "worktree.confirm_discard", label=task.label),
-            kind="status",
-            markup=task_keyboard(self._texts, loc, task.id, ["discard_yes", "diff"]),
+            kind=MessageKind.STATUS,
+            markup=task_keyboard(
+                self._texts, loc, task.id, [TaskButton.DISCARD_YES, TaskButton.DIFF]
+            ),
         )
         return False
 
@@ -89,4 +93,4 @@ class WorktreeCard:
         """What happened, on the task's newest card, whose worktree buttons go; a new line in
         the chat only when the task has no card."""
         if not await self._notifier.buttons_follow(task, text):
-            await self._notifier.send(task, text, kind="status")
+            await self._notifier.send(task, text, kind=MessageKind.STATUS)

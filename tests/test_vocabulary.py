@@ -1,0 +1,61 @@
+"""One vocabulary per concept: the enums keep the strings already stored in databases and
+carried by buttons in chats, byte for byte (no migration; old buttons keep working)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, ApprovalChoice
+from bot.models import ApprovalAnswer, MessageKind, OutboxOp, QuestionKind
+from bot.telegram.callbacks import ACTIONS, TaskAction, TaskButton, run_on
+from bot.telegram.held import HeldAction, HeldButton
+
+
+def test_stored_values_are_the_strings_of_before():
+    assert [a.value for a in ApprovalAnswer] == [
+        "allow",
+        "deny",
+        "always",
+        "timeout",
+        "ended",
+        "restart",
+    ]
+    assert [k.value for k in QuestionKind] == ["approval", "question", "budget"]
+    assert [o.value for o in OutboxOp] == ["send", "document", "edit", "markup", "delete"]
+    assert {"ack", "status", "progress", "result", "approval", "followup", "limit"} <= {
+        k.value for k in MessageKind
+    }
+
+
+@pytest.mark.parametrize(
+    ("data", "packed"),
+    [
+        (ApprovalAction(qid=7, choice=ApprovalChoice.CONFIRM), "ap:7:confirm"),
+        (ApprovalAction(qid=2**53 - 1, choice=ApprovalChoice.ALLOW), f"ap:{2**53 - 1}:allow"),
+        (TaskAction(action=TaskButton.DISCARD_YES, task_id=12), "t:discard_yes:12"),
+        (TaskAction(action=run_on("codex"), task_id=3), "t:run_codex:3"),
+        (HeldAction(action=HeldButton.DROP, message_id=41, task_id=0), "h:drop:41:0"),
+    ],
+)
+def test_callback_data_is_byte_identical(data, packed):
+    assert data.pack() == packed
+    assert type(data).unpack(packed) == data
+    assert len(packed.encode()) <= 64
+
+
+def test_a_button_of_before_still_unpacks_and_a_forged_one_does_not():
+    assert ApprovalAction.unpack("ap:1:always").choice is ApprovalChoice.ALWAYS
+    assert TaskAction.unpack("t:cancel:5").action == TaskButton.CANCEL
+    with pytest.raises(ValueError):
+        ApprovalAction.unpack("ap:1:explode")
+    assert set(APPROVAL_CHOICES) == set(ApprovalChoice)
+    assert "explode" not in ACTIONS
+
+
+def test_schedule_buttons_pack_as_before_and_a_forged_action_does_not_unpack():
+    from handlers.schedules import ScheduleAction, ScheduleButton
+
+    assert ScheduleAction(action=ScheduleButton.DELETE, schedule_id=4).pack() == "sc:delete:4"
+    assert ScheduleAction.unpack("sc:resume:4").action is ScheduleButton.RESUME
+    with pytest.raises(ValueError):
+        ScheduleAction.unpack("sc:rm_rf:4")
