@@ -7,7 +7,7 @@ AGENTS := agents/node_modules/.bin
 CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
 
-.PHONY: run test test-fast venv dev agents llm locales lint bench clean sandbox sandbox-required
+.PHONY: run test test-fast venv dev agents llm locales lint bench clean sandbox sandbox-required browser
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,22 @@ sandbox-required: sandbox
 	@command -v bwrap >/dev/null 2>&1 && command -v socat >/dev/null 2>&1 || \
 	  { echo "the tests need the sandbox: $(SANDBOX_HINT)"; exit 1; }
 
+# The board's browser tests drive Debian's chromium (headless, through Playwright from the dev
+# extras; Playwright's own browser download is not used): installed here when this user may.
+BROWSER_HINT := the board's browser tests need chromium: sudo apt-get install chromium
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	  else SUDO=none; fi; \
+	  if [ "$$SUDO" != none ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (the board's browser tests)"; \
+	    $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
+	      { $$SUDO apt-get update -q >/dev/null 2>&1 && \
+	        $$SUDO apt-get install -y -q chromium >/dev/null 2>&1; } || true; \
+	  fi; \
+	  command -v chromium >/dev/null 2>&1 || echo "NOTE: $(BROWSER_HINT) (until then they skip)"; \
+	fi
+
 venv: $(VENV)/.installed locales
 locales: $(CATALOGS)
 dev: $(VENV)/.dev-installed
@@ -74,7 +90,7 @@ llm: $(LLM_VENV)/.installed
 run: venv sandbox
 	$(PY) -m bot run
 
-test: dev agents llm locales sandbox-required
+test: dev agents llm locales sandbox-required browser
 	$(VENV)/bin/ruff check bot handlers executors tests
 	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors
@@ -92,6 +108,7 @@ bench: dev agents locales sandbox
 	$(PY) bench/pool.py
 	$(PY) bench/spawn.py
 	$(PY) bench/workers.py
+	$(PY) bench/board.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
 
 lint: dev

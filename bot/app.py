@@ -18,6 +18,7 @@ from aiogram.client.telegram import TelegramAPIServer
 
 from bot import config, lazy_types
 from bot.approvals.answers import ApprovalAnswers
+from bot.board import make_board
 from bot.core import Core, background, build_core, start_core
 from bot.errors import ConfigError
 from bot.fleet.status import FleetStatus
@@ -214,6 +215,20 @@ async def build(
         )
         stack.callback(release_routers, dispatcher)  # the next dispatcher may include them
         await start_core(core, stack)
+        board = make_board(  # None: DETACH_BOARD_PORT unset
+            settings,
+            store=store,
+            texts=texts,
+            worktrees=core.worktrees,
+            notifier=notifier,
+            service=service,
+            answers=answers,
+        )
+        dispatcher["board"] = board  # /board makes its sign-in links
+        if board is not None:
+            await stack.enter_async_context(board.serve())
+            if board.mini_app:
+                core.notifier.open_board_at(board.url)
         await stack.enter_async_context(timer.serve(schedules.on_fire))
         app = App(
             settings,

@@ -130,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     export_.add_argument("id", type=int)
     export_.set_defaults(func=shell.export)
+    board = sub.add_parser(
+        "board", help="print a one-time sign-in link to the running bot's board (web view)"
+    )
+    board.add_argument("--user", type=int, help="whose board (default: the first allowed user)")
+    board.add_argument("--open", action="store_true", help="open it in the browser too")
+    board.set_defaults(func=_board)
     archive = sub.add_parser("archive", help="archive a finished task, or all of them")
     archive.add_argument("id", nargs="?", type=int)
     archive.add_argument("--all", action="store_true")
@@ -222,3 +228,9 @@ def _mcp(args: argparse.Namespace) -> int:
         await serve(store, place, endpoint, args.parent)
 
     return asyncio.run(with_store(settings, work, create=False))
+
+
+def _board(args: argparse.Namespace) -> int:
+    from bot.board.command import run
+
+    return run(shell_settings(), args.user, args.open)

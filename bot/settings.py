@@ -73,6 +73,10 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     worker_lease_s: float = Field(default=30, ge=3, le=3600)
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
+    # the board (bot.board): a web view of the tasks, served while this is set
+    board_port: int | None = Field(default=None, ge=0, le=65535)  # 0: any free port (tests)
+    board_host: str = "127.0.0.1"
+    public_url: str | None = None  # https://…: the board as a Telegram Mini App, through a proxy
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
         "Bash",
         "Edit",

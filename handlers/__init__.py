@@ -40,7 +40,18 @@ from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
 from bot.worktrees.card import WorktreeCard
-from handlers import approvals, basics, buttons, errors, held, money, replies, schedules, tasks
+from handlers import (
+    approvals,
+    basics,
+    board,
+    buttons,
+    errors,
+    held,
+    money,
+    replies,
+    schedules,
+    tasks,
+)
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware
 
@@ -61,6 +72,7 @@ COMMANDS = (
     "cd",
     "notify",
     "status",
+    "board",
     "lang",
     "help",
 )
@@ -71,6 +83,7 @@ ROUTERS: tuple[Router, ...] = (
     approvals.router,
     money.router,
     schedules.router,
+    board.router,
     held.router,
     buttons.router,
     replies.router,

@@ -19,6 +19,7 @@ HANDLER_MAY_IMPORT_PACKAGES = (
     "bot.schedules",
     "bot.worktrees",
     "bot.telegram",
+    "bot.board",
 )
 HANDLER_MAY_IMPORT_MODULES = {"bot.models", "bot.events", "bot.errors", "bot.fleet.status"}
 HANDLER_MAY_NOT_IMPORT = {"bot.telegram.journal", "bot.telegram.notifier"}
@@ -67,8 +68,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("bot.__main__", "bot.launch", "bot.cli", "bot.app", "bot.worker", "bot.core", "bot.shell"),
     ("handlers",),
     # what a person asks for: tasks (and their task files), the inbox, schedules, worktrees,
-    # the MCP server for other agents
-    ("bot.tasks", "bot.intake", "bot.schedules", "bot.worktrees", "bot.mcp"),
+    # the MCP server for other agents, the board (a web view of the tasks)
+    ("bot.tasks", "bot.intake", "bot.schedules", "bot.worktrees", "bot.mcp", "bot.board"),
     ("bot.turns", "bot.approvals", "bot.fleet"),
     # what a turn leans on: its budget, its engine, git, the allow-listed directories
     ("bot.money", "bot.engines", "bot.git", "bot.workdirs"),

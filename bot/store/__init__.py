@@ -11,6 +11,7 @@ from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
+from bot.store.pulse import PulseRepo
 from bot.store.records import AuditRepo, LinkRepo, SpendRepo
 from bot.store.recovery import RecoveryRepo
 from bot.store.retention import RetentionRepo
@@ -62,6 +63,7 @@ class Store:
         self.engine_sessions = EngineSessionRepo(db, clock)
         self.limits = EngineLimitRepo(db, clock)
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
+        self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
 
     @classmethod

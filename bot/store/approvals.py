@@ -110,6 +110,21 @@ class QuestionRepo:
         async with self._engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
+    async def pending_of(self, task_ids: Collection[int]) -> list[PendingQuestion]:
+        """The questions of these tasks that wait for the owner, oldest first."""
+        if not task_ids:
+            return []
+        query = (
+            pending_questions.select()
+            .where(
+                pending_questions.c.task_id.in_(list(task_ids)),
+                pending_questions.c.status == PENDING.value,
+            )
+            .order_by(pending_questions.c.id)
+        )
+        async with self._engine.connect() as conn:
+            return [_question(r) for r in await conn.execute(query)]
+
     async def get(self, qid: int) -> PendingQuestion | None:
         async with self._engine.connect() as conn:
             row = (

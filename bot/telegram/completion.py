@@ -15,7 +15,7 @@ from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.telegram.cards import card_header
 from bot.telegram.lifecycle import TaskMessages
-from bot.telegram.markup import Keyboard, Markup
+from bot.telegram.markup import Button, Keyboard, Markup
 from bot.telegram.render import MAX_CHUNKS, markdown_chunks, split_text
 from bot.telegram.texts import Texts
 
@@ -55,6 +55,7 @@ class Completion:
         self._texts = texts
         self._poster = poster
         self._lifecycle = lifecycle
+        self.board_url: str | None = None  # https://: cards open the task's board page
 
     async def card(
         self,
@@ -118,6 +119,10 @@ class Completion:
             CARD_ACTIONS,
             WORKTREE_ACTIONS if in_worktree else [],
         )
+        if self.board_url is not None and task.chat_id > 0:  # a Mini App opens in private chats
+            url = f"{self.board_url}/tasks/{task.id}"
+            text = self._texts.get(task.locale, "board.open_task")
+            card = Keyboard((*card.rows, (Button(text, "", web_app=url),)))
         return Keyboard(ask.keyboard.rows + card.rows) if ask is not None else card
 
     async def _take_cancelling(self, task: Task, header: str, markup: Keyboard) -> int | None:

@@ -23,8 +23,11 @@ SEPARATOR = ":"
 class Button:
     text: str
     callback_data: str
+    web_app: str | None = None  # an https:// address Telegram opens as a Mini App instead
 
-    def as_json(self) -> dict[str, str]:
+    def as_json(self) -> dict[str, Any]:
+        if self.web_app is not None:
+            return {"text": self.text, "web_app": {"url": self.web_app}}
         return {"text": self.text, "callback_data": self.callback_data}
 
 
@@ -42,7 +45,14 @@ class Keyboard:
     def from_json(cls, rows: Iterable[Iterable[dict[str, Any]]]) -> Keyboard | None:
         """The keyboard of a stored payload's ``inline_keyboard`` rows (None: no buttons)."""
         keyboard = cls.of(
-            [Button(str(b.get("text", "")), str(b.get("callback_data", ""))) for b in row]
+            [
+                Button(
+                    str(b.get("text", "")),
+                    str(b.get("callback_data", "")),
+                    (b.get("web_app") or {}).get("url"),
+                )
+                for b in row
+            ]
             for row in rows
         )
         return keyboard if any(keyboard.rows) else None

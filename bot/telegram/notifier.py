@@ -40,6 +40,11 @@ class Notifier:
         self._completion = Completion(store, texts, self, self._lifecycle)
         self.policies = ChatPolicies(store)
 
+    def open_board_at(self, url: str) -> None:
+        """Completion cards get an "Open" button to the task's page at ``url`` (an https://
+        board: a Telegram Mini App)."""
+        self._completion.board_url = url.rstrip("/")
+
     def text(self, locale: str, key: str, **params: object) -> str:
         return self._texts.get(locale, key, **params)
 

@@ -4,14 +4,12 @@ resumed here carried on in a new one."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
@@ -24,6 +22,7 @@ from bot.telegram.notifier import Notifier
 from bot.turns.continuation import lost_session_prompt
 from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
+from bot.turns.transcribe import TranscriptBatch
 
 log = logging.getLogger(__name__)
 TRANSCRIPT_BATCH = 25
@@ -120,7 +119,6 @@ class Drive:
             raise AgentNotInstalled(task.engine, None)
         events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
         agent.push_async_exit(reaper(events))
-        batch: list[tuple[str, dict[str, Any]]] = []
         final: TurnFinished | None = None
         limit: LimitReached | None = None
         acted = False
@@ -132,38 +130,33 @@ class Drive:
             self._progress_delay_s,
             self._held(spec.turn_id, runner),
         )
-        try:
-            async with progress:
-                async for event in events:
-                    meter.observe(event)
-                    progress.observe(event)
-                    acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
-                    if isinstance(event, SessionStarted) and event.session_id != task.session_id:
-                        await self._store.tasks.set_session(task.id, event.session_id)
-                    batch.append(transcript_entry(event))
-                    if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
-                        limit = event  # the first that names its reset time wins
-                    if isinstance(event, TurnFinished):
-                        log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
-                        final = event
-                        break
-                    if isinstance(event, UsageUpdated) and _over(meter, left):
-                        log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
-                        await events.aclose()
-                        return Driven(
-                            charged(
-                                TurnOutcome(
-                                    TaskStatus.BUDGET_EXCEEDED,
-                                    error=TurnError("turn_error.budget_reached"),
-                                ),
-                                meter,
-                            )
+        transcript = TranscriptBatch(self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH)
+        async with progress, transcript:
+            async for event in events:
+                meter.observe(event)
+                progress.observe(event)
+                acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
+                if isinstance(event, SessionStarted) and event.session_id != task.session_id:
+                    await self._store.tasks.set_session(task.id, event.session_id)
+                await transcript.add(transcript_entry(event))
+                if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
+                    limit = event  # the first that names its reset time wins
+                if isinstance(event, TurnFinished):
+                    log.debug("task %s turn %s: verdict read", task.id, spec.turn_id)
+                    final = event
+                    break
+                if isinstance(event, UsageUpdated) and _over(meter, left):
+                    log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
+                    await events.aclose()
+                    return Driven(
+                        charged(
+                            TurnOutcome(
+                                TaskStatus.BUDGET_EXCEEDED,
+                                error=TurnError("turn_error.budget_reached"),
+                            ),
+                            meter,
                         )
-                    if len(batch) >= TRANSCRIPT_BATCH:
-                        await self._store.transcript.append(task.id, spec.turn_id, batch)
-                        batch = []
-        finally:
-            await asyncio.shield(self._store.transcript.append(task.id, spec.turn_id, batch))
+                    )
         if final is None:  # executors end with TurnFinished or raise
             raise AgentCrashed("the agent ended without a result", None, "")
         outcome = outcome_of(final, meter)

@@ -1,0 +1,54 @@
+"""The board: a web view of the owner's tasks, live, on the desktop and as a Telegram Mini App
+(``server``: HTTP, ``auth``: sign-in, ``views``: what pages show, ``events``: live updates,
+``actions``: what its buttons do). Off unless DETACH_BOARD_PORT is set."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.approvals.answers import ApprovalAnswers
+    from bot.board.server import Board
+    from bot.git import Worktrees
+    from bot.settings import Settings
+    from bot.store import Store
+    from bot.tasks.service import TaskService
+    from bot.telegram.notifier import Notifier
+    from bot.telegram.texts import Texts
+
+
+def make_board(
+    settings: Settings,
+    *,
+    store: Store,
+    texts: Texts,
+    worktrees: Worktrees,
+    notifier: Notifier,
+    service: TaskService,
+    answers: ApprovalAnswers,
+) -> Board | None:
+    """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
+    server, aiohttp's, is not even imported)."""
+    if settings.board_port is None or settings.bot_token is None:
+        return None
+    from bot.board.actions import BoardActions
+    from bot.board.auth import BoardAuth
+    from bot.board.server import Board
+    from bot.board.views import BoardData
+    from bot.worktrees.card import WorktreeCard
+
+    card = WorktreeCard(service, worktrees, notifier, texts)
+    return Board(
+        auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
+        data=BoardData(store, texts, worktrees),
+        actions=BoardActions(
+            answers=answers,
+            tasks=service,
+            worktree_card=card,
+            notifier=notifier,
+            texts=texts,
+        ),
+        host=settings.board_host,
+        port=settings.board_port,
+        public_url=settings.public_url,
+    )

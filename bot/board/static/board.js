@@ -1,0 +1,385 @@
+// The board's page: reads /api/*, listens to the event streams, acts with the session's CSRF
+// token. Inside Telegram (a Mini App) it signs in with the launch's initData and follows
+// Telegram's theme and back button, without Telegram's script (no CDN: everything is served
+// by the bot).
+"use strict";
+
+const state = { token: sessionStorage.getItem("board-token"), csrf: null, texts: {}, stream: null };
+const main = document.getElementById("main");
+const tg = telegramLaunch();
+
+function t(key, params) {
+  let text = state.texts[key] || key;
+  for (const [k, v] of Object.entries(params || {})) text = text.split("{" + k + "}").join(v);
+  return text;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined && v !== false) node.setAttribute(k, v);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+// -- Telegram Mini App ----------------------------------------------------------------------
+function telegramLaunch() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const initData = params.get("tgWebAppData");
+  if (!initData) return null;
+  let theme = {};
+  try { theme = JSON.parse(params.get("tgWebAppThemeParams") || "{}"); } catch (e) { theme = {}; }
+  const css = { bg_color: "--bg", text_color: "--fg", hint_color: "--hint", button_color: "--accent",
+    button_text_color: "--accent-fg", secondary_bg_color: "--card" };
+  for (const [k, v] of Object.entries(css)) if (theme[k]) document.documentElement.style.setProperty(v, theme[k]);
+  if (theme.bg_color && luminance(theme.bg_color) < 0.4) document.documentElement.dataset.theme = "dark";
+  const handlers = {};
+  const receive = (type, data) => (handlers[type] || []).forEach((f) => f(data));
+  window.Telegram = { WebView: { receiveEvent: receive } };
+  window.addEventListener("message", (e) => {
+    try { const m = JSON.parse(e.data); if (m.eventType) receive(m.eventType, m.eventData); } catch (err) { /* not ours */ }
+  });
+  const post = (type, data) => {
+    const body = JSON.stringify(data || {});
+    if (window.TelegramWebviewProxy) window.TelegramWebviewProxy.postEvent(type, body);
+    else window.parent.postMessage(JSON.stringify({ eventType: type, eventData: data || {} }), "*");
+  };
+  post("web_app_ready");
+  post("web_app_expand");
+  return { initData, post, on: (type, f) => (handlers[type] = [...(handlers[type] || []), f]) };
+}
+
+function luminance(hex) {
+  const n = parseInt(hex.replace("#", ""), 16);
+  return (0.299 * ((n >> 16) & 255) + 0.587 * ((n >> 8) & 255) + 0.114 * (n & 255)) / 255;
+}
+
+// -- the API --------------------------------------------------------------------------------
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  if (state.token) h.Authorization = "Bearer " + state.token;
+  if (state.csrf) h["X-CSRF-Token"] = state.csrf;
+  return h;
+}
+
+async function api(path, body) {
+  const init = { credentials: "same-origin", headers: headers(body ? { "Content-Type": "application/json" } : {}) };
+  if (body) { init.method = "POST"; init.body = JSON.stringify(body); }
+  const response = await fetch(path, init);
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw Object.assign(new Error(data.text || data.error || response.status), { status: response.status });
+  return data;
+}
+
+// Server-sent events over fetch (EventSource cannot send the Mini App's Authorization header).
+function listen(path, handlers) {
+  const controller = new AbortController();
+  let stopped = false;
+  const run = async () => {
+    while (!stopped) {
+      try {
+        const response = await fetch(typeof path === "function" ? path() : path,
+          { credentials: "same-origin", headers: headers(), signal: controller.signal });
+        if (response.status === 401) return signIn();
+        live(true);
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true });
+          let cut;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            const chunk = buffer.slice(0, cut);
+            buffer = buffer.slice(cut + 2);
+            let event = "message", data = "";
+            for (const line of chunk.split("\n")) {
+              if (line.startsWith("event: ")) event = line.slice(7);
+              else if (line.startsWith("data: ")) data += line.slice(6);
+            }
+            if (data && handlers[event]) handlers[event](JSON.parse(data));
+          }
+        }
+      } catch (e) {
+        if (stopped) return;
+      }
+      live(false);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  };
+  run();
+  return () => { stopped = true; controller.abort(); };
+}
+
+function live(on) {
+  document.getElementById("live").textContent = on ? "● " + t("live") : t("offline");
+}
+
+function toast(text) {
+  const box = document.getElementById("toast");
+  box.textContent = text;
+  box.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => (box.hidden = true), 3000);
+}
+
+async function act(path, body) {
+  try {
+    const done = await api(path, body || {});
+    toast(done.text || t("done_toast"));
+    return done;
+  } catch (e) {
+    toast(e.message);
+    return null;
+  }
+}
+
+// -- pages ----------------------------------------------------------------------------------
+function signIn() {  // the shell carries the sign-in hint in the browser's language
+  const hint = document.getElementById("signin") || el("p", { class: "hint", id: "signin" }, t("signin_needed"));
+  hint.hidden = false;
+  main.replaceChildren(hint);
+}
+
+function badgeText(row) {
+  if (row.badge === "approval") return t("badge_approval");
+  if (row.badge === "question") return t("badge_question");
+  if (row.badge === "limit") return t("badge_limit");
+  return row.status_text;
+}
+
+function age(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 90) return Math.round(s) + "s";
+  if (s < 5400) return Math.round(s / 60) + "m";
+  if (s < 129600) return Math.round(s / 3600) + "h";
+  return Math.round(s / 86400) + "d";
+}
+
+function usd(v) { return v === null || v === undefined ? "–" : "$" + Number(v).toFixed(v < 1 ? 4 : 2); }
+
+function taskRow(row) {
+  return el("a", { class: "task", href: "/tasks/" + row.id, "data-id": row.id, onclick: go },
+    el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)), row.label, " · ", row.title),
+    el("div", { class: "meta" }, [row.engine, row.model, row.mode, usd(row.cost_usd), age(row.created_at)].filter(Boolean).join(" · ")),
+    el("div", { class: "meta" }, row.cwd));
+}
+
+function listPage() {
+  document.title = t("title");
+  const filter = el("select", { "aria-label": t("filter") },
+    el("option", { value: "all" }, t("all")), el("option", { value: "active" }, t("active")),
+    el("option", { value: "finished" }, t("finished")));
+  const archived = el("input", { type: "checkbox", id: "archived" });
+  const list = el("div", { id: "tasks" });
+  let rows = [];
+  const draw = () => {
+    const shown = rows.filter((r) => filter.value === "all" || (filter.value === "active") === r.active);
+    list.replaceChildren(...(shown.length ? shown.map(taskRow) : [el("p", { class: "hint" }, t("empty"))]));
+  };
+  filter.addEventListener("change", draw);
+  main.replaceChildren(el("h1", {}, t("tasks")),
+    el("div", { class: "controls" }, filter, el("label", {}, archived, " ", t("show_archived"))), list);
+  const open = () => {
+    if (state.stream) state.stream();
+    state.stream = listen("/api/stream" + (archived.checked ? "?archived=1" : ""),
+      { tasks: (data) => { rows = data.tasks; draw(); } });
+  };
+  archived.addEventListener("change", open);
+  open();
+}
+
+function markdown(text) {
+  const esc = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  return text.split(/```/).map((part, i) => {
+    if (i % 2) return "<pre>" + esc(part.replace(/^[\w+-]*\n/, "")) + "</pre>";
+    return esc(part).replace(/`([^`\n]+)`/g, "<code>$1</code>").replace(/\*\*([^*\n]+)\*\*/g, "<b>$1</b>")
+      .replace(/^#{1,6} (.*)$/gm, "<b>$1</b>");
+  }).join("");
+}
+
+function transcriptItem(item, tools) {
+  if (item.kind === "result") {
+    const tool = tools.get(item.tool);
+    const pre = el("pre", {}, item.output || t("no_output"));
+    if (tool) { tool.append(pre); if (item.error) tool.parentElement.classList.add("error"); return null; }
+    return el("div", { class: "item tool" + (item.error ? " error" : "") }, pre);
+  }
+  if (item.kind === "tool") {
+    const body = el("div", { "data-tool": item.tool }, el("pre", {}, item.input));
+    tools.set(item.tool, body);
+    return el("details", { class: "item tool" }, el("summary", {}, item.name + ": " + item.input.split("\n")[0].slice(0, 160)), body);
+  }
+  if (item.kind === "text") {
+    const node = el("div", { class: "item text" });
+    node.innerHTML = markdown(item.text);
+    return node;
+  }
+  if (item.kind === "end") return el("div", { class: "item end" + (item.error ? " error" : "") }, item.error ? "✖ " + item.text : "✔");
+  return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
+}
+
+const KEYWORDS = /\b(def|class|return|import|from|if|else|elif|for|while|function|const|let|var|async|await|try|except|raise|with|yield|fn|pub|struct|impl|package|func|match|case|switch|new|public|private|static)\b/g;
+
+// A diff line, coloured: added, removed, hunk headers; inside code, comments, strings and the
+// keywords of the usual languages (a light touch, not a parser; the text is escaped first).
+function highlight(pre, line) {
+  const cls = line.startsWith("+") && !line.startsWith("+++") ? "add"
+    : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : null;
+  const span = el("span", cls ? { class: cls } : {});
+  const code = line.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  const comment = /^[+\- ]\s*(#|\/\/)/.test(line);
+  const colour = () => code.split(/("[^"\n]*"|'[^'\n]*')/).map((part, i) => i % 2
+    ? '<span class="str">' + part + "</span>" : part.replace(KEYWORDS, '<span class="kw">$1</span>')).join("");
+  span.innerHTML = (cls === "hunk" ? code : comment ? '<span class="com">' + code + "</span>" : colour()) + "\n";
+  pre.append(span);
+}
+
+function diffFile(file) {
+  const pre = el("pre", { class: "diff" });
+  for (const line of file.patch.split("\n")) highlight(pre, line);
+  const mark = file.new ? " (" + t("new_file") + ")" : file.deleted ? " (" + t("deleted_file") + ")" : "";
+  return el("details", { class: "card file", "data-path": file.path },
+    el("summary", {}, file.path + mark + "  +" + file.added + " −" + file.removed), pre);
+}
+
+function pendingCard(q, taskId) {
+  const answer = (body) => async () => { await act("/api/tasks/" + taskId + "/answer", Object.assign({ qid: q.id }, body)); };
+  const buttons = q.kind === "approval"
+    ? [el("button", { onclick: answer({ choice: "allow" }), "data-choice": "allow" }, t("allow")),
+       el("button", { class: "secondary", onclick: answer({ choice: "deny" }), "data-choice": "deny" }, t("deny")),
+       el("button", { class: "secondary", "data-choice": "always",
+         onclick: () => confirm(t("always_confirm")) && answer({ choice: "always" })() }, t("always"))]
+    : q.options.map((o, i) => el("button", { class: "secondary", "data-option": i, onclick: answer({ option: i }) },
+        (q.selected.includes(i) ? "✓ " : "") + o))
+      .concat(q.multi ? [el("button", { "data-option": q.done, onclick: answer({ option: q.done }) }, t("done_toast"))] : []);
+  return el("div", { class: "card pending", "data-qid": q.id }, el("div", { class: "goal" }, q.text), el("div", { class: "row" }, buttons));
+}
+
+function taskHeader(page, box) {
+  const task = page.task;
+  document.title = task.label;
+  const followup = el("textarea", { id: "followup", placeholder: t("followup_label") });
+  const typed = box.querySelector("#followup");
+  if (typed) followup.value = typed.value;  // a state change redraws the header, not the draft
+  const controls = [el("button", { id: "send", onclick: async () => {
+    if (followup.value.trim() && await act("/api/tasks/" + task.id + "/followup", { prompt: followup.value })) followup.value = "";
+  } }, t("send"))];
+  if (task.active) controls.push(el("button", { class: "danger", id: "cancel", onclick: () => act("/api/tasks/" + task.id + "/cancel") }, t("cancel")));
+  if (page.worktree && !task.active) {
+    controls.push(el("button", { class: "secondary", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
+    controls.push(el("button", { class: "danger", onclick: () => confirm(t("discard_confirm")) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
+  }
+  const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
+    page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_usd)))));
+  const checks = page.checks.map((c) => el("details", { class: "card" },
+    el("summary", {}, (c.passed ? "✔ " + t("passed") : "✖ " + t("failed")) + " · " + t("turn") + " " + c.turn + " · " + c.command),
+    el("pre", {}, c.output || t("no_output"))));
+  box.replaceChildren(...[
+    el("h1", {}, el("span", { class: "badge " + task.badge }, badgeText(task)), task.label, " · ", task.title),
+    el("div", { class: "meta" }, [t("engine") + ": " + task.engine, task.model && t("model") + ": " + task.model,
+      t("mode") + ": " + task.mode, t("cost") + ": " + usd(task.cost_usd), t("age") + ": " + age(task.created_at)].filter(Boolean).join(" · ")),
+    el("div", { class: "meta" }, t("directory") + ": " + task.cwd),
+    page.pending.length ? el("h2", {}, t("pending")) : null, page.pending.map((q) => pendingCard(q, task.id)),
+    el("h2", {}, t("goal")), el("div", { class: "card goal" }, page.goal),
+    el("div", { class: "card" }, followup, el("div", { class: "row" }, controls)),
+    el("h2", {}, t("turns")), turns, checks.length ? el("h2", {}, t("checks")) : null, checks,
+  ].flat().filter(Boolean));
+}
+
+async function taskPage(id) {
+  const head = el("section", { id: "head" });
+  const transcript = el("div", { id: "transcript" });
+  const diff = el("div", { id: "diff" });
+  main.replaceChildren(el("a", { href: "/", onclick: go }, t("back")), head,
+    el("h2", {}, t("transcript")), transcript, el("h2", {}, t("diff")), diff);
+  if (tg) tg.post("web_app_setup_back_button", { is_visible: true });
+  let cursor = 0;
+  const tools = new Map();
+  const add = (items) => {  // a page drawn off the document, then put in at once
+    const fresh = document.createDocumentFragment();
+    for (const item of items) {  // a tool's result folds into its call (``tools``, by id)
+      const node = transcriptItem(item, tools);
+      if (node) fresh.append(node);
+    }
+    transcript.append(fresh);
+  };
+  try {
+    for (;;) {  // the transcript so far, a page at a time, then live from its cursor
+      const early = cursor === 0 && state.early && state.early.id === id ? state.early.page : null;
+      state.early = null;
+      const page = await (early || api("/api/tasks/" + id + "/transcript?limit=5000&cursor=" + cursor));
+      add(page.items);
+      cursor = page.cursor;
+      if (!page.more) break;
+    }
+    performance.mark("transcript-drawn");  // what bench/board.py times from navigation
+  } catch (e) {
+    if (e.status === 401) return signIn();
+    main.replaceChildren(el("p", { class: "hint" }, e.message));
+    return;
+  }
+  if (state.stream) state.stream();
+  state.stream = listen(() => "/api/tasks/" + id + "/stream?cursor=" + cursor, {
+    lines: (data) => { cursor = data.cursor; add(data.items); },
+    task: (page) => taskHeader(page, head),
+  });
+  api("/api/tasks/" + id + "/diff").then((found) => {
+    diff.replaceChildren(...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, t("no_diff"))]));
+  }).catch(() => diff.replaceChildren(el("p", { class: "hint" }, t("no_diff"))));
+}
+
+function go(event) {
+  if (event.metaKey || event.ctrlKey) return;
+  event.preventDefault();
+  history.pushState(null, "", event.currentTarget.getAttribute("href"));
+  route();
+}
+
+function route() {
+  const match = location.pathname.match(/^\/tasks\/(\d+)$/);
+  if (match) return taskPage(match[1]);
+  if (tg) tg.post("web_app_setup_back_button", { is_visible: false });
+  listPage();
+}
+
+async function start() {
+  const opened = location.pathname.match(/^\/tasks\/(\d+)$/);
+  if (opened && !tg) {  // its transcript asked for beside /api/me (a cookie is all it needs)
+    const page = api("/api/tasks/" + opened[1] + "/transcript?limit=5000&cursor=0");
+    page.catch(() => null);
+    state.early = { id: opened[1], page };
+  }
+  try {
+    let me;
+    try {
+      me = await api("/api/me");
+    } catch (e) {
+      if (e.status !== 401 || !tg) throw e;
+      const form = new URLSearchParams({ initData: tg.initData });
+      const signed = await fetch("/auth/webapp", { method: "POST", body: form });
+      if (!signed.ok) throw e;
+      state.token = (await signed.json()).token;
+      sessionStorage.setItem("board-token", state.token);
+      me = await api("/api/me");
+    }
+    state.csrf = me.csrf;
+    state.texts = me.texts;
+    document.documentElement.lang = me.locale;
+    document.getElementById("home").textContent = t("title");
+  } catch (e) {
+    return signIn();
+  }
+  if (tg) tg.on("back_button_pressed", () => { history.pushState(null, "", "/"); route(); });
+  window.addEventListener("popstate", route);
+  route();
+}
+
+start();

@@ -1,0 +1,217 @@
+"""What the board's pages show, as JSON: a task's row, its page (goal, turns and their spend,
+checks, pending questions), its transcript as items and its diff per file. Only the owner's
+tasks: another user's task is reported exactly like a missing one (``None``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.approvals.view import DONE
+from bot.errors import UserInputError
+from bot.git import Worktrees
+from bot.models import Task, TaskStatus, Turn
+from bot.store import PendingQuestion, Store
+from bot.store.transcript import TranscriptLine
+from bot.telegram.render import plain
+from bot.telegram.texts import Texts
+
+LIST_LIMIT = 200
+PAGE = 500  # transcript events per read of a live stream
+PAGE_MAX = 5000  # per request of a page's first load (one request for most tasks)
+TOOL_INPUT_CHARS = 4000
+TOOL_OUTPUT_CHARS = 20_000
+_FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class BoardData:
+    store: Store
+    texts: Texts
+    worktrees: Worktrees
+
+    async def locale(self, user_id: int) -> str:
+        """The user's /lang choice, else English (the board has no Telegram language)."""
+        return (await self.store.users.locales()).get(user_id) or self.texts.pick(None)
+
+    async def own(self, user_id: int, task_id: int) -> Task | None:
+        task = await self.store.tasks.get(task_id)
+        return task if task is not None and task.owner_id == user_id else None
+
+    async def tasks(self, user_id: int, archived: bool) -> list[dict[str, Any]]:
+        """The user's tasks, newest first; archived ones only when asked for."""
+        statuses = None if archived else [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
+        found = await self.store.tasks.list_for(user_id, statuses, LIST_LIMIT)
+        pending = await self.store.questions.pending_of([t.id for t in found])
+        kinds = {q.task_id: q.kind for q in pending}
+        locale = await self.locale(user_id)
+        return [self.row(t, kinds.get(t.id), locale) for t in found]
+
+    def row(self, task: Task, pending_kind: str | None, locale: str) -> dict[str, Any]:
+        return {
+            "id": task.id,
+            "label": task.label,
+            "title": task.title,
+            "status": task.status.value,
+            "status_text": plain(self.texts.status(locale, task.status)),
+            "badge": badge(task.status, pending_kind),
+            "active": task.status.active,
+            "engine": task.engine,
+            "model": task.model,
+            "mode": task.approval_mode.value,
+            "cwd": task.cwd,
+            "cost_usd": round(task.total_cost_usd, 4),
+            "created_at": _iso(task.created_at),
+            "updated_at": _iso(task.updated_at),
+        }
+
+    async def page(self, user_id: int, task: Task) -> dict[str, Any]:
+        """A task's page but its transcript (read after it, from cursor 0) and diff."""
+        locale = await self.locale(user_id)
+        turns = await self.store.tasks.turns_of(task.id, limit=200)
+        pending = await self.store.questions.pending_of([task.id])
+        checks = []
+        for turn in turns:
+            check = await self.store.checks.for_turn(turn.id)
+            if check is not None:
+                checks.append(
+                    {
+                        "turn": turn.seq,
+                        "command": check.command,
+                        "passed": check.passed,
+                        "exit_code": check.exit_code,
+                        "timed_out": check.timed_out,
+                        "approved": check.approved,
+                        "duration_s": round(check.duration_s, 1),
+                        "output": check.output,
+                    }
+                )
+        return {
+            "task": self.row(task, pending[0].kind if pending else None, locale),
+            "goal": turns[0].prompt if turns else "",
+            "turns": [
+                {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
+                for t in turns
+            ],
+            "checks": checks,
+            "pending": [question(q) for q in pending],
+            "worktree": await self.worktrees.get(task.id) is not None,
+        }
+
+    async def page_of(self, user_id: int, task_id: int) -> dict[str, Any] | None:
+        """The page of the user's task as it is now; None: not theirs, or gone."""
+        task = await self.own(user_id, task_id)
+        return await self.page(user_id, task) if task is not None else None
+
+    async def diff(self, task: Task) -> dict[str, Any]:
+        """The worktree's changes since the task started, one entry per file."""
+        try:
+            found = await self.worktrees.diff(task.id)
+        except UserInputError as exc:
+            return {"files": [], "note": exc.key}
+        return {"files": split_patch(found.patch), "stat": found.stat}
+
+    async def transcript(
+        self, task_id: int, cursor: int, limit: int = PAGE
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Items of at most ``limit`` events after ``cursor``, and the cursor after them
+        (when it moved by ``limit`` events, more may follow at once)."""
+        lines = await self.store.transcript.after(task_id, cursor, min(max(limit, 1), PAGE_MAX))
+        items = [item for line in lines if (item := transcript_item(line)) is not None]
+        return items, lines[-1].line if lines else cursor
+
+
+def badge(status: TaskStatus, pending_kind: str | None) -> str:
+    """The one badge of a task: its pending approval or question before its state."""
+    if pending_kind == "approval":
+        return "approval"
+    if pending_kind is not None:
+        return "question"
+    if status is TaskStatus.WAITING_FOR_LIMIT:
+        return "limit"
+    return status.value
+
+
+def question(q: PendingQuestion) -> dict[str, Any]:
+    payload = q.payload
+    return {
+        "id": q.id,
+        "kind": q.kind,
+        "text": plain(str(payload.get("text", ""))),
+        "options": list(payload.get("options") or []),
+        "multi": bool(payload.get("multi")),
+        "selected": list(payload.get("selected") or []),
+        "done": DONE,  # the option that closes a multi-select
+        "rule": payload.get("rule"),
+    }
+
+
+def transcript_item(line: TranscriptLine) -> dict[str, Any] | None:
+    """One event as the page draws it; None: bookkeeping nobody reads."""
+    body, kind = line.body, line.kind
+    base: dict[str, Any] = {"line": line.line, "turn": line.turn_id, "at": _iso(line.created_at)}
+    if kind == "TextEmitted":
+        return {**base, "kind": "text", "text": str(body.get("text", ""))}
+    if kind == "ToolCalled":
+        return {
+            **base,
+            "kind": "tool",
+            "tool": str(body.get("tool_use_id", "")),
+            "name": str(body.get("name", "?")),
+            "input": str(body.get("summary", ""))[:TOOL_INPUT_CHARS],
+        }
+    if kind == "ToolFinished":
+        return {
+            **base,
+            "kind": "result",
+            "tool": str(body.get("tool_use_id", "")),
+            "error": bool(body.get("is_error")),
+            "output": str(body.get("output", ""))[:TOOL_OUTPUT_CHARS],
+        }
+    if kind == "TurnFinished":
+        errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
+        failed = bool(body.get("is_error"))
+        return {**base, "kind": "end", "error": failed, "text": str(errors or "") if failed else ""}
+    if kind == "Retrying":
+        return {**base, "kind": "retry", "text": f"{body.get('status')} #{body.get('attempt')}"}
+    return None
+
+
+def split_patch(patch: str) -> list[dict[str, Any]]:
+    """A git patch cut at each ``diff --git``: path, new/deleted, added and removed lines."""
+    files: list[dict[str, Any]] = []
+    for chunk in re.split(r"(?m)^(?=diff --git )", patch):
+        if not chunk.startswith("diff --git "):
+            continue
+        header = _FILE_HEADER.match(chunk.split("\n", 1)[0])
+        path = header.group(2) if header else chunk.split("\n", 1)[0]
+        lines = chunk.split("\n")
+        files.append(
+            {
+                "path": path,
+                "new": any(x.startswith("new file mode") for x in lines[:6]),
+                "deleted": any(x.startswith("deleted file mode") for x in lines[:6]),
+                "added": sum(1 for x in lines if x.startswith("+") and not x.startswith("+++")),
+                "removed": sum(1 for x in lines if x.startswith("-") and not x.startswith("---")),
+                "patch": chunk,
+            }
+        )
+    return files
+
+
+def _turn(turn: Turn) -> dict[str, Any]:
+    return {
+        "seq": turn.seq,
+        "status": turn.status.value,
+        "cost_usd": turn.cost_usd,
+        "input_tokens": turn.input_tokens,
+        "output_tokens": turn.output_tokens,
+        "duration_s": turn.duration_s,
+        "prompt": turn.prompt,
+    }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None

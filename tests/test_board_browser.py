@@ -1,0 +1,256 @@
+"""The board in a real browser: the distribution's headless Chromium driven by Playwright, at
+phone width, against the real bot with the fake Bot API and a replayed engine. Screenshots of
+the list and a task page, light and dark, go to build/board-screenshots/.
+
+Without chromium these skip, saying so; under CI (``CI=true``) they fail instead: `make test`
+installs chromium (the Makefile's ``browser`` target)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.events import SessionStarted, TextEmitted, TurnFinished, Usage
+from bot.models import TaskStatus, TurnSpec
+from tests.support.fake_engine import FakeEngine
+from tests.support.harness import wait_sent
+from tests.test_board import SESSION, asks_first, bot_with_board, finished, wait_status
+from tests.test_handlers import OWNER, feed, message
+from tests.test_worktrees import make_repo
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "build" / "board-screenshots"
+PHONE = {"width": 390, "height": 844}
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+    )
+    if found is None:
+        why = "the board's browser tests need chromium (make test installs it from apt)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return found
+
+
+@pytest.fixture
+async def browser(tmp_path: Path) -> AsyncIterator[object]:
+    """A fresh Chromium profile at phone width."""
+    executable = chromium_path()
+    playwright_api = pytest.importorskip("playwright.async_api")
+    async with playwright_api.async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=executable,
+            headless=True,
+            args=FLAGS,
+            viewport=PHONE,
+        )
+        try:
+            yield context
+        finally:
+            await context.close()
+
+
+async def open_signed_in(context, board, path: str = "/"):  # type: ignore[no-untyped-def]
+    page = await context.new_page()
+    page.on("pageerror", lambda exc: print("page error:", exc))  # shown when a test fails
+    await page.goto(board.link(OWNER))
+    await page.wait_for_selector("#tasks")
+    if path != "/":
+        await page.goto(board.url + path)
+    return page
+
+
+async def shoot(page, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Light and dark screenshots, and no sideways scrolling at phone width."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.evaluate("window.scrollTo(0, 0)")  # the sticky bar where it belongs
+    for scheme in ("light", "dark"):
+        await page.emulate_media(color_scheme=scheme)
+        await page.screenshot(path=str(SHOTS / f"{name}-{scheme}.png"), full_page=True)
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"{name} scrolls sideways: {width}px"
+
+
+class Held(FakeEngine):
+    """Says one line, then waits for ``release`` before the next and the end."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+        self.release = asyncio.Event()
+
+    async def run(self, spec, approver):  # type: ignore[no-untyped-def]
+        self.specs.append(spec)
+        yield SessionStarted(SESSION, "fake-model")
+        yield TextEmitted(f"first line of {spec.prompt}")
+        async with asyncio.timeout(30):
+            await self.release.wait()
+        yield TextEmitted("second line, **after** the wait")
+        yield TurnFinished(False, "done", SESSION, 0.02, Usage(1, 1))
+
+
+class Mixed(Held):
+    """The first task finishes at once; later ones wait like ``Held``."""
+
+    async def run(self, spec, approver):  # type: ignore[no-untyped-def]
+        if spec.task_id == 1:
+            for event in finished("All green."):
+                yield event
+            return
+        async for event in super().run(spec, approver):
+            yield event
+
+
+async def test_the_list_shows_a_running_and_a_finished_task(tmp_path, workdir, browser):
+    engine = Mixed()
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        await feed(app, message("/claude finish quickly"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        await feed(app, message("/claude keep running"))
+        await wait_status(app, 2, TaskStatus.RUNNING)
+        page = await open_signed_in(browser, board)
+        await page.wait_for_selector('.task[data-id="1"] .badge.done')
+        await page.wait_for_selector('.task[data-id="2"] .badge.running')
+        assert "keep running" in await page.inner_text('.task[data-id="2"]')
+        await shoot(page, "list")
+        engine.release.set()
+        await page.wait_for_selector('.task[data-id="2"] .badge.done', timeout=10_000)
+
+
+async def test_a_running_tasks_transcript_grows_while_the_page_is_open(tmp_path, workdir, browser):
+    engine = Held()
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        await feed(app, message("/claude a long one"))
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.wait_for_selector("text=first line of a long one")
+        await page.wait_for_selector("#head .badge.running")
+        await shoot(page, "task")
+        engine.release.set()
+        began = time.monotonic()
+        await page.wait_for_selector("#transcript b:text('after')", timeout=5_000)
+        grown = time.monotonic() - began
+        assert grown < 1.5, f"the new line took {grown:.2f} s"
+        await page.wait_for_selector("#head .badge.done", timeout=10_000)
+
+
+async def test_pressing_allow_on_the_page_lets_the_agent_go_on(tmp_path, workdir, browser):
+    engine = FakeEngine(asks_first())
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        tg = await feed(app, message("/claude clean the build"))
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.click('.pending button[data-choice="allow"]')
+        await page.wait_for_selector("text=after the approval", timeout=10_000)
+        await wait_status(app, 1, TaskStatus.DONE)
+        assert engine.decisions == [True]
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10, method="EditMessageText")
+        await page.wait_for_selector(".pending", state="detached", timeout=5_000)
+
+
+async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
+    tmp_path, workdir, browser
+):
+    make_repo(workdir / "repo")
+
+    def edits(spec: TurnSpec) -> tuple:
+        top = spec.cwd
+        (top / "src" / "app.py").write_text("print('v2')\n")
+        (top / "NEW.md").write_text("a new file\n")
+        (top / "README.md").unlink()
+        return finished("edited")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(edits)) as (app, board):
+        await feed(app, message("/claude worktree=yes cwd=repo change things"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        for path in ("src/app.py", "NEW.md", "README.md"):
+            await page.wait_for_selector(f'details.file[data-path="{path}"]', timeout=10_000)
+        await page.click('details.file[data-path="src/app.py"] summary')
+        assert "print('v2')" in await page.inner_text('details.file[data-path="src/app.py"] .add')
+        coloured = 'details.file[data-path="src/app.py"] .add .str'
+        assert await page.inner_text(coloured) == "'v2'"  # syntax, lightly coloured
+        summary = await page.inner_text('details.file[data-path="NEW.md"] summary')
+        assert "(new)" in summary
+        deleted = await page.inner_text('details.file[data-path="README.md"] summary')
+        assert "(deleted)" in deleted
+        await page.click("details.tool summary")  # the tool call, folded with its output
+        assert "42 passed" in await page.inner_text("details.tool")
+        await shoot(page, "diff")
+
+
+async def test_the_mini_app_signs_in_with_init_data_and_takes_telegrams_theme(
+    tmp_path, workdir, browser
+):
+    """Opened by Telegram: no cookie, the launch parameters in the address's fragment."""
+    from urllib.parse import quote
+
+    from tests.test_board import init_data
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/claude from the phone"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        page = await browser.new_page()
+        theme = '{"bg_color":"#101820","text_color":"#f0f0f0","button_color":"#3390ec"}'
+        fragment = (
+            f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}"
+            f"&tgWebAppThemeParams={quote(theme)}&tgWebAppVersion=8.0"
+        )
+        await page.goto(f"{board.url}/#{fragment}")
+        await page.wait_for_selector('.task[data-id="1"] .badge.done')
+        assert await page.evaluate("document.documentElement.dataset.theme") == "dark"
+        background = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(16, 24, 32)"
+        stale = f"tgWebAppData={quote(init_data(OWNER, int(time.time()) - 7200))}"
+        other = await browser.new_page()
+        await other.goto(f"{board.url}/#{stale}")
+        await other.wait_for_selector("#signin:not([hidden])")
+        assert await other.query_selector(".task") is None
+
+
+async def test_the_mini_apps_back_button_leads_back_to_the_list(tmp_path, workdir, browser):
+    """Telegram's native clients take the page's events through ``TelegramWebviewProxy`` and
+    answer through ``Telegram.WebView.receiveEvent``; a stand-in records and answers."""
+    from urllib.parse import quote
+
+    from tests.test_board import init_data
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/claude from the phone"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        page = await browser.new_page()
+        await page.add_init_script(
+            "window.posted = []; window.TelegramWebviewProxy = "
+            "{postEvent: (type, data) => window.posted.push([type, JSON.parse(data)])};"
+        )
+        fragment = f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}"
+        await page.goto(f"{board.url}/tasks/1#{fragment}")
+        await page.wait_for_selector("#head .badge.done")
+        posted = await page.evaluate("window.posted")
+        assert ["web_app_ready", {}] in posted
+        assert ["web_app_setup_back_button", {"is_visible": True}] in posted
+        await page.evaluate("Telegram.WebView.receiveEvent('back_button_pressed', {})")
+        await page.wait_for_selector('.task[data-id="1"]')
+        assert page.url.endswith("/")
+        posted = await page.evaluate("window.posted")
+        assert posted[-1] == ["web_app_setup_back_button", {"is_visible": False}]
