@@ -1,7 +1,8 @@
 """The bot's start-up and footprint as a person runs it: `python -m bot run` (a real process,
 its settings in the environment) against the fake Bot API server over HTTP. Prints the time from
 spawn to its first `getUpdates`, its RSS once idle (5 s after that), and its open file
-descriptors then. No agent runs here (the engines' probes do)."""
+descriptors then. No agent runs here (the engines' probes do). Exits 1 if the idle RSS of any
+start is above the target, IDLE_RSS_TARGET_MB."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.support.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 from tests.support.harness import OWNER  # noqa: E402
 
 IDLE_S = 5.0
+IDLE_RSS_TARGET_MB = 100
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 
 
@@ -69,6 +71,10 @@ async def main() -> None:
     best, worst = min(polls), max(polls)
     print(f"first getUpdates after spawn: {best:.2f} s best, {worst:.2f} s worst ({each})")
     print(f"idle RSS: {min(rss):.0f}-{max(rss):.0f} MB; open fds when idle: {min(fds)}-{max(fds)}")
+    met = max(rss) <= IDLE_RSS_TARGET_MB
+    print(f"idle RSS target <= {IDLE_RSS_TARGET_MB} MB: {'met' if met else 'MISSED'}")
+    if not met:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -97,7 +97,9 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
             assert stat.S_IMODE(config.stat().st_mode) == 0o600
             assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700
             text = config.read_text()
-            assert "sqlite" not in text and "DATABASE_URL" not in text and TOKEN not in text
+            # neither the database's URL nor its file (the checkout's path may say "sqlite")
+            assert "sqlite:" not in text and "detach.sqlite" not in text
+            assert "DATABASE_URL" not in text and TOKEN not in text
             server = json.loads(text)["mcpServers"]["detach"]
             await fake.wait_text(OWNER, "HPARENT done.", timeout_s=180)
             parent, child = await app.store.tasks.get(1), await app.store.tasks.get(2)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import threading
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -292,30 +292,50 @@ def test_turn_errors_are_keys_with_params_and_old_text_is_kept():
     assert TurnError.decode(None) is None
 
 
+HOLD_LOCK = """
+import sqlite3, sys, time
+other = sqlite3.connect(sys.argv[1])
+other.execute("BEGIN IMMEDIATE")  # this process's writer holds the lock
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+other.commit()
+"""
+
+
 async def test_a_write_waits_for_another_process_lock_without_blocking_the_loop(tmp_path):
-    """SQLite runs on the loop's thread (bot/store/sqlite_engine.py): while another process
-    (here: a thread with its own connection, as `detach add` would be) holds the write lock, the
-    bot's write waits for it with asyncio sleeps, the loop keeps serving everything else, and
-    the write lands once the lock is released; reads never wait."""
+    """While another process (as `detach add` would be) holds SQLite's write lock, the bot's
+    write waits for it on aiosqlite's thread (SQLite's busy timeout), never on the loop's: a
+    heartbeat on the loop keeps ticking without a gap, reads still answer, and the write lands
+    once the lock is released."""
     path = tmp_path / "detach.sqlite"
     store = await Store.open(f"sqlite+aiosqlite:///{path}")
     task, _turn = await store.tasks.create(new(), "t")
-    other = sqlite3.connect(path, check_same_thread=False)
-    other.execute("BEGIN IMMEDIATE")  # the other process's writer holds the lock
-    release = threading.Timer(0.6, other.commit)
-    release.start()
+    held_s = 1.0
+    other = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOLD_LOCK, str(path), str(held_s), stdout=asyncio.subprocess.PIPE
+    )
     try:
+        assert other.stdout is not None
+        assert await asyncio.wait_for(other.stdout.readline(), 30) == b"locked\n"
+        started = time.monotonic()
         write = asyncio.create_task(store.tasks.add_turn(task.id, "again"))
-        ticks = 0
-        while not write.done():  # the loop is free while the write waits
+        gaps, last = [], time.monotonic()
+        while not write.done():  # the heartbeat: the loop is free while the write waits
             await asyncio.sleep(0.01)
-            ticks += 1
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
             assert (await store.tasks.get(task.id)) is not None  # reads do not wait
-        added = await write
-        assert added.seq == 2 and ticks >= 20
+        added = await asyncio.wait_for(write, 5)
+        waited = time.monotonic() - started
+        assert added.seq == 2
+        assert waited >= held_s * 0.5, waited  # it did wait for the other process
+        assert max(gaps) < held_s / 2, max(gaps)  # and the loop never stood still meanwhile
+        assert len(gaps) >= 10
     finally:
-        release.join()
-        other.close()
+        if other.returncode is None:
+            other.kill()
+        await asyncio.wait_for(other.wait(), 10)
         await store.close()
 
 
@@ -335,12 +355,14 @@ async def test_the_queue_index_is_made_by_the_migration_on_a_new_database(store)
     assert ddl is not None and "submitted_at" in ddl and "'queued'" in ddl
 
 
-async def test_sqlite_results_are_read_whole_and_the_pool_never_makes_the_loop_wait(tmp_path):
-    """SQLite runs on the loop's thread (``bot/store/sqlite_engine.py``): a result is read
-    whole when its statement runs, so it is still readable after its connection went back to
-    the pool (and no read holds a snapshot open); forty connections held at once across awaits
-    are all given out (past its idle ones the pool opens more instead of blocking the loop, on
-    which the holders would have to run to give theirs back)."""
+async def test_sqlite_results_outlive_their_connection_and_the_pool_never_makes_a_caller_wait(
+    tmp_path,
+):
+    """A result is buffered when its statement runs, so it is still readable after its
+    connection went back to the pool (and no read holds a snapshot open); forty connections
+    held at once across awaits are all given out (past its idle ones the pool opens more
+    instead of making the forty-first wait for one of the others, which only the loop's other
+    tasks could give back)."""
     import sqlalchemy as sa
 
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")

@@ -3,9 +3,9 @@
 Each pass drops the bytes of delivered files (nothing reads them again), deletes delivered
 outbox rows and the transcripts of archived tasks older than ``DETACH_RETENTION_DAYS``, and
 drops files held unanswered past their bound (``bot.telegram.held``). The work is bounded:
-batches of ``batch`` rows, each its own short transaction, a pause between them (SQLite runs on
-the loop's thread: measured by ``bench/retention.py``), at most ``max_batches`` per kind per
-pass; what is left waits for the next pass."""
+batches of ``batch`` rows, each its own short transaction, a pause between them (SQLite has one
+writer, which the bot's other writes wait for: measured by ``bench/retention.py``), at most
+``max_batches`` per kind per pass; what is left waits for the next pass."""
 
 from __future__ import annotations
 

@@ -1,4 +1,15 @@
-"""Engine creation (SQLite with WAL, or PostgreSQL) and the clock the store stamps rows with."""
+"""Engine creation and the clock the store stamps rows with.
+
+Both databases run through SQLAlchemy's asyncio extension: PostgreSQL over asyncpg, SQLite over
+aiosqlite (``sqlite+aiosqlite``), whose every connection has a thread of its own that runs its
+statements, so no wait SQLite imposes (a write lock another process holds: ``detach add``) is
+ever spent on the event loop's thread; SQLite's busy timeout (WRITER_WAIT_S) bounds it. A SQLite
+file runs in WAL mode with synchronous=NORMAL and foreign keys on, set on every new connection.
+
+Results are buffered when their statement runs (``AsyncConnection.execute``), so a result may be
+used after its connection went back to the pool. The pool never makes a caller wait: past its
+idle connections it opens more (a file), or all share one connection (``:memory:``).
+"""
 
 from __future__ import annotations
 
@@ -10,20 +21,17 @@ from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import sqlalchemy as sa
-
-from bot.store.sqlite_engine import SqliteConnection, SqliteEngine, sqlite_engine
-
-if TYPE_CHECKING:  # PostgreSQL's engine: imported by make_engine only for a PostgreSQL URL
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 Clock = Callable[[], datetime]
-Engine: TypeAlias = "AsyncEngine | SqliteEngine"
-Connection: TypeAlias = "AsyncConnection | SqliteConnection"
+Engine: TypeAlias = AsyncEngine
+Connection: TypeAlias = AsyncConnection
 log = logging.getLogger(__name__)
-WRITER_WAIT_S = 30.0  # as long as SQLite's own busy timeout
+WRITER_WAIT_S = 30.0  # SQLite's busy timeout, and this process's writers' turn-taking
+IDLE_CONNECTIONS = 8  # a SQLite file's pool keeps these; past them it opens more, never waits
 
 
 class Database:
@@ -181,18 +189,20 @@ def aware(value: datetime | None) -> datetime | None:
 
 
 def make_engine(url: str) -> Engine:
-    """PostgreSQL: SQLAlchemy's asyncio engine (asyncpg). SQLite (``sqlite:///…``, or the
-    older ``sqlite+aiosqlite:///…``): a file with WAL and NORMAL sync, its statements run on
-    the loop's thread (``sqlite_engine``: a lock held by another process is waited for without
-    blocking)."""
+    """PostgreSQL: over asyncpg. SQLite (``sqlite:///…`` or ``sqlite+aiosqlite:///…``): over
+    aiosqlite, a file in WAL mode with NORMAL sync, a lock held by another process waited for
+    (up to WRITER_WAIT_S) on the connection's own thread, never on the loop's."""
     if not url.startswith("sqlite"):
-        from sqlalchemy.ext.asyncio import create_async_engine
-
         return create_async_engine(url, pool_pre_ping=True)
-    path = sa.engine.make_url(url).database or ":memory:"
-    if path != ":memory:":
+    parsed = sa.engine.make_url(url).set(drivername="sqlite+aiosqlite")
+    path = parsed.database or ":memory:"
+    pooling: dict[str, Any]
+    if path == ":memory:":  # one database only while one connection holds it: all share it
+        pooling = {"poolclass": sa.pool.StaticPool}
+    else:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = sqlite_engine(path)
+        pooling = {"pool_size": IDLE_CONNECTIONS, "max_overflow": -1}
+    engine = create_async_engine(parsed, connect_args={"timeout": WRITER_WAIT_S}, **pooling)
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 

@@ -1,7 +1,7 @@
 """What the store forgets: the bytes of delivered files, delivered outbox rows and the
 transcripts of archived tasks past the retention. Each call does a bounded batch (``limit``
 rows) in one short transaction, so a caller can spread the work and never holds the writer
-(SQLite runs on the event loop's thread) for long."""
+(SQLite has one: the bot's other writes and `detach add` wait for it) for long."""
 
 from __future__ import annotations
 
