@@ -4,16 +4,13 @@ recorded event stream — no agent binary, so these run in a fraction of a secon
 from __future__ import annotations
 
 import asyncio
-import time
-
-import pytest
 
 from bot.events import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, Usage
 from bot.models import TaskStatus
 from bot.settings import Settings
 from tests.support.fake_engine import FakeEngine
-from tests.support.fake_telegram import TOKEN, FakeTelegram
-from tests.support.harness import app_in_own_task, make_settings, running_bot, wait_sent
+from tests.support.fake_telegram import TOKEN
+from tests.support.harness import app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession
 from tests.test_handlers import OWNER, feed, message
 
@@ -129,53 +126,3 @@ async def test_a_new_task_with_a_free_slot_is_created_running_and_waits_when_non
                 await asyncio.sleep(0.02)
         assert engine.prompts == ["first", "second"]
         assert (await app.store.tasks.get(first.id)).status is TaskStatus.DONE
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="bot/telegram/journal.py's two loop passes (HANDLER_PASSES) assumed store calls that "
-    "finish without yielding; on aiosqlite each is a round trip to its thread, and the spawn "
-    "comes after the next getUpdates is asked for (a wait for the batch's handlers fixes this "
-    "but closes the window test_crash_windows drills: a decision for the lead)",
-)
-async def test_a_commands_agent_starts_before_polling_asks_for_the_next_batch(tmp_path, workdir):
-    """Real long polling: an update's handler and the turn it starts (its agent spawned) run
-    before the next ``getUpdates`` is built and sent, so that request's work is not on the path
-    from a message to its agent. Seen from the bot's own HTTP session (aiogram's request
-    middleware): the request after the one that brought the command is asked for after the
-    engine was asked to run the turn."""
-    from aiogram.methods import GetUpdates
-
-    ran: list[float] = []
-
-    def script(spec):  # type: ignore[no-untyped-def]
-        ran.append(time.monotonic())
-        return RECORDED
-
-    polls: list[tuple[float, list[int]]] = []  # (asked at, update ids it brought)
-
-    async def watch(make_request, bot, method):  # type: ignore[no-untyped-def]
-        if not isinstance(method, GetUpdates):
-            return await make_request(bot, method)
-        entry: tuple[float, list[int]] = (time.monotonic(), [])
-        polls.append(entry)
-        result = await make_request(bot, method)
-        entry[1].extend(u.update_id for u in result)
-        return result
-
-    async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, "claude", workdir)
-        engine = FakeEngine(script)
-        async with running_bot(settings, {"PATH": "/usr/bin:/bin"}, {"claude": engine}) as app:
-            app.bot.session.middleware(watch)
-            await fake.wait_call("setMyCommands")
-            for n in range(3):
-                mark = len(fake.calls)
-                await fake.user_message(f"/claude check the build {n}", OWNER)
-                await fake.wait_text(OWNER, "42 tests", timeout_s=10, after=mark)
-    assert len(ran) == 3
-    brought = [i for i, (_, ids) in enumerate(polls) if ids]
-    assert len(brought) == 3  # one command per batch: each was answered before the next came
-    for spawned, index in zip(ran, brought, strict=True):
-        assert index + 1 < len(polls)
-        assert spawned < polls[index + 1][0]

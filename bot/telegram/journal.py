@@ -22,9 +22,12 @@ log = logging.getLogger(__name__)
 TAKEN_MEMORY = 10_000  # update ids remembered per run (Telegram re-sends only the latest)
 WIRE_S = 0.1  # after the first getUpdates is asked for: it is on the wire
 FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
-# passes of the event loop an update's handler gets before polling goes on: its own first step
-# (a task committed, its turn handed to the job pool), then that turn's job's start (awaited:
-# ``turns_started``, the agent spawned)
+# passes of the event loop an update's handler gets before polling goes on, then the start of
+# any turn it handed to the job pool in them (awaited, bounded: ``turns_started``). Best effort:
+# on aiosqlite every store call is a round trip to its thread, so a command's task is usually
+# stored, and its agent spawned, after the next getUpdates is asked for (about 0.5 ms a command,
+# the price of never running a statement on the loop; waiting for the handlers instead would
+# hold every other chat's updates behind the slowest handler of a batch)
 HANDLER_PASSES = 2
 
 
