@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bot.errors import DetachError
+
 READ_CAP = 200_000  # bytes of a file read at most
 EDIT_CAP = 10_000_000  # bytes of a file edit_file rewrites at most
 GREP_FILE_CAP = 5_000_000  # bytes of one file grep searches at most
@@ -33,7 +35,7 @@ SKIPPED_DIRS = {".git", ".detach", "node_modules", "__pycache__", ".venv"}
 PROTECTED = ".git"
 
 
-class ToolFailed(Exception):
+class ToolFailed(DetachError):
     """A tool call that could not be done; its message goes back to the model."""
 
 

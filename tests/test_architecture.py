@@ -342,3 +342,19 @@ def test_commit_subjects_are_at_most_72_characters():
     assert log.returncode == 0, log.stderr
     long = [line for line in log.stdout.splitlines() if len(line.split(" ", 1)[1]) > 72]
     assert not long, long
+
+
+def test_one_exception_tree():
+    """Every exception the project defines descends from ``bot.errors.DetachError``: none is
+    derived from ``Exception`` (or ``BaseException``) outside ``bot/errors.py``."""
+    offenders = []
+    for package in ("bot", "handlers", "executors"):
+        for path in modules(package):
+            if path == ROOT / "bot" / "errors.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                    if bases & {"Exception", "BaseException"}:
+                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not offenders, offenders

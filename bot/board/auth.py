@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from aiogram.utils.web_app import safe_parse_webapp_init_data
 
+from bot.errors import DetachError
+
 LINK_TTL_S = 600.0
 SESSION_TTL_S = 12 * 3600.0
 INIT_DATA_MAX_AGE_S = 3600.0
@@ -33,7 +35,7 @@ COOKIE = "detach_board"
 _LINK_PURPOSE = b"detach-board-link"
 
 
-class Refused(Exception):
+class Refused(DetachError):
     """A link, session or ``initData`` that does not sign anybody in (the reason, for logs)."""
 
 

@@ -24,6 +24,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import BufferedInputFile, ForceReply, InlineKeyboardMarkup
 
+from bot.errors import DetachError
 from bot.models import MessageKind, OutboxOp
 from bot.store import Store
 from bot.store.db import utcnow
@@ -231,5 +232,5 @@ def _markup(payload: dict[str, Any]) -> InlineKeyboardMarkup | ForceReply | None
     return kind.model_validate(payload["markup"])
 
 
-class _Undeliverable(Exception):
-    pass
+class _Undeliverable(DetachError):
+    """A row that cannot be sent (what it edits was never sent): given up, its chat goes on."""
