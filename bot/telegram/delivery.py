@@ -38,6 +38,7 @@ from bot.telegram.retry import NO_RETRY
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12
 MAX_BACKOFF_S = 60.0
+RECORD_WAIT_S = 10.0  # a stop waits this long for a sent message's record
 
 
 class Delivery:
@@ -108,6 +109,18 @@ class Delivery:
             return
         if row.op != OutboxOp.DELETE:  # Telegram paces what a chat is sent, not what is removed
             self._pace.sent(row.chat_id)
+        # Telegram has the message: record it even if delivery is being stopped (a shutdown),
+        # or the next start sends it again and a reply to it finds no task. On aiosqlite the
+        # record's statements yield, so a cancel could land between the send and its record.
+        record = asyncio.ensure_future(self._record(row, message_id))
+        try:
+            await asyncio.shield(record)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(record), RECORD_WAIT_S)
+            raise
+
+    async def _record(self, row: OutboxRow, message_id: int | None) -> None:
         async with self._store.atomic():  # delivered and linked at once: a reply finds it
             await self._store.outbox.sent(row.id, message_id)
             if row.task_id is not None and message_id is not None:
