@@ -558,3 +558,25 @@ def test_a_session_ends_when_it_expires_or_is_closed():
     token, _session = auth.redeem(auth.link_token(OWNER))
     auth.close(token)
     assert auth.session(token) is None
+
+
+async def test_every_response_carries_a_strict_content_security_policy(tmp_path, workdir):
+    """Pages, JSON, static files and refusals alike: only the board's own scripts run (no
+    inline script, no eval, no telegram.org), nothing is sniffed, only Telegram Web frames it."""
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        http, _csrf = await signed_in(app, board)
+        async with http:
+            for path in ("/", "/tasks/1", "/api/me", "/api/tasks", "/static/board.js", "/nope"):
+                async with http.get(board.url + path) as response:
+                    policy = response.headers.get("Content-Security-Policy", "")
+                    assert response.headers.get("X-Content-Type-Options") == "nosniff", path
+                    directives = dict((d.split(" ", 1) + [""])[:2] for d in policy.split("; ") if d)
+                    assert directives["default-src"] == "'self'", path
+                    assert directives["script-src"] == "'self'", path
+                    assert "unsafe" not in policy and "telegram.org/js" not in policy, path
+                    assert directives["frame-ancestors"] == "'self' https://web.telegram.org"
+                    assert directives["object-src"] == "'none'"
+                    assert "X-Frame-Options" not in response.headers  # it would bar Telegram Web
+            async with client() as anonymous, anonymous.get(board.url + "/api/tasks") as refused:
+                assert refused.status == 401
+                assert "script-src 'self'" in refused.headers["Content-Security-Policy"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.events import SessionStarted, TextEmitted, TurnFinished, Usage
+from bot.events import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, Usage
 from bot.models import TaskStatus, TurnSpec
 from tests.support.fake_engine import FakeEngine
 from tests.support.harness import wait_sent
@@ -148,7 +148,7 @@ async def test_a_running_tasks_transcript_grows_while_the_page_is_open(tmp_path,
         await shoot(page, "task")
         engine.release.set()
         began = time.monotonic()
-        await page.wait_for_selector("#transcript b:text('after')", timeout=5_000)
+        await page.wait_for_selector("#transcript strong:text('after')", timeout=5_000)
         grown = time.monotonic() - began
         assert grown < 1.5, f"the new line took {grown:.2f} s"
         await page.wait_for_selector("#head .badge.done", timeout=10_000)
@@ -254,3 +254,130 @@ async def test_the_mini_apps_back_button_leads_back_to_the_list(tmp_path, workdi
         assert page.url.endswith("/")
         posted = await page.evaluate("window.posted")
         assert posted[-1] == ["web_app_setup_back_button", {"is_visible": False}]
+
+
+IMG = "<img src=x onerror=window.__pwned=1>"
+SCRIPT = "<script>window.__pwned=1</script>"
+QUOTES = "\"'><img src=x onerror=window.__pwned=1>"
+WATCH = (  # what ran, and what the page's policy had to block (nothing, when all is escaped)
+    "window.__violations = [];"
+    "document.addEventListener('securitypolicyviolation', (e) => "
+    "window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
+async def test_hostile_agent_and_repository_content_is_shown_literally_and_never_runs(
+    tmp_path, workdir, browser
+):
+    """Markup in the agent's text, a tool's name, input and output, a file's name and a diff
+    line, the goal: all shown as text; no element, handler or javascript: link comes of it."""
+    make_repo(workdir / "repo")
+    hostile_name = "<img src=x onerror=window.__pwned=1>'.md"
+
+    def hostile(spec: TurnSpec) -> tuple:
+        (spec.cwd / hostile_name).write_text(f"{SCRIPT}\n{QUOTES}\n")
+        (spec.cwd / "src" / "app.py").write_text(f"print('{IMG}')  # {SCRIPT}\n")
+        text = (
+            f"Done {IMG} and {SCRIPT}.\n\n- [click](javascript:window.__pwned=1)\n"
+            f'- [quoted](https://example.com/"onmouseover="window.__pwned=1)\n'
+            f"- `{QUOTES}` **{IMG}**\n\n```html\n{SCRIPT}\n```\n\n> {IMG}\n\n"
+            f"| a | b |\n|---|---|\n| {SCRIPT} | [x](JaVaScRiPt:window.__pwned=1) |\n"
+        )
+        return (
+            SessionStarted(SESSION, "fake-model"),
+            TextEmitted(text),
+            ToolCalled("t1", f"Bash{IMG}", f"echo {QUOTES} {SCRIPT}"),
+            ToolFinished("t1", False, f"{IMG}\n{SCRIPT}\n{QUOTES}"),
+            TurnFinished(False, "done", SESSION, 0.01, Usage(1, 1)),
+        )
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(hostile)) as (app, board):
+        await feed(app, message(f"/claude worktree=yes cwd=repo {IMG} {QUOTES}"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.add_init_script(WATCH)
+        await page.goto(board.link(OWNER))
+        await page.wait_for_selector("#tasks .task")
+        await page.goto(board.url + "/tasks/1")
+        await page.wait_for_selector("details.file", timeout=10_000)
+        output = "#transcript details.tool pre + pre"  # the tool's output, folded into its call
+        await page.wait_for_selector(output, state="attached")
+        await page.evaluate("document.querySelectorAll('details').forEach((d) => (d.open = true))")
+        await page.wait_for_timeout(300)  # an image's onerror would have fired by now
+        assert await page.evaluate("window.__pwned") is None
+        assert await page.evaluate("window.__violations") == []
+        assert errors == []
+        assert (
+            await page.evaluate("document.querySelectorAll('img, script:not([src])').length") == 0
+        )
+        hrefs = await page.evaluate("[...document.querySelectorAll('a')].map((a) => a.href)")
+        assert all(h.startswith(board.url) or h.startswith("https://") for h in hrefs), hrefs
+        assert not [h for h in hrefs if "onmouseover=" in h and '"' in h]  # kept in the URL
+        transcript = await page.inner_text("#transcript")
+        for shown in (IMG, SCRIPT, QUOTES, "[click](javascript:window.__pwned=1)", f"Bash{IMG}"):
+            assert shown in transcript, shown
+        assert await page.inner_text("#transcript pre[data-lang='html'] code") == SCRIPT
+        assert IMG in await page.inner_text(".card.goal")
+        diff = await page.inner_text("#diff")
+        for shown in (hostile_name, f"+{SCRIPT}", f"+{QUOTES}", f"+print('{IMG}')  # {SCRIPT}"):
+            assert shown in diff, shown
+
+
+MARKDOWN = """# Title with `code`
+
+Some **bold**, *italic*, ~~gone~~ and a [link](https://example.com/a?b=1&c=2).
+Second line, https://example.org/x.
+
+- one
+- two with `x < y`
+  - nested
+1. first
+2. second
+
+> quoted **text**
+
+```python
+def f(): return "<b>"
+```
+
+| name | value |
+|:-----|------:|
+| a    | `1`   |
+
+---
+[bad](javascript:alert(1)) [rel](/tasks/1) [data](data:text/html,x) snake_case_name"""
+
+MARKDOWN_DOM = (
+    '<h3 class="md">Title with <code>code</code></h3>'
+    '<p class="md">Some <strong>bold</strong>, <em>italic</em>, <del>gone</del> and a '
+    '<a href="https://example.com/a?b=1&amp;c=2" rel="noopener noreferrer nofollow" '
+    'target="_blank">link</a>.<br>Second line, <a href="https://example.org/x" '
+    'rel="noopener noreferrer nofollow" target="_blank">https://example.org/x</a>.</p>'
+    '<ul class="md"><li>one</li><li>two with <code>x &lt; y</code>'
+    '<ul class="md"><li>nested</li></ul></li></ul>'
+    '<ol class="md"><li>first</li><li>second</li></ol>'
+    '<blockquote class="md"><p class="md">quoted <strong>text</strong></p></blockquote>'
+    '<pre class="md" data-lang="python"><code class="lang-python">'
+    'def f(): return "&lt;b&gt;"</code></pre>'
+    '<div class="md-table"><table class="md"><thead><tr><th>name</th><th>value</th></tr>'
+    "</thead><tbody><tr><td>a</td><td><code>1</code></td></tr></tbody></table></div>"
+    '<hr class="md">'
+    '<p class="md">[bad](javascript:alert(1)) [rel](/tasks/1) [data](data:text/html,x) '
+    "snake_case_name</p>"
+)
+
+
+async def test_the_markdown_renderer_draws_a_known_sample(tmp_path, workdir, browser):
+    """The page's own renderer (static/markdown.js), as the shell loads it, on a sample with
+    every construct it knows: the DOM it makes, exactly."""
+    async with bot_with_board(tmp_path, workdir, FakeEngine(())) as (_app, board):
+        page = await browser.new_page()
+        await page.goto(board.url + "/")  # the shell (401 without a session) loads the renderer
+        drawn = await page.evaluate(
+            "(text) => { const box = document.createElement('div');"
+            " box.append(MD.render(text)); return box.innerHTML; }",
+            MARKDOWN,
+        )
+        assert drawn == MARKDOWN_DOM

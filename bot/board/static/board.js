@@ -196,15 +196,6 @@ function listPage() {
   open();
 }
 
-function markdown(text) {
-  const esc = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  return text.split(/```/).map((part, i) => {
-    if (i % 2) return "<pre>" + esc(part.replace(/^[\w+-]*\n/, "")) + "</pre>";
-    return esc(part).replace(/`([^`\n]+)`/g, "<code>$1</code>").replace(/\*\*([^*\n]+)\*\*/g, "<b>$1</b>")
-      .replace(/^#{1,6} (.*)$/gm, "<b>$1</b>");
-  }).join("");
-}
-
 function transcriptItem(item, tools) {
   if (item.kind === "result") {
     const tool = tools.get(item.tool);
@@ -218,9 +209,7 @@ function transcriptItem(item, tools) {
     return el("details", { class: "item tool" }, el("summary", {}, item.name + ": " + item.input.split("\n")[0].slice(0, 160)), body);
   }
   if (item.kind === "text") {
-    const node = el("div", { class: "item text" });
-    node.innerHTML = markdown(item.text);
-    return node;
+    return el("div", { class: "item text md-body" }, MD.render(item.text));
   }
   if (item.kind === "end") return el("div", { class: "item end" + (item.error ? " error" : "") }, item.error ? "✖ " + item.text : "✔");
   return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
@@ -229,16 +218,17 @@ function transcriptItem(item, tools) {
 const KEYWORDS = /\b(def|class|return|import|from|if|else|elif|for|while|function|const|let|var|async|await|try|except|raise|with|yield|fn|pub|struct|impl|package|func|match|case|switch|new|public|private|static)\b/g;
 
 // A diff line, coloured: added, removed, hunk headers; inside code, comments, strings and the
-// keywords of the usual languages (a light touch, not a parser; the text is escaped first).
+// keywords of the usual languages (a light touch, not a parser). Text nodes only: no HTML.
 function highlight(pre, line) {
   const cls = line.startsWith("+") && !line.startsWith("+++") ? "add"
     : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : null;
   const span = el("span", cls ? { class: cls } : {});
-  const code = line.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const comment = /^[+\- ]\s*(#|\/\/)/.test(line);
-  const colour = () => code.split(/("[^"\n]*"|'[^'\n]*')/).map((part, i) => i % 2
-    ? '<span class="str">' + part + "</span>" : part.replace(KEYWORDS, '<span class="kw">$1</span>')).join("");
-  span.innerHTML = (cls === "hunk" ? code : comment ? '<span class="com">' + code + "</span>" : colour()) + "\n";
+  const words = (part) => part.split(KEYWORDS).map((w, i) => (i % 2 ? el("span", { class: "kw" }, w) : w));
+  if (cls === "hunk") span.append(line);
+  else if (comment) span.append(el("span", { class: "com" }, line));
+  else span.append(...line.split(/("[^"\n]*"|'[^'\n]*')/).flatMap((part, i) => (i % 2 ? [el("span", { class: "str" }, part)] : words(part))));
+  span.append("\n");
   pre.append(span);
 }
 
