@@ -580,3 +580,53 @@ async def test_every_response_carries_a_strict_content_security_policy(tmp_path,
             async with client() as anonymous, anonymous.get(board.url + "/api/tasks") as refused:
                 assert refused.status == 401
                 assert "script-src 'self'" in refused.headers["Content-Security-Policy"]
+
+
+async def test_a_plain_checkout_tasks_diff_shows_changed_new_and_deleted_files(tmp_path, workdir):
+    """No worktree: the checkout's uncommitted changes, through the guarded git; the
+    repository's own configuration (an external diff, a textconv, an fsmonitor) never runs."""
+    from tests.test_worktrees import make_repo, sh_git
+
+    repo = make_repo(workdir / "repo")
+    ran = tmp_path / "repository-config-ran"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    hook.chmod(0o755)
+    (repo / ".gitattributes").write_text("*.py diff=x\n")
+    sh_git(repo, "add", ".gitattributes")
+    sh_git(repo, "commit", "-q", "-m", "attributes")
+    for key in ("diff.external", "core.fsmonitor", "diff.x.textconv"):  # planted last
+        sh_git(repo, "config", key, str(hook))
+
+    def edits(spec: TurnSpec) -> tuple:
+        assert spec.cwd == repo / "src"
+        (spec.cwd / "app.py").write_text("print('v2')\n")
+        (spec.cwd / "NEW.md").write_text("a new file\nsecond line\n")
+        (spec.cwd.parent / "README.md").unlink()
+        return finished("edited")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(edits)) as (app, board):
+        await feed(app, message("/claude cwd=repo/src change things"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        assert await app.store.worktrees.get(1) is None  # a plain checkout
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
+            assert response.status == 200
+            found = await response.json()
+    assert found["scope"] == "checkout"
+    files = {f["path"]: f for f in found["files"]}
+    assert set(files) == {"src/app.py", "src/NEW.md", "README.md"}  # from the top
+    assert "+print('v2')" in files["src/app.py"]["patch"]
+    assert "-print('v1')" in files["src/app.py"]["patch"]
+    assert files["src/NEW.md"]["new"] and files["src/NEW.md"]["added"] == 2
+    assert files["README.md"]["deleted"] and files["README.md"]["removed"] == 1
+    assert not ran.exists(), "the repository's configuration ran a program"
+
+
+async def test_a_task_outside_any_repository_has_no_diff(tmp_path, workdir):
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/claude nothing to diff"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
+            assert await response.json() == {"files": [], "scope": "none"}

@@ -53,6 +53,7 @@ PAGE_TEXTS = (
     "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
     "no_output", "turn", "live", "offline", "back", "signin_needed", "badge_approval",
     "badge_question", "badge_limit", "filter", "all", "active", "finished", "done_toast",
+    "diff_checkout",
 )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.approvals.view import DONE
+from bot.board.checkout import checkout_patch
 from bot.errors import UserInputError
 from bot.git import Worktrees
 from bot.models import Task, TaskStatus, Turn
@@ -106,12 +107,19 @@ class BoardData:
         return await self.page(user_id, task) if task is not None else None
 
     async def diff(self, task: Task) -> dict[str, Any]:
-        """The worktree's changes since the task started, one entry per file."""
-        try:
-            found = await self.worktrees.diff(task.id)
-        except UserInputError as exc:
-            return {"files": [], "note": exc.key}
-        return {"files": split_patch(found.patch), "stat": found.stat}
+        """A worktree task's changes since it started, one entry per file; a task in a plain
+        checkout gets the checkout's uncommitted changes (``scope``: "checkout"), which may
+        hold the owner's own edits too (see ``bot.board.checkout``)."""
+        if await self.worktrees.get(task.id) is not None:
+            try:
+                found = await self.worktrees.diff(task.id)
+            except UserInputError as exc:
+                return {"files": [], "note": exc.key, "scope": "worktree"}
+            return {"files": split_patch(found.patch), "stat": found.stat, "scope": "worktree"}
+        patch = await checkout_patch(task.cwd)
+        if patch is None:
+            return {"files": [], "scope": "none"}
+        return {"files": split_patch(patch), "scope": "checkout"}
 
     async def transcript(
         self, task_id: int, cursor: int, limit: int = PAGE

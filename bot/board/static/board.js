@@ -322,7 +322,8 @@ async function taskPage(id) {
     task: (page) => taskHeader(page, head),
   });
   api("/api/tasks/" + id + "/diff").then((found) => {
-    diff.replaceChildren(...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, t("no_diff"))]));
+    const note = found.scope === "checkout" && found.files.length ? el("p", { class: "hint", id: "diff-scope" }, t("diff_checkout")) : null;
+    diff.replaceChildren(...[note, ...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, t("no_diff"))])].filter(Boolean));
   }).catch(() => diff.replaceChildren(el("p", { class: "hint" }, t("no_diff"))));
 }
 
