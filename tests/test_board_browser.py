@@ -381,3 +381,58 @@ async def test_the_markdown_renderer_draws_a_known_sample(tmp_path, workdir, bro
             MARKDOWN,
         )
         assert drawn == MARKDOWN_DOM
+
+
+async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outside(
+    tmp_path, workdir, browser
+):
+    """Inside Telegram, "Always" opens Telegram's own confirmation (``web_app_open_popup``,
+    what ``showConfirm`` sends); Cancel does nothing, OK answers. Outside, the browser's."""
+    from urllib.parse import quote
+
+    from tests.test_board import init_data
+
+    engine = FakeEngine(asks_first())
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        tg = await feed(app, message("/claude clean the build"))
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
+        page = await browser.new_page()
+        await page.add_init_script(
+            "window.posted = []; window.TelegramWebviewProxy = "
+            "{postEvent: (type, data) => window.posted.push([type, JSON.parse(data)])};"
+        )
+        fragment = f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}&tgWebAppVersion=8.0"
+        await page.goto(f"{board.url}/tasks/1#{fragment}")
+        always = '.pending button[data-choice="always"]'
+        popups = "window.posted.filter((p) => p[0] === 'web_app_open_popup')"
+        for button in ("cancel", "ok"):
+            await page.click(always)
+            await page.wait_for_function(f"{popups}.length === {1 if button == 'cancel' else 2}")
+            popup = (await page.evaluate(popups))[-1][1]
+            assert popup["message"] == "Allow this from now on, for this engine and directory?"
+            assert [b["type"] for b in popup["buttons"]] == ["ok", "cancel"]
+            await page.wait_for_timeout(200)  # nothing is answered while the popup is open
+            assert engine.decisions == []
+            await page.evaluate(
+                f"Telegram.WebView.receiveEvent('popup_closed', {{button_id: '{button}'}})"
+            )
+        await page.wait_for_selector("text=after the approval", timeout=10_000)
+        await wait_status(app, 1, TaskStatus.DONE)
+        assert engine.decisions == [True]  # answered once, by OK
+
+    dialogs: list[str] = []
+    engine = FakeEngine(asks_first())
+    async with bot_with_board(tmp_path / "b", workdir, engine) as (app, board):
+        tg = await feed(app, message("/claude clean the build"))
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
+        page = await open_signed_in(browser, board, "/tasks/1")
+
+        async def accept(dialog):  # type: ignore[no-untyped-def]
+            dialogs.append(dialog.message)
+            await dialog.accept()
+
+        page.on("dialog", accept)
+        await page.click('.pending button[data-choice="always"]')
+        await page.wait_for_selector("text=after the approval", timeout=10_000)
+        assert dialogs == ["Allow this from now on, for this engine and directory?"]
+        assert engine.decisions == [True]

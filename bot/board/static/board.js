@@ -52,7 +52,25 @@ function telegramLaunch() {
   };
   post("web_app_ready");
   post("web_app_expand");
-  return { initData, post, on: (type, f) => (handlers[type] = [...(handlers[type] || []), f]) };
+  const on = (type, f) => (handlers[type] = [...(handlers[type] || []), f]);
+  const version = (params.get("tgWebAppVersion") || "0").split(".").map(Number);
+  const popups = version[0] > 6 || (version[0] === 6 && version[1] >= 2);  // Bot API 6.2
+  let answered = null;  // the open popup's resolver: one popup at a time
+  on("popup_closed", (data) => { const done = answered; answered = null; if (done) done(data && data.button_id === "ok"); });
+  // Telegram's own confirmation (what Telegram.WebApp.showConfirm sends): OK and Cancel
+  const confirmed = (text) => new Promise((resolve) => {
+    if (answered) answered(false);
+    answered = resolve;
+    post("web_app_open_popup", { message: text.slice(0, 256),
+      buttons: [{ id: "ok", type: "ok" }, { id: "cancel", type: "cancel" }] });
+  });
+  return { initData, post, on, confirm: popups ? confirmed : null };
+}
+
+// A yes/no question before an action that cannot be undone: Telegram's popup inside the Mini
+// App, the browser's own dialog outside it.
+function ask(text) {
+  return tg && tg.confirm ? tg.confirm(text) : Promise.resolve(confirm(text));
 }
 
 function luminance(hex) {
@@ -246,7 +264,7 @@ function pendingCard(q, taskId) {
     ? [el("button", { onclick: answer({ choice: "allow" }), "data-choice": "allow" }, t("allow")),
        el("button", { class: "secondary", onclick: answer({ choice: "deny" }), "data-choice": "deny" }, t("deny")),
        el("button", { class: "secondary", "data-choice": "always",
-         onclick: () => confirm(t("always_confirm")) && answer({ choice: "always" })() }, t("always"))]
+         onclick: async () => (await ask(t("always_confirm"))) && answer({ choice: "always" })() }, t("always"))]
     : q.options.map((o, i) => el("button", { class: "secondary", "data-option": i, onclick: answer({ option: i }) },
         (q.selected.includes(i) ? "✓ " : "") + o))
       .concat(q.multi ? [el("button", { "data-option": q.done, onclick: answer({ option: q.done }) }, t("done_toast"))] : []);
@@ -265,7 +283,7 @@ function taskHeader(page, box) {
   if (task.active) controls.push(el("button", { class: "danger", id: "cancel", onclick: () => act("/api/tasks/" + task.id + "/cancel") }, t("cancel")));
   if (page.worktree && !task.active) {
     controls.push(el("button", { class: "secondary", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
-    controls.push(el("button", { class: "danger", onclick: () => confirm(t("discard_confirm")) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
+    controls.push(el("button", { class: "danger", onclick: async () => (await ask(t("discard_confirm"))) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
   }
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
     page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_usd)))));
