@@ -582,9 +582,12 @@ async def test_every_response_carries_a_strict_content_security_policy(tmp_path,
                 assert "script-src 'self'" in refused.headers["Content-Security-Policy"]
 
 
-async def test_a_plain_checkout_tasks_diff_shows_changed_new_and_deleted_files(tmp_path, workdir):
-    """No worktree: the checkout's uncommitted changes, through the guarded git; the
-    repository's own configuration (an external diff, a textconv, an fsmonitor) never runs."""
+async def test_a_plain_checkout_tasks_diff_shows_what_it_changed_since_it_started(
+    tmp_path, workdir
+):
+    """No worktree: the files changed since the first turn's recorded baseline, committed or
+    not, new and deleted ones included, not the owner's earlier edits; through the guarded
+    git: the repository's own configuration (external diff, textconv, fsmonitor) never runs."""
     from tests.test_worktrees import make_repo, sh_git
 
     repo = make_repo(workdir / "repo")
@@ -595,6 +598,7 @@ async def test_a_plain_checkout_tasks_diff_shows_changed_new_and_deleted_files(t
     (repo / ".gitattributes").write_text("*.py diff=x\n")
     sh_git(repo, "add", ".gitattributes")
     sh_git(repo, "commit", "-q", "-m", "attributes")
+    (repo / "notes.txt").write_text("the owner's, before the task\n")
     for key in ("diff.external", "core.fsmonitor", "diff.x.textconv"):  # planted last
         sh_git(repo, "config", key, str(hook))
 
@@ -603,6 +607,9 @@ async def test_a_plain_checkout_tasks_diff_shows_changed_new_and_deleted_files(t
         (spec.cwd / "app.py").write_text("print('v2')\n")
         (spec.cwd / "NEW.md").write_text("a new file\nsecond line\n")
         (spec.cwd.parent / "README.md").unlink()
+        (spec.cwd / "done.py").write_text("x = 1\n")
+        sh_git(spec.cwd, "-c", "core.fsmonitor=false", "add", "done.py")
+        sh_git(spec.cwd, "-c", "core.fsmonitor=false", "commit", "-q", "-m", "the agent's")
         return finished("edited")
 
     async with bot_with_board(tmp_path, workdir, FakeEngine(edits)) as (app, board):
@@ -613,13 +620,14 @@ async def test_a_plain_checkout_tasks_diff_shows_changed_new_and_deleted_files(t
         async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
             assert response.status == 200
             found = await response.json()
-    assert found["scope"] == "checkout"
+    assert found["scope"] == "task"
     files = {f["path"]: f for f in found["files"]}
-    assert set(files) == {"src/app.py", "src/NEW.md", "README.md"}  # from the top
+    assert set(files) == {"src/app.py", "src/NEW.md", "README.md", "src/done.py"}  # not notes
     assert "+print('v2')" in files["src/app.py"]["patch"]
     assert "-print('v1')" in files["src/app.py"]["patch"]
     assert files["src/NEW.md"]["new"] and files["src/NEW.md"]["added"] == 2
     assert files["README.md"]["deleted"] and files["README.md"]["removed"] == 1
+    assert files["src/done.py"]["new"] and "+x = 1" in files["src/done.py"]["patch"]
     assert not ran.exists(), "the repository's configuration ran a program"
 
 
@@ -630,3 +638,27 @@ async def test_a_task_outside_any_repository_has_no_diff(tmp_path, workdir):
         http, _csrf = await signed_in(app, board)
         async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
             assert await response.json() == {"files": [], "scope": "none"}
+
+
+async def test_without_a_recorded_start_the_checkouts_uncommitted_changes_show(tmp_path, workdir):
+    """The first turn found no repository (none recorded): the one the agent made shows its
+    uncommitted changes, marked as the checkout's."""
+    from tests.test_worktrees import make_repo
+
+    (workdir / "plain").mkdir()
+
+    def makes_a_repo(spec: TurnSpec) -> tuple:
+        make_repo(spec.cwd / "repo")
+        (spec.cwd / "repo" / "README.md").write_text("changed\n")
+        return finished("made one")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(makes_a_repo)) as (app, board):
+        await feed(app, message("/claude cwd=plain make a repository"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        task = await app.store.tasks.get(1)
+        await app.store.tasks.set_cwd(1, str(Path(task.cwd) / "repo"))
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
+            found = await response.json()
+    assert found["scope"] == "checkout"
+    assert [f["path"] for f in found["files"]] == ["README.md"]

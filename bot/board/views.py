@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.approvals.view import DONE
-from bot.board.checkout import checkout_patch
+from bot.board.checkout import checkout_patch, patch_since
 from bot.errors import UserInputError
 from bot.git import Worktrees
 from bot.models import Task, TaskStatus, Turn
@@ -18,10 +18,12 @@ from bot.store import PendingQuestion, Store
 from bot.store.transcript import TranscriptLine
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
+from bot.turns.baseline import RECORD_KIND, from_record
 
 LIST_LIMIT = 200
 PAGE = 500  # transcript events per read of a live stream
 PAGE_MAX = 5000  # per request of a page's first load (one request for most tasks)
+BASELINE_WITHIN = 5  # the first turn's baseline is among a transcript's first lines
 TOOL_INPUT_CHARS = 4000
 TOOL_OUTPUT_CHARS = 20_000
 _FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
@@ -108,14 +110,19 @@ class BoardData:
 
     async def diff(self, task: Task) -> dict[str, Any]:
         """A worktree task's changes since it started, one entry per file; a task in a plain
-        checkout gets the checkout's uncommitted changes (``scope``: "checkout"), which may
-        hold the owner's own edits too (see ``bot.board.checkout``)."""
+        checkout those since its first turn's recorded baseline (``scope``: "task"), else the
+        checkout's uncommitted changes, which may hold the owner's own edits too ("checkout";
+        see ``bot.board.checkout``)."""
         if await self.worktrees.get(task.id) is not None:
             try:
                 found = await self.worktrees.diff(task.id)
             except UserInputError as exc:
                 return {"files": [], "note": exc.key, "scope": "worktree"}
             return {"files": split_patch(found.patch), "stat": found.stat, "scope": "worktree"}
+        first = await self.store.transcript.after(task.id, 0, BASELINE_WITHIN)
+        before = next((from_record(x.body) for x in first if x.kind == RECORD_KIND), None)
+        if before is not None and (patch := await patch_since(task.cwd, before)) is not None:
+            return {"files": split_patch(patch), "scope": "task"}
         patch = await checkout_patch(task.cwd)
         if patch is None:
             return {"files": [], "scope": "none"}
