@@ -276,6 +276,7 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
 
     def hostile(spec: TurnSpec) -> tuple:
         (spec.cwd / hostile_name).write_text(f"{SCRIPT}\n{QUOTES}\n")
+        (spec.cwd / "check.txt").write_text(f"{IMG}\n{SCRIPT}\n{QUOTES}\n")  # the check's output
         (spec.cwd / "src" / "app.py").write_text(f"print('{IMG}')  # {SCRIPT}\n")
         text = (
             f"Done {IMG} and {SCRIPT}.\n\n- [click](javascript:window.__pwned=1)\n"
@@ -292,8 +293,9 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
         )
 
     async with bot_with_board(tmp_path, workdir, FakeEngine(hostile)) as (app, board):
-        await feed(app, message(f"/claude worktree=yes cwd=repo {IMG} {QUOTES}"))
-        await wait_status(app, 1, TaskStatus.DONE)
+        prompt = f"/claude worktree=yes cwd=repo check=“cat check.txt” mode=readonly {IMG} {QUOTES}"
+        await feed(app, message(prompt))
+        await wait_status(app, 1, TaskStatus.DONE, timeout_s=20)
         page = await browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -320,6 +322,8 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
             assert shown in transcript, shown
         assert await page.inner_text("#transcript pre[data-lang='html'] code") == SCRIPT
         assert IMG in await page.inner_text(".card.goal")
+        check = await page.inner_text("details.card:has-text('cat check.txt')")
+        assert IMG in check and SCRIPT in check and QUOTES in check
         diff = await page.inner_text("#diff")
         for shown in (hostile_name, f"+{SCRIPT}", f"+{QUOTES}", f"+print('{IMG}')  # {SCRIPT}"):
             assert shown in diff, shown
