@@ -235,7 +235,8 @@ async def test_the_mini_apps_back_button_leads_back_to_the_list(tmp_path, workdi
 
     from tests.test_board import init_data
 
-    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+    said = finished("see [the docs](https://example.com/docs)")
+    async with bot_with_board(tmp_path, workdir, FakeEngine(said)) as (app, board):
         await feed(app, message("/claude from the phone"))
         await wait_status(app, 1, TaskStatus.DONE)
         page = await browser.new_page()
@@ -249,6 +250,10 @@ async def test_the_mini_apps_back_button_leads_back_to_the_list(tmp_path, workdi
         posted = await page.evaluate("window.posted")
         assert ["web_app_ready", {}] in posted
         assert ["web_app_setup_back_button", {"is_visible": True}] in posted
+        await page.click("#transcript .md-body a")  # Telegram opens the agent's links
+        opened = ["web_app_open_link", {"url": "https://example.com/docs"}]
+        assert opened in await page.evaluate("window.posted")
+        assert page.url.startswith(board.url)
         await page.evaluate("Telegram.WebView.receiveEvent('back_button_pressed', {})")
         await page.wait_for_selector('.task[data-id="1"]')
         assert page.url.endswith("/")

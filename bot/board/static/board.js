@@ -387,6 +387,12 @@ async function start() {
     return signIn();
   }
   if (tg) tg.on("back_button_pressed", () => { history.pushState(null, "", "/"); route(); });
+  if (tg) main.addEventListener("click", (event) => {  // the agent's links: Telegram opens them
+    const a = event.target.closest(".md-body a[href]");
+    if (!a) return;
+    event.preventDefault();
+    tg.post("web_app_open_link", { url: a.href });
+  });
   window.addEventListener("popstate", route);
   route();
 }
