@@ -103,9 +103,8 @@ async def browser_load(base: str, link: str, task_id: int) -> float | None:
             took = []
             for _ in range(9):  # from the navigation's start to the lines drawn, in the page
                 await page.goto(f"{base}/tasks/{task_id}")
-                await page.wait_for_function(
-                    f"document.querySelectorAll('#transcript .item').length >= {LINES * 2 // 3}"
-                )
+                # a selector, not a predicate: the board's CSP refuses eval, which those use
+                await page.wait_for_selector(f"#transcript > .item:nth-child({LINES * 2 // 3})")
                 drawn = await page.evaluate(
                     "performance.getEntriesByName('transcript-drawn')[0].startTime"
                 )

@@ -558,3 +558,107 @@ def test_a_session_ends_when_it_expires_or_is_closed():
     token, _session = auth.redeem(auth.link_token(OWNER))
     auth.close(token)
     assert auth.session(token) is None
+
+
+async def test_every_response_carries_a_strict_content_security_policy(tmp_path, workdir):
+    """Pages, JSON, static files and refusals alike: only the board's own scripts run (no
+    inline script, no eval, no telegram.org), nothing is sniffed, only Telegram Web frames it."""
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        http, _csrf = await signed_in(app, board)
+        async with http:
+            for path in ("/", "/tasks/1", "/api/me", "/api/tasks", "/static/board.js", "/nope"):
+                async with http.get(board.url + path) as response:
+                    policy = response.headers.get("Content-Security-Policy", "")
+                    assert response.headers.get("X-Content-Type-Options") == "nosniff", path
+                    directives = dict((d.split(" ", 1) + [""])[:2] for d in policy.split("; ") if d)
+                    assert directives["default-src"] == "'self'", path
+                    assert directives["script-src"] == "'self'", path
+                    assert "unsafe" not in policy and "telegram.org/js" not in policy, path
+                    assert directives["frame-ancestors"] == "'self' https://web.telegram.org"
+                    assert directives["object-src"] == "'none'"
+                    assert "X-Frame-Options" not in response.headers  # it would bar Telegram Web
+            async with client() as anonymous, anonymous.get(board.url + "/api/tasks") as refused:
+                assert refused.status == 401
+                assert "script-src 'self'" in refused.headers["Content-Security-Policy"]
+
+
+async def test_a_plain_checkout_tasks_diff_shows_what_it_changed_since_it_started(
+    tmp_path, workdir
+):
+    """No worktree: the files changed since the first turn's recorded baseline, committed or
+    not, new and deleted ones included, not the owner's earlier edits; through the guarded
+    git: the repository's own configuration (external diff, textconv, fsmonitor) never runs."""
+    from tests.test_worktrees import make_repo, sh_git
+
+    repo = make_repo(workdir / "repo")
+    ran = tmp_path / "repository-config-ran"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    hook.chmod(0o755)
+    (repo / ".gitattributes").write_text("*.py diff=x\n")
+    sh_git(repo, "add", ".gitattributes")
+    sh_git(repo, "commit", "-q", "-m", "attributes")
+    (repo / "notes.txt").write_text("the owner's, before the task\n")
+    for key in ("diff.external", "core.fsmonitor", "diff.x.textconv"):  # planted last
+        sh_git(repo, "config", key, str(hook))
+
+    def edits(spec: TurnSpec) -> tuple:
+        assert spec.cwd == repo / "src"
+        (spec.cwd / "app.py").write_text("print('v2')\n")
+        (spec.cwd / "NEW.md").write_text("a new file\nsecond line\n")
+        (spec.cwd.parent / "README.md").unlink()
+        (spec.cwd / "done.py").write_text("x = 1\n")
+        sh_git(spec.cwd, "-c", "core.fsmonitor=false", "add", "done.py")
+        sh_git(spec.cwd, "-c", "core.fsmonitor=false", "commit", "-q", "-m", "the agent's")
+        return finished("edited")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(edits)) as (app, board):
+        await feed(app, message("/claude cwd=repo/src change things"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        assert await app.store.worktrees.get(1) is None  # a plain checkout
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
+            assert response.status == 200
+            found = await response.json()
+    assert found["scope"] == "task"
+    files = {f["path"]: f for f in found["files"]}
+    assert set(files) == {"src/app.py", "src/NEW.md", "README.md", "src/done.py"}  # not notes
+    assert "+print('v2')" in files["src/app.py"]["patch"]
+    assert "-print('v1')" in files["src/app.py"]["patch"]
+    assert files["src/NEW.md"]["new"] and files["src/NEW.md"]["added"] == 2
+    assert files["README.md"]["deleted"] and files["README.md"]["removed"] == 1
+    assert files["src/done.py"]["new"] and "+x = 1" in files["src/done.py"]["patch"]
+    assert not ran.exists(), "the repository's configuration ran a program"
+
+
+async def test_a_task_outside_any_repository_has_no_diff(tmp_path, workdir):
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/claude nothing to diff"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
+            assert await response.json() == {"files": [], "scope": "none"}
+
+
+async def test_without_a_recorded_start_the_checkouts_uncommitted_changes_show(tmp_path, workdir):
+    """The first turn found no repository (none recorded): the one the agent made shows its
+    uncommitted changes, marked as the checkout's."""
+    from tests.test_worktrees import make_repo
+
+    (workdir / "plain").mkdir()
+
+    def makes_a_repo(spec: TurnSpec) -> tuple:
+        make_repo(spec.cwd / "repo")
+        (spec.cwd / "repo" / "README.md").write_text("changed\n")
+        return finished("made one")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(makes_a_repo)) as (app, board):
+        await feed(app, message("/claude cwd=plain make a repository"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        task = await app.store.tasks.get(1)
+        await app.store.tasks.set_cwd(1, str(Path(task.cwd) / "repo"))
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
+            found = await response.json()
+    assert found["scope"] == "checkout"
+    assert [f["path"] for f in found["files"]] == ["README.md"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.events import SessionStarted, TextEmitted, TurnFinished, Usage
+from bot.events import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, Usage
 from bot.models import TaskStatus, TurnSpec
 from tests.support.fake_engine import FakeEngine
 from tests.support.harness import wait_sent
@@ -148,7 +148,7 @@ async def test_a_running_tasks_transcript_grows_while_the_page_is_open(tmp_path,
         await shoot(page, "task")
         engine.release.set()
         began = time.monotonic()
-        await page.wait_for_selector("#transcript b:text('after')", timeout=5_000)
+        await page.wait_for_selector("#transcript strong:text('after')", timeout=5_000)
         grown = time.monotonic() - began
         assert grown < 1.5, f"the new line took {grown:.2f} s"
         await page.wait_for_selector("#head .badge.done", timeout=10_000)
@@ -235,7 +235,8 @@ async def test_the_mini_apps_back_button_leads_back_to_the_list(tmp_path, workdi
 
     from tests.test_board import init_data
 
-    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+    said = finished("see [the docs](https://example.com/docs)")
+    async with bot_with_board(tmp_path, workdir, FakeEngine(said)) as (app, board):
         await feed(app, message("/claude from the phone"))
         await wait_status(app, 1, TaskStatus.DONE)
         page = await browser.new_page()
@@ -249,8 +250,200 @@ async def test_the_mini_apps_back_button_leads_back_to_the_list(tmp_path, workdi
         posted = await page.evaluate("window.posted")
         assert ["web_app_ready", {}] in posted
         assert ["web_app_setup_back_button", {"is_visible": True}] in posted
+        await page.click("#transcript .md-body a")  # Telegram opens the agent's links
+        opened = ["web_app_open_link", {"url": "https://example.com/docs"}]
+        assert opened in await page.evaluate("window.posted")
+        assert page.url.startswith(board.url)
         await page.evaluate("Telegram.WebView.receiveEvent('back_button_pressed', {})")
         await page.wait_for_selector('.task[data-id="1"]')
         assert page.url.endswith("/")
         posted = await page.evaluate("window.posted")
         assert posted[-1] == ["web_app_setup_back_button", {"is_visible": False}]
+
+
+IMG = "<img src=x onerror=window.__pwned=1>"
+SCRIPT = "<script>window.__pwned=1</script>"
+QUOTES = "\"'><img src=x onerror=window.__pwned=1>"
+WATCH = (  # what ran, and what the page's policy had to block (nothing, when all is escaped)
+    "window.__violations = [];"
+    "document.addEventListener('securitypolicyviolation', (e) => "
+    "window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
+async def test_hostile_agent_and_repository_content_is_shown_literally_and_never_runs(
+    tmp_path, workdir, browser
+):
+    """Markup in the agent's text, a tool's name, input and output, a file's name and a diff
+    line, the goal: all shown as text; no element, handler or javascript: link comes of it."""
+    make_repo(workdir / "repo")
+    hostile_name = "<img src=x onerror=window.__pwned=1>'.md"
+
+    def hostile(spec: TurnSpec) -> tuple:
+        (spec.cwd / hostile_name).write_text(f"{SCRIPT}\n{QUOTES}\n")
+        (spec.cwd / "check.txt").write_text(f"{IMG}\n{SCRIPT}\n{QUOTES}\n")  # the check's output
+        (spec.cwd / "src" / "app.py").write_text(f"print('{IMG}')  # {SCRIPT}\n")
+        text = (
+            f"Done {IMG} and {SCRIPT}.\n\n- [click](javascript:window.__pwned=1)\n"
+            f'- [quoted](https://example.com/"onmouseover="window.__pwned=1)\n'
+            f"- `{QUOTES}` **{IMG}**\n\n```html\n{SCRIPT}\n```\n\n> {IMG}\n\n"
+            f"| a | b |\n|---|---|\n| {SCRIPT} | [x](JaVaScRiPt:window.__pwned=1) |\n"
+        )
+        return (
+            SessionStarted(SESSION, "fake-model"),
+            TextEmitted(text),
+            ToolCalled("t1", f"Bash{IMG}", f"echo {QUOTES} {SCRIPT}"),
+            ToolFinished("t1", False, f"{IMG}\n{SCRIPT}\n{QUOTES}"),
+            TurnFinished(False, "done", SESSION, 0.01, Usage(1, 1)),
+        )
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(hostile)) as (app, board):
+        prompt = f"/claude worktree=yes cwd=repo check=“cat check.txt” mode=readonly {IMG} {QUOTES}"
+        await feed(app, message(prompt))
+        await wait_status(app, 1, TaskStatus.DONE, timeout_s=20)
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.add_init_script(WATCH)
+        await page.goto(board.link(OWNER))
+        await page.wait_for_selector("#tasks .task")
+        await page.goto(board.url + "/tasks/1")
+        await page.wait_for_selector("details.file", timeout=10_000)
+        output = "#transcript details.tool pre + pre"  # the tool's output, folded into its call
+        await page.wait_for_selector(output, state="attached")
+        await page.evaluate("document.querySelectorAll('details').forEach((d) => (d.open = true))")
+        await page.wait_for_timeout(300)  # an image's onerror would have fired by now
+        assert await page.evaluate("window.__pwned") is None
+        assert await page.evaluate("window.__violations") == []
+        assert errors == []
+        assert (
+            await page.evaluate("document.querySelectorAll('img, script:not([src])').length") == 0
+        )
+        hrefs = await page.evaluate("[...document.querySelectorAll('a')].map((a) => a.href)")
+        assert all(h.startswith(board.url) or h.startswith("https://") for h in hrefs), hrefs
+        assert not [h for h in hrefs if "onmouseover=" in h and '"' in h]  # kept in the URL
+        transcript = await page.inner_text("#transcript")
+        for shown in (IMG, SCRIPT, QUOTES, "[click](javascript:window.__pwned=1)", f"Bash{IMG}"):
+            assert shown in transcript, shown
+        assert await page.inner_text("#transcript pre[data-lang='html'] code") == SCRIPT
+        assert IMG in await page.inner_text(".card.goal")
+        check = await page.inner_text("details.card:has-text('cat check.txt')")
+        assert IMG in check and SCRIPT in check and QUOTES in check
+        diff = await page.inner_text("#diff")
+        for shown in (hostile_name, f"+{SCRIPT}", f"+{QUOTES}", f"+print('{IMG}')  # {SCRIPT}"):
+            assert shown in diff, shown
+
+
+MARKDOWN = """# Title with `code`
+
+Some **bold**, *italic*, ~~gone~~ and a [link](https://example.com/a?b=1&c=2).
+Second line, https://example.org/x.
+
+- one
+- two with `x < y`
+  - nested
+1. first
+2. second
+
+> quoted **text**
+
+```python
+def f(): return "<b>"
+```
+
+| name | value |
+|:-----|------:|
+| a    | `1`   |
+
+---
+[bad](javascript:alert(1)) [rel](/tasks/1) [data](data:text/html,x) snake_case_name"""
+
+MARKDOWN_DOM = (
+    '<h3 class="md">Title with <code>code</code></h3>'
+    '<p class="md">Some <strong>bold</strong>, <em>italic</em>, <del>gone</del> and a '
+    '<a href="https://example.com/a?b=1&amp;c=2" rel="noopener noreferrer nofollow" '
+    'target="_blank">link</a>.<br>Second line, <a href="https://example.org/x" '
+    'rel="noopener noreferrer nofollow" target="_blank">https://example.org/x</a>.</p>'
+    '<ul class="md"><li>one</li><li>two with <code>x &lt; y</code>'
+    '<ul class="md"><li>nested</li></ul></li></ul>'
+    '<ol class="md"><li>first</li><li>second</li></ol>'
+    '<blockquote class="md"><p class="md">quoted <strong>text</strong></p></blockquote>'
+    '<pre class="md" data-lang="python"><code class="lang-python">'
+    'def f(): return "&lt;b&gt;"</code></pre>'
+    '<div class="md-table"><table class="md"><thead><tr><th>name</th><th>value</th></tr>'
+    "</thead><tbody><tr><td>a</td><td><code>1</code></td></tr></tbody></table></div>"
+    '<hr class="md">'
+    '<p class="md">[bad](javascript:alert(1)) [rel](/tasks/1) [data](data:text/html,x) '
+    "snake_case_name</p>"
+)
+
+
+async def test_the_markdown_renderer_draws_a_known_sample(tmp_path, workdir, browser):
+    """The page's own renderer (static/markdown.js), as the shell loads it, on a sample with
+    every construct it knows: the DOM it makes, exactly."""
+    async with bot_with_board(tmp_path, workdir, FakeEngine(())) as (_app, board):
+        page = await browser.new_page()
+        await page.goto(board.url + "/")  # the shell (401 without a session) loads the renderer
+        drawn = await page.evaluate(
+            "(text) => { const box = document.createElement('div');"
+            " box.append(MD.render(text)); return box.innerHTML; }",
+            MARKDOWN,
+        )
+        assert drawn == MARKDOWN_DOM
+
+
+async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outside(
+    tmp_path, workdir, browser
+):
+    """Inside Telegram, "Always" opens Telegram's own confirmation (``web_app_open_popup``,
+    what ``showConfirm`` sends); Cancel does nothing, OK answers. Outside, the browser's."""
+    from urllib.parse import quote
+
+    from tests.test_board import init_data
+
+    engine = FakeEngine(asks_first())
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        tg = await feed(app, message("/claude clean the build"))
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
+        page = await browser.new_page()
+        await page.add_init_script(
+            "window.posted = []; window.TelegramWebviewProxy = "
+            "{postEvent: (type, data) => window.posted.push([type, JSON.parse(data)])};"
+        )
+        fragment = f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}&tgWebAppVersion=8.0"
+        await page.goto(f"{board.url}/tasks/1#{fragment}")
+        always = '.pending button[data-choice="always"]'
+        popups = "window.posted.filter((p) => p[0] === 'web_app_open_popup')"
+        for button in ("cancel", "ok"):
+            await page.click(always)
+            async with asyncio.timeout(5):  # polled from outside: the page's CSP refuses eval
+                while len(await page.evaluate(popups)) < (1 if button == "cancel" else 2):
+                    await asyncio.sleep(0.05)
+            popup = (await page.evaluate(popups))[-1][1]
+            assert popup["message"] == "Allow this from now on, for this engine and directory?"
+            assert [b["type"] for b in popup["buttons"]] == ["ok", "cancel"]
+            await page.wait_for_timeout(200)  # nothing is answered while the popup is open
+            assert engine.decisions == []
+            await page.evaluate(
+                f"Telegram.WebView.receiveEvent('popup_closed', {{button_id: '{button}'}})"
+            )
+        await page.wait_for_selector("text=after the approval", timeout=10_000)
+        await wait_status(app, 1, TaskStatus.DONE)
+        assert engine.decisions == [True]  # answered once, by OK
+
+    dialogs: list[str] = []
+    engine = FakeEngine(asks_first())
+    async with bot_with_board(tmp_path / "b", workdir, engine) as (app, board):
+        tg = await feed(app, message("/claude clean the build"))
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
+        page = await open_signed_in(browser, board, "/tasks/1")
+
+        async def accept(dialog):  # type: ignore[no-untyped-def]
+            dialogs.append(dialog.message)
+            await dialog.accept()
+
+        page.on("dialog", accept)
+        await page.click('.pending button[data-choice="always"]')
+        await page.wait_for_selector("text=after the approval", timeout=10_000)
+        assert dialogs == ["Allow this from now on, for this engine and directory?"]
+        assert engine.decisions == [True]

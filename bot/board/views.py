@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.approvals.view import DONE
+from bot.board.checkout import checkout_patch, patch_since
 from bot.errors import UserInputError
 from bot.git import Worktrees
 from bot.models import Task, TaskStatus, Turn
@@ -17,10 +18,12 @@ from bot.store import PendingQuestion, Store
 from bot.store.transcript import TranscriptLine
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
+from bot.turns.baseline import RECORD_KIND, from_record
 
 LIST_LIMIT = 200
 PAGE = 500  # transcript events per read of a live stream
 PAGE_MAX = 5000  # per request of a page's first load (one request for most tasks)
+BASELINE_WITHIN = 5  # the first turn's baseline is among a transcript's first lines
 TOOL_INPUT_CHARS = 4000
 TOOL_OUTPUT_CHARS = 20_000
 _FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
@@ -106,12 +109,24 @@ class BoardData:
         return await self.page(user_id, task) if task is not None else None
 
     async def diff(self, task: Task) -> dict[str, Any]:
-        """The worktree's changes since the task started, one entry per file."""
-        try:
-            found = await self.worktrees.diff(task.id)
-        except UserInputError as exc:
-            return {"files": [], "note": exc.key}
-        return {"files": split_patch(found.patch), "stat": found.stat}
+        """A worktree task's changes since it started, one entry per file; a task in a plain
+        checkout those since its first turn's recorded baseline (``scope``: "task"), else the
+        checkout's uncommitted changes, which may hold the owner's own edits too ("checkout";
+        see ``bot.board.checkout``)."""
+        if await self.worktrees.get(task.id) is not None:
+            try:
+                found = await self.worktrees.diff(task.id)
+            except UserInputError as exc:
+                return {"files": [], "note": exc.key, "scope": "worktree"}
+            return {"files": split_patch(found.patch), "stat": found.stat, "scope": "worktree"}
+        first = await self.store.transcript.after(task.id, 0, BASELINE_WITHIN)
+        before = next((from_record(x.body) for x in first if x.kind == RECORD_KIND), None)
+        if before is not None and (patch := await patch_since(task.cwd, before)) is not None:
+            return {"files": split_patch(patch), "scope": "task"}
+        patch = await checkout_patch(task.cwd)
+        if patch is None:
+            return {"files": [], "scope": "none"}
+        return {"files": split_patch(patch), "scope": "checkout"}
 
     async def transcript(
         self, task_id: int, cursor: int, limit: int = PAGE

@@ -16,6 +16,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.telegram.render import shorten
 from bot.turns.gitinfo import diff_stat, in_repository, listed, output, scoped
@@ -39,6 +40,29 @@ class Baseline:
     head: str | None = None
     dirty: dict[str, str] = field(default_factory=dict)
     untracked: frozenset[str] = frozenset()
+
+
+RECORD_KIND = "Baseline"  # the first turn's, in the task's transcript (a line nobody reads)
+
+
+def recorded(before: Baseline, seq: int) -> list[tuple[str, dict[str, Any]]]:
+    """The transcript entry of turn ``seq``'s baseline: only the first turn's, in a repository
+    (where the board's diff of the task starts); none for any other."""
+    if seq != 1 or before.top is None:
+        return []
+    body = {"top": before.top, "head": before.head, "dirty": before.dirty}
+    return [(RECORD_KIND, {**body, "untracked": sorted(before.untracked)})]
+
+
+def from_record(body: dict[str, object]) -> Baseline | None:
+    """A ``recorded`` entry's baseline; None: not one."""
+    top, head, dirty = body.get("top"), body.get("head"), body.get("dirty")
+    if not isinstance(top, str) or not isinstance(dirty, dict):
+        return None
+    untracked = body.get("untracked")
+    names = frozenset(str(p) for p in untracked) if isinstance(untracked, list) else frozenset()
+    clean = {str(k): str(v) for k, v in dirty.items()}
+    return Baseline(top, head if isinstance(head, str) else None, clean, names)
 
 
 async def take(cwd: str) -> Baseline:

@@ -30,7 +30,7 @@ from bot.ports import CheckRunner
 from bot.store import Store, TurnOutcome
 from bot.telegram.completion import CardAsk
 from bot.telegram.notifier import Notifier
-from bot.turns.baseline import Baseline, take, turn_changes
+from bot.turns.baseline import Baseline, recorded, take, turn_changes
 from bot.turns.drive import Drive
 from bot.turns.limits import Parking
 from bot.turns.outcome import (
@@ -162,6 +162,7 @@ class TurnRunner:
             spec = await self._specs.spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 before = await take(task.cwd)  # what was there is not the turn's doing
+                await self._store.transcript.append(task.id, turn.id, recorded(before, turn.seq))
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
                     driven = await self._drive.drive(task, turn, spec, meter, left, agent, runner)
                     outcome, denials = driven.outcome, driven.denials

@@ -52,7 +52,25 @@ function telegramLaunch() {
   };
   post("web_app_ready");
   post("web_app_expand");
-  return { initData, post, on: (type, f) => (handlers[type] = [...(handlers[type] || []), f]) };
+  const on = (type, f) => (handlers[type] = [...(handlers[type] || []), f]);
+  const version = (params.get("tgWebAppVersion") || "0").split(".").map(Number);
+  const popups = version[0] > 6 || (version[0] === 6 && version[1] >= 2);  // Bot API 6.2
+  let answered = null;  // the open popup's resolver: one popup at a time
+  on("popup_closed", (data) => { const done = answered; answered = null; if (done) done(data && data.button_id === "ok"); });
+  // Telegram's own confirmation (what Telegram.WebApp.showConfirm sends): OK and Cancel
+  const confirmed = (text) => new Promise((resolve) => {
+    if (answered) answered(false);
+    answered = resolve;
+    post("web_app_open_popup", { message: text.slice(0, 256),
+      buttons: [{ id: "ok", type: "ok" }, { id: "cancel", type: "cancel" }] });
+  });
+  return { initData, post, on, confirm: popups ? confirmed : null };
+}
+
+// A yes/no question before an action that cannot be undone: Telegram's popup inside the Mini
+// App, the browser's own dialog outside it.
+function ask(text) {
+  return tg && tg.confirm ? tg.confirm(text) : Promise.resolve(confirm(text));
 }
 
 function luminance(hex) {
@@ -196,15 +214,6 @@ function listPage() {
   open();
 }
 
-function markdown(text) {
-  const esc = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  return text.split(/```/).map((part, i) => {
-    if (i % 2) return "<pre>" + esc(part.replace(/^[\w+-]*\n/, "")) + "</pre>";
-    return esc(part).replace(/`([^`\n]+)`/g, "<code>$1</code>").replace(/\*\*([^*\n]+)\*\*/g, "<b>$1</b>")
-      .replace(/^#{1,6} (.*)$/gm, "<b>$1</b>");
-  }).join("");
-}
-
 function transcriptItem(item, tools) {
   if (item.kind === "result") {
     const tool = tools.get(item.tool);
@@ -218,9 +227,7 @@ function transcriptItem(item, tools) {
     return el("details", { class: "item tool" }, el("summary", {}, item.name + ": " + item.input.split("\n")[0].slice(0, 160)), body);
   }
   if (item.kind === "text") {
-    const node = el("div", { class: "item text" });
-    node.innerHTML = markdown(item.text);
-    return node;
+    return el("div", { class: "item text md-body" }, MD.render(item.text));
   }
   if (item.kind === "end") return el("div", { class: "item end" + (item.error ? " error" : "") }, item.error ? "✖ " + item.text : "✔");
   return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
@@ -229,16 +236,17 @@ function transcriptItem(item, tools) {
 const KEYWORDS = /\b(def|class|return|import|from|if|else|elif|for|while|function|const|let|var|async|await|try|except|raise|with|yield|fn|pub|struct|impl|package|func|match|case|switch|new|public|private|static)\b/g;
 
 // A diff line, coloured: added, removed, hunk headers; inside code, comments, strings and the
-// keywords of the usual languages (a light touch, not a parser; the text is escaped first).
+// keywords of the usual languages (a light touch, not a parser). Text nodes only: no HTML.
 function highlight(pre, line) {
   const cls = line.startsWith("+") && !line.startsWith("+++") ? "add"
     : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : null;
   const span = el("span", cls ? { class: cls } : {});
-  const code = line.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const comment = /^[+\- ]\s*(#|\/\/)/.test(line);
-  const colour = () => code.split(/("[^"\n]*"|'[^'\n]*')/).map((part, i) => i % 2
-    ? '<span class="str">' + part + "</span>" : part.replace(KEYWORDS, '<span class="kw">$1</span>')).join("");
-  span.innerHTML = (cls === "hunk" ? code : comment ? '<span class="com">' + code + "</span>" : colour()) + "\n";
+  const words = (part) => part.split(KEYWORDS).map((w, i) => (i % 2 ? el("span", { class: "kw" }, w) : w));
+  if (cls === "hunk") span.append(line);
+  else if (comment) span.append(el("span", { class: "com" }, line));
+  else span.append(...line.split(/("[^"\n]*"|'[^'\n]*')/).flatMap((part, i) => (i % 2 ? [el("span", { class: "str" }, part)] : words(part))));
+  span.append("\n");
   pre.append(span);
 }
 
@@ -256,7 +264,7 @@ function pendingCard(q, taskId) {
     ? [el("button", { onclick: answer({ choice: "allow" }), "data-choice": "allow" }, t("allow")),
        el("button", { class: "secondary", onclick: answer({ choice: "deny" }), "data-choice": "deny" }, t("deny")),
        el("button", { class: "secondary", "data-choice": "always",
-         onclick: () => confirm(t("always_confirm")) && answer({ choice: "always" })() }, t("always"))]
+         onclick: async () => (await ask(t("always_confirm"))) && answer({ choice: "always" })() }, t("always"))]
     : q.options.map((o, i) => el("button", { class: "secondary", "data-option": i, onclick: answer({ option: i }) },
         (q.selected.includes(i) ? "✓ " : "") + o))
       .concat(q.multi ? [el("button", { "data-option": q.done, onclick: answer({ option: q.done }) }, t("done_toast"))] : []);
@@ -275,7 +283,7 @@ function taskHeader(page, box) {
   if (task.active) controls.push(el("button", { class: "danger", id: "cancel", onclick: () => act("/api/tasks/" + task.id + "/cancel") }, t("cancel")));
   if (page.worktree && !task.active) {
     controls.push(el("button", { class: "secondary", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
-    controls.push(el("button", { class: "danger", onclick: () => confirm(t("discard_confirm")) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
+    controls.push(el("button", { class: "danger", onclick: async () => (await ask(t("discard_confirm"))) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
   }
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
     page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_usd)))));
@@ -332,7 +340,8 @@ async function taskPage(id) {
     task: (page) => taskHeader(page, head),
   });
   api("/api/tasks/" + id + "/diff").then((found) => {
-    diff.replaceChildren(...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, t("no_diff"))]));
+    const note = found.scope === "checkout" && found.files.length ? el("p", { class: "hint", id: "diff-scope" }, t("diff_checkout")) : null;
+    diff.replaceChildren(...[note, ...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, t("no_diff"))])].filter(Boolean));
   }).catch(() => diff.replaceChildren(el("p", { class: "hint" }, t("no_diff"))));
 }
 
@@ -378,6 +387,12 @@ async function start() {
     return signIn();
   }
   if (tg) tg.on("back_button_pressed", () => { history.pushState(null, "", "/"); route(); });
+  if (tg) main.addEventListener("click", (event) => {  // the agent's links: Telegram opens them
+    const a = event.target.closest(".md-body a[href]");
+    if (!a) return;
+    event.preventDefault();
+    tg.post("web_app_open_link", { url: a.href });
+  });
   window.addEventListener("popstate", route);
   route();
 }

@@ -1,0 +1,106 @@
+"""The diff of a task in a plain checkout (no worktree of its own). Where its first turn's
+baseline is recorded (``bot.turns.baseline.recorded``, in the transcript): the files changed
+since then, committed or not, diffed against the commit the task started at, new files
+included, and not the files the owner had edited before and the task left alone. Without one
+(a task older than the record, or one whose checkout moved): the checkout's uncommitted changes
+against its HEAD, whoever made them: the page says so.
+
+Git runs only through ``executors.gitguard`` (via ``bot.turns.gitinfo``: the repository's
+hooks, fsmonitor, drivers and external diff/textconv neutralised, bounded). New files are read
+by the bot itself, not by git: regular files only, opened without following a link and without
+blocking, at most ``NEW_FILE_BYTES`` each."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+from bot.turns.baseline import Baseline, take
+from bot.turns.gitinfo import in_repository, output, scoped
+from executors.gitguard import PLAIN_DIFF
+
+MAX_NEW_FILES = 50
+NEW_FILE_BYTES = 64 * 1024
+MAX_PATCH_CHARS = 2_000_000
+MAX_PATHS = 500  # files named to git at most
+TOP = ("--no-relative", "--no-renames")  # paths from the top, whatever the repository says
+
+
+async def checkout_patch(cwd: str) -> str | None:
+    """``git diff HEAD`` of the checkout holding ``cwd`` (paths from its top), then each new
+    file (untracked, not ignored) as a ``new file`` patch; None when ``cwd`` is in no
+    repository git would run in."""
+    if not in_repository(cwd):
+        return None
+    within = await scoped(cwd)
+    if within is None:
+        return None
+    top, tracked, untracked = await asyncio.gather(
+        output(cwd, within, "rev-parse", "--show-toplevel"),
+        output(cwd, within, "diff", "HEAD", *PLAIN_DIFF, *TOP),
+        output(cwd, within, "ls-files", "--others", "--exclude-standard", "--full-name", "-z"),
+    )
+    if not top:
+        return None
+    names = [name for name in untracked.split("\0") if name][:MAX_NEW_FILES]
+    new = await asyncio.to_thread(_new_files, Path(top), names)
+    patch = "\n".join(part.rstrip("\n") for part in (tracked, *new) if part)
+    return patch[:MAX_PATCH_CHARS]
+
+
+async def patch_since(cwd: str, before: Baseline) -> str | None:
+    """What changed in the checkout holding ``cwd`` since ``before``, as a patch from the top;
+    None when it is no longer the same repository (then ``checkout_patch`` is all there is)."""
+    after = await take(cwd)
+    within = await scoped(cwd) if after.top is not None else None
+    if within is None or after.top is None or after.top != before.top:
+        return None
+    top = after.top
+    base = before.head or await output(top, within, "hash-object", "-t", "tree", "--stdin")
+    committed: set[str] = set()
+    if after.head is not None and after.head != before.head:
+        names = await output(top, within, "diff", *PLAIN_DIFF, *TOP, "--name-only", "-z", base)
+        committed = {name for name in names.split("\0") if name}
+    touched = {p for p, sig in after.dirty.items() if before.dirty.get(p) != sig}
+    undone = {p for p in before.dirty if p not in after.dirty and p not in before.untracked}
+    paths = sorted(committed | touched | undone)
+    new = [p for p in paths if p in after.untracked][:MAX_NEW_FILES]
+    tracked = [p for p in paths if p not in after.untracked][:MAX_PATHS]
+    diff = ""
+    if tracked:
+        args = ("diff", *PLAIN_DIFF, *TOP, base, "--", *tracked)
+        diff = await output(top, within, "--literal-pathspecs", *args)
+    added = await asyncio.to_thread(_new_files, Path(top), new)
+    return "\n".join(part.rstrip("\n") for part in (diff, *added) if part)[:MAX_PATCH_CHARS]
+
+
+def _new_files(top: Path, names: list[str]) -> list[str]:
+    return [_new_file(top, name) for name in names]
+
+
+def _new_file(top: Path, name: str) -> str:
+    """A new file as git would show it (binary, special and unreadable ones by name only)."""
+    head = f"diff --git a/{name} b/{name}\nnew file mode 100644\n"
+    text = _read(top / name)
+    if text is None:
+        return head + f"Binary or unreadable file b/{name}\n"
+    lines = text.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return head + f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1,{len(lines)} @@\n" + body
+
+
+def _read(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return None
+        data = file.read(NEW_FILE_BYTES + 1)
+    if b"\0" in data:
+        return None
+    text = data[:NEW_FILE_BYTES].decode("utf-8", errors="replace")
+    return text + ("\n… cut" if len(data) > NEW_FILE_BYTES else "")
