@@ -69,7 +69,15 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("handlers",),
     # what a person asks for: tasks (and their task files), the inbox, schedules, worktrees,
     # the MCP server for other agents, the board (a web view of the tasks)
-    ("bot.tasks", "bot.intake", "bot.schedules", "bot.worktrees", "bot.mcp", "bot.board"),
+    (
+        "bot.tasks",
+        "bot.preflight",
+        "bot.intake",
+        "bot.schedules",
+        "bot.worktrees",
+        "bot.mcp",
+        "bot.board",
+    ),
     ("bot.turns", "bot.approvals", "bot.fleet"),
     # what a turn leans on: its budget, its engine, git, the allow-listed directories
     ("bot.money", "bot.engines", "bot.git", "bot.workdirs"),
