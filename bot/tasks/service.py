@@ -22,8 +22,9 @@ from bot.models import (
     TaskStatus,
     Turn,
 )
+from bot.preflight.gate import PreflightGate
 from bot.store import Store
-from bot.tasks.options import split_options
+from bot.tasks.options import flag, split_options
 from bot.tasks.planning import TaskPlanner
 from bot.telegram.attachments import mention, place
 from bot.telegram.held import HeldFiles, titled
@@ -51,11 +52,14 @@ class TaskService:
         texts: Texts,
         planner: TaskPlanner,
         takeover: Takeover | None = None,
+        preflight: PreflightGate | None = None,
     ) -> None:
         """``planner`` resolves new tasks, and holds the engines tasks may use, the money desk,
         the working directories and worktrees; ``takeover``: on a shared database, takes over
-        the turns of a runner found gone."""
+        the turns of a runner found gone; ``preflight``: a cheap look at a walk-away task
+        before it starts (None: no preflight model here)."""
         self._takeover = takeover
+        self._preflight = preflight
         self._store = store
         self._pool = pool
         self._queue = queue
@@ -114,7 +118,14 @@ class TaskService:
                     "message %s in chat %s already started task %s", reply_to, chat_id, existing
                 )
                 return await self.get_own(user_id, existing)
-        return await self.start(new, reply_to=reply_to, attachments=attachments)
+        gate = self._preflight
+        walk_away = kind is TaskKind.DETACH and engine is None  # never /claude, /codex
+        if gate is None or not walk_away or not flag(options, "preflight", gate.enabled):
+            return await self.start(new, reply_to=reply_to, attachments=attachments)
+        outcome = await gate.check(new)  # bounded; a failure is said, never raised
+        task = await self.start(gate.noted(new, outcome), reply_to, attachments)
+        await gate.charge(task, outcome)
+        return task
 
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
