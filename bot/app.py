@@ -30,6 +30,7 @@ from bot.models import ProcessRole
 from bot.ports import LOGIN_MISSING, Executor
 from bot.preflight.call import ClaudePreflight
 from bot.preflight.check import Preflight
+from bot.preflight.desk import PreflightDesk
 from bot.preflight.gate import PreflightGate, preflight_preset
 from bot.schedules.desk import ScheduleDesk
 from bot.schedules.timer import ScheduleTimer
@@ -136,6 +137,7 @@ def make_preflight(
         store=core.store,
         texts=core.texts,
         engines=engines,
+        desk=PreflightDesk(core.store, core.outbox, core.texts, settings.preflight_wait_s),
     )
 
 
@@ -206,6 +208,8 @@ async def build(
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
         service = make_service(core, settings, environ)
+        if service.preflight is not None:  # held tasks whose question waited too long
+            background(stack, service.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
         schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
         answers = ApprovalAnswers(

@@ -20,6 +20,7 @@ HANDLER_MAY_IMPORT_PACKAGES = (
     "bot.worktrees",
     "bot.telegram",
     "bot.board",
+    "bot.preflight",
 )
 HANDLER_MAY_IMPORT_MODULES = {"bot.models", "bot.events", "bot.errors", "bot.fleet.status"}
 HANDLER_MAY_NOT_IMPORT = {"bot.telegram.journal", "bot.telegram.notifier"}

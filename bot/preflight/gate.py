@@ -11,6 +11,7 @@ from bot.models import Engine, NewTask, PreflightDecision, Preset, Task
 from bot.money.desk import MoneyDesk
 from bot.money.pricing import dearness
 from bot.preflight.check import Outcome, Preflight
+from bot.preflight.desk import PreflightDesk
 from bot.store import Store
 from bot.telegram.texts import Texts
 
@@ -31,6 +32,7 @@ class PreflightGate:
         store: Store,
         texts: Texts,
         engines: Collection[Engine],
+        desk: PreflightDesk,
     ) -> None:
         self._preflight = preflight
         self.enabled = enabled
@@ -38,6 +40,7 @@ class PreflightGate:
         self._store = store
         self._texts = texts
         self._engines = engines
+        self.desk = desk
 
     def offered(self) -> tuple[Preset, ...]:
         return tuple(p for p in self._money.catalog.all() if p.engine in self._engines)
@@ -51,8 +54,17 @@ class PreflightGate:
 
     def noted(self, new: NewTask, outcome: Outcome) -> NewTask:
         """``new`` with the preflight's line added to its acknowledgement's note."""
-        line = self.line(new.locale, outcome)
+        return self.noted_line(new, self.line(new.locale, outcome))
+
+    @staticmethod
+    def noted_line(new: NewTask, line: str) -> NewTask:
         return dataclasses.replace(new, note=f"{new.note}\n{line}" if new.note else line)
+
+    @staticmethod
+    def holds(outcome: Outcome) -> bool:
+        """The verdict holds the task for the owner: a question, or a refusal."""
+        verdict = outcome.verdict
+        return verdict is not None and verdict.decision is not PreflightDecision.GO
 
     def line(self, locale: str, outcome: Outcome) -> str:
         """One plain-text line (the notifier escapes it): what the preflight said."""
@@ -67,9 +79,9 @@ class PreflightGate:
         minutes = "?" if verdict.estimate_minutes is None else f"{verdict.estimate_minutes:.0f}"
         return self._plain(locale, "preflight.go", usd=usd, minutes=minutes)
 
-    async def charge(self, task: Task, outcome: Outcome) -> None:
+    async def charge(self, task: Task, cost_usd: float | None) -> None:
         """The preflight's cost, recorded as spend of ``task`` (its first turn's)."""
-        if not outcome.cost_usd:
+        if not cost_usd:
             return
         turn = await self._store.tasks.last_turn(task.id)
         if turn is None:
@@ -78,7 +90,7 @@ class PreflightGate:
             task.owner_id,
             task.id,
             turn.id,
-            outcome.cost_usd,
+            cost_usd,
             0,
             0,
             engine=self._preflight.preset.engine,
