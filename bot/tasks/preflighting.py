@@ -49,6 +49,7 @@ class PreflightStep:
         gate, chat_id, reply_to = self._gate, command.chat_id, command.reply_to
         if may_hold and reply_to is not None and await gate.desk.held(chat_id, reply_to):
             return None  # Telegram delivered the command again: it is held already
+        await self._service.money.check_daily_cap(command.user_id)  # not a cent past the cap
         outcome = await gate.check(new)  # bounded; a failure is said, never raised
         if may_hold and gate.holds(outcome):
             await gate.desk.hold(
