@@ -10,7 +10,9 @@ import time
 
 from bot.preflight.call import TIMEOUT_S
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.harness import OWNER, app_in_own_task, make_settings, running_bot
+from tests.support.recording_session import RecordingSession
+from tests.test_taskfiles import DROPPED
 
 PREFLIGHT = "You are the preflight of an unattended coding agent"  # its prompt's first words
 
@@ -89,3 +91,21 @@ async def test_a_hanging_preflight_holds_the_task_no_longer_than_its_timeout(
                 if PREFLIGHT not in r["first_user_text"]
             ]
             assert agent["at"] - sent < TIMEOUT_S + 5, agent["at"] - sent
+
+
+async def test_a_task_file_gets_its_preflight(tmp_path, claude_bin, agent_env, anthropic, workdir):
+    anthropic.script(PREFLIGHT, go(estimate_usd=0.1, estimate_minutes=3))
+    anthropic.script("MARK-INBOX", [{"text": "README tidied."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, preflight=True, outbox_chat_interval_s=0
+        )
+        session = RecordingSession()
+        async with app_in_own_task(settings, session=session, environ=agent_env) as app:
+            (tmp_path / "data" / "inbox" / "tidy.md").write_text(DROPPED.format(chat=OWNER))
+            await app.intake.poll_once()
+            [checked] = anthropic.requests_for(PREFLIGHT)
+            assert "MARK-INBOX Tidy the README." in checked["first_user_text"]
+            assert await app.store.tasks.get(1) is not None
+            lines = await app.store.spend.by_model(OWNER, "2000-01-01")
+            assert any("haiku" in str(line) for line in lines), lines

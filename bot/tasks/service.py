@@ -155,6 +155,18 @@ class TaskService:
             return await step.start_noted(new, preflighted, asked)
         return await step.start(new, asked, may_hold and not attachments)
 
+    async def start_walk_away(self, new: NewTask, options: dict[str, str]) -> Task:
+        """``start`` for a task file or a schedule's run: its preflight first (when on and it
+        is no agent's sub-task), whose verdict its acknowledgement shows; nothing is held
+        (nobody is there to answer at once)."""
+        step = self.preflight
+        if step is None or new.parent_id is not None or not step.wanted(new.kind, False, options):
+            return await self.start(new)
+        command = Command(new.owner_id, new.chat_id, new.locale, new.prompt, False, None)
+        task = await step.start(new, command, may_hold=False)
+        assert task is not None  # not held: may_hold=False
+        return task
+
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
         return await self._store.users.tz(user_id) or self._defaults.timezone
