@@ -109,3 +109,36 @@ async def test_a_task_file_gets_its_preflight(tmp_path, claude_bin, agent_env, a
             assert await app.store.tasks.get(1) is not None
             lines = await app.store.spend.by_model(OWNER, "2000-01-01")
             assert any("haiku" in str(line) for line in lines), lines
+
+
+async def test_engine_auto_routes_down_and_never_up(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)  # preflight off
+        async with running_bot(settings, agent_env):
+            await fake.wait_call("setMyCommands")
+            anthropic.script(PREFLIGHT, go(preset="haiku", engine="claude"))
+            await fake.user_message("/detach engine=auto MARK-DOWN fix a typo", OWNER)
+            ack = await fake.wait_text(OWNER, "#1 mark-down", timeout_s=20)
+            assert "Routed by the preflight to haiku" in ack.params["text"]
+            await fake.wait_text(OWNER, "done", timeout_s=60)
+            [agent] = [
+                r
+                for r in anthropic.requests_for("MARK-DOWN")
+                if PREFLIGHT not in r["first_user_text"]
+            ]
+            assert "haiku" in str(agent["model"])
+
+            anthropic.script(PREFLIGHT, go(preset="opus", engine="claude"))
+            mark = len(fake.calls)
+            await fake.user_message("/detach engine=auto model=sonnet MARK-UP rewrite it", OWNER)
+            ack = await fake.wait_text(OWNER, "#2 mark-up", timeout_s=20, after=mark)
+            assert "Routed" not in ack.params["text"]
+            await fake.wait_text(OWNER, "done", timeout_s=60, after=mark)
+            [agent] = [
+                r
+                for r in anthropic.requests_for("MARK-UP")
+                if PREFLIGHT not in r["first_user_text"]
+            ]
+            assert "sonnet" in str(agent["model"])

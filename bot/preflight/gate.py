@@ -47,7 +47,9 @@ class PreflightGate:
 
     async def check(self, new: NewTask) -> Outcome:
         """The preflight of ``new`` (never raises for the model's failures)."""
-        default = self._money.catalog.get(new.preset)
+        # the task's preset, else (the CLI's own default model) its engine's dearest, as the
+        # money desk counts an unknown model
+        default = self._money.catalog.get(new.preset) or self._money.counted_as(new.engine)
         return await self._preflight.check(
             new.prompt, new.cwd, self.offered(), default, new.max_usd
         )
@@ -78,6 +80,9 @@ class PreflightGate:
         usd = "?" if verdict.estimate_usd is None else f"{verdict.estimate_usd:.2f}"
         minutes = "?" if verdict.estimate_minutes is None else f"{verdict.estimate_minutes:.0f}"
         return self._plain(locale, "preflight.go", usd=usd, minutes=minutes)
+
+    def routed_line(self, locale: str, chosen: str, instead: str | None) -> str:
+        return self._plain(locale, "preflight.routed", preset=chosen, default=instead or "–")
 
     async def charge(self, task: Task, cost_usd: float | None) -> None:
         """The preflight's cost, recorded as spend of ``task`` (its first turn's)."""

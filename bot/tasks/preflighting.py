@@ -4,15 +4,17 @@ acknowledgement, a question or refusal that holds it, the owner's answer that st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.models import NewTask, Task, TaskKind
+from bot.preflight.check import Outcome
 from bot.preflight.desk import PreflightDesk
 from bot.preflight.gate import PreflightGate
 from bot.store.preflights import PreflightHold
 from bot.tasks.options import flag
+from bot.tasks.planning import AUTO
 
 if TYPE_CHECKING:
     from bot.tasks.service import TaskService
@@ -39,13 +41,18 @@ class PreflightStep:
         gate.desk.bind(self._start_held)
 
     def wanted(self, kind: TaskKind, engine_given: bool, options: dict[str, str]) -> bool:
-        """Walk-away tasks only (never /claude, /codex), when on or ``preflight=yes``."""
+        """Walk-away tasks only (never /claude, /codex), when on, or ``preflight=yes``, or
+        ``engine=auto`` (the preflight routes it)."""
         walk_away = kind is TaskKind.DETACH and not engine_given
-        return walk_away and flag(options, "preflight", self._gate.enabled)
+        auto = options.get("engine", "").lower() == AUTO
+        return walk_away and flag(options, "preflight", self._gate.enabled or auto)
 
-    async def start(self, new: NewTask, command: Command, may_hold: bool) -> Task | None:
+    async def start(
+        self, new: NewTask, command: Command, may_hold: bool, route: bool = False
+    ) -> Task | None:
         """Run the preflight, then start ``new`` with its verdict on the acknowledgement; or,
-        ``may_hold`` and the verdict asks or refuses, hold the command (None)."""
+        ``may_hold`` and the verdict asks or refuses, hold the command (None). ``route``
+        (``engine=auto``): a go's cheaper preset of the same engine replaces ``new``'s."""
         gate, chat_id, reply_to = self._gate, command.chat_id, command.reply_to
         if may_hold and reply_to is not None and await gate.desk.held(chat_id, reply_to):
             return None  # Telegram delivered the command again: it is held already
@@ -62,9 +69,23 @@ class PreflightStep:
                 outcome=outcome,
             )
             return None
+        if route:
+            new = await self._routed(new, outcome)
         task = await self._service.start(gate.noted(new, outcome), reply_to, command.attachments)
         await gate.charge(task, outcome.cost_usd)
         return task
+
+    async def _routed(self, new: NewTask, outcome: Outcome) -> NewTask:
+        """``new`` on the preset the preflight suggests (already checked: on offer, priced, no
+        dearer than the task's own, else the engine's dearest), if it is of the same engine
+        and no usage limit holds it; else ``new`` unchanged. Routing only ever goes down."""
+        chosen = outcome.verdict.preset if outcome.verdict is not None else None
+        if chosen is None or chosen.engine != new.engine or chosen.name == new.preset:
+            return new
+        if await self._service.engine_limited(chosen.engine):
+            return new
+        line = self._gate.routed_line(new.locale, chosen.name, new.preset)
+        return self._gate.noted_line(replace(new, preset=chosen.name, model=chosen.model), line)
 
     async def start_noted(self, new: NewTask, line: str, command: Command) -> Task:
         """Start ``new``, whose preflight ran before, with ``line`` on its acknowledgement."""

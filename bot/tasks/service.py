@@ -25,7 +25,7 @@ from bot.models import (
 from bot.preflight.gate import PreflightGate
 from bot.store import Store
 from bot.tasks.options import split_options
-from bot.tasks.planning import TaskPlanner
+from bot.tasks.planning import AUTO, TaskPlanner
 from bot.tasks.preflighting import Command, PreflightStep
 from bot.telegram.attachments import mention, place
 from bot.telegram.held import HeldFiles, titled
@@ -153,7 +153,8 @@ class TaskService:
         asked = Command(user_id, chat_id, locale, text, with_options, reply_to, attachments)
         if preflighted is not None:
             return await step.start_noted(new, preflighted, asked)
-        return await step.start(new, asked, may_hold and not attachments)
+        route = options.get("engine", "").lower() == AUTO
+        return await step.start(new, asked, may_hold and not attachments, route)
 
     async def start_walk_away(self, new: NewTask, options: dict[str, str]) -> Task:
         """``start`` for a task file or a schedule's run: its preflight first (when on and it
@@ -166,6 +167,10 @@ class TaskService:
         task = await step.start(new, command, may_hold=False)
         assert task is not None  # not held: may_hold=False
         return task
+
+    async def engine_limited(self, engine: Engine) -> bool:
+        """``engine`` waits for its usage limit now."""
+        return await self._queue.limited_until(engine) is not None
 
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
