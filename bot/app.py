@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import signal
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass
 
 from aiogram import Bot, Dispatcher
@@ -27,6 +28,10 @@ from bot.intake.intake import Intake
 from bot.intake.retention import Retention
 from bot.models import ProcessRole
 from bot.ports import LOGIN_MISSING, Executor
+from bot.preflight.call import ClaudePreflight
+from bot.preflight.check import Preflight
+from bot.preflight.desk import PreflightDesk
+from bot.preflight.gate import PreflightGate, preflight_preset
 from bot.schedules.desk import ScheduleDesk
 from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
@@ -47,6 +52,7 @@ from bot.telegram.texts import DEFAULT_LOCALE
 from bot.turns.pool import JobPool
 from bot.worktrees.card import WorktreeCard
 from executors import registry
+from executors.process import agent_env
 from handlers import Services, build_dispatcher, release_routers
 
 log = logging.getLogger(__name__)
@@ -91,15 +97,47 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
     )
 
 
-def make_service(core: Core, settings: Settings) -> TaskService:
+def make_service(
+    core: Core, settings: Settings, environ: Mapping[str, str] | None = None
+) -> TaskService:
+    planner = make_planner(core, settings)
     return TaskService(
         store=core.store,
         pool=core.pool,
         queue=core.queue,
         notifier=core.notifier,
         texts=core.texts,
-        planner=make_planner(core, settings),
+        planner=planner,
         takeover=core.shared.takeover if core.shared else None,
+        preflight=make_preflight(core, settings, planner.engines, environ),
+    )
+
+
+def make_preflight(
+    core: Core,
+    settings: Settings,
+    engines: Collection[str],
+    environ: Mapping[str, str] | None,
+) -> PreflightGate | None:
+    """The preflight of walk-away tasks: its model (DETACH_PREFLIGHT_MODEL, a Claude preset)
+    through the claude CLI; None when no Claude preset is known here."""
+    preset = preflight_preset(core.money.catalog.all(), settings.preflight_model)
+    if preset is None or preset.engine != "claude":
+        if settings.preflight or settings.preflight_model:
+            raise ConfigError(
+                f"DETACH_PREFLIGHT_MODEL {settings.preflight_model!r}: not a Claude preset"
+            )
+        return None
+    env = agent_env(os.environ if environ is None else environ, settings.secret_values())
+    asker = ClaudePreflight(settings.claude_bin, env)
+    return PreflightGate(
+        Preflight(asker, preset),
+        enabled=settings.preflight,
+        money=core.money,
+        store=core.store,
+        texts=core.texts,
+        engines=engines,
+        desk=PreflightDesk(core.store, core.outbox, core.texts, settings.preflight_wait_s),
     )
 
 
@@ -169,7 +207,9 @@ async def build(
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
-        service = make_service(core, settings)
+        service = make_service(core, settings, environ)
+        if service.preflight is not None:  # held tasks whose question waited too long
+            background(stack, service.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
         schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
         answers = ApprovalAnswers(

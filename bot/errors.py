@@ -12,7 +12,8 @@
     └── AgentError             an agent CLI could not be run or broke its protocol
         ├── AgentNotInstalled  the binary is missing or does not answer --version
         ├── AgentCrashed       the CLI ended without a result (exit_code, stderr_tail)
-        └── SessionNotFound    the session to resume is not on this machine (session_id)
+        ├── SessionNotFound    the session to resume is not on this machine (session_id)
+        └── PreflightFailed    the preflight's model gave no usable verdict (reason)
 
 Foreign errors are translated where they enter (``raise ... from exc``); callers branch on the
 fields, not on message text.
@@ -123,3 +124,12 @@ class SessionNotFound(AgentError):
         super().__init__(f"{engine} has no session {session_id} on this machine")
         self.engine = engine
         self.session_id = session_id
+
+
+class PreflightFailed(AgentError):
+    """The preflight call failed, timed out or answered something that is not a verdict; the
+    task starts as it would have without a preflight."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

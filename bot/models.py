@@ -146,6 +146,14 @@ class NotifyPolicy(StrEnum):
     QUIET = "quiet"  # none
 
 
+class PreflightDecision(StrEnum):
+    """What a preflight says of a walk-away task before it starts (``bot.preflight``)."""
+
+    GO = "go"  # clear and sane: start it
+    ASK = "ask"  # one question for the owner first
+    REFUSE = "refuse"  # destructive or impossible as stated: not started unless told to
+
+
 class TaskKind(StrEnum):
     DETACH = "detach"  # self-contained goal, no interaction
     SESSION = "session"  # an interactive agent session (/claude)

@@ -77,6 +77,10 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     board_port: int | None = Field(default=None, ge=0, le=65535)  # 0: any free port (tests)
     board_host: str = "127.0.0.1"
     public_url: str | None = None  # https://…: the board as a Telegram Mini App, through a proxy
+    # a cheap model's look at a walk-away task before it starts (bot.preflight): off unless on
+    preflight: bool = False
+    preflight_model: str = ""  # a preset's name; "": the cheapest Claude preset
+    preflight_wait_s: float = Field(default=1800, gt=0)  # for the owner's answer to its question
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
         "Bash",
         "Edit",

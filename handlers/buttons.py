@@ -1,6 +1,6 @@
 """Task buttons: Cancel on acknowledgements, Resume / Mark failed after a restart, the card's
-and the worktree card's buttons, Run on <engine> now / Wait on a usage limit's notice; a
-button that is not (or no longer) ours is stale."""
+and the worktree card's buttons, Run on <engine> now / Wait on a usage limit's notice, a
+preflight's answers and Start anyway; a button that is not (or no longer) ours is stale."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from functools import partial
 from aiogram import F, Router
 from aiogram.types import CallbackQuery
 
+from bot.preflight.desk import PreflightAction
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
@@ -72,6 +73,24 @@ async def on_task_action(
     toast = f"toast.{callback_data.action.removesuffix('_yes')}"
     refused = "_refused" if done is False else ""  # a merge or discard that did not happen
     await query.answer(reply.text(toast + refused))
+
+
+@router.callback_query(Tapped(PreflightAction))
+async def on_preflight(
+    query: CallbackQuery,
+    callback_data: PreflightAction,
+    tasks: TaskService,
+    reply: Reply,
+    user_id: int,
+) -> None:
+    """A preflight's suggested answer or "Start anyway": the held task starts."""
+    step = tasks.preflight
+    key = (
+        await step.tap(user_id, callback_data.hold_id, callback_data.choice)
+        if step is not None
+        else "preflight.gone"
+    )
+    await query.answer(reply.text(key))
 
 
 @router.callback_query()

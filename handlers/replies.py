@@ -34,6 +34,9 @@ async def on_reply(
         async with staged(message, tasks) as files:
             await start_held(message, asked_about, text, files, tasks, reply)
         return
+    step = tasks.preflight
+    if own and step and await step.answered(user_id, message.chat.id, replied.message_id, text):
+        return  # the answer to a preflight's question: it starts its task
     task = await tasks.task_for_message(
         message.chat.id, replied.message_id, user_id, wait_s=LINK_WAIT_S if own else 0.0
     )
@@ -70,7 +73,7 @@ async def on_plain_text(
         asked = Held(files, PLAIN, "", None, locale)
         if await held_back(message, files, message.caption or "", tasks, reply, asked):
             return
-        await tasks.start_from_chat(
+        await tasks.request_from_chat(
             user_id,
             message.chat.id,
             TaskKind.DETACH,

@@ -53,7 +53,7 @@ async def on_task_command(
         asked = Held(files, name, command.args or "", None, locale)
         if await held_back(message, files, words, tasks, reply, asked):
             return
-        await tasks.start_from_chat(
+        await tasks.request_from_chat(
             user_id,
             message.chat.id,
             kind,

@@ -20,6 +20,7 @@ HANDLER_MAY_IMPORT_PACKAGES = (
     "bot.worktrees",
     "bot.telegram",
     "bot.board",
+    "bot.preflight",
 )
 HANDLER_MAY_IMPORT_MODULES = {"bot.models", "bot.events", "bot.errors", "bot.fleet.status"}
 HANDLER_MAY_NOT_IMPORT = {"bot.telegram.journal", "bot.telegram.notifier"}
@@ -69,7 +70,15 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("handlers",),
     # what a person asks for: tasks (and their task files), the inbox, schedules, worktrees,
     # the MCP server for other agents, the board (a web view of the tasks)
-    ("bot.tasks", "bot.intake", "bot.schedules", "bot.worktrees", "bot.mcp", "bot.board"),
+    (
+        "bot.tasks",
+        "bot.preflight",
+        "bot.intake",
+        "bot.schedules",
+        "bot.worktrees",
+        "bot.mcp",
+        "bot.board",
+    ),
     ("bot.turns", "bot.approvals", "bot.fleet"),
     # what a turn leans on: its budget, its engine, git, the allow-listed directories
     ("bot.money", "bot.engines", "bot.git", "bot.workdirs"),

@@ -101,7 +101,7 @@ class Inbox:
             if tf.client
             else self._texts.get(locale, "inbox.origin", name=name)
         )
-        task = await self._service.start(replace(new, origin=origin))
+        task = await self._service.start_walk_away(replace(new, origin=origin), options)
         await self._store.task_files.add(TaskFileRow(task.id, name, tf.goal, tf.constraints))
         await self._store.audit.record("task_file", owner, task.id, name)
         log.info("inbox file %s became task %s", name, task.id)

@@ -166,7 +166,7 @@ class ScheduleDesk:
                 schedule.locale,
                 "every" if schedule.cron else "at",
             )
-            task = await self._service.start(
+            task = await self._service.start_walk_away(
                 replace(
                     new,
                     origin=self._texts.get(
@@ -175,7 +175,8 @@ class ScheduleDesk:
                         ref=f"S{schedule.id}",
                         when=describe(when_of(schedule)),
                     ),
-                )
+                ),
+                options,
             )
         except UserInputError as exc:
             reason = plain(self._texts.get(schedule.locale, exc.key, **exc.params))

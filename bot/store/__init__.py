@@ -11,6 +11,7 @@ from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
+from bot.store.preflights import PreflightHoldRepo
 from bot.store.pulse import PulseRepo
 from bot.store.records import AuditRepo, LinkRepo, SpendRepo
 from bot.store.recovery import RecoveryRepo
@@ -51,6 +52,7 @@ class Store:
         self.spend = SpendRepo(db, clock)
         self.audit = AuditRepo(db, clock)
         self.questions = QuestionRepo(db, clock)
+        self.preflights = PreflightHoldRepo(db, clock)  # tasks held by their preflight
         self.grants = GrantRepo(db, clock)
         self.chats = ChatSettingsRepo(db, clock)
         self.users = UserSettingsRepo(db, clock)

@@ -17,6 +17,7 @@ from bot.store.schema import (
     metadata,
     outbox,
     pending_questions,
+    preflight_holds,
     runners,
     schedules,
     schema_version,
@@ -186,6 +187,11 @@ def _v21(conn: Connection) -> None:
         )
 
 
+def _v22(conn: Connection) -> None:
+    """A walk-away task held by its preflight's question or refusal."""
+    preflight_holds.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -210,6 +216,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v19,
     _v20,
     _v21,
+    _v22,
 ]
 
 

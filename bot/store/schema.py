@@ -115,6 +115,30 @@ pending_questions = sa.Table(
     sa.Column("row_id", sa.Integer),  # v19: its message's outbox row (edited when it expires)
 )
 
+# v22: a walk-away task held by its preflight's question or refusal (bot.preflight): the command
+# as typed, so the owner's answer starts it as it would have started
+preflight_holds = sa.Table(
+    "preflight_holds",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner_id", sa.BigInteger, nullable=False),
+    sa.Column("chat_id", sa.BigInteger, nullable=False, index=True),
+    sa.Column("locale", sa.String(8), nullable=False),
+    sa.Column("reply_to", sa.BigInteger),  # the command's message
+    sa.Column("text", sa.Text, nullable=False),  # the command's text, options included
+    sa.Column("with_options", sa.Boolean, nullable=False),
+    sa.Column("decision", sa.String(8), nullable=False),  # ask or refuse
+    sa.Column("question", sa.Text, nullable=False, server_default=""),
+    sa.Column("answers", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    sa.Column("cost_usd", sa.Float),
+    sa.Column("status", sa.String(12), nullable=False, index=True),
+    sa.Column("answer", sa.Text),
+    sa.Column("row_id", sa.Integer),  # its message's outbox row
+    sa.Column("deadline", sa.DateTime(timezone=True)),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 spend = sa.Table(
     "spend",
     metadata,

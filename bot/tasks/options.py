@@ -10,7 +10,17 @@ from typing import TypeVar
 from bot.errors import UserInputError
 from bot.models import ApprovalMode, Engine
 
-KNOWN = ("model", "max_usd", "mode", "engine", "cwd", "worktree", "check", "subtasks")
+KNOWN = (
+    "model",
+    "max_usd",
+    "mode",
+    "engine",
+    "cwd",
+    "worktree",
+    "check",
+    "subtasks",
+    "preflight",
+)
 _YES, _NO = ("yes", "y", "true", "on", "1"), ("no", "n", "false", "off", "0")
 NONE = ("no", "none", "off")  # ``check=no``: no check, not even the repository's default
 # key=value, key="a value" or key='a value' (a phone's “smart quotes” too), then spaces

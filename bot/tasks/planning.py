@@ -21,6 +21,7 @@ from bot.telegram.texts import Texts
 from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
+AUTO = "auto"  # ``engine=auto``: the engine and preset the preflight picks (only cheaper)
 
 
 def _sandbox_everywhere(_engine: Engine) -> str | None:
@@ -98,9 +99,10 @@ class TaskPlanner:
         is created. Under ``lineage`` (a sub-task) each is capped by its parent's rights."""
         if lineage is not None:
             lineage.depth_allowed()
+        routed = options.get("engine", "").lower() == AUTO  # the preflight may route it
         chosen = engine or (
             option_engine(options, self.default_engine, self.engines)
-            if "engine" in options
+            if "engine" in options and not routed
             else None
         )
         chat = await self._store.chats.get(chat_id)

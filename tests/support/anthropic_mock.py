@@ -49,6 +49,7 @@ class AnthropicMock(ScriptedServer):
             "messages": messages,
             "model": body.get("model"),
             "system": json.dumps(body.get("system")),
+            "tools": [t.get("name") for t in body.get("tools") or []],
         }
         step_index = sum(1 for m in messages if m.get("role") == "assistant")
         steps = self.record(record, [{"text": "ok"}])

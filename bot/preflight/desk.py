@@ -1,0 +1,178 @@
+"""The preflight's question or refusal in the chat, and what starts the held task: a suggested
+answer's button, a reply with the owner's own words, "Start anyway", or the wait's end.
+
+A hold is a row (``bot.store.preflights``), so a question survives a restart: its buttons and
+replies are read from the table, and the wait's end is found by a poll of it. Exactly one of
+them starts the task (``resolve`` closes a hold once)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Annotated
+
+from pydantic import Field
+
+from bot.errors import DetachError
+from bot.models import PreflightDecision
+from bot.preflight.check import Outcome
+from bot.store import Store
+from bot.store.preflights import PreflightHold
+from bot.telegram.callbacks import Id
+from bot.telegram.markup import CallbackData, Keyboard
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
+
+log = logging.getLogger(__name__)
+
+ANYWAY = 9  # the choice of "Start anyway" (0..3: a suggested answer)
+POLL_MAX_S = 10.0  # the longest between two looks for holds whose wait has ended
+
+
+class PreflightAction(CallbackData, prefix="pf"):
+    hold_id: Id
+    choice: Annotated[int, Field(ge=0, le=ANYWAY)]
+
+
+# starts a held task: the hold, the command's text to run, one line for its acknowledgement
+Starter = Callable[[PreflightHold, str, str], Awaitable[object]]
+
+
+class PreflightDesk:
+    """``wait_s``: DETACH_PREFLIGHT_WAIT_S, how long a question waits for its answer."""
+
+    def __init__(self, store: Store, outbox: Outbox, texts: Texts, wait_s: float) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._texts = texts
+        self.wait_s = wait_s
+        self._start: Starter | None = None
+
+    def bind(self, start: Starter) -> None:
+        """What starts a held task (the task service's)."""
+        self._start = start
+
+    async def hold(
+        self,
+        *,
+        owner_id: int,
+        chat_id: int,
+        locale: str,
+        text: str,
+        with_options: bool,
+        reply_to: int | None,
+        outcome: Outcome,
+    ) -> PreflightHold:
+        """Hold the command (an ``ask`` or ``refuse`` verdict) and post its message: the
+        question with its suggested answers and "Start anyway", or the refusal with "Start
+        anyway". A command Telegram delivers twice is held once."""
+        verdict = outcome.verdict
+        assert verdict is not None and verdict.decision is not PreflightDecision.GO
+        if reply_to is not None and (known := await self._store.preflights.held(chat_id, reply_to)):
+            return known
+        ask = verdict.decision is PreflightDecision.ASK
+        hold = await self._store.preflights.create(
+            owner_id=owner_id,
+            chat_id=chat_id,
+            locale=locale,
+            reply_to=reply_to,
+            text=text,
+            with_options=with_options,
+            decision=verdict.decision.value,
+            question=verdict.question,
+            answers=verdict.answers,
+            reason=verdict.reason,
+            cost_usd=outcome.cost_usd,
+            deadline=self._store.preflights.now() + timedelta(seconds=self.wait_s) if ask else None,
+        )
+        if ask:
+            minutes = max(1, round(self.wait_s / 60))
+            body = self._plain(
+                locale, "preflight.question", question=hold.question, minutes=minutes
+            )
+        else:
+            body = self._plain(locale, "preflight.refusal", reason=hold.reason)
+        row_id = await self._outbox.send(
+            chat_id, body, markup=self._keyboard(hold), reply_to=reply_to, html=False
+        )
+        await self._store.preflights.set_row(hold.id, row_id)
+        return hold
+
+    async def held(self, chat_id: int, reply_to: int) -> bool:
+        """This command message is held already (Telegram delivered it twice)."""
+        return await self._store.preflights.held(chat_id, reply_to) is not None
+
+    async def on_button(self, user_id: int, hold_id: int, choice: int) -> str:
+        """A tap: a suggested answer or "Start anyway"; the key of the tap's short answer."""
+        hold = await self._store.preflights.get(hold_id)
+        if hold is None or hold.owner_id != user_id:
+            return "preflight.gone"
+        if choice == ANYWAY:
+            return await self._settle(hold, "anyway", "", "preflight.started_anyway")
+        if choice >= len(hold.answers):
+            return "preflight.gone"
+        return await self._settle(hold, "answered", hold.answers[choice], "preflight.answered")
+
+    async def on_reply(self, user_id: int, chat_id: int, message_id: int, text: str) -> bool:
+        """A reply to a pending question's message answers it with the owner's words; False:
+        the message replied to is no pending question of this owner."""
+        for hold in await self._store.preflights.pending(chat_id):
+            if hold.owner_id != user_id or hold.row_id is None:
+                continue
+            if await self._store.outbox.message_id_of(hold.row_id) == message_id:
+                await self._settle(hold, "answered", text.strip(), "preflight.answered")
+                return True
+        return False
+
+    async def run_forever(self) -> None:
+        """Start the held tasks whose question waited ``wait_s`` unanswered (after a restart
+        too: the deadline is stored)."""
+        every = min(POLL_MAX_S, max(self.wait_s / 10, 0.1))
+        while True:
+            try:
+                for hold in await self._store.preflights.due(self._store.preflights.now()):
+                    await self._settle(hold, "expired", "", "preflight.no_answer")
+            except DetachError:
+                log.exception("preflight: a held task could not be started")
+            await asyncio.sleep(every)
+
+    async def _settle(self, hold: PreflightHold, status: str, answer: str, note_key: str) -> str:
+        """Close the hold (once), take its buttons away, and start its task with ``answer``
+        (or the note that none came) added to the goal."""
+        if self._start is None or not await self._store.preflights.resolve(hold.id, status, answer):
+            return "preflight.gone"
+        if hold.row_id is not None:
+            await self._outbox.edit_markup(hold.chat_id, hold.row_id, None)
+        locale = hold.locale
+        if status == "answered":
+            text = (
+                hold.text
+                + "\n\n"
+                + self._plain(locale, "preflight.clarified", question=hold.question, answer=answer)
+            )
+            note = self._plain(locale, note_key, answer=answer)
+        elif status == "expired":
+            text = (
+                hold.text
+                + "\n\n"
+                + self._plain(locale, "preflight.best_judgement", question=hold.question)
+            )
+            note = self._plain(locale, note_key)
+        else:
+            text, note = hold.text, self._plain(locale, note_key)
+        await self._start(hold, text, note)
+        return "preflight.starting"
+
+    def _keyboard(self, hold: PreflightHold) -> Keyboard:
+        rows = [
+            [PreflightAction(hold_id=hold.id, choice=i).button(a)]
+            for i, a in enumerate(hold.answers)
+        ]
+        anyway = self._texts.template(hold.locale, "preflight.anyway")
+        rows.append([PreflightAction(hold_id=hold.id, choice=ANYWAY).button(anyway)])
+        return Keyboard.of(rows)
+
+    def _plain(self, locale: str, key: str, **params: object) -> str:
+        return self._texts.template(locale, key).format(**params)

@@ -1,0 +1,114 @@
+"""Where a walk-away task meets its preflight: whether it gets one, the line its acknowledgement
+shows, and the call's cost recorded as the task's spend."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Collection
+
+from bot.models import Engine, NewTask, PreflightDecision, Preset, Task
+from bot.money.desk import MoneyDesk
+from bot.money.pricing import dearness
+from bot.preflight.check import Outcome, Preflight
+from bot.preflight.desk import PreflightDesk
+from bot.store import Store
+from bot.telegram.texts import Texts
+
+log = logging.getLogger(__name__)
+
+
+class PreflightGate:
+    """``enabled``: DETACH_PREFLIGHT, the default of a task's ``preflight=yes|no`` (walk-away
+    tasks only: the task service asks); ``engines``: the engines tasks may use here (the
+    presets offered to the model are theirs)."""
+
+    def __init__(
+        self,
+        preflight: Preflight,
+        *,
+        enabled: bool,
+        money: MoneyDesk,
+        store: Store,
+        texts: Texts,
+        engines: Collection[Engine],
+        desk: PreflightDesk,
+    ) -> None:
+        self._preflight = preflight
+        self.enabled = enabled
+        self._money = money
+        self._store = store
+        self._texts = texts
+        self._engines = engines
+        self.desk = desk
+
+    def offered(self) -> tuple[Preset, ...]:
+        return tuple(p for p in self._money.catalog.all() if p.engine in self._engines)
+
+    async def check(self, new: NewTask) -> Outcome:
+        """The preflight of ``new`` (never raises for the model's failures)."""
+        # the task's preset, else (the CLI's own default model) its engine's dearest, as the
+        # money desk counts an unknown model
+        default = self._money.catalog.get(new.preset) or self._money.counted_as(new.engine)
+        return await self._preflight.check(
+            new.prompt, new.cwd, self.offered(), default, new.max_usd
+        )
+
+    def noted(self, new: NewTask, outcome: Outcome) -> NewTask:
+        """``new`` with the preflight's line added to its acknowledgement's note."""
+        return self.noted_line(new, self.line(new.locale, outcome))
+
+    @staticmethod
+    def noted_line(new: NewTask, line: str) -> NewTask:
+        return dataclasses.replace(new, note=f"{new.note}\n{line}" if new.note else line)
+
+    @staticmethod
+    def holds(outcome: Outcome) -> bool:
+        """The verdict holds the task for the owner: a question, or a refusal."""
+        verdict = outcome.verdict
+        return verdict is not None and verdict.decision is not PreflightDecision.GO
+
+    def line(self, locale: str, outcome: Outcome) -> str:
+        """One plain-text line (the notifier escapes it): what the preflight said."""
+        verdict = outcome.verdict
+        if verdict is None:
+            return self._plain(locale, "preflight.skipped", reason=outcome.skipped)
+        if verdict.decision is PreflightDecision.ASK:
+            return self._plain(locale, "preflight.asked", question=verdict.question)
+        if verdict.decision is PreflightDecision.REFUSE:
+            return self._plain(locale, "preflight.refused", reason=verdict.reason)
+        usd = "?" if verdict.estimate_usd is None else f"{verdict.estimate_usd:.2f}"
+        minutes = "?" if verdict.estimate_minutes is None else f"{verdict.estimate_minutes:.0f}"
+        return self._plain(locale, "preflight.go", usd=usd, minutes=minutes)
+
+    def routed_line(self, locale: str, chosen: str, instead: str | None) -> str:
+        return self._plain(locale, "preflight.routed", preset=chosen, default=instead or "–")
+
+    async def charge(self, task: Task, cost_usd: float | None) -> None:
+        """The preflight's cost, recorded as spend of ``task`` (its first turn's)."""
+        if not cost_usd:
+            return
+        turn = await self._store.tasks.last_turn(task.id)
+        if turn is None:
+            return
+        await self._store.spend.record(
+            task.owner_id,
+            task.id,
+            turn.id,
+            cost_usd,
+            0,
+            0,
+            engine=self._preflight.preset.engine,
+            model=self._preflight.preset.model,
+        )
+
+    def _plain(self, locale: str, key: str, **params: str) -> str:
+        return self._texts.template(locale, key).format(**params)
+
+
+def preflight_preset(presets: Collection[Preset], named: str) -> Preset | None:
+    """DETACH_PREFLIGHT_MODEL's preset, or ("") the cheapest priced Claude preset."""
+    if named:
+        return next((p for p in presets if p.name == named), None)
+    claude = [p for p in presets if p.engine == "claude" and p.priced]
+    return min(claude, key=dearness) if claude else None

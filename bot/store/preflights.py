@@ -1,0 +1,130 @@
+"""Walk-away tasks held by their preflight (a question for the owner, or a refusal): the command
+as typed, until an answer, "Start anyway" or the wait's end starts it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.store.db import Clock, Database, aware
+from bot.store.schema import preflight_holds
+
+PENDING = "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightHold:
+    """``status``: pending, then answered / anyway / expired (each starts the task once)."""
+
+    id: int
+    owner_id: int
+    chat_id: int
+    locale: str
+    reply_to: int | None
+    text: str
+    with_options: bool
+    decision: str
+    question: str
+    answers: tuple[str, ...]
+    reason: str
+    cost_usd: float | None
+    status: str
+    answer: str | None
+    row_id: int | None
+    deadline: datetime | None
+
+
+def _hold(row: Any) -> PreflightHold:
+    answers = json.loads(row.answers or "[]")
+    return PreflightHold(
+        id=row.id,
+        owner_id=row.owner_id,
+        chat_id=row.chat_id,
+        locale=row.locale,
+        reply_to=row.reply_to,
+        text=row.text,
+        with_options=bool(row.with_options),
+        decision=row.decision,
+        question=row.question,
+        answers=tuple(str(a) for a in answers) if isinstance(answers, list) else (),
+        reason=row.reason,
+        cost_usd=row.cost_usd,
+        status=row.status,
+        answer=row.answer,
+        row_id=row.row_id,
+        deadline=aware(row.deadline) if row.deadline else None,
+    )
+
+
+class PreflightHoldRepo:
+    def __init__(self, engine: Database, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def create(self, **values: Any) -> PreflightHold:
+        """A pending hold; ``answers``: a sequence of strings."""
+        values["answers"] = json.dumps(list(values.get("answers", ())), ensure_ascii=False)
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                preflight_holds.insert().values(status=PENDING, created_at=self._clock(), **values)
+            )
+            hold_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+        return await self.get(hold_id)  # type: ignore[return-value]
+
+    async def get(self, hold_id: int) -> PreflightHold | None:
+        async with self._engine.connect() as conn:
+            row = (
+                await conn.execute(preflight_holds.select().where(preflight_holds.c.id == hold_id))
+            ).first()
+        return _hold(row) if row is not None else None
+
+    async def held(self, chat_id: int, reply_to: int) -> PreflightHold | None:
+        """The hold a command message already made (a command Telegram delivered twice)."""
+        query = preflight_holds.select().where(
+            preflight_holds.c.chat_id == chat_id, preflight_holds.c.reply_to == reply_to
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return _hold(row) if row is not None else None
+
+    async def pending(self, chat_id: int | None = None) -> list[PreflightHold]:
+        """The holds still waiting (of one chat), oldest first."""
+        query = preflight_holds.select().where(preflight_holds.c.status == PENDING)
+        if chat_id is not None:
+            query = query.where(preflight_holds.c.chat_id == chat_id)
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(query.order_by(preflight_holds.c.id))
+            return [_hold(r) for r in rows]
+
+    async def set_row(self, hold_id: int, row_id: int) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                preflight_holds.update()
+                .where(preflight_holds.c.id == hold_id)
+                .values(row_id=row_id)
+            )
+
+    async def resolve(self, hold_id: int, status: str, answer: str) -> bool:
+        """Close a pending hold; False if it was closed already (a second tap, the expiry)."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                preflight_holds.update()
+                .where(preflight_holds.c.id == hold_id, preflight_holds.c.status == PENDING)
+                .values(status=status, answer=answer)
+            )
+        return result.rowcount == 1
+
+    async def due(self, now: datetime) -> list[PreflightHold]:
+        """Pending holds whose wait for an answer has ended."""
+        query = preflight_holds.select().where(
+            preflight_holds.c.status == PENDING,
+            preflight_holds.c.deadline.is_not(None),
+            preflight_holds.c.deadline <= now,
+        )
+        async with self._engine.connect() as conn:
+            return [_hold(r) for r in await conn.execute(query)]
+
+    def now(self) -> datetime:
+        return self._clock()
