@@ -49,6 +49,12 @@ SLOW_TESTS = frozenset(
         "test_hostile_read.py::test_local_commands_read_no_secret",
         "test_lazy_types.py::test_telegram_types_are_built_on_first_use_and_work",
         "test_local_tools_hostile.py::test_a_catastrophic_pattern_neither_hangs_nor_stalls_the_loop",
+        "test_attachments.py::test_a_caption_less_photo_asks_and_a_reply_starts_the_task",
+        "test_check_consent.py::test_no_tap_is_a_no_and_the_card_says_the_check_did_not_run",
+        "test_agent_faults.py::test_an_agent_that_lingers_after_its_result_is_stopped_and_answered",
+        "test_pool.py::test_a_turn_claimed_by_its_creator_starts_at_once_or_first_when_a_slot_frees",
+        "test_pool.py::test_cap_is_honoured_and_tasks_run_in_parallel",
+        "test_store.py::test_a_write_waits_for_another_process_lock_without_blocking_the_loop",
     }
 )
 
