@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from bot.store import Store
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
 from bot.voice.drafts import VoiceDrafts, VoiceNote
+from bot.voice.offline import OfflineRecognizer
 from bot.voice.remote import RemoteRecognizer
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
@@ -205,3 +208,23 @@ async def test_without_a_recognizer_the_chat_is_told_how_to_enable_one(tmp_path)
         assert await store.drafts.of_message(OWNER, 5) is None
     finally:
         await store.close()
+
+
+def test_nothing_of_the_recognizer_is_loaded_at_idle():
+    """The idle bot's memory (bench/footprint.py) holds no recognizer, nor its numpy."""
+    code = (
+        "import sys, bot.app, handlers, bot.voice.offline, bot.voice.remote\n"
+        "print(sorted(m for m in ('pocketsphinx', 'soundfile', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+async def test_an_offline_decode_past_its_bound_stops_with_a_clear_line():
+    recognizer = OfflineRecognizer(timeout_s=0.001, max_s=60)
+    with pytest.raises(TranscriptionFailed) as failed:
+        await recognizer.transcribe(ogg_tone(2.0), "voice.ogg", 2.0)
+    assert failed.value.key == "voice.too_slow"
+    with pytest.raises(TranscriptionFailed) as failed:  # not a sound: said, not crashed
+        await OfflineRecognizer(timeout_s=30, max_s=60).transcribe(b"<html>", "voice.ogg", 1.0)
+    assert failed.value.key == "voice.unreadable"
