@@ -10,12 +10,14 @@ import asyncio
 import io
 import subprocess
 import sys
+from datetime import timedelta
 
 import numpy as np
 import pytest
 import soundfile
 
 from bot.errors import TranscriptionFailed
+from bot.intake.retention import Retention
 from bot.models import ApprovalMode
 from bot.store import Store
 from bot.telegram.outbox import Outbox
@@ -28,6 +30,7 @@ from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, running_bot
 from tests.support.stt_server import Answer, SttServer
 from tests.test_phone import answer, buttons_data, settings, until
+from tests.test_store import Clock
 
 OTHER = 222  # allowed too, but not the draft's owner
 STRANGER = 999  # not allowed at all
@@ -228,3 +231,19 @@ async def test_an_offline_decode_past_its_bound_stops_with_a_clear_line():
     with pytest.raises(TranscriptionFailed) as failed:  # not a sound: said, not crashed
         await OfflineRecognizer(timeout_s=30, max_s=60).transcribe(b"<html>", "voice.ogg", 1.0)
     assert failed.value.key == "voice.unreadable"
+
+
+async def test_drafts_survive_until_the_retention_forgets_them(tmp_path):
+    clock = Clock()
+    store = await Store.open(f"sqlite:///{tmp_path / 'voice.sqlite'}", clock)
+    try:
+        made = {"owner_id": OWNER, "chat_id": OWNER, "locale": "en", "notes": ()}
+        old = await store.drafts.create(message_id=1, text="old words", **made)
+        assert await store.drafts.create(message_id=1, text="again", **made) == old  # twice: one
+        clock.now += timedelta(days=91)
+        fresh = await store.drafts.create(message_id=2, text="new words", **made)
+        pruned = await Retention(store, days=90, clock=clock).prune_once()
+        assert pruned.drafts == 1
+        assert await store.drafts.get(old.id) is None and await store.drafts.get(fresh.id)
+    finally:
+        await store.close()
