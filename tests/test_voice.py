@@ -146,14 +146,14 @@ async def test_a_note_over_the_bound_is_cut_and_says_so(tmp_path, workdir):
 
 async def test_the_servers_failures_are_one_clear_line(tmp_path, workdir):
     async with SttServer() as stt, FakeTelegram() as fake:
-        stt.answers += [Answer(raw=b"<html>502 Bad Gateway</html>"), Answer(text="x", delay_s=2.5)]
-        config = settings(tmp_path, fake, workdir, stt_base_url=stt.base_url, stt_timeout_s=1.0)
+        stt.answers += [Answer(raw=b"<html>502 Bad Gateway</html>"), Answer(text="x", delay_s=1.2)]
+        config = settings(tmp_path, fake, workdir, stt_base_url=stt.base_url, stt_timeout_s=0.5)
         async with running_bot(config, {}, {"claude": FakeEngine(answer("ok"))}) as app:
             await fake.wait_call("setMyCommands")
             await fake.user_voice(b"OggS-1", OWNER, duration_s=1)
             await fake.wait_text(OWNER, "answer is not a transcript")
             await fake.user_voice(b"OggS-2", OWNER, duration_s=1)
-            await fake.wait_text(OWNER, "did not answer within 1 s")
+            await fake.wait_text(OWNER, "did not answer within 0.5 s")
             assert await app.store.tasks.list_for(None) == []
             assert not [c for c in fake.calls if "🎤 x" in str(c.params.get("text"))]
 
@@ -213,6 +213,7 @@ async def test_without_a_recognizer_the_chat_is_told_how_to_enable_one(tmp_path)
         await store.close()
 
 
+@pytest.mark.slow  # a fresh interpreter importing the whole bot: seconds
 def test_nothing_of_the_recognizer_is_loaded_at_idle():
     """The idle bot's memory (bench/footprint.py) holds no recognizer, nor its numpy."""
     code = (

@@ -51,7 +51,7 @@ class OfflineRecognizer:
             except TimeoutError:
                 stop.set()
                 raise TranscriptionFailed(
-                    "voice.too_slow", seconds=round(self._timeout_s)
+                    "voice.too_slow", seconds=f"{self._timeout_s:g}"
                 ) from None
             finally:
                 stop.set()  # cancelled (the bot stops): the thread ends at its next chunk
@@ -72,7 +72,7 @@ class OfflineRecognizer:
         decoder.start_utt()
         for start in range(0, len(pcm.data), CHUNK_BYTES):
             if stop.is_set() or time.monotonic() > deadline:
-                raise TranscriptionFailed("voice.too_slow", seconds=round(self._timeout_s))
+                raise TranscriptionFailed("voice.too_slow", seconds=f"{self._timeout_s:g}")
             decoder.process_raw(pcm.data[start : start + CHUNK_BYTES], False, False)
         decoder.end_utt()
         hypothesis = decoder.hyp()

@@ -56,7 +56,7 @@ class RemoteRecognizer:
                 body = await answer.content.read(MAX_ANSWER_BYTES)
                 status = answer.status
         except TimeoutError:
-            raise TranscriptionFailed("voice.server_slow", seconds=round(self._timeout_s)) from None
+            raise TranscriptionFailed("voice.server_slow", seconds=f"{self._timeout_s:g}") from None
         except aiohttp.ClientError as exc:
             raise TranscriptionFailed("voice.server_failed", reason=type(exc).__name__) from exc
         if status != 200:
