@@ -188,8 +188,8 @@ async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
             await page.wait_for_selector(f'details.file[data-path="{path}"]', timeout=10_000)
         await page.click('details.file[data-path="src/app.py"] summary')
         assert "print('v2')" in await page.inner_text('details.file[data-path="src/app.py"] .add')
-        coloured = 'details.file[data-path="src/app.py"] .add .str'
-        assert await page.inner_text(coloured) == "'v2'"  # syntax, lightly coloured
+        coloured = 'details.file[data-path="src/app.py"] .add .tok-str'
+        assert await page.inner_text(coloured) == "'v2'"  # coloured as Python
         summary = await page.inner_text('details.file[data-path="NEW.md"] summary')
         assert "(new)" in summary
         deleted = await page.inner_text('details.file[data-path="README.md"] summary')
@@ -369,7 +369,8 @@ MARKDOWN_DOM = (
     '<ol class="md"><li>first</li><li>second</li></ol>'
     '<blockquote class="md"><p class="md">quoted <strong>text</strong></p></blockquote>'
     '<pre class="md" data-lang="python"><code class="lang-python">'
-    'def f(): return "&lt;b&gt;"</code></pre>'
+    '<span class="tok-kw">def</span> f(): <span class="tok-kw">return</span> '
+    '<span class="tok-str">"&lt;b&gt;"</span></code></pre>'
     '<div class="md-table"><table class="md"><thead><tr><th>name</th><th>value</th></tr>'
     "</thead><tbody><tr><td>a</td><td><code>1</code></td></tr></tbody></table></div>"
     '<hr class="md">'
