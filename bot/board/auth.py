@@ -11,11 +11,13 @@ is why nothing of it is stored in the database: no migration, and a lost link is
 A session is a random token in an HttpOnly, SameSite=Strict cookie (or, inside Telegram's Mini
 App, where a cookie of another site is not sent, an ``Authorization: Bearer`` header); the board
 keeps only its SHA-256 with the user, expiry and the session's CSRF token, in memory: a restart
-signs everybody out."""
+signs everybody out. An ended session is remembered a while longer, only to ask its user to
+sign in again in their own language."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -143,7 +145,10 @@ class BoardAuth:
             raise Refused("a malformed link") from exc
 
     def close(self, token: str) -> None:
-        self._sessions.pop(_digest(token), None)
+        """The session ends now (``known`` still says whose it was)."""
+        found = self._sessions.get(_digest(token))
+        if found is not None:
+            self._sessions[_digest(token)] = dataclasses.replace(found, expires=self._clock())
 
     def _open(self, user_id: int) -> tuple[str, Session]:
         if user_id not in self._allowed:
