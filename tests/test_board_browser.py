@@ -292,7 +292,7 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
         return (
             SessionStarted(SESSION, "fake-model"),
             TextEmitted(text),
-            ToolCalled("t1", f"Bash{IMG}", f"echo {QUOTES} {SCRIPT}"),
+            ToolCalled("t1", f"Bash{IMG}", f"echo {QUOTES} {SCRIPT}", detail=f"{IMG}\n{QUOTES}"),
             ToolFinished("t1", False, f"{IMG}\n{SCRIPT}\n{QUOTES}"),
             TurnFinished(False, "done", SESSION, 0.01, Usage(1, 1)),
         )
@@ -325,6 +325,7 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
         transcript = await page.inner_text("#transcript")
         for shown in (IMG, SCRIPT, QUOTES, "[click](javascript:window.__pwned=1)", f"Bash{IMG}"):
             assert shown in transcript, shown
+        assert await page.inner_text("#transcript pre.input") == f"{IMG}\n{QUOTES}"
         assert await page.inner_text("#transcript pre[data-lang='html'] code") == SCRIPT
         assert IMG in await page.inner_text(".card.goal")
         check = await page.inner_text("details.card:has-text('cat check.txt')")
@@ -470,6 +471,7 @@ SAMPLES = [  # (a file or fence name, code, the tokens it gets: class and text)
     ("python", "'''a\nb''' + x", [("str", "'''"), ("str", "a"), ("str", "b'''")]),  # a fence's name
     ("a.js", "/* a\nb */ x", [("com", "/*"), ("com", " a"), ("com", "b */")]),
     ("notes.txt", "def return", []),  # no language: plain text
+    ("a.py", "def " + "x" * 2000, []),  # a line this long: plain, whatever it holds
 ]
 
 
@@ -481,7 +483,7 @@ async def test_code_is_coloured_by_language_as_dom_nodes(tmp_path, workdir, brow
         await page.goto(board.url + "/")  # the shell (401 without a session) loads it
         found = await page.evaluate(
             "(samples) => samples.map(([name, text]) => {"
-            " const box = document.createElement('pre'); box.append(...SYNTAX.code(text, name));"
+            " const box = document.createElement('pre'); box.append(SYNTAX.code(text, name));"
             " return [...box.querySelectorAll('span')]"
             ".map((s) => [s.className.slice(4), s.textContent]); })",
             [[name, text] for name, text, _ in SAMPLES],
@@ -490,7 +492,7 @@ async def test_code_is_coloured_by_language_as_dom_nodes(tmp_path, workdir, brow
             assert [tuple(t) for t in got] == tokens, (name, text)
         patch = "diff --git a/x.py b/x.py\n@@ -1 +1 @@\n-x = '''\n+y = 1\n context"
         lines = await page.evaluate(
-            "(patch) => SYNTAX.diff(patch, 'x.py').map((l) => [l.className,"
+            "(patch) => [...SYNTAX.diff(patch, 'x.py').children].map((l) => [l.className,"
             " [...l.querySelectorAll('span')].map((s) => s.className + ':' + s.textContent)])",
             patch,
         )

@@ -235,11 +235,16 @@ function transcriptItem(item, tools) {
 }
 
 function diffFile(file) {
-  // coloured in the language of its extension (static/syntax.js: DOM nodes, never HTML)
-  const pre = el("pre", { class: "diff" }, SYNTAX.diff(file.patch, file.path));
+  // coloured in the language of its extension (static/syntax.js: DOM nodes, never HTML),
+  // when first unfolded: a large diff costs nothing until it is read
+  const pre = el("pre", { class: "diff" });
   const mark = file.new ? " (" + t("new_file") + ")" : file.deleted ? " (" + t("deleted_file") + ")" : "";
-  return el("details", { class: "card file", "data-path": file.path },
+  const box = el("details", { class: "card file", "data-path": file.path },
     el("summary", {}, file.path + mark + "  +" + file.added + " −" + file.removed), pre);
+  box.addEventListener("toggle", () => {
+    if (box.open && !pre.firstChild) pre.append(SYNTAX.diff(file.patch, file.path));
+  });
+  return box;
 }
 
 function pendingCard(q, taskId) {

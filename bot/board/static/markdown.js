@@ -115,7 +115,7 @@ const MD = (() => {
         for (i++; i < lines.length && !lines[i].trimStart().startsWith(m[1]); i++) body.push(lines[i]);
         i++;
         const text = body.join("\n");  // coloured when its language is known (syntax.js)
-        const code = node("code", null, ...(typeof SYNTAX === "object" ? SYNTAX.code(text, m[2]) : [text]));
+        const code = node("code", null, typeof SYNTAX === "object" ? SYNTAX.code(text, m[2]) : text);
         const pre = node("pre", "md", code);
         if (m[2]) { code.className = "lang-" + m[2]; pre.dataset.lang = m[2]; }
         out.push(pre);

@@ -49,6 +49,7 @@ const SYNTAX = (() => {
     java: "java", kt: "java", kotlin: "java", scala: "java", cs: "java", csharp: "java",
   };
   const WORD = /[A-Za-z_$][\w$]*/y;
+  const LONG = 2000;  // a longer line (minified code, data) is shown plain: quick, whatever comes
   const NUMBER = /(0[xX][\da-fA-F_]+|\d[\d_]*(\.\d+)?([eE][+-]?\d+)?)[a-zA-Z]*/y;
 
   /** The language of a file name or a fence's name (``null``: none known). */
@@ -79,6 +80,7 @@ const SYNTAX = (() => {
     };
     let open = state && state.open;
     let i = 0;
+    if (text.length > LONG) return finish([text], "", null);
     if (lang.md) return markdown(text, push, out, () => plain);
     if (!open && lang.meta && lang.meta.test(text)) {
       push("meta", text);
@@ -102,13 +104,12 @@ const SYNTAX = (() => {
         open = null;
         continue;
       }
-      const rest = text.slice(i);
       const prev = i ? text[i - 1] : " ";
-      if (lang.line && rest.startsWith(lang.line) && (lang.line !== "#" || /\s/.test(prev))) {
-        push("com", rest);
+      if (lang.line && text.startsWith(lang.line, i) && (lang.line !== "#" || /\s/.test(prev))) {
+        push("com", text.slice(i));
         break;
       }
-      const block = (lang.blocks || []).find(([start]) => rest.startsWith(start));
+      const block = (lang.blocks || []).find(([start]) => text.startsWith(start, i));
       if (block) {
         open = { end: block[1], cls: block[2] };
         push(block[2], block[0]);
@@ -161,27 +162,27 @@ const SYNTAX = (() => {
     return finish(out, plain, null);
   }
 
-  /** ``text`` (a code block) in ``lang``'s colours: nodes, one line after another. */
+  /** ``text`` (a code block) in the colours of the language ``name``s: a fragment. */
   function code(text, name) {
     const lang = language(name);
-    if (!lang) return [text];
-    const out = [];
+    const out = document.createDocumentFragment();
+    if (!lang) { out.append(String(text)); return out; }
     let state = null;
     String(text).split("\n").forEach((row, k) => {
-      if (k) out.push("\n");
+      if (k) out.append("\n");
       const done = line(row, lang, state);
-      out.push(...done.nodes);
+      for (const n of done.nodes) out.append(n);
       state = done.state;
     });
     return out;
   }
 
-  /** A file's patch as nodes: each line a block (added, removed, hunk header, context) whose
+  /** A file's patch as a fragment: each line a block (added, removed, hunk header, context) whose
    * code is coloured in the language of ``path``; the old and the new side keep their own
    * state across lines, and a hunk header starts both afresh. */
   function diff(patch, path) {
     const lang = language(path);
-    const out = [];
+    const out = document.createDocumentFragment();
     let old = null, now = null, body = false;
     for (const row of String(patch).split("\n")) {
       const head = row.startsWith("@@");
@@ -194,13 +195,13 @@ const SYNTAX = (() => {
       else {
         block.append(row.slice(0, 1));
         const done = line(row.slice(1), lang, kind === "del" ? old : now);
-        block.append(...done.nodes);
+        for (const n of done.nodes) block.append(n);
         if (kind === "del") old = done.state;
         else if (kind === "add") now = done.state;
         else old = now = done.state;
       }
       block.append("\n");
-      out.push(block);
+      out.append(block);
     }
     return out;
   }
