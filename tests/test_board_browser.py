@@ -484,11 +484,12 @@ async def test_code_is_coloured_by_language_as_dom_nodes(tmp_path, workdir, brow
         found = await page.evaluate(
             "(samples) => samples.map(([name, text]) => {"
             " const box = document.createElement('pre'); box.append(SYNTAX.code(text, name));"
-            " return [...box.querySelectorAll('span')]"
-            ".map((s) => [s.className.slice(4), s.textContent]); })",
+            " return [box.textContent, [...box.querySelectorAll('span')]"
+            ".map((s) => [s.className.slice(4), s.textContent])]; })",
             [[name, text] for name, text, _ in SAMPLES],
         )
-        for (name, text, tokens), got in zip(SAMPLES, found, strict=True):
+        for (name, text, tokens), (shown, got) in zip(SAMPLES, found, strict=True):
+            assert shown == text, name  # every character, as it was
             assert [tuple(t) for t in got] == tokens, (name, text)
         patch = "diff --git a/x.py b/x.py\n@@ -1 +1 @@\n-x = '''\n+y = 1\n context"
         lines = await page.evaluate(
@@ -503,6 +504,8 @@ async def test_code_is_coloured_by_language_as_dom_nodes(tmp_path, workdir, brow
             ["line add", ["tok-num:1"]],  # not inside the removed line's string
             ["line", []],
         ]
+        shown = await page.evaluate("(p) => SYNTAX.diff(p, 'x.py').textContent", patch)
+        assert shown == patch + "\n"  # every character, each line ended
 
 
 async def test_a_tools_whole_input_unfolds_with_its_output(tmp_path, workdir, browser):

@@ -31,7 +31,7 @@ const SYNTAX = (() => {
     sh: { line: "#", quotes: "\"'", blocks: [],
       kw: words("if then else elif fi for while until do done case esac in function return local export readonly set unset shift exit break continue echo cd source trap sudo"),
       lit: words("true false") },
-    json: { quotes: "\"", blocks: [], key: /^\s*("(?:[^"\\]|\\.)*")(\s*:)/, lit: words("true false null") },
+    json: { quotes: "\"", blocks: [], key: /^(\s*)("(?:[^"\\]|\\.)*")(\s*:)/, lit: words("true false null") },
     yaml: { line: "#", quotes: "\"'", blocks: [], key: /^(\s*(?:-\s+)?)([\w.$/-]+|"[^"]*"|'[^']*')(\s*:(?=\s|$))/,
       meta: /^(---|\.\.\.)\s*$/, lit: words("true false null yes no on off ~") },
     toml: { line: "#", quotes: "\"'", blocks: [['"""', '"""', "str"], ["'''", "'''", "str"]],
@@ -88,8 +88,7 @@ const SYNTAX = (() => {
     }
     let m;
     if (!open && lang.key && (m = text.match(lang.key))) {
-      const parts = m.slice(1);
-      const [lead, key, colon] = parts.length === 2 ? ["", parts[0], parts[1]] : parts;
+      const [lead, key, colon] = m.slice(1);  // every language's key: three groups
       push(null, lead);
       push("key", key);
       push(null, colon);
