@@ -46,6 +46,7 @@ from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
 from bot.telegram.outbox import Outbox
 from bot.telegram.reach import reach_telegram
+from bot.telegram.topics import Topics
 from bot.telegram.retry import RetryMiddleware
 from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
@@ -204,6 +205,7 @@ async def build(
             settings.outbox_chat_interval_s,
             settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
+            topics=Topics(store, bot, settings.topics),
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()

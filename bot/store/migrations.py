@@ -12,6 +12,7 @@ from bot.store.schema import (
     chat_settings,
     engine_limits,
     engine_sessions,
+    forum_topics,
     grants,
     message_links,
     metadata,
@@ -24,6 +25,7 @@ from bot.store.schema import (
     spend,
     task_checks,
     task_files,
+    task_topics,
     tasks,
     transcript,
     turns,
@@ -192,6 +194,13 @@ def _v22(conn: Connection) -> None:
     preflight_holds.create(conn, checkfirst=True)
 
 
+def _v_topics(conn: Connection) -> None:
+    """A topic per task: the forum topics the bot opened, and which one each task's
+    messages go to."""
+    forum_topics.create(conn, checkfirst=True)
+    task_topics.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -217,6 +226,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v20,
     _v21,
     _v22,
+    _v_topics,
 ]
 
 
