@@ -46,10 +46,10 @@ from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
 from bot.telegram.outbox import Outbox
 from bot.telegram.reach import reach_telegram
-from bot.telegram.topics import Topics
 from bot.telegram.retry import RetryMiddleware
 from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
+from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
 from bot.worktrees.card import WorktreeCard
 from executors import registry

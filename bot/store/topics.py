@@ -37,9 +37,7 @@ class TopicRepo:
     async def place(self, task_id: int, chat_id: int, key: str | None) -> None:
         """The task's messages go to topic ``key`` from now on (None: the chat itself)."""
         async with self._engine.begin() as conn:
-            await conn.execute(
-                task_topics.delete().where(task_topics.c.task_id == task_id)
-            )
+            await conn.execute(task_topics.delete().where(task_topics.c.task_id == task_id))
             await conn.execute(
                 task_topics.insert().values(task_id=task_id, chat_id=chat_id, key=key)
             )
