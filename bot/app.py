@@ -205,7 +205,7 @@ async def build(
             settings.outbox_chat_interval_s,
             settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
-            topics=Topics(store, bot, settings.topics),
+            topics=Topics(store, bot, texts, settings.topics),
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()

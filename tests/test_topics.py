@@ -71,8 +71,8 @@ async def test_a_task_keeps_its_messages_in_its_topic_and_the_topic_continues_it
             archived = await fake.wait_text(OWNER, "Archived", after=mark)
             assert thread_of(archived) == thread
             renamed = await fake.wait_call("editForumTopic")
-            assert renamed.params["name"] == "📦 #1 wait-me"
-            assert fake.topics[(OWNER, thread)]["name"] == "📦 #1 wait-me"
+            assert renamed.params["name"] == "🗄 #1 wait-me · archived"
+            assert fake.topics[(OWNER, thread)]["name"] == "🗄 #1 wait-me · archived"
             assert await app.outbox.idle(10)
             sent = task_sends(fake, OWNER, "#1 wait-me")
             kinds = " ".join(str(c.params.get("text")) for c in sent)

@@ -28,10 +28,10 @@ from aiogram.exceptions import (
 from bot.models import MessageKind, OutboxOp, Task, TopicMode
 from bot.store import Store
 from bot.store.outbox import OutboxRow
+from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 RECHECK_S = 60.0  # whether a chat has topics is asked again after this long
-ARCHIVED_MARK = "📦 "  # a private chat's topic of an archived task is renamed with this
 NAME_MAX = 128  # Telegram's limit on a topic's name
 REFUSED = (TelegramBadRequest, TelegramForbiddenError, TelegramNotFound)
 # what Telegram answers a send to a topic that is gone, or closed to the bot
@@ -40,10 +40,16 @@ THREAD_GONE = ("message thread not found", "topic_deleted", "topic_closed")
 
 class Topics:
     def __init__(
-        self, store: Store, bot: Bot, mode: TopicMode, recheck_s: float = RECHECK_S
+        self,
+        store: Store,
+        bot: Bot,
+        texts: Texts,
+        mode: TopicMode,
+        recheck_s: float = RECHECK_S,
     ) -> None:
         self._store = store
         self._bot = bot
+        self._texts = texts
         self._mode = mode
         self._recheck_s = recheck_s
         self._forums: dict[int, tuple[bool, float]] = {}  # chat -> (has topics, asked at)
@@ -135,7 +141,9 @@ class Topics:
         if row.chat_id < 0:
             await self._bot.close_forum_topic(row.chat_id, topic.thread_id)
         else:
-            name = (ARCHIVED_MARK + topic.name)[:NAME_MAX]
-            await self._bot.edit_forum_topic(row.chat_id, topic.thread_id, name=name)
+            task = await self._store.tasks.get(row.task_id)
+            locale = task.locale if task is not None else "en"
+            name = self._texts.raw(locale, "topic.archived_name", name=topic.name)
+            await self._bot.edit_forum_topic(row.chat_id, topic.thread_id, name=name[:NAME_MAX])
         await self._store.topics.closed(row.chat_id, topic.key)
         log.info("task %s: topic %s closed", row.task_id, topic.thread_id)
