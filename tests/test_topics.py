@@ -9,10 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.models import TaskStatus, TurnSpec
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+
+from bot.models import NewTask, OutboxOp, TaskKind, TaskStatus, TopicMode, TurnSpec
+from bot.store import Store
+from bot.store.outbox import OutboxRow
+from bot.telegram.texts import Texts
+from bot.telegram.topics import Topics
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_forum import FakeForum
-from tests.support.fake_telegram import Call, FakeTelegram
+from tests.support.fake_telegram import TOKEN, Call, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_phone import SESSION, answer, buttons_data, waits_for_approval
 
@@ -189,3 +197,41 @@ async def test_a_deleted_topic_or_one_that_cannot_be_opened_loses_nothing(tmp_pa
             failed = [c for c in fake.calls[mark:] if c.method == "sendMessage" and not c.ok]
             assert failed == [refused]
             assert (await app.store.topics.tasks_in(GROUP, thread)) == []  # forgotten
+
+
+async def test_whether_a_chat_has_topics_is_asked_again_for_the_next_task(tmp_path):
+    """The delivery's topic service against the fake over HTTP, with a real store: the answer
+    of ``getMe`` is kept for ``recheck_s``; a task's place, once decided, stays."""
+    async with FakeForum(private_topics=False) as fake:
+        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+        bot = Bot(TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(fake.base_url)))
+        try:
+
+            async def row_of(prompt: str) -> OutboxRow:
+                new = NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, prompt, tmp_path)
+                task, _ = await store.tasks.create(new, prompt)
+                return OutboxRow(task.id, OWNER, OutboxOp.SEND, {"text": prompt}, task.id, "ack", 0)
+
+            cached = Topics(store, bot, Texts(), TopicMode.TASK)
+            asking = Topics(store, bot, Texts(), TopicMode.TASK, recheck_s=0.0)
+            first = await row_of("one")
+            assert await asking.thread_for(first) == (None, False)
+            fake.private_topics = True  # the owner turns topics on
+            assert await asking.thread_for(first) == (None, False)  # its place was decided
+            second = await row_of("two")
+            thread, opened = await asking.thread_for(second)
+            assert opened and (OWNER, thread) in fake.topics
+            assert await asking.thread_for(second) == (thread, False)  # opened once
+            fake.private_topics = False  # and off again: the next task stays in the chat
+            assert await asking.thread_for(await row_of("three")) == (None, False)
+            fake.private_topics = True
+            asks = [c.method for c in fake.calls].count("getMe")
+            assert (await cached.thread_for(await row_of("four")))[1]
+            fake.private_topics = False  # turned off meanwhile, not asked again yet:
+            refused = await cached.thread_for(await row_of("five"))
+            assert refused == (None, False)  # Telegram refuses the topic; the chat
+            assert [c.method for c in fake.calls].count("getMe") == asks + 1
+            assert not fake.calls[-1].ok and fake.calls[-1].method == "createForumTopic"
+        finally:
+            await bot.session.close()
+            await store.close()
