@@ -74,6 +74,10 @@ async def test_a_task_keeps_its_messages_in_its_topic_and_the_topic_continues_it
             assert [s.task_id for s in engine.specs] == [1, 1]
             assert engine.specs[1].prompt == "and now the docs"
             assert engine.specs[1].resume_session_id == SESSION
+            # a task's file goes to its topic, whichever chat asked for it
+            await fake.user_message("/export 1", OWNER)
+            exported = await fake.wait_call("sendDocument", after=mark)
+            assert thread_of(exported) == thread
             # an answer to a command in the topic is said there too
             await fake.user_message("/archive 1", OWNER, thread_id=thread)
             archived = await fake.wait_text(OWNER, "Archived", after=mark)
@@ -85,7 +89,8 @@ async def test_a_task_keeps_its_messages_in_its_topic_and_the_topic_continues_it
             sent = task_sends(fake, OWNER, "#1 wait-me")
             kinds = " ".join(str(c.params.get("text")) for c in sent)
             assert "wants to use" in kinds and "Did: and now the docs." in kinds
-            assert len(sent) >= 4  # acknowledgement, approval, two cards…
+            assert "sendDocument" in [c.method for c in sent]
+            assert len(sent) >= 5  # acknowledgement, approval, two cards, a file…
             assert {thread_of(c) for c in sent} == {thread}  # …each of them in the topic
             assert len(fake.in_topic(OWNER, thread)) >= len(sent)
             assert not [c for c in fake.calls if c.method == "closeForumTopic"]
