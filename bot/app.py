@@ -49,6 +49,7 @@ from bot.telegram.reach import reach_telegram
 from bot.telegram.retry import RetryMiddleware
 from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
+from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
@@ -227,6 +228,7 @@ async def build(
             settings.outbox_chat_interval_s,
             settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
+            topics=Topics(store, bot, texts, settings.topics),
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()

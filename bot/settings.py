@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.models import ApprovalMode, ProcessRole
+from bot.models import ApprovalMode, ProcessRole, TopicMode
 from executors.claude import ClaudeSettings
 from executors.codex import CodexSettings
 from executors.local import LocalSettings
@@ -49,6 +49,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     # bytes of delivered files at once); 0: kept forever
     retention_days: float = Field(default=90, ge=0)
     plain_text: Literal["task", "help"] = "task"  # a plain private message: a task, or help
+    topics: TopicMode = TopicMode.TASK  # with forum topics on: a topic per task, or per project
     progress_delay_s: float = Field(default=5.0, ge=0)  # a turn shorter than this: no progress
     outbox_chat_interval_s: float = Field(default=1.0, ge=0)
     outbox_group_interval_s: float = Field(default=3.0, ge=0)

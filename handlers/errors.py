@@ -27,5 +27,6 @@ async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox, locale: str 
         text = texts.get(locale, "error.internal")
     if event.update.callback_query is not None:
         await event.update.callback_query.answer(shorten(plain(text), 200), show_alert=True)
-    elif event.update.message is not None:
-        await outbox.send(event.update.message.chat.id, text)
+    elif (message := event.update.message) is not None:  # in its forum topic, if any
+        thread_id = message.message_thread_id if message.is_topic_message else None
+        await outbox.send(message.chat.id, text, thread_id=thread_id)

@@ -12,6 +12,7 @@ from bot.store.schema import (
     chat_settings,
     engine_limits,
     engine_sessions,
+    forum_topics,
     grants,
     message_links,
     metadata,
@@ -24,6 +25,7 @@ from bot.store.schema import (
     spend,
     task_checks,
     task_files,
+    task_topics,
     tasks,
     transcript,
     turns,
@@ -196,6 +198,11 @@ def _v22(conn: Connection) -> None:
 def _v_voice(conn: Connection) -> None:
     """A voice note's transcript, a draft until its owner starts, edits or cancels it."""
     voice_drafts.create(conn, checkfirst=True)
+def _v_topics(conn: Connection) -> None:
+    """A topic per task: the forum topics the bot opened, and which one each task's
+    messages go to."""
+    forum_topics.create(conn, checkfirst=True)
+    task_topics.create(conn, checkfirst=True)
 
 
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
@@ -224,6 +231,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v21,
     _v22,
     _v_voice,
+    _v_topics,
 ]
 
 

@@ -325,6 +325,17 @@ class TaskService:
             await asyncio.sleep(LINK_POLL_S)
         return await self.get_own(user_id, task_id)
 
+    async def task_in_topic(self, chat_id: int, thread_id: int, user_id: int) -> Task | None:
+        """The task a message in a forum topic continues: the user's newest of the topic's
+        tasks (a directory's topic holds several); None in a topic no task opened. A topic
+        of only somebody else's tasks is reported like a missing task."""
+        task_ids = await self._store.topics.tasks_in(chat_id, thread_id)
+        for task_id in task_ids:
+            task = await self._store.tasks.get(task_id)
+            if task is not None and task.owner_id == user_id:
+                return task
+        return await self.get_own(user_id, task_ids[0]) if task_ids else None
+
     async def list(self, user_id: int) -> list[Task]:
         statuses = [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
         tasks = await self._store.tasks.list_for(user_id, statuses, LIST_LIMIT)
@@ -395,6 +406,8 @@ class TaskService:
             task = await self.get_idle(user_id, parse_task_id(ref, "archive"))
             await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
             archived = [task.id]
+        for task_id in archived:
+            await self._notifier.archived(await self.get_own(user_id, task_id))
         for task_id in archived[-ARCHIVE_FOLLOW_MAX:]:
             task = await self.get_own(user_id, task_id)
             await self._notifier.buttons_follow(
