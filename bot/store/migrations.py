@@ -198,6 +198,8 @@ def _v22(conn: Connection) -> None:
 def _v_voice(conn: Connection) -> None:
     """A voice note's transcript, a draft until its owner starts, edits or cancels it."""
     voice_drafts.create(conn, checkfirst=True)
+
+
 def _v_topics(conn: Connection) -> None:
     """A topic per task: the forum topics the bot opened, and which one each task's
     messages go to."""
