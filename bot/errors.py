@@ -5,6 +5,7 @@
     ├── UserInputError         bad input from a person; carries a locale key and its arguments
     │   ├── TaskNotFound       unknown id, or a task of somebody else (never tell which)
     │   └── TaskStateError     the task cannot do that now (e.g. archive a running task)
+    │       └── TaskHeld       the task is held at the terminal (task_id): Take back first
     ├── ToolRefused            an MCP tool call `detach mcp` refuses; the message is for a model
     ├── AlreadyRunning         another process holds this database and role (what, holder)
     ├── StoreError             the database failed or holds something unexpected
@@ -63,6 +64,15 @@ class TaskNotFound(UserInputError):
 
 class TaskStateError(UserInputError):
     pass
+
+
+class TaskHeld(TaskStateError):
+    """A turn for a task held at the terminal (``task_id``) is refused; the reply offers
+    Take back."""
+
+    def __init__(self, task_id: int, label: str, since: str) -> None:
+        super().__init__("terminal.refused", label=label, since=since)
+        self.task_id = task_id
 
 
 class ToolRefused(DetachError):

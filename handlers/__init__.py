@@ -33,9 +33,11 @@ from aiogram.types import BotCommand, TelegramObject
 from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
 from bot.schedules.desk import ScheduleDesk
+from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
+from bot.tasks.terminal import TerminalDesk
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -51,6 +53,7 @@ from handlers import (
     replies,
     schedules,
     tasks,
+    terminal,
 )
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware
@@ -59,6 +62,7 @@ from handlers.locale import LocaleMiddleware
 COMMANDS = (
     "tasks",
     "result",
+    "adopt",
     "export",
     "cancel",
     "archive",
@@ -85,6 +89,7 @@ ROUTERS: tuple[Router, ...] = (
     schedules.router,
     board.router,
     held.router,
+    terminal.router,
     buttons.router,
     replies.router,
     errors.router,
@@ -107,6 +112,8 @@ class Services:
     schedules: ScheduleDesk
     engine_status: list[str]  # filled in once the engines' probes answered
     fleet: FleetStatus
+    terminal: TerminalDesk  # hand-off: hold at the terminal, take back
+    adoption: Adoption  # /adopt
 
 
 def build_dispatcher(

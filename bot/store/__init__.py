@@ -21,6 +21,7 @@ from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
 from bot.store.task_rows import TurnOutcome
 from bot.store.tasks import TaskRepo
+from bot.store.terminal import TerminalRepo
 from bot.store.transcript import TranscriptLine, TranscriptRepo
 
 __all__ = [
@@ -67,6 +68,7 @@ class Store:
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
         self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
+        self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

@@ -25,6 +25,7 @@ from bot.store.schema import (
     task_checks,
     task_files,
     tasks,
+    terminal_holds,
     transcript,
     turns,
     update_journal,
@@ -192,6 +193,11 @@ def _v22(conn: Connection) -> None:
     preflight_holds.create(conn, checkfirst=True)
 
 
+def _v_handoff(conn: Connection) -> None:
+    """Hand-off: tasks held at the terminal."""
+    terminal_holds.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -217,6 +223,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v20,
     _v21,
     _v22,
+    _v_handoff,
 ]
 
 

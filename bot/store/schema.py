@@ -330,3 +330,13 @@ runners = sa.Table(
     sa.Column("stopped_at", sa.DateTime(timezone=True)),  # stopped cleanly
     sa.Column("taken_at", sa.DateTime(timezone=True)),  # its turns were taken over
 )
+
+# hand-off: a task held at the terminal (its owner continues its session there; phone replies
+# are refused until taken back): by whom, since when
+terminal_holds = sa.Table(
+    "terminal_holds",
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("since", sa.DateTime(timezone=True), nullable=False),
+)

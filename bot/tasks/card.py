@@ -63,6 +63,7 @@ class TaskCard:
     async def ask_follow_up(self, user_id: int, task_id: int) -> None:
         """A force-reply prompt linked to the task: the reply continues it."""
         task = await self._tasks.get_own(user_id, task_id)
+        await self._tasks.refuse_held(task)
         await self._notifier.send(
             task,
             self._texts.get(task.locale, "task.followup_prompt", label=task.label),
