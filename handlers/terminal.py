@@ -3,15 +3,16 @@ card's 🖥 To terminal holds a task there and 📱 Take back releases it (``bot
 
 from __future__ import annotations
 
-from aiogram import Router
+from aiogram import F, Router
 from aiogram.filters import Command, CommandObject
 from aiogram.types import CallbackQuery, Message
 
 from bot.tasks.adoption import Adoption
 from bot.tasks.terminal import TerminalDesk
+from bot.telegram.callbacks import TaskAction, TaskButton
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
-from bot.telegram.terminal import TerminalAction, TerminalButton
+from bot.telegram.terminal import TakeBack
 from handlers.taps import Tapped
 
 router = Router(name="terminal")
@@ -34,17 +35,25 @@ async def on_adopt(
     await adoption.adopt(user_id, message.chat.id, locale, typed)
 
 
-@router.callback_query(Tapped(TerminalAction))
-async def on_terminal(
+@router.callback_query(Tapped(TaskAction, F.action == TaskButton.TO_TERMINAL))
+async def on_to_terminal(
     query: CallbackQuery,
-    callback_data: TerminalAction,
+    callback_data: TaskAction,
     terminal: TerminalDesk,
     user_id: int,
     reply: Reply,
 ) -> None:
-    if callback_data.action is TerminalButton.HOLD:
-        task = await terminal.hold(user_id, callback_data.task_id)
-        await query.answer(plain(reply.text("terminal.held_toast", label=task.label)))
-        return
+    task = await terminal.hold(user_id, callback_data.task_id)
+    await query.answer(plain(reply.text("terminal.held_toast", label=task.label)))
+
+
+@router.callback_query(Tapped(TakeBack))
+async def on_take_back(
+    query: CallbackQuery,
+    callback_data: TakeBack,
+    terminal: TerminalDesk,
+    user_id: int,
+    reply: Reply,
+) -> None:
     task = await terminal.take_back(user_id, callback_data.task_id)
     await query.answer(plain(reply.text("terminal.taken_back_toast", label=task.label)))

@@ -7,24 +7,18 @@ from __future__ import annotations
 
 import html
 import shlex
-from enum import StrEnum
 
 from bot.models import Task
-from bot.telegram.callbacks import Id
+from bot.telegram.callbacks import Id, TaskAction, TaskButton
 from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.texts import Texts
 from executors import registry
 
 
-class TerminalButton(StrEnum):
-    """What a hand-off button does (``TerminalAction.action``; caption ``button.<value>``)."""
+class TakeBack(CallbackData, prefix="tb"):
+    """📱 Take back: the task held at the terminal is the phone's again. (🖥 To terminal is a
+    card's ``TaskAction``: it follows the task's state as the card's other buttons do.)"""
 
-    HOLD = "to_terminal"  # the terminal has the session: phone replies are refused
-    TAKE_BACK = "take_back"  # the phone has it again
-
-
-class TerminalAction(CallbackData, prefix="tm"):
-    action: TerminalButton
     task_id: Id
 
 
@@ -53,11 +47,9 @@ def terminal_line(texts: Texts, task: Task) -> str:
 
 
 def hold_button(texts: Texts, locale: str, task_id: int) -> Button:
-    caption = texts.get(locale, f"button.{TerminalButton.HOLD}")
-    return TerminalAction(action=TerminalButton.HOLD, task_id=task_id).button(caption)
+    """The card's 🖥 To terminal."""
+    return TaskAction.buttons(texts, locale, task_id, [TaskButton.TO_TERMINAL])[0]
 
 
 def take_back_keyboard(texts: Texts, locale: str, task_id: int) -> Keyboard:
-    caption = texts.get(locale, f"button.{TerminalButton.TAKE_BACK}")
-    action = TerminalAction(action=TerminalButton.TAKE_BACK, task_id=task_id)
-    return Keyboard.of([[action.button(caption)]])
+    return Keyboard.of([[TakeBack(task_id=task_id).button(texts.get(locale, "button.take_back"))]])
