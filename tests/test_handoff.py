@@ -21,6 +21,7 @@ from bot.telegram.terminal import terminal_command
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
 
+OTHER = 222  # another allowed user: not the task's owner
 HOSTILE = "my dir; touch PWNED1 $(touch PWNED2) `touch PWNED3` 'q' \"d\" & touch PWNED4"
 
 
@@ -58,6 +59,13 @@ def test_the_terminal_command_keeps_a_hostile_directory_a_name(tmp_path):
     assert terminal_command(_task(str(where), "claude", None)) is None  # no session yet
 
 
+async def _refused_tap(fake: FakeTelegram, after: int) -> None:
+    await fake.wait_call(
+        "answerCallbackQuery", lambda c: "No task #1 of yours" in c.params.get("text", ""),
+        after=after,
+    )  # fmt: skip
+
+
 def _buttons(call) -> dict[str, str]:
     return {
         b["text"]: b["callback_data"]
@@ -93,7 +101,9 @@ async def test_hold_at_the_terminal_and_take_back(
 ):
     anthropic.script("MARK-HOFF", [{"text": "phone first"}, {"echo": True}, {"echo": True}])
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, allowed_users=frozenset({OWNER, OTHER})
+        )
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/claude MARK-HOFF start here", OWNER)
             card = await fake.wait_text(OWNER, "phone first", timeout_s=60)
@@ -103,6 +113,12 @@ async def test_hold_at_the_terminal_and_take_back(
             assert command == f"cd {workdir} && claude --resume {task.session_id}"
             card_id = card.result["message_id"]
             await wait_linked(app, OWNER, card_id)
+
+            # only the owner holds it (another allowed user is told there is no such task)
+            mark = len(fake.calls)
+            await fake.press(OWNER, card_id, _buttons(card)["🖥 To terminal"], OTHER)
+            await _refused_tap(fake, mark)
+            assert await app.store.terminal.get(task.id) is None
 
             mark = len(fake.calls)
             await fake.press(OWNER, card_id, _buttons(card)["🖥 To terminal"], OWNER)
@@ -131,10 +147,14 @@ async def test_hold_at_the_terminal_and_take_back(
             assert said["session_id"] == task.session_id
             assert len(anthropic.requests_for("MARK-HOFF")) == requests + 1
 
+            take_back = _buttons(held)["📱 Take back"]
             mark = len(fake.calls)
-            await fake.press(
-                OWNER, held.result["message_id"], _buttons(held)["📱 Take back"], OWNER
-            )
+            await fake.press(OWNER, held.result["message_id"], take_back, OTHER)
+            await _refused_tap(fake, mark)
+            assert await app.store.terminal.get(task.id) is not None
+
+            mark = len(fake.calls)
+            await fake.press(OWNER, held.result["message_id"], take_back, OWNER)
             await fake.wait_text(OWNER, "is back on the phone", after=mark)
             assert await app.store.terminal.get(task.id) is None
             lines = [line.kind for line in await app.store.transcript.tail(task.id, 5)]
@@ -152,7 +172,9 @@ async def test_hold_at_the_terminal_and_take_back(
 async def test_adopt_a_terminal_session_and_continue_it(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    anthropic.script("MARK-ADOPT", [{"text": "answered at the terminal"}, {"echo": True}])
+    anthropic.script(
+        "MARK-ADOPT", [{"text": "answered at the terminal"}, {"echo": True, "delay": 2}]
+    )
     anthropic.script("MARK-SHELL-ADOPT", [{"text": "shell session answer"}, {"echo": True}])
     anthropic.script("MARK-OUTSIDE", [{"text": "outside"}])
     outside = tmp_path / "outside"
@@ -190,8 +212,20 @@ async def test_adopt_a_terminal_session_and_continue_it(
             await fake.user_message(
                 "ADOPTED-REPLY", OWNER, reply_to_message_id=card.result["message_id"]
             )
+            # its turn runs: the card's 🖥 To terminal (gone from the card; a stale copy) refuses
+            async with asyncio.timeout(30):
+                while (await app.store.tasks.get(1)).status is not TaskStatus.RUNNING:
+                    await asyncio.sleep(0.05)
+            await fake.press(
+                OWNER, card.result["message_id"], _buttons(card)["🖥 To terminal"], OWNER
+            )
+            busy = "has a turn running or queued"
+            await fake.wait_call(
+                "answerCallbackQuery", lambda c: busy in c.params.get("text", ""), after=mark
+            )
             echo = await fake.wait_text(OWNER, "ECHO", timeout_s=60, after=mark)
             assert "ADOPTED-REPLY" in echo.params["text"]
+            assert await app.store.terminal.get(1) is None
             last = anthropic.requests_for("MARK-ADOPT")[-1]
             assert "answered at the terminal" in json.dumps(last["messages"])
 
