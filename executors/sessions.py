@@ -21,7 +21,6 @@ from typing import Any
 
 HEAD_BYTES = 256 * 1024  # read for the directory and the first prompt
 TAIL_BYTES = 256 * 1024  # read for the last answer
-MAX_LINE_CHARS = 64 * 1024  # a longer line (a tool's output) is skipped unread
 MAX_ROLLOUTS = 20_000  # Codex rollout files looked at, at most
 
 
@@ -156,9 +155,7 @@ def _lines(path: Path, head: bool) -> Iterator[dict[str, Any]]:
     lines = data.decode("utf-8", "replace").splitlines()
     if not head and len(data) == TAIL_BYTES:
         lines = lines[1:]  # the first may be cut
-    for line in lines:
-        if len(line) > MAX_LINE_CHARS:
-            continue
+    for line in lines:  # each within the bounded read
         try:
             entry = json.loads(line)
         except ValueError:

@@ -253,3 +253,34 @@ async def test_adopt_a_terminal_session_and_continue_it(
             )  # fmt: skip
             _, err = await asyncio.wait_for(proc.communicate(), 30)
             assert proc.returncode == 1 and b"is not a session id" in err
+
+
+async def test_adopt_a_codex_thread_and_continue_it(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, openai, workdir
+):
+    openai.script("MARK-CXA", [{"text": "codex said hi"}, {"echo": True}])
+    proc = await asyncio.create_subprocess_exec(
+        codex_bin, "exec", "--json", "--skip-git-repo-check", "MARK-CXA hello",
+        cwd=workdir, env=codex_env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    thread = json.loads(out.decode().splitlines()[0])["thread_id"]
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, {**agent_env, **codex_env}) as app:
+            await fake.user_message(f"/adopt {thread}", OWNER)
+            card = await fake.wait_text(OWNER, "codex said hi", timeout_s=20)
+            assert _command_on(card) == f"cd {workdir} && codex resume {thread}"
+            task = await app.store.tasks.get(1)
+            assert task.engine == "codex" and task.session_id == thread
+            assert task.title == "MARK-CXA hello"
+            await wait_linked(app, OWNER, card.result["message_id"])
+            mark = len(fake.calls)
+            await fake.user_message(
+                "CODEX-REPLY", OWNER, reply_to_message_id=card.result["message_id"]
+            )
+            echo = await fake.wait_text(OWNER, "ECHO", timeout_s=60, after=mark)
+            assert "CODEX-REPLY" in echo.params["text"]
+            assert "codex said hi" in json.dumps(openai.requests_for("MARK-CXA")[-1]["input"])
