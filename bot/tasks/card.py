@@ -35,6 +35,7 @@ class TaskCard:
             raise UserInputError("callback.not_yours")
         if extend:
             await self._tasks.money.check_daily_cap(user_id)
+            await self._tasks.refuse_held(task)  # before the question is closed: Extend stays
         if not await self._store.questions.resolve(
             qid, QuestionStatus.ANSWERED, "extend" if extend else "stop"
         ):
