@@ -6,7 +6,8 @@ as ->/<id>.jsonl`` and Codex's ``$CODEX_HOME`` (else ``~/.codex``)
 The files are the agent's and may hold anything: the id must be a UUID (it becomes a path
 part and a CLI argument), every file is read bounded (its head for the directory and the first
 prompt, its tail for the last answer), lines that are not the expected JSON are skipped, and a
-Claude session whose stated directory does not name its project folder is refused."""
+Claude session whose stated directory does not name its project folder is marked
+inconsistent (``FoundSession.consistent``) for the caller to refuse."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ class FoundSession:
     cwd: str
     first_prompt: str
     last_answer: str
+    # the directory the file states is the one it is kept under (Claude: its project folder);
+    # False: a file that claims another directory than its place, not to be trusted
+    consistent: bool = True
 
 
 def valid_id(typed: str) -> str | None:
@@ -69,7 +73,7 @@ def find_claude(environ: Mapping[str, str], session_id: str) -> FoundSession | N
             continue
         cwd, first = _claude_head(path)
         if cwd is None or claude_dir_name(cwd) != folder.name:
-            return None  # a file that names another directory than its folder: not trusted
+            return FoundSession("claude", session_id, path, cwd or "", "", "", consistent=False)
         return FoundSession("claude", session_id, path, cwd, first, _claude_last(path))
     return None
 

@@ -284,3 +284,41 @@ async def test_adopt_a_codex_thread_and_continue_it(
             echo = await fake.wait_text(OWNER, "ECHO", timeout_s=60, after=mark)
             assert "CODEX-REPLY" in echo.params["text"]
             assert "codex said hi" in json.dumps(openai.requests_for("MARK-CXA")[-1]["input"])
+
+
+def test_session_files_are_read_as_hostile_input(tmp_path):
+    """A malformed id never reaches the file system; a file that claims another directory than
+    the folder it is kept in is marked inconsistent; junk lines are skipped; a huge file is
+    read only at its ends."""
+    from executors.sessions import claude_dir_name, find_session, valid_id
+
+    assert valid_id("../../etc/passwd") is None and valid_id("") is None
+    assert valid_id("-" + str(uuid.uuid4())) is None
+    good = str(uuid.uuid4())
+    assert valid_id(good) == good and valid_id(good.upper()) == good  # the canonical form
+    assert valid_id("{" + good + "}") is None and valid_id(f"urn:uuid:{good}") is None
+    home = tmp_path / "home"
+    env = {"HOME": str(home)}
+    real = tmp_path / "proj"
+    folder = home / ".claude" / "projects" / claude_dir_name(str(real))
+    folder.mkdir(parents=True)
+    lines = [
+        "not json",
+        json.dumps([1, 2]),
+        json.dumps({"type": "user", "cwd": str(real), "message": {"content": "FIRST"}}),
+        "x" * 300_000,  # past the bounded head read: never parsed
+        json.dumps(
+            {"type": "assistant", "message": {"content": [{"type": "text", "text": "LAST"}]}}
+        ),
+    ]
+    (folder / f"{good}.jsonl").write_text("\n".join(lines) + "\n")
+    found = find_session(env, good)
+    assert found is not None and found.consistent
+    assert (found.engine, found.cwd, found.first_prompt, found.last_answer) == (
+        "claude", str(real), "FIRST", "LAST",
+    )  # fmt: skip
+    liar = str(uuid.uuid4())
+    claim = {"type": "user", "cwd": "/etc", "message": {"content": "x"}}
+    (folder / f"{liar}.jsonl").write_text(json.dumps(claim) + "\n")
+    assert not find_session(env, liar).consistent
+    assert find_session(env, str(uuid.uuid4())) is None

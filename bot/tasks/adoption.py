@@ -51,6 +51,8 @@ def locate(
     found = find_session(environ, session_id)
     if found is None:
         raise UserInputError("adopt.not_found", id=session_id)
+    if not found.consistent:
+        raise UserInputError("adopt.other_dir", id=session_id, path=found.cwd or "?")
     if found.engine not in engines:
         raise UserInputError("error.engine_unavailable", engine=found.engine)
     where = workdirs.resolve(found.cwd)  # refuses outside DETACH_ALLOWED_WORKDIRS
