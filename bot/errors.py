@@ -70,9 +70,12 @@ class TaskHeld(TaskStateError):
     """A turn for a task held at the terminal (``task_id``) is refused; the reply offers
     Take back."""
 
-    def __init__(self, task_id: int, label: str, since: str) -> None:
-        super().__init__("terminal.refused", label=label, since=since)
+    def __init__(self, task_id: int, label: str, since: str, parked: int | None = None) -> None:
+        super().__init__(
+            "terminal.parked" if parked else "terminal.refused", label=label, since=since
+        )
         self.task_id = task_id
+        self.parked = parked  # the refused reply kept for "Take back and send it" (message id)
 
 
 class ToolRefused(DetachError):

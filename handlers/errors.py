@@ -28,7 +28,7 @@ async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox, locale: str 
         log.error("update %s failed: %r", event.update.update_id, exc, exc_info=exc)
         text = texts.get(locale, "error.internal")
     if isinstance(exc, TaskHeld):  # one line, with the button that ends the hold
-        await _held(event, text, take_back_keyboard(texts, locale, exc.task_id), outbox)
+        await _held(event, text, take_back_keyboard(texts, locale, exc.task_id, exc.parked), outbox)
     elif event.update.callback_query is not None:
         await event.update.callback_query.answer(shorten(plain(text), 200), show_alert=True)
     elif event.update.message is not None:

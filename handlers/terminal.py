@@ -55,5 +55,5 @@ async def on_take_back(
     user_id: int,
     reply: Reply,
 ) -> None:
-    task = await terminal.take_back(user_id, callback_data.task_id)
+    task = await terminal.take_back(user_id, callback_data.task_id, callback_data.send)
     await query.answer(plain(reply.text("terminal.taken_back_toast", label=task.label)))

@@ -131,13 +131,15 @@ async def test_hold_at_the_terminal_and_take_back(
             requests = len(anthropic.requests_for("MARK-HOFF"))
             await fake.user_message("PHONE-WHILE-HELD", OWNER, reply_to_message_id=card_id)
             refused = await fake.wait_text(OWNER, "held at the terminal since", after=mark)
-            assert "Take back, then send it again" in refused.params["text"]
-            assert "📱 Take back" in _buttons(refused)
+            assert "not run" in refused.params["text"]
+            assert {"📱 Take back", "📱 Take back and send it"} <= set(_buttons(refused))
             assert len(await app.store.tasks.turns_of(task.id)) == 1
-            # the Follow up button too
+            # the Follow up button too (nothing to send: Take back only)
             mark = len(fake.calls)
             await fake.press(OWNER, card_id, _buttons(card)["↪️ Follow up"], OWNER)
-            await fake.wait_text(OWNER, "held at the terminal since", after=mark)
+            line = await fake.wait_text(OWNER, "held at the terminal since", after=mark)
+            assert "Take back, then send it again" in line.params["text"]
+            assert list(_buttons(line)) == ["📱 Take back"]
 
             # at the terminal: the same session, in the task's directory
             said = await _claude_at_terminal(
@@ -153,20 +155,26 @@ async def test_hold_at_the_terminal_and_take_back(
             await _refused_tap(fake, mark)
             assert await app.store.terminal.get(task.id) is not None
 
+            # Take back and send it: the refused reply runs now, after the terminal's turn
             mark = len(fake.calls)
-            await fake.press(OWNER, held.result["message_id"], take_back, OWNER)
+            send = _buttons(refused)["📱 Take back and send it"]
+            await fake.press(OWNER, refused.result["message_id"], send, OWNER)
             await fake.wait_text(OWNER, "is back on the phone", after=mark)
             assert await app.store.terminal.get(task.id) is None
             lines = [line.kind for line in await app.store.transcript.tail(task.id, 5)]
             assert "AtTerminal" in lines
-
+            echo = await fake.wait_text(OWNER, "ECHO", timeout_s=60, after=mark)
+            assert "PHONE-WHILE-HELD" in echo.params["text"]
+            history = json.dumps(anthropic.requests_for("MARK-HOFF")[-1]["messages"])
+            assert "TERMINAL-WORDS" in history
+            assert history.index("TERMINAL-WORDS") < history.index("PHONE-WHILE-HELD")
+            # and a plain reply goes on from there
+            await wait_linked(app, OWNER, echo.result["message_id"])
             mark = len(fake.calls)
             await fake.user_message("PHONE-AGAIN", OWNER, reply_to_message_id=card_id)
-            echo = await fake.wait_text(OWNER, "ECHO", timeout_s=60, after=mark)
-            assert "PHONE-AGAIN" in echo.params["text"]
-            last = anthropic.requests_for("MARK-HOFF")[-1]
-            history = json.dumps(last["messages"])
-            assert "TERMINAL-WORDS" in history and "PHONE-WHILE-HELD" not in history
+            again = await fake.wait_text(OWNER, "ECHO", timeout_s=60, after=mark)
+            assert "PHONE-AGAIN" in again.params["text"]
+            assert "TERMINAL-WORDS" in json.dumps(anthropic.requests_for("MARK-HOFF")[-1])
 
 
 async def test_adopt_a_terminal_session_and_continue_it(

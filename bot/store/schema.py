@@ -339,4 +339,6 @@ terminal_holds = sa.Table(
     sa.Column("task_id", sa.Integer, primary_key=True),
     sa.Column("user_id", sa.BigInteger, nullable=False),
     sa.Column("since", sa.DateTime(timezone=True), nullable=False),
+    # replies refused meanwhile, kept for "Take back and send it": {"<message id>": "text"}
+    sa.Column("parked", sa.Text, nullable=False, server_default="{}"),
 )

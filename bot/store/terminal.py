@@ -3,7 +3,8 @@ since when), and which task, if any, already continues an engine's session."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -20,10 +21,19 @@ class TerminalHold:
     task_id: int
     user_id: int
     since: datetime
+    parked: dict[int, str] = field(default_factory=dict)  # refused replies: message id, text
+
+
+MAX_PARKED = 10  # refused replies kept per hold (the oldest go)
 
 
 def _hold(row: Any) -> TerminalHold:
-    return TerminalHold(row.task_id, row.user_id, utc(row.since))
+    try:
+        stored = json.loads(row.parked or "{}")
+    except ValueError:
+        stored = {}
+    parked = {int(k): str(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
+    return TerminalHold(row.task_id, row.user_id, utc(row.since), parked)
 
 
 class TerminalRepo:
@@ -59,6 +69,21 @@ class TerminalRepo:
                 terminal_holds.delete().where(terminal_holds.c.task_id == task_id)
             )
         return held if result.rowcount == 1 else None
+
+    async def park(self, task_id: int, message_id: int, text: str) -> bool:
+        """Keep a refused reply for "Take back and send it"; False when not held (any more)."""
+        held = await self.get(task_id)
+        if held is None:
+            return False
+        parked = {**held.parked, message_id: text}
+        kept = dict(sorted(parked.items())[-MAX_PARKED:])
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                terminal_holds.update()
+                .where(terminal_holds.c.task_id == task_id)
+                .values(parked=json.dumps({str(k): v for k, v in kept.items()}))
+            )
+        return result.rowcount == 1
 
     async def task_with_session(self, engine: str, session_id: str) -> int | None:
         """The task that continues ``engine``'s session ``session_id`` (archived ones too)."""

@@ -54,8 +54,9 @@ class TerminalDesk:
         log.info("task %s held at the terminal by %s", task.id, user_id)
         return task
 
-    async def take_back(self, user_id: int, task_id: int) -> Task:
-        """Release the owner's task from the terminal; the transcript says from when to when."""
+    async def take_back(self, user_id: int, task_id: int, send: int = 0) -> Task:
+        """Release the owner's task from the terminal; the transcript says from when to when.
+        ``send``: a reply refused while it was held (its message id), now its next turn."""
         task = await self._tasks.get_own(user_id, task_id)
         async with self._store.atomic():
             held = await self._store.terminal.release(task.id)
@@ -77,4 +78,6 @@ class TerminalDesk:
             )
             await self._notifier.send(task, text, kind=MessageKind.STATUS)
         log.info("task %s taken back from the terminal by %s", task.id, user_id)
+        if send and send in held.parked:
+            await self._tasks.follow_up(user_id, task.id, held.parked[send], send)
         return task

@@ -20,6 +20,7 @@ class TakeBack(CallbackData, prefix="tb"):
     card's ``TaskAction``: it follows the task's state as the card's other buttons do.)"""
 
     task_id: Id
+    send: Id = 0  # the refused reply to send once taken back (its message id); 0: none
 
 
 def resume_argv(engine: str) -> tuple[str, ...]:
@@ -51,5 +52,12 @@ def hold_button(texts: Texts, locale: str, task_id: int) -> Button:
     return TaskAction.buttons(texts, locale, task_id, [TaskButton.TO_TERMINAL])[0]
 
 
-def take_back_keyboard(texts: Texts, locale: str, task_id: int) -> Keyboard:
-    return Keyboard.of([[TakeBack(task_id=task_id).button(texts.get(locale, "button.take_back"))]])
+def take_back_keyboard(
+    texts: Texts, locale: str, task_id: int, parked: int | None = None
+) -> Keyboard:
+    """📱 Take back; with ``parked`` (a refused reply's message id) also "Take back and send it"."""
+    row = [TakeBack(task_id=task_id).button(texts.get(locale, "button.take_back"))]
+    if parked:
+        send = TakeBack(task_id=task_id, send=parked)
+        row.append(send.button(texts.get(locale, "button.take_back_send")))
+    return Keyboard.of([row])
