@@ -214,6 +214,10 @@ async def test_adopt_a_terminal_session_and_continue_it(
             mark = len(fake.calls)
             await fake.user_message(f"/adopt {session}", OWNER)
             await fake.wait_text(OWNER, "is task #1 already", after=mark)
+            mark = len(fake.calls)
+            await fake.user_message("/result 1", OWNER)  # the card again, with the command
+            again = await fake.wait_text(OWNER, "answered at the terminal", after=mark)
+            assert _command_on(again) == _command_on(card)
 
             await wait_linked(app, OWNER, card.result["message_id"])
             mark = len(fake.calls)
