@@ -159,7 +159,10 @@ async def test_hold_at_the_terminal_and_take_back(
             mark = len(fake.calls)
             send = _buttons(refused)["📱 Take back and send it"]
             await fake.press(OWNER, refused.result["message_id"], send, OWNER)
-            await fake.wait_text(OWNER, "is back on the phone", after=mark)
+            back = await fake.wait_shown(OWNER, "is back on the phone", after=mark)
+            assert back.method == "editMessageText"
+            assert int(back.params["message_id"]) == held.result["message_id"]
+            assert not (back.params.get("reply_markup") or {}).get("inline_keyboard")
             assert await app.store.terminal.get(task.id) is None
             lines = [line.kind for line in await app.store.transcript.tail(task.id, 5)]
             assert "AtTerminal" in lines

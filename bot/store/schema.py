@@ -341,4 +341,5 @@ terminal_holds = sa.Table(
     sa.Column("since", sa.DateTime(timezone=True), nullable=False),
     # replies refused meanwhile, kept for "Take back and send it": {"<message id>": "text"}
     sa.Column("parked", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("row_id", sa.Integer),  # the outbox row of the message that says it is held
 )

@@ -22,6 +22,7 @@ class TerminalHold:
     user_id: int
     since: datetime
     parked: dict[int, str] = field(default_factory=dict)  # refused replies: message id, text
+    row_id: int | None = None  # the message saying so (edited when it is taken back)
 
 
 MAX_PARKED = 10  # refused replies kept per hold (the oldest go)
@@ -33,7 +34,7 @@ def _hold(row: Any) -> TerminalHold:
     except ValueError:
         stored = {}
     parked = {int(k): str(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
-    return TerminalHold(row.task_id, row.user_id, utc(row.since), parked)
+    return TerminalHold(row.task_id, row.user_id, utc(row.since), parked, row.row_id)
 
 
 class TerminalRepo:
@@ -69,6 +70,14 @@ class TerminalRepo:
                 terminal_holds.delete().where(terminal_holds.c.task_id == task_id)
             )
         return held if result.rowcount == 1 else None
+
+    async def set_row(self, task_id: int, row_id: int) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                terminal_holds.update()
+                .where(terminal_holds.c.task_id == task_id)
+                .values(row_id=row_id)
+            )
 
     async def park(self, task_id: int, message_id: int, text: str) -> bool:
         """Keep a refused reply for "Take back and send it"; False when not held (any more)."""

@@ -50,7 +50,8 @@ class TerminalDesk:
             text = self._texts.get(task.locale, "terminal.held", label=task.label, since=since)
             text += "\n" + terminal_line(self._texts, task)
             keyboard = take_back_keyboard(self._texts, task.locale, task.id)
-            await self._notifier.send(task, text, kind=MessageKind.STATUS, markup=keyboard)
+            row_id = await self._notifier.send(task, text, kind=MessageKind.STATUS, markup=keyboard)
+            await self._store.terminal.set_row(task.id, row_id)
         log.info("task %s held at the terminal by %s", task.id, user_id)
         return task
 
@@ -76,7 +77,10 @@ class TerminalDesk:
                 since=local_time(held.since, zone),
                 until=local_time(now, zone),
             )
-            await self._notifier.send(task, text, kind=MessageKind.STATUS)
+            if held.row_id is None:
+                await self._notifier.send(task, text, kind=MessageKind.STATUS)
+            else:  # the message that said it is held says it is back, and loses Take back
+                await self._notifier.edit_row(task.chat_id, held.row_id, text)
         log.info("task %s taken back from the terminal by %s", task.id, user_id)
         if send and send in held.parked:
             await self._tasks.follow_up(user_id, task.id, held.parked[send], send)
