@@ -37,10 +37,12 @@ from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
+from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
+from bot.tasks.terminal import TerminalDesk
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
@@ -274,6 +276,10 @@ async def build(
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
                 voice=make_voice(core, settings, service),
+                terminal=TerminalDesk(service, store, notifier, texts),
+                adoption=Adoption(
+                    service, store, notifier, os.environ if environ is None else environ
+                ),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

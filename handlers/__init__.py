@@ -33,9 +33,11 @@ from aiogram.types import BotCommand, TelegramObject
 from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
 from bot.schedules.desk import ScheduleDesk
+from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
+from bot.tasks.terminal import TerminalDesk
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -52,6 +54,7 @@ from handlers import (
     replies,
     schedules,
     tasks,
+    terminal,
     voice,
 )
 from handlers.access import AllowListMiddleware
@@ -61,6 +64,7 @@ from handlers.locale import LocaleMiddleware
 COMMANDS = (
     "tasks",
     "result",
+    "adopt",
     "export",
     "cancel",
     "archive",
@@ -88,6 +92,7 @@ ROUTERS: tuple[Router, ...] = (
     board.router,
     held.router,
     voice.router,
+    terminal.router,
     buttons.router,
     replies.router,
     errors.router,
@@ -111,6 +116,8 @@ class Services:
     engine_status: list[str]  # filled in once the engines' probes answered
     fleet: FleetStatus
     voice: VoiceDrafts  # voice notes' drafts
+    terminal: TerminalDesk  # hand-off: hold at the terminal, take back
+    adoption: Adoption  # /adopt
 
 
 def build_dispatcher(

@@ -27,6 +27,7 @@ from bot.store.schema import (
     task_files,
     task_topics,
     tasks,
+    terminal_holds,
     transcript,
     turns,
     update_journal,
@@ -207,6 +208,11 @@ def _v_topics(conn: Connection) -> None:
     task_topics.create(conn, checkfirst=True)
 
 
+def _v_handoff(conn: Connection) -> None:
+    """Hand-off: tasks held at the terminal."""
+    terminal_holds.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -234,6 +240,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v22,
     _v_voice,
     _v_topics,
+    _v_handoff,
 ]
 
 

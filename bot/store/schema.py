@@ -369,3 +369,16 @@ task_topics = sa.Table(
     sa.Column("key", sa.Text),  # NULL: the chat itself (no topics, or none could be opened)
     sa.Index("ix_task_topics_chat_key", "chat_id", "key"),
 )
+
+# hand-off: a task held at the terminal (its owner continues its session there; phone replies
+# are refused until taken back): by whom, since when
+terminal_holds = sa.Table(
+    "terminal_holds",
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("since", sa.DateTime(timezone=True), nullable=False),
+    # replies refused meanwhile, kept for "Take back and send it": {"<message id>": "text"}
+    sa.Column("parked", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("row_id", sa.Integer),  # the outbox row of the message that says it is held
+)

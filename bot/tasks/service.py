@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from bot import failpoints
-from bot.errors import TaskNotFound, TaskStateError, UserInputError
+from bot.errors import TaskHeld, TaskNotFound, TaskStateError, UserInputError
 from bot.fleet.takeover import Takeover
 from bot.models import (
     Engine,
@@ -254,6 +254,9 @@ class TaskService:
         attachments: Sequence[Path] = (),
     ) -> Turn | None:
         task = await self.get_own(user_id, task_id)
+        # at the terminal: nothing is linked, placed or run; words alone are kept for "Take back
+        # and send it" (files are not: they stay in the chat, to be sent again)
+        await self.refuse_held(task, None if attachments else (reply_to, prompt))
         prompt = self.validate_prompt(prompt + mention(list(attachments)), "detach")
         await self.money.check_daily_cap(user_id)
         if await self._store.links.task_for(task.chat_id, reply_to) is not None:
@@ -278,8 +281,9 @@ class TaskService:
     ) -> Turn:
         """The next turn of ``task`` (a follow-up, a resume, a retry, a budget extension):
         the turn, its audit line and what ``notify`` tells the user of it commit together;
-        then the turn is submitted."""
+        then the turn is submitted. Refused (``TaskHeld``) while the task is at the terminal."""
         async with self._store.atomic():
+            await self.refuse_held(task)
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record(action, user_id, task.id)
             await notify(turn)
@@ -288,6 +292,17 @@ class TaskService:
             await self._notifier.buttons_follow(now)
         await self._queue.kick(task.id)
         return turn
+
+    async def refuse_held(self, task: Task, park: tuple[int, str] | None = None) -> None:
+        """``TaskHeld`` when ``task`` is held at the terminal (since when, in its owner's
+        zone): phone and terminal never write the same session at once. ``park``: the refused
+        reply (message id, text), kept for "Take back and send it"."""
+        held = await self._store.terminal.get(task.id)
+        if held is None:
+            return
+        since = local_time(held.since, await self.zone(task.owner_id))
+        parked = park is not None and await self._store.terminal.park(task.id, *park)
+        raise TaskHeld(task.id, task.label, since, park[0] if park and parked else None)
 
     async def say(self, task: Task, key: str) -> None:
         """A status line about ``task`` (``key`` takes the task's label)."""
