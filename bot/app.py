@@ -41,6 +41,7 @@ from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
+from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
@@ -248,6 +249,7 @@ async def build(
                 schedules=schedules,
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
+                waiting=Waiting(store, texts, settings.timezone),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

@@ -36,6 +36,7 @@ from bot.schedules.desk import ScheduleDesk
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
+from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -58,6 +59,8 @@ from handlers.locale import LocaleMiddleware
 # the menu: /detach, then one command per engine, then these
 COMMANDS = (
     "tasks",
+    "pending",
+    "limits",
     "result",
     "export",
     "cancel",
@@ -107,6 +110,7 @@ class Services:
     schedules: ScheduleDesk
     engine_status: list[str]  # filled in once the engines' probes answered
     fleet: FleetStatus
+    waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
 
 
 def build_dispatcher(

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from dataclasses import asdict
 from datetime import timedelta
 
+from bot.approvals.stalls import Stalls
 from bot.approvals.view import (
     DONE,
     approval_keyboard,
@@ -49,10 +50,17 @@ class ApprovalDesk:
         self._texts = texts
         self._timeout_s = timeout_s
         self._waiting: dict[int, asyncio.Future[str]] = {}
+        self._asking: dict[int, int] = {}  # task id -> its questions awaited here now
+        self.stalls = Stalls()  # stalled turns' watchdogs, and the owner's "keep waiting"
         self._background: set[asyncio.Task[None]] = set()
 
     def for_turn(self, task: Task, turn_id: int) -> TurnApprover:
         return TurnApprover(self, task, turn_id)
+
+    def asking(self, task_id: int) -> bool:
+        """Whether a turn of the task waits here now for the owner's answer (an approval or a
+        question): its progress line says so, and no stall watchdog speaks for it."""
+        return self._asking.get(task_id, 0) > 0
 
     @property
     def texts(self) -> Texts:
@@ -143,6 +151,7 @@ class ApprovalDesk:
         before it is sent."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = future
+        self._asking[task.id] = self._asking.get(task.id, 0) + 1
         row_id: int | None = None
         try:
             row_id = await self._notifier.send(task, text, kind=MessageKind.APPROVAL, markup=markup)
@@ -165,6 +174,9 @@ class ApprovalDesk:
             raise
         finally:
             self._waiting.pop(question.id, None)
+            self._asking[task.id] -= 1
+            if not self._asking[task.id]:
+                del self._asking[task.id]
 
     async def _answer(self, qid: int, future: asyncio.Future[str]) -> str:
         """The owner's answer: set here by the button handler of this process, or found in the

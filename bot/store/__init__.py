@@ -7,6 +7,7 @@ from bot.store.checks import CheckRepo
 from bot.store.claims import ClaimRepo
 from bot.store.db import Clock, Database, Engine, make_engine, utcnow
 from bot.store.engine_state import EngineLimitRepo, EngineSessionRepo
+from bot.store.engine_windows import EngineWindowRepo, UsageWindow
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
@@ -25,6 +26,7 @@ from bot.store.transcript import TranscriptLine, TranscriptRepo
 
 __all__ = [
     "Grant",
+    "UsageWindow",
     "PendingQuestion",
     "Runner",
     "Schedule",
@@ -64,6 +66,7 @@ class Store:
         self.checks = CheckRepo(db, clock)
         self.engine_sessions = EngineSessionRepo(db, clock)
         self.limits = EngineLimitRepo(db, clock)
+        self.windows = EngineWindowRepo(db, clock)  # the plans' usage windows engines report
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
         self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)

@@ -12,6 +12,7 @@ from bot.store.schema import (
     chat_settings,
     engine_limits,
     engine_sessions,
+    engine_windows,
     grants,
     message_links,
     metadata,
@@ -192,6 +193,11 @@ def _v22(conn: Connection) -> None:
     preflight_holds.create(conn, checkfirst=True)
 
 
+def _v_waiting(conn: Connection) -> None:
+    """The usage windows engines report, and which of them were warned about."""
+    engine_windows.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -217,6 +223,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v20,
     _v21,
     _v22,
+    _v_waiting,
 ]
 
 

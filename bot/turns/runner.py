@@ -105,6 +105,9 @@ class TurnRunner:
             progress_interval_s=policy.progress_interval_s,
             progress_delay_s=policy.progress_delay_s,
             shared=stop_poll_s is not None,
+            stall_s=policy.stall_s,
+            warn_percent=policy.limit_warn_percent,
+            timezone=policy.timezone,
         )
         self._parking = Parking(
             store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
