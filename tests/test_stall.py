@@ -1,7 +1,8 @@
 """The stall watchdog, end to end through the real bot and the fake Bot API, with an engine
 that replays a stream and falls silent where the script says (``Pause``; the threshold is set
-down to a second): one message naming the state, Stop ends the turn, Keep waiting silences it
-for the turn, a new state speaks once more, and a turn waiting on an approval gets none."""
+to a fraction of a second): one message naming the state, Stop ends the turn, Keep waiting
+silences it for the turn, a new state speaks once more, and a turn waiting on an approval gets
+none."""
 
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ async def test_a_silent_model_gets_one_message_and_stop_ends_the_turn(tmp_path, 
     engine = FakeEngine((SessionStarted(SESSION, "fake-model"), Pause(60), *answer("never")[1:]))
     async with FakeTelegram() as fake:
         async with running_bot(
-            settings(tmp_path, fake, workdir, stall_s=1), {}, {"claude": engine}
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
         ) as app:
             mark = len(fake.calls)
             await fake.user_message("/detach think hard", OWNER)
             said = await fake.wait_text(OWNER, "has said nothing", timeout_s=20)
             assert "#1 think-hard" in said.params["text"]
             assert set(buttons(said)) == {"⏹ Stop", "Keep waiting"}
-            await asyncio.sleep(3)  # three thresholds more of the same silence
+            await asyncio.sleep(1.2)  # four thresholds more of the same silence
             assert len(stall_messages(fake)) == 1
             q = await fake.press(OWNER, said.result["message_id"], buttons(said)["⏹ Stop"], OWNER)
             assert "#1" in await answer_of(fake, q)
@@ -58,15 +59,15 @@ async def test_keep_waiting_silences_the_turn_and_a_tool_is_named(tmp_path, work
     script = (
         SessionStarted(SESSION, "fake-model"),
         ToolCalled("t1", "Bash", "sleep 600 && make <all>"),
-        Pause(3),
+        Pause(3),  # time enough to tap Keep waiting
         ToolFinished("t1", False, "built"),
-        Pause(3),  # a new state (the model quiet): silenced too
+        Pause(1.2),  # a new state (the model quiet): silenced too
         *answer("built it")[1:],
     )
     engine = FakeEngine(script)
     async with FakeTelegram() as fake:
         async with running_bot(
-            settings(tmp_path, fake, workdir, stall_s=1), {}, {"claude": engine}
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
         ) as app:
             await fake.user_message("/detach build all", OWNER)
             said = await fake.wait_text(OWNER, "no word from the agent", timeout_s=20)
@@ -86,15 +87,15 @@ async def test_each_new_state_speaks_once(tmp_path, workdir):
     script = (
         SessionStarted(SESSION, "fake-model"),
         ToolCalled("t1", "Bash", "make"),
-        Pause(2.5),
+        Pause(1.2),
         ToolFinished("t1", False, "built"),
-        Pause(2.5),
+        Pause(1.2),
         *answer("done at last")[1:],
     )
     engine = FakeEngine(script)
     async with FakeTelegram() as fake:
         async with running_bot(
-            settings(tmp_path, fake, workdir, stall_s=1), {}, {"claude": engine}
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
         ) as app:
             await fake.user_message("/detach make it", OWNER)
             tool = await fake.wait_text(OWNER, "no word from the agent", timeout_s=20)
@@ -112,11 +113,11 @@ async def test_a_turn_waiting_on_an_approval_gets_no_watchdog(tmp_path, workdir)
     engine = FakeEngine((SessionStarted(SESSION, "fake-model"), asks, *answer("deployed")[1:]))
     async with FakeTelegram() as fake:
         async with running_bot(
-            settings(tmp_path, fake, workdir, stall_s=1), {}, {"claude": engine}
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
         ) as app:
             await fake.user_message("/detach deploy", OWNER)
             ask = await fake.wait_text(OWNER, "wants to use", timeout_s=20)
-            await asyncio.sleep(3.5)  # thrice the threshold, waiting on the owner
+            await asyncio.sleep(1.5)  # five thresholds, waiting on the owner
             assert stall_messages(fake) == []
             await fake.press(OWNER, ask.result["message_id"], buttons(ask)["✅ Allow"], OWNER)
             await fake.wait_text(OWNER, "deployed", timeout_s=20)

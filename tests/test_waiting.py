@@ -93,7 +93,7 @@ async def test_tasks_puts_the_waiting_first_and_progress_says_it_waits(tmp_path,
         return (SessionStarted(SESSION, "fake-model"), Pause(30), *answer("late")[1:])
 
     engine = FakeEngine(script)
-    fast = {"progress_delay_s": 0.3, "progress_interval_s": 0.3, "stall_s": 1}
+    fast = {"progress_delay_s": 0.3, "progress_interval_s": 0.3, "stall_s": 0.3}
     async with FakeTelegram() as fake:
         async with running_bot(
             settings(tmp_path, fake, workdir, **fast), {}, {"claude": engine}
@@ -109,7 +109,7 @@ async def test_tasks_puts_the_waiting_first_and_progress_says_it_waits(tmp_path,
             first, second = listed.index("#1 tidy-build"), listed.index("#2 count-lines")
             assert first < second  # #2 is newer and running, but #1 waits on the owner
             assert "asks for your approval" in listed[first:second]
-            await asyncio.sleep(2.5)  # past the stall threshold twice over
+            await asyncio.sleep(1.0)  # past the stall threshold thrice over
             said = [c for c in fake.calls if "no word" in str(c.params.get("text", ""))]
             said += [c for c in fake.calls if "said nothing" in str(c.params.get("text", ""))]
             labels = [c.params["text"] for c in said]
