@@ -16,10 +16,13 @@ from datetime import UTC, datetime
 from bot.events import ApprovalRequest, SessionStarted, WindowReported
 from bot.models import TaskStatus
 from executors.claude_protocol import parse_event
+from executors.codex import CodexExecutor
 from tests.support.fake_engine import FakeEngine, Pause
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_approvals_e2e import answer_of, buttons, edited, touch
+from tests.test_codex_executor import collect
+from tests.test_codex_executor import spec as codex_spec
 from tests.test_limits import subscription
 from tests.test_phone import SESSION, answer, settings, until
 
@@ -55,6 +58,30 @@ def test_an_allowed_warning_is_a_window_and_not_a_stop():
     assert parse_event(odd) == []  # no window named: nothing to keep
     allowed = {**line, "rate_limit_info": {"status": "allowed", "rateLimitType": "five_hour"}}
     assert parse_event(allowed) == []
+
+
+async def test_codex_reports_its_windows_from_the_response_headers(
+    codex_bin, codex_env, openai, workdir
+):
+    """Measured with codex 0.171.0 (API key login): the ``x-codex-primary-*`` and
+    ``-secondary-*`` headers of a model response become an ``account/rateLimits/updated``
+    notification (its JSON schema: ``usedPercent``, ``windowDurationMins``, ``resetsAt``),
+    sent after every response, past a threshold or not."""
+    reset = int(time.time()) + 3600
+    headers = {
+        "x-codex-primary-used-percent": "83",
+        "x-codex-primary-window-minutes": "300",
+        "x-codex-primary-reset-at": str(reset),
+        "x-codex-secondary-used-percent": "41",
+        "x-codex-secondary-window-minutes": "10080",
+        "x-codex-secondary-reset-at": str(reset + 86400),
+    }
+    openai.script("MARK-CWIN", [{"text": "hi", "headers": headers}])
+    events = await collect(CodexExecutor(codex_bin, codex_env), codex_spec("MARK-CWIN hi", workdir))
+    assert [e for e in events if isinstance(e, WindowReported)] == [
+        WindowReported("five_hour", 0.83, datetime.fromtimestamp(reset, UTC)),
+        WindowReported("seven_day", 0.41, datetime.fromtimestamp(reset + 86400, UTC)),
+    ]
 
 
 async def test_pending_answers_an_approval_and_the_original_is_edited(
