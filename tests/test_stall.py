@@ -124,3 +124,19 @@ async def test_a_turn_waiting_on_an_approval_gets_no_watchdog(tmp_path, workdir)
             await status_of(app, 1, TaskStatus.DONE)
             await until(lambda: engine.decisions == [True])
             assert stall_messages(fake) == []
+
+
+async def test_an_agent_that_answered_but_does_not_exit_is_named(tmp_path, workdir):
+    """The verdict is in (the card is sent) and the agent's stream goes on: its process has
+    not exited. The executor bounds that wait itself (Claude: DETACH_CANCEL_GRACE_S)."""
+    engine = FakeEngine((*answer("answered")[:], Pause(1.5)))
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
+        ) as app:
+            await fake.user_message("/detach answer me", OWNER)
+            await fake.wait_text(OWNER, "answered", timeout_s=20)
+            said = await fake.wait_text(OWNER, "has not exited", timeout_s=20)
+            await edited(fake, said.result["message_id"], "has ended since")
+            assert len(stall_messages(fake)) == 1
+            assert (await app.store.tasks.get(1)).status is TaskStatus.DONE

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import asdict
 from datetime import timedelta
 
@@ -59,8 +59,20 @@ class ApprovalDesk:
 
     def asking(self, task_id: int) -> bool:
         """Whether a turn of the task waits here now for the owner's answer (an approval or a
-        question): its progress line says so, and no stall watchdog speaks for it."""
+        question, from the engine's request on): its progress line says so, and no stall
+        watchdog speaks for it."""
         return self._asking.get(task_id, 0) > 0
+
+    @contextlib.contextmanager
+    def asked(self, task_id: int) -> Iterator[None]:
+        """While an engine awaits the decision on its request (``asking``)."""
+        self._asking[task_id] = self._asking.get(task_id, 0) + 1
+        try:
+            yield
+        finally:
+            self._asking[task_id] -= 1
+            if not self._asking[task_id]:
+                del self._asking[task_id]
 
     @property
     def texts(self) -> Texts:
@@ -151,7 +163,6 @@ class ApprovalDesk:
         before it is sent."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = future
-        self._asking[task.id] = self._asking.get(task.id, 0) + 1
         row_id: int | None = None
         try:
             row_id = await self._notifier.send(task, text, kind=MessageKind.APPROVAL, markup=markup)
@@ -174,9 +185,6 @@ class ApprovalDesk:
             raise
         finally:
             self._waiting.pop(question.id, None)
-            self._asking[task.id] -= 1
-            if not self._asking[task.id]:
-                del self._asking[task.id]
 
     async def _answer(self, qid: int, future: asyncio.Future[str]) -> str:
         """The owner's answer: set here by the button handler of this process, or found in the
@@ -295,7 +303,8 @@ class TurnApprover:
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         try:
-            return await self._desk.decide(self._task, self._turn_id, request)
+            with self._desk.asked(self._task.id):
+                return await self._desk.decide(self._task, self._turn_id, request)
         except asyncio.CancelledError:
             raise
         except Exception:  # an approval that fails is a deny, never an allow

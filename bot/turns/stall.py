@@ -8,7 +8,6 @@ buzz): it tells, it does not summon; the card that ends the turn is its buzz."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -80,8 +79,14 @@ class StallWatch:
         and says the turn went on to its end (no word that is false afterwards)."""
         if self._watch is not None:
             self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+            await asyncio.wait({self._watch})  # a cancel of the turn itself is not swallowed
+            if not self._watch.cancelled() and self._watch.exception() is not None:
+                log.error(  # a watchdog that failed does not fail its turn
+                    "task %s turn %s: the stall watchdog failed: %r",
+                    self._task.id,
+                    self._turn_id,
+                    self._watch.exception(),
+                )
         spoken = self._stalls.ended(self._turn_id)
         if spoken is not None and not spoken.silenced:
             done = self._notifier.text(self._task.locale, "stall.over", label=self._task.label)
