@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from bot.events import ApprovalRequest, SessionStarted, WindowReported
+from bot.events import (
+    ApprovalRequest,
+    LimitReached,
+    SessionStarted,
+    TurnFinished,
+    Usage,
+    WindowReported,
+)
 from bot.models import TaskStatus
 from executors.claude_protocol import parse_event
 from executors.codex import CodexExecutor
@@ -178,3 +185,34 @@ async def test_a_usage_warning_arrives_once_across_two_tasks(
             assert "weekly: 85 % used" in limits and "(Europe/Berlin)" in limits
             warnings = [m for m in fake.bot_messages(OWNER) if "window is used" in m["text"]]
             assert len(warnings) == 1
+
+
+async def test_limits_names_the_limit_in_force_and_the_tasks_it_holds(tmp_path, workdir):
+    reset = datetime.now(UTC) + timedelta(hours=2)
+    limited = TurnFinished(
+        is_error=True,
+        result_text="You've hit your session limit",
+        session_id=SESSION,
+        cost_usd=None,
+        usage=Usage(),
+    )
+    window = WindowReported("five_hour", 1.0, reset)
+    stopped = LimitReached(reset, "five_hour")
+    engine = FakeEngine((SessionStarted(SESSION, "m"), window, stopped, limited))
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/detach fix the login", OWNER)
+            async with asyncio.timeout(20):
+                while getattr(await app.store.tasks.get(1), "status", None) is not (
+                    TaskStatus.WAITING_FOR_LIMIT
+                ):
+                    await asyncio.sleep(0.05)
+            mark = len(fake.calls)
+            await fake.user_message("/limits", OWNER)
+            shown = (await fake.wait_text(OWNER, "Usage windows", after=mark)).params["text"]
+            assert "five-hour: 100 % used" in shown and "limit reached" in shown
+            assert "tasks held by it: #1 fix-login" in shown
+            mark = len(fake.calls)
+            await fake.user_message("/tasks", OWNER)
+            listed = (await fake.wait_text(OWNER, "Your tasks", after=mark)).params["text"]
+            assert "Claude's usage limit · resets" in listed

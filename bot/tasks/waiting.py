@@ -54,7 +54,9 @@ class Waiting:
             elif task.status is TaskStatus.WAITING_FOR_LIMIT:
                 until = limits.get(task.engine)
                 at = local_time(until, zone) if until else "?"
-                why = self._texts.get(locale, "tasks.waits_limit", engine=task.engine, at=at)
+                why = self._texts.get(
+                    locale, "tasks.waits_limit", engine=task.engine.capitalize(), at=at
+                )
             found.append((task, why))
         found.sort(key=lambda pair: pair[1] is None)  # stable: the rest keep their order
         holds = [h for h in await self._store.preflights.pending() if h.owner_id == user_id]
