@@ -13,7 +13,7 @@ from bot.models import TaskStatus
 from tests.support.fake_engine import FakeEngine, Pause
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, running_bot
-from tests.test_approvals_e2e import answer_of, buttons, edited
+from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
 from tests.test_phone import SESSION, answer, buzzing, settings, until
 
 STALLED = ("no word from the agent", "has said nothing", "has not exited")
@@ -67,12 +67,18 @@ async def test_keep_waiting_silences_the_turn_and_a_tool_is_named(tmp_path, work
     engine = FakeEngine(script)
     async with FakeTelegram() as fake:
         async with running_bot(
-            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
+            settings(tmp_path, fake, workdir, stall_s=0.3, allowed_users=frozenset({OWNER, OTHER})),
+            {},
+            {"claude": engine},
         ) as app:
             await fake.user_message("/detach build all", OWNER)
             said = await fake.wait_text(OWNER, "no word from the agent", timeout_s=20)
             assert "sleep 600 &amp;&amp; make &lt;all&gt;" in said.params["text"]  # escaped
-            keep = buttons(said)["Keep waiting"]
+            keep, stop = buttons(said)["Keep waiting"], buttons(said)["⏹ Stop"]
+            for choice in (keep, stop):  # somebody else's taps: refused
+                q = await fake.press(OWNER, said.result["message_id"], choice, OTHER)
+                said_to_other = await answer_of(fake, q)
+                assert "not your task" in said_to_other or "of yours" in said_to_other
             q = await fake.press(OWNER, said.result["message_id"], keep, OWNER)
             assert await answer_of(fake, q) == "No more word about this turn"
             await edited(fake, said.result["message_id"], "no more word about this turn")

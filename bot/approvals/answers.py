@@ -209,12 +209,11 @@ class ApprovalAnswers:
         """ "Keep waiting" on a stall watchdog's message: it says no more about that turn.
         Returns the toast's locale key."""
         spoken = self._desk.stalls.get(turn_id)
-        if spoken is None or spoken.silenced:
-            raise UserInputError("callback.stale")
-        if spoken.owner_id != user_id:
+        if spoken is not None and spoken.owner_id != user_id:
             raise UserInputError("callback.not_yours")
-        self._desk.stalls.silence(turn_id)
-        spoken.silenced = True
+        spoken = self._desk.stalls.silence(turn_id)
+        if spoken is None:
+            raise UserInputError("callback.stale")
         task = await self._store.tasks.get(spoken.task_id)
         loc = task.locale if task is not None else "en"
         done = self._texts.get(loc, "stall.waiting")

@@ -35,7 +35,7 @@ def stall_keyboard(texts: Texts, loc: str, turn_id: int) -> Keyboard:
     )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Spoken:
     """A watchdog's message: whose turn, which task, and the outbox row it became."""
 
@@ -44,7 +44,6 @@ class Spoken:
     chat_id: int
     row_id: int
     text: str
-    silenced: bool = False
 
 
 class Stalls:
@@ -63,10 +62,20 @@ class Stalls:
     def silenced(self, turn_id: int) -> bool:
         return turn_id in self._silenced
 
-    def silence(self, turn_id: int) -> None:
-        self._silenced.add(turn_id)
+    def silence(self, turn_id: int) -> Spoken | None:
+        """Keep waiting: the watchdog says no more about the turn. Returns the message that
+        asked (None: no such message here, or silenced already)."""
+        if turn_id in self._silenced:
+            return None
+        spoken = self._spoken.get(turn_id)
+        if spoken is not None:
+            self._silenced.add(turn_id)
+        return spoken
 
     def ended(self, turn_id: int) -> Spoken | None:
-        """The turn is over: forget it; returns its last message, if any, to be closed."""
+        """The turn is over: forget it; returns its last message to close, if it spoke and
+        was not silenced (that one was closed by the answer)."""
+        silenced = turn_id in self._silenced
         self._silenced.discard(turn_id)
-        return self._spoken.pop(turn_id, None)
+        spoken = self._spoken.pop(turn_id, None)
+        return None if silenced else spoken

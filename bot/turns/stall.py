@@ -88,7 +88,7 @@ class StallWatch:
                     self._watch.exception(),
                 )
         spoken = self._stalls.ended(self._turn_id)
-        if spoken is not None and not spoken.silenced:
+        if spoken is not None:
             done = self._notifier.text(self._task.locale, "stall.over", label=self._task.label)
             await self._notifier.edit_row(spoken.chat_id, spoken.row_id, f"{spoken.text}\n\n{done}")
 
