@@ -13,6 +13,8 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from bot.events import (
     ApprovalRequest,
     LimitReached,
@@ -22,16 +24,19 @@ from bot.events import (
     WindowReported,
 )
 from bot.models import TaskStatus
+from bot.store import Store
 from executors.claude_protocol import parse_event
 from executors.codex import CodexExecutor
 from tests.support.fake_engine import FakeEngine, Pause
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.postgres import postgres_database
 from tests.test_approvals_e2e import answer_of, buttons, edited, touch
 from tests.test_codex_executor import collect
 from tests.test_codex_executor import spec as codex_spec
 from tests.test_limits import subscription
 from tests.test_phone import SESSION, answer, settings, until
+from tests.test_store import Clock
 
 
 def warned_window(reset: int, used: str = "0.85") -> dict[str, str]:
@@ -216,3 +221,40 @@ async def test_limits_names_the_limit_in_force_and_the_tasks_it_holds(tmp_path, 
             await fake.user_message("/tasks", OWNER)
             listed = (await fake.wait_text(OWNER, "Your tasks", after=mark)).params["text"]
             assert "Claude's usage limit · resets" in listed
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request, tmp_path):  # type: ignore[no-untyped-def]
+    if request.param == "sqlite":
+        opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
+        yield opened
+        await opened.close()
+        return
+    async with postgres_database() as url:
+        opened = await Store.open(url, Clock())
+        yield opened
+        await opened.close()
+
+
+async def test_a_window_is_warned_once_until_it_resets(store):
+    """The store's clock starts at 2026-11-29 12:00 UTC."""
+    week = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+    assert not await store.windows.report("claude", "seven_day", 0.5, week, 0.8)  # below
+    assert await store.windows.report("claude", "seven_day", 0.85, week, 0.8)
+    assert not await store.windows.report("claude", "seven_day", 0.9, week, 0.8)  # same window
+    jitter = week + timedelta(seconds=30)  # the API's rounding of one reset
+    assert not await store.windows.report("claude", "seven_day", 0.9, jitter, 0.8)
+    assert await store.windows.report("codex", "seven_day", 0.85, week, 0.8)  # another engine
+    assert await store.windows.report("claude", "five_hour", 0.95, None, 0.8)
+    assert not await store.windows.report("claude", "five_hour", 0.97, None, 0.8)
+    following = week + timedelta(days=7)
+    assert await store.windows.report("claude", "seven_day", 0.81, following, 0.8)  # a new one
+    shown = {(w.engine, w.window): (w.used, w.resets_at) for w in await store.windows.all()}
+    assert shown == {
+        ("claude", "five_hour"): (0.97, None),
+        ("claude", "seven_day"): (0.81, following),
+        ("codex", "seven_day"): (0.85, week),
+    }
+    past = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)  # a window already reset: not shown
+    assert not await store.windows.report("codex", "five_hour", 0.99, past, 0.8)
+    assert ("codex", "five_hour") not in {(w.engine, w.window) for w in await store.windows.all()}

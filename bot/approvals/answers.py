@@ -206,7 +206,7 @@ class ApprovalAnswers:
         return shown
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
-        """ "Keep waiting" on a stall watchdog's message: it says no more about that turn.
+        """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn.
         Returns the toast's locale key."""
         spoken = self._desk.stalls.get(turn_id)
         if spoken is not None and spoken.owner_id != user_id:

@@ -49,7 +49,8 @@ class EngineWindowRepo:
         async with self._engine.begin() as conn:
             row = (await conn.execute(query.with_for_update())).first()
             known = row is not None and row.warned and _same(aware(row.warned_reset), resets_at)
-            warn = used is not None and used >= warn_at and not known
+            over = resets_at is not None and resets_at <= self._clock()  # reset already
+            warn = used is not None and used >= warn_at and not known and not over
             values = {"used": used, "resets_at": resets_at, "updated_at": self._clock()}
             if warn:
                 values |= {"warned": True, "warned_reset": resets_at}
