@@ -12,7 +12,7 @@ from bot.events import ApprovalRequest, SessionStarted, ToolCalled, ToolFinished
 from bot.models import TaskStatus
 from tests.support.fake_engine import FakeEngine, Pause
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, running_bot
+from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
 from tests.test_phone import SESSION, answer, buzzing, settings, until
 
@@ -146,3 +146,22 @@ async def test_an_agent_that_answered_but_does_not_exit_is_named(tmp_path, workd
             await edited(fake, said.result["message_id"], "has ended since")
             assert len(stall_messages(fake)) == 1
             assert (await app.store.tasks.get(1)).status is TaskStatus.DONE
+
+
+async def test_the_real_claude_waiting_on_a_silent_model_is_stopped(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """The scripted model starts its answer and says nothing more: the real CLI is quiet, the
+    watchdog names the model, and Stop ends the turn (the CLI is stopped as /cancel does)."""
+    anthropic.script("MARK-QUIET", [{"stall": 30}])
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            make_settings(tmp_path / "data", fake, claude_bin, workdir, stall_s=1), agent_env
+        ) as app:
+            await fake.user_message("/claude MARK-QUIET think", OWNER)
+            said = await fake.wait_text(OWNER, "has said nothing", timeout_s=60)
+            await asyncio.sleep(2)  # the same silence: no second message
+            assert len(stall_messages(fake)) == 1
+            await fake.press(OWNER, said.result["message_id"], buttons(said)["⏹ Stop"], OWNER)
+            await status_of(app, 1, TaskStatus.CANCELLED, timeout_s=60)
+            await edited(fake, said.result["message_id"], "has ended since")
