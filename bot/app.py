@@ -43,6 +43,7 @@ from bot.tasks.handover import Handover
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
 from bot.tasks.terminal import TerminalDesk
+from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
@@ -280,6 +281,7 @@ async def build(
                 adoption=Adoption(
                     service, store, notifier, os.environ if environ is None else environ
                 ),
+                waiting=Waiting(store, texts, settings.timezone),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

@@ -106,6 +106,9 @@ class TurnRunner:
             progress_delay_s=policy.progress_delay_s,
             shared=stop_poll_s is not None,
             secrets=policy.secrets,
+            stall_s=policy.stall_s,
+            warn_percent=policy.limit_warn_percent,
+            timezone=policy.timezone,
         )
         self._parking = Parking(
             store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
