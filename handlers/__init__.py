@@ -50,6 +50,7 @@ from handlers import (
     money,
     replies,
     schedules,
+    steering,
     tasks,
 )
 from handlers.access import AllowListMiddleware
@@ -85,6 +86,7 @@ ROUTERS: tuple[Router, ...] = (
     schedules.router,
     board.router,
     held.router,
+    steering.router,
     buttons.router,
     replies.router,
     errors.router,

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
-from bot.events import LimitReached, SessionStarted, ToolCalled, TurnFinished, UsageUpdated
+from bot.events import (
+    LimitReached,
+    SessionStarted,
+    SteerDeferred,
+    SteerTaken,
+    ToolCalled,
+    TurnFinished,
+    UsageUpdated,
+)
 from bot.models import MessageKind, Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.pricing import Meter
 from bot.store import Store, TurnOutcome
@@ -22,6 +30,7 @@ from bot.telegram.notifier import Notifier
 from bot.turns.continuation import lost_session_prompt
 from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
+from bot.turns.steering import SteerBoard, SteerBox
 from bot.turns.transcribe import TranscriptBatch
 
 log = logging.getLogger(__name__)
@@ -50,9 +59,12 @@ class Drive:
         progress_interval_s: float,
         progress_delay_s: float,
         shared: bool,
+        steering: SteerBoard | None = None,
     ) -> None:
         """``shared``: turns run on a shared database, where another process may take one
-        over (its progress is then neither sent nor edited)."""
+        over (its progress is then neither sent nor edited). ``steering``: the inboxes of the
+        turns running here (a follow-up sent into the running turn)."""
+        self.steering = steering or SteerBoard()
         self._store = store
         self._engines = engines
         self._notifier = notifier
@@ -114,14 +126,31 @@ class Drive:
         verdict it is left to exit on its own when that block ends (after the card); on
         anything else (a budget stop, an error, a cancel) it is stopped."""
         await self._engines.ready()  # a turn right after start: the probes may still run
+        with self.steering.open(task.id, spec.turn_id) as inbox:
+            driven = await self._read(task, spec, meter, left, agent, runner, inbox)
+            for steer_id in inbox.close():  # never taken in: it runs as its own next turn
+                await self._note(task, SteerDeferred(steer_id), 0)
+        return driven
+
+    async def _read(
+        self,
+        task: Task,
+        spec: TurnSpec,
+        meter: Meter,
+        left: float | None,
+        agent: contextlib.AsyncExitStack,
+        runner: str | None,
+        inbox: SteerBox,
+    ) -> Driven:
         executor = self._engines.available.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
-        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
+        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id), inbox)
         agent.push_async_exit(reaper(events))
         final: TurnFinished | None = None
         limit: LimitReached | None = None
         acted = False
+        steps = 0  # the tool calls so far: a steer taken in now reaches the model's next step
         progress = Progress(
             self._notifier,
             task,
@@ -136,6 +165,8 @@ class Drive:
                 meter.observe(event)
                 progress.observe(event)
                 acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
+                steps += isinstance(event, ToolCalled)
+                await self._steered(task, event, inbox, steps + 1)
                 if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                     await self._store.tasks.set_session(task.id, event.session_id)
                 await transcript.add(transcript_entry(event))
@@ -163,6 +194,23 @@ class Drive:
         if limit is not None and final.is_error:
             outcome = await self._limited(task, outcome, limit)
         return Driven(outcome, final.denials, acted)
+
+    async def _steered(self, task: Task, event: object, inbox: SteerBox, step: int) -> None:
+        """A steer event the executor yields, believed once for a steer of this turn's."""
+        if isinstance(event, SteerTaken | SteerDeferred) and inbox.resolve(event.steer_id):
+            await self._note(task, event, step)
+
+    async def _note(self, task: Task, event: SteerTaken | SteerDeferred, step: int) -> None:
+        """What became of a steer, on its acknowledgement: taken in (its queued turn is gone,
+        in one step with the note, so it never runs twice), or it runs as its own turn."""
+        if isinstance(event, SteerDeferred):
+            log.info("task %s: steer %s runs as the next turn", task.id, event.steer_id)
+            await self._notifier.steer_note(task, event.steer_id, "steer.deferred", final=False)
+            return
+        log.info("task %s: steer %s taken in at step %s", task.id, event.steer_id, step)
+        async with self._store.atomic():
+            await self._store.tasks.absorb_turn(task.id, event.steer_id)
+            await self._notifier.steer_note(task, event.steer_id, "steer.taken", step=step)
 
     async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
         """A turn the engine's usage limit stopped is not a failure: it waits for the reset

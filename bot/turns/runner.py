@@ -42,6 +42,7 @@ from bot.turns.outcome import (
 from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.queue import TurnQueue
 from bot.turns.specs import TurnPolicy, TurnSpecs
+from bot.turns.steering import SteerBoard
 from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,9 @@ class TurnRunner:
             progress_interval_s=policy.progress_interval_s,
             progress_delay_s=policy.progress_delay_s,
             shared=stop_poll_s is not None,
+            steering=SteerBoard(),
         )
+        self.steering = self._drive.steering  # the inboxes of the turns running here
         self._parking = Parking(
             store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
         )

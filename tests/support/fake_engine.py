@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 
 from bot.events import AgentEvent, ApprovalRequest
 from bot.models import TurnSpec
-from bot.ports import Approver
+from bot.ports import Approver, SteerInbox
 
 Script = Sequence[AgentEvent | ApprovalRequest]
 
@@ -37,7 +37,9 @@ class FakeEngine:
     def sandbox_problem(self) -> str | None:
         return self._sandbox_problem
 
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    async def run(
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
         self.specs.append(spec)
         script = self._script(spec) if callable(self._script) else self._script
         for item in script:
