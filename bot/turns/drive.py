@@ -166,10 +166,10 @@ class Drive:
                 progress.observe(event)
                 acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
                 steps += isinstance(event, ToolCalled)
-                await self._steered(task, event, inbox, steps + 1)
                 if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                     await self._store.tasks.set_session(task.id, event.session_id)
-                await transcript.add(transcript_entry(event))
+                if not await self._steered(task, event, inbox, steps + 1, transcript):
+                    await transcript.add(transcript_entry(event))
                 if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
                     limit = event  # the first that names its reset time wins
                 if isinstance(event, TurnFinished):
@@ -195,10 +195,24 @@ class Drive:
             outcome = await self._limited(task, outcome, limit)
         return Driven(outcome, final.denials, acted)
 
-    async def _steered(self, task: Task, event: object, inbox: SteerBox, step: int) -> None:
-        """A steer event the executor yields, believed once for a steer of this turn's."""
-        if isinstance(event, SteerTaken | SteerDeferred) and inbox.resolve(event.steer_id):
+    async def _steered(
+        self,
+        task: Task,
+        event: object,
+        inbox: SteerBox,
+        step: int,
+        transcript: TranscriptBatch,
+    ) -> bool:
+        """A steer event the executor yields (True), believed once for a steer of this turn's;
+        the transcript keeps the words taken in."""
+        if not isinstance(event, SteerTaken | SteerDeferred):
+            return False
+        if inbox.resolve(event.steer_id):
             await self._note(task, event, step)
+            if isinstance(event, SteerTaken):
+                body = {"steer_id": event.steer_id, "text": inbox.text_of(event.steer_id)}
+                await transcript.add(("SteerTaken", body))
+        return True
 
     async def _note(self, task: Task, event: SteerTaken | SteerDeferred, step: int) -> None:
         """What became of a steer, on its acknowledgement: taken in (its queued turn is gone,

@@ -23,7 +23,7 @@ class SteerBox:
     def __init__(self, turn_id: int) -> None:
         self.turn_id = turn_id
         self._waiting: list[Steer] = []
-        self._given: set[int] = set()  # steer ids put in once: a second tap puts nothing
+        self._given: dict[int, str] = {}  # by steer id, put in once: a second tap puts nothing
         self._resolved: set[int] = set()  # the executor said what became of them
         self._arrived = asyncio.Event()
         self._closed = False
@@ -33,7 +33,7 @@ class SteerBox:
         if self._closed:
             return False
         if steer.steer_id not in self._given:
-            self._given.add(steer.steer_id)
+            self._given[steer.steer_id] = steer.text
             self._waiting.append(steer)
             self._arrived.set()
         return True
@@ -58,7 +58,10 @@ class SteerBox:
         or taken and not reported): each runs as its own next turn."""
         self._closed = True
         self._waiting = []
-        return sorted(self._given - self._resolved)
+        return sorted(set(self._given) - self._resolved)
+
+    def text_of(self, steer_id: int) -> str:
+        return self._given.get(steer_id, "")
 
 
 class SteerBoard:
