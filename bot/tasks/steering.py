@@ -12,6 +12,7 @@ follow-up stays queued, and the tap says so."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from enum import StrEnum
 
@@ -64,16 +65,17 @@ class SteerDesk:
         """Start the follow-up's timer: untapped, it does the default."""
         timer = asyncio.create_task(self._after(owner_id, turn_id), name=f"steer {turn_id}")
         self._timers[turn_id] = timer
-        timer.add_done_callback(lambda _: self._timers.pop(turn_id, None))
+        timer.add_done_callback(functools.partial(self._timer_done, turn_id))
+
+    def _timer_done(self, turn_id: int, timer: asyncio.Task[None]) -> None:
+        self._timers.pop(turn_id, None)
+        if not timer.cancelled() and (exc := timer.exception()) is not None:
+            log.error("follow-up turn %s: its default choice failed", turn_id, exc_info=exc)
 
     async def _after(self, owner_id: int, turn_id: int) -> None:
         await asyncio.sleep(self._choice_s)
         self._timers.pop(turn_id, None)  # deciding now: not cancelled by its own choice
-        try:
-            answer = await self.choose(owner_id, turn_id, self._default)
-        except Exception:  # deliberate: a timer's failure leaves the follow-up queued
-            log.exception("follow-up turn %s: its default choice failed", turn_id)
-            return
+        answer = await self.choose(owner_id, turn_id, self._default)  # a failure: still queued
         log.info("follow-up turn %s: untapped, %s -> %s", turn_id, self._default, answer)
 
     async def choose(self, user_id: int, turn_id: int, choice: SteerChoice) -> SteerAnswer:
