@@ -130,3 +130,55 @@ async def _is(value: list[str], wanted: list[str]) -> bool:
 async def _done(app, task_id: int) -> bool:  # type: ignore[no-untyped-def]
     task = await app.store.tasks.get(task_id)
     return task.status is TaskStatus.DONE and len(await app.store.tasks.turns_of(task_id)) >= 2
+
+
+async def test_a_turn_running_in_another_process_is_not_steered_from_here(tmp_path, workdir):
+    """Scale-out: the bot's desk sees the task running but no inbox of its own (the turn runs on
+    a worker): the tap says so and the follow-up stays queued, to run after that turn."""
+    from bot.tasks.steering import SteerDesk
+
+    engine = Held("claude")
+    async with app_in_own_task(
+        _settings(tmp_path, workdir), session=RecordingSession(), executors={"claude": engine}
+    ) as app:
+        task = await app.service.start(
+            NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
+        )
+        await until(lambda: _is(engine.prompts, ["first"]))
+        turn = await app.service.follow_up(OWNER, task.id, "words", reply_to=90003)
+        assert turn is not None
+        front = SteerDesk(
+            app.store, SteerBoard(), app.core.notifier, default="queue", choice_s=10, local=False
+        )
+        assert await front.choose(OWNER, turn.id, SteerChoice.STEER) is SteerAnswer.ELSEWHERE
+        assert (await app.store.tasks.get_turn(turn.id)).status is TaskStatus.QUEUED
+        engine.release.set()
+        await until(lambda: _done(app, task.id))
+        assert engine.prompts == ["first", "words"]
+        await front.aclose()
+
+
+async def test_untapped_the_default_queue_keeps_it_behind_and_drops_the_choice(tmp_path, workdir):
+    """DETACH_REPLY_DEFAULT=queue (the default): after the choice's wait the acknowledgement
+    loses Steer now / Queue and says it is queued; the follow-up runs after the turn."""
+    engine = Held("claude")
+    settings = _settings(tmp_path, workdir).model_copy(update={"reply_choice_s": 0.3})
+    async with app_in_own_task(
+        settings, session=RecordingSession(), executors={"claude": engine}
+    ) as app:
+        task = await app.service.start(
+            NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
+        )
+        await until(lambda: _is(engine.prompts, ["first"]))
+        turn = await app.service.follow_up(OWNER, task.id, "later", reply_to=90004)
+        assert turn is not None
+
+        async def said_queued() -> bool:
+            await app.outbox.idle(1)
+            return any("follow-up queued (after the running turn)" in t for t in edits(app))
+
+        await until(said_queued)
+        assert (await app.store.tasks.get_turn(turn.id)).status is TaskStatus.QUEUED
+        engine.release.set()
+        await until(lambda: _done(app, task.id))
+        assert engine.prompts == ["first", "later"]
