@@ -245,6 +245,7 @@ class CodexExecutor:
         state = TurnState()
         try:
             async for message in rpc.incoming():
+                steering.shown(message)
                 for said in steering.said():
                     yield said
                 if "id" in message and message.get("method"):

@@ -188,3 +188,26 @@ async def test_local_takes_a_steer_before_its_next_model_call(
                 assert await app.store.tasks.get_turn(2) is None
     finally:
         chat.stop()
+
+
+async def test_codex_steer_goes_in_through_turn_steer(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, openai, workdir
+):
+    openai.script(
+        "MARK-SE-CX",
+        [{"shell": "sleep 4; echo one"}, {"shell": "echo two"}, {"text": "codex steered"}],
+    )
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, {**agent_env, **codex_env}) as app:
+            await fake.user_message("/codex mode=auto MARK-SE-CX go", OWNER)
+            await requests_seen(openai, "MARK-SE-CX", 1, timeout_s=60)
+            followup = await reply_while_running(fake, app, "#1 mark-se-")
+            steer = buttons(followup)["➡️ Steer now"]
+            await fake.press(OWNER, followup.result["message_id"], steer, OWNER)
+            await fake.wait_shown(OWNER, "taken into the running turn at step 2", 30)
+            await fake.wait_text(OWNER, "codex steered", timeout_s=60)
+            requests = openai.requests_for("MARK-SE-CX")
+            assert len(requests) == 3 and STEER not in json.dumps(requests[0])
+            assert STEER in json.dumps(requests[1])  # within the running turn
+            assert await app.store.tasks.get_turn(2) is None

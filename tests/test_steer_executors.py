@@ -139,6 +139,8 @@ async def test_codex_takes_a_steer_in_through_turn_steer(codex_bin, codex_env, o
     finals = [e for e in events if isinstance(e, TurnFinished)]
     assert len(finals) == 1 and finals[0].result_text == "codex done"
     assert SteerTaken(7) in events and events.index(SteerTaken(7)) < events.index(finals[0])
+    first_result = next(i for i, e in enumerate(events) if isinstance(e, ToolFinished))
+    assert first_result < events.index(SteerTaken(7))  # said when the turn shows it
     requests = openai.requests_for("MARK-CSTEER")
     assert len(requests) == 3 and not carried(requests[0])
     assert carried(requests[1])  # the request after the first command's output
