@@ -51,6 +51,8 @@ from bot.telegram.retry import RetryMiddleware
 from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
 from bot.turns.pool import JobPool
+from bot.voice.drafts import VoiceDrafts
+from bot.voice.speech import make_recognizer
 from bot.worktrees.card import WorktreeCard
 from executors import registry
 from executors.process import agent_env
@@ -147,6 +149,27 @@ def make_preflight(
         texts=core.texts,
         engines=engines,
         desk=PreflightDesk(core.store, core.outbox, core.texts, settings.preflight_wait_s),
+    )
+
+
+def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDrafts:
+    """Voice notes' drafts: a transcription server (DETACH_STT_BASE_URL), else the offline
+    recognizer when installed (nothing of it is loaded before the first note)."""
+    recognizer = make_recognizer(
+        base_url=settings.stt_base_url,
+        model=settings.stt_model,
+        api_key=settings.stt_api_key,
+        timeout_s=settings.stt_timeout_s,
+        max_s=settings.stt_max_s,
+    )
+    return VoiceDrafts(
+        store=core.store,
+        outbox=core.outbox,
+        texts=core.texts,
+        tasks=service,
+        recognizer=recognizer,
+        max_s=settings.stt_max_s,
+        max_bytes=service.max_attachment_bytes,
     )
 
 
@@ -259,6 +282,7 @@ async def build(
                 schedules=schedules,
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
+                voice=make_voice(core, settings, service),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

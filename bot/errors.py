@@ -4,7 +4,8 @@
     ├── ConfigError            settings are missing or invalid (no bot token, no agent CLI)
     ├── UserInputError         bad input from a person; carries a locale key and its arguments
     │   ├── TaskNotFound       unknown id, or a task of somebody else (never tell which)
-    │   └── TaskStateError     the task cannot do that now (e.g. archive a running task)
+    │   ├── TaskStateError     the task cannot do that now (e.g. archive a running task)
+    │   └── TranscriptionFailed  a voice note could not be turned into words (key, reason)
     ├── ToolRefused            an MCP tool call `detach mcp` refuses; the message is for a model
     ├── AlreadyRunning         another process holds this database and role (what, holder)
     ├── StoreError             the database failed or holds something unexpected
@@ -63,6 +64,12 @@ class TaskNotFound(UserInputError):
 
 class TaskStateError(UserInputError):
     pass
+
+
+class TranscriptionFailed(UserInputError):
+    """A voice note that gave no words: unreadable, no recognizer, the transcription server
+    timed out or answered nonsense; ``key`` says which (a localized line), ``reason`` the
+    detail when there is one."""
 
 
 class ToolRefused(DetachError):

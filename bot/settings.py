@@ -84,6 +84,13 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     preflight: bool = False
     preflight_model: str = ""  # a preset's name; "": the cheapest Claude preset
     preflight_wait_s: float = Field(default=1800, gt=0)  # for the owner's answer to its question
+    # voice notes (bot.voice): a transcription server with OpenAI's API (a local whisper server
+    # or a hosted one), else the offline recognizer (pocketsphinx: US English only)
+    stt_base_url: str | None = None  # http://127.0.0.1:8000/v1 → POST …/audio/transcriptions
+    stt_model: str = "whisper-1"
+    stt_api_key: SecretStr | None = None
+    stt_max_s: float = Field(default=300, gt=0, le=3600)  # a longer note is cut, and says so
+    stt_timeout_s: float = Field(default=180, gt=0)  # one note's transcription, at most
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
         "Bash",
         "Edit",
@@ -165,4 +172,5 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
 
     def secret_values(self) -> list[str]:
         """Values that must never reach an agent's environment or a log line."""
-        return [self.bot_token.get_secret_value()] if self.bot_token else []
+        secrets = [self.bot_token, self.stt_api_key]
+        return [s.get_secret_value() for s in secrets if s is not None and s.get_secret_value()]

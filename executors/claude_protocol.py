@@ -20,6 +20,7 @@ from bot.events import (
     ToolFinished,
     TurnFinished,
     Usage,
+    detail_of,
 )
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ def _assistant_events(message: dict[str, Any]) -> list[AgentEvent]:
                     name,
                     summarize_input(_obj(block.get("input"))),
                     reads_only=name in READ_ONLY_TOOLS,
+                    detail=detail_of(_obj(block.get("input"))),
                 )
             )
     return events

@@ -19,6 +19,7 @@ from bot.events import (
     TurnFinished,
     Usage,
     UsageUpdated,
+    detail_of,
 )
 
 COMMAND_APPROVAL = "item/commandExecution/requestApproval"
@@ -53,7 +54,8 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
     item = params.get("item") or {}
     kind = item.get("type")
     if method == "item/started" and kind == "commandExecution":
-        return [ToolCalled(str(item.get("id")), "Bash", _command(item))]
+        detail = detail_of(str(item.get("command") or ""))
+        return [ToolCalled(str(item.get("id")), "Bash", _command(item), detail=detail)]
     if method == "item/started" and kind == "fileChange":
         state.changes[str(item.get("id"))] = list(item.get("changes") or [])
         return [
@@ -61,10 +63,13 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
                 str(item.get("id")),
                 "Edit",
                 ", ".join(str(c.get("path")) for c in item.get("changes") or []),
+                detail=detail_of(_changes(item)),
             )
         ]
     if method == "item/started" and kind in OTHER_TOOLS:
-        return [ToolCalled(str(item.get("id")), _tool_name(item), _tool_summary(item))]
+        args = item.get("arguments") or item.get("prompt") or item.get("revisedPrompt") or ""
+        name, summary = _tool_name(item), _tool_summary(item)
+        return [ToolCalled(str(item.get("id")), name, summary, detail=detail_of(args))]
     if method == "item/completed" and kind in ("commandExecution", "fileChange", *OTHER_TOOLS):
         ok = item.get("status") == "completed" and item.get("exitCode") in (None, 0)
         return [
@@ -133,6 +138,16 @@ def _tool_name(item: dict[str, Any]) -> str:
 
 def _tool_summary(item: dict[str, Any]) -> str:
     return str(item.get("arguments") or item.get("prompt") or item.get("revisedPrompt") or "")[:200]
+
+
+def _changes(item: dict[str, Any]) -> str:
+    """A file change's paths, each with its diff when Codex sent one."""
+    parts = []
+    for change in item.get("changes") or []:
+        diff = change.get("diff") if isinstance(change, dict) else None
+        path = change.get("path") if isinstance(change, dict) else change
+        parts.append(f"{path}\n{diff}" if isinstance(diff, str) and diff else str(path))
+    return "\n".join(parts)
 
 
 def _command(item: dict[str, Any]) -> str:

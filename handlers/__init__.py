@@ -39,6 +39,7 @@ from bot.tasks.service import TaskService
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
+from bot.voice.drafts import VoiceDrafts
 from bot.worktrees.card import WorktreeCard
 from handlers import (
     approvals,
@@ -52,6 +53,7 @@ from handlers import (
     schedules,
     steering,
     tasks,
+    voice,
 )
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware
@@ -86,6 +88,7 @@ ROUTERS: tuple[Router, ...] = (
     schedules.router,
     board.router,
     held.router,
+    voice.router,
     steering.router,
     buttons.router,
     replies.router,
@@ -109,6 +112,7 @@ class Services:
     schedules: ScheduleDesk
     engine_status: list[str]  # filled in once the engines' probes answered
     fleet: FleetStatus
+    voice: VoiceDrafts  # voice notes' drafts
 
 
 def build_dispatcher(

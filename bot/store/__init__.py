@@ -6,6 +6,7 @@ from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.checks import CheckRepo
 from bot.store.claims import ClaimRepo
 from bot.store.db import Clock, Database, Engine, make_engine, utcnow
+from bot.store.drafts import VoiceDraftRepo
 from bot.store.engine_state import EngineLimitRepo, EngineSessionRepo
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
@@ -66,6 +67,7 @@ class Store:
         self.limits = EngineLimitRepo(db, clock)
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
         self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
+        self.drafts = VoiceDraftRepo(db, clock)  # voice notes' transcripts (bot.voice)
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
 
     @classmethod

@@ -29,6 +29,7 @@ from bot.store.schema import (
     turns,
     update_journal,
     user_settings,
+    voice_drafts,
     worktrees,
 )
 
@@ -192,6 +193,11 @@ def _v22(conn: Connection) -> None:
     preflight_holds.create(conn, checkfirst=True)
 
 
+def _v_voice(conn: Connection) -> None:
+    """A voice note's transcript, a draft until its owner starts, edits or cancels it."""
+    voice_drafts.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -217,6 +223,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v20,
     _v21,
     _v22,
+    _v_voice,
 ]
 
 

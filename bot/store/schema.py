@@ -330,3 +330,22 @@ runners = sa.Table(
     sa.Column("stopped_at", sa.DateTime(timezone=True)),  # stopped cleanly
     sa.Column("taken_at", sa.DateTime(timezone=True)),  # its turns were taken over
 )
+
+# a voice note's transcript, shown with Start / Edit / Cancel until its owner taps one
+# (bot.voice.drafts); pruned with the retention
+voice_drafts = sa.Table(
+    "voice_drafts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner_id", sa.BigInteger, nullable=False),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("message_id", sa.BigInteger, nullable=False),  # the voice note's message
+    sa.Column("locale", sa.String(8), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),  # the transcript, or the owner's edit of it
+    sa.Column("notes", sa.Text, nullable=False, server_default=""),  # cut, language (keys)
+    sa.Column("status", sa.String(12), nullable=False),  # pending, started, cancelled
+    sa.Column("row_id", sa.Integer),  # its message's outbox row
+    sa.Column("task_id", sa.Integer),  # the task Start began
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.UniqueConstraint("chat_id", "message_id", name="uq_voice_drafts_message"),
+)

@@ -59,6 +59,7 @@ class Drive:
         progress_interval_s: float,
         progress_delay_s: float,
         shared: bool,
+        secrets: tuple[str, ...] = (),
         steering: SteerBoard | None = None,
     ) -> None:
         """``shared``: turns run on a shared database, where another process may take one
@@ -66,6 +67,7 @@ class Drive:
         turns running here (a follow-up sent into the running turn)."""
         self.steering = steering or SteerBoard()
         self._store = store
+        self._secrets = secrets
         self._engines = engines
         self._notifier = notifier
         self._desk = desk
@@ -159,7 +161,9 @@ class Drive:
             self._progress_delay_s,
             self._held(spec.turn_id, runner),
         )
-        transcript = TranscriptBatch(self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH)
+        transcript = TranscriptBatch(
+            self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH, secrets=self._secrets
+        )
         async with progress, transcript:
             async for event in events:
                 meter.observe(event)

@@ -45,6 +45,8 @@ class TurnPolicy:
     # what a sandboxed turn may not read (executors/denied.py, wired by the composition root),
     # asked for every turn; None: nothing is denied
     read_denial: Callable[[], tuple[Path, ...]] | None = None
+    # values no transcript stores (the bot's token, the environment's API keys): redacted
+    secrets: tuple[str, ...] = ()
 
 
 class TurnSpecs:

@@ -249,6 +249,38 @@ class FakeTelegram:
         await self._push({"message": message})
         return message
 
+    async def user_voice(
+        self,
+        data: bytes,
+        user_id: int,
+        duration_s: int,
+        kind: str = "voice",
+        language_code: str = "en",
+    ) -> dict[str, Any]:
+        """The user sends a voice note (``kind="audio"``: an audio file) as Telegram describes
+        it (file_id, duration in seconds, OGG/Opus); the bot downloads it with getFile."""
+        file_id = f"user-{kind}-{next(self._ids)}"
+        self.files[file_id] = data
+        sound: dict[str, Any] = {
+            "file_id": file_id,
+            "file_unique_id": file_id.replace("-", ""),
+            "duration": duration_s,
+            "mime_type": "audio/ogg",
+            "file_size": len(data),
+        }
+        if kind == "audio":
+            sound["file_name"] = "note.ogg"
+        message: dict[str, Any] = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private"},
+            "from": self.user(user_id, language_code),
+            kind: sound,
+        }
+        self.messages.setdefault(user_id, []).append(message)
+        await self._push({"message": message})
+        return message
+
     async def user_photo(
         self,
         data: bytes,
