@@ -63,7 +63,12 @@ async def test_steer_now_takes_a_reply_into_a_multi_tool_claude_turn(
             await fake.wait_call("answerCallbackQuery", lambda c: "Sent into" in str(c.params))
             taken = await fake.wait_shown(OWNER, "taken into the running turn at step", 60)
             assert int(taken.params["message_id"]) == followup.result["message_id"]
-            await fake.wait_text(OWNER, "done, banana", timeout_s=60)
+            card = await fake.wait_text(OWNER, "done, banana", timeout_s=60)
+            await fake.press(
+                OWNER, card.result["message_id"], buttons(card)["📜 Transcript"], OWNER
+            )
+            log = (await fake.wait_text(OWNER, "events", timeout_s=10)).params["text"]
+            assert f"➡️ {STEER}" in log  # the words the turn took in, where it took them
             requests = anthropic.requests_for("MARK-SE-TOOLS")
             assert len(requests) == 3  # one turn: the steer never ran as a turn of its own
             assert [carried_as(r, "system") for r in requests][0] == 0
