@@ -37,11 +37,13 @@ from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
+from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
 from bot.tasks.steering import SteerDesk
+from bot.tasks.terminal import TerminalDesk
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
@@ -50,6 +52,7 @@ from bot.telegram.reach import reach_telegram
 from bot.telegram.retry import RetryMiddleware
 from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
+from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
@@ -236,6 +239,7 @@ async def build(
             settings.outbox_chat_interval_s,
             settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
+            topics=Topics(store, bot, texts, settings.topics),
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
@@ -283,6 +287,10 @@ async def build(
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
                 voice=make_voice(core, settings, service),
+                terminal=TerminalDesk(service, store, notifier, texts),
+                adoption=Adoption(
+                    service, store, notifier, os.environ if environ is None else environ
+                ),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.models import ApprovalMode, ProcessRole
+from bot.models import ApprovalMode, ProcessRole, TopicMode
 from executors.claude import ClaudeSettings
 from executors.codex import CodexSettings
 from executors.local import LocalSettings
@@ -52,6 +52,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     # a follow-up while its task's turn runs, untapped for reply_choice_s: after it, or into it
     reply_default: Literal["queue", "steer"] = "queue"
     reply_choice_s: float = Field(default=10.0, gt=0, le=600)
+    topics: TopicMode = TopicMode.TASK  # with forum topics on: a topic per task, or per project
     progress_delay_s: float = Field(default=5.0, ge=0)  # a turn shorter than this: no progress
     outbox_chat_interval_s: float = Field(default=1.0, ge=0)
     outbox_group_interval_s: float = Field(default=3.0, ge=0)

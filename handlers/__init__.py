@@ -33,9 +33,11 @@ from aiogram.types import BotCommand, TelegramObject
 from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
 from bot.schedules.desk import ScheduleDesk
+from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
+from bot.tasks.terminal import TerminalDesk
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -53,6 +55,7 @@ from handlers import (
     schedules,
     steering,
     tasks,
+    terminal,
     voice,
 )
 from handlers.access import AllowListMiddleware
@@ -62,6 +65,7 @@ from handlers.locale import LocaleMiddleware
 COMMANDS = (
     "tasks",
     "result",
+    "adopt",
     "export",
     "cancel",
     "archive",
@@ -90,6 +94,7 @@ ROUTERS: tuple[Router, ...] = (
     held.router,
     voice.router,
     steering.router,
+    terminal.router,
     buttons.router,
     replies.router,
     errors.router,
@@ -113,6 +118,8 @@ class Services:
     engine_status: list[str]  # filled in once the engines' probes answered
     fleet: FleetStatus
     voice: VoiceDrafts  # voice notes' drafts
+    terminal: TerminalDesk  # hand-off: hold at the terminal, take back
+    adoption: Adoption  # /adopt
 
 
 def build_dispatcher(

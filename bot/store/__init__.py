@@ -22,6 +22,8 @@ from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
 from bot.store.task_rows import TurnOutcome
 from bot.store.tasks import TaskRepo
+from bot.store.terminal import TerminalRepo
+from bot.store.topics import Topic, TopicRepo
 from bot.store.transcript import TranscriptLine, TranscriptRepo
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "Schedule",
     "Store",
     "TaskFileRow",
+    "Topic",
     "TranscriptLine",
     "TurnOutcome",
     "WorktreeRow",
@@ -68,7 +71,9 @@ class Store:
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
         self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
         self.drafts = VoiceDraftRepo(db, clock)  # voice notes' transcripts (bot.voice)
+        self.topics = TopicRepo(db, clock)  # forum topics: a topic per task
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
+        self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

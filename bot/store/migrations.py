@@ -12,6 +12,7 @@ from bot.store.schema import (
     chat_settings,
     engine_limits,
     engine_sessions,
+    forum_topics,
     grants,
     message_links,
     metadata,
@@ -24,7 +25,9 @@ from bot.store.schema import (
     spend,
     task_checks,
     task_files,
+    task_topics,
     tasks,
+    terminal_holds,
     transcript,
     turns,
     update_journal,
@@ -198,6 +201,18 @@ def _v_voice(conn: Connection) -> None:
     voice_drafts.create(conn, checkfirst=True)
 
 
+def _v_topics(conn: Connection) -> None:
+    """A topic per task: the forum topics the bot opened, and which one each task's
+    messages go to."""
+    forum_topics.create(conn, checkfirst=True)
+    task_topics.create(conn, checkfirst=True)
+
+
+def _v_handoff(conn: Connection) -> None:
+    """Hand-off: tasks held at the terminal."""
+    terminal_holds.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -224,6 +239,8 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v21,
     _v22,
     _v_voice,
+    _v_topics,
+    _v_handoff,
 ]
 
 

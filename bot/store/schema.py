@@ -349,3 +349,36 @@ voice_drafts = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
     sa.UniqueConstraint("chat_id", "message_id", name="uq_voice_drafts_message"),
 )
+
+forum_topics = sa.Table(
+    "forum_topics",  # a forum topic the bot opened: one per task, or per directory
+    metadata,
+    sa.Column("chat_id", sa.BigInteger, primary_key=True),
+    sa.Column("key", sa.Text, primary_key=True),  # "task:<id>" or "cwd:<directory>"
+    sa.Column("thread_id", sa.BigInteger),  # NULL: gone (deleted): the chat itself again
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("closed", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+task_topics = sa.Table(
+    "task_topics",  # where a task's messages go, decided at its first message
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("key", sa.Text),  # NULL: the chat itself (no topics, or none could be opened)
+    sa.Index("ix_task_topics_chat_key", "chat_id", "key"),
+)
+
+# hand-off: a task held at the terminal (its owner continues its session there; phone replies
+# are refused until taken back): by whom, since when
+terminal_holds = sa.Table(
+    "terminal_holds",
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("since", sa.DateTime(timezone=True), nullable=False),
+    # replies refused meanwhile, kept for "Take back and send it": {"<message id>": "text"}
+    sa.Column("parked", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("row_id", sa.Integer),  # the outbox row of the message that says it is held
+)

@@ -510,6 +510,13 @@ class FakeTelegram:
         self.messages.setdefault(chat_id, []).append(message)
         return message
 
+    def _thread_fields(self, chat_id: int, p: dict[str, Any]) -> dict[str, Any]:
+        """A send's ``message_thread_id``: no chat here has topics, so Telegram refuses one
+        (``tests/support/fake_forum.py`` has them)."""
+        if p.get("message_thread_id"):
+            raise _ApiError(400, "Bad Request: message thread not found")
+        return {}
+
     # -- Bot API methods --------------------------------------------------------------------
     async def _m_getMe(self, _p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         return {"id": BOT_ID, "is_bot": True, "first_name": "Detach", "username": "detach_test_bot"}
@@ -533,7 +540,7 @@ class FakeTelegram:
         self._check_markup(p.get("reply_markup"))
         self._take_flood_token(chat_id)
         visible, _ = visible_text(p["text"], p.get("parse_mode"))
-        fields: dict[str, Any] = {"text": visible}
+        fields: dict[str, Any] = {"text": visible, **self._thread_fields(chat_id, p)}
         if (p.get("reply_markup") or {}).get("inline_keyboard"):  # Message carries only these
             fields["reply_markup"] = p["reply_markup"]
         return self._bot_message(chat_id, **fields)
@@ -554,6 +561,7 @@ class FakeTelegram:
         self.files[file_id] = document
         return self._bot_message(
             chat_id,
+            **self._thread_fields(chat_id, p),
             document={"file_id": file_id, "file_unique_id": file_id},
             caption=p.get("caption"),
         )
