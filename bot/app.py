@@ -44,6 +44,7 @@ from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
 from bot.tasks.steering import SteerDesk
 from bot.tasks.terminal import TerminalDesk
+from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
@@ -291,6 +292,7 @@ async def build(
                 adoption=Adoption(
                     service, store, notifier, os.environ if environ is None else environ
                 ),
+                waiting=Waiting(store, texts, settings.timezone),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

@@ -215,6 +215,8 @@ def turn_policy(
         sandbox_domains=settings.sandbox_allowed_domains,
         timezone=settings.timezone,
         limit_retry_s=settings.limit_retry_s,
+        stall_s=settings.stall_s,
+        limit_warn_percent=settings.limit_warn_percent,
         subtask_command=(sys.executable, "-m", "bot", "mcp"),
         subtask_env=subtask_env(settings),
         private_dir=private_dir(settings),

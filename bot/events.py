@@ -147,6 +147,18 @@ class LimitReached:
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class WindowReported:
+    """The engine reported one of its plan's usage windows (Claude 2.1.197: a
+    ``rate_limit_event`` with status ``allowed_warning``, once per process, only past the
+    threshold the API names): ``window`` as the engine names it (``five_hour``, ``seven_day``,
+    …), ``used`` the share of it used (0..1), ``resets_at`` when it starts anew."""
+
+    window: str
+    used: float | None
+    resets_at: datetime | None
+
+
 # --- steering: a message the owner sent into a running turn ----------------------------------
 
 
@@ -182,6 +194,7 @@ AgentEvent = (
     | TurnFinished
     | LimitReached
     | Retrying
+    | WindowReported
     | SteerTaken
     | SteerDeferred
 )

@@ -61,6 +61,10 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     task_cap_usd: float | None = Field(default=None, gt=0)
     approval_timeout_s: float = Field(default=600, gt=0)
     limit_retry_s: float = Field(default=900, gt=0)  # a usage limit that names no reset time
+    # an agent that says nothing this long: its turn gets one watchdog message (Stop / Keep
+    # waiting); seconds, down to 0.2 (tests)
+    stall_s: float = Field(default=600, ge=0.2)
+    limit_warn_percent: float = Field(default=80, gt=0, le=100)  # a plan's window: one warning
     mcp_chat: int | None = None  # `detach mcp`: whose tasks (default: the first allowed user)
     max_subtasks: int = Field(default=5, ge=0, le=50)  # per task with subtasks=yes
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions

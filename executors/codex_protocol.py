@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.events import (
@@ -19,6 +19,7 @@ from bot.events import (
     TurnFinished,
     Usage,
     UsageUpdated,
+    WindowReported,
     detail_of,
 )
 
@@ -51,6 +52,12 @@ class TurnState:
 
 
 def notification_events(method: str, params: dict[str, Any], state: TurnState) -> list[AgentEvent]:
+    if method == "account/rateLimits/updated":  # the plan's windows, after each response
+        return rate_limit_windows(params.get("rateLimits"))
+    return _turn_events(method, params, state)
+
+
+def _turn_events(method: str, params: dict[str, Any], state: TurnState) -> list[AgentEvent]:
     item = params.get("item") or {}
     kind = item.get("type")
     if method == "item/started" and kind == "commandExecution":
@@ -93,6 +100,33 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
     elif method == "turn/completed":
         return [_finished(params.get("turn") or {}, state)]
     return []
+
+
+# a window's length in minutes -> its name as Claude's events name the same windows
+WINDOW_NAMES = {300: "five_hour", 10080: "seven_day"}
+
+
+def rate_limit_windows(limits: Any) -> list[AgentEvent]:
+    """``account/rateLimits/updated`` (0.171.0's JSON schema, ``codex app-server
+    generate-json-schema``): ``rateLimits.primary`` / ``.secondary`` = ``{usedPercent,
+    windowDurationMins, resetsAt}``, sparse; its windows as WindowReported."""
+    if not isinstance(limits, dict):
+        return []
+    found: list[AgentEvent] = []
+    for slot in ("primary", "secondary"):
+        window = limits.get(slot)
+        if not isinstance(window, dict) or not isinstance(window.get("usedPercent"), int | float):
+            continue
+        minutes, resets = window.get("windowDurationMins"), window.get("resetsAt")
+        name = WINDOW_NAMES.get(minutes) if isinstance(minutes, int) else None
+        when = (
+            datetime.fromtimestamp(resets, UTC)
+            if isinstance(resets, int | float) and 0 < resets < 1e11
+            else None
+        )
+        used = min(max(float(window["usedPercent"]) / 100, 0.0), 10.0)
+        found.append(WindowReported(name or (f"{minutes}m" if minutes else slot), used, when))
+    return found
 
 
 USAGE_LIMIT = "usageLimitExceeded"  # the error's codexErrorInfo (0.171.0, measured)

@@ -38,6 +38,7 @@ from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
 from bot.tasks.terminal import TerminalDesk
+from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -64,6 +65,8 @@ from handlers.locale import LocaleMiddleware
 # the menu: /detach, then one command per engine, then these
 COMMANDS = (
     "tasks",
+    "pending",
+    "limits",
     "result",
     "adopt",
     "export",
@@ -120,6 +123,7 @@ class Services:
     voice: VoiceDrafts  # voice notes' drafts
     terminal: TerminalDesk  # hand-off: hold at the terminal, take back
     adoption: Adoption  # /adopt
+    waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
 
 
 def build_dispatcher(

@@ -8,6 +8,7 @@ from bot.store.claims import ClaimRepo
 from bot.store.db import Clock, Database, Engine, make_engine, utcnow
 from bot.store.drafts import VoiceDraftRepo
 from bot.store.engine_state import EngineLimitRepo, EngineSessionRepo
+from bot.store.engine_windows import EngineWindowRepo, UsageWindow
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
@@ -28,6 +29,7 @@ from bot.store.transcript import TranscriptLine, TranscriptRepo
 
 __all__ = [
     "Grant",
+    "UsageWindow",
     "PendingQuestion",
     "Runner",
     "Schedule",
@@ -68,6 +70,7 @@ class Store:
         self.checks = CheckRepo(db, clock)
         self.engine_sessions = EngineSessionRepo(db, clock)
         self.limits = EngineLimitRepo(db, clock)
+        self.windows = EngineWindowRepo(db, clock)  # the plans' usage windows engines report
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
         self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
         self.drafts = VoiceDraftRepo(db, clock)  # voice notes' transcripts (bot.voice)

@@ -12,6 +12,7 @@ from bot.store.schema import (
     chat_settings,
     engine_limits,
     engine_sessions,
+    engine_windows,
     forum_topics,
     grants,
     message_links,
@@ -213,6 +214,11 @@ def _v_handoff(conn: Connection) -> None:
     terminal_holds.create(conn, checkfirst=True)
 
 
+def _v_waiting(conn: Connection) -> None:
+    """The usage windows engines report, and which of them were warned about."""
+    engine_windows.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -241,6 +247,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v_voice,
     _v_topics,
     _v_handoff,
+    _v_waiting,
 ]
 
 

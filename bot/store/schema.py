@@ -312,6 +312,20 @@ engine_limits = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+# _v_waiting: the latest use an engine reported of each of its plan's windows (five-hour,
+# weekly…), and the reset of the window its warning was sent for (one warning per window)
+engine_windows = sa.Table(
+    "engine_windows",
+    metadata,
+    sa.Column("engine", sa.String(32), primary_key=True),
+    sa.Column("window", sa.String(40), primary_key=True),
+    sa.Column("used", sa.Float),  # 0..1; None: the engine did not say
+    sa.Column("resets_at", sa.DateTime(timezone=True)),
+    sa.Column("warned", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("warned_reset", sa.DateTime(timezone=True)),  # of the window warned about
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 # v19: the processes that run turns (the bot, scale-out workers), each incarnation one row: a
 # lease renewed by its heartbeat; a turn whose runner's lease lapsed is taken over by another
 runners = sa.Table(

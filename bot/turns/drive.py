@@ -22,6 +22,7 @@ from bot.events import (
     ToolCalled,
     TurnFinished,
     UsageUpdated,
+    WindowReported,
 )
 from bot.models import MessageKind, Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.pricing import Meter
@@ -30,8 +31,10 @@ from bot.telegram.notifier import Notifier
 from bot.turns.continuation import lost_session_prompt
 from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
+from bot.turns.stall import StallWatch
 from bot.turns.steering import SteerBoard, SteerBox
 from bot.turns.transcribe import TranscriptBatch
+from bot.turns.windows import UsageWarnings
 
 log = logging.getLogger(__name__)
 TRANSCRIPT_BATCH = 25
@@ -60,12 +63,19 @@ class Drive:
         progress_delay_s: float,
         shared: bool,
         secrets: tuple[str, ...] = (),
+        stall_s: float = 600.0,
+        warn_percent: float = 80.0,
+        timezone: str = "UTC",
         steering: SteerBoard | None = None,
     ) -> None:
         """``shared``: turns run on a shared database, where another process may take one
-        over (its progress is then neither sent nor edited). ``steering``: the inboxes of the
-        turns running here (a follow-up sent into the running turn)."""
+        over (its progress is then neither sent nor edited). ``stall_s``: an agent quiet this
+        long gets its turn one watchdog message; ``warn_percent``: a usage window past this
+        share is told once; ``timezone``: for owners who set no /tz. ``steering``: the inboxes
+        of the turns running here (a follow-up sent into the running turn)."""
         self.steering = steering or SteerBoard()
+        self._stall_s = stall_s
+        self._warnings = UsageWarnings(store, notifier, warn_percent, timezone)
         self._store = store
         self._secrets = secrets
         self._engines = engines
@@ -86,12 +96,23 @@ class Drive:
         runner: str | None,
     ) -> Driven:
         """``meter`` prices the turn (and keeps the tokens it used, for an outcome without a
-        verdict); ``left``: what the task's budget has left."""
+        verdict); ``left``: what the task's budget has left. The turn's stall watchdog lives
+        until its agent has exited (``agent``'s end)."""
+        watch = StallWatch(
+            notifier=self._notifier,
+            stalls=self._desk.stalls,
+            task=task,
+            turn_id=spec.turn_id,
+            after_s=self._stall_s,
+            asking=functools.partial(self._desk.asking, task.id),
+        )
+        watch.start()
+        agent.push_async_callback(watch.close)
         try:
-            return await self._events(task, spec, meter, left, agent, runner)
+            return await self._events(task, spec, meter, left, agent, runner, watch)
         except SessionNotFound:
             spec = await self._anew(task, turn, spec)
-            return await self._events(task, spec, meter, left, agent, runner)
+            return await self._events(task, spec, meter, left, agent, runner, watch)
 
     async def _anew(self, task: Task, turn: Turn, spec: TurnSpec) -> TurnSpec:
         """The session to resume is not here (a scale-out worker on another machine ran it,
@@ -122,14 +143,15 @@ class Drive:
         meter: Meter,
         left: float | None,
         agent: contextlib.AsyncExitStack,
-        runner: str | None = None,
+        runner: str | None,
+        watch: StallWatch,
     ) -> Driven:
         """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
         verdict it is left to exit on its own when that block ends (after the card); on
         anything else (a budget stop, an error, a cancel) it is stopped."""
         await self._engines.ready()  # a turn right after start: the probes may still run
         with self.steering.open(task.id, spec.turn_id) as inbox:
-            driven = await self._read(task, spec, meter, left, agent, runner, inbox)
+            driven = await self._read(task, spec, meter, left, agent, runner, watch, inbox)
             for steer_id in inbox.close():  # never taken in: it runs as its own next turn
                 await self._note(task, SteerDeferred(steer_id), 0)
         return driven
@@ -142,6 +164,7 @@ class Drive:
         left: float | None,
         agent: contextlib.AsyncExitStack,
         runner: str | None,
+        watch: StallWatch,
         inbox: SteerBox,
     ) -> Driven:
         executor = self._engines.available.get(task.engine)
@@ -149,6 +172,7 @@ class Drive:
             raise AgentNotInstalled(task.engine, None)
         events = executor.run(spec, self._desk.for_turn(task, spec.turn_id), inbox)
         agent.push_async_exit(reaper(events))
+        agent.callback(watch.exiting)  # first at the end: the agent's exit is what is awaited
         final: TurnFinished | None = None
         limit: LimitReached | None = None
         acted = False
@@ -160,6 +184,7 @@ class Drive:
             meter,
             self._progress_delay_s,
             self._held(spec.turn_id, runner),
+            functools.partial(self._desk.asking, task.id),
         )
         transcript = TranscriptBatch(
             self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH, secrets=self._secrets
@@ -168,10 +193,10 @@ class Drive:
             async for event in events:
                 meter.observe(event)
                 progress.observe(event)
+                watch.observe(event)
+                await self._recorded(task, event)
                 acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
                 steps += isinstance(event, ToolCalled)
-                if isinstance(event, SessionStarted) and event.session_id != task.session_id:
-                    await self._store.tasks.set_session(task.id, event.session_id)
                 if not await self._steered(task, event, inbox, steps + 1, transcript):
                     await transcript.add(transcript_entry(event))
                 if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
@@ -198,6 +223,13 @@ class Drive:
         if limit is not None and final.is_error:
             outcome = await self._limited(task, outcome, limit)
         return Driven(outcome, final.denials, acted)
+
+    async def _recorded(self, task: Task, event: object) -> None:
+        """What an event changes of the task: its session id, a usage window's warning."""
+        if isinstance(event, WindowReported):
+            await self._warnings.reported(task, event)
+        if isinstance(event, SessionStarted) and event.session_id != task.session_id:
+            await self._store.tasks.set_session(task.id, event.session_id)
 
     async def _steered(
         self,

@@ -107,6 +107,9 @@ class TurnRunner:
             progress_delay_s=policy.progress_delay_s,
             shared=stop_poll_s is not None,
             secrets=policy.secrets,
+            stall_s=policy.stall_s,
+            warn_percent=policy.limit_warn_percent,
+            timezone=policy.timezone,
             steering=SteerBoard(),
         )
         self.steering = self._drive.steering  # the inboxes of the turns running here
