@@ -42,6 +42,7 @@ from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
+from bot.tasks.steering import SteerDesk
 from bot.tasks.terminal import TerminalDesk
 from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
@@ -116,6 +117,14 @@ def make_service(
         planner=planner,
         takeover=core.shared.takeover if core.shared else None,
         preflight=make_preflight(core, settings, planner.engines, environ),
+        steering=SteerDesk(
+            core.store,
+            core.runner.steering,
+            core.notifier,
+            default=settings.reply_default,
+            choice_s=settings.reply_choice_s,
+            local=core.pool.local,
+        ),
     )
 
 
@@ -236,6 +245,8 @@ async def build(
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
         service = make_service(core, settings, environ)
+        if service.steering is not None:  # its follow-ups' timers end before the store
+            stack.push_async_callback(service.steering.aclose)
         if service.preflight is not None:  # held tasks whose question waited too long
             background(stack, service.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)

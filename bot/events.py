@@ -159,6 +159,32 @@ class WindowReported:
     resets_at: datetime | None
 
 
+# --- steering: a message the owner sent into a running turn ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Steer:
+    """A message for a running turn; ``steer_id``: the queued turn it came as (it runs as that
+    turn when the running one cannot take it in)."""
+
+    steer_id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SteerTaken:
+    """The agent took the steer into the running turn (its next model call carries it)."""
+
+    steer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SteerDeferred:
+    """The turn ended before the agent could take the steer in: it runs as its own turn."""
+
+    steer_id: int
+
+
 AgentEvent = (
     SessionStarted
     | TextEmitted
@@ -169,4 +195,6 @@ AgentEvent = (
     | LimitReached
     | Retrying
     | WindowReported
+    | SteerTaken
+    | SteerDeferred
 )

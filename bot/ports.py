@@ -3,6 +3,7 @@ executors/ (one module per engine, listed in executors/registry.py) and bot/noti
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest
+from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest, Steer
 from bot.models import CheckResult, Preset, TurnSpec
 
 LOGIN_MISSING = "NO LOGIN FOUND"  # in an engine's probe line: it has no way to its model
@@ -20,6 +21,33 @@ class Approver(Protocol):
     """Answers an agent's permission requests for one turn; every path but Allow is a deny."""
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision: ...
+
+
+class SteerInbox(Protocol):
+    """Messages the owner sends into one running turn. The executor takes each at most once and
+    says what became of it: ``SteerTaken`` once the agent has it in this turn, else (the turn
+    ended first) ``SteerDeferred``; one it never took is deferred by the bot at the turn's end."""
+
+    def take(self) -> list[Steer]:
+        """The messages waiting, oldest first; they are the executor's from now."""
+        ...
+
+    async def arrived(self) -> None:
+        """Returns once a message waits (at once when one does)."""
+        ...
+
+
+class NoSteering:
+    """The inbox of a turn nobody can steer: nothing ever arrives."""
+
+    def take(self) -> list[Steer]:
+        return []
+
+    async def arrived(self) -> None:
+        await asyncio.Event().wait()
+
+
+NO_STEERING = NoSteering()
 
 
 class Executor(Protocol):
@@ -32,7 +60,12 @@ class Executor(Protocol):
 
     engine: str
 
-    def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]: ...
+    def run(
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """``steering``: messages for the running turn (an engine that cannot take them in
+        leaves them there: the bot runs each as its own next turn)."""
+        ...
 
     async def probe(self) -> str:
         """A status line for /status (version, and anything the engine checks at start); raises

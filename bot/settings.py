@@ -49,6 +49,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     # bytes of delivered files at once); 0: kept forever
     retention_days: float = Field(default=90, ge=0)
     plain_text: Literal["task", "help"] = "task"  # a plain private message: a task, or help
+    # a follow-up while its task's turn runs, untapped for reply_choice_s: after it, or into it
+    reply_default: Literal["queue", "steer"] = "queue"
+    reply_choice_s: float = Field(default=10.0, gt=0, le=600)
     topics: TopicMode = TopicMode.TASK  # with forum topics on: a topic per task, or per project
     progress_delay_s: float = Field(default=5.0, ge=0)  # a turn shorter than this: no progress
     outbox_chat_interval_s: float = Field(default=1.0, ge=0)

@@ -15,10 +15,19 @@ from typing import Any
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
-from bot.ports import LOGIN_MISSING, Approver, EngineConfig, EngineSettings, EngineSpec
+from bot.ports import (
+    LOGIN_MISSING,
+    NO_STEERING,
+    Approver,
+    EngineConfig,
+    EngineSettings,
+    EngineSpec,
+    SteerInbox,
+)
 from executors import gitguard, sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
 from executors.claude_sandbox import mcp_config_file, sandbox_settings
+from executors.claude_steer import ClaudeSteering, replayed_text, user_line
 from executors.process import (
     JsonLines,
     agent_env,
@@ -67,6 +76,7 @@ class ClaudeExecutor:
             "--output-format",
             "stream-json",
             "--verbose",
+            "--replay-user-messages",  # a steer's echo: the moment the CLI takes it in
         ]
         if spec.approval_mode in (ApprovalMode.ASK, ApprovalMode.SANDBOX):
             argv += ["--permission-prompt-tool", "stdio"]
@@ -135,7 +145,9 @@ class ClaudeExecutor:
         """Claude Code's Bash sandbox needs bubblewrap and socat on the agents' PATH."""
         return sandbox.problem(self._env)
 
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    async def run(
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+    ) -> AsyncGenerator[AgentEvent, None]:
         env = self._env
         if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
             env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
@@ -148,16 +160,9 @@ class ClaudeExecutor:
             async with agent_process(
                 self.engine, self._binary, argv, spec, env, self._grace_s
             ) as agent:
-                channel = _Channel(agent.proc, approver)
+                channel = _Channel(agent.proc, approver, steering)
                 try:
-                    await channel.send(
-                        {
-                            "type": "user",
-                            "parent_tool_use_id": None,
-                            "session_id": "",
-                            "message": {"role": "user", "content": spec.prompt},
-                        }
-                    )
+                    await channel.send(user_line(spec.prompt))
                     async for event in self._events(agent.proc, channel):
                         if isinstance(event, TurnFinished) and _logged_out(event):
                             raise AgentCrashed(NOT_LOGGED_IN, agent.proc.returncode, "")
@@ -185,6 +190,11 @@ class ClaudeExecutor:
             if data.get("type") == "control_request":
                 channel.answer(data)
                 continue
+            replayed = replayed_text(data)
+            if replayed is not None:
+                for event in channel.steering.replayed(replayed):
+                    yield event
+                continue
             try:
                 events = parse_event(data)
             except (TypeError, ValueError, AttributeError, KeyError):
@@ -193,8 +203,12 @@ class ClaudeExecutor:
                 )
                 continue
             for event in events:
+                channel.steering.observe(event)
                 if isinstance(event, TurnFinished):
+                    deferred = await channel.steering.finished()  # nothing written after it
                     channel.close()  # the turn is over: the CLI exits on EOF
+                    for steer in deferred:
+                        yield steer
                 yield event
                 if isinstance(event, TurnFinished):
                     return
@@ -239,11 +253,14 @@ def _session_uuid(session_id: str) -> uuid.UUID:
 class _Channel:
     """The bot's side of the CLI's stdin: the prompt, and answers to control requests."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, approver: Approver) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, approver: Approver, inbox: SteerInbox
+    ) -> None:
         self._proc = proc
         self._approver = approver
         self._lines = JsonLines(proc)
         self._pending: set[asyncio.Task[None]] = set()
+        self.steering = ClaudeSteering(inbox, self._lines)
 
     async def send(self, message: dict[str, Any]) -> None:
         await self._lines.write(message)
@@ -282,6 +299,7 @@ class _Channel:
         self._lines.close()
 
     async def aclose(self) -> None:
+        await self.steering.aclose()
         for task in list(self._pending):
             task.cancel()
         if self._pending:

@@ -18,7 +18,7 @@ from typing import Any
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
-from bot.ports import Approver, EngineConfig, EngineSettings, EngineSpec
+from bot.ports import NO_STEERING, Approver, EngineConfig, EngineSettings, EngineSpec, SteerInbox
 from executors import gitguard, leftovers
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
@@ -30,6 +30,7 @@ from executors.codex_protocol import (
 )
 from executors.codex_rpc import Rpc
 from executors.codex_sandbox import PROFILED, profile_config
+from executors.codex_steer import CodexSteering
 from executors.process import (
     agent_env,
     agent_process,
@@ -164,11 +165,13 @@ class CodexExecutor:
         )
         return f"{line}, sandbox UNAVAILABLE (no user namespaces): sandboxed turns are refused"
 
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    async def run(
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+    ) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
         absent = leftovers.absent(self._writable_roots(spec))
         try:
-            async with contextlib.aclosing(self._run(spec, approver)) as events:
+            async with contextlib.aclosing(self._run(spec, approver, steering)) as events:
                 async for event in events:
                     yield event
         finally:
@@ -185,7 +188,9 @@ class CodexExecutor:
         tmpdir = self._env.get("TMPDIR")
         return [*roots, Path("/tmp"), *([Path(tmpdir)] if tmpdir else [])]
 
-    async def _run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    async def _run(
+        self, spec: TurnSpec, approver: Approver, inbox: SteerInbox
+    ) -> AsyncGenerator[AgentEvent, None]:
         env = self._env
         if spec.approval_mode is ApprovalMode.SANDBOX:
             # the CLI's own git status runs outside its sandbox; it guards fsmonitor and hooks,
@@ -207,8 +212,9 @@ class CodexExecutor:
             try:
                 started, model = await self._start(rpc, spec)
                 yield SessionStarted(started[0], model or spec.model or self.configured_model())
+                steering = CodexSteering(inbox, rpc, *started)
                 async with contextlib.aclosing(
-                    self._turn_events(rpc, started[0], approver)
+                    self._turn_events(rpc, started[0], approver, steering)
                 ) as events:
                     async for event in events:
                         finished = isinstance(event, TurnFinished)
@@ -232,20 +238,29 @@ class CodexExecutor:
         await rpc.aclose()
 
     async def _turn_events(
-        self, rpc: Rpc, thread_id: str, approver: Approver
+        self, rpc: Rpc, thread_id: str, approver: Approver, steering: CodexSteering
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Notifications up to ``turn/completed``; approval requests are answered alongside."""
+        """Notifications up to ``turn/completed``; approval requests are answered alongside,
+        steers sent alongside (what became of them said with the next notification)."""
         state = TurnState()
-        async for message in rpc.incoming():
-            if "id" in message and message.get("method"):
-                rpc.spawn(self._answer(rpc, message, state, approver))
-                continue
-            for event in _events_of(message, state):
-                if isinstance(event, TurnFinished):
-                    rpc.close()  # the turn is over: the app-server exits on EOF
-                    yield _with_session(event, thread_id)
-                    return
-                yield event
+        try:
+            async for message in rpc.incoming():
+                steering.shown(message)
+                for said in steering.said():
+                    yield said
+                if "id" in message and message.get("method"):
+                    rpc.spawn(self._answer(rpc, message, state, approver))
+                    continue
+                for event in _events_of(message, state):
+                    if isinstance(event, TurnFinished):
+                        for said in await steering.finished():
+                            yield said
+                        rpc.close()  # the turn is over: the app-server exits on EOF
+                        yield _with_session(event, thread_id)
+                        return
+                    yield event
+        finally:
+            await steering.aclose()
 
     def configured_model(self) -> str | None:
         """The model of the user's Codex config (``$CODEX_HOME/config.toml``), for a thread

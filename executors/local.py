@@ -35,6 +35,8 @@ from bot.events import (
     AgentEvent,
     ApprovalRequest,
     SessionStarted,
+    SteerDeferred,
+    SteerTaken,
     TextEmitted,
     ToolCalled,
     ToolFinished,
@@ -44,7 +46,15 @@ from bot.events import (
     detail_of,
 )
 from bot.models import ApprovalMode, Preset, TurnSpec
-from bot.ports import Approver, EngineConfig, EngineSettings, EngineSpec, SessionStore
+from bot.ports import (
+    NO_STEERING,
+    Approver,
+    EngineConfig,
+    EngineSettings,
+    EngineSpec,
+    SessionStore,
+    SteerInbox,
+)
 from executors import sandbox
 from executors.check import ShellCheck
 from executors.denied import without_secrets
@@ -113,7 +123,11 @@ class LocalExecutor:
         return self._where.for_turn(spec)
 
     # -- a turn ------------------------------------------------------------------------------
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    async def run(
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """A steer goes in before the next model call, as the owner's message after the tool
+        results; one still waiting when the model answered without a tool is deferred."""
         from openai import AsyncOpenAI
 
         endpoint = self.endpoint(spec)
@@ -123,13 +137,18 @@ class LocalExecutor:
             max_retries=0,
         )
         try:
-            async for event in self._turn(spec, approver, endpoint, client):
+            async for event in self._turn(spec, approver, endpoint, client, steering):
                 yield event
         finally:
             await shielded(client.close())
 
     async def _turn(
-        self, spec: TurnSpec, approver: Approver, endpoint: Endpoint, client: AsyncOpenAI
+        self,
+        spec: TurnSpec,
+        approver: Approver,
+        endpoint: Endpoint,
+        client: AsyncOpenAI,
+        steering: SteerInbox,
     ) -> AsyncGenerator[AgentEvent, None]:
         session_id = spec.resume_session_id or uuid.uuid4().hex
         messages = await self._history(spec.resume_session_id)
@@ -144,6 +163,9 @@ class LocalExecutor:
         tools = ToolBox(spec.cwd, self._command_runner(spec, endpoint), spec.deny_read)
         turn = _TurnState()
         for step in range(1, self._max_steps + 1):
+            for steer in steering.take():  # the owner's words, before the model's next call
+                messages.append({"role": "user", "content": steer.text})
+                yield SteerTaken(steer.steer_id)
             fit(messages, endpoint.context_window)
             answer = Answer()
             call = complete(
@@ -161,6 +183,8 @@ class LocalExecutor:
             messages.append(assistant(text, calls))
             if not calls:
                 await self._save(session_id, messages)
+                for steer in steering.take():  # the turn ended first
+                    yield SteerDeferred(steer.steer_id)
                 yield TurnFinished(
                     is_error=not text.strip(),
                     result_text=text if text.strip() else EMPTY_ANSWER,

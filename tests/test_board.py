@@ -322,7 +322,7 @@ async def test_the_stream_brings_new_transcript_lines_within_a_second(tmp_path, 
         yield TurnFinished(False, "done", SESSION, 0.0, Usage(1, 1))
 
     class Slow(FakeEngine):
-        async def run(self, spec, approver):  # type: ignore[no-untyped-def]
+        async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
             async for event in slow(spec):
                 yield event
 

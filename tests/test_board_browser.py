@@ -100,7 +100,7 @@ class Held(FakeEngine):
         super().__init__(())
         self.release = asyncio.Event()
 
-    async def run(self, spec, approver):  # type: ignore[no-untyped-def]
+    async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
         self.specs.append(spec)
         yield SessionStarted(SESSION, "fake-model")
         yield TextEmitted(f"first line of {spec.prompt}")
@@ -113,7 +113,7 @@ class Held(FakeEngine):
 class Mixed(Held):
     """The first task finishes at once; later ones wait like ``Held``."""
 
-    async def run(self, spec, approver):  # type: ignore[no-untyped-def]
+    async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
         if spec.task_id == 1:
             for event in finished("All green."):
                 yield event

@@ -85,7 +85,7 @@ class _Held:
     def sandbox_problem(self) -> None:
         return None
 
-    async def run(self, spec, approver):  # type: ignore[no-untyped-def]
+    async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
         self.prompts.append(spec.prompt)
         async with asyncio.timeout(20):
             await self.release.wait()

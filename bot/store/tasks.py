@@ -323,6 +323,19 @@ class TaskRepo:
             )
         return int(result.rowcount)
 
+    async def absorb_turn(self, task_id: int, turn_id: int) -> bool:
+        """A queued turn whose prompt the running turn took in (a steer) is gone: it never runs
+        as a turn of its own. False when it is no longer queued (cancelled meanwhile)."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                turns.delete().where(
+                    turns.c.id == turn_id,
+                    turns.c.task_id == task_id,
+                    turns.c.status == TaskStatus.QUEUED.value,
+                )
+            )
+        return result.rowcount == 1
+
     async def set_status(
         self, task_id: int, status: TaskStatus, only_from: Sequence[TaskStatus] | None = None
     ) -> bool:

@@ -27,6 +27,7 @@ from bot.store import Store
 from bot.tasks.options import split_options
 from bot.tasks.planning import AUTO, TaskPlanner
 from bot.tasks.preflighting import Command, PreflightStep
+from bot.tasks.steering import SteerDesk
 from bot.telegram.attachments import mention, place
 from bot.telegram.held import HeldFiles, titled
 from bot.telegram.notifier import Notifier
@@ -54,12 +55,14 @@ class TaskService:
         planner: TaskPlanner,
         takeover: Takeover | None = None,
         preflight: PreflightGate | None = None,
+        steering: SteerDesk | None = None,
     ) -> None:
         """``planner`` resolves new tasks, and holds the engines tasks may use, the money desk,
         the working directories and worktrees; ``takeover``: on a shared database, takes over
         the turns of a runner found gone; ``preflight``: a cheap look at a walk-away task
         before it starts (None: no preflight model here)."""
         self._takeover = takeover
+        self.steering = steering  # a follow-up while a turn runs: Steer now / Queue
         self.preflight = PreflightStep(preflight, self) if preflight is not None else None
         self._store = store
         self._pool = pool
@@ -263,13 +266,17 @@ class TaskService:
             log.info("message %s already continued task %s", reply_to, task.id)
             return None
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
+        steer = running and self.steering is not None and self.steering.may_steer(task)
         place(list(attachments), Path(task.cwd))
 
         async def link_and_say(turn: Turn) -> None:
             await self._store.links.link(task.chat_id, reply_to, task.id, MessageKind.FOLLOW_UP)
-            await self._notifier.followup_queued(task, running, reply_to, turn.id)
+            await self._notifier.followup_queued(task, running, reply_to, turn.id, steer)
 
-        return await self.queue_turn(task, user_id, prompt, "follow_up", link_and_say)
+        turn = await self.queue_turn(task, user_id, prompt, "follow_up", link_and_say)
+        if steer and self.steering is not None:
+            self.steering.offered(user_id, turn.id)
+        return turn
 
     async def queue_turn(
         self,

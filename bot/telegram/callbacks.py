@@ -92,3 +92,24 @@ def task_keyboard(
     return Keyboard.of(
         TaskAction.buttons(texts, locale, task_id, row) for row in (actions, *more_rows) if row
     )
+
+
+class SteerChoice(StrEnum):
+    """A follow-up sent while its task's turn runs: into that turn now, or after it (its
+    caption is ``button.steer_<value>``)."""
+
+    STEER = "steer"
+    QUEUE = "queue"
+
+
+class SteerAction(CallbackData, prefix="sr"):
+    choice: SteerChoice
+    turn_id: Id  # the follow-up's queued turn
+
+
+def steer_buttons(texts: Texts, locale: str, turn_id: int) -> list[Button]:
+    """Steer now / Queue for the follow-up queued as ``turn_id``."""
+    return [
+        SteerAction(choice=c, turn_id=turn_id).button(texts.get(locale, f"button.steer_{c}"))
+        for c in SteerChoice
+    ]

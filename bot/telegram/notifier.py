@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.models import ApprovalMode, CheckResult, Engine, MessageKind, ProcessRole, Task, Turn
 from bot.store import PendingQuestion, Runner, Store
-from bot.telegram.callbacks import TaskAction, TaskButton, run_on, task_keyboard
+from bot.telegram.callbacks import TaskAction, TaskButton, run_on, steer_buttons, task_keyboard
 from bot.telegram.completion import CardAsk, Completion
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Keyboard, Markup
@@ -179,11 +179,14 @@ class Notifier:
         await self.send(task, text, kind=MessageKind.FOLLOWUP, markup=markup, about=about)
 
     async def followup_queued(
-        self, task: Task, running: bool, reply_to: int | None, turn_id: int
+        self, task: Task, running: bool, reply_to: int | None, turn_id: int, steer: bool = False
     ) -> None:
         """A follow-up's acknowledgement, with Cancel while its turn waits; edited as that turn
-        moves (``TurnNotes``), so it ends as part of the task's history."""
+        moves (``TurnNotes``), so it ends as part of the task's history. ``steer``: it may go
+        into the running turn instead (Steer now / Queue)."""
         behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
+        if steer:
+            behind = self._texts.get(task.locale, "steer.offer")
         text = self._texts.raw(
             task.locale, "task.followup_ack", label=html.escape(task.label), behind=behind
         )
@@ -192,9 +195,25 @@ class Notifier:
             text,
             kind=MessageKind.FOLLOWUP,
             reply_to=reply_to,
-            markup=task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL]),
+            markup=self._followup_keyboard(task, turn_id if steer else None),
             about={"turn": turn_id},
         )
+
+    async def steer_note(
+        self, task: Task, turn_id: int, key: str, final: bool = True, **params: object
+    ) -> None:
+        """A follow-up's acknowledgement (of turn ``turn_id``) says ``key`` of its steer now;
+        its Steer / Queue buttons are gone, Cancel stays while the turn is queued."""
+        text = self._texts.get(task.locale, key, label=task.label, **params)
+        keep = None if final else self._followup_keyboard(task, None)
+        await self._notes.steer_note(task, turn_id, text, keep, final)
+
+    def _followup_keyboard(self, task: Task, steer_turn: int | None) -> Keyboard:
+        """Cancel; with ``steer_turn``: Steer now / Queue for that queued turn above it."""
+        cancel = TaskAction.buttons(self._texts, task.locale, task.id, [TaskButton.CANCEL])
+        if steer_turn is None:
+            return Keyboard.of([cancel])
+        return Keyboard.of([steer_buttons(self._texts, task.locale, steer_turn), cancel])
 
     async def turn_note(self, task: Task, turn_id: int, key: str, state_key: str) -> None:
         """One quiet line about a turn the owner asked for (``task.retrying``), which says

@@ -22,6 +22,7 @@ from bot.store import Store
 from bot.store.outbox import OutboxRow
 from bot.telegram.callbacks import TaskButton, task_keyboard
 from bot.telegram.lifecycle import TaskMessages
+from bot.telegram.markup import Keyboard
 from bot.telegram.render import STATUS_ICONS
 from bot.telegram.texts import Texts
 
@@ -73,6 +74,19 @@ class TurnNotes:
                 await self._lifecycle.rewrite(
                     task.chat_id, row, text, markup, about={**about, "moved": True, "final": final}
                 )
+
+    async def steer_note(
+        self, task: Task, turn_id: int, text: str, markup: Keyboard | None, final: bool
+    ) -> None:
+        """A follow-up's acknowledgement says what its steer came to (``final``: its turn is
+        gone, taken into the running one: never edited again)."""
+        async with self._store.atomic():
+            for row in await self._store.outbox.sends_about(task.id, [MessageKind.FOLLOWUP]):
+                about: dict[str, Any] = row.payload.get("about") or {}
+                if about.get("turn") != turn_id or about.get("final") or about.get("moved"):
+                    continue
+                about = {**about, "final": final}
+                await self._lifecycle.rewrite(task.chat_id, row, text, markup, about=about)
 
     async def _cancelling(self, task: Task, row: OutboxRow) -> None:
         """A "cancelling…" whose turn ended with no card to take it over (the process died

@@ -17,6 +17,8 @@ from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import (
     LimitReached,
     SessionStarted,
+    SteerDeferred,
+    SteerTaken,
     ToolCalled,
     TurnFinished,
     UsageUpdated,
@@ -30,6 +32,7 @@ from bot.turns.continuation import lost_session_prompt
 from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
 from bot.turns.stall import StallWatch
+from bot.turns.steering import SteerBoard, SteerBox
 from bot.turns.transcribe import TranscriptBatch
 from bot.turns.windows import UsageWarnings
 
@@ -63,11 +66,14 @@ class Drive:
         stall_s: float = 600.0,
         warn_percent: float = 80.0,
         timezone: str = "UTC",
+        steering: SteerBoard | None = None,
     ) -> None:
         """``shared``: turns run on a shared database, where another process may take one
         over (its progress is then neither sent nor edited). ``stall_s``: an agent quiet this
         long gets its turn one watchdog message; ``warn_percent``: a usage window past this
-        share is told once; ``timezone``: for owners who set no /tz."""
+        share is told once; ``timezone``: for owners who set no /tz. ``steering``: the inboxes
+        of the turns running here (a follow-up sent into the running turn)."""
+        self.steering = steering or SteerBoard()
         self._stall_s = stall_s
         self._warnings = UsageWarnings(store, notifier, warn_percent, timezone)
         self._store = store
@@ -144,15 +150,33 @@ class Drive:
         verdict it is left to exit on its own when that block ends (after the card); on
         anything else (a budget stop, an error, a cancel) it is stopped."""
         await self._engines.ready()  # a turn right after start: the probes may still run
+        with self.steering.open(task.id, spec.turn_id) as inbox:
+            driven = await self._read(task, spec, meter, left, agent, runner, watch, inbox)
+            for steer_id in inbox.close():  # never taken in: it runs as its own next turn
+                await self._note(task, SteerDeferred(steer_id), 0)
+        return driven
+
+    async def _read(
+        self,
+        task: Task,
+        spec: TurnSpec,
+        meter: Meter,
+        left: float | None,
+        agent: contextlib.AsyncExitStack,
+        runner: str | None,
+        watch: StallWatch,
+        inbox: SteerBox,
+    ) -> Driven:
         executor = self._engines.available.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
-        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
+        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id), inbox)
         agent.push_async_exit(reaper(events))
         agent.callback(watch.exiting)  # first at the end: the agent's exit is what is awaited
         final: TurnFinished | None = None
         limit: LimitReached | None = None
         acted = False
+        steps = 0  # the tool calls so far: a steer taken in now reaches the model's next step
         progress = Progress(
             self._notifier,
             task,
@@ -170,12 +194,11 @@ class Drive:
                 meter.observe(event)
                 progress.observe(event)
                 watch.observe(event)
-                if isinstance(event, WindowReported):
-                    await self._warnings.reported(task, event)
+                await self._recorded(task, event)
                 acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
-                if isinstance(event, SessionStarted) and event.session_id != task.session_id:
-                    await self._store.tasks.set_session(task.id, event.session_id)
-                await transcript.add(transcript_entry(event))
+                steps += isinstance(event, ToolCalled)
+                if not await self._steered(task, event, inbox, steps + 1, transcript):
+                    await transcript.add(transcript_entry(event))
                 if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
                     limit = event  # the first that names its reset time wins
                 if isinstance(event, TurnFinished):
@@ -200,6 +223,44 @@ class Drive:
         if limit is not None and final.is_error:
             outcome = await self._limited(task, outcome, limit)
         return Driven(outcome, final.denials, acted)
+
+    async def _recorded(self, task: Task, event: object) -> None:
+        """What an event changes of the task: its session id, a usage window's warning."""
+        if isinstance(event, WindowReported):
+            await self._warnings.reported(task, event)
+        if isinstance(event, SessionStarted) and event.session_id != task.session_id:
+            await self._store.tasks.set_session(task.id, event.session_id)
+
+    async def _steered(
+        self,
+        task: Task,
+        event: object,
+        inbox: SteerBox,
+        step: int,
+        transcript: TranscriptBatch,
+    ) -> bool:
+        """A steer event the executor yields (True), believed once for a steer of this turn's;
+        the transcript keeps the words taken in."""
+        if not isinstance(event, SteerTaken | SteerDeferred):
+            return False
+        if inbox.resolve(event.steer_id):
+            await self._note(task, event, step)
+            if isinstance(event, SteerTaken):
+                body = {"steer_id": event.steer_id, "text": inbox.text_of(event.steer_id)}
+                await transcript.add(("SteerTaken", body))
+        return True
+
+    async def _note(self, task: Task, event: SteerTaken | SteerDeferred, step: int) -> None:
+        """What became of a steer, on its acknowledgement: taken in (its queued turn is gone,
+        in one step with the note, so it never runs twice), or it runs as its own turn."""
+        if isinstance(event, SteerDeferred):
+            log.info("task %s: steer %s runs as the next turn", task.id, event.steer_id)
+            await self._notifier.steer_note(task, event.steer_id, "steer.deferred", final=False)
+            return
+        log.info("task %s: steer %s taken in at step %s", task.id, event.steer_id, step)
+        async with self._store.atomic():
+            await self._store.tasks.absorb_turn(task.id, event.steer_id)
+            await self._notifier.steer_note(task, event.steer_id, "steer.taken", step=step)
 
     async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
         """A turn the engine's usage limit stopped is not a failure: it waits for the reset

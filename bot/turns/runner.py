@@ -42,6 +42,7 @@ from bot.turns.outcome import (
 from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.queue import TurnQueue
 from bot.turns.specs import TurnPolicy, TurnSpecs
+from bot.turns.steering import SteerBoard
 from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,9 @@ class TurnRunner:
             stall_s=policy.stall_s,
             warn_percent=policy.limit_warn_percent,
             timezone=policy.timezone,
+            steering=SteerBoard(),
         )
+        self.steering = self._drive.steering  # the inboxes of the turns running here
         self._parking = Parking(
             store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
         )

@@ -28,6 +28,8 @@ def human_line(kind: str, body: dict[str, Any]) -> str | None:
             errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
             return f"✖ the turn failed: {shorten(str(errors or ''), TOOL_CHARS, one_line=True)}"
         return "✔ the turn ended"
+    if kind == "SteerTaken":  # the owner's message, taken into the running turn
+        return f"➡️ {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
     if kind == "Retrying":
         return f"⟳ the endpoint answered {body.get('status')}; retry {body.get('attempt')}"
     if kind == "AtTerminal":  # hand-off: the session was written at a terminal meanwhile

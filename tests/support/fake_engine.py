@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bot.events import AgentEvent, ApprovalRequest
 from bot.models import TurnSpec
-from bot.ports import Approver
+from bot.ports import Approver, SteerInbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,9 @@ class FakeEngine:
     def sandbox_problem(self) -> str | None:
         return self._sandbox_problem
 
-    async def run(self, spec: TurnSpec, approver: Approver) -> AsyncGenerator[AgentEvent, None]:
+    async def run(
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
         self.specs.append(spec)
         script = self._script(spec) if callable(self._script) else self._script
         for item in script:

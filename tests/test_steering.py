@@ -1,0 +1,184 @@
+"""The fast tier of steering: the inbox's contract, and the real bot (its service, runner, drive,
+notifier and outbox) with engines that take no steer — what the owner is told, and that the
+follow-up runs exactly once, as its own turn, whatever the timing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.errors import TaskNotFound
+from bot.events import Steer, TurnFinished, Usage
+from bot.models import NewTask, TaskKind, TaskStatus
+from bot.tasks.steering import SteerAnswer
+from bot.telegram.callbacks import SteerChoice
+from bot.turns.steering import SteerBoard, SteerBox
+from tests.support.harness import app_in_own_task
+from tests.support.recording_session import RecordingSession
+from tests.test_fake_engine import SESSION, _settings
+from tests.test_handlers import OWNER
+
+STRANGER = 4242
+
+
+def test_an_inbox_takes_each_steer_once_and_hands_back_what_nobody_said_anything_of():
+    box = SteerBox(turn_id=1)
+    assert box.put(Steer(5, "a")) and box.put(Steer(5, "a again")) and box.put(Steer(6, "b"))
+    assert box.take() == [Steer(5, "a"), Steer(6, "b")] and box.take() == []
+    assert box.resolve(5) and not box.resolve(5)  # said twice: believed once
+    assert not box.resolve(99)  # not one of this turn's
+    assert box.text_of(6) == "b"
+    assert box.close() == [6]  # taken, never reported: it runs as its own turn
+    assert not box.put(Steer(7, "late"))  # the turn is over
+
+
+def test_the_board_delivers_only_into_a_turn_running_here():
+    board = SteerBoard()
+    assert not board.deliver(1, Steer(2, "x"))
+    with board.open(1, 10) as box:
+        assert board.running_here(1) and board.deliver(1, Steer(2, "x"))
+        assert box.take() == [Steer(2, "x")]
+    assert not board.running_here(1) and not board.deliver(1, Steer(3, "y"))
+
+
+class Held:
+    """An engine that takes no steer; each turn waits for its release."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        self.release = asyncio.Event()
+        self.prompts: list[str] = []
+
+    async def probe(self) -> str:
+        return f"{self.engine} held"
+
+    def sandbox_problem(self) -> None:
+        return None
+
+    async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
+        self.prompts.append(spec.prompt)
+        async with asyncio.timeout(20):
+            await self.release.wait()
+        yield TurnFinished(False, f"{spec.prompt} done", SESSION, 0.0, Usage(1, 1))
+
+
+async def until(check, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout_s):
+        while not await check():
+            await asyncio.sleep(0.02)
+
+
+def edits(app) -> list[str]:  # type: ignore[no-untyped-def]
+    session: RecordingSession = app.bot.session
+    return [c.text for c in session.calls if type(c).__name__ == "EditMessageText"]
+
+
+async def test_a_steer_the_turn_never_takes_runs_once_as_the_next_turn(tmp_path, workdir):
+    """Delivered into a turn whose engine takes no steer: when that turn ends the steer is said
+    to run as the next turn, and does, once; a second tap finds it gone; nobody else's tap
+    reaches it."""
+    engine = Held("claude")
+    async with app_in_own_task(
+        _settings(tmp_path, workdir), session=RecordingSession(), executors={"claude": engine}
+    ) as app:
+        task = await app.service.start(
+            NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
+        )
+        await until(lambda: _is(engine.prompts, ["first"]))
+        turn = await app.service.follow_up(OWNER, task.id, "steer words", reply_to=90001)
+        assert turn is not None and app.service.steering is not None
+        with pytest.raises(TaskNotFound):
+            await app.service.steering.choose(STRANGER, turn.id, SteerChoice.STEER)
+        answer = await app.service.steering.choose(OWNER, turn.id, SteerChoice.STEER)
+        assert answer is SteerAnswer.SENT
+        engine.release.set()
+        await until(lambda: _done(app, task.id))
+        assert engine.prompts == ["first", "steer words"]
+        assert await app.service.steering.choose(OWNER, turn.id, SteerChoice.STEER) == "gone"
+        assert await app.outbox.idle(10)
+        assert any("the turn ended first: it runs as the next turn" in t for t in edits(app))
+
+
+async def test_a_steer_tapped_after_its_turn_ended_is_the_next_turn(tmp_path, workdir):
+    """The running turn has ended (its agent gone) but the follow-up has not started (the only
+    slot went to an older task): Steer answers that it runs next, and it runs once."""
+    first, other = Held("claude"), Held("codex")
+    settings = _settings(tmp_path, workdir).model_copy(update={"max_concurrent_turns": 1})
+    async with app_in_own_task(
+        settings, session=RecordingSession(), executors={"claude": first, "codex": other}
+    ) as app:
+        a = await app.service.start(NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "a", workdir))
+        await until(lambda: _is(first.prompts, ["a"]))
+        await app.service.start(NewTask(OWNER, OWNER, "codex", TaskKind.SESSION, "b", workdir))
+        turn = await app.service.follow_up(OWNER, a.id, "late words", reply_to=90002)
+        assert turn is not None and app.service.steering is not None
+        first.release.set()
+        await until(lambda: _is(other.prompts, ["b"]))  # the slot went to the older task
+        answer = await app.service.steering.choose(OWNER, turn.id, SteerChoice.STEER)
+        assert answer is SteerAnswer.NEXT
+        other.release.set()
+        await until(lambda: _done(app, a.id))
+        assert first.prompts == ["a", "late words"]
+        assert (await app.store.tasks.get_turn(turn.id)).status is TaskStatus.DONE
+
+
+async def _is(value: list[str], wanted: list[str]) -> bool:
+    return value == wanted
+
+
+async def _done(app, task_id: int) -> bool:  # type: ignore[no-untyped-def]
+    task = await app.store.tasks.get(task_id)
+    return task.status is TaskStatus.DONE and len(await app.store.tasks.turns_of(task_id)) >= 2
+
+
+async def test_a_turn_running_in_another_process_is_not_steered_from_here(tmp_path, workdir):
+    """Scale-out: the bot's desk sees the task running but no inbox of its own (the turn runs on
+    a worker): the tap says so and the follow-up stays queued, to run after that turn."""
+    from bot.tasks.steering import SteerDesk
+
+    engine = Held("claude")
+    async with app_in_own_task(
+        _settings(tmp_path, workdir), session=RecordingSession(), executors={"claude": engine}
+    ) as app:
+        task = await app.service.start(
+            NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
+        )
+        await until(lambda: _is(engine.prompts, ["first"]))
+        turn = await app.service.follow_up(OWNER, task.id, "words", reply_to=90003)
+        assert turn is not None
+        front = SteerDesk(
+            app.store, SteerBoard(), app.core.notifier, default="queue", choice_s=10, local=False
+        )
+        assert await front.choose(OWNER, turn.id, SteerChoice.STEER) is SteerAnswer.ELSEWHERE
+        assert (await app.store.tasks.get_turn(turn.id)).status is TaskStatus.QUEUED
+        engine.release.set()
+        await until(lambda: _done(app, task.id))
+        assert engine.prompts == ["first", "words"]
+        await front.aclose()
+
+
+async def test_untapped_the_default_queue_keeps_it_behind_and_drops_the_choice(tmp_path, workdir):
+    """DETACH_REPLY_DEFAULT=queue (the default): after the choice's wait the acknowledgement
+    loses Steer now / Queue and says it is queued; the follow-up runs after the turn."""
+    engine = Held("claude")
+    settings = _settings(tmp_path, workdir).model_copy(update={"reply_choice_s": 0.3})
+    async with app_in_own_task(
+        settings, session=RecordingSession(), executors={"claude": engine}
+    ) as app:
+        task = await app.service.start(
+            NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
+        )
+        await until(lambda: _is(engine.prompts, ["first"]))
+        turn = await app.service.follow_up(OWNER, task.id, "later", reply_to=90004)
+        assert turn is not None
+
+        async def said_queued() -> bool:
+            await app.outbox.idle(1)
+            return any("follow-up queued (after the running turn)" in t for t in edits(app))
+
+        await until(said_queued)
+        assert (await app.store.tasks.get_turn(turn.id)).status is TaskStatus.QUEUED
+        engine.release.set()
+        await until(lambda: _done(app, task.id))
+        assert engine.prompts == ["first", "later"]
