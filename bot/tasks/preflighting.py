@@ -3,9 +3,7 @@ acknowledgement, a question or refusal that holds it, the owner's answer that st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.models import NewTask, Task, TaskKind
@@ -15,28 +13,18 @@ from bot.preflight.gate import PreflightGate
 from bot.store.preflights import PreflightHold
 from bot.tasks.options import flag
 from bot.tasks.planning import AUTO
+from bot.tasks.requests import ChatRequest
 
 if TYPE_CHECKING:
     from bot.tasks.service import TaskService
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """A task's command as the chat sent it: what a held task is started from again."""
-
-    user_id: int
-    chat_id: int
-    locale: str
-    text: str
-    with_options: bool
-    reply_to: int | None
-    attachments: Sequence[Path] = ()
+    from bot.turns.queue import TurnQueue
 
 
 class PreflightStep:
-    def __init__(self, gate: PreflightGate, service: TaskService) -> None:
+    def __init__(self, gate: PreflightGate, service: TaskService, queue: TurnQueue) -> None:
         self._gate = gate
         self._service = service
+        self._queue = queue
         self.desk: PreflightDesk = gate.desk
         gate.desk.bind(self._start_held)
 
@@ -48,7 +36,7 @@ class PreflightStep:
         return walk_away and flag(options, "preflight", self._gate.enabled or auto)
 
     async def start(
-        self, new: NewTask, command: Command, may_hold: bool, route: bool = False
+        self, new: NewTask, command: ChatRequest, may_hold: bool, route: bool = False
     ) -> Task | None:
         """Run the preflight, then start ``new`` with its verdict on the acknowledgement; or,
         ``may_hold`` and the verdict asks or refuses, hold the command (None). ``route``
@@ -82,12 +70,12 @@ class PreflightStep:
         chosen = outcome.verdict.preset if outcome.verdict is not None else None
         if chosen is None or chosen.engine != new.engine or chosen.name == new.preset:
             return new
-        if await self._service.engine_limited(chosen.engine):
+        if await self._queue.limited_until(chosen.engine) is not None:
             return new
         line = self._gate.routed_line(new.locale, chosen.name, new.preset)
         return self._gate.noted_line(replace(new, preset=chosen.name, model=chosen.model), line)
 
-    async def start_noted(self, new: NewTask, line: str, command: Command) -> Task:
+    async def start_noted(self, new: NewTask, line: str, command: ChatRequest) -> Task:
         """Start ``new``, whose preflight ran before, with ``line`` on its acknowledgement."""
         noted = self._gate.noted_line(new, line)
         return await self._service.start(noted, command.reply_to, command.attachments)
@@ -95,15 +83,17 @@ class PreflightStep:
     async def _start_held(self, hold: PreflightHold, text: str, line: str) -> Task:
         """A task its preflight held, started by the owner's answer (or the wait's end)."""
         task = await self._service.start_from_chat(
-            hold.owner_id,
-            hold.chat_id,
-            TaskKind.DETACH,
-            text,
-            hold.locale,
-            "detach",
-            reply_to=hold.reply_to,
-            with_options=hold.with_options,
-            preflighted=line,
+            ChatRequest(
+                hold.owner_id,
+                hold.chat_id,
+                TaskKind.DETACH,
+                text,
+                hold.locale,
+                "detach",
+                reply_to=hold.reply_to,
+                with_options=hold.with_options,
+                preflighted=line,
+            )
         )
         await self._gate.charge(task, hold.cost_usd)
         return task

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -18,17 +17,16 @@ from bot.models import (
     NotifyPolicy,
     RepoHead,
     Task,
-    TaskKind,
     TaskStatus,
     Turn,
 )
 from bot.preflight.gate import PreflightGate
 from bot.store import Store
-from bot.tasks.options import split_options
-from bot.tasks.planning import AUTO, TaskPlanner
-from bot.tasks.preflighting import Command, PreflightStep
+from bot.tasks.planning import TaskPlanner
+from bot.tasks.preflighting import PreflightStep
+from bot.tasks.requests import ChatRequest, TaskRequests
 from bot.telegram.attachments import mention, place
-from bot.telegram.held import HeldFiles, titled
+from bot.telegram.held import HeldFiles
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import given_slug, slugify
 from bot.telegram.texts import Texts
@@ -60,7 +58,8 @@ class TaskService:
         the turns of a runner found gone; ``preflight``: a cheap look at a walk-away task
         before it starts (None: no preflight model here)."""
         self._takeover = takeover
-        self.preflight = PreflightStep(preflight, self) if preflight is not None else None
+        self.preflight = PreflightStep(preflight, self, queue) if preflight is not None else None
+        self.requests = TaskRequests(self, self.preflight)
         self._store = store
         self._pool = pool
         self._queue = queue
@@ -90,87 +89,25 @@ class TaskService:
     def texts(self) -> Texts:
         return self._texts
 
-    async def start_from_chat(
-        self,
-        user_id: int,
-        chat_id: int,
-        kind: TaskKind,
-        text: str,
-        locale: str,
-        command: str,
-        engine: Engine | None = None,
-        reply_to: int | None = None,
-        with_options: bool = True,
-        attachments: Sequence[Path] = (),
-        preflighted: str | None = None,
-    ) -> Task:
-        """A task from a Telegram command: ``[key=value ...] prompt`` (a plain message,
-        ``with_options=False``: all prompt), in the default working directory. A command
-        Telegram delivers twice (a restart before the update was confirmed) starts one task.
-        ``attachments`` (staged files) go into the task's directory, and the prompt says where.
-        A walk-away task gets its preflight first (when on), whose verdict its acknowledgement
-        shows; ``preflighted``: it had it (the line to show instead)."""
-        task = await self.request_from_chat(
-            user_id, chat_id, kind, text, locale, command, engine, reply_to, with_options,
-            attachments, preflighted, may_hold=False,
-        )  # fmt: skip
+    async def start_from_chat(self, request: ChatRequest) -> Task:
+        """The task of ``request``, started now: a walk-away task gets its preflight first
+        (when on), whose verdict its acknowledgement shows, but is never held."""
+        task = await self.requests.from_chat(request, may_hold=False)
         assert task is not None  # not held: may_hold=False
         return task
 
-    async def request_from_chat(
-        self,
-        user_id: int,
-        chat_id: int,
-        kind: TaskKind,
-        text: str,
-        locale: str,
-        command: str,
-        engine: Engine | None = None,
-        reply_to: int | None = None,
-        with_options: bool = True,
-        attachments: Sequence[Path] = (),
-        preflighted: str | None = None,
-        may_hold: bool = True,
-    ) -> Task | None:
-        """As ``start_from_chat``, but a walk-away task without attachments whose preflight
-        asks a question or refuses is held (None): its question or refusal goes to the chat,
-        and the owner's answer starts it (``bot.preflight.desk``)."""
-        options, words = split_options(text) if with_options else ({}, text)
-        prompt = words + mention(list(attachments))
-        new = await self.plan(user_id, chat_id, kind, options, prompt, locale, command, engine)
-        if attachments:  # the chat shows the words and the files' names, not the plumbing
-            new = dataclasses.replace(new, title=titled(words, attachments))
-        if reply_to is not None:
-            existing = await self._store.links.task_for(chat_id, reply_to)
-            if existing is not None:
-                log.info(
-                    "message %s in chat %s already started task %s", reply_to, chat_id, existing
-                )
-                return await self.get_own(user_id, existing)
-        step = self.preflight
-        if step is None or not (preflighted or step.wanted(kind, engine is not None, options)):
-            return await self.start(new, reply_to=reply_to, attachments=attachments)
-        asked = Command(user_id, chat_id, locale, text, with_options, reply_to, attachments)
-        if preflighted is not None:
-            return await step.start_noted(new, preflighted, asked)
-        route = options.get("engine", "").lower() == AUTO
-        return await step.start(new, asked, may_hold and not attachments, route)
+    async def request_from_chat(self, request: ChatRequest) -> Task | None:
+        """As ``start_from_chat``, but a walk-away task whose preflight asks a question or
+        refuses is held (None) until its owner answers (``TaskRequests.from_chat``)."""
+        return await self.requests.from_chat(request)
 
     async def start_walk_away(self, new: NewTask, options: dict[str, str]) -> Task:
-        """``start`` for a task file or a schedule's run: its preflight first (when on and it
-        is no agent's sub-task), whose verdict its acknowledgement shows; nothing is held
-        (nobody is there to answer at once)."""
-        step = self.preflight
-        if step is None or new.parent_id is not None or not step.wanted(new.kind, False, options):
-            return await self.start(new)
-        command = Command(new.owner_id, new.chat_id, new.locale, new.prompt, False, None)
-        task = await step.start(new, command, may_hold=False)
-        assert task is not None  # not held: may_hold=False
-        return task
+        """``start`` for a task file or a schedule's run, through its preflight (when on)."""
+        return await self.requests.walk_away(new, options)
 
-    async def engine_limited(self, engine: Engine) -> bool:
-        """``engine`` waits for its usage limit now."""
-        return await self._queue.limited_until(engine) is not None
+    async def task_linked(self, chat_id: int, message_id: int) -> int | None:
+        """The task ``message_id`` of ``chat_id`` started or continued, if any."""
+        return await self._store.links.task_for(chat_id, message_id)
 
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
