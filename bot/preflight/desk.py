@@ -15,8 +15,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from bot.errors import DetachError
-from bot.models import PreflightDecision
+from bot.errors import DetachError, UserInputError
+from bot.models import PreflightDecision, Task
 from bot.preflight.check import Outcome
 from bot.store import Store
 from bot.store.preflights import PreflightHold
@@ -28,6 +28,8 @@ from bot.telegram.texts import Texts
 log = logging.getLogger(__name__)
 
 ANYWAY = 9  # the choice of "Start anyway" (0..3: a suggested answer)
+CANCEL = 8  # the choice of "Cancel" (an estimate over the budget)
+OVER_BUDGET = "budget"  # a hold's decision: a go whose estimate is more than the task has left
 POLL_MAX_S = 10.0  # the longest between two looks for holds whose wait has ended
 
 
@@ -37,7 +39,7 @@ class PreflightAction(CallbackData, prefix="pf"):
 
 
 # starts a held task: the hold, the command's text to run, one line for its acknowledgement
-Starter = Callable[[PreflightHold, str, str], Awaitable[object]]
+Starter = Callable[[PreflightHold, str, str], Awaitable[Task]]
 
 
 class PreflightDesk:
@@ -64,15 +66,18 @@ class PreflightDesk:
         with_options: bool,
         reply_to: int | None,
         outcome: Outcome,
+        over_budget: str = "",
     ) -> PreflightHold:
-        """Hold the command (an ``ask`` or ``refuse`` verdict) and post its message: the
-        question with its suggested answers and "Start anyway", or the refusal with "Start
-        anyway". A command Telegram delivers twice is held once."""
+        """Hold the command (an ``ask`` or ``refuse`` verdict, or ``over_budget``: the line
+        saying a go's estimate is more than the task has left) and post its message: the
+        question with its suggested answers and "Start anyway", the refusal with "Start
+        anyway", or the estimate with "Start anyway" and "Cancel". A command Telegram delivers
+        twice is held once."""
         verdict = outcome.verdict
-        assert verdict is not None and verdict.decision is not PreflightDecision.GO
+        assert verdict is not None and (over_budget or verdict.decision is not PreflightDecision.GO)
         if reply_to is not None and (known := await self._store.preflights.held(chat_id, reply_to)):
             return known
-        ask = verdict.decision is PreflightDecision.ASK
+        ask = verdict.decision is PreflightDecision.ASK and not over_budget
         hold = await self._store.preflights.create(
             owner_id=owner_id,
             chat_id=chat_id,
@@ -80,10 +85,10 @@ class PreflightDesk:
             reply_to=reply_to,
             text=text,
             with_options=with_options,
-            decision=verdict.decision.value,
-            question=verdict.question,
-            answers=verdict.answers,
-            reason=verdict.reason,
+            decision=OVER_BUDGET if over_budget else verdict.decision.value,
+            question=verdict.question if ask else "",
+            answers=verdict.answers if ask else (),
+            reason=over_budget or verdict.reason,
             cost_usd=outcome.cost_usd,
             deadline=self._store.preflights.now() + timedelta(seconds=self.wait_s) if ask else None,
         )
@@ -92,6 +97,8 @@ class PreflightDesk:
             body = self._plain(
                 locale, "preflight.question", question=hold.question, minutes=minutes
             )
+        elif over_budget:
+            body = over_budget
         else:
             body = self._plain(locale, "preflight.refusal", reason=hold.reason)
         row_id = await self._outbox.send(
@@ -111,6 +118,8 @@ class PreflightDesk:
             return "preflight.gone"
         if choice == ANYWAY:
             return await self._settle(hold, "anyway", "", "preflight.started_anyway")
+        if choice == CANCEL:
+            return await self._cancel(hold)
         if choice >= len(hold.answers):
             return "preflight.gone"
         return await self._settle(hold, "answered", hold.answers[choice], "preflight.answered")
@@ -162,8 +171,31 @@ class PreflightDesk:
             note = self._plain(locale, note_key)
         else:
             text, note = hold.text, self._plain(locale, note_key)
-        await self._start(hold, text, note)
+        try:
+            task = await self._start(hold, text, note)
+        except DetachError as exc:  # the daily cap reached meanwhile, the engine gone, ...
+            await self._not_started(hold, exc)
+            return "preflight.not_started_short"
+        await self._store.preflights.started(hold.id, task.id)
         return "preflight.starting"
+
+    async def _not_started(self, hold: PreflightHold, exc: DetachError) -> None:
+        """Tell the owner, in one message, that the held task did not start, and why."""
+        log.warning("preflight hold %s: its task could not start: %r", hold.id, exc)
+        if isinstance(exc, UserInputError):
+            reason = self._texts.get(hold.locale, exc.key, **exc.params)
+        else:
+            reason = self._texts.get(hold.locale, "error.internal")
+        body = self._texts.template(hold.locale, "preflight.not_started").format(reason=reason)
+        await self._outbox.send(hold.chat_id, body, reply_to=hold.reply_to)
+
+    async def _cancel(self, hold: PreflightHold) -> str:
+        """ "Cancel" under an estimate over the budget: the task is never started."""
+        if not await self._store.preflights.resolve(hold.id, "cancelled", ""):
+            return "preflight.gone"
+        if hold.row_id is not None:
+            await self._outbox.edit_markup(hold.chat_id, hold.row_id, None)
+        return "preflight.cancelled"
 
     def _keyboard(self, hold: PreflightHold) -> Keyboard:
         rows = [
@@ -172,6 +204,9 @@ class PreflightDesk:
         ]
         anyway = self._texts.template(hold.locale, "preflight.anyway")
         rows.append([PreflightAction(hold_id=hold.id, choice=ANYWAY).button(anyway)])
+        if hold.decision == OVER_BUDGET:
+            cancel = self._texts.template(hold.locale, "preflight.cancel")
+            rows[-1].append(PreflightAction(hold_id=hold.id, choice=CANCEL).button(cancel))
         return Keyboard.of(rows)
 
     def _plain(self, locale: str, key: str, **params: object) -> str:

@@ -81,11 +81,21 @@ class PreflightGate:
         minutes = "?" if verdict.estimate_minutes is None else f"{verdict.estimate_minutes:.0f}"
         return self._plain(locale, "preflight.go", usd=usd, minutes=minutes)
 
-    def routed_line(self, locale: str, chosen: str, instead: str | None) -> str:
-        return self._plain(locale, "preflight.routed", preset=chosen, default=instead or "–")
+    def routed_line(self, locale: str, chosen: Preset, instead: str) -> str:
+        """Where the preflight moved the task, and why, in one line."""
+        return self._plain(
+            locale, "preflight.routed", preset=chosen.name, engine=chosen.engine, default=instead
+        )
+
+    def over_budget_text(self, locale: str, estimate_usd: float, left_usd: float) -> str:
+        """The question before a task whose estimate is more than it has left."""
+        return self._plain(
+            locale, "preflight.over_budget", usd=f"{estimate_usd:.2f}", left=f"{left_usd:.2f}"
+        )
 
     async def charge(self, task: Task, cost_usd: float | None) -> None:
-        """The preflight's cost, recorded as spend of ``task`` (its first turn's)."""
+        """The preflight's cost, recorded as spend of ``task`` (its first turn's) for the daily
+        cap and /spend; the task's own total has it from its creation (``NewTask.spent_usd``)."""
         if not cost_usd:
             return
         turn = await self._store.tasks.last_turn(task.id)

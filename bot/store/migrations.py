@@ -192,6 +192,11 @@ def _v22(conn: Connection) -> None:
     preflight_holds.create(conn, checkfirst=True)
 
 
+def _v_preflight(conn: Connection) -> None:
+    """A preflight's hold names the task it started (its question and answer, exported)."""
+    _add_column(conn, "preflight_holds", "task_id", "INTEGER")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -217,6 +222,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v20,
     _v21,
     _v22,
+    _v_preflight,
 ]
 
 

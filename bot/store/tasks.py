@@ -115,6 +115,7 @@ class TaskRepo:
                     "check_repository": new.check_repository,
                     "parent_id": new.parent_id,
                     "subtasks": new.subtasks,
+                    "total_cost_usd": new.spent_usd,
                 },
             )
             task = task_of(inserted.one())

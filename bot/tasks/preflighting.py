@@ -14,17 +14,17 @@ from bot.store.preflights import PreflightHold
 from bot.tasks.options import flag
 from bot.tasks.planning import AUTO
 from bot.tasks.requests import ChatRequest
+from bot.tasks.routing import TaskRouter, moved
 
 if TYPE_CHECKING:
     from bot.tasks.service import TaskService
-    from bot.turns.queue import TurnQueue
 
 
 class PreflightStep:
-    def __init__(self, gate: PreflightGate, service: TaskService, queue: TurnQueue) -> None:
+    def __init__(self, gate: PreflightGate, service: TaskService, router: TaskRouter) -> None:
         self._gate = gate
         self._service = service
-        self._queue = queue
+        self._router = router
         self.desk: PreflightDesk = gate.desk
         gate.desk.bind(self._start_held)
 
@@ -39,14 +39,18 @@ class PreflightStep:
         self, new: NewTask, command: ChatRequest, may_hold: bool, route: bool = False
     ) -> Task | None:
         """Run the preflight, then start ``new`` with its verdict on the acknowledgement; or,
-        ``may_hold`` and the verdict asks or refuses, hold the command (None). ``route``
-        (``engine=auto``): a go's cheaper preset of the same engine replaces ``new``'s."""
+        ``may_hold`` and the verdict asks, refuses or estimates more than the task has left,
+        hold the command (None). ``route`` (``engine=auto``): a go moves to the preset the
+        preflight suggests (``bot.tasks.routing``). The call's cost is the task's first spend."""
         gate, chat_id, reply_to = self._gate, command.chat_id, command.reply_to
         if may_hold and reply_to is not None and await gate.desk.held(chat_id, reply_to):
             return None  # Telegram delivered the command again: it is held already
         await self._service.money.check_daily_cap(command.user_id)  # not a cent past the cap
         outcome = await gate.check(new)  # bounded; a failure is said, never raised
-        if may_hold and gate.holds(outcome):
+        if route:
+            new = await self._routed(new, outcome)
+        over = await self._over_budget(new, outcome) if not gate.holds(outcome) else ""
+        if may_hold and (gate.holds(outcome) or over):
             await gate.desk.hold(
                 owner_id=command.user_id,
                 chat_id=chat_id,
@@ -55,29 +59,42 @@ class PreflightStep:
                 with_options=command.with_options,
                 reply_to=reply_to,
                 outcome=outcome,
+                over_budget=over,
             )
             return None
-        if route:
-            new = await self._routed(new, outcome)
-        task = await self._service.start(gate.noted(new, outcome), reply_to, command.attachments)
+        new = replace(gate.noted(new, outcome), spent_usd=outcome.cost_usd or 0.0)
+        task = await self._service.start(new, reply_to, command.attachments)
         await gate.charge(task, outcome.cost_usd)
         return task
 
+    async def _over_budget(self, new: NewTask, outcome: Outcome) -> str:
+        """The message asking before a go whose estimate is more than the task may spend: its
+        budget less the preflight's cost, or what the daily cap leaves; "" when it fits."""
+        verdict = outcome.verdict
+        estimate = verdict.estimate_usd if verdict is not None else None
+        if estimate is None:
+            return ""
+        cost = outcome.cost_usd or 0.0
+        lefts = [await self._service.money.daily_left(new.owner_id)]
+        lefts.append(new.max_usd - cost if new.max_usd is not None else None)
+        left = min((x for x in lefts if x is not None), default=None)
+        if left is None or estimate <= left:
+            return ""
+        return self._gate.over_budget_text(new.locale, estimate, max(left, 0.0))
+
     async def _routed(self, new: NewTask, outcome: Outcome) -> NewTask:
-        """``new`` on the preset the preflight suggests (already checked: on offer, priced, no
-        dearer than the task's own, else the engine's dearest), if it is of the same engine
-        and no usage limit holds it; else ``new`` unchanged. Routing only ever goes down."""
+        """``new`` on the preset the preflight suggests when it may move there, with one line
+        on its acknowledgement saying so; else ``new`` unchanged."""
         chosen = outcome.verdict.preset if outcome.verdict is not None else None
-        if chosen is None or chosen.engine != new.engine or chosen.name == new.preset:
+        target = await self._router.target(new, chosen)
+        if target is None:
             return new
-        if await self._queue.limited_until(chosen.engine) is not None:
-            return new
-        line = self._gate.routed_line(new.locale, chosen.name, new.preset)
-        return self._gate.noted_line(replace(new, preset=chosen.name, model=chosen.model), line)
+        line = self._gate.routed_line(new.locale, target, new.preset or new.engine)
+        return self._gate.noted_line(moved(new, target), line)
 
     async def start_noted(self, new: NewTask, line: str, command: ChatRequest) -> Task:
         """Start ``new``, whose preflight ran before, with ``line`` on its acknowledgement."""
-        noted = self._gate.noted_line(new, line)
+        noted = replace(self._gate.noted_line(new, line), spent_usd=command.spent_usd)
         return await self._service.start(noted, command.reply_to, command.attachments)
 
     async def _start_held(self, hold: PreflightHold, text: str, line: str) -> Task:
@@ -93,6 +110,7 @@ class PreflightStep:
                 reply_to=hold.reply_to,
                 with_options=hold.with_options,
                 preflighted=line,
+                spent_usd=hold.cost_usd or 0.0,
             )
         )
         await self._gate.charge(task, hold.cost_usd)

@@ -29,7 +29,7 @@ class ChatRequest:
     all prompt), by ``command`` (``engine``: a session's engine, None for /detach);
     ``reply_to``: the command's message; ``attachments``: staged files; ``preflighted``: its
     preflight ran before (the line to show instead of running it again). Also what a held task
-    is started from again."""
+    is started from again, its preflight's cost ``spent_usd`` counted as the task's."""
 
     user_id: int
     chat_id: int
@@ -42,6 +42,7 @@ class ChatRequest:
     with_options: bool = True
     attachments: Sequence[Path] = ()
     preflighted: str | None = None
+    spent_usd: float = 0.0  # what its preflight cost (counts to the task's budget)
 
 
 class TaskRequests:

@@ -25,6 +25,7 @@ from bot.store import Store
 from bot.tasks.planning import TaskPlanner
 from bot.tasks.preflighting import PreflightStep
 from bot.tasks.requests import ChatRequest, TaskRequests
+from bot.tasks.routing import TaskRouter
 from bot.telegram.attachments import mention, place
 from bot.telegram.held import HeldFiles
 from bot.telegram.notifier import Notifier
@@ -58,7 +59,8 @@ class TaskService:
         the turns of a runner found gone; ``preflight``: a cheap look at a walk-away task
         before it starts (None: no preflight model here)."""
         self._takeover = takeover
-        self.preflight = PreflightStep(preflight, self, queue) if preflight is not None else None
+        router = TaskRouter(queue, planner.defaults)
+        self.preflight = PreflightStep(preflight, self, router) if preflight is not None else None
         self.requests = TaskRequests(self, self.preflight)
         self._store = store
         self._pool = pool
