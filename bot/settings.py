@@ -36,7 +36,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     max_concurrent_turns: int = Field(default=2, ge=1, le=64)
     turn_timeout_s: float = Field(default=2700, gt=0)
     config: Path | None = None
-    default_engine: str = "claude"
+    default_engine: str = "claude"  # "auto": walk-away tasks go where their preflight routes
     max_prompt_chars: int = Field(default=20_000, ge=100)
     cancel_grace_s: float = Field(default=5.0, gt=0)
     # agents, their tools and checks run at this lower CPU priority (nice): the bot answers at
@@ -155,6 +155,12 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         database when it is on PostgreSQL (scale-out workers)."""
         url = self.resolved_database_url
         return None if url.startswith("sqlite") else url
+
+    @property
+    def base_engine(self) -> str:
+        """The engine a task gets when nothing picks one (DETACH_DEFAULT_ENGINE=auto: Claude's,
+        and the preflight may route a walk-away task down from there)."""
+        return "claude" if self.default_engine == "auto" else self.default_engine
 
     @property
     def default_workdir(self) -> Path:

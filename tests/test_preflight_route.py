@@ -6,6 +6,7 @@ money desk counts at its engine's dearest price."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,8 @@ async def test_engine_auto_routes_a_small_task_to_a_free_local_preset(
             assert request["model"] == "mock-model"
             task = await app.store.tasks.get(1)
             assert task.engine == "local" and task.preset == "box"
-            assert task.approval_mode.value == "ask"  # as planned: no sandbox here, no wider
+            planned = "sandbox" if shutil.which("bwrap") else "ask"  # /detach's, as planned here
+            assert task.approval_mode.value == planned  # the same rights, never wider
 
 
 async def test_an_unpriced_local_preset_is_never_a_target(
@@ -82,3 +84,30 @@ async def test_an_unpriced_local_preset_is_never_a_target(
             await fake.wait_text(OWNER, "Stayed on Claude.", timeout_s=60)
             assert chat.requests_for("MARK-STAY") == []
             assert (await app.store.tasks.get(1)).engine == "claude"
+
+
+async def test_default_engine_auto_routes_without_the_option_and_a_named_model_stays(
+    tmp_path, claude_bin, agent_env, anthropic, workdir, chat
+):
+    anthropic.script(PREFLIGHT, go_to_box())
+    chat.script("MARK-DEFAULT", [{"text": "Routed by default."}])
+    anthropic.script("MARK-NAMED", [{"text": "Stayed on sonnet."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            config=config(tmp_path, chat, True),
+            default_engine="auto",
+        )
+        async with running_bot(settings, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("MARK-DEFAULT fix a typo", OWNER)  # plain text: a task
+            ack = await fake.wait_text(OWNER, "#1 mark-default", timeout_s=20)
+            assert "Routed by the preflight to box (local)" in ack.params["text"]
+            await fake.wait_text(OWNER, "Routed by default.", timeout_s=60)
+            await fake.user_message("/detach model=sonnet MARK-NAMED fix a typo", OWNER)
+            await fake.wait_text(OWNER, "Stayed on sonnet.", timeout_s=60)
+            assert (await app.store.tasks.get(2)).preset == "sonnet"
+            assert len(anthropic.requests_for(PREFLIGHT)) == 1  # a named model: no routing

@@ -73,6 +73,7 @@ class TaskRequests:
                 log.info("message %s already started task %s", r.reply_to, existing)
                 return await service.get_own(r.user_id, existing)
         step = self.step
+        options = self._auto(options) if r.engine is None else options
         wanted = step is not None and step.wanted(r.kind, r.engine is not None, options)
         if step is None or not (r.preflighted or wanted):
             return await service.start(new, reply_to=r.reply_to, attachments=r.attachments)
@@ -85,7 +86,7 @@ class TaskRequests:
         """``start`` for a task file or a schedule's run: its preflight first (when on and it
         is no agent's sub-task), whose verdict its acknowledgement shows; nothing is held
         (nobody is there to answer at once)."""
-        step = self.step
+        step, options = self.step, self._auto(options)
         if step is None or new.parent_id is not None or not step.wanted(new.kind, False, options):
             return await self._service.start(new)
         n = new
@@ -96,3 +97,12 @@ class TaskRequests:
         task = await step.start(new, request, may_hold=False, route=route)
         assert task is not None  # not held: may_hold=False
         return task
+
+    def _auto(self, options: dict[str, str]) -> dict[str, str]:
+        """``options`` with ``engine=auto`` when DETACH_DEFAULT_ENGINE=auto and neither an
+        engine nor a model is named (a model named is the owner's choice: it stays)."""
+        if not self._service.planner.defaults.route_by_default:
+            return options
+        if "engine" in options or "model" in options:
+            return options
+        return {**options, "engine": AUTO}
