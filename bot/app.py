@@ -151,6 +151,7 @@ def make_preflight(
         texts=core.texts,
         engines=engines,
         desk=PreflightDesk(core.store, core.outbox, core.texts, settings.preflight_wait_s),
+        route_grace_s=settings.preflight_route_grace_s,
     )
 
 

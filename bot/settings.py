@@ -81,6 +81,8 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     preflight: bool = False
     preflight_model: str = ""  # a preset's name; "": the cheapest Claude preset
     preflight_wait_s: float = Field(default=1800, gt=0)  # for the owner's answer to its question
+    # a task the preflight routed waits this long before it starts ("Run on <default> instead")
+    preflight_route_grace_s: float = Field(default=15, ge=0, le=600)
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
         "Bash",
         "Edit",

@@ -14,6 +14,7 @@ import pytest
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_approvals_e2e import answer_of, buttons
 
 PREFLIGHT = "You are the preflight of an unattended coding agent"
 
@@ -48,7 +49,12 @@ async def test_engine_auto_routes_a_small_task_to_a_free_local_preset(
     chat.script("MARK-LOCAL", [{"text": "Fixed locally."}])
     async with FakeTelegram() as fake:
         settings = make_settings(
-            tmp_path / "data", fake, claude_bin, workdir, config=config(tmp_path, chat, True)
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            config=config(tmp_path, chat, True),
+            preflight_route_grace_s=0,
         )
         async with running_bot(settings, agent_env) as app:
             await fake.wait_call("setMyCommands")
@@ -100,6 +106,7 @@ async def test_default_engine_auto_routes_without_the_option_and_a_named_model_s
             workdir,
             config=config(tmp_path, chat, True),
             default_engine="auto",
+            preflight_route_grace_s=0,
         )
         async with running_bot(settings, agent_env) as app:
             await fake.wait_call("setMyCommands")
@@ -111,3 +118,55 @@ async def test_default_engine_auto_routes_without_the_option_and_a_named_model_s
             await fake.wait_text(OWNER, "Stayed on sonnet.", timeout_s=60)
             assert (await app.store.tasks.get(2)).preset == "sonnet"
             assert len(anthropic.requests_for(PREFLIGHT)) == 1  # a named model: no routing
+
+
+async def test_run_on_the_default_instead_moves_it_back_before_it_starts_and_not_after(
+    tmp_path, claude_bin, agent_env, anthropic, workdir, chat
+):
+    anthropic.script(PREFLIGHT, go_to_box())
+    anthropic.script("MARK-BACK", [{"text": "Done on Claude."}])
+    chat.script("MARK-LATE", [{"text": "Done on the box."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            config=config(tmp_path, chat, True),
+            preflight_route_grace_s=3,
+        )
+        async with running_bot(settings, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/detach engine=auto MARK-BACK fix a typo", OWNER)
+            ack = await fake.wait_text(OWNER, "#1 mark-back", timeout_s=20)
+            offered = await fake.wait_call(
+                "editMessageReplyMarkup",
+                lambda c: int(c.params["message_id"]) == ack.result["message_id"],
+                timeout_s=20,
+            )
+            back = buttons(offered)["↩️ Run on claude instead"]
+            query = await fake.press(OWNER, ack.result["message_id"], back, OWNER)
+            assert await answer_of(fake, query) == "Moved back"
+            edited = await fake.wait_call(
+                "editMessageText", lambda c: "Moved back to claude by you" in c.params["text"]
+            )
+            assert "Routed" not in edited.params["text"]
+            assert list(buttons(edited)) == ["Cancel"]
+            await fake.wait_text(OWNER, "Done on Claude.", timeout_s=60)
+            assert chat.requests_for("MARK-BACK") == []
+            assert (await app.store.tasks.get(1)).engine == "claude"
+
+            mark = len(fake.calls)
+            await fake.user_message("/detach engine=auto MARK-LATE fix a typo", OWNER)
+            ack = await fake.wait_text(OWNER, "#2 mark-late", timeout_s=20, after=mark)
+            offered = await fake.wait_call(
+                "editMessageReplyMarkup",
+                lambda c: int(c.params["message_id"]) == ack.result["message_id"],
+                timeout_s=20,
+                after=mark,
+            )
+            await fake.wait_text(OWNER, "Done on the box.", timeout_s=60, after=mark)
+            back = buttons(offered)["↩️ Run on claude instead"]
+            query = await fake.press(OWNER, ack.result["message_id"], back, OWNER)
+            assert (await answer_of(fake, query)).startswith("Already started")
+            assert (await app.store.tasks.get(2)).engine == "local"

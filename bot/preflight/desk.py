@@ -8,6 +8,7 @@ them starts the task (``resolve`` closes a hold once)."""
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -20,7 +21,7 @@ from bot.models import PreflightDecision, Task
 from bot.preflight.check import Outcome
 from bot.store import Store
 from bot.store.preflights import PreflightHold
-from bot.telegram.callbacks import Id
+from bot.telegram.callbacks import Id, TaskAction, TaskButton
 from bot.telegram.markup import CallbackData, Keyboard
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
@@ -36,6 +37,15 @@ POLL_MAX_S = 10.0  # the longest between two looks for holds whose wait has ende
 class PreflightAction(CallbackData, prefix="pf"):
     hold_id: Id
     choice: Annotated[int, Field(ge=0, le=ANYWAY)]
+
+
+class RunDefault(CallbackData, prefix="pfd"):
+    """ "Run on <default> instead" under a routed task's acknowledgement: the engine and preset
+    (\"\": the engine's own model) it was planned on before the preflight routed it."""
+
+    task_id: Id
+    engine: Annotated[str, Field(max_length=16)]
+    preset: Annotated[str, Field(max_length=32)]
 
 
 # starts a held task: the hold, the command's text to run, one line for its acknowledgement
@@ -196,6 +206,31 @@ class PreflightDesk:
         if hold.row_id is not None:
             await self._outbox.edit_markup(hold.chat_id, hold.row_id, None)
         return "preflight.cancelled"
+
+    async def offer_default(self, task: Task, engine: str, preset: str | None) -> None:
+        """Add "Run on <default> instead" to a routed task's acknowledgement (next to its
+        Cancel); it goes when the task starts (the acknowledgement's buttons follow it)."""
+        found = await self._store.outbox.first_send(task.id, "ack")
+        if found is None or len(engine) > 16 or len(preset or "") > 32:
+            return
+        row_id, chat_id, _ = found
+        back = RunDefault(task_id=task.id, engine=engine, preset=preset or "")
+        caption = self._plain(task.locale, "preflight.run_default", name=preset or engine)
+        cancel = TaskAction.buttons(self._texts, task.locale, task.id, [TaskButton.CANCEL])
+        keyboard = Keyboard.of([cancel, [back.button(caption)]])
+        await self._outbox.edit_markup(chat_id, row_id, keyboard)
+
+    async def moved_back(self, task: Task, routed_line: str, line: str) -> None:
+        """The acknowledgement of a task moved back to its default says so instead of where
+        the preflight had routed it, and keeps Cancel only."""
+        found = await self._store.outbox.first_send(task.id, "ack")
+        if found is None:
+            return
+        row_id, chat_id, text = found
+        routed, now = html.escape(routed_line, quote=False), html.escape(line, quote=False)
+        text = text.replace(routed, now) if routed in text else f"{text}\n{now}"
+        cancel = TaskAction.buttons(self._texts, task.locale, task.id, [TaskButton.CANCEL])
+        await self._outbox.edit(chat_id, None, text, Keyboard.of([cancel]), row_id=row_id)
 
     def _keyboard(self, hold: PreflightHold) -> Keyboard:
         rows = [

@@ -33,6 +33,7 @@ class PreflightGate:
         texts: Texts,
         engines: Collection[Engine],
         desk: PreflightDesk,
+        route_grace_s: float = 0.0,
     ) -> None:
         self._preflight = preflight
         self.enabled = enabled
@@ -41,6 +42,9 @@ class PreflightGate:
         self._texts = texts
         self._engines = engines
         self.desk = desk
+        # DETACH_PREFLIGHT_ROUTE_GRACE_S: a routed task waits this long before it starts, with
+        # "Run on <default> instead" on its acknowledgement (0: it starts at once, no button)
+        self.route_grace_s = route_grace_s
 
     def offered(self) -> tuple[Preset, ...]:
         return tuple(p for p in self._money.catalog.all() if p.engine in self._engines)
@@ -86,6 +90,10 @@ class PreflightGate:
         return self._plain(
             locale, "preflight.routed", preset=chosen.name, engine=chosen.engine, default=instead
         )
+
+    def back_line(self, locale: str, name: str) -> str:
+        """The acknowledgement's line once the owner moved the task back to ``name``."""
+        return self._plain(locale, "preflight.moved_back", default=name)
 
     def over_budget_text(self, locale: str, estimate_usd: float, left_usd: float) -> str:
         """The question before a task whose estimate is more than it has left."""

@@ -245,6 +245,31 @@ class TaskRepo:
             )
             return task_of(moved)
 
+    async def reroute(
+        self, task_id: int, engine: Engine, preset: str | None, model: str | None
+    ) -> Task | None:
+        """A task none of whose turns has started yet goes to ``engine`` (``preset``,
+        ``model``); None when one has (it runs, or ran): then nothing changed."""
+        started = sa.exists(
+            sa.select(turns.c.id).where(
+                turns.c.task_id == task_id, turns.c.status != TaskStatus.QUEUED.value
+            )
+        )
+        async with self._engine.begin() as conn:
+            moved = (
+                await conn.execute(
+                    tasks.update()
+                    .where(
+                        tasks.c.id == task_id,
+                        tasks.c.status == TaskStatus.QUEUED.value,
+                        ~started,
+                    )
+                    .values(engine=engine, preset=preset, model=model, updated_at=self._clock())
+                    .returning(tasks)
+                )
+            ).first()
+        return task_of(moved) if moved is not None else None
+
     async def children(self, parent_id: int) -> list[Task]:
         """The sub-tasks a task's agent started, oldest first."""
         query = tasks.select().where(tasks.c.parent_id == parent_id).order_by(tasks.c.id)

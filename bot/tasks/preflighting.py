@@ -4,6 +4,7 @@ acknowledgement, a question or refusal that holds it, the owner's answer that st
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.models import NewTask, Task, TaskKind
@@ -47,6 +48,7 @@ class PreflightStep:
             return None  # Telegram delivered the command again: it is held already
         await self._service.money.check_daily_cap(command.user_id)  # not a cent past the cap
         outcome = await gate.check(new)  # bounded; a failure is said, never raised
+        planned = new
         if route:
             new = await self._routed(new, outcome)
         over = await self._over_budget(new, outcome) if not gate.holds(outcome) else ""
@@ -63,9 +65,41 @@ class PreflightStep:
             )
             return None
         new = replace(gate.noted(new, outcome), spent_usd=outcome.cost_usd or 0.0)
-        task = await self._service.start(new, reply_to, command.attachments)
+        moved = (new.engine, new.preset) != (planned.engine, planned.preset)
+        grace_s = gate.route_grace_s if moved else 0.0
+        task = await self._service.start(new, reply_to, command.attachments, hold_s=grace_s)
         await gate.charge(task, outcome.cost_usd)
+        if grace_s:  # the owner may move it back to where it was planned until it starts
+            await gate.desk.offer_default(task, planned.engine, planned.preset)
         return task
+
+    async def run_default(self, user_id: int, task_id: int, engine: str, preset: str) -> str:
+        """ "Run on <default> instead": the routed task goes back to ``engine`` and ``preset``
+        (where it was planned) if it has not started; the key of the tap's answer. The button's
+        data is checked as a typed ``model=`` would be: a known preset of that engine, an
+        engine here that can run the task with its rights."""
+        task = await self._service.get_own(user_id, task_id)
+        chosen = self._service.money.catalog.get(preset) if preset else None
+        if (preset and (chosen is None or chosen.engine != engine)) or (
+            engine not in self._service.available_engines
+        ):
+            return "preflight.gone"
+        planned = NewTask(
+            task.owner_id, task.chat_id, engine, task.kind, "", Path(task.cwd),
+            approval_mode=task.approval_mode, subtasks=task.subtasks,
+        )  # fmt: skip
+        if not self._router.honours(engine, planned):
+            return "preflight.gone"
+        moved = await self._service.reroute(task, engine, chosen)
+        if moved is None:
+            return "preflight.back_late"
+        routed = self._service.money.catalog.get(task.preset)
+        name = preset or engine
+        if routed is not None:
+            was = self._gate.routed_line(task.locale, routed, name)
+            line = self._gate.back_line(task.locale, name)
+            await self._gate.desk.moved_back(moved, was, line)
+        return "preflight.back_done"
 
     async def _over_budget(self, new: NewTask, outcome: Outcome) -> str:
         """The message asking before a go whose estimate is more than the task may spend: its

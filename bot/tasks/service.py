@@ -15,6 +15,7 @@ from bot.models import (
     MessageKind,
     NewTask,
     NotifyPolicy,
+    Preset,
     RepoHead,
     Task,
     TaskStatus,
@@ -78,6 +79,7 @@ class TaskService:
         self.max_attachment_bytes = defaults.max_attachment_bytes
         self.attachments_staging = defaults.attachments_staging
         self.held = HeldFiles(defaults.attachments_staging.parent / "held")
+        self._later: set[asyncio.Task[None]] = set()  # held first turns, submitted soon
         self.plan = planner.plan
         self.validate_prompt = planner.validate_prompt
         self.current_dir = planner.current_dir
@@ -106,6 +108,16 @@ class TaskService:
     async def start_walk_away(self, new: NewTask, options: dict[str, str]) -> Task:
         """``start`` for a task file or a schedule's run, through its preflight (when on)."""
         return await self.requests.walk_away(new, options)
+
+    async def reroute(self, task: Task, engine: Engine, preset: Preset | None) -> Task | None:
+        """``task``, none of whose turns started, on ``engine`` (``preset``); None: too late."""
+        moved = await self._store.tasks.reroute(
+            task.id, engine, preset.name if preset else None, preset.model if preset else None
+        )
+        if moved is not None:
+            await self._store.audit.record("rerouted", task.owner_id, task.id, engine)
+            log.info("task %s: moved back to %s before it started", task.id, engine)
+        return moved
 
     async def task_linked(self, chat_id: int, message_id: int) -> int | None:
         """The task ``message_id`` of ``chat_id`` started or continued, if any."""
@@ -143,10 +155,15 @@ class TaskService:
         return path
 
     async def start(
-        self, new: NewTask, reply_to: int | None = None, attachments: Sequence[Path] = ()
+        self,
+        new: NewTask,
+        reply_to: int | None = None,
+        attachments: Sequence[Path] = (),
+        hold_s: float = 0.0,
     ) -> Task:
         """Create a task, acknowledge it in its chat, put its attachments in its directory,
-        and queue its first turn."""
+        and queue its first turn; ``hold_s``: submit that turn only after so many seconds (a
+        routed task's, which its owner may move back meanwhile; a restart submits it at once)."""
         if new.engine not in self._engines:
             raise UserInputError("error.engine_unavailable", engine=new.engine)
         await self.money.check_daily_cap(new.owner_id)
@@ -168,15 +185,25 @@ class TaskService:
                     task, reply_to=reply_to, origin=new.origin, note=new.note
                 )
             # a slot is free: the first turn is claimed here, and starts once this commits
-            claimed = None if waits else await self._queue.claim_here(turn.id)
+            held = hold_s > 0 and not waits
+            claimed = None if waits or held else await self._queue.claim_here(turn.id)
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         place(list(attachments), Path(task.cwd))
         if claimed is not None:
             self._queue.start(claimed)
+        elif held:
+            self._later.add(asyncio.create_task(self._submit_after(hold_s, task.id, turn.id)))
         elif not waits:
             await self._queue.submit(task.id, turn.id)
         return task
+
+    async def _submit_after(self, delay_s: float, task_id: int, turn_id: int) -> None:
+        await asyncio.sleep(delay_s)
+        try:
+            await self._queue.submit(task_id, turn_id)
+        finally:
+            self._later.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     async def _own_worktree(self, task: Task, cwd: Path, head: RepoHead) -> Task:
         """Move a just-created task into its own worktree; a failure undoes the task (the
