@@ -23,6 +23,7 @@ from bot.models import (
 )
 from bot.preflight.gate import PreflightGate
 from bot.store import Store
+from bot.tasks.lifecycle import TaskLifecycle
 from bot.tasks.planning import TaskPlanner
 from bot.tasks.preflighting import PreflightStep
 from bot.tasks.requests import ChatRequest, TaskRequests
@@ -37,7 +38,6 @@ from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
-ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
 LIST_LIMIT = 15
 LINK_POLL_S = 0.05
 
@@ -59,7 +59,6 @@ class TaskService:
         the working directories and worktrees; ``takeover``: on a shared database, takes over
         the turns of a runner found gone; ``preflight``: a cheap look at a walk-away task
         before it starts (None: no preflight model here)."""
-        self._takeover = takeover
         router = TaskRouter(queue, planner.defaults)
         self.preflight = PreflightStep(preflight, self, router) if preflight is not None else None
         self.requests = TaskRequests(self, self.preflight)
@@ -80,6 +79,9 @@ class TaskService:
         self.attachments_staging = defaults.attachments_staging
         self.held = HeldFiles(defaults.attachments_staging.parent / "held")
         self._later: set[asyncio.Task[None]] = set()  # held first turns, submitted soon
+        self.lifecycle = TaskLifecycle(
+            self, store=store, pool=pool, notifier=notifier, texts=texts, takeover=takeover
+        )
         self.plan = planner.plan
         self.validate_prompt = planner.validate_prompt
         self.current_dir = planner.current_dir
@@ -312,100 +314,19 @@ class TaskService:
         await self._notifier.turn_finished(task, turn)
 
     async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
-        """Drop the task's queued turns and stop its running one. ``reply_to``: the ``/cancel``
-        message, answered in the task's chat with one message that ends true: "cancelling…"
-        while the turn stops, which its card then replaces, or "cancelled" at once."""
-        task = await self.get_own(user_id, task_id)
-        async with self._store.atomic():  # the turn's card, which takes the reply over, waits
-            dropped = await self._store.tasks.cancel_queued(task.id)
-            stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
-            now = await self.get_own(user_id, task.id)
-            stopping = stopping and now.status is TaskStatus.RUNNING  # else it had ended
-            if not stopping and not dropped:
-                raise TaskStateError(
-                    "error.not_active",
-                    label=task.label,
-                    status=self._texts.status(task.locale, now.status),
-                )
-            if stopping and reply_to is not None:
-                await self._notifier.cancelling(task, reply_to)
-            if stopping and self._takeover is not None:
-                await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
-            if not stopping:
-                await self._cancelled(user_id, now, dropped, reply_to)
-            await self._store.audit.record("task_cancelled", user_id, task.id)
-        return task
-
-    async def _cancelled(
-        self, user_id: int, task: Task, dropped: int, reply_to: int | None
-    ) -> None:
-        """A task that had not started (or waited for a limit) is cancelled now."""
-        await self._store.tasks.set_status(
-            task.id,
-            TaskStatus.CANCELLED,
-            only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
-        )
-        now = await self.get_own(user_id, task.id)
-        await self._notifier.ack_status(now)
-        await self._notifier.buttons_follow(now)
-        if reply_to is not None:
-            await self._notifier.cancelled_queued(now, dropped, reply_to)
+        """``TaskLifecycle.cancel``: its queued turns dropped, its running one stopped."""
+        return await self.lifecycle.cancel(user_id, task_id, reply_to)
 
     async def archive(self, user_id: int, ref: str) -> int:
-        """Archive one idle task, or ``all`` finished ones; each archived task's cards lose
-        the buttons that no longer apply and say so (for ``all``, the newest
-        ``ARCHIVE_FOLLOW_MAX``: older cards' buttons answer that the task is archived)."""
-        if ref == "all":
-            archived = await self._store.tasks.archive_finished(user_id)
-        else:
-            task = await self.get_idle(user_id, parse_task_id(ref, "archive"))
-            await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-            archived = [task.id]
-        for task_id in archived[-ARCHIVE_FOLLOW_MAX:]:
-            task = await self.get_own(user_id, task_id)
-            await self._notifier.buttons_follow(
-                task, self._texts.get(task.locale, "task.archived_note")
-            )
-        await self._store.audit.record("archived", user_id, None, ref)
-        return len(archived)
+        """``TaskLifecycle.archive``: one idle task, or ``all`` finished ones."""
+        one = None if ref == "all" else parse_task_id(ref, "archive")
+        return await self.lifecycle.archive(user_id, ref, one)
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
-        task = await self._interrupted(user_id, task_id)
-        await self.money.check_daily_cap(user_id)
-        last = await self._store.tasks.last_turn(task.id)
-        preamble = self._texts.get(task.locale, "task.interrupted_preamble")
-        await self.queue_turn(
-            task,
-            user_id,
-            f"{preamble}\n\n{last.prompt if last else ''}",
-            "resumed",
-            lambda turn: self._notifier.turn_note(
-                task, turn.id, "task.resumed", "task.resume_state"
-            ),
-        )
-        return task
+        return await self.lifecycle.resume_interrupted(user_id, task_id)
 
     async def mark_failed(self, user_id: int, task_id: int) -> Task:
-        task = await self._interrupted(user_id, task_id)
-        await self._store.tasks.set_status(
-            task.id, TaskStatus.FAILED, only_from=[TaskStatus.INTERRUPTED]
-        )
-        await self._store.audit.record("marked_failed", user_id, task.id)
-        await self.say(task, "task.marked_failed")
-        now = await self.get_own(user_id, task.id)
-        await self._notifier.ack_status(now)
-        await self._notifier.buttons_follow(now)
-        return task
-
-    async def _interrupted(self, user_id: int, task_id: int) -> Task:
-        task = await self.get_own(user_id, task_id)
-        if task.status is not TaskStatus.INTERRUPTED:
-            raise TaskStateError(
-                "error.not_interrupted",
-                label=task.label,
-                status=self._texts.status(task.locale, task.status),
-            )
-        return task
+        return await self.lifecycle.mark_failed(user_id, task_id)
 
 
 def parse_task_id(ref: str, command: str) -> int:
