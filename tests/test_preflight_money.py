@@ -117,3 +117,28 @@ async def test_a_held_task_the_cap_stops_is_told_to_its_owner(
             assert "daily" in told.params["text"].lower(), told.params["text"]
             assert await app.store.tasks.list_for(None) == []
             assert anthropic.requests_for("MARK-CAPPED")[1:] == []  # no agent ran
+
+
+async def test_a_question_whose_wait_ends_past_the_cap_is_told_not_started(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    ask = verdict(verdict="ask", question="Which table?", answers=["users"])
+    anthropic.script(PREFLIGHT, ask)
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            preflight=True,
+            daily_cap_usd=1.0,
+            preflight_wait_s=2.0,
+        )
+        async with running_bot(settings, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/detach MARK-EXPIRED tidy a table", OWNER)
+            await fake.wait_text(OWNER, "Before this task starts: Which table?", timeout_s=20)
+            await app.store.spend.record(OWNER, 0, 0, 2.0, 0, 0)  # the cap is passed meanwhile
+            told = await fake.wait_text(OWNER, "The held task did not start", timeout_s=30)
+            assert "daily" in told.params["text"].lower(), told.params["text"]
+            assert await app.store.tasks.list_for(None) == []

@@ -118,6 +118,7 @@ class PreflightGate:
             0,
             engine=self._preflight.preset.engine,
             model=self._preflight.preset.model,
+            unpriced=not self._preflight.preset.priced,  # counted at its engine's dearest
         )
 
     def _plain(self, locale: str, key: str, **params: str) -> str:
