@@ -7,7 +7,7 @@ AGENTS := agents/node_modules/.bin
 CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
 
-.PHONY: run test test-fast venv dev agents llm locales lint bench clean sandbox sandbox-required browser
+.PHONY: run test test-fast venv dev agents llm locales lint bench clean sandbox sandbox-required browser voice-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,23 @@ browser:
 	  command -v chromium >/dev/null 2>&1 || echo "NOTE: $(BROWSER_HINT) (until then they skip)"; \
 	fi
 
+# The offline voice tests speak a sentence (Debian's espeak-ng) and make it a Telegram-like voice
+# note (opus-tools' opusenc): installed here when this user may. The bot itself needs neither.
+VOICE_HINT := the offline voice tests need espeak-ng and opusenc: sudo apt-get install espeak-ng opus-tools
+voice-tools:
+	@if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v opusenc >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	  else SUDO=none; fi; \
+	  if [ "$$SUDO" != none ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing espeak-ng and opus-tools (the offline voice tests)"; \
+	    $$SUDO apt-get install -y -q espeak-ng opus-tools >/dev/null 2>&1 || \
+	      { $$SUDO apt-get update -q >/dev/null 2>&1 && \
+	        $$SUDO apt-get install -y -q espeak-ng opus-tools >/dev/null 2>&1; } || true; \
+	  fi; \
+	  command -v espeak-ng >/dev/null 2>&1 && command -v opusenc >/dev/null 2>&1 || \
+	    echo "NOTE: $(VOICE_HINT) (until then they skip)"; \
+	fi
+
 venv: $(VENV)/.installed locales
 locales: $(CATALOGS)
 dev: $(VENV)/.dev-installed
@@ -90,7 +107,7 @@ llm: $(LLM_VENV)/.installed
 run: venv sandbox
 	$(PY) -m bot run
 
-test: dev agents llm locales sandbox-required browser
+test: dev agents llm locales sandbox-required browser voice-tools
 	$(VENV)/bin/ruff check bot handlers executors tests
 	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors

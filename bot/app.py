@@ -38,10 +38,13 @@ from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
+from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
+from bot.tasks.terminal import TerminalDesk
+from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
@@ -50,7 +53,10 @@ from bot.telegram.reach import reach_telegram
 from bot.telegram.retry import RetryMiddleware
 from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
+from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
+from bot.voice.drafts import VoiceDrafts
+from bot.voice.speech import make_recognizer
 from bot.worktrees.card import WorktreeCard
 from executors import registry
 from executors.process import agent_env
@@ -155,6 +161,27 @@ def make_preflight(
     )
 
 
+def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDrafts:
+    """Voice notes' drafts: a transcription server (DETACH_STT_BASE_URL), else the offline
+    recognizer when installed (nothing of it is loaded before the first note)."""
+    recognizer = make_recognizer(
+        base_url=settings.stt_base_url,
+        model=settings.stt_model,
+        api_key=settings.stt_api_key,
+        timeout_s=settings.stt_timeout_s,
+        max_s=settings.stt_max_s,
+    )
+    return VoiceDrafts(
+        store=core.store,
+        outbox=core.outbox,
+        texts=core.texts,
+        tasks=service,
+        recognizer=recognizer,
+        max_s=settings.stt_max_s,
+        max_bytes=service.max_attachment_bytes,
+    )
+
+
 def make_planner(core: Core, settings: Settings) -> TaskPlanner:
     # a front bot accepts every engine (its workers have the CLIs)
     engines = (
@@ -219,6 +246,7 @@ async def build(
             settings.outbox_chat_interval_s,
             settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
+            topics=Topics(store, bot, texts, settings.topics),
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
@@ -263,6 +291,12 @@ async def build(
                 schedules=schedules,
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
+                voice=make_voice(core, settings, service),
+                terminal=TerminalDesk(service, store, notifier, texts),
+                adoption=Adoption(
+                    service, store, notifier, os.environ if environ is None else environ
+                ),
+                waiting=Waiting(store, texts, settings.timezone),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

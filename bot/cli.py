@@ -119,6 +119,17 @@ def _parser() -> argparse.ArgumentParser:
         "repository's .detach.toml; --check no for none)",
     )
     add.set_defaults(func=shell.add)
+    adopt = sub.add_parser(
+        "adopt",
+        help="make a Claude Code session (or Codex thread) started at a terminal a task: the "
+        "running bot sends its card, and a reply continues it",
+    )
+    adopt.add_argument("id", help="the session id (claude: its .jsonl name; codex: the thread id)")
+    adopt.add_argument("--cwd", help="the session's directory (default: wherever it was)")
+    adopt.add_argument(
+        "--chat", type=int, help="chat to report to (default: the first allowed user)"
+    )
+    adopt.set_defaults(func=shell.adopt)
     sub.add_parser("list", help="list tasks").set_defaults(func=shell.list_tasks)
     show = sub.add_parser("show", help="show a task, its turns and transcript tail")
     show.add_argument("id", type=int)

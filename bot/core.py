@@ -48,7 +48,7 @@ from bot.turns.specs import TurnPolicy
 from bot.workdirs import WorkdirPolicy
 from executors import registry
 from executors.check import ShellCheck
-from executors.denied import ReadDenial
+from executors.denied import ReadDenial, secret_names
 from executors.procs import kill_tagged, this_run
 from executors.watchdog import Watchdog
 
@@ -144,7 +144,7 @@ async def build_core(
         queue=queue,
         desk=desk,
         money=money,
-        policy=turn_policy(settings, denial),
+        policy=turn_policy(settings, denial, agent_environ),
         workdirs=workdirs,
         identity=lease if shared_db else OneProcess(identity),
         stop_poll_s=poll_s,
@@ -198,8 +198,16 @@ def read_denial(settings: Settings, environ: Mapping[str, str]) -> ReadDenial:
     )
 
 
-def turn_policy(settings: Settings, denial: ReadDenial | None = None) -> TurnPolicy:
+def turn_policy(
+    settings: Settings, denial: ReadDenial | None = None, environ: Mapping[str, str] | None = None
+) -> TurnPolicy:
+    """``environ``: the environment whose secret values (``executors.denied.secret_names``) no
+    transcript stores, with the bot's own token."""
+    found = environ or {}
+    named = (found[name] for name in secret_names(found))
+    secrets = [*settings.secret_values(), *(v for v in named if not v.startswith("/"))]
     return TurnPolicy(
+        secrets=tuple(secrets),
         auto_allowed_tools=settings.auto_allowed_tools,
         progress_interval_s=settings.progress_interval_s,
         progress_delay_s=settings.progress_delay_s,
@@ -207,6 +215,8 @@ def turn_policy(settings: Settings, denial: ReadDenial | None = None) -> TurnPol
         sandbox_domains=settings.sandbox_allowed_domains,
         timezone=settings.timezone,
         limit_retry_s=settings.limit_retry_s,
+        stall_s=settings.stall_s,
+        limit_warn_percent=settings.limit_warn_percent,
         subtask_command=(sys.executable, "-m", "bot", "mcp"),
         subtask_env=subtask_env(settings),
         private_dir=private_dir(settings),

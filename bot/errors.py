@@ -4,7 +4,9 @@
     ├── ConfigError            settings are missing or invalid (no bot token, no agent CLI)
     ├── UserInputError         bad input from a person; carries a locale key and its arguments
     │   ├── TaskNotFound       unknown id, or a task of somebody else (never tell which)
-    │   └── TaskStateError     the task cannot do that now (e.g. archive a running task)
+    │   ├── TaskStateError     the task cannot do that now (e.g. archive a running task)
+    │   │   └── TaskHeld       the task is held at the terminal (task_id): Take back first
+    │   └── TranscriptionFailed  a voice note could not be turned into words (key, reason)
     ├── ToolRefused            an MCP tool call `detach mcp` refuses; the message is for a model
     ├── AlreadyRunning         another process holds this database and role (what, holder)
     ├── StoreError             the database failed or holds something unexpected
@@ -63,6 +65,24 @@ class TaskNotFound(UserInputError):
 
 class TaskStateError(UserInputError):
     pass
+
+
+class TranscriptionFailed(UserInputError):
+    """A voice note that gave no words: unreadable, no recognizer, the transcription server
+    timed out or answered nonsense; ``key`` says which (a localized line), ``reason`` the
+    detail when there is one."""
+
+
+class TaskHeld(TaskStateError):
+    """A turn for a task held at the terminal (``task_id``) is refused; the reply offers
+    Take back."""
+
+    def __init__(self, task_id: int, label: str, since: str, parked: int | None = None) -> None:
+        super().__init__(
+            "terminal.parked" if parked else "terminal.refused", label=label, since=since
+        )
+        self.task_id = task_id
+        self.parked = parked  # the refused reply kept for "Take back and send it" (message id)
 
 
 class ToolRefused(DetachError):

@@ -4,9 +4,12 @@ approvals it asks for, with the answers it gets."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+DETAIL_CHARS = 16_000  # a tool call's full input as kept: at most this many characters
 
 # --- approvals: what an agent asks, and the answer it gets ------------------------------------
 
@@ -61,12 +64,29 @@ class TextEmitted:
 @dataclass(frozen=True, slots=True)
 class ToolCalled:
     """``reads_only``: the engine knows this tool changes no file (a turn whose tools all only
-    read changed nothing: its card asks git nothing). Unknown tools are taken to change files."""
+    read changed nothing: its card asks git nothing). Unknown tools are taken to change files.
+    ``summary``: one short line; ``detail``: the whole input as a person reads it (``detail_of``,
+    at most ``DETAIL_CHARS``), empty when the engine gave none beyond the summary."""
 
     tool_use_id: str
     name: str
     summary: str
     reads_only: bool = False
+    detail: str = ""
+
+
+def detail_of(tool_input: object) -> str:
+    """A tool's input as text: a string as it is; a mapping one ``key: value`` line per key, a
+    value of several lines below its key; cut to ``DETAIL_CHARS``."""
+    if isinstance(tool_input, dict):
+        parts = []
+        for key, value in tool_input.items():
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            parts.append(f"{key}:\n{text}" if "\n" in text else f"{key}: {text}")
+        text = "\n".join(parts)
+    else:
+        text = str(tool_input)
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS] + "\n… cut"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +147,18 @@ class LimitReached:
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class WindowReported:
+    """The engine reported one of its plan's usage windows (Claude 2.1.197: a
+    ``rate_limit_event`` with status ``allowed_warning``, once per process, only past the
+    threshold the API names): ``window`` as the engine names it (``five_hour``, ``seven_day``,
+    …), ``used`` the share of it used (0..1), ``resets_at`` when it starts anew."""
+
+    window: str
+    used: float | None
+    resets_at: datetime | None
+
+
 AgentEvent = (
     SessionStarted
     | TextEmitted
@@ -136,4 +168,5 @@ AgentEvent = (
     | TurnFinished
     | LimitReached
     | Retrying
+    | WindowReported
 )

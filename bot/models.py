@@ -100,6 +100,15 @@ class OutboxOp(StrEnum):
     EDIT = "edit"  # a message's text (and buttons)
     MARKUP = "markup"  # only its buttons
     DELETE = "delete"
+    CLOSE_TOPIC = "close_topic"  # the task's forum topic: closed (a group) or marked (private)
+
+
+class TopicMode(StrEnum):
+    """Where a forum chat's task messages go (``DETACH_TOPICS``)."""
+
+    TASK = "task"  # a topic per task
+    PROJECT = "project"  # a topic per working directory
+    OFF = "off"  # the chat itself, as without topics
 
 
 class OutboxStatus(StrEnum):

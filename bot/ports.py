@@ -118,4 +118,7 @@ class EngineSpec:
     presets: tuple[Preset, ...]
     make: Callable[[EngineConfig], Executor]
     mcp_client: bool = False  # its agent can be given MCP servers (TurnSpec.mcp_servers)
+    # how a person continues one of its sessions at a terminal: this argv, then the session id
+    # (``claude --resume <id>``); empty: it has no terminal CLI (``/local``)
+    terminal_resume: tuple[str, ...] = ()
     settings: type[EngineSettings] = EngineSettings  # a base of bot.settings.Settings

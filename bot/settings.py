@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.models import ApprovalMode, ProcessRole
+from bot.models import ApprovalMode, ProcessRole, TopicMode
 from executors.claude import ClaudeSettings
 from executors.codex import CodexSettings
 from executors.local import LocalSettings
@@ -49,6 +49,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     # bytes of delivered files at once); 0: kept forever
     retention_days: float = Field(default=90, ge=0)
     plain_text: Literal["task", "help"] = "task"  # a plain private message: a task, or help
+    topics: TopicMode = TopicMode.TASK  # with forum topics on: a topic per task, or per project
     progress_delay_s: float = Field(default=5.0, ge=0)  # a turn shorter than this: no progress
     outbox_chat_interval_s: float = Field(default=1.0, ge=0)
     outbox_group_interval_s: float = Field(default=3.0, ge=0)
@@ -57,6 +58,10 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     task_cap_usd: float | None = Field(default=None, gt=0)
     approval_timeout_s: float = Field(default=600, gt=0)
     limit_retry_s: float = Field(default=900, gt=0)  # a usage limit that names no reset time
+    # an agent that says nothing this long: its turn gets one watchdog message (Stop / Keep
+    # waiting); seconds, down to 0.2 (tests)
+    stall_s: float = Field(default=600, ge=0.2)
+    limit_warn_percent: float = Field(default=80, gt=0, le=100)  # a plan's window: one warning
     mcp_chat: int | None = None  # `detach mcp`: whose tasks (default: the first allowed user)
     max_subtasks: int = Field(default=5, ge=0, le=50)  # per task with subtasks=yes
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
@@ -83,6 +88,13 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     preflight_wait_s: float = Field(default=1800, gt=0)  # for the owner's answer to its question
     # a task the preflight routed waits this long before it starts ("Run on <default> instead")
     preflight_route_grace_s: float = Field(default=15, ge=0, le=600)
+    # voice notes (bot.voice): a transcription server with OpenAI's API (a local whisper server
+    # or a hosted one), else the offline recognizer (pocketsphinx: US English only)
+    stt_base_url: str | None = None  # http://127.0.0.1:8000/v1 → POST …/audio/transcriptions
+    stt_model: str = "whisper-1"
+    stt_api_key: SecretStr | None = None
+    stt_max_s: float = Field(default=300, gt=0, le=3600)  # a longer note is cut, and says so
+    stt_timeout_s: float = Field(default=180, gt=0)  # one note's transcription, at most
     auto_allowed_tools: Annotated[tuple[str, ...], NoDecode] = (
         "Bash",
         "Edit",
@@ -170,4 +182,5 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
 
     def secret_values(self) -> list[str]:
         """Values that must never reach an agent's environment or a log line."""
-        return [self.bot_token.get_secret_value()] if self.bot_token else []
+        secrets = [self.bot_token, self.stt_api_key]
+        return [s.get_secret_value() for s in secrets if s is not None and s.get_secret_value()]

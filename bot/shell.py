@@ -104,6 +104,33 @@ def add(args: argparse.Namespace) -> int:
     return asyncio.run(with_store(settings, work))
 
 
+def adopt(args: argparse.Namespace) -> int:
+    """``detach adopt <id>``: the session becomes a task of the first allowed user (or
+    ``--chat``); the running bot sends its card. Prints its label."""
+    import os
+
+    from bot.tasks.adoption import Adoptee, locate, record
+
+    settings = shell_settings()
+    if not settings.allowed_users:
+        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to give the task to")
+    owner = args.chat if args.chat in settings.allowed_users else min(settings.allowed_users)
+    policy = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs)
+    cwd = Path(args.cwd).expanduser() if args.cwd else None
+    found, where = locate(os.environ, policy, registry.names(), args.id, cwd)
+
+    async def work(store: Store) -> None:
+        locale = (await store.users.locales()).get(owner, "en")  # the owner's /lang
+        who = Adoptee(owner, args.chat or owner, locale, settings.approval_mode, announced=False)
+        task, _ = await record(store, found, where, who)
+        print(
+            f"{task.label} adopted ({found.engine} session in {where}); "
+            f"{_who_reports(settings, task.chat_id)}"
+        )
+
+    return asyncio.run(with_store(settings, work))
+
+
 def _check(given: str | None, cwd: Path) -> tuple[str | None, str | None]:
     """``--check`` (``--check no``: none), else the repository's ``.detach.toml`` (read now, so
     a broken one fails here), with that repository: its check runs once the owner approved it."""

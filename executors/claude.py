@@ -305,6 +305,7 @@ SPEC = EngineSpec(
     pinned_version=PINNED_VERSION,
     make=_make,
     mcp_client=True,
+    terminal_resume=("claude", "--resume"),
     settings=ClaudeSettings,
     presets=(
         Preset("opus", "claude", "opus", (), 15.0, 75.0, 1.5, 18.75),

@@ -20,6 +20,8 @@ from bot.events import (
     ToolFinished,
     TurnFinished,
     Usage,
+    WindowReported,
+    detail_of,
 )
 
 log = logging.getLogger(__name__)
@@ -136,16 +138,23 @@ def _limit(info: dict[str, Any]) -> list[AgentEvent]:
     ``anthropic-ratelimit-unified-*`` headers say "rejected" gives ``{"type":
     "rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":<epoch s>,
     "rateLimitType":"five_hour",…}}`` before an error result "You've hit your session limit ·
-    resets 3:59pm (UTC)" (tests/fixtures/limits/). Other statuses (warnings) are not a stop."""
-    if info.get("status") != "rejected":
-        return []
+    resets 3:59pm (UTC)" (tests/fixtures/limits/). A window past the API's threshold
+    (``-surpassed-threshold`` headers) gives status ``allowed_warning`` with ``utilization``
+    (0..1): not a stop, a window to show (WindowReported)."""
+    status, window = info.get("status"), str(info.get("rateLimitType") or "")
     resets = info.get("resetsAt")
     when = (
         datetime.fromtimestamp(resets, UTC)
         if isinstance(resets, int | float) and 0 < resets < 1e11
         else None
     )
-    return [LimitReached(when, str(info.get("rateLimitType") or ""))]
+    if status == "allowed_warning" and window and not info.get("isUsingOverage"):
+        used = info.get("utilization")
+        share = float(used) if isinstance(used, int | float) and 0 <= used <= 10 else None
+        return [WindowReported(window[:40], share, when)]
+    if status != "rejected":
+        return []
+    return [LimitReached(when, window)]
 
 
 def _assistant_events(message: dict[str, Any]) -> list[AgentEvent]:
@@ -161,6 +170,7 @@ def _assistant_events(message: dict[str, Any]) -> list[AgentEvent]:
                     name,
                     summarize_input(_obj(block.get("input"))),
                     reads_only=name in READ_ONLY_TOOLS,
+                    detail=detail_of(_obj(block.get("input"))),
                 )
             )
     return events

@@ -338,6 +338,7 @@ SPEC = EngineSpec(
     default_binary="codex",
     pinned_version=PINNED_VERSION,
     make=_make,
+    terminal_resume=("codex", "resume"),
     settings=CodexSettings,
     presets=(
         Preset("gpt-5.5", "codex", "gpt-5.5", (), 1.25, 10.0, 0.125, 0.0),

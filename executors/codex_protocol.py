@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.events import (
@@ -19,6 +19,8 @@ from bot.events import (
     TurnFinished,
     Usage,
     UsageUpdated,
+    WindowReported,
+    detail_of,
 )
 
 COMMAND_APPROVAL = "item/commandExecution/requestApproval"
@@ -50,10 +52,17 @@ class TurnState:
 
 
 def notification_events(method: str, params: dict[str, Any], state: TurnState) -> list[AgentEvent]:
+    if method == "account/rateLimits/updated":  # the plan's windows, after each response
+        return rate_limit_windows(params.get("rateLimits"))
+    return _turn_events(method, params, state)
+
+
+def _turn_events(method: str, params: dict[str, Any], state: TurnState) -> list[AgentEvent]:
     item = params.get("item") or {}
     kind = item.get("type")
     if method == "item/started" and kind == "commandExecution":
-        return [ToolCalled(str(item.get("id")), "Bash", _command(item))]
+        detail = detail_of(str(item.get("command") or ""))
+        return [ToolCalled(str(item.get("id")), "Bash", _command(item), detail=detail)]
     if method == "item/started" and kind == "fileChange":
         state.changes[str(item.get("id"))] = list(item.get("changes") or [])
         return [
@@ -61,10 +70,13 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
                 str(item.get("id")),
                 "Edit",
                 ", ".join(str(c.get("path")) for c in item.get("changes") or []),
+                detail=detail_of(_changes(item)),
             )
         ]
     if method == "item/started" and kind in OTHER_TOOLS:
-        return [ToolCalled(str(item.get("id")), _tool_name(item), _tool_summary(item))]
+        args = item.get("arguments") or item.get("prompt") or item.get("revisedPrompt") or ""
+        name, summary = _tool_name(item), _tool_summary(item)
+        return [ToolCalled(str(item.get("id")), name, summary, detail=detail_of(args))]
     if method == "item/completed" and kind in ("commandExecution", "fileChange", *OTHER_TOOLS):
         ok = item.get("status") == "completed" and item.get("exitCode") in (None, 0)
         return [
@@ -88,6 +100,33 @@ def notification_events(method: str, params: dict[str, Any], state: TurnState) -
     elif method == "turn/completed":
         return [_finished(params.get("turn") or {}, state)]
     return []
+
+
+# a window's length in minutes -> its name as Claude's events name the same windows
+WINDOW_NAMES = {300: "five_hour", 10080: "seven_day"}
+
+
+def rate_limit_windows(limits: Any) -> list[AgentEvent]:
+    """``account/rateLimits/updated`` (0.171.0's JSON schema, ``codex app-server
+    generate-json-schema``): ``rateLimits.primary`` / ``.secondary`` = ``{usedPercent,
+    windowDurationMins, resetsAt}``, sparse; its windows as WindowReported."""
+    if not isinstance(limits, dict):
+        return []
+    found: list[AgentEvent] = []
+    for slot in ("primary", "secondary"):
+        window = limits.get(slot)
+        if not isinstance(window, dict) or not isinstance(window.get("usedPercent"), int | float):
+            continue
+        minutes, resets = window.get("windowDurationMins"), window.get("resetsAt")
+        name = WINDOW_NAMES.get(minutes) if isinstance(minutes, int) else None
+        when = (
+            datetime.fromtimestamp(resets, UTC)
+            if isinstance(resets, int | float) and 0 < resets < 1e11
+            else None
+        )
+        used = min(max(float(window["usedPercent"]) / 100, 0.0), 10.0)
+        found.append(WindowReported(name or (f"{minutes}m" if minutes else slot), used, when))
+    return found
 
 
 USAGE_LIMIT = "usageLimitExceeded"  # the error's codexErrorInfo (0.171.0, measured)
@@ -133,6 +172,16 @@ def _tool_name(item: dict[str, Any]) -> str:
 
 def _tool_summary(item: dict[str, Any]) -> str:
     return str(item.get("arguments") or item.get("prompt") or item.get("revisedPrompt") or "")[:200]
+
+
+def _changes(item: dict[str, Any]) -> str:
+    """A file change's paths, each with its diff when Codex sent one."""
+    parts = []
+    for change in item.get("changes") or []:
+        diff = change.get("diff") if isinstance(change, dict) else None
+        path = change.get("path") if isinstance(change, dict) else change
+        parts.append(f"{path}\n{diff}" if isinstance(diff, str) and diff else str(path))
+    return "\n".join(parts)
 
 
 def _command(item: dict[str, Any]) -> str:

@@ -41,6 +41,7 @@ from bot.events import (
     TurnFinished,
     Usage,
     UsageUpdated,
+    detail_of,
 )
 from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import Approver, EngineConfig, EngineSettings, EngineSpec, SessionStore
@@ -219,7 +220,7 @@ class LocalExecutor:
                 ) from exc
             messages.append(tool_result(raw["id"], f"error: {exc}. Call the tool again."))
             return
-        yield ToolCalled(call.id, call.name, call.summary())
+        yield ToolCalled(call.id, call.name, call.summary(), detail=detail_of(call.args))
         try:
             denial = await self._permit(call, spec, approver, tools, turn)
             if denial is not None:

@@ -33,12 +33,16 @@ from aiogram.types import BotCommand, TelegramObject
 from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
 from bot.schedules.desk import ScheduleDesk
+from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
+from bot.tasks.terminal import TerminalDesk
+from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
+from bot.voice.drafts import VoiceDrafts
 from bot.worktrees.card import WorktreeCard
 from handlers import (
     approvals,
@@ -51,6 +55,8 @@ from handlers import (
     replies,
     schedules,
     tasks,
+    terminal,
+    voice,
 )
 from handlers.access import AllowListMiddleware
 from handlers.locale import LocaleMiddleware
@@ -58,7 +64,10 @@ from handlers.locale import LocaleMiddleware
 # the menu: /detach, then one command per engine, then these
 COMMANDS = (
     "tasks",
+    "pending",
+    "limits",
     "result",
+    "adopt",
     "export",
     "cancel",
     "archive",
@@ -85,6 +94,8 @@ ROUTERS: tuple[Router, ...] = (
     schedules.router,
     board.router,
     held.router,
+    voice.router,
+    terminal.router,
     buttons.router,
     replies.router,
     errors.router,
@@ -107,6 +118,10 @@ class Services:
     schedules: ScheduleDesk
     engine_status: list[str]  # filled in once the engines' probes answered
     fleet: FleetStatus
+    voice: VoiceDrafts  # voice notes' drafts
+    terminal: TerminalDesk  # hand-off: hold at the terminal, take back
+    adoption: Adoption  # /adopt
+    waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
 
 
 def build_dispatcher(

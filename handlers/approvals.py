@@ -7,7 +7,9 @@ from aiogram.filters import Command
 from aiogram.types import CallbackQuery, Message
 
 from bot.approvals.answers import ApprovalAnswers
+from bot.approvals.stalls import StallAction, StallChoice
 from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
+from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, Keyboard
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
@@ -38,6 +40,37 @@ async def on_option_pressed(
 ) -> None:
     key = await answers.on_option(user_id, callback_data.qid, callback_data.option, _where(query))
     await query.answer(reply.text(key))
+
+
+@router.message(Command("pending"))
+async def on_pending(
+    message: Message, answers: ApprovalAnswers, user_id: int, reply: Reply
+) -> None:
+    """Every open approval and question, each with its own buttons: a tap here answers it
+    as the original would (first answer wins; both messages are edited)."""
+    found = await answers.pending(user_id)
+    if not found:
+        await reply("pending.empty")
+        return
+    for text, markup in found:
+        await reply.send(text, markup=markup)
+
+
+@router.callback_query(Tapped(StallAction))
+async def on_stall_pressed(
+    query: CallbackQuery,
+    callback_data: StallAction,
+    answers: ApprovalAnswers,
+    tasks: TaskService,
+    user_id: int,
+    reply: Reply,
+) -> None:
+    """A stall watchdog's Stop (cancels the task's turn, as /cancel) or Keep waiting."""
+    if callback_data.choice is StallChoice.WAIT:
+        await query.answer(reply.text(await answers.keep_waiting(user_id, callback_data.turn_id)))
+        return
+    task = await tasks.cancel(user_id, answers.stalled_task(callback_data.turn_id))
+    await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
 
 
 @router.message(Command("grants"))

@@ -7,9 +7,11 @@ import logging
 from aiogram import Router
 from aiogram.types import ErrorEvent
 
-from bot.errors import UserInputError
+from bot.errors import TaskHeld, UserInputError
+from bot.telegram.markup import Keyboard
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain, shorten
+from bot.telegram.terminal import take_back_keyboard
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,28 @@ async def on_error(event: ErrorEvent, texts: Texts, outbox: Outbox, locale: str 
     else:
         log.error("update %s failed: %r", event.update.update_id, exc, exc_info=exc)
         text = texts.get(locale, "error.internal")
-    if event.update.callback_query is not None:
+    if isinstance(exc, TaskHeld):  # one line, with the button that ends the hold
+        await _held(event, text, take_back_keyboard(texts, locale, exc.task_id, exc.parked), outbox)
+    elif event.update.callback_query is not None:
         await event.update.callback_query.answer(shorten(plain(text), 200), show_alert=True)
-    elif event.update.message is not None:
-        await outbox.send(event.update.message.chat.id, text)
+    elif (message := event.update.message) is not None:  # in its forum topic, if any
+        thread_id = message.message_thread_id if message.is_topic_message else None
+        await outbox.send(message.chat.id, text, thread_id=thread_id)
+
+
+async def _held(event: ErrorEvent, text: str, markup: Keyboard, outbox: Outbox) -> None:
+    """A turn refused because its task is at the terminal: the line and Take back go to the
+    chat (a tap's alert could not carry the button)."""
+    query, message = event.update.callback_query, event.update.message
+    chat = (
+        message.chat
+        if message is not None
+        else query.message.chat
+        if query and query.message
+        else None
+    )
+    if chat is not None:  # in the forum topic the refused message came from, if any
+        thread_id = message.message_thread_id if message and message.is_topic_message else None
+        await outbox.send(chat.id, text, markup=markup, thread_id=thread_id)
+    if query is not None:
+        await query.answer(shorten(plain(text), 200))

@@ -35,5 +35,6 @@ class LocaleMiddleware(I18nMiddleware):
         chat: Chat | None = data.get("event_chat")
         chat_id = chat.id if chat is not None else user.id if user is not None else None
         if chat_id is not None:
-            data["reply"] = Reply(self._outbox, self._texts, locale, chat_id)
+            thread_id = data.get("event_thread_id")  # a forum topic's message: answered there
+            data["reply"] = Reply(self._outbox, self._texts, locale, chat_id, thread_id)
         return locale

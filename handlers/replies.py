@@ -4,9 +4,10 @@ everything else that is not a command gets a clear hint."""
 from __future__ import annotations
 
 from aiogram import F, Router
+from aiogram.dispatcher.event.bases import SkipHandler
 from aiogram.types import Message
 
-from bot.models import TaskKind
+from bot.models import Task, TaskKind
 from bot.tasks.requests import ChatRequest
 from bot.tasks.service import TaskService
 from bot.telegram.attachments import staged
@@ -18,6 +19,27 @@ LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits t
 
 router = Router(name="replies")
 WITH_CONTENT = (F.text & ~F.text.startswith("/")) | F.document | F.photo
+
+
+def in_topic(message: Message) -> bool:
+    """A message in a forum topic that answers nothing of its own (Telegram makes a topic's
+    first message the one a message in it "replies" to)."""
+    replied = message.reply_to_message
+    at_root = replied is None or replied.message_id == message.message_thread_id
+    return bool(message.is_topic_message) and at_root
+
+
+@router.message(F.func(in_topic), WITH_CONTENT)
+async def on_topic_message(
+    message: Message, tasks: TaskService, user_id: int, reply: Reply
+) -> None:
+    """Any message in a task's topic continues the task, no reply needed; in a topic no task
+    opened it is handled as anywhere else."""
+    assert message.message_thread_id is not None  # the filter says so
+    task = await tasks.task_in_topic(message.chat.id, message.message_thread_id, user_id)
+    if task is None:
+        raise SkipHandler
+    await follow(message, task, message.text or message.caption or "", tasks, user_id, reply)
 
 
 @router.message(F.reply_to_message, WITH_CONTENT)
@@ -44,8 +66,15 @@ async def on_reply(
     if task is None:
         await reply("error.unrelated_reply")
         return
+    await follow(message, task, text, tasks, user_id, reply)
+
+
+async def follow(
+    message: Message, task: Task, text: str, tasks: TaskService, user_id: int, reply: Reply
+) -> None:
+    """``message`` continues ``task``; a file without words is held and asked about."""
     async with staged(message, tasks) as files:
-        asked = Held(files, PLAIN, "", task.id, locale)
+        asked = Held(files, PLAIN, "", task.id, reply.locale)
         if await held_back(message, files, text, tasks, reply, asked):
             return
         await tasks.follow_up(user_id, task.id, text, message.message_id, files)

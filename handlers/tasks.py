@@ -16,6 +16,7 @@ from bot.tasks.card import TaskCard
 from bot.tasks.options import split_options
 from bot.tasks.requests import ChatRequest
 from bot.tasks.service import TaskService, parse_task_id
+from bot.tasks.waiting import Waiting
 from bot.telegram.attachments import staged
 from bot.telegram.held import Held
 from bot.telegram.render import STATUS_ICONS, age
@@ -79,23 +80,37 @@ async def on_cd(message: Message, command: CommandObject, tasks: TaskService, re
 
 
 @router.message(Command("tasks"))
-async def on_tasks(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
-    found = await tasks.list(user_id)
-    if not found:
+async def on_tasks(
+    message: Message, tasks: TaskService, waiting: Waiting, user_id: int, reply: Reply
+) -> None:
+    """The open tasks, those waiting for the owner first with what they wait for."""
+    waits = await waiting.of(user_id, await tasks.list(user_id), reply.locale)
+    if not waits.tasks and not waits.held:
         await _nothing_open(tasks, user_id, reply)
         return
     now = datetime.now(UTC)
-    lines = [reply.text("tasks.header")] + [
-        reply.text(
+    lines = [reply.text("tasks.header"), *waits.held]
+    for t, why in waits.tasks:
+        line = reply.text(
             "tasks.line",
             icon=STATUS_ICONS[t.status],
             label=t.label,
             status=reply.texts.status(reply.locale, t.status),
             age=age(t.updated_at, now),
         )
-        for t in found
-    ]
+        lines.append(f"{line}\n    {why}" if why else line)
     await reply.send("\n".join(lines))
+
+
+@router.message(Command("limits"))
+async def on_limits(
+    message: Message,
+    waiting: Waiting,
+    user_id: int,
+    reply: Reply,
+    engine_commands: Sequence[str],
+) -> None:
+    await reply.send(await waiting.limits(user_id, reply.locale, engine_commands))
 
 
 @router.message(Command("result"))

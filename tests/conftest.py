@@ -55,6 +55,9 @@ SLOW_TESTS = frozenset(
         "test_pool.py::test_a_turn_claimed_by_its_creator_starts_at_once_or_first_when_a_slot_frees",
         "test_pool.py::test_cap_is_honoured_and_tasks_run_in_parallel",
         "test_store.py::test_a_write_waits_for_another_process_lock_without_blocking_the_loop",
+        "test_stall.py::test_a_silent_model_gets_one_message_and_stop_ends_the_turn",
+        "test_stall.py::test_keep_waiting_silences_the_turn_and_a_tool_is_named",
+        "test_stall.py::test_a_turn_waiting_on_an_approval_gets_no_watchdog",
     }
 )
 

@@ -21,6 +21,7 @@ HANDLER_MAY_IMPORT_PACKAGES = (
     "bot.telegram",
     "bot.board",
     "bot.preflight",
+    "bot.voice",
 )
 HANDLER_MAY_IMPORT_MODULES = {"bot.models", "bot.events", "bot.errors", "bot.fleet.status"}
 HANDLER_MAY_NOT_IMPORT = {"bot.telegram.journal", "bot.telegram.notifier"}
@@ -78,6 +79,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "bot.worktrees",
         "bot.mcp",
         "bot.board",
+        "bot.voice",
     ),
     ("bot.turns", "bot.approvals", "bot.fleet"),
     # what a turn leans on: its budget, its engine, git, the allow-listed directories

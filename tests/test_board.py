@@ -79,11 +79,15 @@ def board_settings(tmp_path: Path, workdir: Path, **more: object) -> Settings:
 
 @asynccontextmanager
 async def bot_with_board(
-    tmp_path: Path, workdir: Path, engine: FakeEngine, **more: object
+    tmp_path: Path,
+    workdir: Path,
+    engine: FakeEngine,
+    environ: dict[str, str] | None = None,
+    **more: object,
 ) -> AsyncIterator[tuple[App, Board]]:
     settings = board_settings(tmp_path, workdir, **more)
     async with app_in_own_task(
-        settings, session=RecordingSession(), executors={"claude": engine}
+        settings, session=RecordingSession(), executors={"claude": engine}, environ=environ
     ) as app:
         board = app.dispatcher["board"]
         assert isinstance(board, Board)
@@ -547,17 +551,106 @@ async def test_follow_up_merge_and_discard_from_the_board(tmp_path, workdir):
 
 
 def test_a_session_ends_when_it_expires_or_is_closed():
+    """…and whose it was is still known for a while (the sign-in hint's language), never
+    for a forged token or a user no longer allowed."""
     from bot.board.auth import SESSION_TTL_S
 
     now = [1000.0]
     auth = BoardAuth(TOKEN, {OWNER}, clock=lambda: now[0])
-    token, _session = auth.redeem(auth.link_token(OWNER))
+    link = auth.link_token(OWNER)
+    token, _session = auth.redeem(link)
     assert auth.session(token) is not None and auth.session(token + "x") is None
     now[0] += SESSION_TTL_S + 1
     assert auth.session(token) is None
+    assert auth.known(token) == OWNER and auth.known(None, link) == OWNER  # expired, used
+    assert auth.known(token + "x") is None and auth.known(None, link + "x") is None
     token, _session = auth.redeem(auth.link_token(OWNER))
     auth.close(token)
-    assert auth.session(token) is None
+    assert auth.session(token) is None and auth.known(token) == OWNER
+    now[0] += 2 * SESSION_TTL_S + 1
+    auth.redeem(auth.link_token(OWNER))  # a sign-in forgets sessions long over
+    assert auth.known(token) is None
+    other = BoardAuth(TOKEN, {OTHER}, clock=lambda: now[0])
+    assert other.known(None, auth.link_token(OWNER)) is None  # not allowed there
+
+
+async def test_the_sign_in_hint_speaks_the_users_lang_else_the_browsers(tmp_path, workdir):
+    """A request with the ended session of a user, or a used sign-in link of theirs, is asked
+    to sign in in their /lang, whatever the browser says; anybody else in the browser's."""
+    ru_hint, en_hint = "Войдите по ссылке", "Sign in with the link"
+    english, russian = {"Accept-Language": "en-US,en"}, {"Accept-Language": "ru-RU,ru"}
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message("/lang ru"))
+        await feed(app, message("/lang en", user=OTHER, language="ru"))
+        for user, browser, hint in ((OWNER, english, ru_hint), (OTHER, russian, en_hint)):
+            session = await feed(app, message("/board", user=user))
+            link = LINK.search(session.new_texts()).group(1)
+            http = client()
+            async with http:
+                async with http.get(link, allow_redirects=False) as response:
+                    assert response.status == 303
+                token = next(c.value for c in http.cookie_jar if c.key == "detach_board")
+                async with http.get(f"{board.url}/api/me") as response:
+                    csrf = (await response.json())["csrf"]
+                async with http.post(
+                    f"{board.url}/signout", headers={"X-CSRF-Token": csrf}
+                ) as response:
+                    assert response.status == 200
+            ended = {**browser, "Authorization": f"Bearer {token}"}
+            async with client() as http:
+                async with http.get(f"{board.url}/tasks/1", headers=ended) as response:
+                    assert response.status == 401 and hint in await response.text(), user
+                async with http.get(link, headers=browser, allow_redirects=False) as response:
+                    assert response.status == 403 and hint in await response.text(), user
+        async with client() as http:  # nobody known: the browser's language
+            for browser, hint in ((russian, ru_hint), (english, en_hint)):
+                stranger = {**browser, "Authorization": "Bearer nobody"}
+                async with http.get(f"{board.url}/tasks/1", headers=stranger) as response:
+                    assert response.status == 401 and hint in await response.text()
+
+
+async def test_a_tools_whole_input_shows_folded_and_secrets_never_stored(tmp_path, workdir):
+    """A tool call's whole input reaches the board; the bot token and an API key of the
+    environment, in its input, summary or output, are redacted in the store and on the page."""
+    key = "sk-ant-api03-board-test-secret-value"
+    script = "\n".join(f"echo step {n}" for n in range(200))
+    said = f"use {TOKEN} and {key}"
+    events = (
+        SessionStarted(SESSION, "fake-model"),
+        TextEmitted(said),
+        ToolCalled("t1", "Bash", f"curl -H {key}", detail=f"{script}\nTOKEN={TOKEN} K={key}"),
+        ToolFinished("t1", False, f"got {key}"),
+        TurnFinished(False, "ok", SESSION, 0.01, Usage(1, 1)),
+    )
+    environ = {"ANTHROPIC_API_KEY": key, "PATH": "/usr/bin:/bin", "A_TOKEN": "use"}
+    async with bot_with_board(tmp_path, workdir, FakeEngine(events), environ=environ) as (
+        app,
+        board,
+    ):
+        await feed(app, message("/claude use the keys"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        stored = json.dumps([x.body for x in await app.store.transcript.after(1, 0, 100)])
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/transcript") as response:
+            shown = await response.json()
+    for text in (stored, json.dumps(shown)):
+        assert key not in text and TOKEN not in text
+        assert "[redacted]" in text
+    (call,) = [i for i in shown["items"] if i["kind"] == "tool"]
+    assert call["input"] == "curl -H [redacted]"
+    assert call["detail"].startswith(script) and call["detail"].endswith("K=[redacted]")
+    (result,) = [i for i in shown["items"] if i["kind"] == "result"]
+    assert result["output"] == "got [redacted]"
+    assert "use [redacted] and [redacted]" in stored  # a value this short is no secret
+
+
+def test_a_tools_input_is_kept_whole_up_to_its_cap():
+    from bot.events import DETAIL_CHARS, detail_of
+
+    assert detail_of({"command": "ls", "n": 3}) == "command: ls\nn: 3"
+    assert detail_of({"old": "a\nb"}) == "old:\na\nb"
+    long = detail_of({"content": "x" * (DETAIL_CHARS * 2)})
+    assert len(long) <= DETAIL_CHARS + 16 and long.endswith("… cut")
 
 
 async def test_every_response_carries_a_strict_content_security_policy(tmp_path, workdir):
@@ -629,6 +722,47 @@ async def test_a_plain_checkout_tasks_diff_shows_what_it_changed_since_it_starte
     assert files["README.md"]["deleted"] and files["README.md"]["removed"] == 1
     assert files["src/done.py"]["new"] and "+x = 1" in files["src/done.py"]["patch"]
     assert not ran.exists(), "the repository's configuration ran a program"
+
+
+async def test_a_plain_checkout_diff_leaves_out_the_owners_earlier_edits(tmp_path, workdir):
+    """A file the owner had edited before the task, edited further by it: only the task's
+    lines; a new file of the owner's the task deleted: deleted, with its lines; a file the
+    owner edited holding the bot token: its content never recorded (diffed from the commit)."""
+    from tests.test_worktrees import make_repo
+
+    repo = make_repo(workdir / "repo")
+    (repo / "src" / "app.py").write_text("print('v1')\nprint('the owner')\n")
+    (repo / "draft.md").write_text("the owner's draft\nsecond line\n")
+    (repo / "README.md").write_text(f"hello\ntoken {TOKEN}\n")
+
+    def edits(spec: TurnSpec) -> tuple:
+        app_py = spec.cwd / "src" / "app.py"
+        app_py.write_text(app_py.read_text() + "print('the task')\n")
+        (spec.cwd / "draft.md").unlink()
+        (spec.cwd / "README.md").write_text(f"hello\ntoken {TOKEN}\nmore\n")
+        return finished("edited")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(edits)) as (app, board):
+        await feed(app, message("/claude cwd=repo change things"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        first = await app.store.transcript.after(1, 0, 5)
+        (record,) = [x.body for x in first if x.kind == "Baseline"]
+        http, _csrf = await signed_in(app, board)
+        async with http, http.get(f"{board.url}/api/tasks/1/diff") as response:
+            found = await response.json()
+    assert set(record["texts"]) == {"src/app.py", "draft.md"}  # not the file with the token
+    assert TOKEN not in json.dumps(record)
+    assert found["scope"] == "task"
+    files = {f["path"]: f for f in found["files"]}
+    assert set(files) == {"src/app.py", "draft.md", "README.md"}
+    app_py = files["src/app.py"]
+    assert (app_py["added"], app_py["removed"]) == (1, 0) and "+print('the task')" in app_py[
+        "patch"
+    ]
+    assert "+print('the owner')" not in app_py["patch"] and not app_py["new"]
+    draft = files["draft.md"]
+    assert draft["deleted"] and draft["removed"] == 2 and "-the owner's draft" in draft["patch"]
+    assert "+more" in files["README.md"]["patch"]  # from the commit: the owner's line too
 
 
 async def test_a_task_outside_any_repository_has_no_diff(tmp_path, workdir):

@@ -188,8 +188,8 @@ async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
             await page.wait_for_selector(f'details.file[data-path="{path}"]', timeout=10_000)
         await page.click('details.file[data-path="src/app.py"] summary')
         assert "print('v2')" in await page.inner_text('details.file[data-path="src/app.py"] .add')
-        coloured = 'details.file[data-path="src/app.py"] .add .str'
-        assert await page.inner_text(coloured) == "'v2'"  # syntax, lightly coloured
+        coloured = 'details.file[data-path="src/app.py"] .add .tok-str'
+        assert await page.inner_text(coloured) == "'v2'"  # coloured as Python
         summary = await page.inner_text('details.file[data-path="NEW.md"] summary')
         assert "(new)" in summary
         deleted = await page.inner_text('details.file[data-path="README.md"] summary')
@@ -292,7 +292,7 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
         return (
             SessionStarted(SESSION, "fake-model"),
             TextEmitted(text),
-            ToolCalled("t1", f"Bash{IMG}", f"echo {QUOTES} {SCRIPT}"),
+            ToolCalled("t1", f"Bash{IMG}", f"echo {QUOTES} {SCRIPT}", detail=f"{IMG}\n{QUOTES}"),
             ToolFinished("t1", False, f"{IMG}\n{SCRIPT}\n{QUOTES}"),
             TurnFinished(False, "done", SESSION, 0.01, Usage(1, 1)),
         )
@@ -325,6 +325,7 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
         transcript = await page.inner_text("#transcript")
         for shown in (IMG, SCRIPT, QUOTES, "[click](javascript:window.__pwned=1)", f"Bash{IMG}"):
             assert shown in transcript, shown
+        assert await page.inner_text("#transcript pre.input") == f"{IMG}\n{QUOTES}"
         assert await page.inner_text("#transcript pre[data-lang='html'] code") == SCRIPT
         assert IMG in await page.inner_text(".card.goal")
         check = await page.inner_text("details.card:has-text('cat check.txt')")
@@ -332,6 +333,44 @@ async def test_hostile_agent_and_repository_content_is_shown_literally_and_never
         diff = await page.inner_text("#diff")
         for shown in (hostile_name, f"+{SCRIPT}", f"+{QUOTES}", f"+print('{IMG}')  # {SCRIPT}"):
             assert shown in diff, shown
+
+
+async def test_a_hostile_directory_name_and_title_show_literally_and_never_run(
+    tmp_path, workdir, browser
+):
+    """A task's directory named like markup and a goal (its title) with a script, a tag and a
+    javascript: address: shown as text in the list and on the task's page, nothing runs."""
+    dir_name = "<img src=x onerror=window.__pwned=1>"
+    (workdir / dir_name).mkdir()
+    goal = f"{SCRIPT} javascript:window.__pwned=1 {IMG}"
+    async with bot_with_board(tmp_path, workdir, FakeEngine(finished("ok"))) as (app, board):
+        await feed(app, message(f"/claude cwd=“{dir_name}” {goal}"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        task = await app.store.tasks.get(1)
+        assert task.cwd.endswith(dir_name) and SCRIPT in task.title
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.add_init_script(WATCH)
+        await page.goto(board.link(OWNER))
+        await page.wait_for_selector('.task[data-id="1"] .badge.done')
+        row = await page.inner_text('.task[data-id="1"]')
+        assert SCRIPT in row and "javascript:window.__pwned=1" in row and dir_name in row
+        await page.click('.task[data-id="1"]')
+        await page.wait_for_selector("#head .badge.done")
+        head = await page.inner_text("#head")
+        assert SCRIPT in await page.inner_text("#head h1") and dir_name in head
+        assert goal in await page.inner_text(".card.goal")
+        assert await page.title() == task.label
+        await page.wait_for_timeout(300)  # an image's onerror would have fired by now
+        assert await page.evaluate("window.__pwned") is None
+        assert await page.evaluate("window.__violations") == []
+        assert errors == []
+        assert (
+            await page.evaluate("document.querySelectorAll('img, script:not([src])').length") == 0
+        )
+        hrefs = await page.evaluate("[...document.querySelectorAll('a')].map((a) => a.href)")
+        assert all(h.startswith(board.url) for h in hrefs), hrefs
 
 
 MARKDOWN = """# Title with `code`
@@ -369,7 +408,8 @@ MARKDOWN_DOM = (
     '<ol class="md"><li>first</li><li>second</li></ol>'
     '<blockquote class="md"><p class="md">quoted <strong>text</strong></p></blockquote>'
     '<pre class="md" data-lang="python"><code class="lang-python">'
-    'def f(): return "&lt;b&gt;"</code></pre>'
+    '<span class="tok-kw">def</span> f(): <span class="tok-kw">return</span> '
+    '<span class="tok-str">"&lt;b&gt;"</span></code></pre>'
     '<div class="md-table"><table class="md"><thead><tr><th>name</th><th>value</th></tr>'
     "</thead><tbody><tr><td>a</td><td><code>1</code></td></tr></tbody></table></div>"
     '<hr class="md">'
@@ -390,6 +430,102 @@ async def test_the_markdown_renderer_draws_a_known_sample(tmp_path, workdir, bro
             MARKDOWN,
         )
         assert drawn == MARKDOWN_DOM
+
+
+SAMPLES = [  # (a file or fence name, code, the tokens it gets: class and text)
+    (
+        "a.py",
+        'def f(x): return "s"  # c',
+        [("kw", "def"), ("kw", "return"), ("str", '"s"'), ("com", "# c")],
+    ),
+    ("a.js", "const x = 'a'; // c", [("kw", "const"), ("str", "'a'"), ("com", "// c")]),
+    ("a.ts", "let n: number = 42;", [("kw", "let"), ("num", "42")]),
+    ("main.go", "func main() { return nil }", [("kw", "func"), ("kw", "return"), ("lit", "nil")]),
+    ("lib.rs", 'fn main() { let s = "x"; }', [("kw", "fn"), ("kw", "let"), ("str", '"x"')]),
+    (
+        "run.sh",
+        'if [ -f $#x ]; then echo "y"; fi # c',
+        [
+            ("kw", "if"),
+            ("kw", "then"),
+            ("kw", "echo"),
+            ("str", '"y"'),
+            ("kw", "fi"),
+            ("com", "# c"),
+        ],
+    ),
+    ("a.json", '  "key": true,', [("key", '"key"'), ("lit", "true")]),
+    ("ci.yaml", "- name: value # c", [("key", "name"), ("com", "# c")]),
+    (
+        "Cargo.toml",
+        '[package]\nname = "x"',
+        [("meta", "[package]"), ("key", "name"), ("str", '"x"')],
+    ),
+    ("README.md", "# Title\n- item `code`", [("meta", "# Title"), ("kw", "-"), ("str", "`code`")]),
+    (
+        "a.cpp",
+        "#include <x>\nint main() { return 0; }",
+        [("meta", "#include <x>"), ("kw", "int"), ("kw", "return"), ("num", "0")],
+    ),
+    ("A.java", "public class A { }", [("kw", "public"), ("kw", "class")]),
+    ("python", "'''a\nb''' + x", [("str", "'''"), ("str", "a"), ("str", "b'''")]),  # a fence's name
+    ("a.js", "/* a\nb */ x", [("com", "/*"), ("com", " a"), ("com", "b */")]),
+    ("notes.txt", "def return", []),  # no language: plain text
+    ("a.py", "def " + "x" * 2000, []),  # a line this long: plain, whatever it holds
+]
+
+
+async def test_code_is_coloured_by_language_as_dom_nodes(tmp_path, workdir, browser):
+    """static/syntax.js on a sample of every language it knows: the tokens it makes (spans
+    around text nodes); a diff's removed and added lines keep their own state."""
+    async with bot_with_board(tmp_path, workdir, FakeEngine(())) as (_app, board):
+        page = await browser.new_page()
+        await page.goto(board.url + "/")  # the shell (401 without a session) loads it
+        found = await page.evaluate(
+            "(samples) => samples.map(([name, text]) => {"
+            " const box = document.createElement('pre'); box.append(SYNTAX.code(text, name));"
+            " return [box.textContent, [...box.querySelectorAll('span')]"
+            ".map((s) => [s.className.slice(4), s.textContent])]; })",
+            [[name, text] for name, text, _ in SAMPLES],
+        )
+        for (name, text, tokens), (shown, got) in zip(SAMPLES, found, strict=True):
+            assert shown == text, name  # every character, as it was
+            assert [tuple(t) for t in got] == tokens, (name, text)
+        patch = "diff --git a/x.py b/x.py\n@@ -1 +1 @@\n-x = '''\n+y = 1\n context"
+        lines = await page.evaluate(
+            "(patch) => [...SYNTAX.diff(patch, 'x.py').children].map((l) => [l.className,"
+            " [...l.querySelectorAll('span')].map((s) => s.className + ':' + s.textContent)])",
+            patch,
+        )
+        assert lines == [
+            ["line head", []],
+            ["line hunk", []],
+            ["line del", ["tok-str:'''"]],
+            ["line add", ["tok-num:1"]],  # not inside the removed line's string
+            ["line", []],
+        ]
+        shown = await page.evaluate("(p) => SYNTAX.diff(p, 'x.py').textContent", patch)
+        assert shown == patch + "\n"  # every character, each line ended
+
+
+async def test_a_tools_whole_input_unfolds_with_its_output(tmp_path, workdir, browser):
+    detail = "command: python - <<'EOF'\nprint(1)\nEOF\ndescription: run it"
+    said = (
+        SessionStarted(SESSION, "fake-model"),
+        ToolCalled("t1", "Bash", "python - <<'EOF'", detail=detail),
+        ToolFinished("t1", False, "1"),
+        TurnFinished(False, "ok", SESSION, 0.01, Usage(1, 1)),
+    )
+    async with bot_with_board(tmp_path, workdir, FakeEngine(said)) as (app, board):
+        await feed(app, message("/claude run a script"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.wait_for_selector("details.tool")
+        assert await page.inner_text("details.tool summary") == "Bash: python - <<'EOF'"
+        assert not await page.is_visible("details.tool pre.input")  # folded
+        await page.click("details.tool summary")
+        assert await page.inner_text("details.tool pre.input") == detail
+        assert await page.inner_text("details.tool pre.input + pre") == "1"
 
 
 async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outside(

@@ -104,6 +104,7 @@ async def test_tool_call_turn(claude_bin, agent_env, anthropic, workdir):
     results = [e for e in events if isinstance(e, ToolFinished)]
     assert [c.name for c in calls] == ["Bash"] and calls[0].summary == "echo tool-output-42"
     assert not calls[0].reads_only  # a command may change any file
+    assert calls[0].detail == "command: echo tool-output-42\ndescription: print"  # all of it
     assert results and not results[0].is_error and "tool-output-42" in results[0].output
     assert events[-1].result_text == "The command printed tool-output-42."
     assert events[-1].num_turns == 2

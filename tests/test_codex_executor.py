@@ -98,7 +98,8 @@ async def test_file_change_approval_shows_the_diff(codex_bin, codex_env, openai,
     assert request.tool_name == "Edit" and "hello.txt" in request.tool_input["file_path"]
     assert "hello from codex" in request.tool_input["content"]
     assert (workdir / "hello.txt").read_text() == "hello from codex\n"
-    assert any(isinstance(e, ToolCalled) and e.name == "Edit" for e in events)
+    (edit,) = [e for e in events if isinstance(e, ToolCalled) and e.name == "Edit"]
+    assert "hello.txt" in edit.detail and "hello from codex" in edit.detail  # the whole change
 
 
 async def test_resumed_turn_carries_the_history(codex_bin, codex_env, openai, workdir):

@@ -428,7 +428,13 @@ async def test_completion_card_shows_changes_and_its_buttons_work(
                 for row in card.params["reply_markup"]["inline_keyboard"]
                 for b in row
             }
-            assert set(keys) == {"↪️ Follow up", "📜 Transcript", "🔁 Retry", "🗄 Archive"}
+            assert set(keys) == {
+                "↪️ Follow up",
+                "📜 Transcript",
+                "🔁 Retry",
+                "🗄 Archive",
+                "🖥 To terminal",
+            }
             card_id = card.result["message_id"]
             await fake.press(OWNER, card_id, keys["📜 Transcript"], OWNER)
             transcript = await fake.wait_text(OWNER, "events", timeout_s=10)

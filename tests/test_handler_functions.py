@@ -139,7 +139,7 @@ async def test_notify_reads_and_sets_the_chats_policy_through_the_real_service(a
 
 async def test_tasks_schedules_and_tz_with_nothing_there_yet(app):
     reply, outbox = said_reply()
-    await on_tasks(message("/tasks"), app.service, OWNER, reply)
+    await on_tasks(message("/tasks"), app.service, app.dispatcher["waiting"], OWNER, reply)
     await on_schedule(message("/every"), command("/every"), app.schedules, OWNER, reply)
     await on_tz(message("/tz"), command("/tz"), app.schedules, OWNER, reply)
     assert [text for _, text in outbox.sent] == [

@@ -85,6 +85,10 @@ async def test_a_tool_turn_reads_edits_after_allow_and_a_denied_write_is_told(
             assert "done" in card.params["text"]
             task = (await app.store.tasks.list_for(OWNER, None, 5))[0]
             assert task.engine == "local" and task.status is TaskStatus.DONE
+            lines = await app.store.transcript.after(task.id, 0, 50)
+            calls = [x.body for x in lines if x.kind == "ToolCalled"]
+            edit = next(c for c in calls if c["name"] == "edit_file")
+            assert edit["detail"] == "path: app.py\nold_text: old\nnew_text: new"  # all of it
             await fake.user_message("/status", OWNER)
             status = await fake.wait_text(OWNER, "local: http://127.0.0.1", timeout_s=10)
             assert "reachable, 1 model(s)" in status.params["text"]

@@ -21,7 +21,14 @@ def test_stored_values_are_the_strings_of_before():
         "restart",
     ]
     assert [k.value for k in QuestionKind] == ["approval", "question", "budget"]
-    assert [o.value for o in OutboxOp] == ["send", "document", "edit", "markup", "delete"]
+    assert [o.value for o in OutboxOp] == [
+        "send",
+        "document",
+        "edit",
+        "markup",
+        "delete",
+        "close_topic",
+    ]
     assert {"ack", "status", "progress", "result", "approval", "followup", "limit"} <= {
         k.value for k in MessageKind
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from bot.approvals.desk import ApprovalDesk
@@ -15,13 +14,15 @@ from bot.approvals.view import (
 )
 from bot.errors import UserInputError
 from bot.events import Question
-from bot.models import ApprovalAnswer, QuestionKind, QuestionStatus, Task
+from bot.models import ACTIVE_STATUSES, ApprovalAnswer, QuestionKind, QuestionStatus, Task
 from bot.ports import LostRunners
 from bot.store import Grant, PendingQuestion, Store
+from bot.telegram.markup import Keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
+PENDING_TASKS = 50  # /pending looks at the owner's latest open tasks
 _OUTCOME_KEYS = {ApprovalAnswer.ALLOW: "approval.allowed", ApprovalAnswer.DENY: "approval.denied"}
 _TOASTS = {
     ApprovalAnswer.ALLOW: "callback_approval.allowed",
@@ -73,16 +74,15 @@ class ApprovalAnswers:
         """Returns the locale key of the short callback answer. ``where`` is the (chat, message)
         that was tapped: a tap can arrive before the message id is stored."""
         question, task = await self._pending(user_id, qid, QuestionKind.APPROVAL)
-        question = _at(question, where)
         loc, text = task.locale, question.payload.get("text", "")
         if choice == ApprovalChoice.ALWAYS:
             prompt = self._always_prompt(task, question)
             await self._edit(
-                question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc, qid)
+                question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc, qid), where
             )
             return "callback_approval.confirm"
         if choice == ApprovalChoice.BACK:
-            await self._edit(question, text, approval_keyboard(self._texts, loc, qid))
+            await self._edit(question, text, approval_keyboard(self._texts, loc, qid), where)
             return "callback_approval.back"
         answer = (
             ApprovalAnswer.ALWAYS if choice == ApprovalChoice.CONFIRM else ApprovalAnswer(choice)
@@ -98,7 +98,7 @@ class ApprovalAnswers:
             outcome = self._texts.get(loc, key, rule=grant.pattern)
         await self._store.audit.record("approval_answered", user_id, task.id, f"q{qid}: {answer}")
         self._desk.settle(qid, answer)
-        await self._edit(question, f"{text.rsplit(chr(10), 1)[0]}\n\n{outcome}", None)
+        await self._edit(question, f"{text.rsplit(chr(10), 1)[0]}\n\n{outcome}", None, where)
         return _TOASTS[answer]
 
     def _always_prompt(self, task: Task, question: PendingQuestion) -> str:
@@ -133,11 +133,8 @@ class ApprovalAnswers:
         self, user_id: int, qid: int, option: int, where: tuple[int, int] | None = None
     ) -> str:
         question, task = await self._pending(user_id, qid, QuestionKind.QUESTION)
-        question = _at(question, where)
         payload = question.payload
-        item = Question(
-            payload["text"], payload["header"], tuple(payload["options"]), bool(payload["multi"])
-        )
+        item = _item(question)
         valid = 0 <= option < len(item.options) or (option == DONE and item.multi)
         if not valid:  # DONE closes a multi-select only; a forged index is a stale button
             raise UserInputError("callback.stale")
@@ -151,6 +148,7 @@ class ApprovalAnswers:
                 question,
                 self._question_text(task, item),
                 question_keyboard(self._texts, task.locale, qid, item, selected),
+                where,
             )
             return "callback_approval.selected"
         picked = sorted(selected) if item.multi else [option]
@@ -165,6 +163,7 @@ class ApprovalAnswers:
                 task.locale, "approval.question_answered", question=item.text, answer=answer
             ),
             None,
+            where,
         )
         return "toast.answered"
 
@@ -177,9 +176,56 @@ class ApprovalAnswers:
             question=item.text,
         )
 
-    async def _edit(self, question: PendingQuestion, text: str, markup) -> None:  # type: ignore[no-untyped-def]
+    async def _edit(  # type: ignore[no-untyped-def]
+        self, question: PendingQuestion, text: str, markup, where: tuple[int, int] | None
+    ) -> None:
+        """The question's own message, and the one tapped (``where``: a copy of it that
+        /pending showed, or the original itself before its id was stored)."""
+        targets = [where] if where is not None else []
         if question.chat_id is not None and question.message_id is not None:
-            await self._notifier.edit(question.chat_id, question.message_id, text, markup)
+            original = (question.chat_id, question.message_id)
+            targets = [original] + [t for t in targets if t != original]
+        for chat_id, message_id in targets:
+            await self._notifier.edit(chat_id, message_id, text, markup)
+
+    async def pending(self, user_id: int) -> list[tuple[str, Keyboard]]:
+        """Every approval and question waiting for ``user_id``, oldest first, as its text and
+        its own buttons (the same as the original's: a tap here is a tap there)."""
+        owned = await self._store.tasks.list_for(user_id, sorted(ACTIVE_STATUSES), PENDING_TASKS)
+        by_id = {t.id: t for t in owned}
+        shown: list[tuple[str, Keyboard]] = []
+        for question in await self._store.questions.pending_of(list(by_id)):
+            task = by_id[question.task_id]
+            if question.kind == QuestionKind.APPROVAL:
+                markup = approval_keyboard(self._texts, task.locale, question.id)
+                shown.append((str(question.payload.get("text", "")), markup))
+            elif question.kind == QuestionKind.QUESTION:
+                item, selected = _item(question), list(question.payload.get("selected") or [])
+                markup = question_keyboard(self._texts, task.locale, question.id, item, selected)
+                shown.append((self._question_text(task, item), markup))
+        return shown
+
+    async def keep_waiting(self, user_id: int, turn_id: int) -> str:
+        """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn.
+        Returns the toast's locale key."""
+        spoken = self._desk.stalls.get(turn_id)
+        if spoken is not None and spoken.owner_id != user_id:
+            raise UserInputError("callback.not_yours")
+        spoken = self._desk.stalls.silence(turn_id)
+        if spoken is None:
+            raise UserInputError("callback.stale")
+        task = await self._store.tasks.get(spoken.task_id)
+        loc = task.locale if task is not None else "en"
+        done = self._texts.get(loc, "stall.waiting")
+        await self._notifier.edit_row(spoken.chat_id, spoken.row_id, f"{spoken.text}\n\n{done}")
+        return "stall.wait_toast"
+
+    def stalled_task(self, turn_id: int) -> int:
+        """The task of a turn whose watchdog spoke here (its Stop button cancels it)."""
+        spoken = self._desk.stalls.get(turn_id)
+        if spoken is None:
+            raise UserInputError("callback.stale")
+        return spoken.task_id
 
     async def grants(self, user_id: int) -> list[Grant]:
         return await self._store.grants.active(user_id)
@@ -192,7 +238,8 @@ class ApprovalAnswers:
         return grant
 
 
-def _at(question: PendingQuestion, where: tuple[int, int] | None) -> PendingQuestion:
-    if where is None:
-        return question
-    return dataclasses.replace(question, chat_id=where[0], message_id=where[1])
+def _item(question: PendingQuestion) -> Question:
+    payload = question.payload
+    return Question(
+        payload["text"], payload["header"], tuple(payload["options"]), bool(payload["multi"])
+    )

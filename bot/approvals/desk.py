@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import asdict
 from datetime import timedelta
 
+from bot.approvals.stalls import Stalls
 from bot.approvals.view import (
     DONE,
     approval_keyboard,
@@ -49,10 +50,29 @@ class ApprovalDesk:
         self._texts = texts
         self._timeout_s = timeout_s
         self._waiting: dict[int, asyncio.Future[str]] = {}
+        self._asking: dict[int, int] = {}  # task id -> its questions awaited here now
+        self.stalls = Stalls()  # stalled turns' watchdogs, and the owner's "keep waiting"
         self._background: set[asyncio.Task[None]] = set()
 
     def for_turn(self, task: Task, turn_id: int) -> TurnApprover:
         return TurnApprover(self, task, turn_id)
+
+    def asking(self, task_id: int) -> bool:
+        """Whether a turn of the task waits here now for the owner's answer (an approval or a
+        question, from the engine's request on): its progress line says so, and no stall
+        watchdog speaks for it."""
+        return self._asking.get(task_id, 0) > 0
+
+    @contextlib.contextmanager
+    def asked(self, task_id: int) -> Iterator[None]:
+        """While an engine awaits the decision on its request (``asking``)."""
+        self._asking[task_id] = self._asking.get(task_id, 0) + 1
+        try:
+            yield
+        finally:
+            self._asking[task_id] -= 1
+            if not self._asking[task_id]:
+                del self._asking[task_id]
 
     @property
     def texts(self) -> Texts:
@@ -283,7 +303,8 @@ class TurnApprover:
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         try:
-            return await self._desk.decide(self._task, self._turn_id, request)
+            with self._desk.asked(self._task.id):
+                return await self._desk.decide(self._task, self._turn_id, request)
         except asyncio.CancelledError:
             raise
         except Exception:  # an approval that fails is a deny, never an allow

@@ -11,11 +11,13 @@ is why nothing of it is stored in the database: no migration, and a lost link is
 A session is a random token in an HttpOnly, SameSite=Strict cookie (or, inside Telegram's Mini
 App, where a cookie of another site is not sent, an ``Authorization: Bearer`` header); the board
 keeps only its SHA-256 with the user, expiry and the session's CSRF token, in memory: a restart
-signs everybody out."""
+signs everybody out. An ended session is remembered a while longer, only to ask its user to
+sign in again in their own language."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -81,18 +83,7 @@ class BoardAuth:
 
     def redeem(self, token: str) -> tuple[str, Session]:
         """A new session for the link's user; the link never works again. Raises Refused."""
-        body, _, signature = token.partition(".")
-        try:
-            good = hmac.compare_digest(_unb64(signature), _sign(self._key, body))
-        except ValueError as exc:
-            raise Refused("a malformed link") from exc
-        if not good:
-            raise Refused("a forged link")
-        try:
-            claims = json.loads(_unb64(body))
-            user_id, issued, nonce = int(claims["u"]), float(claims["i"]), str(claims["n"])
-        except (ValueError, TypeError, KeyError) as exc:
-            raise Refused("a malformed link") from exc
+        user_id, issued, nonce = self._claims(token)
         now = self._clock()
         self._redeemed = {n: e for n, e in self._redeemed.items() if e > now}
         if issued < self._started - 1 or now > issued + LINK_TTL_S:
@@ -124,14 +115,47 @@ class BoardAuth:
             return None
         return found
 
+    def known(self, token: str | None, link: str | None = None) -> int | None:
+        """Whose the session ``token`` was, live or expired (sessions are remembered a
+        ``SESSION_TTL_S`` past their end), else whose the signed sign-in ``link`` token is,
+        used or expired: only for an allowed user. Says in which language to ask somebody
+        to sign in; never signs anybody in."""
+        found = self._sessions.get(_digest(token)) if token else None
+        user_id = found.user_id if found is not None else None
+        if user_id is None and link:
+            try:
+                user_id = self._claims(link)[0]
+            except Refused:
+                return None
+        return user_id if user_id in self._allowed else None
+
+    def _claims(self, token: str) -> tuple[int, float, str]:
+        """A link token's user, issue time and nonce, when its signature holds. Raises Refused."""
+        body, _, signature = token.partition(".")
+        try:
+            good = hmac.compare_digest(_unb64(signature), _sign(self._key, body))
+        except ValueError as exc:
+            raise Refused("a malformed link") from exc
+        if not good:
+            raise Refused("a forged link")
+        try:
+            claims = json.loads(_unb64(body))
+            return int(claims["u"]), float(claims["i"]), str(claims["n"])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise Refused("a malformed link") from exc
+
     def close(self, token: str) -> None:
-        self._sessions.pop(_digest(token), None)
+        """The session ends now (``known`` still says whose it was)."""
+        found = self._sessions.get(_digest(token))
+        if found is not None:
+            self._sessions[_digest(token)] = dataclasses.replace(found, expires=self._clock())
 
     def _open(self, user_id: int) -> tuple[str, Session]:
         if user_id not in self._allowed:
             raise Refused(f"user {user_id} is not allowed")
         now = self._clock()
-        self._sessions = {k: s for k, s in self._sessions.items() if s.expires > now}
+        forget = now - SESSION_TTL_S  # an expired one is kept a while for ``known``
+        self._sessions = {k: s for k, s in self._sessions.items() if s.expires > forget}
         token = secrets.token_urlsafe(32)
         session = Session(user_id, secrets.token_urlsafe(24), now + SESSION_TTL_S)
         self._sessions[_digest(token)] = session

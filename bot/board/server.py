@@ -149,7 +149,7 @@ class Board:
         if session is None:
             if request.path.startswith("/api/") or request.method != "GET":
                 return web.json_response({"error": "signin"}, status=401)
-            return self._shell_page(request, status=401)
+            return await self._shell_page(request, self.auth.known(_token(request)), 401)
         if request.method == "POST":
             sent = request.headers.get("X-CSRF-Token", "")
             if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
@@ -166,14 +166,18 @@ class Board:
 
     # -- pages and sign-in ---------------------------------------------------------------------
     async def _shell(self, request: web.Request) -> web.StreamResponse:
-        return self._shell_page(request)
+        return await self._shell_page(request, request[SESSION_KEY].user_id)
 
-    def _shell_page(self, request: web.Request, status: int = 200) -> web.Response:
+    async def _shell_page(
+        self, request: web.Request, user_id: int | None, status: int = 200
+    ) -> web.Response:
         """The page shell: no data of anybody's in it (the page reads the JSON), only the
-        sign-in hint in the browser's language."""
+        sign-in hint: in the /lang of ``user_id`` (whose session expired, or whose sign-in
+        link failed) when they chose one, else in the browser's language."""
         texts = self._data.texts
+        chosen = await self._data.chosen_locale(user_id) if user_id is not None else None
         wanted = request.headers.get("Accept-Language", "").split(",")[0].strip()
-        locale = texts.pick(wanted or None)
+        locale = chosen or texts.pick(wanted or None)
         body = self._shell_html.replace("__LANG__", locale).replace(
             "__SIGNIN__", html.escape(texts.template(locale, "board.signin_needed"))
         )
@@ -185,11 +189,12 @@ class Board:
         )
 
     async def _signin(self, request: web.Request) -> web.StreamResponse:
+        link = request.query.get("t", "")
         try:
-            token, _session = self.auth.redeem(request.query.get("t", ""))
+            token, _session = self.auth.redeem(link)
         except Refused as exc:
             log.info("board sign-in refused: %s", exc)
-            return self._shell_page(request, status=403)
+            return await self._shell_page(request, self.auth.known(_token(request), link), 403)
         response = web.HTTPSeeOther("/")
         _set_cookie(response, token, secure=self.url.startswith("https://"))
         raise response

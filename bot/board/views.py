@@ -12,6 +12,7 @@ from typing import Any
 from bot.approvals.view import DONE
 from bot.board.checkout import checkout_patch, patch_since
 from bot.errors import UserInputError
+from bot.events import DETAIL_CHARS
 from bot.git import Worktrees
 from bot.models import Task, TaskStatus, Turn
 from bot.store import PendingQuestion, Store
@@ -25,6 +26,7 @@ PAGE = 500  # transcript events per read of a live stream
 PAGE_MAX = 5000  # per request of a page's first load (one request for most tasks)
 BASELINE_WITHIN = 5  # the first turn's baseline is among a transcript's first lines
 TOOL_INPUT_CHARS = 4000
+TOOL_DETAIL_CHARS = DETAIL_CHARS + 16  # the executors cap it (with their "cut" mark)
 TOOL_OUTPUT_CHARS = 20_000
 _FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
 
@@ -38,6 +40,10 @@ class BoardData:
     async def locale(self, user_id: int) -> str:
         """The user's /lang choice, else English (the board has no Telegram language)."""
         return (await self.store.users.locales()).get(user_id) or self.texts.pick(None)
+
+    async def chosen_locale(self, user_id: int) -> str | None:
+        """The user's /lang choice; None: they made none."""
+        return (await self.store.users.locales()).get(user_id)
 
     async def own(self, user_id: int, task_id: int) -> Task | None:
         task = await self.store.tasks.get(task_id)
@@ -176,6 +182,7 @@ def transcript_item(line: TranscriptLine) -> dict[str, Any] | None:
             "tool": str(body.get("tool_use_id", "")),
             "name": str(body.get("name", "?")),
             "input": str(body.get("summary", ""))[:TOOL_INPUT_CHARS],
+            "detail": str(body.get("detail", ""))[:TOOL_DETAIL_CHARS],
         }
     if kind == "ToolFinished":
         return {

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from bot.intake.inbox import Inbox
+from bot.models import Task
 from bot.store import Store
 from bot.telegram.notifier import Notifier
 from bot.turns.queue import TurnQueue
@@ -58,10 +59,19 @@ class Intake:
         for task in fresh:
             async with self._store.atomic():  # announced once, with its acknowledgement
                 await self._store.tasks.set_announced(task.id)
-                await self._notifier.acknowledge(task)
+                await self._announce(task)
             log.info("task %s picked up from the shell", task.id)
         if self._inbox is not None:
             await self._inbox.poll_once()
+
+    async def _announce(self, task: Task) -> None:
+        """A queued task's acknowledgement; a finished one (a session ``detach adopt`` made a
+        task) gets its card."""
+        last = None if task.status.active else await self._store.tasks.last_turn(task.id)
+        if last is None:
+            await self._notifier.acknowledge(task)
+        else:
+            await self._notifier.turn_finished(task, last)
 
     def _beat(self) -> None:
         if self._alive is None or time.monotonic() - self._touched < ALIVE_EVERY_S:

@@ -1,8 +1,8 @@
 """Retention: the running bot's periodic clean-up, so the database does not grow without bound.
 
 Each pass drops the bytes of delivered files (nothing reads them again), deletes delivered
-outbox rows, the transcripts of archived tasks and closed preflight holds older than
-``DETACH_RETENTION_DAYS``, and drops files held unanswered past their bound
+outbox rows, the transcripts of archived tasks, voice drafts and closed preflight holds older
+than ``DETACH_RETENTION_DAYS``, and drops files held unanswered past their bound
 (``bot.telegram.held``). The work is bounded:
 batches of ``batch`` rows, each its own short transaction, a pause between them (SQLite has one
 writer, which the bot's other writes wait for: measured by ``bench/retention.py``), at most
@@ -35,6 +35,7 @@ class Pruned:
     outbox: int = 0  # delivered outbox rows deleted
     transcript: int = 0  # transcript lines of archived tasks deleted
     held: int = 0  # held files unanswered past their bound
+    drafts: int = 0  # voice drafts older than the retention (tapped or not)
     holds: int = 0  # closed preflight holds (their task started or was cancelled)
 
 
@@ -60,16 +61,19 @@ class Retention:
         """One bounded pass; what it removed."""
         repo = self._store.retention
         files = await self._batches(repo.strip_delivered_files, min(self._batch, FILE_BATCH))
-        outbox = transcript = holds = 0
+        outbox = transcript = drafts = holds = 0
         if self._days > 0:
             before: datetime = self._clock() - timedelta(days=self._days)
             outbox = await self._batches(lambda n: repo.delete_delivered(before, n), self._batch)
             transcript = await self._batches(
                 lambda n: repo.delete_archived_transcripts(before, n), self._batch
             )
+            drafts = await self._batches(
+                lambda n: self._store.drafts.delete_before(before, n), self._batch
+            )
             holds = await self._batches(lambda n: repo.delete_closed_holds(before, n), self._batch)
         held = self._held.prune() if self._held is not None else 0
-        pruned = Pruned(files, outbox, transcript, held, holds)
+        pruned = Pruned(files, outbox, transcript, held, drafts, holds)
         if pruned != Pruned():
             log.info("retention pruned %s", pruned)
         return pruned

@@ -200,6 +200,8 @@ class McpDesk:
         task = await self._own(task_id)
         if task.status is TaskStatus.ARCHIVED:
             raise ToolRefused(f"{task.label} is archived")
+        if await self._store.terminal.get(task.id) is not None:
+            raise ToolRefused(f"{task.label} is held at the terminal; its owner takes it back")
         bot_runs(self._place.alive_file, self._place.alive_stale_s)
         notifier = self._notify()
         running = task.status is TaskStatus.RUNNING

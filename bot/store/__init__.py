@@ -6,7 +6,9 @@ from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.checks import CheckRepo
 from bot.store.claims import ClaimRepo
 from bot.store.db import Clock, Database, Engine, make_engine, utcnow
+from bot.store.drafts import VoiceDraftRepo
 from bot.store.engine_state import EngineLimitRepo, EngineSessionRepo
+from bot.store.engine_windows import EngineWindowRepo, UsageWindow
 from bot.store.journal import UpdateJournalRepo
 from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
@@ -21,15 +23,19 @@ from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
 from bot.store.task_rows import TurnOutcome
 from bot.store.tasks import TaskRepo
+from bot.store.terminal import TerminalRepo
+from bot.store.topics import Topic, TopicRepo
 from bot.store.transcript import TranscriptLine, TranscriptRepo
 
 __all__ = [
     "Grant",
+    "UsageWindow",
     "PendingQuestion",
     "Runner",
     "Schedule",
     "Store",
     "TaskFileRow",
+    "Topic",
     "TranscriptLine",
     "TurnOutcome",
     "WorktreeRow",
@@ -64,9 +70,13 @@ class Store:
         self.checks = CheckRepo(db, clock)
         self.engine_sessions = EngineSessionRepo(db, clock)
         self.limits = EngineLimitRepo(db, clock)
+        self.windows = EngineWindowRepo(db, clock)  # the plans' usage windows engines report
         self.runners = RunnerRepo(db, clock)  # scale-out: the leases of runners
         self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
+        self.drafts = VoiceDraftRepo(db, clock)  # voice notes' transcripts (bot.voice)
+        self.topics = TopicRepo(db, clock)  # forum topics: a topic per task
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
+        self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

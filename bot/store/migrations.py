@@ -12,6 +12,8 @@ from bot.store.schema import (
     chat_settings,
     engine_limits,
     engine_sessions,
+    engine_windows,
+    forum_topics,
     grants,
     message_links,
     metadata,
@@ -24,11 +26,14 @@ from bot.store.schema import (
     spend,
     task_checks,
     task_files,
+    task_topics,
     tasks,
+    terminal_holds,
     transcript,
     turns,
     update_journal,
     user_settings,
+    voice_drafts,
     worktrees,
 )
 
@@ -192,6 +197,28 @@ def _v22(conn: Connection) -> None:
     preflight_holds.create(conn, checkfirst=True)
 
 
+def _v_voice(conn: Connection) -> None:
+    """A voice note's transcript, a draft until its owner starts, edits or cancels it."""
+    voice_drafts.create(conn, checkfirst=True)
+
+
+def _v_topics(conn: Connection) -> None:
+    """A topic per task: the forum topics the bot opened, and which one each task's
+    messages go to."""
+    forum_topics.create(conn, checkfirst=True)
+    task_topics.create(conn, checkfirst=True)
+
+
+def _v_handoff(conn: Connection) -> None:
+    """Hand-off: tasks held at the terminal."""
+    terminal_holds.create(conn, checkfirst=True)
+
+
+def _v_waiting(conn: Connection) -> None:
+    """The usage windows engines report, and which of them were warned about."""
+    engine_windows.create(conn, checkfirst=True)
+
+
 def _v_preflight(conn: Connection) -> None:
     """A preflight's hold names the task it started (its question and answer, exported)."""
     _add_column(conn, "preflight_holds", "task_id", "INTEGER")
@@ -222,6 +249,10 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v20,
     _v21,
     _v22,
+    _v_voice,
+    _v_topics,
+    _v_handoff,
+    _v_waiting,
     _v_preflight,
 ]
 

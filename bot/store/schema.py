@@ -313,6 +313,20 @@ engine_limits = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+# _v_waiting: the latest use an engine reported of each of its plan's windows (five-hour,
+# weekly…), and the reset of the window its warning was sent for (one warning per window)
+engine_windows = sa.Table(
+    "engine_windows",
+    metadata,
+    sa.Column("engine", sa.String(32), primary_key=True),
+    sa.Column("window", sa.String(40), primary_key=True),
+    sa.Column("used", sa.Float),  # 0..1; None: the engine did not say
+    sa.Column("resets_at", sa.DateTime(timezone=True)),
+    sa.Column("warned", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("warned_reset", sa.DateTime(timezone=True)),  # of the window warned about
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 # v19: the processes that run turns (the bot, scale-out workers), each incarnation one row: a
 # lease renewed by its heartbeat; a turn whose runner's lease lapsed is taken over by another
 runners = sa.Table(
@@ -330,4 +344,56 @@ runners = sa.Table(
     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("stopped_at", sa.DateTime(timezone=True)),  # stopped cleanly
     sa.Column("taken_at", sa.DateTime(timezone=True)),  # its turns were taken over
+)
+
+# a voice note's transcript, shown with Start / Edit / Cancel until its owner taps one
+# (bot.voice.drafts); pruned with the retention
+voice_drafts = sa.Table(
+    "voice_drafts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner_id", sa.BigInteger, nullable=False),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("message_id", sa.BigInteger, nullable=False),  # the voice note's message
+    sa.Column("locale", sa.String(8), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),  # the transcript, or the owner's edit of it
+    sa.Column("notes", sa.Text, nullable=False, server_default=""),  # cut, language (keys)
+    sa.Column("status", sa.String(12), nullable=False),  # pending, started, cancelled
+    sa.Column("row_id", sa.Integer),  # its message's outbox row
+    sa.Column("task_id", sa.Integer),  # the task Start began
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.UniqueConstraint("chat_id", "message_id", name="uq_voice_drafts_message"),
+)
+
+forum_topics = sa.Table(
+    "forum_topics",  # a forum topic the bot opened: one per task, or per directory
+    metadata,
+    sa.Column("chat_id", sa.BigInteger, primary_key=True),
+    sa.Column("key", sa.Text, primary_key=True),  # "task:<id>" or "cwd:<directory>"
+    sa.Column("thread_id", sa.BigInteger),  # NULL: gone (deleted): the chat itself again
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("closed", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+task_topics = sa.Table(
+    "task_topics",  # where a task's messages go, decided at its first message
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("key", sa.Text),  # NULL: the chat itself (no topics, or none could be opened)
+    sa.Index("ix_task_topics_chat_key", "chat_id", "key"),
+)
+
+# hand-off: a task held at the terminal (its owner continues its session there; phone replies
+# are refused until taken back): by whom, since when
+terminal_holds = sa.Table(
+    "terminal_holds",
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("since", sa.DateTime(timezone=True), nullable=False),
+    # replies refused meanwhile, kept for "Take back and send it": {"<message id>": "text"}
+    sa.Column("parked", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("row_id", sa.Integer),  # the outbox row of the message that says it is held
 )

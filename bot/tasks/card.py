@@ -35,6 +35,7 @@ class TaskCard:
             raise UserInputError("callback.not_yours")
         if extend:
             await self._tasks.money.check_daily_cap(user_id)
+            await self._tasks.refuse_held(task)  # before the question is closed: Extend stays
         if not await self._store.questions.resolve(
             qid, QuestionStatus.ANSWERED, "extend" if extend else "stop"
         ):
@@ -63,6 +64,7 @@ class TaskCard:
     async def ask_follow_up(self, user_id: int, task_id: int) -> None:
         """A force-reply prompt linked to the task: the reply continues it."""
         task = await self._tasks.get_own(user_id, task_id)
+        await self._tasks.refuse_held(task)
         await self._notifier.send(
             task,
             self._texts.get(task.locale, "task.followup_prompt", label=task.label),

@@ -90,6 +90,8 @@ class TaskLifecycle:
             task = await self._tasks.get_idle(user_id, one)
             await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
             archived = [task.id]
+        for task_id in archived:
+            await self._notifier.archived(await self._tasks.get_own(user_id, task_id))
         for task_id in archived[-ARCHIVE_FOLLOW_MAX:]:
             task = await self._tasks.get_own(user_id, task_id)
             await self._notifier.buttons_follow(

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from bot import failpoints
-from bot.errors import TaskNotFound, TaskStateError, UserInputError
+from bot.errors import TaskHeld, TaskNotFound, TaskStateError, UserInputError
 from bot.fleet.takeover import Takeover
 from bot.models import (
     Engine,
@@ -222,6 +222,9 @@ class TaskService:
         attachments: Sequence[Path] = (),
     ) -> Turn | None:
         task = await self.get_own(user_id, task_id)
+        # at the terminal: nothing is linked, placed or run; words alone are kept for "Take back
+        # and send it" (files are not: they stay in the chat, to be sent again)
+        await self.refuse_held(task, None if attachments else (reply_to, prompt))
         prompt = self.validate_prompt(prompt + mention(list(attachments)), "detach")
         await self.money.check_daily_cap(user_id)
         if await self._store.links.task_for(task.chat_id, reply_to) is not None:
@@ -246,8 +249,9 @@ class TaskService:
     ) -> Turn:
         """The next turn of ``task`` (a follow-up, a resume, a retry, a budget extension):
         the turn, its audit line and what ``notify`` tells the user of it commit together;
-        then the turn is submitted."""
+        then the turn is submitted. Refused (``TaskHeld``) while the task is at the terminal."""
         async with self._store.atomic():
+            await self.refuse_held(task)
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record(action, user_id, task.id)
             await notify(turn)
@@ -256,6 +260,17 @@ class TaskService:
             await self._notifier.buttons_follow(now)
         await self._queue.kick(task.id)
         return turn
+
+    async def refuse_held(self, task: Task, park: tuple[int, str] | None = None) -> None:
+        """``TaskHeld`` when ``task`` is held at the terminal (since when, in its owner's
+        zone): phone and terminal never write the same session at once. ``park``: the refused
+        reply (message id, text), kept for "Take back and send it"."""
+        held = await self._store.terminal.get(task.id)
+        if held is None:
+            return
+        since = local_time(held.since, await self.zone(task.owner_id))
+        parked = park is not None and await self._store.terminal.park(task.id, *park)
+        raise TaskHeld(task.id, task.label, since, park[0] if park and parked else None)
 
     async def say(self, task: Task, key: str) -> None:
         """A status line about ``task`` (``key`` takes the task's label)."""
@@ -292,6 +307,17 @@ class TaskService:
                 return None
             await asyncio.sleep(LINK_POLL_S)
         return await self.get_own(user_id, task_id)
+
+    async def task_in_topic(self, chat_id: int, thread_id: int, user_id: int) -> Task | None:
+        """The task a message in a forum topic continues: the user's newest of the topic's
+        tasks (a directory's topic holds several); None in a topic no task opened. A topic
+        of only somebody else's tasks is reported like a missing task."""
+        task_ids = await self._store.topics.tasks_in(chat_id, thread_id)
+        for task_id in task_ids:
+            task = await self._store.tasks.get(task_id)
+            if task is not None and task.owner_id == user_id:
+                return task
+        return await self.get_own(user_id, task_ids[0]) if task_ids else None
 
     async def list(self, user_id: int) -> list[Task]:
         statuses = [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]

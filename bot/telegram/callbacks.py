@@ -29,6 +29,7 @@ class TaskButton(StrEnum):
     DISCARD = "discard"
     DISCARD_YES = "discard_yes"  # the discard, confirmed
     WAIT = "wait"  # a task that waits for its engine's usage limit: keep waiting
+    TO_TERMINAL = "to_terminal"  # hand-off: hold an idle task at the terminal (bot.tasks.terminal)
 
 
 ACTIONS = tuple(TaskButton)

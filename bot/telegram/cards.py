@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from bot.models import CheckResult, Task, TaskStatus, Turn
 from bot.telegram.render import STATUS_ICONS, duration, money, shorten
+from bot.telegram.terminal import terminal_line
 from bot.telegram.texts import Texts
 
 MAX_CHILDREN = 10  # sub-tasks named on a card; the rest are counted
@@ -48,6 +49,8 @@ def card_header(
         lines.append(texts.get(loc, "task.changes", stat=changes))
     if denials:
         lines.append(denials_block(texts, loc, denials))
+    if at_terminal := terminal_line(texts, task):  # how to go on at a terminal (hand-off)
+        lines.append(at_terminal)
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ from bot.telegram.cards import card_header
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Button, Keyboard, Markup
 from bot.telegram.render import MAX_CHUNKS, markdown_chunks, split_text
+from bot.telegram.terminal import hold_button, terminal_command
 from bot.telegram.texts import Texts
 
 
@@ -119,6 +120,8 @@ class Completion:
             CARD_ACTIONS,
             WORKTREE_ACTIONS if in_worktree else [],
         )
+        if terminal_command(task) is not None:  # 🖥 To terminal: hand the session over
+            card = Keyboard((*card.rows, (hold_button(self._texts, task.locale, task.id),)))
         if self.board_url is not None and task.chat_id > 0:  # a Mini App opens in private chats
             url = f"{self.board_url}/tasks/{task.id}"
             text = self._texts.get(task.locale, "board.open_task")

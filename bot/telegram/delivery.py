@@ -34,6 +34,7 @@ from bot.telegram.outbox import Outbox
 from bot.telegram.pacing import CHAT_BURST, Pace
 from bot.telegram.render import plain
 from bot.telegram.retry import NO_RETRY
+from bot.telegram.topics import Topics
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12
@@ -51,8 +52,11 @@ class Delivery:
         group_interval_s: float = 3.0,
         per_second: float = 25.0,
         chat_burst: int = CHAT_BURST,
+        topics: Topics | None = None,
     ) -> None:
+        """``topics``: a task's messages go to its forum topic (None: always the chat)."""
         self._store = store
+        self._topics = topics
         self._outbox = outbox
         self._bot = bot
         self._pace = Pace(chat_interval_s, group_interval_s, per_second, chat_burst)
@@ -147,13 +151,18 @@ class Delivery:
         """The Telegram call a row stands for; the message id it produced or touched."""
         bot = self._bot
         p = row.payload
+        thread_id, opened = None, False
+        if self._topics is not None and row.op in (OutboxOp.SEND, OutboxOp.DOCUMENT):
+            thread_id, opened = await self._topics.thread_for(row)
         if row.op == OutboxOp.SEND:
             message = await bot.send_message(
                 row.chat_id,
                 p["text"],
+                message_thread_id=thread_id,
                 parse_mode="HTML" if p.get("html") else None,
                 reply_markup=_markup(p),
-                reply_to_message_id=p.get("reply_to"),
+                # the message that started a task is not in the topic the task just opened
+                reply_to_message_id=None if opened else p.get("reply_to"),
                 allow_sending_without_reply=True,
                 disable_notification=p.get("silent") or None,
             )
@@ -162,6 +171,7 @@ class Delivery:
             message = await bot.send_document(
                 row.chat_id,
                 BufferedInputFile(base64.b64decode(p["data"]), filename=p["filename"]),
+                message_thread_id=thread_id,
                 caption=p.get("caption"),
                 parse_mode="HTML" if p.get("html", True) else None,
                 disable_notification=p.get("silent") or None,
@@ -171,6 +181,10 @@ class Delivery:
             return await self._edit(bot, row)
         if row.op == OutboxOp.MARKUP:
             return await self._edit_markup(bot, row)
+        if row.op == OutboxOp.CLOSE_TOPIC:
+            if self._topics is not None:
+                await self._topics.close(row)
+            return None
         message_id = p.get("message_id")
         if message_id is None:  # retired: the row it names may never have been sent
             message_id = await self._store.outbox.message_id_of(int(p["row_id"]))
@@ -218,6 +232,10 @@ class Delivery:
             return
         if "not modified" in message:
             await self._store.outbox.sent(row.id, row.payload.get("message_id"))
+            return
+        to_chat = await self._topics.fallback(row, message) if self._topics else None
+        if to_chat is not None:  # its topic is gone: the chat itself, never lost
+            await self._store.outbox.replace_payload(row.id, to_chat)
             return
         await self._give_up(row, message)
 

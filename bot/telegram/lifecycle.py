@@ -24,7 +24,7 @@ from bot.telegram.outbox import Outbox
 from bot.telegram.render import STATUS_ICONS
 from bot.telegram.texts import Texts
 
-IDLE_ONLY = frozenset({TaskButton.RETRY, TaskButton.ARCHIVE})
+IDLE_ONLY = frozenset({TaskButton.RETRY, TaskButton.ARCHIVE, TaskButton.TO_TERMINAL})
 ALWAYS = frozenset(CARD_ACTIONS) - IDLE_ONLY  # follow up, transcript
 WORKTREE = frozenset(WORKTREE_ACTIONS) | {TaskButton.DISCARD_YES}
 # messages whose buttons follow their own moment, not the task's card buttons: the

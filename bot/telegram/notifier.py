@@ -357,6 +357,12 @@ class Notifier:
         """Edit a message in place; without ``markup`` its buttons are removed."""
         await self._outbox.edit(chat_id, message_id, text, markup)
 
+    async def archived(self, task: Task) -> None:
+        """The archived task's forum topic, if it has one, is closed (``bot.telegram.topics``)."""
+        _, key = await self._store.topics.key_of(task.id)
+        if key is not None:
+            await self._outbox.close_topic(task.chat_id, task.id)
+
     async def retire(self, chat_id: int, row_id: int) -> None:
         """Remove the message an outbox row became (or never send it)."""
         await self._outbox.retire(chat_id, row_id)

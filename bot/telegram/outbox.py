@@ -50,10 +50,13 @@ class Outbox:
         link_kind: MessageKind | None = None,
         silent: bool = False,
         about: dict[str, Any] | None = None,
+        thread_id: int | None = None,
     ) -> int:
         """Queue a message; returns the row id (``delivered`` gives its message id).
         ``silent``: delivered without a notification (``disable_notification``). ``about``:
-        what the message tells of (its turn…), kept with it for later edits, never sent."""
+        what the message tells of (its turn…), kept with it for later edits, never sent.
+        ``thread_id``: the forum topic it answers in (else a task's message goes to the
+        task's topic, if it has one: ``bot.telegram.topics``)."""
         payload: dict[str, Any] = {
             "text": text,
             "html": html,
@@ -64,6 +67,8 @@ class Outbox:
         }
         if about:
             payload["about"] = about
+        if thread_id:
+            payload["thread"] = thread_id
         row_id = await self._store.outbox.add(chat_id, OutboxOp.SEND, payload, task_id, link_kind)
         self._wait_for(row_id)
         self._store.after_commit(self.wake.set)  # a row in a transaction waits for it
@@ -93,6 +98,11 @@ class Outbox:
         self._wait_for(row_id)
         self._store.after_commit(self.wake.set)  # a row in a transaction waits for it
         return row_id
+
+    async def close_topic(self, chat_id: int, task_id: int) -> None:
+        """The archived task's forum topic is closed (or, in a private chat, says so)."""
+        await self._store.outbox.add(chat_id, OutboxOp.CLOSE_TOPIC, {}, task_id, None)
+        self._store.after_commit(self.wake.set)
 
     def _wait_for(self, row_id: int) -> None:
         if self._delivering:

@@ -18,6 +18,7 @@ class Reply:
     texts: Texts
     locale: str
     chat_id: int
+    thread_id: int | None = None  # the forum topic the update came from: answered there
 
     def text(self, key: str, **params: Any) -> str:
         """The text of ``key`` in this user's locale (string params are escaped)."""
@@ -27,7 +28,7 @@ class Reply:
         await self.send(self.text(key, **params), markup=markup)
 
     async def send(self, html_text: str, markup: Keyboard | None = None) -> None:
-        await self.outbox.send(self.chat_id, html_text, markup=markup)
+        await self.outbox.send(self.chat_id, html_text, markup=markup, thread_id=self.thread_id)
 
     async def edit(self, message_id: int, html_text: str, markup: Keyboard | None = None) -> None:
         await self.outbox.edit(self.chat_id, message_id, html_text, markup)

@@ -20,6 +20,7 @@ from typing import Any
 
 from bot.telegram.render import shorten
 from bot.turns.gitinfo import diff_stat, in_repository, listed, output, scoped
+from bot.turns.transcribe import hidden
 from executors.gitguard import PLAIN_DIFF, Scope
 
 HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
@@ -40,17 +41,27 @@ class Baseline:
     head: str | None = None
     dirty: dict[str, str] = field(default_factory=dict)
     untracked: frozenset[str] = frozenset()
+    texts: dict[str, str] = field(default_factory=dict)  # only in a record: see ``recorded``
 
 
 RECORD_KIND = "Baseline"  # the first turn's, in the task's transcript (a line nobody reads)
+TEXT_BYTES = 64 * 1024  # a dirty file's content is recorded up to this size…
+TEXTS_BYTES = 512 * 1024  # …and the first turn's record holds at most this much content
 
 
-def recorded(before: Baseline, seq: int) -> list[tuple[str, dict[str, Any]]]:
+async def recorded(
+    before: Baseline, seq: int, secrets: tuple[str, ...] = ()
+) -> list[tuple[str, dict[str, Any]]]:
     """The transcript entry of turn ``seq``'s baseline: only the first turn's, in a repository
-    (where the board's diff of the task starts); none for any other."""
+    (where the board's diff of the task starts); none for any other. It holds the content of
+    the files that differed from the commit (``texts``: the owner's own edits, so the board
+    shows only what the task changed on top of them): UTF-8 text files of at most
+    ``TEXT_BYTES``, ``TEXTS_BYTES`` in all, none holding one of ``secrets``; a file without
+    one is diffed against the commit."""
     if seq != 1 or before.top is None:
         return []
-    body = {"top": before.top, "head": before.head, "dirty": before.dirty}
+    texts = await asyncio.to_thread(_texts, Path(before.top), sorted(before.dirty), hidden(secrets))
+    body = {"top": before.top, "head": before.head, "dirty": before.dirty, "texts": texts}
     return [(RECORD_KIND, {**body, "untracked": sorted(before.untracked)})]
 
 
@@ -62,7 +73,46 @@ def from_record(body: dict[str, object]) -> Baseline | None:
     untracked = body.get("untracked")
     names = frozenset(str(p) for p in untracked) if isinstance(untracked, list) else frozenset()
     clean = {str(k): str(v) for k, v in dirty.items()}
-    return Baseline(top, head if isinstance(head, str) else None, clean, names)
+    found = body.get("texts")
+    texts = (
+        {str(k): v for k, v in found.items() if isinstance(v, str)}
+        if isinstance(found, dict)
+        else {}
+    )
+    return Baseline(top, head if isinstance(head, str) else None, clean, names, texts)
+
+
+def read_text(path: Path, limit: int) -> str | None:
+    """A regular file's content as text, opened without following a link and without
+    blocking; None: missing, special, binary, not UTF-8 or larger than ``limit`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return None
+        data = file.read(limit + 1)
+    if len(data) > limit or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _texts(top: Path, paths: list[str], secrets: tuple[str, ...]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    left = TEXTS_BYTES
+    for path in paths:
+        text = read_text(top / path, min(TEXT_BYTES, left))
+        if text is None or any(secret in text for secret in secrets):
+            continue
+        texts[path] = text
+        left -= len(text.encode())
+        if left <= 0:
+            break
+    return texts
 
 
 async def take(cwd: str) -> Baseline:

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
-from bot.events import LimitReached, SessionStarted, ToolCalled, TurnFinished, UsageUpdated
+from bot.events import (
+    LimitReached,
+    SessionStarted,
+    ToolCalled,
+    TurnFinished,
+    UsageUpdated,
+    WindowReported,
+)
 from bot.models import MessageKind, Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.pricing import Meter
 from bot.store import Store, TurnOutcome
@@ -22,7 +29,9 @@ from bot.telegram.notifier import Notifier
 from bot.turns.continuation import lost_session_prompt
 from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
+from bot.turns.stall import StallWatch
 from bot.turns.transcribe import TranscriptBatch
+from bot.turns.windows import UsageWarnings
 
 log = logging.getLogger(__name__)
 TRANSCRIPT_BATCH = 25
@@ -50,10 +59,19 @@ class Drive:
         progress_interval_s: float,
         progress_delay_s: float,
         shared: bool,
+        secrets: tuple[str, ...] = (),
+        stall_s: float = 600.0,
+        warn_percent: float = 80.0,
+        timezone: str = "UTC",
     ) -> None:
         """``shared``: turns run on a shared database, where another process may take one
-        over (its progress is then neither sent nor edited)."""
+        over (its progress is then neither sent nor edited). ``stall_s``: an agent quiet this
+        long gets its turn one watchdog message; ``warn_percent``: a usage window past this
+        share is told once; ``timezone``: for owners who set no /tz."""
+        self._stall_s = stall_s
+        self._warnings = UsageWarnings(store, notifier, warn_percent, timezone)
         self._store = store
+        self._secrets = secrets
         self._engines = engines
         self._notifier = notifier
         self._desk = desk
@@ -72,12 +90,23 @@ class Drive:
         runner: str | None,
     ) -> Driven:
         """``meter`` prices the turn (and keeps the tokens it used, for an outcome without a
-        verdict); ``left``: what the task's budget has left."""
+        verdict); ``left``: what the task's budget has left. The turn's stall watchdog lives
+        until its agent has exited (``agent``'s end)."""
+        watch = StallWatch(
+            notifier=self._notifier,
+            stalls=self._desk.stalls,
+            task=task,
+            turn_id=spec.turn_id,
+            after_s=self._stall_s,
+            asking=functools.partial(self._desk.asking, task.id),
+        )
+        watch.start()
+        agent.push_async_callback(watch.close)
         try:
-            return await self._events(task, spec, meter, left, agent, runner)
+            return await self._events(task, spec, meter, left, agent, runner, watch)
         except SessionNotFound:
             spec = await self._anew(task, turn, spec)
-            return await self._events(task, spec, meter, left, agent, runner)
+            return await self._events(task, spec, meter, left, agent, runner, watch)
 
     async def _anew(self, task: Task, turn: Turn, spec: TurnSpec) -> TurnSpec:
         """The session to resume is not here (a scale-out worker on another machine ran it,
@@ -108,7 +137,8 @@ class Drive:
         meter: Meter,
         left: float | None,
         agent: contextlib.AsyncExitStack,
-        runner: str | None = None,
+        runner: str | None,
+        watch: StallWatch,
     ) -> Driven:
         """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
         verdict it is left to exit on its own when that block ends (after the card); on
@@ -119,6 +149,7 @@ class Drive:
             raise AgentNotInstalled(task.engine, None)
         events = executor.run(spec, self._desk.for_turn(task, spec.turn_id))
         agent.push_async_exit(reaper(events))
+        agent.callback(watch.exiting)  # first at the end: the agent's exit is what is awaited
         final: TurnFinished | None = None
         limit: LimitReached | None = None
         acted = False
@@ -129,12 +160,18 @@ class Drive:
             meter,
             self._progress_delay_s,
             self._held(spec.turn_id, runner),
+            functools.partial(self._desk.asking, task.id),
         )
-        transcript = TranscriptBatch(self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH)
+        transcript = TranscriptBatch(
+            self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH, secrets=self._secrets
+        )
         async with progress, transcript:
             async for event in events:
                 meter.observe(event)
                 progress.observe(event)
+                watch.observe(event)
+                if isinstance(event, WindowReported):
+                    await self._warnings.reported(task, event)
                 acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
                 if isinstance(event, SessionStarted) and event.session_id != task.session_id:
                     await self._store.tasks.set_session(task.id, event.session_id)

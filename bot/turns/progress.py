@@ -31,10 +31,13 @@ class Progress:
         meter: Meter,
         delay_s: float = 0.0,
         held: Callable[[], Awaitable[bool]] | None = None,
+        asking: Callable[[], bool] | None = None,
     ) -> None:
         """``held``: whether this process still runs the turn (scale-out: another may have
-        taken it over; then the message is not sent, nor edited)."""
+        taken it over; then the message is not sent, nor edited); ``asking``: whether the
+        turn waits for its owner's answer now (the line says so)."""
         self._held = held
+        self._asking = asking
         self._notifier = notifier
         self._task = task
         self._interval_s = interval_s
@@ -73,7 +76,9 @@ class Progress:
             if retry
             else ""
         )
-        return head + cost + retrying + says + step
+        asking = self._asking is not None and self._asking()
+        waits = self._notifier.text(loc, "progress.asking") if asking else ""
+        return head + cost + retrying + waits + says + step
 
     async def __aenter__(self) -> Progress:
         """Return at once: the agent must not wait for Telegram."""

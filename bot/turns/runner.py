@@ -105,6 +105,10 @@ class TurnRunner:
             progress_interval_s=policy.progress_interval_s,
             progress_delay_s=policy.progress_delay_s,
             shared=stop_poll_s is not None,
+            secrets=policy.secrets,
+            stall_s=policy.stall_s,
+            warn_percent=policy.limit_warn_percent,
+            timezone=policy.timezone,
         )
         self._parking = Parking(
             store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
@@ -162,7 +166,8 @@ class TurnRunner:
             spec = await self._specs.spec(task, turn, preset, left)
             async with self._one_agent(task.id), contextlib.AsyncExitStack() as agent:
                 before = await take(task.cwd)  # what was there is not the turn's doing
-                await self._store.transcript.append(task.id, turn.id, recorded(before, turn.seq))
+                start = await recorded(before, turn.seq, self._policy.secrets)
+                await self._store.transcript.append(task.id, turn.id, start)
                 with control.running(), self._stops_from_elsewhere(turn.id, runner, control):
                     driven = await self._drive.drive(task, turn, spec, meter, left, agent, runner)
                     outcome, denials = driven.outcome, driven.denials

@@ -34,6 +34,8 @@ class TurnPolicy:
     sandbox_domains: tuple[str, ...] = ()
     timezone: str = "UTC"  # for times said to a user who set no /tz
     limit_retry_s: float = 900.0  # a usage limit without a reset time: try again after this
+    stall_s: float = 600.0  # an agent quiet this long: its turn gets one watchdog message
+    limit_warn_percent: float = 80.0  # a plan's usage window past this: one warning
     # the command (and its environment) of `detach mcp`, given to the agent of a task with
     # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
     subtask_command: tuple[str, ...] = ()
@@ -45,6 +47,8 @@ class TurnPolicy:
     # what a sandboxed turn may not read (executors/denied.py, wired by the composition root),
     # asked for every turn; None: nothing is denied
     read_denial: Callable[[], tuple[Path, ...]] | None = None
+    # values no transcript stores (the bot's token, the environment's API keys): redacted
+    secrets: tuple[str, ...] = ()
 
 
 class TurnSpecs:

@@ -30,4 +30,12 @@ def human_line(kind: str, body: dict[str, Any]) -> str | None:
         return "✔ the turn ended"
     if kind == "Retrying":
         return f"⟳ the endpoint answered {body.get('status')}; retry {body.get('attempt')}"
+    if kind == "AtTerminal":  # hand-off: the session was written at a terminal meanwhile
+        return f"🖥 at the terminal from {_minute(body.get('from'))} to {_minute(body.get('to'))}"
     return None  # session ids, usage counters: bookkeeping
+
+
+def _minute(iso: object) -> str:
+    """``2026-12-05T14:02:31.5+00:00`` as ``2026-12-05 14:02 UTC``."""
+    text = str(iso or "?")
+    return f"{text[:10]} {text[11:16]} UTC" if len(text) >= 16 else text

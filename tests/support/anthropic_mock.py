@@ -4,7 +4,8 @@ Scripts are chosen by a substring of the conversation's first user message; the 
 number of assistant messages already in the request, so one script spans a conversation across
 resumed turns. Steps: {"text"}, {"tool_use": {name, input}} (may carry "text"),
 {"error": {status, type, message, headers}}, {"echo": true}, {"stall": seconds}; options
-"delay", "usage", and "times" + "then" (the first "times" requests of the step get it, later
+"delay", "usage", "headers" (of a streamed answer: e.g. ``anthropic-ratelimit-unified-*``), and
+"times" + "then" (the first "times" requests of the step get it, later
 ones the "then" step).
 """
 
@@ -171,6 +172,8 @@ def _handler_for(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
+            for name, value in (step.get("headers") or {}).items():
+                self.send_header(name, str(value))
             self.end_headers()
             self.close_connection = True
             msg_id = f"msg_mock{uuid.uuid4().hex[:16]}"

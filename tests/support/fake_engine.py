@@ -3,13 +3,23 @@ outbox, plugged in through ``build(executors=...)`` — the same seam the regist
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
 
 from bot.events import AgentEvent, ApprovalRequest
 from bot.models import TurnSpec
 from bot.ports import Approver
 
-Script = Sequence[AgentEvent | ApprovalRequest]
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A silent agent: nothing for ``seconds`` (a tool at work, a model thinking)."""
+
+    seconds: float
+
+
+Script = Sequence[AgentEvent | ApprovalRequest | Pause]
 
 
 class FakeEngine:
@@ -43,5 +53,7 @@ class FakeEngine:
         for item in script:
             if isinstance(item, ApprovalRequest):
                 self.decisions.append((await approver.decide(item)).allow)
+            elif isinstance(item, Pause):
+                await asyncio.sleep(item.seconds)
             else:
                 yield item

@@ -249,6 +249,38 @@ class FakeTelegram:
         await self._push({"message": message})
         return message
 
+    async def user_voice(
+        self,
+        data: bytes,
+        user_id: int,
+        duration_s: int,
+        kind: str = "voice",
+        language_code: str = "en",
+    ) -> dict[str, Any]:
+        """The user sends a voice note (``kind="audio"``: an audio file) as Telegram describes
+        it (file_id, duration in seconds, OGG/Opus); the bot downloads it with getFile."""
+        file_id = f"user-{kind}-{next(self._ids)}"
+        self.files[file_id] = data
+        sound: dict[str, Any] = {
+            "file_id": file_id,
+            "file_unique_id": file_id.replace("-", ""),
+            "duration": duration_s,
+            "mime_type": "audio/ogg",
+            "file_size": len(data),
+        }
+        if kind == "audio":
+            sound["file_name"] = "note.ogg"
+        message: dict[str, Any] = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private"},
+            "from": self.user(user_id, language_code),
+            kind: sound,
+        }
+        self.messages.setdefault(user_id, []).append(message)
+        await self._push({"message": message})
+        return message
+
     async def user_photo(
         self,
         data: bytes,
@@ -478,6 +510,13 @@ class FakeTelegram:
         self.messages.setdefault(chat_id, []).append(message)
         return message
 
+    def _thread_fields(self, chat_id: int, p: dict[str, Any]) -> dict[str, Any]:
+        """A send's ``message_thread_id``: no chat here has topics, so Telegram refuses one
+        (``tests/support/fake_forum.py`` has them)."""
+        if p.get("message_thread_id"):
+            raise _ApiError(400, "Bad Request: message thread not found")
+        return {}
+
     # -- Bot API methods --------------------------------------------------------------------
     async def _m_getMe(self, _p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         return {"id": BOT_ID, "is_bot": True, "first_name": "Detach", "username": "detach_test_bot"}
@@ -501,7 +540,7 @@ class FakeTelegram:
         self._check_markup(p.get("reply_markup"))
         self._take_flood_token(chat_id)
         visible, _ = visible_text(p["text"], p.get("parse_mode"))
-        fields: dict[str, Any] = {"text": visible}
+        fields: dict[str, Any] = {"text": visible, **self._thread_fields(chat_id, p)}
         if (p.get("reply_markup") or {}).get("inline_keyboard"):  # Message carries only these
             fields["reply_markup"] = p["reply_markup"]
         return self._bot_message(chat_id, **fields)
@@ -522,6 +561,7 @@ class FakeTelegram:
         self.files[file_id] = document
         return self._bot_message(
             chat_id,
+            **self._thread_fields(chat_id, p),
             document={"file_id": file_id, "file_unique_id": file_id},
             caption=p.get("caption"),
         )

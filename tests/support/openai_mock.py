@@ -5,7 +5,7 @@ number of model outputs (assistant messages and tool calls) already in the reque
 script spans resumed turns. Steps: {"text"}, {"shell": cmd} (with "sandbox_permissions",
 "justification" to ask for escalation), {"patch": text},
 {"http_error": status} (its "error_body" as the body's "error"), {"delay": s}, {"echo": true};
-"usage" on any step.
+"usage" on any step; "headers" on a streamed answer (e.g. ``x-codex-primary-used-percent``).
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
+            for name, value in (step.get("headers") or {}).items():
+                self.send_header(name, str(value))
             self.end_headers()
             self.close_connection = True
             n = mock.next_id()

@@ -222,7 +222,8 @@ function transcriptItem(item, tools) {
     return el("div", { class: "item tool" + (item.error ? " error" : "") }, pre);
   }
   if (item.kind === "tool") {
-    const body = el("div", { "data-tool": item.tool }, el("pre", {}, item.input));
+    // folded: its one-line summary; unfolded: its whole input, then its output
+    const body = el("div", { "data-tool": item.tool }, el("pre", { class: "input" }, item.detail || item.input));
     tools.set(item.tool, body);
     return el("details", { class: "item tool" }, el("summary", {}, item.name + ": " + item.input.split("\n")[0].slice(0, 160)), body);
   }
@@ -233,29 +234,17 @@ function transcriptItem(item, tools) {
   return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
 }
 
-const KEYWORDS = /\b(def|class|return|import|from|if|else|elif|for|while|function|const|let|var|async|await|try|except|raise|with|yield|fn|pub|struct|impl|package|func|match|case|switch|new|public|private|static)\b/g;
-
-// A diff line, coloured: added, removed, hunk headers; inside code, comments, strings and the
-// keywords of the usual languages (a light touch, not a parser). Text nodes only: no HTML.
-function highlight(pre, line) {
-  const cls = line.startsWith("+") && !line.startsWith("+++") ? "add"
-    : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : null;
-  const span = el("span", cls ? { class: cls } : {});
-  const comment = /^[+\- ]\s*(#|\/\/)/.test(line);
-  const words = (part) => part.split(KEYWORDS).map((w, i) => (i % 2 ? el("span", { class: "kw" }, w) : w));
-  if (cls === "hunk") span.append(line);
-  else if (comment) span.append(el("span", { class: "com" }, line));
-  else span.append(...line.split(/("[^"\n]*"|'[^'\n]*')/).flatMap((part, i) => (i % 2 ? [el("span", { class: "str" }, part)] : words(part))));
-  span.append("\n");
-  pre.append(span);
-}
-
 function diffFile(file) {
+  // coloured in the language of its extension (static/syntax.js: DOM nodes, never HTML),
+  // when first unfolded: a large diff costs nothing until it is read
   const pre = el("pre", { class: "diff" });
-  for (const line of file.patch.split("\n")) highlight(pre, line);
   const mark = file.new ? " (" + t("new_file") + ")" : file.deleted ? " (" + t("deleted_file") + ")" : "";
-  return el("details", { class: "card file", "data-path": file.path },
+  const box = el("details", { class: "card file", "data-path": file.path },
     el("summary", {}, file.path + mark + "  +" + file.added + " −" + file.removed), pre);
+  box.addEventListener("toggle", () => {
+    if (box.open && !pre.firstChild) pre.append(SYNTAX.diff(file.patch, file.path));
+  });
+  return box;
 }
 
 function pendingCard(q, taskId) {

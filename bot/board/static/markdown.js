@@ -1,5 +1,5 @@
 // The agent's Markdown as DOM nodes: paragraphs, headings, lists (nested by indentation), block
-// quotes, fenced code with its language, tables, rules; inline code, bold, italics, strike-through
+// quotes, fenced code with its language (coloured by static/syntax.js when loaded first), tables, rules; inline code, bold, italics, strike-through
 // and links. Nothing is ever parsed as HTML: every piece of text becomes a text node, so markup in
 // the agent's text is shown literally. A link gets an href only when it is an absolute http(s)
 // address (never javascript:, data: or relative), and opens apart (rel=noopener noreferrer).
@@ -114,7 +114,8 @@ const MD = (() => {
         const body = [];
         for (i++; i < lines.length && !lines[i].trimStart().startsWith(m[1]); i++) body.push(lines[i]);
         i++;
-        const code = node("code", null, body.join("\n"));
+        const text = body.join("\n");  // coloured when its language is known (syntax.js)
+        const code = node("code", null, typeof SYNTAX === "object" ? SYNTAX.code(text, m[2]) : text);
         const pre = node("pre", "md", code);
         if (m[2]) { code.className = "lang-" + m[2]; pre.dataset.lang = m[2]; }
         out.push(pre);

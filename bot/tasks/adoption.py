@@ -1,0 +1,111 @@
+"""``/adopt <session id>`` and ``detach adopt``: a session started at a terminal becomes a task —
+listed, with a card (its last answer), continued by a reply like any other. The engine and the
+directory are the session files' (``executors.sessions``: read bounded, as hostile input); the
+directory must be one a task may run in (``DETACH_ALLOWED_WORKDIRS``, as ``/cd``). Refused with
+the reason: a malformed id, no such session on this machine, a directory outside the allowed
+ones, a session that already is a task, an engine this bot does not run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.errors import UserInputError
+from bot.models import ApprovalMode, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.store import Store, TurnOutcome
+from bot.tasks.service import TaskService
+from bot.telegram.notifier import Notifier
+from bot.telegram.render import shorten, slugify
+from bot.workdirs import WorkdirPolicy
+from executors.sessions import FoundSession, find_session, valid_id
+
+log = logging.getLogger(__name__)
+TITLE_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Adoptee:
+    """Who adopts, and how its task is made: its chat, locale and approval mode."""
+
+    owner_id: int
+    chat_id: int
+    locale: str
+    mode: ApprovalMode
+    announced: bool = True  # False: the shell's; the running bot sends its card
+
+
+def locate(
+    environ: Mapping[str, str],
+    workdirs: WorkdirPolicy,
+    engines: Collection[str],
+    typed: str,
+    cwd: Path | None = None,
+) -> tuple[FoundSession, Path]:
+    """The session ``typed`` names and its (allowed) directory, or a refusal saying why.
+    ``cwd``: the directory the shell said it is in (it must be that one)."""
+    session_id = valid_id(typed)
+    if session_id is None:
+        raise UserInputError("adopt.bad_id", id=typed)
+    found = find_session(environ, session_id)
+    if found is None:
+        raise UserInputError("adopt.not_found", id=session_id)
+    if not found.consistent:
+        raise UserInputError("adopt.other_dir", id=session_id, path=found.cwd or "?")
+    if found.engine not in engines:
+        raise UserInputError("error.engine_unavailable", engine=found.engine)
+    where = workdirs.resolve(found.cwd)  # refuses outside DETACH_ALLOWED_WORKDIRS
+    if str(where) != found.cwd or (cwd is not None and cwd.resolve() != where):
+        raise UserInputError("adopt.other_dir", id=session_id, path=found.cwd)
+    return found, where
+
+
+async def record(store: Store, found: FoundSession, where: Path, who: Adoptee) -> tuple[Task, Turn]:
+    """The task of an adopted session: done, its session the terminal's, its one turn the
+    session's first prompt with its last answer. Refused when a task has that session."""
+    async with store.atomic():
+        existing = await store.terminal.task_with_session(found.engine, found.session_id)
+        if existing is not None:
+            raise UserInputError("adopt.already", id=found.session_id, task=existing)
+        title = shorten(found.first_prompt or found.session_id, TITLE_CHARS, one_line=True)
+        new = NewTask(
+            owner_id=who.owner_id,
+            chat_id=who.chat_id,
+            engine=found.engine,
+            kind=TaskKind.SESSION,
+            prompt=title,
+            cwd=where,
+            locale=who.locale,
+            announced=who.announced,
+            approval_mode=who.mode,
+        )
+        task, turn = await store.tasks.create(new, slugify(title))
+        await store.tasks.set_session(task.id, found.session_id)
+        answer = found.last_answer.strip() or None
+        task, turn = await store.tasks.finish_turn(turn, TurnOutcome(TaskStatus.DONE, answer))
+        await store.audit.record("task_adopted", who.owner_id, task.id, found.engine)
+    log.info("task %s adopted %s session %s", task.id, found.engine, found.session_id)
+    return task, turn
+
+
+class Adoption:
+    """``/adopt``: the owner's terminal session becomes a task of this chat, whose card (the
+    session's last answer, how to go on at the terminal) the chat gets at once."""
+
+    def __init__(
+        self, tasks: TaskService, store: Store, notifier: Notifier, environ: Mapping[str, str]
+    ) -> None:
+        self._tasks = tasks
+        self._store = store
+        self._notifier = notifier
+        self._environ = environ  # where the agents' session files are (their HOME)
+
+    async def adopt(self, user_id: int, chat_id: int, locale: str, typed: str) -> Task:
+        tasks = self._tasks
+        found, where = locate(self._environ, tasks.workdirs, tasks.available_engines, typed)
+        who = Adoptee(user_id, chat_id, locale, tasks.planner.defaults.session_mode)
+        async with self._store.atomic():  # the task exists with its card, or not at all
+            task, turn = await record(self._store, found, where, who)
+            await self._notifier.turn_finished(task, turn)
+        return task

@@ -1,0 +1,133 @@
+"""The stall watchdog of a running turn: no event from its agent for ``after_s`` and the owner
+gets ONE message naming what the turn is at — a tool at work for N minutes (which command),
+the model silent, or the agent's answer in while its process has not exited — with Stop and
+Keep waiting. Never for a turn that waits on its owner (an approval, a question), never twice
+for the same state in one turn, and never again once the owner chose Keep waiting. Silent (no
+buzz): it tells, it does not summon; the card that ends the turn is its buzz."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from enum import StrEnum
+
+from bot.approvals.stalls import Spoken, Stalls, stall_keyboard
+from bot.events import AgentEvent, ToolCalled, ToolFinished, TurnFinished
+from bot.models import MessageKind, Task
+from bot.telegram.notifier import Notifier
+from bot.telegram.render import shorten
+
+log = logging.getLogger(__name__)
+COMMAND_CHARS = 200  # the command a stalled tool runs, as much as the message shows
+
+
+class StallState(StrEnum):
+    """What a quiet turn is at."""
+
+    OWNER = "owner"  # waits for its owner's answer: never a message
+    TOOL = "tool"  # a tool the agent called has not returned
+    MODEL = "model"  # nothing pending: the model has not answered
+    EXITING = "exiting"  # the agent's answer is in; its process has not exited
+
+
+class StallWatch:
+    def __init__(
+        self,
+        *,
+        notifier: Notifier,
+        stalls: Stalls,
+        task: Task,
+        turn_id: int,
+        after_s: float,
+        asking: Callable[[], bool],
+    ) -> None:
+        """``asking``: whether the turn waits on its owner now (the approval desk knows)."""
+        self._notifier = notifier
+        self._stalls = stalls
+        self._task = task
+        self._turn_id = turn_id
+        self._after_s = after_s
+        self._asking = asking
+        self._last = time.monotonic()
+        self._tools: dict[str, tuple[str, float]] = {}  # open tool calls: (what, since)
+        self._answered = False  # the verdict came; the clock restarts when the agent exits
+        self._paused = False
+        self._told: set[StallState] = set()
+        self._watch: asyncio.Task[None] | None = None
+
+    def observe(self, event: AgentEvent) -> None:
+        """Every event from the agent restarts the clock."""
+        self._last = time.monotonic()
+        if isinstance(event, ToolCalled):
+            self._tools[event.tool_use_id] = (f"{event.name}: {event.summary}", self._last)
+        elif isinstance(event, ToolFinished):
+            self._tools.pop(event.tool_use_id, None)
+        elif isinstance(event, TurnFinished):
+            self._answered, self._paused = True, True  # its card and check come first
+
+    def start(self) -> None:
+        self._watch = asyncio.create_task(self._run())
+
+    def exiting(self) -> None:
+        """The turn is reported; from now on only its agent's exit is awaited."""
+        self._last, self._paused = time.monotonic(), False
+
+    async def close(self) -> None:
+        """The turn is over: the watch stops, and its message, if it spoke, loses its buttons
+        and says the turn went on to its end (no word that is false afterwards)."""
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.wait({self._watch})  # a cancel of the turn itself is not swallowed
+            if not self._watch.cancelled() and self._watch.exception() is not None:
+                log.error(  # a watchdog that failed does not fail its turn
+                    "task %s turn %s: the stall watchdog failed: %r",
+                    self._task.id,
+                    self._turn_id,
+                    self._watch.exception(),
+                )
+        spoken = self._stalls.ended(self._turn_id)
+        if spoken is not None:
+            done = self._notifier.text(self._task.locale, "stall.over", label=self._task.label)
+            await self._notifier.edit_row(spoken.chat_id, spoken.row_id, f"{spoken.text}\n\n{done}")
+
+    def state(self) -> StallState:
+        if self._asking():
+            return StallState.OWNER
+        if self._answered:
+            return StallState.EXITING
+        return StallState.TOOL if self._tools else StallState.MODEL
+
+    async def _run(self) -> None:
+        while not self._stalls.silenced(self._turn_id):
+            quiet = time.monotonic() - self._last
+            if self._paused:  # the verdict is in: its card and check come first
+                await asyncio.sleep(1.0)
+                continue
+            if quiet < self._after_s:
+                await asyncio.sleep(self._after_s - quiet + 0.05)
+                continue
+            state = self.state()
+            if state is not StallState.OWNER and state not in self._told:
+                self._told.add(state)
+                await self._speak(state, quiet)
+            await asyncio.sleep(min(self._after_s, 5.0))  # a state that changes is seen soon
+
+    async def _speak(self, state: StallState, quiet_s: float) -> None:
+        loc, label = self._task.locale, self._task.label
+        minutes = max(1, round(quiet_s / 60))
+        params: dict[str, object] = {"label": label, "minutes": minutes}
+        if state is StallState.TOOL:
+            what, since = min(self._tools.values(), key=lambda t: t[1])
+            params["minutes"] = max(1, round((time.monotonic() - since) / 60))
+            params["command"] = shorten(what, COMMAND_CHARS, one_line=True)
+        text = self._notifier.text(loc, f"stall.{state}", **params)
+        markup = stall_keyboard(self._notifier.texts, loc, self._turn_id)
+        previous = self._stalls.get(self._turn_id)
+        if previous is not None:  # an earlier state's message: its buttons go
+            await self._notifier.edit_row(previous.chat_id, previous.row_id, previous.text)
+        row_id = await self._notifier.send(self._task, text, MessageKind.STATUS, markup=markup)
+        spoken = Spoken(self._task.owner_id, self._task.id, self._task.chat_id, row_id, text)
+        self._stalls.spoke(self._turn_id, spoken)
+        log.info("task %s turn %s: stalled (%s); said so", self._task.id, self._turn_id, state)

@@ -1,0 +1,1 @@
+"""Voice notes: transcribed on this machine (or by a transcription server), shown as a draft."""

@@ -1,0 +1,239 @@
+"""Voice notes become task drafts: the note is downloaded, transcribed and shown as one message
+"🎤 <text>" with Start, Edit and Cancel. Nothing starts from a transcript nobody saw: only
+its owner's Start does, and then exactly as a plain message would (``/detach`` with the chat's
+defaults, its preflight when on). Edit: the owner replies to the draft with the corrected
+text, which replaces it and is shown again, as a new draft message (the old one loses its
+buttons); it still waits for Start. Cancel forgets it.
+
+The transcript is hostile input (whoever spoke near the phone, or a crafted audio file): it
+is the goal's plain text, never read for ``key=value`` options or commands, and neither is
+the owner's edit (a task with options is a typed ``/detach``).
+
+A draft is a row (``bot.store.drafts``), so its buttons and a reply to it work after a
+restart; the retention forgets drafts older than its days."""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from aiogram import Bot
+from aiogram.exceptions import AiogramError
+
+from bot.errors import TranscriptionFailed, UserInputError
+from bot.models import Task, TaskKind
+from bot.store import Store
+from bot.store.drafts import DraftStatus, VoiceDraft
+from bot.tasks.requests import ChatRequest
+from bot.telegram.callbacks import Id
+from bot.telegram.markup import CallbackData, Keyboard
+from bot.telegram.outbox import Outbox
+from bot.telegram.texts import Texts
+from bot.voice.speech import Recognizer, tidy
+
+if TYPE_CHECKING:
+    from bot.tasks.service import TaskService
+
+log = logging.getLogger(__name__)
+ENGLISH = "en"
+
+
+class DraftButton(StrEnum):
+    """What a draft's button does (``VoiceAction.action``; its caption is ``button.voice_*``)."""
+
+    START = "start"
+    EDIT = "edit"
+    CANCEL = "cancel"
+
+
+class VoiceAction(CallbackData, prefix="v"):
+    action: DraftButton
+    draft_id: Id
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceNote:
+    """A voice message, an audio file or an audio document: what to download, and how long
+    Telegram says it is (None: it does not say)."""
+
+    file_id: str
+    filename: str
+    size: int | None
+    duration_s: float | None
+
+
+class VoiceDrafts:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        outbox: Outbox,
+        texts: Texts,
+        tasks: TaskService,
+        recognizer: Recognizer | None,
+        max_s: float,
+        max_bytes: int,
+    ) -> None:
+        """``recognizer``: None when none is set up (the chat is told how to enable one);
+        ``max_s``: DETACH_STT_MAX_S; ``max_bytes``: the largest note downloaded."""
+        self._store = store
+        self._outbox = outbox
+        self._texts = texts
+        self._tasks = tasks
+        self._recognizer = recognizer
+        self._max_s = max_s
+        self._max_bytes = max_bytes
+
+    async def take(
+        self,
+        bot: Bot,
+        note: VoiceNote,
+        *,
+        owner_id: int,
+        chat_id: int,
+        message_id: int,
+        locale: str,
+    ) -> VoiceDraft:
+        """Transcribe the note of ``message_id`` and show its draft (a note Telegram delivers
+        twice is shown once). Raises TranscriptionFailed with the line the chat gets."""
+        known = await self._store.drafts.of_message(chat_id, message_id)
+        if known is not None:
+            return known
+        if self._recognizer is None:
+            raise TranscriptionFailed("voice.no_recognizer")
+        sound = await self._download(bot, note)
+        heard = await self._recognizer.transcribe(sound, note.filename, note.duration_s)
+        text = tidy(heard.text)
+        if not text:
+            raise TranscriptionFailed("voice.no_words")
+        notes: tuple[str, ...] = ("voice.cut",) if heard.cut else ()
+        if self._recognizer.english_only and locale != ENGLISH:
+            notes += ("voice.english_only",)
+        draft = await self._store.drafts.create(
+            owner_id=owner_id,
+            chat_id=chat_id,
+            message_id=message_id,
+            locale=locale,
+            text=text,
+            notes=notes,
+        )
+        log.info("voice draft %s from message %s in chat %s", draft.id, message_id, chat_id)
+        await self._show(draft, reply_to=message_id)
+        return draft
+
+    async def tap(self, user_id: int, draft_id: int, action: DraftButton) -> str:
+        """A draft's button, by ``user_id``; the key of the tap's short answer. Only the
+        draft's owner may tap; a draft already started or cancelled is gone."""
+        draft = await self._store.drafts.get(draft_id)
+        if draft is None or draft.owner_id != user_id or draft.status is not DraftStatus.PENDING:
+            return "voice.gone"
+        if action is DraftButton.EDIT:
+            return "voice.edit_hint"
+        if action is DraftButton.CANCEL:
+            if await self._store.drafts.settle(draft.id, DraftStatus.CANCELLED):
+                await self._close(draft, self._line(draft.locale, "voice.cancelled"))
+            return "voice.cancelled"
+        return await self._start(draft)
+
+    async def edit(self, draft: VoiceDraft, text: str) -> bool:
+        """The owner's reply to a pending draft: its text becomes the reply's and the draft is
+        shown again (a new message; the old one loses its buttons); False: no words, or the
+        draft was started or cancelled meanwhile."""
+        new_text = tidy(text)
+        if not new_text or not await self._store.drafts.set_text(draft.id, new_text):
+            return False
+        await self._close(draft, self._line(draft.locale, "voice.replaced"))
+        updated = await self._store.drafts.get(draft.id)
+        assert updated is not None
+        await self._show(updated, reply_to=None)
+        return True
+
+    async def _start(self, draft: VoiceDraft) -> str:
+        """Start the draft's task as a plain message would; the draft is closed first (two
+        taps start one task), and opened again if the task was refused."""
+        if not await self._store.drafts.settle(draft.id, DraftStatus.STARTED):
+            return "voice.gone"
+        try:
+            task = await self._begin(draft)
+        except UserInputError:
+            await self._store.drafts.reopen(draft.id)
+            raise
+        if task is not None:
+            await self._store.drafts.set_task(draft.id, task.id)
+            line = self._line(draft.locale, "voice.started", label=task.label)
+        else:  # held by its preflight: its question is in the chat
+            line = self._line(draft.locale, "voice.started_held")
+        await self._close(draft, line)
+        return "voice.starting"
+
+    async def _begin(self, draft: VoiceDraft) -> Task | None:
+        return await self._tasks.request_from_chat(
+            ChatRequest(
+                draft.owner_id,
+                draft.chat_id,
+                TaskKind.DETACH,
+                draft.text,
+                draft.locale,
+                "detach",
+                reply_to=draft.message_id,
+                with_options=False,  # the transcript is the goal's words, nothing else
+            )
+        )
+
+    async def _download(self, bot: Bot, note: VoiceNote) -> bytes:
+        limit_mb = f"{self._max_bytes / 1024 / 1024:g}"
+        if note.size is not None and note.size > self._max_bytes:
+            raise TranscriptionFailed("voice.too_big", limit=limit_mb)
+        target = io.BytesIO()
+        try:
+            await bot.download(note.file_id, destination=target, timeout=60)
+        except AiogramError as exc:
+            raise TranscriptionFailed("voice.download_failed", reason=str(exc)[:200]) from exc
+        if target.tell() > self._max_bytes:
+            raise TranscriptionFailed("voice.too_big", limit=limit_mb)
+        return target.getvalue()
+
+    async def replied(self, user_id: int, chat_id: int, replied_id: int) -> VoiceDraft | None:
+        """The pending draft of ``user_id`` whose message is ``replied_id`` (None: none)."""
+        for draft in await self._store.drafts.pending(chat_id):
+            if draft.owner_id != user_id or draft.row_id is None:
+                continue
+            if await self._store.outbox.message_id_of(draft.row_id) == replied_id:
+                return draft
+        return None
+
+    async def _show(self, draft: VoiceDraft, reply_to: int | None) -> None:
+        row_id = await self._outbox.send(
+            draft.chat_id, self._body(draft), markup=self._keyboard(draft), reply_to=reply_to
+        )
+        await self._store.drafts.set_row(draft.id, row_id)
+
+    async def _close(self, draft: VoiceDraft, line: str) -> None:
+        """The draft's message with its last word and no buttons."""
+        if draft.row_id is not None:
+            text = f"{self._body(draft)}\n\n{line}"
+            await self._outbox.edit(draft.chat_id, None, text, row_id=draft.row_id)
+
+    def _body(self, draft: VoiceDraft) -> str:
+        lines = [self._texts.get(draft.locale, "voice.draft", text=draft.text)]
+        seconds = round(self._max_s)
+        lines += [self._line(draft.locale, key, seconds=seconds) for key in draft.notes]
+        return "\n\n".join(lines)
+
+    def _line(self, locale: str, key: str, **params: object) -> str:
+        return self._texts.get(locale, key, **params)
+
+    def _keyboard(self, draft: VoiceDraft) -> Keyboard:
+        return Keyboard.of(
+            [
+                [
+                    VoiceAction(action=a, draft_id=draft.id).button(
+                        self._texts.get(draft.locale, f"button.voice_{a}")
+                    )
+                    for a in DraftButton
+                ]
+            ]
+        )

@@ -1,0 +1,63 @@
+"""What turns a voice note into words: the port the drafts use, its answer, and the choice
+between a transcription server (DETACH_STT_BASE_URL) and the offline recognizer."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import SecretStr
+
+from bot.errors import clean
+
+MAX_TEXT_CHARS = 3000  # a draft's text: fits one message with its notes (4096)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
+_SPACES = re.compile(r"[ \t]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """``cut``: the note was longer than DETACH_STT_MAX_S and only its start was heard."""
+
+    text: str
+    cut: bool
+
+
+class Recognizer(Protocol):
+    """``english_only``: it understands US English and nothing else (the offline one)."""
+
+    english_only: bool
+
+    async def transcribe(self, sound: bytes, filename: str, duration_s: float | None) -> Transcript:
+        """The words of ``sound`` (``duration_s``: Telegram's, when it says). Raises
+        TranscriptionFailed with a key that says what went wrong."""
+        ...
+
+
+def tidy(text: str) -> str:
+    """A transcript as a draft's text: no control characters, no runs of spaces, bounded.
+    It is hostile input all the same: nothing reads options or commands out of it."""
+    text = _SPACES.sub(" ", _CONTROL.sub(" ", clean(text))).strip()
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+
+
+def make_recognizer(
+    *,
+    base_url: str | None,
+    model: str,
+    api_key: SecretStr | None,
+    timeout_s: float,
+    max_s: float,
+) -> Recognizer | None:
+    """The server when ``base_url`` is set, else the offline recognizer when its package is
+    installed (looked up, not imported), else None (the chat is told how to enable one)."""
+    if base_url:
+        from bot.voice.remote import RemoteRecognizer
+
+        return RemoteRecognizer(base_url, model, api_key, timeout_s=timeout_s, max_s=max_s)
+    from bot.voice.offline import OfflineRecognizer
+
+    if OfflineRecognizer.installed():
+        return OfflineRecognizer(timeout_s=timeout_s, max_s=max_s)
+    return None

@@ -1,0 +1,167 @@
+"""The stall watchdog, end to end through the real bot and the fake Bot API, with an engine
+that replays a stream and falls silent where the script says (``Pause``; the threshold is set
+to a fraction of a second): one message naming the state, Stop ends the turn, Keep waiting
+silences it for the turn, a new state speaks once more, and a turn waiting on an approval gets
+none."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.events import ApprovalRequest, SessionStarted, ToolCalled, ToolFinished
+from bot.models import TaskStatus
+from tests.support.fake_engine import FakeEngine, Pause
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
+from tests.test_phone import SESSION, answer, buzzing, settings, until
+
+STALLED = ("no word from the agent", "has said nothing", "has not exited")
+
+
+def stall_messages(fake: FakeTelegram) -> list:
+    return [
+        c
+        for c in fake.calls
+        if c.method == "sendMessage" and any(s in str(c.params.get("text", "")) for s in STALLED)
+    ]
+
+
+async def status_of(app, task_id: int, status: TaskStatus, timeout_s: float = 20) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout_s):
+        while (await app.store.tasks.get(task_id)).status is not status:
+            await asyncio.sleep(0.05)
+
+
+async def test_a_silent_model_gets_one_message_and_stop_ends_the_turn(tmp_path, workdir):
+    engine = FakeEngine((SessionStarted(SESSION, "fake-model"), Pause(60), *answer("never")[1:]))
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
+        ) as app:
+            mark = len(fake.calls)
+            await fake.user_message("/detach think hard", OWNER)
+            said = await fake.wait_text(OWNER, "has said nothing", timeout_s=20)
+            assert "#1 think-hard" in said.params["text"]
+            assert set(buttons(said)) == {"⏹ Stop", "Keep waiting"}
+            await asyncio.sleep(1.2)  # four thresholds more of the same silence
+            assert len(stall_messages(fake)) == 1
+            q = await fake.press(OWNER, said.result["message_id"], buttons(said)["⏹ Stop"], OWNER)
+            assert "#1" in await answer_of(fake, q)
+            await status_of(app, 1, TaskStatus.CANCELLED)
+            over = await edited(fake, said.result["message_id"], "has ended since")
+            assert "reply_markup" not in over.params  # no Stop left on a finished turn
+            assert len(stall_messages(fake)) == 1
+            assert len(buzzing(fake, mark)) <= 2
+
+
+async def test_keep_waiting_silences_the_turn_and_a_tool_is_named(tmp_path, workdir):
+    script = (
+        SessionStarted(SESSION, "fake-model"),
+        ToolCalled("t1", "Bash", "sleep 600 && make <all>"),
+        Pause(3),  # time enough to tap Keep waiting
+        ToolFinished("t1", False, "built"),
+        Pause(1.2),  # a new state (the model quiet): silenced too
+        *answer("built it")[1:],
+    )
+    engine = FakeEngine(script)
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=0.3, allowed_users=frozenset({OWNER, OTHER})),
+            {},
+            {"claude": engine},
+        ) as app:
+            await fake.user_message("/detach build all", OWNER)
+            said = await fake.wait_text(OWNER, "no word from the agent", timeout_s=20)
+            assert "sleep 600 &amp;&amp; make &lt;all&gt;" in said.params["text"]  # escaped
+            keep, stop = buttons(said)["Keep waiting"], buttons(said)["⏹ Stop"]
+            for choice in (keep, stop):  # somebody else's taps: refused
+                q = await fake.press(OWNER, said.result["message_id"], choice, OTHER)
+                said_to_other = await answer_of(fake, q)
+                assert "not your task" in said_to_other or "of yours" in said_to_other
+            q = await fake.press(OWNER, said.result["message_id"], keep, OWNER)
+            assert await answer_of(fake, q) == "No more word about this turn"
+            await edited(fake, said.result["message_id"], "no more word about this turn")
+            await fake.wait_text(OWNER, "built it", timeout_s=20)
+            await status_of(app, 1, TaskStatus.DONE)
+            assert len(stall_messages(fake)) == 1
+            q = await fake.press(OWNER, said.result["message_id"], keep, OWNER)
+            assert "no longer valid" in await answer_of(fake, q)
+
+
+async def test_each_new_state_speaks_once(tmp_path, workdir):
+    script = (
+        SessionStarted(SESSION, "fake-model"),
+        ToolCalled("t1", "Bash", "make"),
+        Pause(1.2),
+        ToolFinished("t1", False, "built"),
+        Pause(1.2),
+        *answer("done at last")[1:],
+    )
+    engine = FakeEngine(script)
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
+        ) as app:
+            await fake.user_message("/detach make it", OWNER)
+            tool = await fake.wait_text(OWNER, "no word from the agent", timeout_s=20)
+            model = await fake.wait_text(OWNER, "has said nothing", timeout_s=20)
+            # the earlier state's message loses its buttons: one live Stop at a time
+            await edited(fake, tool.result["message_id"], "no word from the agent")
+            await fake.wait_text(OWNER, "done at last", timeout_s=20)
+            await status_of(app, 1, TaskStatus.DONE)
+            await edited(fake, model.result["message_id"], "has ended since")
+            assert len(stall_messages(fake)) == 2
+
+
+async def test_a_turn_waiting_on_an_approval_gets_no_watchdog(tmp_path, workdir):
+    asks = ApprovalRequest("Bash", {"command": "make deploy"}, "t1", "Bash(make deploy)")
+    engine = FakeEngine((SessionStarted(SESSION, "fake-model"), asks, *answer("deployed")[1:]))
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
+        ) as app:
+            await fake.user_message("/detach deploy", OWNER)
+            ask = await fake.wait_text(OWNER, "wants to use", timeout_s=20)
+            await asyncio.sleep(1.5)  # five thresholds, waiting on the owner
+            assert stall_messages(fake) == []
+            await fake.press(OWNER, ask.result["message_id"], buttons(ask)["✅ Allow"], OWNER)
+            await fake.wait_text(OWNER, "deployed", timeout_s=20)
+            await status_of(app, 1, TaskStatus.DONE)
+            await until(lambda: engine.decisions == [True])
+            assert stall_messages(fake) == []
+
+
+async def test_an_agent_that_answered_but_does_not_exit_is_named(tmp_path, workdir):
+    """The verdict is in (the card is sent) and the agent's stream goes on: its process has
+    not exited. The executor bounds that wait itself (Claude: DETACH_CANCEL_GRACE_S)."""
+    engine = FakeEngine((*answer("answered")[:], Pause(1.5)))
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
+        ) as app:
+            await fake.user_message("/detach answer me", OWNER)
+            await fake.wait_text(OWNER, "answered", timeout_s=20)
+            said = await fake.wait_text(OWNER, "has not exited", timeout_s=20)
+            await edited(fake, said.result["message_id"], "has ended since")
+            assert len(stall_messages(fake)) == 1
+            assert (await app.store.tasks.get(1)).status is TaskStatus.DONE
+
+
+async def test_the_real_claude_waiting_on_a_silent_model_is_stopped(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """The scripted model starts its answer and says nothing more: the real CLI is quiet, the
+    watchdog names the model, and Stop ends the turn (the CLI is stopped as /cancel does)."""
+    anthropic.script("MARK-QUIET", [{"stall": 30}])
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            make_settings(tmp_path / "data", fake, claude_bin, workdir, stall_s=1), agent_env
+        ) as app:
+            await fake.user_message("/claude MARK-QUIET think", OWNER)
+            said = await fake.wait_text(OWNER, "has said nothing", timeout_s=60)
+            await asyncio.sleep(2)  # the same silence: no second message
+            assert len(stall_messages(fake)) == 1
+            await fake.press(OWNER, said.result["message_id"], buttons(said)["⏹ Stop"], OWNER)
+            await status_of(app, 1, TaskStatus.CANCELLED, timeout_s=60)
+            await edited(fake, said.result["message_id"], "has ended since")
