@@ -109,8 +109,8 @@ async def prune_all(store: Store, clock: Clock) -> tuple[Pruned, float, int]:
         total = Pruned(*(a + b for a, b in zip(_t(total), _t(pruned), strict=True)))
 
 
-def _t(p: Pruned) -> tuple[int, int, int, int]:
-    return (p.files, p.outbox, p.transcript, p.held)
+def _t(p: Pruned) -> tuple[int, int, int, int, int, int]:
+    return (p.files, p.outbox, p.transcript, p.held, p.drafts, p.holds)
 
 
 def sqlite_size(path: Path) -> str:

@@ -29,9 +29,10 @@ from bot.intake.retention import Retention
 from bot.models import ProcessRole
 from bot.ports import LOGIN_MISSING, Executor
 from bot.preflight.call import ClaudePreflight
-from bot.preflight.check import Preflight
+from bot.preflight.check import Asker, Preflight
 from bot.preflight.desk import PreflightDesk
 from bot.preflight.gate import PreflightGate, preflight_preset
+from bot.preflight.local_call import LocalPreflight
 from bot.schedules.desk import ScheduleDesk
 from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
@@ -134,17 +135,29 @@ def make_preflight(
     engines: Collection[str],
     environ: Mapping[str, str] | None,
 ) -> PreflightGate | None:
-    """The preflight of walk-away tasks: its model (DETACH_PREFLIGHT_MODEL, a Claude preset)
-    through the claude CLI; None when no Claude preset is known here."""
+    """The preflight of walk-away tasks: its model (DETACH_PREFLIGHT_MODEL, a Claude preset
+    through the claude CLI, or a /local preset through its endpoint); None when no Claude
+    preset is known here and nothing asks for a preflight."""
     preset = preflight_preset(core.money.catalog.all(), settings.preflight_model)
-    if preset is None or preset.engine != "claude":
-        if settings.preflight or settings.preflight_model:
+    wanted = settings.preflight or settings.preflight_model or settings.default_engine == "auto"
+    if preset is None or preset.engine not in ("claude", "local"):
+        if wanted:
             raise ConfigError(
-                f"DETACH_PREFLIGHT_MODEL {settings.preflight_model!r}: not a Claude preset"
+                f"DETACH_PREFLIGHT_MODEL {settings.preflight_model!r}: "
+                "not a Claude or /local preset"
             )
         return None
     env = agent_env(os.environ if environ is None else environ, settings.secret_values())
-    asker = ClaudePreflight(settings.claude_bin, env)
+    asker: Asker
+    if preset.engine == "local":
+        asker = LocalPreflight(
+            os.environ if environ is None else environ,
+            settings.local_base_url,
+            settings.local_api_key_env,
+            lambda p: p if p.priced else core.money.counted_as(p.engine),
+        )
+    else:
+        asker = ClaudePreflight(settings.claude_bin, env)
     return PreflightGate(
         Preflight(asker, preset),
         enabled=settings.preflight,
@@ -153,6 +166,7 @@ def make_preflight(
         texts=core.texts,
         engines=engines,
         desk=PreflightDesk(core.store, core.outbox, core.texts, settings.preflight_wait_s),
+        route_grace_s=settings.preflight_route_grace_s,
     )
 
 
@@ -192,7 +206,8 @@ def make_planner(core: Core, settings: Settings) -> TaskPlanner:
         worktrees=core.worktrees,
         engines=engines,
         defaults=TaskDefaults(
-            engine=settings.default_engine,
+            engine=settings.base_engine,
+            route_by_default=settings.default_engine == "auto",
             max_prompt_chars=settings.max_prompt_chars,
             session_mode=settings.approval_mode,
             detach_mode=settings.detach_mode,
@@ -358,7 +373,7 @@ async def _settle_then_intake(app: App) -> None:
 async def _say_missing_engine(app: App) -> None:
     """The default engine is not usable here, or finds no login: each allowed user hears it
     at start, not only the log (what to do, and /status)."""
-    engine = app.settings.default_engine
+    engine = app.settings.base_engine
     texts = app.service.texts
     if engine not in app.service.available_engines:
         variable = f"DETACH_{engine.upper()}_BIN"

@@ -299,6 +299,7 @@ class NewTask:
     parent_id: int | None = None  # started by this task's agent
     title: str | None = None  # what the chat shows as its goal (the user's words, the files'
     # names), where the prompt says more (where the attachments are); None: the prompt
+    spent_usd: float = 0.0  # spent before its first turn (its preflight): counts to max_usd
 
 
 @dataclass(frozen=True, slots=True)

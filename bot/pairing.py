@@ -54,9 +54,23 @@ def pair(
     if answer.strip().lower() not in ("y", "yes"):
         say("Nothing was written.")
         return 1
-    allowed = _write(env_file, token, user.id)
+    preflight = _yes(
+        ask,
+        "Before each walk-away task, ask a cheap model whether the goal is clear enough and "
+        "sane (DETACH_PREFLIGHT=on: a vague one gets one question first; about a cent a "
+        "task)? [y/N] ",
+    )
+    allowed = _write(env_file, token, user.id, {"DETACH_PREFLIGHT": "on"} if preflight else {})
     say(f"Wrote {env_file} (allowed users: {allowed}). Start the bot with `make run`.")
     return 0
+
+
+def _yes(ask: Ask, prompt: str) -> bool:
+    """The person typed yes; anything else (an empty line, the input closed) is a no."""
+    try:
+        return ask(prompt).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
 
 
 async def _wait_for_start(
@@ -120,9 +134,9 @@ async def _answer_start(bot: Bot, message: Message) -> None:
         await bot.send_message(message.chat.id, text, parse_mode="HTML")
 
 
-def _write(env_file: Path, token: str, user_id: int) -> str:
-    """Set the token and add the user to the allowed ones, keeping every other line; the
-    file is the owner's alone (0600: it holds the token)."""
+def _write(env_file: Path, token: str, user_id: int, more: dict[str, str]) -> str:
+    """Set the token and add the user to the allowed ones, and set ``more``'s variables,
+    keeping every other line; the file is the owner's alone (0600: it holds the token)."""
     lines = env_file.read_text().splitlines() if env_file.exists() else []
     allowed = [user_id]
     kept = []
@@ -132,11 +146,13 @@ def _write(env_file: Path, token: str, user_id: int) -> str:
             value = line.split("=", 1)[1].split("#")[0]
             allowed = [int(p) for p in value.replace(" ", "").split(",") if p.lstrip("-").isdigit()]
             allowed += [user_id] if user_id not in allowed else []
-        elif key != "DETACH_BOT_TOKEN":
+        elif key != "DETACH_BOT_TOKEN" and key not in more:
             kept.append(line)
     users = ",".join(str(u) for u in allowed)
     env_file.parent.mkdir(parents=True, exist_ok=True)
-    text = "\n".join([f"DETACH_BOT_TOKEN={token}", f"DETACH_ALLOWED_USERS={users}", *kept]) + "\n"
+    head = [f"DETACH_BOT_TOKEN={token}", f"DETACH_ALLOWED_USERS={users}"]
+    head += [f"{k}={v}" for k, v in more.items()]
+    text = "\n".join([*head, *kept]) + "\n"
     fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         os.fchmod(f.fileno(), 0o600)

@@ -36,7 +36,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     max_concurrent_turns: int = Field(default=2, ge=1, le=64)
     turn_timeout_s: float = Field(default=2700, gt=0)
     config: Path | None = None
-    default_engine: str = "claude"
+    default_engine: str = "claude"  # "auto": walk-away tasks go where their preflight routes
     max_prompt_chars: int = Field(default=20_000, ge=100)
     cancel_grace_s: float = Field(default=5.0, gt=0)
     # agents, their tools and checks run at this lower CPU priority (nice): the bot answers at
@@ -89,6 +89,8 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     preflight: bool = False
     preflight_model: str = ""  # a preset's name; "": the cheapest Claude preset
     preflight_wait_s: float = Field(default=1800, gt=0)  # for the owner's answer to its question
+    # a task the preflight routed waits this long before it starts ("Run on <default> instead")
+    preflight_route_grace_s: float = Field(default=15, ge=0, le=600)
     # voice notes (bot.voice): a transcription server with OpenAI's API (a local whisper server
     # or a hosted one), else the offline recognizer (pocketsphinx: US English only)
     stt_base_url: str | None = None  # http://127.0.0.1:8000/v1 → POST …/audio/transcriptions
@@ -170,6 +172,12 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         database when it is on PostgreSQL (scale-out workers)."""
         url = self.resolved_database_url
         return None if url.startswith("sqlite") else url
+
+    @property
+    def base_engine(self) -> str:
+        """The engine a task gets when nothing picks one (DETACH_DEFAULT_ENGINE=auto: Claude's,
+        and the preflight may route a walk-away task down from there)."""
+        return "claude" if self.default_engine == "auto" else self.default_engine
 
     @property
     def default_workdir(self) -> Path:

@@ -63,7 +63,7 @@ def add(args: argparse.Namespace) -> int:
         preset = resolve_preset(
             PresetCatalog.load(settings.config, registry.builtin_presets()), args.model
         )
-    engine = args.engine or (preset.engine if preset else settings.default_engine)
+    engine = args.engine or (preset.engine if preset else settings.base_engine)
     if preset is not None and preset.engine != engine:
         raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
     mode = ApprovalMode(args.mode) if args.mode else settings.detach_mode

@@ -1,6 +1,7 @@
 """Task buttons: Cancel on acknowledgements, Resume / Mark failed after a restart, the card's
 and the worktree card's buttons, Run on <engine> now / Wait on a usage limit's notice, a
-preflight's answers and Start anyway; a button that is not (or no longer) ours is stale."""
+preflight's answers and Start anyway, Run on <default> instead; a button that is not (or no
+longer) ours is stale."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from functools import partial
 from aiogram import F, Router
 from aiogram.types import CallbackQuery
 
-from bot.preflight.desk import PreflightAction
+from bot.preflight.desk import PreflightAction, RunDefault
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService
@@ -87,6 +88,25 @@ async def on_preflight(
     step = tasks.preflight
     key = (
         await step.tap(user_id, callback_data.hold_id, callback_data.choice)
+        if step is not None
+        else "preflight.gone"
+    )
+    await query.answer(reply.text(key))
+
+
+@router.callback_query(Tapped(RunDefault))
+async def on_run_default(
+    query: CallbackQuery,
+    callback_data: RunDefault,
+    tasks: TaskService,
+    reply: Reply,
+    user_id: int,
+) -> None:
+    """ "Run on <default> instead" under a routed task: back where it was planned, unless it
+    has started."""
+    step, data = tasks.preflight, callback_data
+    key = (
+        await step.run_default(user_id, data.task_id, data.engine, data.preset)
         if step is not None
         else "preflight.gone"
     )

@@ -10,6 +10,7 @@ from aiogram import Router
 from aiogram.types import CallbackQuery, Message
 
 from bot.models import TaskKind
+from bot.tasks.requests import ChatRequest
 from bot.tasks.service import TaskService
 from bot.telegram.held import Held, HeldAction, HeldFiles, question_key, shown_names
 from bot.telegram.render import plain
@@ -64,16 +65,18 @@ async def start_held(
     else:
         command = held.command or "detach"
         task = await tasks.start_from_chat(
-            user_id,
-            chat_id,
-            TaskKind.DETACH if command == "detach" else TaskKind.SESSION,
-            f"{held.text} {words}".strip(),
-            held.locale,
-            command,
-            engine=None if command == "detach" else command,
-            reply_to=message.message_id,
-            with_options=held.command != PLAIN,
-            attachments=files,
+            ChatRequest(
+                user_id,
+                chat_id,
+                TaskKind.DETACH if command == "detach" else TaskKind.SESSION,
+                f"{held.text} {words}".strip(),
+                held.locale,
+                command,
+                engine=None if command == "detach" else command,
+                reply_to=message.message_id,
+                with_options=held.command != PLAIN,
+                attachments=files,
+            )
         )
     tasks.held.forget(chat_id, file_message_id)
     more.clear()

@@ -8,6 +8,7 @@ from aiogram.dispatcher.event.bases import SkipHandler
 from aiogram.types import Message
 
 from bot.models import Task, TaskKind
+from bot.tasks.requests import ChatRequest
 from bot.tasks.service import TaskService
 from bot.telegram.attachments import staged
 from bot.telegram.held import Held
@@ -103,15 +104,17 @@ async def on_plain_text(
         if await held_back(message, files, message.caption or "", tasks, reply, asked):
             return
         await tasks.request_from_chat(
-            user_id,
-            message.chat.id,
-            TaskKind.DETACH,
-            message.text or message.caption or "",
-            locale,
-            "detach",
-            reply_to=message.message_id,
-            with_options=False,
-            attachments=files,
+            ChatRequest(
+                user_id,
+                message.chat.id,
+                TaskKind.DETACH,
+                message.text or message.caption or "",
+                locale,
+                "detach",
+                reply_to=message.message_id,
+                with_options=False,
+                attachments=files,
+            )
         )
 
 

@@ -14,6 +14,7 @@ from aiogram.types import Message
 from bot.models import TaskKind
 from bot.tasks.card import TaskCard
 from bot.tasks.options import split_options
+from bot.tasks.requests import ChatRequest
 from bot.tasks.service import TaskService, parse_task_id
 from bot.tasks.waiting import Waiting
 from bot.telegram.attachments import staged
@@ -55,15 +56,17 @@ async def on_task_command(
         if await held_back(message, files, words, tasks, reply, asked):
             return
         await tasks.request_from_chat(
-            user_id,
-            message.chat.id,
-            kind,
-            command.args or "",
-            locale,
-            name,
-            engine=engine,
-            reply_to=message.message_id,
-            attachments=files,
+            ChatRequest(
+                user_id,
+                message.chat.id,
+                kind,
+                command.args or "",
+                locale,
+                name,
+                engine=engine,
+                reply_to=message.message_id,
+                attachments=files,
+            )
         )
 
 

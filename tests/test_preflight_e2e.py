@@ -115,7 +115,9 @@ async def test_engine_auto_routes_down_and_never_up(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)  # preflight off
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, preflight_route_grace_s=0
+        )  # preflight off: engine=auto asks for it
         async with running_bot(settings, agent_env):
             await fake.wait_call("setMyCommands")
             anthropic.script(PREFLIGHT, go(preset="haiku", engine="claude"))

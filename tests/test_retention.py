@@ -109,3 +109,36 @@ async def test_pruning_removes_what_is_older_than_the_retention_and_keeps_the_re
     forever = Retention(store, days=0, clock=clock)
     clock.now += timedelta(days=1000)
     assert await forever.prune_once() == Pruned()
+
+
+async def _hold(store: Store, status: str | None) -> int:
+    hold = await store.preflights.create(
+        owner_id=1,
+        chat_id=1,
+        locale="en",
+        reply_to=None,
+        text="tidy it",
+        with_options=True,
+        decision="ask",
+        question="Which part?",
+        answers=("all",),
+    )
+    if status is not None:
+        assert await store.preflights.resolve(hold.id, status, "all")
+    return hold.id
+
+
+async def test_closed_preflight_holds_past_the_retention_are_pruned_pending_ones_kept(db):
+    store, clock = db
+    old_started = await _hold(store, "answered")
+    old_cancelled = await _hold(store, "cancelled")
+    old_pending = await _hold(store, None)  # still waiting for its answer: kept, however old
+    clock.now += timedelta(days=100)
+    recent_started = await _hold(store, "anyway")
+
+    pruned = await Retention(store, days=90, clock=clock, batch=1).prune_once()
+    assert pruned == Pruned(holds=2)
+    assert await store.preflights.get(old_started) is None
+    assert await store.preflights.get(old_cancelled) is None
+    assert await store.preflights.get(old_pending) is not None
+    assert await store.preflights.get(recent_started) is not None

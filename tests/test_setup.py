@@ -235,10 +235,15 @@ def test_files_written_for_other_programs_are_readable_by_them(tmp_path):
 
 
 async def _pairing(
-    tmp_path: Path, fake: FakeTelegram, confirm: str, language: str = "en"
+    tmp_path: Path,
+    fake: FakeTelegram,
+    confirm: str,
+    language: str = "en",
+    preflight: str | None = None,
 ) -> tuple[int, str, Path]:
     """`detach init` in a scripted terminal: the token typed, /start sent from the phone, the
-    confirmation typed."""
+    confirmation typed; ``preflight``: the answer to the preflight's question (None: the
+    terminal closes before it)."""
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DETACH_", "XDG_"))}
     env.update(
@@ -275,6 +280,10 @@ async def _pairing(
     await fake.user_message("/start", OWNER, language_code=language)
     await until_printed("Allow them")
     proc.stdin.write(f"{confirm}\n".encode())
+    if preflight is not None:
+        await until_printed("DETACH_PREFLIGHT=on")
+        proc.stdin.write(f"{preflight}\n".encode())
+    proc.stdin.close()
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, seen + out.decode(), home / ".config" / "detach" / "env"
 
@@ -294,6 +303,16 @@ async def test_detach_init_pairs_the_owner_after_confirmation_on_the_machine(tmp
         assert env_file.stat().st_mode & 0o777 == 0o600
         settings, _ = config.load_settings({"HOME": str(tmp_path / "home")}, tmp_path)
         assert settings.allowed_users == {OWNER}
+        assert not settings.preflight  # the terminal closed before the question: no
+
+
+async def test_detach_init_offers_the_preflight(tmp_path):
+    async with FakeTelegram() as fake:
+        code, printed, env_file = await _pairing(tmp_path, fake, "y", preflight="y")
+        assert code == 0, printed
+        assert "DETACH_PREFLIGHT=on" in env_file.read_text().splitlines()
+        settings, _ = config.load_settings({"HOME": str(tmp_path / "home")}, tmp_path)
+        assert settings.preflight and settings.allowed_users == {OWNER}
 
 
 async def test_detach_init_writes_nothing_without_confirmation(tmp_path):

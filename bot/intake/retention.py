@@ -1,9 +1,9 @@
 """Retention: the running bot's periodic clean-up, so the database does not grow without bound.
 
 Each pass drops the bytes of delivered files (nothing reads them again), deletes delivered
-outbox rows, the transcripts of archived tasks and voice drafts older than
-``DETACH_RETENTION_DAYS``, and
-drops files held unanswered past their bound (``bot.telegram.held``). The work is bounded:
+outbox rows, the transcripts of archived tasks, voice drafts and closed preflight holds older
+than ``DETACH_RETENTION_DAYS``, and drops files held unanswered past their bound
+(``bot.telegram.held``). The work is bounded:
 batches of ``batch`` rows, each its own short transaction, a pause between them (SQLite has one
 writer, which the bot's other writes wait for: measured by ``bench/retention.py``), at most
 ``max_batches`` per kind per pass; what is left waits for the next pass."""
@@ -36,6 +36,7 @@ class Pruned:
     transcript: int = 0  # transcript lines of archived tasks deleted
     held: int = 0  # held files unanswered past their bound
     drafts: int = 0  # voice drafts older than the retention (tapped or not)
+    holds: int = 0  # closed preflight holds (their task started or was cancelled)
 
 
 class Retention:
@@ -60,7 +61,7 @@ class Retention:
         """One bounded pass; what it removed."""
         repo = self._store.retention
         files = await self._batches(repo.strip_delivered_files, min(self._batch, FILE_BATCH))
-        outbox = transcript = drafts = 0
+        outbox = transcript = drafts = holds = 0
         if self._days > 0:
             before: datetime = self._clock() - timedelta(days=self._days)
             outbox = await self._batches(lambda n: repo.delete_delivered(before, n), self._batch)
@@ -70,8 +71,9 @@ class Retention:
             drafts = await self._batches(
                 lambda n: self._store.drafts.delete_before(before, n), self._batch
             )
+            holds = await self._batches(lambda n: repo.delete_closed_holds(before, n), self._batch)
         held = self._held.prune() if self._held is not None else 0
-        pruned = Pruned(files, outbox, transcript, held, drafts)
+        pruned = Pruned(files, outbox, transcript, held, drafts, holds)
         if pruned != Pruned():
             log.info("retention pruned %s", pruned)
         return pruned

@@ -101,6 +101,13 @@ class MoneyDesk:
             return "money.daily_cap", {"spent": money(spent) or "0", "cap": money(cap) or "0"}
         return None
 
+    async def daily_left(self, user_id: int) -> float | None:
+        """What ``user_id`` may still spend today under the daily cap (None: no cap)."""
+        if self.daily_cap_usd is None:
+            return None
+        spent = await self._store.spend.day_total(user_id, self._store.spend.today())
+        return max(0.0, self.daily_cap_usd - spent)
+
     async def summary(self, user_id: int, days: int = 7) -> SpendSummary:
         today = date.fromisoformat(self._store.spend.today())
         since = (today - timedelta(days=days - 1)).isoformat()

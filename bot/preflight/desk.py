@@ -8,6 +8,7 @@ them starts the task (``resolve`` closes a hold once)."""
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -15,12 +16,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from bot.errors import DetachError
-from bot.models import PreflightDecision
+from bot.errors import DetachError, UserInputError
+from bot.models import PreflightDecision, Task
 from bot.preflight.check import Outcome
 from bot.store import Store
 from bot.store.preflights import PreflightHold
-from bot.telegram.callbacks import Id
+from bot.telegram.callbacks import Id, TaskAction, TaskButton
 from bot.telegram.markup import CallbackData, Keyboard
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
@@ -28,6 +29,8 @@ from bot.telegram.texts import Texts
 log = logging.getLogger(__name__)
 
 ANYWAY = 9  # the choice of "Start anyway" (0..3: a suggested answer)
+CANCEL = 8  # the choice of "Cancel" (an estimate over the budget)
+OVER_BUDGET = "budget"  # a hold's decision: a go whose estimate is more than the task has left
 POLL_MAX_S = 10.0  # the longest between two looks for holds whose wait has ended
 
 
@@ -36,8 +39,17 @@ class PreflightAction(CallbackData, prefix="pf"):
     choice: Annotated[int, Field(ge=0, le=ANYWAY)]
 
 
+class RunDefault(CallbackData, prefix="pfd"):
+    """ "Run on <default> instead" under a routed task's acknowledgement: the engine and preset
+    (\"\": the engine's own model) it was planned on before the preflight routed it."""
+
+    task_id: Id
+    engine: Annotated[str, Field(max_length=16)]
+    preset: Annotated[str, Field(max_length=32)]
+
+
 # starts a held task: the hold, the command's text to run, one line for its acknowledgement
-Starter = Callable[[PreflightHold, str, str], Awaitable[object]]
+Starter = Callable[[PreflightHold, str, str], Awaitable[Task]]
 
 
 class PreflightDesk:
@@ -64,15 +76,18 @@ class PreflightDesk:
         with_options: bool,
         reply_to: int | None,
         outcome: Outcome,
+        over_budget: str = "",
     ) -> PreflightHold:
-        """Hold the command (an ``ask`` or ``refuse`` verdict) and post its message: the
-        question with its suggested answers and "Start anyway", or the refusal with "Start
-        anyway". A command Telegram delivers twice is held once."""
+        """Hold the command (an ``ask`` or ``refuse`` verdict, or ``over_budget``: the line
+        saying a go's estimate is more than the task has left) and post its message: the
+        question with its suggested answers and "Start anyway", the refusal with "Start
+        anyway", or the estimate with "Start anyway" and "Cancel". A command Telegram delivers
+        twice is held once."""
         verdict = outcome.verdict
-        assert verdict is not None and verdict.decision is not PreflightDecision.GO
+        assert verdict is not None and (over_budget or verdict.decision is not PreflightDecision.GO)
         if reply_to is not None and (known := await self._store.preflights.held(chat_id, reply_to)):
             return known
-        ask = verdict.decision is PreflightDecision.ASK
+        ask = verdict.decision is PreflightDecision.ASK and not over_budget
         hold = await self._store.preflights.create(
             owner_id=owner_id,
             chat_id=chat_id,
@@ -80,10 +95,10 @@ class PreflightDesk:
             reply_to=reply_to,
             text=text,
             with_options=with_options,
-            decision=verdict.decision.value,
-            question=verdict.question,
-            answers=verdict.answers,
-            reason=verdict.reason,
+            decision=OVER_BUDGET if over_budget else verdict.decision.value,
+            question=verdict.question if ask else "",
+            answers=verdict.answers if ask else (),
+            reason=over_budget or verdict.reason,
             cost_usd=outcome.cost_usd,
             deadline=self._store.preflights.now() + timedelta(seconds=self.wait_s) if ask else None,
         )
@@ -92,6 +107,8 @@ class PreflightDesk:
             body = self._plain(
                 locale, "preflight.question", question=hold.question, minutes=minutes
             )
+        elif over_budget:
+            body = over_budget
         else:
             body = self._plain(locale, "preflight.refusal", reason=hold.reason)
         row_id = await self._outbox.send(
@@ -111,6 +128,8 @@ class PreflightDesk:
             return "preflight.gone"
         if choice == ANYWAY:
             return await self._settle(hold, "anyway", "", "preflight.started_anyway")
+        if choice == CANCEL:
+            return await self._cancel(hold)
         if choice >= len(hold.answers):
             return "preflight.gone"
         return await self._settle(hold, "answered", hold.answers[choice], "preflight.answered")
@@ -162,8 +181,56 @@ class PreflightDesk:
             note = self._plain(locale, note_key)
         else:
             text, note = hold.text, self._plain(locale, note_key)
-        await self._start(hold, text, note)
+        try:
+            task = await self._start(hold, text, note)
+        except DetachError as exc:  # the daily cap reached meanwhile, the engine gone, ...
+            await self._not_started(hold, exc)
+            return "preflight.not_started_short"
+        await self._store.preflights.started(hold.id, task.id)
         return "preflight.starting"
+
+    async def _not_started(self, hold: PreflightHold, exc: DetachError) -> None:
+        """Tell the owner, in one message, that the held task did not start, and why."""
+        log.warning("preflight hold %s: its task could not start: %r", hold.id, exc)
+        if isinstance(exc, UserInputError):
+            reason = self._texts.get(hold.locale, exc.key, **exc.params)
+        else:
+            reason = self._texts.get(hold.locale, "error.internal")
+        body = self._texts.template(hold.locale, "preflight.not_started").format(reason=reason)
+        await self._outbox.send(hold.chat_id, body, reply_to=hold.reply_to)
+
+    async def _cancel(self, hold: PreflightHold) -> str:
+        """ "Cancel" under an estimate over the budget: the task is never started."""
+        if not await self._store.preflights.resolve(hold.id, "cancelled", ""):
+            return "preflight.gone"
+        if hold.row_id is not None:
+            await self._outbox.edit_markup(hold.chat_id, hold.row_id, None)
+        return "preflight.cancelled"
+
+    async def offer_default(self, task: Task, engine: str, preset: str | None) -> None:
+        """Add "Run on <default> instead" to a routed task's acknowledgement (next to its
+        Cancel); it goes when the task starts (the acknowledgement's buttons follow it)."""
+        found = await self._store.outbox.first_send(task.id, "ack")
+        if found is None or len(engine) > 16 or len(preset or "") > 32:
+            return
+        row_id, chat_id, _ = found
+        back = RunDefault(task_id=task.id, engine=engine, preset=preset or "")
+        caption = self._plain(task.locale, "preflight.run_default", name=preset or engine)
+        cancel = TaskAction.buttons(self._texts, task.locale, task.id, [TaskButton.CANCEL])
+        keyboard = Keyboard.of([cancel, [back.button(caption)]])
+        await self._outbox.edit_markup(chat_id, row_id, keyboard)
+
+    async def moved_back(self, task: Task, routed_line: str, line: str) -> None:
+        """The acknowledgement of a task moved back to its default says so instead of where
+        the preflight had routed it, and keeps Cancel only."""
+        found = await self._store.outbox.first_send(task.id, "ack")
+        if found is None:
+            return
+        row_id, chat_id, text = found
+        routed, now = html.escape(routed_line, quote=False), html.escape(line, quote=False)
+        text = text.replace(routed, now) if routed in text else f"{text}\n{now}"
+        cancel = TaskAction.buttons(self._texts, task.locale, task.id, [TaskButton.CANCEL])
+        await self._outbox.edit(chat_id, None, text, Keyboard.of([cancel]), row_id=row_id)
 
     def _keyboard(self, hold: PreflightHold) -> Keyboard:
         rows = [
@@ -172,6 +239,9 @@ class PreflightDesk:
         ]
         anyway = self._texts.template(hold.locale, "preflight.anyway")
         rows.append([PreflightAction(hold_id=hold.id, choice=ANYWAY).button(anyway)])
+        if hold.decision == OVER_BUDGET:
+            cancel = self._texts.template(hold.locale, "preflight.cancel")
+            rows[-1].append(PreflightAction(hold_id=hold.id, choice=CANCEL).button(cancel))
         return Keyboard.of(rows)
 
     def _plain(self, locale: str, key: str, **params: object) -> str:

@@ -33,6 +33,7 @@ class PreflightGate:
         texts: Texts,
         engines: Collection[Engine],
         desk: PreflightDesk,
+        route_grace_s: float = 0.0,
     ) -> None:
         self._preflight = preflight
         self.enabled = enabled
@@ -41,6 +42,9 @@ class PreflightGate:
         self._texts = texts
         self._engines = engines
         self.desk = desk
+        # DETACH_PREFLIGHT_ROUTE_GRACE_S: a routed task waits this long before it starts, with
+        # "Run on <default> instead" on its acknowledgement (0: it starts at once, no button)
+        self.route_grace_s = route_grace_s
 
     def offered(self) -> tuple[Preset, ...]:
         return tuple(p for p in self._money.catalog.all() if p.engine in self._engines)
@@ -81,11 +85,25 @@ class PreflightGate:
         minutes = "?" if verdict.estimate_minutes is None else f"{verdict.estimate_minutes:.0f}"
         return self._plain(locale, "preflight.go", usd=usd, minutes=minutes)
 
-    def routed_line(self, locale: str, chosen: str, instead: str | None) -> str:
-        return self._plain(locale, "preflight.routed", preset=chosen, default=instead or "–")
+    def routed_line(self, locale: str, chosen: Preset, instead: str) -> str:
+        """Where the preflight moved the task, and why, in one line."""
+        return self._plain(
+            locale, "preflight.routed", preset=chosen.name, engine=chosen.engine, default=instead
+        )
+
+    def back_line(self, locale: str, name: str) -> str:
+        """The acknowledgement's line once the owner moved the task back to ``name``."""
+        return self._plain(locale, "preflight.moved_back", default=name)
+
+    def over_budget_text(self, locale: str, estimate_usd: float, left_usd: float) -> str:
+        """The question before a task whose estimate is more than it has left."""
+        return self._plain(
+            locale, "preflight.over_budget", usd=f"{estimate_usd:.2f}", left=f"{left_usd:.2f}"
+        )
 
     async def charge(self, task: Task, cost_usd: float | None) -> None:
-        """The preflight's cost, recorded as spend of ``task`` (its first turn's)."""
+        """The preflight's cost, recorded as spend of ``task`` (its first turn's) for the daily
+        cap and /spend; the task's own total has it from its creation (``NewTask.spent_usd``)."""
         if not cost_usd:
             return
         turn = await self._store.tasks.last_turn(task.id)
@@ -100,6 +118,7 @@ class PreflightGate:
             0,
             engine=self._preflight.preset.engine,
             model=self._preflight.preset.model,
+            unpriced=not self._preflight.preset.priced,  # counted at its engine's dearest
         )
 
     def _plain(self, locale: str, key: str, **params: str) -> str:

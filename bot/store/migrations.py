@@ -219,6 +219,11 @@ def _v_waiting(conn: Connection) -> None:
     engine_windows.create(conn, checkfirst=True)
 
 
+def _v_preflight(conn: Connection) -> None:
+    """A preflight's hold names the task it started (its question and answer, exported)."""
+    _add_column(conn, "preflight_holds", "task_id", "INTEGER")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -248,6 +253,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v_topics,
     _v_handoff,
     _v_waiting,
+    _v_preflight,
 ]
 
 

@@ -16,7 +16,9 @@ PENDING = "pending"
 
 @dataclass(frozen=True, slots=True)
 class PreflightHold:
-    """``status``: pending, then answered / anyway / expired (each starts the task once)."""
+    """``status``: pending, then answered / anyway / expired (each starts the task once, then
+    ``task_id`` names it) or cancelled; ``decision``: ask, refuse, or budget (a go whose
+    estimate is more than the task has left)."""
 
     id: int
     owner_id: int
@@ -34,6 +36,7 @@ class PreflightHold:
     answer: str | None
     row_id: int | None
     deadline: datetime | None
+    task_id: int | None = None
 
 
 def _hold(row: Any) -> PreflightHold:
@@ -55,6 +58,7 @@ def _hold(row: Any) -> PreflightHold:
         answer=row.answer,
         row_id=row.row_id,
         deadline=aware(row.deadline) if row.deadline else None,
+        task_id=row.task_id,
     )
 
 
@@ -115,6 +119,22 @@ class PreflightHoldRepo:
                 .values(status=status, answer=answer)
             )
         return result.rowcount == 1
+
+    async def started(self, hold_id: int, task_id: int) -> None:
+        """The hold's task has started: ``task_id``."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                preflight_holds.update()
+                .where(preflight_holds.c.id == hold_id)
+                .values(task_id=task_id)
+            )
+
+    async def of_task(self, task_id: int) -> PreflightHold | None:
+        """The hold that started ``task_id`` (its question and the answer), if one did."""
+        query = preflight_holds.select().where(preflight_holds.c.task_id == task_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query.order_by(preflight_holds.c.id.desc()))).first()
+        return _hold(row) if row is not None else None
 
     async def due(self, now: datetime) -> list[PreflightHold]:
         """Pending holds whose wait for an answer has ended."""

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from bot.models import OutboxOp, OutboxStatus, TaskStatus
 from bot.store.db import Clock, Database
-from bot.store.schema import outbox, tasks, transcript
+from bot.store.schema import outbox, preflight_holds, tasks, transcript
 
 DELIVERED = [OutboxStatus.SENT, OutboxStatus.FAILED, OutboxStatus.SUPERSEDED]
 _WITH_BYTES = '{"data": "_%'  # a document row's payload starts with its base64 bytes
@@ -79,6 +79,17 @@ class RetentionRepo:
             .limit(limit)
         )
         return await self._delete(transcript, old)
+
+    async def delete_closed_holds(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` preflight holds made before ``before`` that are closed (their
+        task started, or the owner cancelled it); a pending one waits for its answer."""
+        old = (
+            sa.select(preflight_holds.c.id)
+            .where(preflight_holds.c.status != "pending", preflight_holds.c.created_at < before)
+            .order_by(preflight_holds.c.id)
+            .limit(limit)
+        )
+        return await self._delete(preflight_holds, old)
 
     async def _delete(self, table: sa.Table, ids: sa.Select[tuple[int]]) -> int:
         async with self._engine.begin() as conn:

@@ -137,6 +137,7 @@ preflight_holds = sa.Table(
     sa.Column("row_id", sa.Integer),  # its message's outbox row
     sa.Column("deadline", sa.DateTime(timezone=True)),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("task_id", sa.Integer),  # v_preflight: the task it started
 )
 
 spend = sa.Table(

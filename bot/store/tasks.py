@@ -115,6 +115,7 @@ class TaskRepo:
                     "check_repository": new.check_repository,
                     "parent_id": new.parent_id,
                     "subtasks": new.subtasks,
+                    "total_cost_usd": new.spent_usd,
                 },
             )
             task = task_of(inserted.one())
@@ -243,6 +244,31 @@ class TaskRepo:
                 turns.update().where(turns.c.id == turn_id).values(prompt=prompt, parked_at=None)
             )
             return task_of(moved)
+
+    async def reroute(
+        self, task_id: int, engine: Engine, preset: str | None, model: str | None
+    ) -> Task | None:
+        """A task none of whose turns has started yet goes to ``engine`` (``preset``,
+        ``model``); None when one has (it runs, or ran): then nothing changed."""
+        started = sa.exists(
+            sa.select(turns.c.id).where(
+                turns.c.task_id == task_id, turns.c.status != TaskStatus.QUEUED.value
+            )
+        )
+        async with self._engine.begin() as conn:
+            moved = (
+                await conn.execute(
+                    tasks.update()
+                    .where(
+                        tasks.c.id == task_id,
+                        tasks.c.status == TaskStatus.QUEUED.value,
+                        ~started,
+                    )
+                    .values(engine=engine, preset=preset, model=model, updated_at=self._clock())
+                    .returning(tasks)
+                )
+            ).first()
+        return task_of(moved) if moved is not None else None
 
     async def children(self, parent_id: int) -> list[Task]:
         """The sub-tasks a task's agent started, oldest first."""

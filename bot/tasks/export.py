@@ -21,6 +21,7 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
     first = await store.tasks.first_turn(task_id)
     last = await store.tasks.last_turn(task_id)
     goal = source.goal if source else (first.prompt if first else task.title)
+    question, answer, goal = await _clarified(store, texts, task_id, task.locale, goal)
     finished = last is not None and not last.status.active and last.finished_at is not None
     started = first.started_at if first and first.started_at else task.created_at
     check = await store.checks.last(task_id) if finished else None
@@ -29,6 +30,8 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
             goal=goal,
             constraints=source.constraints if source else "",
             result=_result(last, texts, task.locale) if last and finished else "",
+            question=question,
+            answer=answer,
             created=task.created_at,
             chat_id=task.chat_id,
             slug=task.slug,
@@ -46,6 +49,20 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
             check_round=check.round if check else None,
         )
     )
+
+
+async def _clarified(
+    store: Store, texts: Texts, task_id: int, locale: str, goal: str
+) -> tuple[str, str, str]:
+    """The preflight's question and the owner's answer ("" when none came) if a question held
+    the task, and the goal without the line the answer added to it."""
+    hold = await store.preflights.of_task(task_id)
+    if hold is None or not hold.question:
+        return "", "", goal
+    answer = hold.answer or "" if hold.status == "answered" else ""
+    key = "preflight.clarified" if answer else "preflight.best_judgement"
+    added = "\n\n" + texts.template(locale, key).format(question=hold.question, answer=answer)
+    return hold.question, answer, goal.removesuffix(added)
 
 
 def _result(turn: Turn, texts: Texts, locale: str) -> str:

@@ -46,6 +46,7 @@ class TaskDefaults:
     attachments_staging: Path = Path("data") / "attachments"  # before a task's directory is known
     timezone: str = "UTC"  # times said to a user who set no /tz
     subtask_engines: frozenset[Engine] = frozenset()  # can be given `detach mcp` (subtasks=yes)
+    route_by_default: bool = False  # DETACH_DEFAULT_ENGINE=auto: walk-away tasks as engine=auto
 
 
 class TaskPlanner:

@@ -3,8 +3,7 @@ acknowledgement, a question or refusal that holds it, the owner's answer that st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,28 +14,18 @@ from bot.preflight.gate import PreflightGate
 from bot.store.preflights import PreflightHold
 from bot.tasks.options import flag
 from bot.tasks.planning import AUTO
+from bot.tasks.requests import ChatRequest
+from bot.tasks.routing import TaskRouter, moved
 
 if TYPE_CHECKING:
     from bot.tasks.service import TaskService
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    """A task's command as the chat sent it: what a held task is started from again."""
-
-    user_id: int
-    chat_id: int
-    locale: str
-    text: str
-    with_options: bool
-    reply_to: int | None
-    attachments: Sequence[Path] = ()
-
-
 class PreflightStep:
-    def __init__(self, gate: PreflightGate, service: TaskService) -> None:
+    def __init__(self, gate: PreflightGate, service: TaskService, router: TaskRouter) -> None:
         self._gate = gate
         self._service = service
+        self._router = router
         self.desk: PreflightDesk = gate.desk
         gate.desk.bind(self._start_held)
 
@@ -48,17 +37,22 @@ class PreflightStep:
         return walk_away and flag(options, "preflight", self._gate.enabled or auto)
 
     async def start(
-        self, new: NewTask, command: Command, may_hold: bool, route: bool = False
+        self, new: NewTask, command: ChatRequest, may_hold: bool, route: bool = False
     ) -> Task | None:
         """Run the preflight, then start ``new`` with its verdict on the acknowledgement; or,
-        ``may_hold`` and the verdict asks or refuses, hold the command (None). ``route``
-        (``engine=auto``): a go's cheaper preset of the same engine replaces ``new``'s."""
+        ``may_hold`` and the verdict asks, refuses or estimates more than the task has left,
+        hold the command (None). ``route`` (``engine=auto``): a go moves to the preset the
+        preflight suggests (``bot.tasks.routing``). The call's cost is the task's first spend."""
         gate, chat_id, reply_to = self._gate, command.chat_id, command.reply_to
         if may_hold and reply_to is not None and await gate.desk.held(chat_id, reply_to):
             return None  # Telegram delivered the command again: it is held already
         await self._service.money.check_daily_cap(command.user_id)  # not a cent past the cap
         outcome = await gate.check(new)  # bounded; a failure is said, never raised
-        if may_hold and gate.holds(outcome):
+        planned = new
+        if route:
+            new = await self._routed(new, outcome)
+        over = await self._over_budget(new, outcome) if not gate.holds(outcome) else ""
+        if may_hold and (gate.holds(outcome) or over):
             await gate.desk.hold(
                 owner_id=command.user_id,
                 chat_id=chat_id,
@@ -67,43 +61,91 @@ class PreflightStep:
                 with_options=command.with_options,
                 reply_to=reply_to,
                 outcome=outcome,
+                over_budget=over,
             )
             return None
-        if route:
-            new = await self._routed(new, outcome)
-        task = await self._service.start(gate.noted(new, outcome), reply_to, command.attachments)
+        new = replace(gate.noted(new, outcome), spent_usd=outcome.cost_usd or 0.0)
+        moved = (new.engine, new.preset) != (planned.engine, planned.preset)
+        grace_s = gate.route_grace_s if moved else 0.0
+        task = await self._service.start(new, reply_to, command.attachments, hold_s=grace_s)
         await gate.charge(task, outcome.cost_usd)
+        if grace_s:  # the owner may move it back to where it was planned until it starts
+            await gate.desk.offer_default(task, planned.engine, planned.preset)
         return task
 
-    async def _routed(self, new: NewTask, outcome: Outcome) -> NewTask:
-        """``new`` on the preset the preflight suggests (already checked: on offer, priced, no
-        dearer than the task's own, else the engine's dearest), if it is of the same engine
-        and no usage limit holds it; else ``new`` unchanged. Routing only ever goes down."""
-        chosen = outcome.verdict.preset if outcome.verdict is not None else None
-        if chosen is None or chosen.engine != new.engine or chosen.name == new.preset:
-            return new
-        if await self._service.engine_limited(chosen.engine):
-            return new
-        line = self._gate.routed_line(new.locale, chosen.name, new.preset)
-        return self._gate.noted_line(replace(new, preset=chosen.name, model=chosen.model), line)
+    async def run_default(self, user_id: int, task_id: int, engine: str, preset: str) -> str:
+        """ "Run on <default> instead": the routed task goes back to ``engine`` and ``preset``
+        (where it was planned) if it has not started; the key of the tap's answer. The button's
+        data is checked as a typed ``model=`` would be: a known preset of that engine, an
+        engine here that can run the task with its rights."""
+        task = await self._service.get_own(user_id, task_id)
+        chosen = self._service.money.catalog.get(preset) if preset else None
+        if (preset and (chosen is None or chosen.engine != engine)) or (
+            engine not in self._service.available_engines
+        ):
+            return "preflight.gone"
+        planned = NewTask(
+            task.owner_id, task.chat_id, engine, task.kind, "", Path(task.cwd),
+            approval_mode=task.approval_mode, subtasks=task.subtasks,
+        )  # fmt: skip
+        if not self._router.honours(engine, planned):
+            return "preflight.gone"
+        moved = await self._service.reroute(task, engine, chosen)
+        if moved is None:
+            return "preflight.back_late"
+        routed = self._service.money.catalog.get(task.preset)
+        name = preset or engine
+        if routed is not None:
+            was = self._gate.routed_line(task.locale, routed, name)
+            line = self._gate.back_line(task.locale, name)
+            await self._gate.desk.moved_back(moved, was, line)
+        return "preflight.back_done"
 
-    async def start_noted(self, new: NewTask, line: str, command: Command) -> Task:
+    async def _over_budget(self, new: NewTask, outcome: Outcome) -> str:
+        """The message asking before a go whose estimate is more than the task may spend: its
+        budget less the preflight's cost, or what the daily cap leaves; "" when it fits."""
+        verdict = outcome.verdict
+        estimate = verdict.estimate_usd if verdict is not None else None
+        if estimate is None:
+            return ""
+        cost = outcome.cost_usd or 0.0
+        lefts = [await self._service.money.daily_left(new.owner_id)]
+        lefts.append(new.max_usd - cost if new.max_usd is not None else None)
+        left = min((x for x in lefts if x is not None), default=None)
+        if left is None or estimate <= left:
+            return ""
+        return self._gate.over_budget_text(new.locale, estimate, max(left, 0.0))
+
+    async def _routed(self, new: NewTask, outcome: Outcome) -> NewTask:
+        """``new`` on the preset the preflight suggests when it may move there, with one line
+        on its acknowledgement saying so; else ``new`` unchanged."""
+        chosen = outcome.verdict.preset if outcome.verdict is not None else None
+        target = await self._router.target(new, chosen)
+        if target is None:
+            return new
+        line = self._gate.routed_line(new.locale, target, new.preset or new.engine)
+        return self._gate.noted_line(moved(new, target), line)
+
+    async def start_noted(self, new: NewTask, line: str, command: ChatRequest) -> Task:
         """Start ``new``, whose preflight ran before, with ``line`` on its acknowledgement."""
-        noted = self._gate.noted_line(new, line)
+        noted = replace(self._gate.noted_line(new, line), spent_usd=command.spent_usd)
         return await self._service.start(noted, command.reply_to, command.attachments)
 
     async def _start_held(self, hold: PreflightHold, text: str, line: str) -> Task:
         """A task its preflight held, started by the owner's answer (or the wait's end)."""
         task = await self._service.start_from_chat(
-            hold.owner_id,
-            hold.chat_id,
-            TaskKind.DETACH,
-            text,
-            hold.locale,
-            "detach",
-            reply_to=hold.reply_to,
-            with_options=hold.with_options,
-            preflighted=line,
+            ChatRequest(
+                hold.owner_id,
+                hold.chat_id,
+                TaskKind.DETACH,
+                text,
+                hold.locale,
+                "detach",
+                reply_to=hold.reply_to,
+                with_options=hold.with_options,
+                preflighted=line,
+                spent_usd=hold.cost_usd or 0.0,
+            )
         )
         await self._gate.charge(task, hold.cost_usd)
         return task

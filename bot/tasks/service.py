@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -16,20 +15,22 @@ from bot.models import (
     MessageKind,
     NewTask,
     NotifyPolicy,
+    Preset,
     RepoHead,
     Task,
-    TaskKind,
     TaskStatus,
     Turn,
 )
 from bot.preflight.gate import PreflightGate
 from bot.store import Store
-from bot.tasks.options import split_options
-from bot.tasks.planning import AUTO, TaskPlanner
-from bot.tasks.preflighting import Command, PreflightStep
+from bot.tasks.lifecycle import TaskLifecycle
+from bot.tasks.planning import TaskPlanner
+from bot.tasks.preflighting import PreflightStep
+from bot.tasks.requests import ChatRequest, TaskRequests
+from bot.tasks.routing import TaskRouter
 from bot.tasks.steering import SteerDesk
 from bot.telegram.attachments import mention, place
-from bot.telegram.held import HeldFiles, titled
+from bot.telegram.held import HeldFiles
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import given_slug, slugify
 from bot.telegram.texts import Texts
@@ -38,7 +39,6 @@ from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
-ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
 LIST_LIMIT = 15
 LINK_POLL_S = 0.05
 
@@ -61,9 +61,10 @@ class TaskService:
         the working directories and worktrees; ``takeover``: on a shared database, takes over
         the turns of a runner found gone; ``preflight``: a cheap look at a walk-away task
         before it starts (None: no preflight model here)."""
-        self._takeover = takeover
         self.steering = steering  # a follow-up while a turn runs: Steer now / Queue
-        self.preflight = PreflightStep(preflight, self) if preflight is not None else None
+        router = TaskRouter(queue, planner.defaults)
+        self.preflight = PreflightStep(preflight, self, router) if preflight is not None else None
+        self.requests = TaskRequests(self, self.preflight)
         self._store = store
         self._pool = pool
         self._queue = queue
@@ -80,6 +81,10 @@ class TaskService:
         self.max_attachment_bytes = defaults.max_attachment_bytes
         self.attachments_staging = defaults.attachments_staging
         self.held = HeldFiles(defaults.attachments_staging.parent / "held")
+        self._later: set[asyncio.Task[None]] = set()  # held first turns, submitted soon
+        self.lifecycle = TaskLifecycle(
+            self, store=store, pool=pool, notifier=notifier, texts=texts, takeover=takeover
+        )
         self.plan = planner.plan
         self.validate_prompt = planner.validate_prompt
         self.current_dir = planner.current_dir
@@ -93,87 +98,35 @@ class TaskService:
     def texts(self) -> Texts:
         return self._texts
 
-    async def start_from_chat(
-        self,
-        user_id: int,
-        chat_id: int,
-        kind: TaskKind,
-        text: str,
-        locale: str,
-        command: str,
-        engine: Engine | None = None,
-        reply_to: int | None = None,
-        with_options: bool = True,
-        attachments: Sequence[Path] = (),
-        preflighted: str | None = None,
-    ) -> Task:
-        """A task from a Telegram command: ``[key=value ...] prompt`` (a plain message,
-        ``with_options=False``: all prompt), in the default working directory. A command
-        Telegram delivers twice (a restart before the update was confirmed) starts one task.
-        ``attachments`` (staged files) go into the task's directory, and the prompt says where.
-        A walk-away task gets its preflight first (when on), whose verdict its acknowledgement
-        shows; ``preflighted``: it had it (the line to show instead)."""
-        task = await self.request_from_chat(
-            user_id, chat_id, kind, text, locale, command, engine, reply_to, with_options,
-            attachments, preflighted, may_hold=False,
-        )  # fmt: skip
+    async def start_from_chat(self, request: ChatRequest) -> Task:
+        """The task of ``request``, started now: a walk-away task gets its preflight first
+        (when on), whose verdict its acknowledgement shows, but is never held."""
+        task = await self.requests.from_chat(request, may_hold=False)
         assert task is not None  # not held: may_hold=False
         return task
 
-    async def request_from_chat(
-        self,
-        user_id: int,
-        chat_id: int,
-        kind: TaskKind,
-        text: str,
-        locale: str,
-        command: str,
-        engine: Engine | None = None,
-        reply_to: int | None = None,
-        with_options: bool = True,
-        attachments: Sequence[Path] = (),
-        preflighted: str | None = None,
-        may_hold: bool = True,
-    ) -> Task | None:
-        """As ``start_from_chat``, but a walk-away task without attachments whose preflight
-        asks a question or refuses is held (None): its question or refusal goes to the chat,
-        and the owner's answer starts it (``bot.preflight.desk``)."""
-        options, words = split_options(text) if with_options else ({}, text)
-        prompt = words + mention(list(attachments))
-        new = await self.plan(user_id, chat_id, kind, options, prompt, locale, command, engine)
-        if attachments:  # the chat shows the words and the files' names, not the plumbing
-            new = dataclasses.replace(new, title=titled(words, attachments))
-        if reply_to is not None:
-            existing = await self._store.links.task_for(chat_id, reply_to)
-            if existing is not None:
-                log.info(
-                    "message %s in chat %s already started task %s", reply_to, chat_id, existing
-                )
-                return await self.get_own(user_id, existing)
-        step = self.preflight
-        if step is None or not (preflighted or step.wanted(kind, engine is not None, options)):
-            return await self.start(new, reply_to=reply_to, attachments=attachments)
-        asked = Command(user_id, chat_id, locale, text, with_options, reply_to, attachments)
-        if preflighted is not None:
-            return await step.start_noted(new, preflighted, asked)
-        route = options.get("engine", "").lower() == AUTO
-        return await step.start(new, asked, may_hold and not attachments, route)
+    async def request_from_chat(self, request: ChatRequest) -> Task | None:
+        """As ``start_from_chat``, but a walk-away task whose preflight asks a question or
+        refuses is held (None) until its owner answers (``TaskRequests.from_chat``)."""
+        return await self.requests.from_chat(request)
 
     async def start_walk_away(self, new: NewTask, options: dict[str, str]) -> Task:
-        """``start`` for a task file or a schedule's run: its preflight first (when on and it
-        is no agent's sub-task), whose verdict its acknowledgement shows; nothing is held
-        (nobody is there to answer at once)."""
-        step = self.preflight
-        if step is None or new.parent_id is not None or not step.wanted(new.kind, False, options):
-            return await self.start(new)
-        command = Command(new.owner_id, new.chat_id, new.locale, new.prompt, False, None)
-        task = await step.start(new, command, may_hold=False)
-        assert task is not None  # not held: may_hold=False
-        return task
+        """``start`` for a task file or a schedule's run, through its preflight (when on)."""
+        return await self.requests.walk_away(new, options)
 
-    async def engine_limited(self, engine: Engine) -> bool:
-        """``engine`` waits for its usage limit now."""
-        return await self._queue.limited_until(engine) is not None
+    async def reroute(self, task: Task, engine: Engine, preset: Preset | None) -> Task | None:
+        """``task``, none of whose turns started, on ``engine`` (``preset``); None: too late."""
+        moved = await self._store.tasks.reroute(
+            task.id, engine, preset.name if preset else None, preset.model if preset else None
+        )
+        if moved is not None:
+            await self._store.audit.record("rerouted", task.owner_id, task.id, engine)
+            log.info("task %s: moved back to %s before it started", task.id, engine)
+        return moved
+
+    async def task_linked(self, chat_id: int, message_id: int) -> int | None:
+        """The task ``message_id`` of ``chat_id`` started or continued, if any."""
+        return await self._store.links.task_for(chat_id, message_id)
 
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
@@ -207,10 +160,15 @@ class TaskService:
         return path
 
     async def start(
-        self, new: NewTask, reply_to: int | None = None, attachments: Sequence[Path] = ()
+        self,
+        new: NewTask,
+        reply_to: int | None = None,
+        attachments: Sequence[Path] = (),
+        hold_s: float = 0.0,
     ) -> Task:
         """Create a task, acknowledge it in its chat, put its attachments in its directory,
-        and queue its first turn."""
+        and queue its first turn; ``hold_s``: submit that turn only after so many seconds (a
+        routed task's, which its owner may move back meanwhile; a restart submits it at once)."""
         if new.engine not in self._engines:
             raise UserInputError("error.engine_unavailable", engine=new.engine)
         await self.money.check_daily_cap(new.owner_id)
@@ -232,15 +190,25 @@ class TaskService:
                     task, reply_to=reply_to, origin=new.origin, note=new.note
                 )
             # a slot is free: the first turn is claimed here, and starts once this commits
-            claimed = None if waits else await self._queue.claim_here(turn.id)
+            held = hold_s > 0 and not waits
+            claimed = None if waits or held else await self._queue.claim_here(turn.id)
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         place(list(attachments), Path(task.cwd))
         if claimed is not None:
             self._queue.start(claimed)
+        elif held:
+            self._later.add(asyncio.create_task(self._submit_after(hold_s, task.id, turn.id)))
         elif not waits:
             await self._queue.submit(task.id, turn.id)
         return task
+
+    async def _submit_after(self, delay_s: float, task_id: int, turn_id: int) -> None:
+        await asyncio.sleep(delay_s)
+        try:
+            await self._queue.submit(task_id, turn_id)
+        finally:
+            self._later.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     async def _own_worktree(self, task: Task, cwd: Path, head: RepoHead) -> Task:
         """Move a just-created task into its own worktree; a failure undoes the task (the
@@ -379,102 +347,19 @@ class TaskService:
         await self._notifier.turn_finished(task, turn)
 
     async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
-        """Drop the task's queued turns and stop its running one. ``reply_to``: the ``/cancel``
-        message, answered in the task's chat with one message that ends true: "cancelling…"
-        while the turn stops, which its card then replaces, or "cancelled" at once."""
-        task = await self.get_own(user_id, task_id)
-        async with self._store.atomic():  # the turn's card, which takes the reply over, waits
-            dropped = await self._store.tasks.cancel_queued(task.id)
-            stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
-            now = await self.get_own(user_id, task.id)
-            stopping = stopping and now.status is TaskStatus.RUNNING  # else it had ended
-            if not stopping and not dropped:
-                raise TaskStateError(
-                    "error.not_active",
-                    label=task.label,
-                    status=self._texts.status(task.locale, now.status),
-                )
-            if stopping and reply_to is not None:
-                await self._notifier.cancelling(task, reply_to)
-            if stopping and self._takeover is not None:
-                await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
-            if not stopping:
-                await self._cancelled(user_id, now, dropped, reply_to)
-            await self._store.audit.record("task_cancelled", user_id, task.id)
-        return task
-
-    async def _cancelled(
-        self, user_id: int, task: Task, dropped: int, reply_to: int | None
-    ) -> None:
-        """A task that had not started (or waited for a limit) is cancelled now."""
-        await self._store.tasks.set_status(
-            task.id,
-            TaskStatus.CANCELLED,
-            only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
-        )
-        now = await self.get_own(user_id, task.id)
-        await self._notifier.ack_status(now)
-        await self._notifier.buttons_follow(now)
-        if reply_to is not None:
-            await self._notifier.cancelled_queued(now, dropped, reply_to)
+        """``TaskLifecycle.cancel``: its queued turns dropped, its running one stopped."""
+        return await self.lifecycle.cancel(user_id, task_id, reply_to)
 
     async def archive(self, user_id: int, ref: str) -> int:
-        """Archive one idle task, or ``all`` finished ones; each archived task's cards lose
-        the buttons that no longer apply and say so (for ``all``, the newest
-        ``ARCHIVE_FOLLOW_MAX``: older cards' buttons answer that the task is archived)."""
-        if ref == "all":
-            archived = await self._store.tasks.archive_finished(user_id)
-        else:
-            task = await self.get_idle(user_id, parse_task_id(ref, "archive"))
-            await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-            archived = [task.id]
-        for task_id in archived:
-            await self._notifier.archived(await self.get_own(user_id, task_id))
-        for task_id in archived[-ARCHIVE_FOLLOW_MAX:]:
-            task = await self.get_own(user_id, task_id)
-            await self._notifier.buttons_follow(
-                task, self._texts.get(task.locale, "task.archived_note")
-            )
-        await self._store.audit.record("archived", user_id, None, ref)
-        return len(archived)
+        """``TaskLifecycle.archive``: one idle task, or ``all`` finished ones."""
+        one = None if ref == "all" else parse_task_id(ref, "archive")
+        return await self.lifecycle.archive(user_id, ref, one)
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
-        task = await self._interrupted(user_id, task_id)
-        await self.money.check_daily_cap(user_id)
-        last = await self._store.tasks.last_turn(task.id)
-        preamble = self._texts.get(task.locale, "task.interrupted_preamble")
-        await self.queue_turn(
-            task,
-            user_id,
-            f"{preamble}\n\n{last.prompt if last else ''}",
-            "resumed",
-            lambda turn: self._notifier.turn_note(
-                task, turn.id, "task.resumed", "task.resume_state"
-            ),
-        )
-        return task
+        return await self.lifecycle.resume_interrupted(user_id, task_id)
 
     async def mark_failed(self, user_id: int, task_id: int) -> Task:
-        task = await self._interrupted(user_id, task_id)
-        await self._store.tasks.set_status(
-            task.id, TaskStatus.FAILED, only_from=[TaskStatus.INTERRUPTED]
-        )
-        await self._store.audit.record("marked_failed", user_id, task.id)
-        await self.say(task, "task.marked_failed")
-        now = await self.get_own(user_id, task.id)
-        await self._notifier.ack_status(now)
-        await self._notifier.buttons_follow(now)
-        return task
-
-    async def _interrupted(self, user_id: int, task_id: int) -> Task:
-        task = await self.get_own(user_id, task_id)
-        if task.status is not TaskStatus.INTERRUPTED:
-            raise TaskStateError(
-                "error.not_interrupted",
-                label=task.label,
-                status=self._texts.status(task.locale, task.status),
-            )
-        return task
+        return await self.lifecycle.mark_failed(user_id, task_id)
 
 
 def parse_task_id(ref: str, command: str) -> int:

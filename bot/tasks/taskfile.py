@@ -1,7 +1,8 @@
 """Task files: the Markdown format of the original detach skill. Frontmatter (``created``,
 ``channel``, ``chat_id``, ``slug``, optional ``model``; Detach also reads ``cwd``, ``engine``,
 ``worktree``, ``mode``, ``check``, ``max_usd``, ``subtasks``, ``client`` and ``parent``),
-sections ``# Goal``, ``# Constraints``, ``# Result``, and a trailing block ``completed``,
+sections ``# Goal``, ``# Constraints``, ``# Question`` and ``# Answer`` (a preflight's question to
+the owner and the answer, when it asked), ``# Result``, and a trailing block ``completed``,
 ``duration_seconds``, ``status`` (and ``check_status``, ``check_round`` for a task with a
 check) once the task has finished."""
 
@@ -35,7 +36,7 @@ HEAD_KEYS = (
 )
 OPTION_KEYS = ("model", "cwd", "engine", "worktree", "mode", "check", "max_usd", "subtasks")
 TAIL_KEYS = ("completed", "duration_seconds", "status", "check_status", "check_round")
-SECTIONS = ("Goal", "Constraints", "Result")
+SECTIONS = ("Goal", "Constraints", "Question", "Answer", "Result")
 _LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
 
 
@@ -48,6 +49,8 @@ class TaskFile:
     goal: str
     constraints: str = ""
     result: str = ""
+    question: str = ""  # the preflight's question to the owner (bot.preflight)
+    answer: str = ""  # the owner's answer ("": none came, the agent used its judgement)
     created: datetime | None = None
     channel: str = "telegram"
     chat_id: int | None = None
@@ -75,10 +78,18 @@ class TaskFile:
 
     @property
     def prompt(self) -> str:
-        """What the agent is asked: the goal, then the constraints it must keep."""
-        if not self.constraints:
-            return self.goal
-        return f"{self.goal}\n\nConstraints:\n{self.constraints}"
+        """What the agent is asked: the goal, then the constraints it must keep, then the
+        preflight's question and the owner's answer (or that none came)."""
+        prompt = self.goal
+        if self.constraints:
+            prompt += f"\n\nConstraints:\n{self.constraints}"
+        if self.question and self.answer:
+            prompt += f"\n\nClarified by the owner: {self.question} → {self.answer}"
+        elif self.question:
+            prompt += (
+                f"\n\nThe owner was asked: {self.question}\nNo answer: use your best judgement."
+            )
+        return prompt
 
 
 def _pairs(lines: list[str], known: tuple[str, ...], where: str) -> dict[str, str]:
@@ -181,6 +192,8 @@ def parse(text: str) -> TaskFile:
         goal=goal,
         constraints=sections.get("Constraints", ""),
         result=sections.get("Result", ""),
+        question=sections.get("Question", ""),
+        answer=sections.get("Answer", ""),
         created=_time(head.get("created"), "created"),
         channel=channel,
         chat_id=_int(head.get("chat_id"), "chat_id"),
@@ -234,6 +247,9 @@ def render(tf: TaskFile) -> str:
     ]
     if tf.constraints.strip():
         out += [tf.constraints.strip(), ""]
+    if tf.question.strip():
+        out += ["# Question", "", tf.question.strip(), "", "# Answer", ""]
+        out += [tf.answer.strip(), ""] if tf.answer.strip() else []
     out += ["# Result", ""]
     if tf.result.strip():
         out += [tf.result.strip(), ""]

@@ -27,6 +27,7 @@ from bot.errors import TranscriptionFailed, UserInputError
 from bot.models import Task, TaskKind
 from bot.store import Store
 from bot.store.drafts import DraftStatus, VoiceDraft
+from bot.tasks.requests import ChatRequest
 from bot.telegram.callbacks import Id
 from bot.telegram.markup import CallbackData, Keyboard
 from bot.telegram.outbox import Outbox
@@ -170,14 +171,16 @@ class VoiceDrafts:
 
     async def _begin(self, draft: VoiceDraft) -> Task | None:
         return await self._tasks.request_from_chat(
-            draft.owner_id,
-            draft.chat_id,
-            TaskKind.DETACH,
-            draft.text,
-            draft.locale,
-            "detach",
-            reply_to=draft.message_id,
-            with_options=False,  # the transcript is the goal's words, nothing else
+            ChatRequest(
+                draft.owner_id,
+                draft.chat_id,
+                TaskKind.DETACH,
+                draft.text,
+                draft.locale,
+                "detach",
+                reply_to=draft.message_id,
+                with_options=False,  # the transcript is the goal's words, nothing else
+            )
         )
 
     async def _download(self, bot: Bot, note: VoiceNote) -> bytes:

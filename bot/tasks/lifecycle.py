@@ -1,0 +1,139 @@
+"""What ends or takes up a task again from the chat: /cancel, /archive, and Resume / Mark
+failed on a task a restart interrupted."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from bot.errors import TaskStateError
+from bot.fleet.takeover import Takeover
+from bot.models import Task, TaskStatus
+from bot.store import Store
+from bot.telegram.notifier import Notifier
+from bot.telegram.texts import Texts
+from bot.turns.pool import JobPool
+
+if TYPE_CHECKING:
+    from bot.tasks.service import TaskService
+
+log = logging.getLogger(__name__)
+ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
+
+
+class TaskLifecycle:
+    def __init__(
+        self,
+        tasks: TaskService,
+        *,
+        store: Store,
+        pool: JobPool,
+        notifier: Notifier,
+        texts: Texts,
+        takeover: Takeover | None,
+    ) -> None:
+        self._tasks = tasks
+        self._store = store
+        self._pool = pool
+        self._notifier = notifier
+        self._texts = texts
+        self._takeover = takeover
+
+    async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
+        """Drop the task's queued turns and stop its running one. ``reply_to``: the ``/cancel``
+        message, answered in the task's chat with one message that ends true: "cancelling…"
+        while the turn stops, which its card then replaces, or "cancelled" at once."""
+        task = await self._tasks.get_own(user_id, task_id)
+        async with self._store.atomic():  # the turn's card, which takes the reply over, waits
+            dropped = await self._store.tasks.cancel_queued(task.id)
+            stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
+            now = await self._tasks.get_own(user_id, task.id)
+            stopping = stopping and now.status is TaskStatus.RUNNING  # else it had ended
+            if not stopping and not dropped:
+                raise TaskStateError(
+                    "error.not_active",
+                    label=task.label,
+                    status=self._texts.status(task.locale, now.status),
+                )
+            if stopping and reply_to is not None:
+                await self._notifier.cancelling(task, reply_to)
+            if stopping and self._takeover is not None:
+                await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
+            if not stopping:
+                await self._cancelled(user_id, now, dropped, reply_to)
+            await self._store.audit.record("task_cancelled", user_id, task.id)
+        return task
+
+    async def _cancelled(
+        self, user_id: int, task: Task, dropped: int, reply_to: int | None
+    ) -> None:
+        """A task that had not started (or waited for a limit) is cancelled now."""
+        await self._store.tasks.set_status(
+            task.id,
+            TaskStatus.CANCELLED,
+            only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
+        )
+        now = await self._tasks.get_own(user_id, task.id)
+        await self._notifier.ack_status(now)
+        await self._notifier.buttons_follow(now)
+        if reply_to is not None:
+            await self._notifier.cancelled_queued(now, dropped, reply_to)
+
+    async def archive(self, user_id: int, ref: str, one: int | None) -> int:
+        """Archive the idle task ``one``, or (None) all finished ones; each archived task's
+        cards lose the buttons that no longer apply and say so (for all, the newest
+        ``ARCHIVE_FOLLOW_MAX``: older cards' buttons answer that the task is archived).
+        ``ref``: what the owner typed, for the audit."""
+        if one is None:
+            archived = await self._store.tasks.archive_finished(user_id)
+        else:
+            task = await self._tasks.get_idle(user_id, one)
+            await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+            archived = [task.id]
+        for task_id in archived:
+            await self._notifier.archived(await self._tasks.get_own(user_id, task_id))
+        for task_id in archived[-ARCHIVE_FOLLOW_MAX:]:
+            task = await self._tasks.get_own(user_id, task_id)
+            await self._notifier.buttons_follow(
+                task, self._texts.get(task.locale, "task.archived_note")
+            )
+        await self._store.audit.record("archived", user_id, None, ref)
+        return len(archived)
+
+    async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
+        task = await self._interrupted(user_id, task_id)
+        await self._tasks.money.check_daily_cap(user_id)
+        last = await self._store.tasks.last_turn(task.id)
+        preamble = self._texts.get(task.locale, "task.interrupted_preamble")
+        await self._tasks.queue_turn(
+            task,
+            user_id,
+            f"{preamble}\n\n{last.prompt if last else ''}",
+            "resumed",
+            lambda turn: self._notifier.turn_note(
+                task, turn.id, "task.resumed", "task.resume_state"
+            ),
+        )
+        return task
+
+    async def mark_failed(self, user_id: int, task_id: int) -> Task:
+        task = await self._interrupted(user_id, task_id)
+        await self._store.tasks.set_status(
+            task.id, TaskStatus.FAILED, only_from=[TaskStatus.INTERRUPTED]
+        )
+        await self._store.audit.record("marked_failed", user_id, task.id)
+        await self._tasks.say(task, "task.marked_failed")
+        now = await self._tasks.get_own(user_id, task.id)
+        await self._notifier.ack_status(now)
+        await self._notifier.buttons_follow(now)
+        return task
+
+    async def _interrupted(self, user_id: int, task_id: int) -> Task:
+        task = await self._tasks.get_own(user_id, task_id)
+        if task.status is not TaskStatus.INTERRUPTED:
+            raise TaskStateError(
+                "error.not_interrupted",
+                label=task.label,
+                status=self._texts.status(task.locale, task.status),
+            )
+        return task
