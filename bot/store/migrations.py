@@ -197,29 +197,29 @@ def _v22(conn: Connection) -> None:
     preflight_holds.create(conn, checkfirst=True)
 
 
-def _v_voice(conn: Connection) -> None:
+def _v23(conn: Connection) -> None:
     """A voice note's transcript, a draft until its owner starts, edits or cancels it."""
     voice_drafts.create(conn, checkfirst=True)
 
 
-def _v_topics(conn: Connection) -> None:
+def _v24(conn: Connection) -> None:
     """A topic per task: the forum topics the bot opened, and which one each task's
     messages go to."""
     forum_topics.create(conn, checkfirst=True)
     task_topics.create(conn, checkfirst=True)
 
 
-def _v_handoff(conn: Connection) -> None:
+def _v25(conn: Connection) -> None:
     """Hand-off: tasks held at the terminal."""
     terminal_holds.create(conn, checkfirst=True)
 
 
-def _v_waiting(conn: Connection) -> None:
+def _v26(conn: Connection) -> None:
     """The usage windows engines report, and which of them were warned about."""
     engine_windows.create(conn, checkfirst=True)
 
 
-def _v_preflight(conn: Connection) -> None:
+def _v27(conn: Connection) -> None:
     """A preflight's hold names the task it started (its question and answer, exported)."""
     _add_column(conn, "preflight_holds", "task_id", "INTEGER")
 
@@ -249,11 +249,11 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v20,
     _v21,
     _v22,
-    _v_voice,
-    _v_topics,
-    _v_handoff,
-    _v_waiting,
-    _v_preflight,
+    _v23,
+    _v24,
+    _v25,
+    _v26,
+    _v27,
 ]
 
 

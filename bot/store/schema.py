@@ -313,7 +313,7 @@ engine_limits = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 
-# _v_waiting: the latest use an engine reported of each of its plan's windows (five-hour,
+# v26: the latest use an engine reported of each of its plan's windows (five-hour,
 # weekly…), and the reset of the window its warning was sent for (one warning per window)
 engine_windows = sa.Table(
     "engine_windows",
