@@ -260,6 +260,7 @@ async def build(
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
         service = make_service(core, settings, environ)
+        stack.push_async_callback(service.aclose)  # routed turns' grace timers, before the store
         if service.steering is not None:  # its follow-ups' timers end before the store
             stack.push_async_callback(service.steering.aclose)
         if service.preflight is not None:  # held tasks whose question waited too long

@@ -77,12 +77,15 @@ class TaskHeld(TaskStateError):
     """A turn for a task held at the terminal (``task_id``) is refused; the reply offers
     Take back."""
 
-    def __init__(self, task_id: int, label: str, since: str, parked: int | None = None) -> None:
+    def __init__(
+        self, task_id: int, label: str, since: str, parked: int | None = None, hold: int = 0
+    ) -> None:
         super().__init__(
             "terminal.parked" if parked else "terminal.refused", label=label, since=since
         )
         self.task_id = task_id
         self.parked = parked  # the refused reply kept for "Take back and send it" (message id)
+        self.hold = hold  # which hold refused it (its start, Unix ms): Take back ends only it
 
 
 class ToolRefused(DetachError):

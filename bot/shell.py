@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bot import config
 from bot.errors import ConfigError
-from bot.models import ApprovalMode, NewTask, TaskKind, TaskStatus
+from bot.models import ApprovalMode, NewTask, OutboxOp, TaskKind, TaskStatus
 from bot.money.desk import resolve_preset
 from bot.money.presets import PresetCatalog
 from bot.settings import Settings
@@ -289,6 +289,15 @@ def export(args: argparse.Namespace) -> int:
     return asyncio.run(with_store(shell_settings(), work, create=False))
 
 
+async def _close_topic(store: Store, task_id: int) -> None:
+    """An archived task's forum topic is closed (renamed in a private chat) as ``/archive``
+    does: a row in the outbox, which the running bot delivers within a second."""
+    _, key = await store.topics.key_of(task_id)
+    task = await store.tasks.get(task_id)
+    if key is not None and task is not None:
+        await store.outbox.add(task.chat_id, OutboxOp.CLOSE_TOPIC, {}, task_id, None)
+
+
 def archive(args: argparse.Namespace) -> int:
     if not args.all and args.id is None:
         print("detach: give a task id or --all", file=sys.stderr)
@@ -296,13 +305,17 @@ def archive(args: argparse.Namespace) -> int:
 
     async def work(store: Store) -> int:
         if args.all:
-            print(f"archived {len(await store.tasks.archive_finished(None))} task(s)")
+            archived = await store.tasks.archive_finished(None)
+            for task_id in archived:
+                await _close_topic(store, task_id)
+            print(f"archived {len(archived)} task(s)")
             return 0
         task = await store.tasks.get(args.id)
         if task is None or task.status.active:
             print(f"detach: task #{args.id} is missing or still active", file=sys.stderr)
             return 1
         await store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+        await _close_topic(store, task.id)
         print(f"archived {task.label}")
         return 0
 

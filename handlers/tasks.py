@@ -113,16 +113,32 @@ async def on_limits(
     await reply.send(await waiting.limits(user_id, reply.locale, engine_commands))
 
 
+async def _task_ref(
+    message: Message, command: CommandObject, tasks: TaskService, user_id: int
+) -> str:
+    """The task a command names: its argument, or, with none, in a forum topic, the topic's
+    task (the user's newest there); "" when neither."""
+    typed = (command.args or "").strip()
+    if typed or not message.is_topic_message or message.message_thread_id is None:
+        return typed
+    task = await tasks.task_in_topic(message.chat.id, message.message_thread_id, user_id)
+    return str(task.id) if task is not None else ""
+
+
 @router.message(Command("result"))
 async def on_result(
     message: Message, command: CommandObject, tasks: TaskService, user_id: int
 ) -> None:
-    await tasks.show_result(user_id, parse_task_id(command.args or "", "result"))
+    ref = await _task_ref(message, command, tasks, user_id)
+    await tasks.show_result(user_id, parse_task_id(ref, "result"))
 
 
 @router.message(Command("export"))
-async def on_export(message: Message, command: CommandObject, card: TaskCard, user_id: int) -> None:
-    await card.send_task_file(user_id, parse_task_id(command.args or "", "export"))
+async def on_export(
+    message: Message, command: CommandObject, card: TaskCard, tasks: TaskService, user_id: int
+) -> None:
+    ref = await _task_ref(message, command, tasks, user_id)
+    await card.send_task_file(user_id, parse_task_id(ref, "export"))
 
 
 @router.message(Command("cancel"))
@@ -130,16 +146,15 @@ async def on_cancel(
     message: Message, command: CommandObject, tasks: TaskService, user_id: int
 ) -> None:
     # answered in the task's chat by the service: one message, edited to the end
-    await tasks.cancel(
-        user_id, parse_task_id(command.args or "", "cancel"), reply_to=message.message_id
-    )
+    ref = await _task_ref(message, command, tasks, user_id)
+    await tasks.cancel(user_id, parse_task_id(ref, "cancel"), reply_to=message.message_id)
 
 
 @router.message(Command("archive"))
 async def on_archive(
     message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
 ) -> None:
-    count = await tasks.archive(user_id, (command.args or "").strip() or "?")
+    count = await tasks.archive(user_id, await _task_ref(message, command, tasks, user_id) or "?")
     await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
 
 

@@ -55,5 +55,7 @@ async def on_take_back(
     user_id: int,
     reply: Reply,
 ) -> None:
-    task = await terminal.take_back(user_id, callback_data.task_id, callback_data.send)
+    task = await terminal.take_back(
+        user_id, callback_data.task_id, callback_data.send, callback_data.hold
+    )
     await query.answer(plain(reply.text("terminal.taken_back_toast", label=task.label)))

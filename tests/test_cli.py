@@ -169,3 +169,47 @@ def test_show_prints_the_transcript_as_the_chat_does(tmp_path):
     assert "💬 Looking at the logs ?]0;pwned?now" in out  # no escape reaches the terminal
     assert "▸ Bash: ls logs" in out and "↳ a.log b.log" in out and "✔ the turn ended" in out
     assert "{" not in out and "Usage" not in out  # no Python dicts, no bookkeeping
+
+
+def test_archive_in_the_shell_closes_the_tasks_topic_through_the_bots_outbox(tmp_path):
+    """`detach archive` has no Telegram: the topic's closing is queued in the outbox the
+    running bot delivers, as `/archive` queues it; a task without a topic queues nothing."""
+    import asyncio
+
+    import sqlalchemy as sa
+
+    from bot.models import NewTask, OutboxOp, TaskKind, TaskStatus
+    from bot.store import Store
+    from bot.store.db import make_engine
+    from bot.store.schema import outbox
+
+    (tmp_path / "data").mkdir()
+    url = f"sqlite+aiosqlite:///{tmp_path}/data/detach.sqlite"
+
+    async def prepare() -> None:
+        store = await Store.open(url)
+        try:
+            for prompt in ("in a topic", "in the chat", "another in a topic"):
+                new = NewTask(111, 111, "claude", TaskKind.SESSION, prompt, tmp_path)
+                task, _ = await store.tasks.create(new, prompt)
+                await store.tasks.set_status(task.id, TaskStatus.DONE)
+                await store.topics.place(
+                    task.id, 111, None if "chat" in prompt else f"task:{task.id}"
+                )
+        finally:
+            await store.close()
+
+    async def closings() -> list[int]:
+        engine = make_engine(url)
+        try:
+            query = sa.select(outbox.c.task_id).where(outbox.c.op == OutboxOp.CLOSE_TOPIC.value)
+            async with engine.connect() as conn:
+                return sorted(row.task_id for row in await conn.execute(query))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(prepare())
+    assert detach(tmp_path, "archive", "1").returncode == 0
+    assert asyncio.run(closings()) == [1]
+    assert detach(tmp_path, "archive", "--all").returncode == 0
+    assert asyncio.run(closings()) == [1, 3]

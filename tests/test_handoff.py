@@ -179,6 +179,21 @@ async def test_hold_at_the_terminal_and_take_back(
             assert "PHONE-AGAIN" in again.params["text"]
             assert "TERMINAL-WORDS" in json.dumps(anthropic.requests_for("MARK-HOFF")[-1])
 
+            # a Take back left from the ended hold never ends a later hold
+            await wait_linked(app, OWNER, again.result["message_id"])
+            mark = len(fake.calls)
+            hold_again = _buttons(again)["🖥 To terminal"]
+            await fake.press(OWNER, again.result["message_id"], hold_again, OWNER)
+            await fake.wait_text(OWNER, "is at the terminal since", after=mark)
+            mark = len(fake.calls)
+            await fake.press(OWNER, held.result["message_id"], take_back, OWNER)
+            await fake.wait_call(
+                "answerCallbackQuery",
+                lambda c: "is not held at the terminal" in c.params.get("text", ""),
+                after=mark,
+            )
+            assert await app.store.terminal.get(task.id) is not None
+
 
 async def test_adopt_a_terminal_session_and_continue_it(
     tmp_path, claude_bin, agent_env, anthropic, workdir

@@ -111,6 +111,30 @@ async def test_a_task_file_gets_its_preflight(tmp_path, claude_bin, agent_env, a
             assert any("haiku" in str(line) for line in lines), lines
 
 
+async def test_a_task_file_over_its_budget_starts_and_its_acknowledgement_says_so(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """Nobody is there to ask about a dropped task file: it starts, and says the estimate is
+    more than it has left (its budget stop still ends it)."""
+    anthropic.script(PREFLIGHT, go(estimate_usd=0.8, estimate_minutes=3))
+    anthropic.script("MARK-INBOX", [{"text": "README tidied."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, preflight=True,
+            outbox_chat_interval_s=0, daily_cap_usd=1.0,
+        )  # fmt: skip
+        session = RecordingSession()
+        async with app_in_own_task(settings, session=session, environ=agent_env) as app:
+            await app.store.spend.record(OWNER, 0, 0, 0.5, 0, 0)  # earlier work today
+            (tmp_path / "data" / "inbox" / "tidy.md").write_text(DROPPED.format(chat=OWNER))
+            await app.intake.poll_once()
+            assert await app.store.tasks.get(1) is not None
+            assert await app.outbox.idle(20)
+            said = "\n".join(session.texts())
+            assert "estimates this task at about $0.80" in said, said
+            assert "its budget stops it there" in said
+
+
 async def test_engine_auto_routes_down_and_never_up(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):

@@ -37,9 +37,18 @@ def test_the_board_delivers_only_into_a_turn_running_here():
     board = SteerBoard()
     assert not board.deliver(1, Steer(2, "x"))
     with board.open(1, 10) as box:
-        assert board.running_here(1) and board.deliver(1, Steer(2, "x"))
-        assert box.take() == [Steer(2, "x")]
-    assert not board.running_here(1) and not board.deliver(1, Steer(3, "y"))
+        assert board.running_here(1) and board.deliver(1, Steer(12, "x"))
+        assert box.take() == [Steer(12, "x")]
+    assert not board.running_here(1) and not board.deliver(1, Steer(13, "y"))
+
+
+def test_a_steer_never_goes_into_its_own_turn_or_a_later_one():
+    """The running turn ended and the follow-up itself started between the tap and the
+    delivery: the follow-up runs as itself, never fed its own words a second time."""
+    board = SteerBoard()
+    with board.open(1, 12) as box:
+        assert not board.deliver(1, Steer(12, "x")) and not board.deliver(1, Steer(11, "y"))
+        assert board.deliver(1, Steer(13, "z")) and box.take() == [Steer(13, "z")]
 
 
 class Held:

@@ -78,8 +78,13 @@ async def test_a_task_keeps_its_messages_in_its_topic_and_the_topic_continues_it
             await fake.user_message("/export 1", OWNER)
             exported = await fake.wait_call("sendDocument", after=mark)
             assert thread_of(exported) == thread
+            # a command without a number in the topic means the topic's task
+            asked = len(fake.calls)
+            await fake.user_message("/result", OWNER, thread_id=thread)
+            result = await fake.wait_text(OWNER, "Did: and now the docs.", after=asked)
+            assert thread_of(result) == thread
             # an answer to a command in the topic is said there too
-            await fake.user_message("/archive 1", OWNER, thread_id=thread)
+            await fake.user_message("/archive", OWNER, thread_id=thread)
             archived = await fake.wait_text(OWNER, "Archived", after=mark)
             assert thread_of(archived) == thread
             renamed = await fake.wait_call("editForumTopic")

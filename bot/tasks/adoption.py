@@ -7,6 +7,7 @@ ones, a session that already is a task, an engine this bot does not run."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -103,7 +104,10 @@ class Adoption:
 
     async def adopt(self, user_id: int, chat_id: int, locale: str, typed: str) -> Task:
         tasks = self._tasks
-        found, where = locate(self._environ, tasks.workdirs, tasks.available_engines, typed)
+        # the session files are walked and read on a thread: never on the event loop
+        found, where = await asyncio.to_thread(
+            locate, self._environ, tasks.workdirs, tasks.available_engines, typed
+        )
         who = Adoptee(user_id, chat_id, locale, tasks.planner.defaults.session_mode)
         async with self._store.atomic():  # the task exists with its card, or not at all
             task, turn = await record(self._store, found, where, who)

@@ -51,7 +51,9 @@ class PreflightStep:
         planned = new
         if route:
             new = await self._routed(new, outcome)
-        over = await self._over_budget(new, outcome) if not gate.holds(outcome) else ""
+        over = (
+            await self._over_budget(new, outcome, asks=may_hold) if not gate.holds(outcome) else ""
+        )
         if may_hold and (gate.holds(outcome) or over):
             await gate.desk.hold(
                 owner_id=command.user_id,
@@ -65,6 +67,8 @@ class PreflightStep:
             )
             return None
         new = replace(gate.noted(new, outcome), spent_usd=outcome.cost_usd or 0.0)
+        if over:  # nobody to ask (a task file, a schedule): said, and the budget stop holds
+            new = gate.noted_line(new, over)
         moved = (new.engine, new.preset) != (planned.engine, planned.preset)
         grace_s = gate.route_grace_s if moved else 0.0
         task = await self._service.start(new, reply_to, command.attachments, hold_s=grace_s)
@@ -101,9 +105,11 @@ class PreflightStep:
             await self._gate.desk.moved_back(moved, was, line)
         return "preflight.back_done"
 
-    async def _over_budget(self, new: NewTask, outcome: Outcome) -> str:
+    async def _over_budget(self, new: NewTask, outcome: Outcome, asks: bool) -> str:
         """The message asking before a go whose estimate is more than the task may spend: its
-        budget less the preflight's cost, or what the daily cap leaves; "" when it fits."""
+        budget less the preflight's cost, or what the daily cap leaves; "" when it fits.
+        ``asks`` False (nobody to ask: a task file, a schedule): the acknowledgement's line
+        saying so instead."""
         verdict = outcome.verdict
         estimate = verdict.estimate_usd if verdict is not None else None
         if estimate is None:
@@ -114,7 +120,7 @@ class PreflightStep:
         left = min((x for x in lefts if x is not None), default=None)
         if left is None or estimate <= left:
             return ""
-        return self._gate.over_budget_text(new.locale, estimate, max(left, 0.0))
+        return self._gate.over_budget_text(new.locale, estimate, max(left, 0.0), asks)
 
     async def _routed(self, new: NewTask, outcome: Outcome) -> NewTask:
         """``new`` on the preset the preflight suggests when it may move there, with one line

@@ -33,6 +33,7 @@ from bot.telegram.attachments import mention, place
 from bot.telegram.held import HeldFiles
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import given_slug, slugify
+from bot.telegram.terminal import hold_stamp
 from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
 from bot.turns.pool import JobPool
@@ -203,6 +204,14 @@ class TaskService:
             await self._queue.submit(task.id, turn.id)
         return task
 
+    async def aclose(self) -> None:
+        """Stop the timers of routed first turns still in their grace (a restart submits such
+        a turn again: it is queued in the store); before the pool and the store close."""
+        later = list(self._later)
+        for task in later:
+            task.cancel()
+        await asyncio.gather(*later, return_exceptions=True)
+
     async def _submit_after(self, delay_s: float, task_id: int, turn_id: int) -> None:
         await asyncio.sleep(delay_s)
         try:
@@ -277,7 +286,8 @@ class TaskService:
             return
         since = local_time(held.since, await self.zone(task.owner_id))
         parked = park is not None and await self._store.terminal.park(task.id, *park)
-        raise TaskHeld(task.id, task.label, since, park[0] if park and parked else None)
+        parked_id = park[0] if park and parked else None
+        raise TaskHeld(task.id, task.label, since, parked_id, hold_stamp(held.since))
 
     async def say(self, task: Task, key: str) -> None:
         """A status line about ``task`` (``key`` takes the task's label)."""

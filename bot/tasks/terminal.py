@@ -17,7 +17,12 @@ from bot.models import MessageKind, Task
 from bot.store import Store
 from bot.tasks.service import TaskService
 from bot.telegram.notifier import Notifier
-from bot.telegram.terminal import take_back_keyboard, terminal_command, terminal_line
+from bot.telegram.terminal import (
+    hold_stamp,
+    take_back_keyboard,
+    terminal_command,
+    terminal_line,
+)
 from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
 
@@ -49,17 +54,23 @@ class TerminalDesk:
             since = local_time(held.since, await self._tasks.zone(user_id))
             text = self._texts.get(task.locale, "terminal.held", label=task.label, since=since)
             text += "\n" + terminal_line(self._texts, task)
-            keyboard = take_back_keyboard(self._texts, task.locale, task.id)
+            stamp = hold_stamp(held.since)
+            keyboard = take_back_keyboard(self._texts, task.locale, task.id, hold=stamp)
             row_id = await self._notifier.send(task, text, kind=MessageKind.STATUS, markup=keyboard)
             await self._store.terminal.set_row(task.id, row_id)
         log.info("task %s held at the terminal by %s", task.id, user_id)
         return task
 
-    async def take_back(self, user_id: int, task_id: int, send: int = 0) -> Task:
+    async def take_back(self, user_id: int, task_id: int, send: int = 0, hold: int = 0) -> Task:
         """Release the owner's task from the terminal; the transcript says from when to when.
-        ``send``: a reply refused while it was held (its message id), now its next turn."""
+        ``send``: a reply refused while it was held (its message id), now its next turn;
+        ``hold``: the hold the tapped button was made for (0: whichever): a button left from
+        an ended hold does not end a later one."""
         task = await self._tasks.get_own(user_id, task_id)
         async with self._store.atomic():
+            current = await self._store.terminal.get(task.id)
+            if current is None or (hold and hold_stamp(current.since) != hold):
+                raise TaskStateError("terminal.not_held", label=task.label)
             held = await self._store.terminal.release(task.id)
             if held is None:
                 raise TaskStateError("terminal.not_held", label=task.label)

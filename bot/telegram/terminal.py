@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import shlex
+from datetime import datetime
 
 from bot.models import Task
 from bot.telegram.callbacks import Id, TaskAction, TaskButton
@@ -21,6 +22,7 @@ class TakeBack(CallbackData, prefix="tb"):
 
     task_id: Id
     send: Id = 0  # the refused reply to send once taken back (its message id); 0: none
+    hold: Id = 0  # the hold it ends (its start, Unix ms): a later hold's is another
 
 
 def resume_argv(engine: str) -> tuple[str, ...]:
@@ -52,12 +54,19 @@ def hold_button(texts: Texts, locale: str, task_id: int) -> Button:
     return TaskAction.buttons(texts, locale, task_id, [TaskButton.TO_TERMINAL])[0]
 
 
+def hold_stamp(since: datetime) -> int:
+    """A hold's name on its Take back buttons: its start in Unix milliseconds."""
+    return int(since.timestamp() * 1000)
+
+
 def take_back_keyboard(
-    texts: Texts, locale: str, task_id: int, parked: int | None = None
+    texts: Texts, locale: str, task_id: int, parked: int | None = None, hold: int = 0
 ) -> Keyboard:
-    """📱 Take back; with ``parked`` (a refused reply's message id) also "Take back and send it"."""
-    row = [TakeBack(task_id=task_id).button(texts.get(locale, "button.take_back"))]
+    """📱 Take back; with ``parked`` (a refused reply's message id) also "Take back and send it".
+    ``hold`` (the hold's start, Unix ms): a button left from an ended hold never ends a
+    later one."""
+    row = [TakeBack(task_id=task_id, hold=hold).button(texts.get(locale, "button.take_back"))]
     if parked:
-        send = TakeBack(task_id=task_id, send=parked)
+        send = TakeBack(task_id=task_id, send=parked, hold=hold)
         row.append(send.button(texts.get(locale, "button.take_back_send")))
     return Keyboard.of([row])

@@ -83,7 +83,9 @@ class SteerBoard:
     def deliver(self, task_id: int, steer: Steer) -> bool:
         """Into the running turn of ``task_id`` here; False when none runs in this process."""
         box = self._boxes.get(task_id)
-        delivered = box is not None and box.put(steer)
+        # never into its own turn or a later one: the running turn ended and the follow-up
+        # itself (or what came after it) started between the tap and this call
+        delivered = box is not None and box.turn_id < steer.steer_id and box.put(steer)
         log.info("task %s: steer %s delivered=%s", task_id, steer.steer_id, delivered)
         return delivered
 
