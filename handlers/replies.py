@@ -42,12 +42,14 @@ async def on_topic_message(
     await follow(message, task, message.text or message.caption or "", tasks, user_id, reply)
 
 
-@router.message(F.reply_to_message, WITH_CONTENT)
+@router.message(F.reply_to_message, ~F.func(in_topic), WITH_CONTENT)
 async def on_reply(
     message: Message, tasks: TaskService, user_id: int, locale: str, reply: Reply
 ) -> None:
     """A reply continues its task; a file in it goes into the task's directory (a file
-    without words is held and asked about). A reply to that question starts the task."""
+    without words is held and asked about). A reply to that question starts the task. A
+    message at a topic's root is no reply (Telegram says it replies to the topic's first
+    message): in a topic no task opened it goes on as a plain message."""
     replied = message.reply_to_message
     assert replied is not None  # the filter says so
     own = replied.from_user is not None and replied.from_user.is_bot

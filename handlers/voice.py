@@ -10,6 +10,7 @@ from aiogram import F, Router
 from aiogram.filters import Filter
 from aiogram.types import CallbackQuery, Message
 
+from bot.tasks.service import TaskService
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from bot.voice.drafts import VoiceAction, VoiceDraft, VoiceDrafts, VoiceNote
@@ -48,10 +49,16 @@ class DraftReply(Filter):
 
 
 @router.message(F.chat.type == "private", F.voice | F.audio | AUDIO_DOCUMENT)
-async def on_voice(message: Message, voice: VoiceDrafts, user_id: int, locale: str) -> None:
+async def on_voice(
+    message: Message, voice: VoiceDrafts, tasks: TaskService, user_id: int, locale: str
+) -> None:
+    """A note's draft; in the topic of one of the sender's tasks it is said there, and its
+    Start continues that task."""
     note = voice_note(message)
     if note is None or message.bot is None:
         return
+    thread = message.message_thread_id if message.is_topic_message else None
+    task = await tasks.task_in_topic(message.chat.id, thread, user_id) if thread else None
     await voice.take(
         message.bot,
         note,
@@ -59,6 +66,8 @@ async def on_voice(message: Message, voice: VoiceDrafts, user_id: int, locale: s
         chat_id=message.chat.id,
         message_id=message.message_id,
         locale=locale,
+        thread_id=thread,
+        task_id=task.id if task is not None else None,
     )
 
 
@@ -67,7 +76,8 @@ async def on_draft_edited(
     message: Message, draft: VoiceDraft, voice: VoiceDrafts, reply: Reply
 ) -> None:
     """The owner's correction replaces the draft's text; the draft is shown again."""
-    if not await voice.edit(draft, message.text or ""):
+    thread = message.message_thread_id if message.is_topic_message else None
+    if not await voice.edit(draft, message.text or "", thread):
         await reply("voice.gone")
 
 

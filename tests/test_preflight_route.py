@@ -5,6 +5,7 @@ money desk counts at its engine's dearest price."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -169,4 +170,50 @@ async def test_run_on_the_default_instead_moves_it_back_before_it_starts_and_not
             back = buttons(offered)["↩️ Run on claude instead"]
             query = await fake.press(OWNER, ack.result["message_id"], back, OWNER)
             assert (await answer_of(fake, query)).startswith("Already started")
+            assert (await app.store.tasks.get(2)).engine == "local"
+
+
+async def test_a_routed_task_is_claimable_only_once_its_grace_ends_even_after_a_restart(
+    tmp_path, claude_bin, agent_env, anthropic, workdir, chat
+):
+    """While "Run on <default> instead" may still move it, the routed task's first turn is
+    unsubmitted: a runner of a shared queue cannot claim it. When the grace ends it starts;
+    a restart during the grace starts it too (nothing is stranded)."""
+    anthropic.script(PREFLIGHT, go_to_box())
+    chat.script("MARK-HELD", [{"text": "Held, then done."}])
+    chat.script("MARK-AGAIN", [{"text": "Done after the restart."}])
+    runner = "w1@h#grace"
+    async with FakeTelegram() as fake:
+
+        def settings(grace_s: float) -> object:
+            return make_settings(
+                tmp_path / "data",
+                fake,
+                claude_bin,
+                workdir,
+                config=config(tmp_path, chat, True),
+                preflight_route_grace_s=grace_s,
+            )
+
+        async with running_bot(settings(3), agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await app.store.runners.register(runner, "w1", "h", "worker", 60)
+            await fake.user_message("/detach engine=auto MARK-HELD fix a typo", OWNER)
+            await fake.wait_text(OWNER, "#1 mark-held", timeout_s=20)
+            # the intake polls every 0.2 s: several passes within the grace
+            for _ in range(5):
+                assert await app.store.claims.claim_next(runner, ["local", "claude"]) is None
+                assert (await app.store.tasks.last_turn(1)).status.value == "queued"
+                await asyncio.sleep(0.2)
+            await fake.wait_text(OWNER, "Held, then done.", timeout_s=30)
+
+        mark = len(fake.calls)
+        async with running_bot(settings(600), agent_env) as app:
+            await fake.wait_call("setMyCommands", after=mark)
+            await fake.user_message("/detach engine=auto MARK-AGAIN fix a typo", OWNER)
+            await fake.wait_text(OWNER, "#2 mark-again", timeout_s=20, after=mark)
+            assert await app.store.claims.claim_next(runner, ["local", "claude"]) is None
+        mark = len(fake.calls)
+        async with running_bot(settings(600), agent_env) as app:  # restarted in the grace
+            await fake.wait_text(OWNER, "Done after the restart.", timeout_s=30, after=mark)
             assert (await app.store.tasks.get(2)).engine == "local"

@@ -245,3 +245,20 @@ async def test_whether_a_chat_has_topics_is_asked_again_for_the_next_task(tmp_pa
         finally:
             await bot.session.close()
             await store.close()
+
+
+async def test_plain_text_in_a_topic_no_task_opened_starts_a_task(tmp_path, workdir):
+    """Telegram makes a message in a topic "reply" to the topic's first message; in a topic of
+    the owner's own (no task's) that is a plain message, which starts a task as in the chat."""
+    engine = FakeEngine(script)
+    async with FakeForum(private_topics=True) as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            own = await fake._m_createForumTopic({"chat_id": OWNER, "name": "my notes"})
+            thread = int(own["message_thread_id"])
+            mark = len(fake.calls)
+            await fake.user_message("tidy the notes", OWNER, thread_id=thread)
+            await fake.wait_text(OWNER, "Did: tidy the notes.", timeout_s=20, after=mark)
+            assert [s.prompt for s in engine.specs] == ["tidy the notes"]
+            said = " ".join(str(c.params.get("text")) for c in fake.calls[mark:])
+            assert "unrelated" not in said.lower()

@@ -26,6 +26,7 @@ from bot.voice.drafts import VoiceDrafts, VoiceNote
 from bot.voice.offline import OfflineRecognizer
 from bot.voice.remote import RemoteRecognizer
 from tests.support.fake_engine import FakeEngine
+from tests.support.fake_forum import FakeForum
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, running_bot
 from tests.support.stt_server import Answer, SttServer
@@ -248,3 +249,45 @@ async def test_drafts_survive_until_the_retention_forgets_them(tmp_path):
         assert await store.drafts.get(old.id) is None and await store.drafts.get(fresh.id)
     finally:
         await store.close()
+
+
+async def test_a_voice_note_in_a_tasks_topic_continues_that_task_there(tmp_path, workdir):
+    """In the topic of one of its sender's tasks, a note's draft is said in the topic (quietly
+    under /notify quiet) and its Start continues that task; a note in the chat still makes a
+    draft there whose Start begins a new task."""
+    engine = FakeEngine(lambda spec: answer(f"Did: {spec.prompt}."))
+    async with SttServer() as stt, FakeForum(private_topics=True) as fake:
+        stt.answers += [Answer(text="and now the docs"), Answer(text="a new job")]
+        config = settings(
+            tmp_path, fake, workdir, stt_base_url=stt.base_url, stt_api_key="sk-test-voice"
+        )
+        async with running_bot(config, {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/notify quiet", OWNER)
+            await fake.user_message("/claude first job", OWNER)
+            opened = await fake.wait_call("createForumTopic")
+            thread = int(opened.result["message_thread_id"])
+            await fake.wait_text(OWNER, "Did: first job.", timeout_s=20)
+            mark = len(fake.calls)
+            await fake.user_voice(b"OggS-in-topic", OWNER, duration_s=2, thread_id=thread)
+            draft = await fake.wait_text(OWNER, "🎤 and now the docs", after=mark)
+            assert int(draft.params["message_thread_id"]) == thread
+            assert str(draft.params.get("disable_notification")).lower() == "true"
+            start = buttons_data(fake, draft.result["message_id"])[0]
+            await fake.press(OWNER, draft.result["message_id"], start, OWNER)
+            done = await fake.wait_text(OWNER, "Did: and now the docs.", timeout_s=20, after=mark)
+            assert int(done.params["message_thread_id"]) == thread
+            assert [s.task_id for s in engine.specs] == [1, 1]
+            assert len(await app.store.tasks.list_for(None)) == 1
+            await until(
+                lambda: "Sent to #1" in fake.find_message(OWNER, draft.result["message_id"])["text"]
+            )
+
+            mark = len(fake.calls)
+            await fake.user_voice(b"OggS-in-chat", OWNER, duration_s=2)
+            draft = await fake.wait_text(OWNER, "🎤 a new job", after=mark)
+            assert "message_thread_id" not in draft.params
+            start = buttons_data(fake, draft.result["message_id"])[0]
+            await fake.press(OWNER, draft.result["message_id"], start, OWNER)
+            await fake.wait_text(OWNER, "Did: a new job.", timeout_s=20, after=mark)
+            assert [s.task_id for s in engine.specs] == [1, 1, 2]

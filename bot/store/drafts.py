@@ -23,7 +23,9 @@ class DraftStatus(StrEnum):
 @dataclass(frozen=True, slots=True)
 class VoiceDraft:
     """``notes``: the keys of what the draft message says besides the text (a cut note, a
-    language the offline recognizer does not know), comma-separated."""
+    language the offline recognizer does not know), comma-separated. ``task_id``: the task
+    Start began, or (set when it is made) the task whose topic the note came from, which
+    Start continues."""
 
     id: int
     owner_id: int
@@ -66,6 +68,7 @@ class VoiceDraftRepo:
         locale: str,
         text: str,
         notes: tuple[str, ...],
+        task_id: int | None = None,
     ) -> VoiceDraft:
         """A pending draft of the voice note ``message_id``; the one it made already when
         Telegram delivers the note twice."""
@@ -80,6 +83,7 @@ class VoiceDraftRepo:
             "text": text,
             "notes": ",".join(notes),
             "status": DraftStatus.PENDING.value,
+            "task_id": task_id,
             "created_at": self._clock(),
         }
         async with self._engine.begin() as conn:

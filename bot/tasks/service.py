@@ -180,7 +180,11 @@ class TaskService:
         waits = await self._queue.limited_until(new.engine) is not None
         async with self._store.atomic():  # the task exists with its acknowledgement, or not
             # its engine's usage limit: it waits, and is submitted once that resets
-            task, turn = await self._store.tasks.create(new, slug, submitted=not waits, waits=waits)
+            held = hold_s > 0 and not waits  # a routed task's grace: unsubmitted till it ends
+            submitted = not (waits or held)
+            task, turn = await self._store.tasks.create(new, slug, submitted=submitted, waits=waits)
+            if held:
+                self._queue.hold(turn.id, hold_s)
             if head is not None:
                 task = await self._own_worktree(task, new.cwd, head)
             if reply_to is not None:
@@ -191,7 +195,6 @@ class TaskService:
                     task, reply_to=reply_to, origin=new.origin, note=new.note
                 )
             # a slot is free: the first turn is claimed here, and starts once this commits
-            held = hold_s > 0 and not waits
             claimed = None if waits or held else await self._queue.claim_here(turn.id)
             failpoints.hit("task.before_commit")
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
@@ -215,7 +218,7 @@ class TaskService:
     async def _submit_after(self, delay_s: float, task_id: int, turn_id: int) -> None:
         await asyncio.sleep(delay_s)
         try:
-            await self._queue.submit(task_id, turn_id)
+            await self._queue.release(task_id, turn_id)
         finally:
             self._later.discard(asyncio.current_task())  # type: ignore[arg-type]
 

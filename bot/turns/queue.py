@@ -21,6 +21,7 @@ class TurnQueue:
         self._pool = pool
         self._limits: dict[str, datetime] = {}
         self._limits_read = float("-inf")
+        self._held: dict[int, float] = {}  # turn id -> when its hold ends (monotonic)
 
     async def kick(self, task_id: int, now: datetime | None = None) -> None:
         """Submit the next turn of ``task_id`` if it may start now. Idempotent: whoever asks
@@ -29,7 +30,7 @@ class TurnQueue:
         A turn of a limited engine stays queued; the intake's periodic kick submits it once the
         limit has reset. ``now``: the moment the limits are judged at (one for a whole pass)."""
         turn = await self._store.claims.next_queued_turn(task_id)
-        if turn is None:
+        if turn is None or self._holds(turn.id):
             return
         if await self._any_limit():
             task = await self._store.tasks.get(task_id)
@@ -38,6 +39,25 @@ class TurnQueue:
         if not await self._store.claims.mark_submitted(turn.id):
             return
         await self._pool.submit(task_id, turn.id)
+
+    def hold(self, turn_id: int, hold_s: float) -> None:
+        """Keep the queued, unsubmitted ``turn_id`` from being submitted here for ``hold_s``
+        seconds (a routed task's grace: unsubmitted, no runner may claim it). In memory only,
+        and it lapses by itself: after a restart the intake submits the turn at once, and a
+        hold nobody releases never strands it."""
+        self._held[turn_id] = time.monotonic() + hold_s
+
+    async def release(self, task_id: int, turn_id: int) -> None:
+        """The hold of ``turn_id`` ends: it is submitted now (as ``kick`` would)."""
+        self._held.pop(turn_id, None)
+        await self.kick(task_id)
+
+    def _holds(self, turn_id: int) -> bool:
+        ends = self._held.get(turn_id)
+        if ends is not None and time.monotonic() >= ends:
+            del self._held[turn_id]
+            ends = None
+        return ends is not None
 
     async def submit(self, task_id: int, turn_id: int) -> None:
         """Submit a turn its creator marked submitted (a new task's first: nothing to wait for)."""

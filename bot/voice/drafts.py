@@ -10,7 +10,12 @@ is the goal's plain text, never read for ``key=value`` options or commands, and 
 the owner's edit (a task with options is a typed ``/detach``).
 
 A draft is a row (``bot.store.drafts``), so its buttons and a reply to it work after a
-restart; the retention forgets drafts older than its days."""
+restart; the retention forgets drafts older than its days.
+
+A voice note in the forum topic of one of its sender's tasks continues that task: its draft
+is said in the topic, and Start sends the words to the task as a message in the topic would
+(a follow-up). The draft message follows the chat's /notify policy (it waits for a tap, like a
+question: silent only under ``quiet``)."""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from aiogram import Bot
 from aiogram.exceptions import AiogramError
 
 from bot.errors import TranscriptionFailed, UserInputError
-from bot.models import Task, TaskKind
+from bot.models import NotifyPolicy, Task, TaskKind
 from bot.store import Store
 from bot.store.drafts import DraftStatus, VoiceDraft
 from bot.tasks.requests import ChatRequest
@@ -96,9 +101,13 @@ class VoiceDrafts:
         chat_id: int,
         message_id: int,
         locale: str,
+        thread_id: int | None = None,
+        task_id: int | None = None,
     ) -> VoiceDraft:
         """Transcribe the note of ``message_id`` and show its draft (a note Telegram delivers
-        twice is shown once). Raises TranscriptionFailed with the line the chat gets."""
+        twice is shown once). ``thread_id``: the forum topic the note came from (the draft is
+        said there); ``task_id``: the task of that topic, which Start continues (None: Start
+        begins a task). Raises TranscriptionFailed with the line the chat gets."""
         known = await self._store.drafts.of_message(chat_id, message_id)
         if known is not None:
             return known
@@ -119,9 +128,10 @@ class VoiceDrafts:
             locale=locale,
             text=text,
             notes=notes,
+            task_id=task_id,
         )
         log.info("voice draft %s from message %s in chat %s", draft.id, message_id, chat_id)
-        await self._show(draft, reply_to=message_id)
+        await self._show(draft, reply_to=message_id, thread_id=thread_id)
         return draft
 
     async def tap(self, user_id: int, draft_id: int, action: DraftButton) -> str:
@@ -138,17 +148,17 @@ class VoiceDrafts:
             return "voice.cancelled"
         return await self._start(draft)
 
-    async def edit(self, draft: VoiceDraft, text: str) -> bool:
+    async def edit(self, draft: VoiceDraft, text: str, thread_id: int | None = None) -> bool:
         """The owner's reply to a pending draft: its text becomes the reply's and the draft is
-        shown again (a new message; the old one loses its buttons); False: no words, or the
-        draft was started or cancelled meanwhile."""
+        shown again (a new message, in the reply's topic ``thread_id``; the old one loses its
+        buttons); False: no words, or the draft was started or cancelled meanwhile."""
         new_text = tidy(text)
         if not new_text or not await self._store.drafts.set_text(draft.id, new_text):
             return False
         await self._close(draft, self._line(draft.locale, "voice.replaced"))
         updated = await self._store.drafts.get(draft.id)
         assert updated is not None
-        await self._show(updated, reply_to=None)
+        await self._show(updated, reply_to=None, thread_id=thread_id)
         return True
 
     async def _start(self, draft: VoiceDraft) -> str:
@@ -163,13 +173,18 @@ class VoiceDrafts:
             raise
         if task is not None:
             await self._store.drafts.set_task(draft.id, task.id)
-            line = self._line(draft.locale, "voice.started", label=task.label)
+            key = "voice.started" if draft.task_id is None else "voice.continued"
+            line = self._line(draft.locale, key, label=task.label)
         else:  # held by its preflight: its question is in the chat
             line = self._line(draft.locale, "voice.started_held")
         await self._close(draft, line)
         return "voice.starting"
 
     async def _begin(self, draft: VoiceDraft) -> Task | None:
+        if draft.task_id is not None:  # a note in the task's topic: the words continue it
+            task = await self._tasks.get_own(draft.owner_id, draft.task_id)
+            await self._tasks.follow_up(draft.owner_id, task.id, draft.text, draft.message_id)
+            return task
         return await self._tasks.request_from_chat(
             ChatRequest(
                 draft.owner_id,
@@ -205,9 +220,15 @@ class VoiceDrafts:
                 return draft
         return None
 
-    async def _show(self, draft: VoiceDraft, reply_to: int | None) -> None:
+    async def _show(self, draft: VoiceDraft, reply_to: int | None, thread_id: int | None) -> None:
+        quiet = await self._tasks.notify_policy(draft.chat_id) is NotifyPolicy.QUIET
         row_id = await self._outbox.send(
-            draft.chat_id, self._body(draft), markup=self._keyboard(draft), reply_to=reply_to
+            draft.chat_id,
+            self._body(draft),
+            markup=self._keyboard(draft),
+            reply_to=reply_to,
+            silent=quiet,
+            thread_id=thread_id,
         )
         await self._store.drafts.set_row(draft.id, row_id)
 

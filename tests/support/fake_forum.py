@@ -86,6 +86,44 @@ class FakeForum(FakeTelegram):
         await self._push({"message": message})
         return message
 
+    async def user_voice(  # type: ignore[override]
+        self,
+        data: bytes,
+        user_id: int,
+        duration_s: int,
+        kind: str = "voice",
+        language_code: str = "en",
+        thread_id: int | None = None,
+    ) -> dict[str, Any]:
+        """A voice note in the private chat, or in its topic ``thread_id`` (replying to the
+        topic's first message, as Telegram shows it)."""
+        if thread_id is None:
+            return await super().user_voice(data, user_id, duration_s, kind, language_code)
+        if (user_id, thread_id) not in self.topics:
+            raise AssertionError(f"no topic {thread_id} in chat {user_id}")
+        file_id = f"user-{kind}-{next(self._ids)}"
+        self.files[file_id] = data
+        sound = {
+            "file_id": file_id,
+            "file_unique_id": file_id.replace("-", ""),
+            "duration": duration_s,
+            "mime_type": "audio/ogg",
+            "file_size": len(data),
+        }
+        message: dict[str, Any] = {
+            "message_id": next(self._ids),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private"},
+            "from": self.user(user_id, language_code),
+            kind: sound,
+            "message_thread_id": thread_id,
+            "is_topic_message": True,
+            "reply_to_message": self.find_message(user_id, thread_id),
+        }
+        self.messages.setdefault(user_id, []).append(message)
+        await self._push({"message": message})
+        return message
+
     def _chat(self, chat_id: int, user_id: int) -> dict[str, Any]:
         if chat_id == user_id:
             return {"id": chat_id, "type": "private"}
