@@ -99,7 +99,7 @@ async def _claude_at_terminal(
 async def test_hold_at_the_terminal_and_take_back(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    anthropic.script("MARK-HOFF", [{"text": "phone first"}, {"echo": True}, {"echo": True}])
+    anthropic.script("MARK-HOFF", [{"text": "phone first"}, *[{"echo": True}] * 3])
     async with FakeTelegram() as fake:
         settings = make_settings(
             tmp_path / "data", fake, claude_bin, workdir, allowed_users=frozenset({OWNER, OTHER})
@@ -133,6 +133,10 @@ async def test_hold_at_the_terminal_and_take_back(
             refused = await fake.wait_text(OWNER, "held at the terminal since", after=mark)
             assert "not run" in refused.params["text"]
             assert {"📱 Take back", "📱 Take back and send it"} <= set(_buttons(refused))
+            assert len(await app.store.tasks.turns_of(task.id)) == 1
+            mark = len(fake.calls)
+            await fake.user_message("SECOND-WHILE-HELD", OWNER, reply_to_message_id=card_id)
+            second = await fake.wait_text(OWNER, "held at the terminal since", after=mark)
             assert len(await app.store.tasks.turns_of(task.id)) == 1
             # the Follow up button too (nothing to send: Take back only)
             mark = len(fake.calls)
@@ -168,9 +172,21 @@ async def test_hold_at_the_terminal_and_take_back(
             assert "AtTerminal" in lines
             echo = await fake.wait_text(OWNER, "ECHO", timeout_s=60, after=mark)
             assert "PHONE-WHILE-HELD" in echo.params["text"]
+            # every reply refused during the hold runs, in the order they were sent
+            echo = await fake.wait_text(OWNER, "SECOND-WHILE-HELD", timeout_s=60, after=mark)
             history = json.dumps(anthropic.requests_for("MARK-HOFF")[-1]["messages"])
             assert "TERMINAL-WORDS" in history
             assert history.index("TERMINAL-WORDS") < history.index("PHONE-WHILE-HELD")
+            assert history.index("PHONE-WHILE-HELD") < history.index("SECOND-WHILE-HELD")
+            # the second refusal's own button then says it went already
+            mark = len(fake.calls)
+            late = _buttons(second)["📱 Take back and send it"]
+            await fake.press(OWNER, second.result["message_id"], late, OWNER)
+            await fake.wait_call(
+                "answerCallbackQuery",
+                lambda c: "was sent to it already" in c.params.get("text", ""),
+                after=mark,
+            )
             # and a plain reply goes on from there
             await wait_linked(app, OWNER, echo.result["message_id"])
             mark = len(fake.calls)

@@ -80,19 +80,21 @@ class TerminalRepo:
             )
 
     async def park(self, task_id: int, message_id: int, text: str) -> bool:
-        """Keep a refused reply for "Take back and send it"; False when not held (any more)."""
-        held = await self.get(task_id)
-        if held is None:
-            return False
-        parked = {**held.parked, message_id: text}
-        kept = dict(sorted(parked.items())[-MAX_PARKED:])
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                terminal_holds.update()
-                .where(terminal_holds.c.task_id == task_id)
-                .values(parked=json.dumps({str(k): v for k, v in kept.items()}))
-            )
-        return result.rowcount == 1
+        """Keep a refused reply for "Take back and send it"; False when not held (any more).
+        Read and written in one transaction: two replies refused at once both stay."""
+        async with self._engine.atomic():
+            held = await self.get(task_id)
+            if held is None:
+                return False
+            parked = {**held.parked, message_id: text}
+            kept = dict(sorted(parked.items())[-MAX_PARKED:])
+            async with self._engine.begin() as conn:
+                result = await conn.execute(
+                    terminal_holds.update()
+                    .where(terminal_holds.c.task_id == task_id)
+                    .values(parked=json.dumps({str(k): v for k, v in kept.items()}))
+                )
+            return result.rowcount == 1
 
     async def task_with_session(self, engine: str, session_id: str) -> int | None:
         """The task that continues ``engine``'s session ``session_id`` (archived ones too)."""

@@ -63,13 +63,17 @@ class TerminalDesk:
 
     async def take_back(self, user_id: int, task_id: int, send: int = 0, hold: int = 0) -> Task:
         """Release the owner's task from the terminal; the transcript says from when to when.
-        ``send``: a reply refused while it was held (its message id), now its next turn;
+        ``send``: "Take back and send it" on a reply refused while it was held (its message
+        id): every reply refused during the hold becomes a turn, in the order they were sent
+        (plain Take back drops them: the owner chose not to send them);
         ``hold``: the hold the tapped button was made for (0: whichever): a button left from
         an ended hold does not end a later one."""
         task = await self._tasks.get_own(user_id, task_id)
         async with self._store.atomic():
             current = await self._store.terminal.get(task.id)
             if current is None or (hold and hold_stamp(current.since) != hold):
+                if send and await self._store.links.task_for(task.chat_id, send) == task.id:
+                    raise TaskStateError("terminal.already_sent", label=task.label)
                 raise TaskStateError("terminal.not_held", label=task.label)
             held = await self._store.terminal.release(task.id)
             if held is None:
@@ -93,6 +97,7 @@ class TerminalDesk:
             else:  # the message that said it is held says it is back, and loses Take back
                 await self._notifier.edit_row(task.chat_id, held.row_id, text)
         log.info("task %s taken back from the terminal by %s", task.id, user_id)
-        if send and send in held.parked:
-            await self._tasks.follow_up(user_id, task.id, held.parked[send], send)
+        if send and send in held.parked:  # all of them, not only the tapped one's
+            for message_id in sorted(held.parked):
+                await self._tasks.follow_up(user_id, task.id, held.parked[message_id], message_id)
         return task
