@@ -165,3 +165,33 @@ async def test_the_real_claude_waiting_on_a_silent_model_is_stopped(
             await fake.press(OWNER, said.result["message_id"], buttons(said)["⏹ Stop"], OWNER)
             await status_of(app, 1, TaskStatus.CANCELLED, timeout_s=60)
             await edited(fake, said.result["message_id"], "has ended since")
+
+
+async def test_a_long_wait_on_the_owner_is_no_stall_after_the_answer(tmp_path, workdir):
+    """An approval waits longer than the threshold, with a tool open; the owner allows and the
+    agent is quiet a while less than the threshold: no watchdog message (the owner's wait is
+    not the agent's silence, neither the model's nor the tool's)."""
+    stall_s = 2.0
+    asks = ApprovalRequest("Bash", {"command": "make deploy"}, "t1", "Bash(make deploy)")
+    script = (
+        SessionStarted(SESSION, "fake-model"),
+        ToolCalled("t1", "Bash", "make deploy"),
+        asks,
+        Pause(0.8 * stall_s),  # the tool at work after the answer: under the threshold
+        ToolFinished("t1", False, "deployed"),
+        *answer("deployed it")[1:],
+    )
+    engine = FakeEngine(script)
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=stall_s), {}, {"claude": engine}
+        ) as app:
+            await fake.user_message("/detach deploy", OWNER)
+            ask = await fake.wait_text(OWNER, "wants to use", timeout_s=20)
+            await asyncio.sleep(1.3 * stall_s)  # the owner takes longer than the threshold
+            assert stall_messages(fake) == []
+            await fake.press(OWNER, ask.result["message_id"], buttons(ask)["✅ Allow"], OWNER)
+            await fake.wait_text(OWNER, "deployed it", timeout_s=20)
+            await status_of(app, 1, TaskStatus.DONE)
+            assert engine.decisions == [True]
+            assert stall_messages(fake) == []
