@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bot.approvals.stalls import StallAction, StallChoice
 from bot.events import ApprovalRequest, SessionStarted, ToolCalled, ToolFinished
 from bot.models import TaskStatus
 from tests.support.fake_engine import FakeEngine, Pause
@@ -195,3 +196,30 @@ async def test_a_long_wait_on_the_owner_is_no_stall_after_the_answer(tmp_path, w
             await status_of(app, 1, TaskStatus.DONE)
             assert engine.decisions == [True]
             assert stall_messages(fake) == []
+
+
+async def test_stop_works_where_no_watchdog_spoke(tmp_path, workdir):
+    """Stop tapped on a process that holds nothing of the turn's watchdog (on scale-out the
+    watchdog lives in the worker, the tap reaches the bot): the turn is found in the store,
+    and only its owner's tap, while it runs, cancels it."""
+    engine = FakeEngine((SessionStarted(SESSION, "fake-model"), Pause(60), *answer("never")[1:]))
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=600, allowed_users=frozenset({OWNER, OTHER})),
+            {},
+            {"claude": engine},
+        ) as app:
+            await fake.user_message("/detach think hard", OWNER)
+            await until(lambda: any(c.method == "sendMessage" for c in fake.calls))
+            await status_of(app, 1, TaskStatus.RUNNING)
+            turn = await app.store.tasks.last_turn(1)
+            where = next(c for c in fake.calls if c.method == "sendMessage").result["message_id"]
+            stop = StallAction(turn_id=turn.id, choice=StallChoice.STOP).pack()
+            q = await fake.press(OWNER, where, stop, OTHER)
+            assert "not your task" in await answer_of(fake, q)
+            assert (await app.store.tasks.get(1)).status is TaskStatus.RUNNING
+            q = await fake.press(OWNER, where, stop, OWNER)
+            assert "#1" in await answer_of(fake, q)
+            await status_of(app, 1, TaskStatus.CANCELLED)
+            q = await fake.press(OWNER, where, stop, OWNER)  # the turn has ended: stale
+            assert "no longer valid" in await answer_of(fake, q)

@@ -14,7 +14,14 @@ from bot.approvals.view import (
 )
 from bot.errors import UserInputError
 from bot.events import Question
-from bot.models import ACTIVE_STATUSES, ApprovalAnswer, QuestionKind, QuestionStatus, Task
+from bot.models import (
+    ACTIVE_STATUSES,
+    ApprovalAnswer,
+    QuestionKind,
+    QuestionStatus,
+    Task,
+    TaskStatus,
+)
 from bot.ports import LostRunners
 from bot.store import Grant, PendingQuestion, Store
 from bot.telegram.markup import Keyboard
@@ -220,12 +227,19 @@ class ApprovalAnswers:
         await self._notifier.edit_row(spoken.chat_id, spoken.row_id, f"{spoken.text}\n\n{done}")
         return "stall.wait_toast"
 
-    def stalled_task(self, turn_id: int) -> int:
-        """The task of a turn whose watchdog spoke here (its Stop button cancels it)."""
-        spoken = self._desk.stalls.get(turn_id)
-        if spoken is None:
+    async def stalled_task(self, user_id: int, turn_id: int) -> int:
+        """The task of a stalled turn that still runs, read from the database: its Stop works
+        whichever process runs the turn (the cancel reaches a worker through the store).
+        Somebody else's turn is refused; a turn that has ended is stale."""
+        turn = await self._store.tasks.get_turn(turn_id)
+        task = await self._store.tasks.get(turn.task_id) if turn is not None else None
+        if task is None or turn is None:
             raise UserInputError("callback.stale")
-        return spoken.task_id
+        if task.owner_id != user_id:
+            raise UserInputError("callback.not_yours")
+        if turn.status is not TaskStatus.RUNNING:
+            raise UserInputError("callback.stale")
+        return task.id
 
     async def grants(self, user_id: int) -> list[Grant]:
         return await self._store.grants.active(user_id)
