@@ -52,8 +52,8 @@ async def on_pending(
     if not found:
         await reply("pending.empty")
         return
-    for text, markup in found:
-        await reply.send(text, markup=markup)
+    for qid, text, markup in found:
+        await answers.copied(qid, reply.chat_id, await reply.send(text, markup=markup))
 
 
 @router.callback_query(Tapped(StallAction))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from bot.approvals.copies import edit_copies, record_copy
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import (
     DONE,
@@ -194,22 +195,28 @@ class ApprovalAnswers:
             targets = [original] + [t for t in targets if t != original]
         for chat_id, message_id in targets:
             await self._notifier.edit(chat_id, message_id, text, markup)
+        await edit_copies(self._notifier, question, text, markup)
 
-    async def pending(self, user_id: int) -> list[tuple[str, Keyboard]]:
-        """Every approval and question waiting for ``user_id``, oldest first, as its text and
-        its own buttons (the same as the original's: a tap here is a tap there)."""
+    async def copied(self, qid: int, chat_id: int, row_id: int) -> None:
+        """/pending showed a copy of the question (outbox row ``row_id``): it is edited with
+        the original from now on (an answer, a timeout, the turn's end)."""
+        await record_copy(self._store, self._notifier, self._texts, qid, (chat_id, row_id))
+
+    async def pending(self, user_id: int) -> list[tuple[int, str, Keyboard]]:
+        """Every approval and question waiting for ``user_id``, oldest first, as its id, its
+        text and its own buttons (the same as the original's: a tap here is a tap there)."""
         owned = await self._store.tasks.list_for(user_id, sorted(ACTIVE_STATUSES), PENDING_TASKS)
         by_id = {t.id: t for t in owned}
-        shown: list[tuple[str, Keyboard]] = []
+        shown: list[tuple[int, str, Keyboard]] = []
         for question in await self._store.questions.pending_of(list(by_id)):
             task = by_id[question.task_id]
             if question.kind == QuestionKind.APPROVAL:
                 markup = approval_keyboard(self._texts, task.locale, question.id)
-                shown.append((str(question.payload.get("text", "")), markup))
+                shown.append((question.id, str(question.payload.get("text", "")), markup))
             elif question.kind == QuestionKind.QUESTION:
                 item, selected = _item(question), list(question.payload.get("selected") or [])
                 markup = question_keyboard(self._texts, task.locale, question.id, item, selected)
-                shown.append((self._question_text(task, item), markup))
+                shown.append((question.id, self._question_text(task, item), markup))
         return shown
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
