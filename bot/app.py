@@ -165,7 +165,13 @@ def make_preflight(
         store=core.store,
         texts=core.texts,
         engines=engines,
-        desk=PreflightDesk(core.store, core.outbox, core.texts, settings.preflight_wait_s),
+        desk=PreflightDesk(
+            core.store,
+            core.outbox,
+            core.texts,
+            settings.preflight_wait_s,
+            core.notifier.policies,
+        ),
         route_grace_s=settings.preflight_route_grace_s,
     )
 

@@ -52,8 +52,8 @@ async def on_pending(
     if not found:
         await reply("pending.empty")
         return
-    for text, markup in found:
-        await reply.send(text, markup=markup)
+    for qid, text, markup in found:
+        await answers.copied(qid, reply.chat_id, await reply.send(text, markup=markup))
 
 
 @router.callback_query(Tapped(StallAction))
@@ -69,7 +69,7 @@ async def on_stall_pressed(
     if callback_data.choice is StallChoice.WAIT:
         await query.answer(reply.text(await answers.keep_waiting(user_id, callback_data.turn_id)))
         return
-    task = await tasks.cancel(user_id, answers.stalled_task(callback_data.turn_id))
+    task = await tasks.cancel(user_id, await answers.stalled_task(user_id, callback_data.turn_id))
     await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
 
 

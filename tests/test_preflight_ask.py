@@ -135,3 +135,20 @@ async def test_a_question_outlives_a_restart(tmp_path, claude_bin, agent_env, an
             [prompt] = agent_prompts(anthropic, "MARK-AGAIN")
             assert "Which tests? → all tests" in prompt
             assert len(anthropic.requests_for(PREFLIGHT)) == 1  # not asked again
+
+
+async def test_a_refusal_follows_the_chats_notify_choice(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """The preflight's messages ask the /notify policy like a question: quiet, no buzz."""
+    refuse = {"verdict": "refuse", "reason": "It would delete the whole repository."}
+    anthropic.script(PREFLIGHT, [{"text": json.dumps(refuse)}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, preflight=True)
+        async with running_bot(settings, agent_env):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/notify quiet", OWNER)
+            mark = len(fake.calls)
+            await fake.user_message("/detach MARK-QUIET delete everything", OWNER)
+            refusal = await fake.wait_text(OWNER, "Not started:", timeout_s=20, after=mark)
+            assert str(refusal.params.get("disable_notification")).lower() == "true"

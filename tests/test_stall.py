@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bot.approvals.stalls import StallAction, StallChoice
 from bot.events import ApprovalRequest, SessionStarted, ToolCalled, ToolFinished
 from bot.models import TaskStatus
 from tests.support.fake_engine import FakeEngine, Pause
@@ -165,3 +166,60 @@ async def test_the_real_claude_waiting_on_a_silent_model_is_stopped(
             await fake.press(OWNER, said.result["message_id"], buttons(said)["⏹ Stop"], OWNER)
             await status_of(app, 1, TaskStatus.CANCELLED, timeout_s=60)
             await edited(fake, said.result["message_id"], "has ended since")
+
+
+async def test_a_long_wait_on_the_owner_is_no_stall_after_the_answer(tmp_path, workdir):
+    """An approval waits longer than the threshold, with a tool open; the owner allows and the
+    agent is quiet a while less than the threshold: no watchdog message (the owner's wait is
+    not the agent's silence, neither the model's nor the tool's)."""
+    stall_s = 2.0
+    asks = ApprovalRequest("Bash", {"command": "make deploy"}, "t1", "Bash(make deploy)")
+    script = (
+        SessionStarted(SESSION, "fake-model"),
+        ToolCalled("t1", "Bash", "make deploy"),
+        asks,
+        Pause(0.8 * stall_s),  # the tool at work after the answer: under the threshold
+        ToolFinished("t1", False, "deployed"),
+        *answer("deployed it")[1:],
+    )
+    engine = FakeEngine(script)
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=stall_s), {}, {"claude": engine}
+        ) as app:
+            await fake.user_message("/detach deploy", OWNER)
+            ask = await fake.wait_text(OWNER, "wants to use", timeout_s=20)
+            await asyncio.sleep(1.3 * stall_s)  # the owner takes longer than the threshold
+            assert stall_messages(fake) == []
+            await fake.press(OWNER, ask.result["message_id"], buttons(ask)["✅ Allow"], OWNER)
+            await fake.wait_text(OWNER, "deployed it", timeout_s=20)
+            await status_of(app, 1, TaskStatus.DONE)
+            assert engine.decisions == [True]
+            assert stall_messages(fake) == []
+
+
+async def test_stop_works_where_no_watchdog_spoke(tmp_path, workdir):
+    """Stop tapped on a process that holds nothing of the turn's watchdog (on scale-out the
+    watchdog lives in the worker, the tap reaches the bot): the turn is found in the store,
+    and only its owner's tap, while it runs, cancels it."""
+    engine = FakeEngine((SessionStarted(SESSION, "fake-model"), Pause(60), *answer("never")[1:]))
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=600, allowed_users=frozenset({OWNER, OTHER})),
+            {},
+            {"claude": engine},
+        ) as app:
+            await fake.user_message("/detach think hard", OWNER)
+            await until(lambda: any(c.method == "sendMessage" for c in fake.calls))
+            await status_of(app, 1, TaskStatus.RUNNING)
+            turn = await app.store.tasks.last_turn(1)
+            where = next(c for c in fake.calls if c.method == "sendMessage").result["message_id"]
+            stop = StallAction(turn_id=turn.id, choice=StallChoice.STOP).pack()
+            q = await fake.press(OWNER, where, stop, OTHER)
+            assert "not your task" in await answer_of(fake, q)
+            assert (await app.store.tasks.get(1)).status is TaskStatus.RUNNING
+            q = await fake.press(OWNER, where, stop, OWNER)
+            assert "#1" in await answer_of(fake, q)
+            await status_of(app, 1, TaskStatus.CANCELLED)
+            q = await fake.press(OWNER, where, stop, OWNER)  # the turn has ended: stale
+            assert "no longer valid" in await answer_of(fake, q)

@@ -258,3 +258,29 @@ async def test_a_window_is_warned_once_until_it_resets(store):
     past = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)  # a window already reset: not shown
     assert not await store.windows.report("codex", "five_hour", 0.99, past, 0.8)
     assert ("codex", "five_hour") not in {(w.engine, w.window) for w in await store.windows.all()}
+
+
+async def test_a_pending_copy_follows_the_original_when_it_is_settled(tmp_path, workdir):
+    """/pending's copy of an approval is edited with the original: answered on the original
+    (the copy loses its buttons and says the outcome), and expired by the timeout."""
+    asks = ApprovalRequest("Bash", {"command": "make deploy"}, "t1", "Bash(make deploy)")
+    engine = FakeEngine((SessionStarted(SESSION, "fake-model"), asks, *answer("went on")[1:]))
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, approval_timeout_s=3), {}, {"claude": engine}
+        ):
+            for task, choice, outcome in ((1, "✅ Allow", "Allowed"), (2, None, "Expired")):
+                mark = len(fake.calls)
+                await fake.user_message(f"/detach deploy number {task}", OWNER)
+                ask = await fake.wait_text(OWNER, "wants to use", timeout_s=20, after=mark)
+                mark = len(fake.calls)
+                await fake.user_message("/pending", OWNER)
+                copy = await fake.wait_text(OWNER, "make deploy", after=mark)
+                assert buttons(copy) == buttons(ask)
+                if choice is not None:  # answered on the original, not on the copy
+                    await fake.press(OWNER, ask.result["message_id"], buttons(ask)[choice], OWNER)
+                await edited(fake, ask.result["message_id"], outcome, after=mark)
+                again = await edited(fake, copy.result["message_id"], outcome, after=mark)
+                assert "reply_markup" not in again.params  # no live button on a settled copy
+                await fake.wait_text(OWNER, "went on", timeout_s=20, after=mark)
+    assert engine.decisions == [True, False]

@@ -95,3 +95,40 @@ async def test_turns_run_on_a_worker_and_the_bot_delivers(
             finally:
                 await stop_process(worker)
         assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-3000:]
+
+
+async def test_a_workers_stall_watchdog_is_stopped_from_the_bot(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """The watchdog speaks from the worker that runs the turn; its Stop, tapped at the bot
+    (which holds nothing of that watchdog), cancels the turn through the database."""
+    anthropic.script(
+        "MARK-WS",
+        [
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 60", "description": "wait"}}},
+            {"text": "never"},
+        ],
+    )
+    async with postgres_database() as url, FakeTelegram() as fake:
+        env = {
+            **agent_env,
+            "DETACH_DATABASE_URL": url,
+            "DETACH_DATA_DIR": str(tmp_path / "w"),
+            "DETACH_CLAUDE_BIN": claude_bin,
+            "DETACH_WORKDIR": str(workdir),
+            "DETACH_STALL_S": "2",
+        }
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, role="front", database_url=url
+        )
+        async with running_bot(settings, agent_env) as app:
+            worker = await start_worker(tmp_path, env)
+            try:
+                await fake.user_message("/claude mode=auto MARK-WS wait", OWNER)
+                said = await fake.wait_text(OWNER, "no word from the agent", timeout_s=90)
+                stop = said.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+                await fake.press(OWNER, said.result["message_id"], stop, OWNER)
+                await wait_status(app, 1, TaskStatus.CANCELLED, timeout_s=30)
+            finally:
+                await stop_process(worker)
+        assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-3000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from bot.approvals.copies import edit_copies, record_copy
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import (
     DONE,
@@ -14,7 +15,14 @@ from bot.approvals.view import (
 )
 from bot.errors import UserInputError
 from bot.events import Question
-from bot.models import ACTIVE_STATUSES, ApprovalAnswer, QuestionKind, QuestionStatus, Task
+from bot.models import (
+    ACTIVE_STATUSES,
+    ApprovalAnswer,
+    QuestionKind,
+    QuestionStatus,
+    Task,
+    TaskStatus,
+)
 from bot.ports import LostRunners
 from bot.store import Grant, PendingQuestion, Store
 from bot.telegram.markup import Keyboard
@@ -187,22 +195,28 @@ class ApprovalAnswers:
             targets = [original] + [t for t in targets if t != original]
         for chat_id, message_id in targets:
             await self._notifier.edit(chat_id, message_id, text, markup)
+        await edit_copies(self._notifier, question, text, markup)
 
-    async def pending(self, user_id: int) -> list[tuple[str, Keyboard]]:
-        """Every approval and question waiting for ``user_id``, oldest first, as its text and
-        its own buttons (the same as the original's: a tap here is a tap there)."""
+    async def copied(self, qid: int, chat_id: int, row_id: int) -> None:
+        """/pending showed a copy of the question (outbox row ``row_id``): it is edited with
+        the original from now on (an answer, a timeout, the turn's end)."""
+        await record_copy(self._store, self._notifier, self._texts, qid, (chat_id, row_id))
+
+    async def pending(self, user_id: int) -> list[tuple[int, str, Keyboard]]:
+        """Every approval and question waiting for ``user_id``, oldest first, as its id, its
+        text and its own buttons (the same as the original's: a tap here is a tap there)."""
         owned = await self._store.tasks.list_for(user_id, sorted(ACTIVE_STATUSES), PENDING_TASKS)
         by_id = {t.id: t for t in owned}
-        shown: list[tuple[str, Keyboard]] = []
+        shown: list[tuple[int, str, Keyboard]] = []
         for question in await self._store.questions.pending_of(list(by_id)):
             task = by_id[question.task_id]
             if question.kind == QuestionKind.APPROVAL:
                 markup = approval_keyboard(self._texts, task.locale, question.id)
-                shown.append((str(question.payload.get("text", "")), markup))
+                shown.append((question.id, str(question.payload.get("text", "")), markup))
             elif question.kind == QuestionKind.QUESTION:
                 item, selected = _item(question), list(question.payload.get("selected") or [])
                 markup = question_keyboard(self._texts, task.locale, question.id, item, selected)
-                shown.append((self._question_text(task, item), markup))
+                shown.append((question.id, self._question_text(task, item), markup))
         return shown
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
@@ -220,12 +234,19 @@ class ApprovalAnswers:
         await self._notifier.edit_row(spoken.chat_id, spoken.row_id, f"{spoken.text}\n\n{done}")
         return "stall.wait_toast"
 
-    def stalled_task(self, turn_id: int) -> int:
-        """The task of a turn whose watchdog spoke here (its Stop button cancels it)."""
-        spoken = self._desk.stalls.get(turn_id)
-        if spoken is None:
+    async def stalled_task(self, user_id: int, turn_id: int) -> int:
+        """The task of a stalled turn that still runs, read from the database: its Stop works
+        whichever process runs the turn (the cancel reaches a worker through the store).
+        Somebody else's turn is refused; a turn that has ended is stale."""
+        turn = await self._store.tasks.get_turn(turn_id)
+        task = await self._store.tasks.get(turn.task_id) if turn is not None else None
+        if task is None or turn is None:
             raise UserInputError("callback.stale")
-        return spoken.task_id
+        if task.owner_id != user_id:
+            raise UserInputError("callback.not_yours")
+        if turn.status is not TaskStatus.RUNNING:
+            raise UserInputError("callback.stale")
+        return task.id
 
     async def grants(self, user_id: int) -> list[Grant]:
         return await self._store.grants.active(user_id)

@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import asdict
 from datetime import timedelta
 
+from bot.approvals.copies import edit_copies, first_line
 from bot.approvals.stalls import Stalls
 from bot.approvals.view import (
     DONE,
@@ -230,12 +231,12 @@ class ApprovalDesk:
                 if future.done()
                 else (fresh.answer if fresh and fresh.answer else answer)
             )
+        text = first_line(question) + "\n\n" + self._texts.get(task.locale, key)
         if row_id is not None:  # the outbox edits the message that row became, in order
-            await self._notifier.edit_row(
-                task.chat_id,
-                row_id,
-                _first_part(question) + "\n\n" + self._texts.get(task.locale, key),
-            )
+            await self._notifier.edit_row(task.chat_id, row_id, text)
+        fresh = await self._store.questions.get(question.id)  # /pending's copies, made since
+        if fresh is not None:
+            await edit_copies(self._notifier, fresh, text)
         return answer
 
     async def budget_ask(
@@ -277,20 +278,14 @@ class ApprovalDesk:
         for question in expired:
             task = await self._store.tasks.get(question.task_id)
             text = (
-                _first_part(question) + "\n\n" + self._texts.get(task.locale if task else "en", key)
+                first_line(question) + "\n\n" + self._texts.get(task.locale if task else "en", key)
             )
             if question.chat_id is not None and question.message_id is not None:
                 await self._notifier.edit(question.chat_id, question.message_id, text)
             elif question.row_id is not None and task is not None:
                 await self._notifier.edit_row(task.chat_id, question.row_id, text)
+            await edit_copies(self._notifier, question, text)
         return len(expired)
-
-
-def _first_part(question: PendingQuestion) -> str:
-    payload = question.payload
-    if question.kind == QuestionKind.APPROVAL:
-        return str(payload.get("text", "")).rsplit("\n", 1)[0]
-    return f"❓ {payload.get('text', '')}"
 
 
 class TurnApprover:

@@ -17,13 +17,14 @@ from typing import Annotated
 from pydantic import Field
 
 from bot.errors import DetachError, UserInputError
-from bot.models import PreflightDecision, Task
+from bot.models import MessageKind, PreflightDecision, Task
 from bot.preflight.check import Outcome
 from bot.store import Store
 from bot.store.preflights import PreflightHold
 from bot.telegram.callbacks import Id, TaskAction, TaskButton
 from bot.telegram.markup import CallbackData, Keyboard
 from bot.telegram.outbox import Outbox
+from bot.telegram.policies import ChatPolicies
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,19 @@ Starter = Callable[[PreflightHold, str, str], Awaitable[Task]]
 
 
 class PreflightDesk:
-    """``wait_s``: DETACH_PREFLIGHT_WAIT_S, how long a question waits for its answer."""
+    """``wait_s``: DETACH_PREFLIGHT_WAIT_S, how long a question waits for its answer.
+    ``policies``: the chats' /notify choices, which its messages follow like a question
+    (none: every message buzzes)."""
 
-    def __init__(self, store: Store, outbox: Outbox, texts: Texts, wait_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        outbox: Outbox,
+        texts: Texts,
+        wait_s: float,
+        policies: ChatPolicies | None = None,
+    ) -> None:
+        self._policies = policies
         self._store = store
         self._outbox = outbox
         self._texts = texts
@@ -111,8 +122,14 @@ class PreflightDesk:
             body = over_budget
         else:
             body = self._plain(locale, "preflight.refusal", reason=hold.reason)
+        kind = MessageKind.BUDGET if over_budget else MessageKind.QUESTION
         row_id = await self._outbox.send(
-            chat_id, body, markup=self._keyboard(hold), reply_to=reply_to, html=False
+            chat_id,
+            body,
+            markup=self._keyboard(hold),
+            reply_to=reply_to,
+            html=False,
+            silent=await self._silent(chat_id, kind),
         )
         await self._store.preflights.set_row(hold.id, row_id)
         return hold
@@ -197,7 +214,11 @@ class PreflightDesk:
         else:
             reason = self._texts.get(hold.locale, "error.internal")
         body = self._texts.template(hold.locale, "preflight.not_started").format(reason=reason)
-        await self._outbox.send(hold.chat_id, body, reply_to=hold.reply_to)
+        silent = await self._silent(hold.chat_id, MessageKind.RESULT)  # its outcome
+        await self._outbox.send(hold.chat_id, body, reply_to=hold.reply_to, silent=silent)
+
+    async def _silent(self, chat_id: int, kind: MessageKind) -> bool:
+        return self._policies is not None and await self._policies.silent(chat_id, kind)
 
     async def _cancel(self, hold: PreflightHold) -> str:
         """ "Cancel" under an estimate over the budget: the task is never started."""

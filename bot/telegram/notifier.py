@@ -366,9 +366,12 @@ class Notifier:
     async def delivered(self, row_id: int) -> int | None:
         return await self._outbox.delivered(row_id)
 
-    async def edit_row(self, chat_id: int, row_id: int, text: str) -> None:
-        """Edit the message an outbox row became (queued after it, so it is sent by then)."""
-        await self._outbox.edit(chat_id, None, text, None, row_id=row_id)
+    async def edit_row(
+        self, chat_id: int, row_id: int, text: str, markup: Keyboard | None = None
+    ) -> None:
+        """Edit the message an outbox row became (queued after it, so it is sent by then);
+        without ``markup`` its buttons are removed."""
+        await self._outbox.edit(chat_id, None, text, markup, row_id=row_id)
 
     async def edit(
         self, chat_id: int, message_id: int, text: str, markup: Keyboard | None = None

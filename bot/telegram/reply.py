@@ -27,8 +27,11 @@ class Reply:
     async def __call__(self, key: str, *, markup: Keyboard | None = None, **params: Any) -> None:
         await self.send(self.text(key, **params), markup=markup)
 
-    async def send(self, html_text: str, markup: Keyboard | None = None) -> None:
-        await self.outbox.send(self.chat_id, html_text, markup=markup, thread_id=self.thread_id)
+    async def send(self, html_text: str, markup: Keyboard | None = None) -> int:
+        """Returns the outbox row id (the message it becomes can be edited by it)."""
+        return await self.outbox.send(
+            self.chat_id, html_text, markup=markup, thread_id=self.thread_id
+        )
 
     async def edit(self, message_id: int, html_text: str, markup: Keyboard | None = None) -> None:
         await self.outbox.edit(self.chat_id, message_id, html_text, markup)

@@ -99,20 +99,32 @@ class StallWatch:
             return StallState.EXITING
         return StallState.TOOL if self._tools else StallState.MODEL
 
+    def _owner_time(self) -> None:
+        """The turn waits on its owner: that time is not the agent's silence. The clock (and
+        every open tool's) restarts, so an answer after a long wait is no stall at once."""
+        now = time.monotonic()
+        self._last = now
+        self._tools = {k: (what, now) for k, (what, _) in self._tools.items()}
+
     async def _run(self) -> None:
+        poll = max(0.02, min(self._after_s / 20, 1.0))  # an owner's wait is seen this soon
         while not self._stalls.silenced(self._turn_id):
-            quiet = time.monotonic() - self._last
             if self._paused:  # the verdict is in: its card and check come first
                 await asyncio.sleep(1.0)
                 continue
+            if self._asking():
+                self._owner_time()
+                await asyncio.sleep(poll)
+                continue
+            quiet = time.monotonic() - self._last
             if quiet < self._after_s:
-                await asyncio.sleep(self._after_s - quiet + 0.05)
+                await asyncio.sleep(min(self._after_s - quiet + 0.05, poll))
                 continue
             state = self.state()
             if state is not StallState.OWNER and state not in self._told:
                 self._told.add(state)
                 await self._speak(state, quiet)
-            await asyncio.sleep(min(self._after_s, 5.0))  # a state that changes is seen soon
+            await asyncio.sleep(poll)  # a state that changes is seen soon
 
     async def _speak(self, state: StallState, quiet_s: float) -> None:
         loc, label = self._task.locale, self._task.label
