@@ -27,12 +27,21 @@ class CodexSteering:
     """Sends a turn's steers as they arrive; what became of each is read by the turn's
     event loop (``said``) and, at the turn's end, ``finished``."""
 
-    def __init__(self, inbox: SteerInbox, rpc: Rpc, thread_id: str, turn_id: str) -> None:
+    def __init__(
+        self,
+        inbox: SteerInbox,
+        rpc: Rpc,
+        thread_id: str,
+        turn_id: str,
+        timeout_s: float = STEER_TIMEOUT_S,
+    ) -> None:
         self._inbox = inbox
+        self._timeout_s = timeout_s
         self._rpc = rpc
         self._target = {"threadId": thread_id, "expectedTurnId": turn_id}
         self._said: list[AgentEvent] = []
         self._accepted: list[Steer] = []  # in the turn, its userMessage item not seen yet
+        self._unsure: list[Steer] = []  # unanswered within the bound: in only if the turn shows it
         self._sending: Steer | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -48,20 +57,28 @@ class CodexSteering:
             for steer in self._inbox.take():
                 self._sending = steer
                 self._idle.clear()
-                if await self._one(steer):
+                answer = await self._one(steer)
+                if answer is None:
+                    self._unsure.append(steer)
+                elif answer:
                     self._accepted.append(steer)
                 else:
                     self._said.append(SteerDeferred(steer.steer_id))
                 self._sending = None
                 self._idle.set()
 
-    async def _one(self, steer: Steer) -> bool:
+    async def _one(self, steer: Steer) -> bool | None:
+        """True: accepted; False: refused (it runs as the next turn); None: no answer within
+        the bound (the app-server may still have taken it: its ``userMessage`` item decides)."""
         text = [{"type": "text", "text": steer.text, "text_elements": []}]
         try:
             await self._rpc.request(
-                "turn/steer", {**self._target, "input": text}, timeout_s=STEER_TIMEOUT_S
+                "turn/steer", {**self._target, "input": text}, timeout_s=self._timeout_s
             )
-        except (AgentCrashed, TimeoutError) as exc:
+        except TimeoutError:
+            log.info("codex: steer %s unanswered: in only if the turn shows it", steer.steer_id)
+            return None
+        except AgentCrashed as exc:
             log.info("codex: steer %s refused (%s): the next turn", steer.steer_id, exc)
             return False
         return True
@@ -75,11 +92,12 @@ class CodexSteering:
         if item.get("type") != "userMessage" or not isinstance(item.get("content"), list):
             return
         words = {str(c.get("text")) for c in item["content"] if isinstance(c, dict)}
-        for steer in self._accepted:
-            if steer.text in words:
-                self._accepted.remove(steer)
-                self._said.append(SteerTaken(steer.steer_id))
-                return
+        for waiting in (self._accepted, self._unsure):
+            for steer in waiting:
+                if steer.text in words:
+                    waiting.remove(steer)
+                    self._said.append(SteerTaken(steer.steer_id))
+                    return
 
     async def finished(self) -> list[AgentEvent]:
         """The turn completed: a steer in flight gets its answer (bounded); one still waiting
@@ -88,7 +106,8 @@ class CodexSteering:
             await asyncio.wait_for(self._idle.wait(), FINISH_WAIT_S)
         sending = self._sending
         await self.aclose()
-        left = [*([sending] if sending else []), *self._inbox.take()]
+        left = [*([sending] if sending else []), *self._unsure, *self._inbox.take()]
+        self._unsure = []
         taken = [SteerTaken(s.steer_id) for s in self._accepted]  # accepted: in this turn
         self._accepted = []
         return [*self.said(), *taken, *(SteerDeferred(s.steer_id) for s in left)]

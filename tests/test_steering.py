@@ -191,3 +191,36 @@ async def test_untapped_the_default_queue_keeps_it_behind_and_drops_the_choice(t
         engine.release.set()
         await until(lambda: _done(app, task.id))
         assert engine.prompts == ["first", "later"]
+
+
+class _SilentRpc:
+    """An app-server that never answers ``turn/steer`` within the bound."""
+
+    async def request(self, method: str, params: dict, timeout_s: float) -> dict:
+        await asyncio.sleep(timeout_s)
+        raise TimeoutError(method)
+
+
+def _user_message(text: str) -> dict:
+    item = {"type": "userMessage", "content": [{"type": "text", "text": text}]}
+    return {"method": "item/started", "params": {"item": item}}
+
+
+async def test_an_unanswered_codex_steer_is_in_when_the_turn_shows_it_else_next():
+    """No answer to ``turn/steer`` within its bound is not a refusal: the app-server may have
+    taken it. The turn showing its words makes it taken in (never run again); a turn that
+    completes without showing it leaves it to run as the next turn."""
+    from bot.events import SteerDeferred, SteerTaken
+    from executors.codex_steer import CodexSteering
+
+    box = SteerBox(1)
+    steering = CodexSteering(box, _SilentRpc(), "thread", "turn", timeout_s=0.05)  # type: ignore[arg-type]
+    box.put(Steer(2, "shown later"))
+    box.put(Steer(3, "never shown"))
+    async with asyncio.timeout(5):
+        while len(steering._unsure) < 2:  # both sent, neither answered
+            await asyncio.sleep(0.01)
+    assert steering.said() == []  # not deferred on the timeout alone
+    steering.shown(_user_message("shown later"))
+    assert steering.said() == [SteerTaken(2)]
+    assert await steering.finished() == [SteerDeferred(3)]
