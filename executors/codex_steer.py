@@ -42,6 +42,7 @@ class CodexSteering:
         self._said: list[AgentEvent] = []
         self._accepted: list[Steer] = []  # in the turn, its userMessage item not seen yet
         self._unsure: list[Steer] = []  # unanswered within the bound: in only if the turn shows it
+        self._seen: set[str] = set()  # words the turn showed while their request was in flight
         self._sending: Steer | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -58,7 +59,9 @@ class CodexSteering:
                 self._sending = steer
                 self._idle.clear()
                 answer = await self._one(steer)
-                if answer is None:
+                if answer is not False and steer.text in self._seen:  # shown while in flight
+                    self._said.append(SteerTaken(steer.steer_id))
+                elif answer is None:
                     self._unsure.append(steer)
                 elif answer:
                     self._accepted.append(steer)
@@ -98,6 +101,8 @@ class CodexSteering:
                     waiting.remove(steer)
                     self._said.append(SteerTaken(steer.steer_id))
                     return
+        if self._sending is not None and self._sending.text in words:
+            self._seen.add(self._sending.text)
 
     async def finished(self) -> list[AgentEvent]:
         """The turn completed: a steer in flight gets its answer (bounded); one still waiting

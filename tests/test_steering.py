@@ -180,7 +180,9 @@ async def test_untapped_the_default_queue_keeps_it_behind_and_drops_the_choice(t
         )
         await until(lambda: _is(engine.prompts, ["first"]))
         turn = await app.service.follow_up(OWNER, task.id, "later", reply_to=90004)
-        assert turn is not None
+        assert turn is not None and app.service.steering is not None
+        with pytest.raises(TaskNotFound):  # somebody else's tap leaves the owner's default
+            await app.service.steering.choose(STRANGER, turn.id, SteerChoice.STEER)
 
         async def said_queued() -> bool:
             await app.outbox.idle(1)
@@ -224,3 +226,35 @@ async def test_an_unanswered_codex_steer_is_in_when_the_turn_shows_it_else_next(
     steering.shown(_user_message("shown later"))
     assert steering.said() == [SteerTaken(2)]
     assert await steering.finished() == [SteerDeferred(3)]
+
+
+class _SlowRpc:
+    """An app-server that takes the steer at once (its item shows) but answers only after the
+    bound."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def request(self, method: str, params: dict, timeout_s: float) -> dict:
+        self.asked.set()
+        await asyncio.sleep(timeout_s)
+        raise TimeoutError(method)
+
+
+async def test_a_codex_steer_shown_while_its_request_waits_is_in_once():
+    """The turn shows the steer's words before ``turn/steer`` answers (then it times out): it is
+    taken in, never run again as the next turn."""
+    from bot.events import SteerTaken
+    from executors.codex_steer import CodexSteering
+
+    box, rpc = SteerBox(1), _SlowRpc()
+    steering = CodexSteering(box, rpc, "thread", "turn", timeout_s=0.2)  # type: ignore[arg-type]
+    box.put(Steer(2, "shown early"))
+    async with asyncio.timeout(5):
+        await rpc.asked.wait()
+    steering.shown(_user_message("shown early"))
+    async with asyncio.timeout(5):
+        while not (said := steering.said()):
+            await asyncio.sleep(0.01)
+    assert said == [SteerTaken(2)]
+    assert await steering.finished() == []

@@ -79,15 +79,16 @@ class SteerDesk:
         log.info("follow-up turn %s: untapped, %s -> %s", turn_id, self._default, answer)
 
     async def choose(self, user_id: int, turn_id: int, choice: SteerChoice) -> SteerAnswer:
-        """The owner's tap (or the default): somebody else's follow-up is a missing one."""
-        timer = self._timers.pop(turn_id, None)
-        if timer is not None:
-            timer.cancel()
+        """The owner's tap (or the default): somebody else's follow-up is a missing one (and
+        leaves the owner's default timer running)."""
         turn = await self._store.tasks.get_turn(turn_id)
         task = await self._store.tasks.get(turn.task_id) if turn is not None else None
         if task is None or task.owner_id != user_id:
             raise TaskNotFound(f"turn {turn_id}")
         assert turn is not None
+        timer = self._timers.pop(turn_id, None)
+        if timer is not None and timer is not asyncio.current_task():
+            timer.cancel()
         if turn.status is not TaskStatus.QUEUED:
             return SteerAnswer.GONE
         if choice is SteerChoice.QUEUE:
