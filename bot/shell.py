@@ -109,7 +109,7 @@ def adopt(args: argparse.Namespace) -> int:
     ``--chat``); the running bot sends its card. Prints its label."""
     import os
 
-    from bot.tasks.adoption import Adoptee, locate, record
+    from bot.tasks.adoption import Adoptee, adopted_mode, locate, record
 
     settings = shell_settings()
     if not settings.allowed_users:
@@ -121,7 +121,8 @@ def adopt(args: argparse.Namespace) -> int:
 
     async def work(store: Store) -> None:
         locale = (await store.users.locales()).get(owner, "en")  # the owner's /lang
-        who = Adoptee(owner, args.chat or owner, locale, settings.approval_mode, announced=False)
+        mode = adopted_mode(settings.approval_mode)
+        who = Adoptee(owner, args.chat or owner, locale, mode, announced=False)
         task, _ = await record(store, found, where, who)
         print(
             f"{task.label} adopted ({found.engine} session in {where}); "

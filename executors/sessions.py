@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -146,8 +147,11 @@ def _codex_message(payload: dict[str, Any], role: str) -> str:
 
 def _lines(path: Path, head: bool) -> Iterator[dict[str, Any]]:
     """The JSON objects of the file's head (or tail), at most ``HEAD_BYTES``/``TAIL_BYTES``."""
-    try:
-        with path.open("rb") as file:
+    try:  # never a FIFO or a device planted under that name: it could block this thread
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return
             if head:
                 data = file.read(HEAD_BYTES)
             else:

@@ -6,6 +6,7 @@ the terminal added, and ``/adopt`` / ``detach adopt`` of a session a plain ``cla
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import html
 import json
 import os
@@ -368,3 +369,24 @@ def test_session_files_are_read_as_hostile_input(tmp_path):
     (folder / f"{liar}.jsonl").write_text(json.dumps(claim) + "\n")
     assert not find_session(env, liar).consistent
     assert find_session(env, str(uuid.uuid4())) is None
+    # a FIFO planted as a Codex rollout is never opened for reading (it would block forever)
+    fifo_id = str(uuid.uuid4())
+    day = home / ".codex" / "sessions" / "2026" / "12" / "05"
+    day.mkdir(parents=True)
+    os.mkfifo(day / f"rollout-2026-12-05T10-00-00-{fifo_id}.jsonl")
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        assert pool.submit(find_session, env, fifo_id).result(timeout=5) is None
+    finally:
+        pool.shutdown(wait=False)  # a thread blocked on the FIFO must not hold the test
+
+
+def test_an_adopted_session_never_runs_in_auto():
+    """A session started elsewhere may have read anything: adopted, its next turn asks first
+    even where the chat's sessions run in ``auto``; narrower defaults stay."""
+    from bot.models import ApprovalMode
+    from bot.tasks.adoption import adopted_mode
+
+    assert adopted_mode(ApprovalMode.AUTO) is ApprovalMode.ASK
+    for mode in (ApprovalMode.ASK, ApprovalMode.SANDBOX, ApprovalMode.READONLY):
+        assert adopted_mode(mode) is mode

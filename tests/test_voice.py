@@ -235,6 +235,25 @@ async def test_an_offline_decode_past_its_bound_stops_with_a_clear_line():
     assert failed.value.key == "voice.unreadable"
 
 
+def test_a_file_declaring_a_huge_rate_or_many_channels_is_refused_before_it_is_read():
+    """A small file's header can promise gigabytes of samples (a rate of 600 kHz, 8 channels):
+    refused as not a voice note, never allocated for."""
+    import io
+
+    import numpy as np
+    import soundfile
+
+    from bot.voice.audio import decode
+
+    for rate, channels in ((600_000, 1), (16_000, 8)):
+        out = io.BytesIO()
+        soundfile.write(out, np.zeros((rate // 100, channels)), rate, format="FLAC")
+        with pytest.raises(TranscriptionFailed) as failed:
+            decode(out.getvalue(), 300)
+        assert failed.value.key == "voice.unreadable"
+        assert "not a voice note" in str(failed.value.params.get("reason"))
+
+
 async def test_drafts_survive_until_the_retention_forgets_them(tmp_path):
     clock = Clock()
     store = await Store.open(f"sqlite:///{tmp_path / 'voice.sqlite'}", clock)

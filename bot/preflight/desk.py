@@ -237,8 +237,13 @@ class PreflightDesk:
         row_id, chat_id, _ = found
         back = RunDefault(task_id=task.id, engine=engine, preset=preset or "")
         caption = self._plain(task.locale, "preflight.run_default", name=preset or engine)
+        try:  # a preset name Telegram's 64 bytes or the data's separator cannot carry
+            button = back.button(caption)
+        except ValueError:
+            log.info("task %s: no Run on %s button (its name does not fit)", task.id, preset)
+            return
         cancel = TaskAction.buttons(self._texts, task.locale, task.id, [TaskButton.CANCEL])
-        keyboard = Keyboard.of([cancel, [back.button(caption)]])
+        keyboard = Keyboard.of([cancel, [button]])
         await self._outbox.edit_markup(chat_id, row_id, keyboard)
 
     async def moved_back(self, task: Task, routed_line: str, line: str) -> None:

@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 TITLE_CHARS = 200
 
 
+def adopted_mode(default: ApprovalMode) -> ApprovalMode:
+    """An adopted session's approval mode: the chat's default for sessions, but never ``auto``
+    (a session started elsewhere may have read anything: its next turn asks before it acts)."""
+    return ApprovalMode.ASK if default is ApprovalMode.AUTO else default
+
+
 @dataclass(frozen=True, slots=True)
 class Adoptee:
     """Who adopts, and how its task is made: its chat, locale and approval mode."""
@@ -108,7 +114,7 @@ class Adoption:
         found, where = await asyncio.to_thread(
             locate, self._environ, tasks.workdirs, tasks.available_engines, typed
         )
-        who = Adoptee(user_id, chat_id, locale, tasks.planner.defaults.session_mode)
+        who = Adoptee(user_id, chat_id, locale, adopted_mode(tasks.planner.defaults.session_mode))
         async with self._store.atomic():  # the task exists with its card, or not at all
             task, turn = await record(self._store, found, where, who)
             await self._notifier.turn_finished(task, turn)

@@ -46,12 +46,20 @@ def encode_flac(pcm: Pcm) -> bytes:
     return out.getvalue()
 
 
+MAX_RATE = 48_000  # Telegram's voice notes are 48 kHz Opus; speech needs no more
+MAX_CHANNELS = 2
+
+
 def _read(sound: bytes, max_s: float) -> tuple[Any, int, int]:
     import soundfile
 
     try:
         with soundfile.SoundFile(io.BytesIO(sound)) as f:
             rate, frames = f.samplerate, f.frames
+            if not 0 < rate <= MAX_RATE or not 0 < f.channels <= MAX_CHANNELS:
+                # a small file can declare a huge rate or many channels: the read below would
+                # allocate for them before decoding a sample
+                raise ValueError(f"{rate} Hz, {f.channels} channels: not a voice note")
             wanted = min(frames, int(max_s * rate)) if frames > 0 else int(max_s * rate)
             samples = f.read(wanted, dtype="float32", always_2d=True)
     except (RuntimeError, TypeError, ValueError) as exc:  # soundfile.LibsndfileError
