@@ -20,8 +20,11 @@ from bot.events import ApprovalDecision
 from executors import sandbox
 from executors.check import ShellCheck
 from executors.claude import ClaudeExecutor
+from executors.codex import CodexExecutor
 from executors.local_tools import Call, ToolBox, ToolFailed
 from tests.test_claude_executor import Scripted, collect, spec
+from tests.test_codex_executor import collect as collect_codex
+from tests.test_sandbox import bash, sandboxed, tool_outputs
 
 
 def plant(workdir: Path, markers: Path) -> None:
@@ -142,3 +145,70 @@ async def test_local_tools_refuse_to_write_claude_configuration(workdir):
     assert "wrote claude.md" in await box.run(
         Call("2", "write_file", {"path": "claude.md", "content": "x\n"})
     )
+
+
+async def test_claude_own_sandbox_cannot_plant_claude_configuration(
+    claude_bin, agent_env, anthropic, workdir
+):
+    """Measured with 2.1.197: Claude's sandbox keeps both files out of its commands' reach and
+    brings a Write of ``.claude/…`` to the owner's approval (denied here)."""
+    anthropic.script(
+        "MARK-SBXCL",
+        [
+            bash(
+                "mkdir -p .claude; echo '{}' > .claude/settings.json; echo rc1=$?; "
+                "echo '{}' > .mcp.json; echo rc2=$?; echo '{}' > ok.txt; echo rc3=$?"
+            ),
+            {
+                "tool_use": {
+                    "name": "Write",
+                    "input": {"file_path": ".claude/settings.local.json", "content": "{}"},
+                }
+            },
+            {"text": "x"},
+        ],
+    )
+    approver = Scripted()
+    events = await collect(
+        ClaudeExecutor(claude_bin, agent_env), sandboxed("MARK-SBXCL go", workdir), approver
+    )
+    output = tool_outputs(events)
+    assert "rc1=1" in output and "rc2=1" in output and "rc3=0" in output
+    assert [r.tool_name for r in approver.requests] == ["Write"]
+    assert not (workdir / ".claude" / "settings.json").exists()
+    assert not (workdir / ".claude" / "settings.local.json").exists()
+    assert not (workdir / ".mcp.json").exists() and (workdir / "ok.txt").exists()
+
+
+@pytest.mark.parametrize("present", [False, True])
+async def test_codex_sandbox_cannot_plant_claude_configuration(
+    codex_bin, codex_env, openai, workdir, present
+):
+    """Measured with 0.171.0: without the profile's ``read`` entries the same command wrote
+    both files; with them, neither, and no mount point stays behind."""
+    if present:
+        (workdir / ".claude").mkdir()
+        (workdir / ".claude" / "settings.json").write_text("{}")
+        (workdir / ".mcp.json").write_text("{}")
+    openai.script(
+        "MARK-CXCL",
+        [
+            {
+                "shell": "mkdir -p .claude; echo x > .claude/settings.json; echo rc1=$?; "
+                "echo x > .mcp.json; echo rc2=$?; echo x > ok.txt; echo rc3=$?"
+            },
+            {"text": "x"},
+        ],
+    )
+    approver = Scripted()
+    events = await collect_codex(
+        CodexExecutor(codex_bin, codex_env), sandboxed("MARK-CXCL go", workdir), approver
+    )
+    output = tool_outputs(events) + str(openai.requests_for("MARK-CXCL")[-1])
+    assert "rc1=1" in output and "rc2=1" in output and "rc3=0" in output
+    assert (workdir / "ok.txt").read_text() == "x\n"
+    if present:
+        assert (workdir / ".claude" / "settings.json").read_text() == "{}"
+        assert (workdir / ".mcp.json").read_text() == "{}"
+    else:
+        assert not (workdir / ".claude").exists() and not (workdir / ".mcp.json").exists()
