@@ -58,10 +58,12 @@ class ClaudeExecutor:
         env: Mapping[str, str],
         secrets: Iterable[str] = (),
         cancel_grace_s: float = 5.0,
+        project_settings: bool = False,
     ) -> None:
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
+        self._project_settings = project_settings
 
     def argv(self, spec: TurnSpec, mcp_config: Path | None = None) -> list[str]:
         """The CLI's command line; ``mcp_config``: the file naming the turn's MCP servers."""
@@ -77,6 +79,9 @@ class ClaudeExecutor:
             "stream-json",
             "--verbose",
             "--replay-user-messages",  # a steer's echo: the moment the CLI takes it in
+            # only the bot's MCP servers: never the working directory's ``.mcp.json``
+            "--strict-mcp-config",
+            *self._setting_sources(),
         ]
         if spec.approval_mode in (ApprovalMode.ASK, ApprovalMode.SANDBOX):
             argv += ["--permission-prompt-tool", "stdio"]
@@ -100,6 +105,13 @@ class ClaudeExecutor:
         if mcp_config is not None:
             argv += ["--mcp-config", str(mcp_config)]
         return argv + list(spec.extra_args)
+
+    def _setting_sources(self) -> list[str]:
+        """The directory's ``.claude/settings*.json`` are the repository's (or a sandboxed
+        agent's) words: hooks that would run with the owner's rights, allow rules that would
+        skip the owner's taps; ``-p`` skips the trust dialog that would ask. Only the user's
+        own settings load, unless the owner opted in (DETACH_CLAUDE_PROJECT_SETTINGS)."""
+        return [] if self._project_settings else ["--setting-sources", "user"]
 
     async def version(self) -> str:
         argv = [self._binary or "claude", "--version"]
@@ -311,10 +323,20 @@ class ClaudeSettings(EngineSettings):
     """DETACH_CLAUDE_*."""
 
     claude_bin: str | None = None  # else ``claude`` on PATH
+    # load the working directory's ``.claude/settings.json``, ``settings.local.json`` (hooks,
+    # permission rules, MCP enabling) as an interactive ``claude`` would once trusted: only
+    # for an owner who trusts every repository a task runs in (and every agent that wrote it)
+    claude_project_settings: bool = False
 
 
 def _make(config: EngineConfig) -> ClaudeExecutor:
-    return ClaudeExecutor(config.binary, config.environ, config.secrets, config.cancel_grace_s)
+    return ClaudeExecutor(
+        config.binary,
+        config.environ,
+        config.secrets,
+        config.cancel_grace_s,
+        project_settings=config.settings_of(ClaudeSettings).claude_project_settings,
+    )
 
 
 SPEC = EngineSpec(

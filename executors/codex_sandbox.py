@@ -7,7 +7,9 @@ with ``default_permissions`` on the app-server's command line (and no ``sandbox`
 does: writes only in the task's directory (``:workspace``, with ``/tmp`` and ``$TMPDIR`` made
 read-only), no network, each denied path ``none`` (bubblewrap: ``Permission denied``; the task's
 directory stays readable and writable inside a denied one), and the API keys, tokens and
-passwords excluded from its commands' environment."""
+passwords excluded from its commands' environment. The task's ``.claude`` and ``.mcp.json``
+are ``read`` (Claude Code's hooks and rules: not for a command to plant; a missing one cannot
+be created, and no mount point stays behind)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from bot.models import ApprovalMode, TurnSpec
 from executors.denied import outside, secret_names
+from executors.sandbox import CLAUDE_KEPT
 
 
 def outermost(paths: tuple[Path, ...]) -> list[Path]:
@@ -44,6 +47,8 @@ def profile_config(
     denied = spec.deny_read if base == ":workspace" else outside(spec.deny_read, spec.cwd)
     entries = {str(path): "none" for path in outermost(denied) if path != spec.cwd}
     entries.update({":slash_tmp": "read", ":tmpdir": "read"})
+    if base == ":workspace":  # what Claude Code obeys there: not for a command to plant
+        entries.update({str(spec.cwd / name): "read" for name in CLAUDE_KEPT})
     filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
     profile = f"{{extends = {json.dumps(base)}, filesystem = {{{filesystem}}}}}"
     excluded = [*EXCLUDED, *secret_names(environ)]

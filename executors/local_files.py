@@ -33,6 +33,8 @@ GREP_CAP = 200  # matching lines one search returns
 WALK_BUDGET_S = 10.0  # a listing or a search stops (and says so) after this long
 SKIPPED_DIRS = {".git", ".detach", "node_modules", "__pycache__", ".venv"}
 PROTECTED = ".git"
+# what Claude Code obeys in a directory (hooks, permission rules, MCP servers)
+CLAUDE_CONFIG = (".claude", ".mcp.json")
 
 
 class ToolFailed(DetachError):
@@ -68,13 +70,19 @@ class Confined:
         return resolved
 
     def writable(self, path: object) -> Path:
-        """``inside``, and not in a ``.git`` (as written, or once its links are followed)."""
+        """``inside``, and not in a ``.git``, a ``.claude`` or a ``.mcp.json`` (as written, or
+        once its links are followed)."""
         resolved = self.inside(path)
         named = Path(str(path)).parts + Path(self.relative(resolved)).parts
         if any(part.lower() == PROTECTED for part in named):
             raise ToolFailed(
                 f"{path} is in .git, the repository's own data; the tools do not write there "
                 "(git commands through run may change a repository)"
+            )
+        if any(part.lower() in CLAUDE_CONFIG for part in named):
+            raise ToolFailed(
+                f"{path} is Claude Code's project configuration (hooks, permission rules); "
+                "the tools do not write there"
             )
         return resolved
 

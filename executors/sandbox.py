@@ -71,7 +71,8 @@ def confine(
     ``/tmp``), no network, its own process namespace; each ``denied`` directory is an empty
     tmpfs and each denied file an empty one (``/dev/null``), except ``writable`` itself, which
     stays readable and writable even inside a denied directory (mounts apply in order); the
-    ``.git/config``, ``hooks`` and ``info`` of a repository at its top stay read-only."""
+    ``.git/config``, ``hooks`` and ``info`` of a repository at its top stay read-only, and so
+    do its ``.claude`` and ``.mcp.json`` (see ``_claude_kept``)."""
     bwrap = shutil.which("bwrap", path=environ.get("PATH", "")) or "bwrap"
     where = os.path.abspath(writable)
     real = os.path.realpath(where)  # bound by its real path: a symlink on the way still leads
@@ -90,6 +91,7 @@ def confine(
         real,
         *_hidden(inside),
         *_git_kept(Path(real)),
+        *_claude_kept(Path(real)),
         "--chdir",
         where,
         "--",
@@ -112,6 +114,28 @@ def _git_kept(writable: Path) -> list[str]:
         path = git / name
         if path.exists() and not path.is_symlink():
             args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+CLAUDE_KEPT = (".claude", ".mcp.json")  # what Claude Code obeys in a directory: hooks, rules
+
+
+def _claude_kept(writable: Path) -> list[str]:
+    """bubblewrap's arguments that keep Claude Code's project configuration at the top of
+    ``writable`` read-only: a command of the task may not plant hooks or allow rules that a
+    later turn of the owner's would obey. A missing ``.claude`` becomes an empty read-only
+    tmpfs (its mount point, an empty directory, stays behind); a missing ``.mcp.json`` is left
+    alone (its mount point would be an empty file in the owner's tree): the bot's turns pass
+    ``--strict-mcp-config``, so no turn of the bot's starts a server it names."""
+    args: list[str] = []
+    for name in CLAUDE_KEPT:
+        path = writable / name
+        if path.is_symlink():
+            continue  # it leads somewhere: outside ``writable`` that is read-only anyway
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+        elif name == ".claude":
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
     return args
 
 
