@@ -46,7 +46,7 @@ def profile_config(
     entries.update({":slash_tmp": "read", ":tmpdir": "read"})
     filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
     profile = f"{{extends = {json.dumps(base)}, filesystem = {{{filesystem}}}}}"
-    excluded = [*EXCLUDED, *secret_names(environ)]
+    excluded = [*EXCLUDED, *secret_names(environ, spec.secret_names)]
     return [
         "-c",
         f"default_permissions={json.dumps(PROFILE)}",

@@ -4,15 +4,19 @@ hold one (never recorded by a turn's baseline)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from bot.board.checkout import patch_since
 from bot.errors import AgentCrashed
 from bot.events import SessionStarted, TurnFinished, Usage
-from bot.models import TaskStatus, TurnSpec
+from bot.models import ApprovalMode, TaskStatus, TurnSpec
 from bot.settings import Settings
 from bot.turns.baseline import from_record, recorded, take
+from executors.check import ShellCheck
+from executors.claude_sandbox import sandbox_settings
+from executors.codex_sandbox import profile_config
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -93,9 +97,11 @@ def leaking(*values: str):
     return script
 
 
-async def stored_and_shown(tmp_path: Path, environ: dict, *values: str, **overrides) -> list:
+async def stored_and_shown(
+    tmp_path: Path, environ: dict, *values: str, **overrides: object
+) -> tuple[list, list[TurnSpec]]:
     """Three tasks whose agent says ``values`` (answer, error, stderr): each stored turn's and
-    card's text."""
+    card's text, and the specs the agent got."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     found = []
@@ -113,14 +119,43 @@ async def stored_and_shown(tmp_path: Path, environ: dict, *values: str, **overri
                 assert status is None or turn.status is status
                 found += [card.params["text"], turn.result_text, turn.stderr_tail]
                 found.append(turn.error.encode() if turn.error else None)
-    return found
+    return found, engine.specs
 
 
 async def test_an_answer_error_or_stderr_stores_and_shows_no_secret(tmp_path: Path):
     """The bot token and an API key of the environment, in the agent's answer, its error or
     its stderr: ``[redacted]`` in the stored turn and on the card."""
     environ = {"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": API_KEY}
-    found = await stored_and_shown(tmp_path, environ, TOKEN, API_KEY)
+    found, _ = await stored_and_shown(tmp_path, environ, TOKEN, API_KEY)
     text = json.dumps(found)
     assert TOKEN not in text and API_KEY not in text
     assert text.count("[redacted] and [redacted]") >= 6, found
+
+
+async def test_a_presets_key_of_any_name_is_redacted_and_hidden_from_commands(tmp_path: Path):
+    """A preset's ``api_key_env`` and DETACH_LOCAL_API_KEY_ENV named like no key (``GROQ``,
+    ``LLM_PASS``): their values are redacted from what a turn stores and shows, and no
+    sandboxed command of Claude, Codex or a check gets them."""
+    config = tmp_path / "presets.toml"
+    config.write_text(
+        '[presets.groq]\nengine = "local"\nmodel = "llama"\n'
+        'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "GROQ"\n'
+    )
+    groq, local = "gsk-groq-value-0123456789", "llm-pass-value-9876543210"
+    environ = {"PATH": "/usr/bin:/bin", "GROQ": groq, "LLM_PASS": local, "HOME": str(tmp_path)}
+    found, specs = await stored_and_shown(
+        tmp_path, environ, groq, local, config=config, local_api_key_env="LLM_PASS"
+    )
+    text = json.dumps(found)
+    assert groq not in text and local not in text
+    assert text.count("[redacted] and [redacted]") >= 6, found
+    spec = dataclasses.replace(specs[0], approval_mode=ApprovalMode.SANDBOX)
+    assert {"GROQ", "LLM_PASS", "DETACH_STT_API_KEY"} <= set(spec.secret_names)
+    claude = json.loads(sandbox_settings(spec, environ))["sandbox"]["credentials"]["envVars"]
+    assert {v["name"] for v in claude} == {"GROQ", "LLM_PASS"}
+    (excluded,) = [a for a in profile_config(spec, environ) if "exclude=" in a]
+    assert '"GROQ"' in excluded and '"LLM_PASS"' in excluded
+    check = ShellCheck(environ, [], 30, confine_always=False, hidden=spec.secret_names)
+    result = await check.run("printenv", tmp_path, False, 1)
+    assert "PATH=" in result.output and groq not in result.output
+    assert local not in result.output
