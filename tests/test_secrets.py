@@ -101,7 +101,7 @@ async def stored_and_shown(
     tmp_path: Path, environ: dict, *values: str, **overrides: object
 ) -> tuple[list, list[TurnSpec]]:
     """Three tasks whose agent says ``values`` (answer, error, stderr): each stored turn's and
-    card's text, and the specs the agent got."""
+    card's text; a fourth's check's output (``printenv``); and the specs the agent got."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     found = []
@@ -119,6 +119,11 @@ async def stored_and_shown(
                 assert status is None or turn.status is status
                 found += [card.params["text"], turn.result_text, turn.stderr_tail]
                 found.append(turn.error.encode() if turn.error else None)
+            await fake.user_message("/claude check=printenv answer again", OWNER)
+            await fake.wait_text(OWNER, "[redacted]", after=len(fake.calls))
+            check = await app.store.checks.last(4)
+            assert check is not None and "PATH=" in check.output, check
+            found.append(check.output)
     return found, engine.specs
 
 
@@ -148,6 +153,7 @@ async def test_a_presets_key_of_any_name_is_redacted_and_hidden_from_commands(tm
     )
     text = json.dumps(found)
     assert groq not in text and local not in text
+    assert "GROQ=" not in found[-1] and "LLM_PASS=" not in found[-1]  # the check never had them
     assert text.count("[redacted] and [redacted]") >= 6, found
     spec = dataclasses.replace(specs[0], approval_mode=ApprovalMode.SANDBOX)
     assert {"GROQ", "LLM_PASS", "DETACH_STT_API_KEY"} <= set(spec.secret_names)
