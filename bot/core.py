@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from bot.fleet.takeover import Takeover
 from bot.git import Worktrees
 from bot.intake.recovery import recover
 from bot.mcp.launch import private_dir, subtask_env
-from bot.models import ProcessRole
+from bot.models import Preset, ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
 from bot.ports import Executor
@@ -137,6 +137,7 @@ async def build_core(
     lease = Lease(store, name, host, role.value, settings.worker_lease_s, executors.keys)
     tag = process_tag(settings, identity)
     denial = read_denial(settings, agent_environ)
+    keys = key_variables(settings, presets.all())
     runner = TurnRunner(
         store=store,
         engines=engines,
@@ -144,7 +145,7 @@ async def build_core(
         queue=queue,
         desk=desk,
         money=money,
-        policy=turn_policy(settings, denial, agent_environ),
+        policy=turn_policy(settings, denial, agent_environ, keys),
         workdirs=workdirs,
         identity=lease if shared_db else OneProcess(identity),
         stop_poll_s=poll_s,
@@ -155,6 +156,7 @@ async def build_core(
             settings.check_timeout_s,
             nice=settings.agent_nice,
             denied=denial.paths,
+            hidden=keys,
         ),
     )
     shared = None
@@ -198,16 +200,29 @@ def read_denial(settings: Settings, environ: Mapping[str, str]) -> ReadDenial:
     )
 
 
+def key_variables(settings: Settings, presets: Iterable[Preset]) -> tuple[str, ...]:
+    """The variables holding a key whatever their names: every preset's ``api_key_env``,
+    DETACH_LOCAL_API_KEY_ENV's and DETACH_STT_API_KEY."""
+    named = [p.api_key_env for p in presets]
+    named += [settings.local_api_key_env, "DETACH_STT_API_KEY"]
+    return tuple(sorted({name for name in named if name}))
+
+
 def turn_policy(
-    settings: Settings, denial: ReadDenial | None = None, environ: Mapping[str, str] | None = None
+    settings: Settings,
+    denial: ReadDenial | None = None,
+    environ: Mapping[str, str] | None = None,
+    keys: tuple[str, ...] = (),
 ) -> TurnPolicy:
-    """``environ``: the environment whose secret values (``executors.denied.secret_names``) no
-    transcript stores, with the bot's own token."""
+    """``environ``: the environment whose secret values (``executors.denied.secret_names``,
+    and ``keys``: ``key_variables``) no transcript stores, with the bot's own token; no
+    sandboxed command gets ``keys``."""
     found = environ or {}
-    named = (found[name] for name in secret_names(found))
+    named = (found[name] for name in secret_names(found, keys))
     secrets = [*settings.secret_values(), *(v for v in named if not v.startswith("/"))]
     return TurnPolicy(
         secrets=tuple(secrets),
+        secret_names=keys,
         auto_allowed_tools=settings.auto_allowed_tools,
         progress_interval_s=settings.progress_interval_s,
         progress_delay_s=settings.progress_delay_s,

@@ -335,6 +335,9 @@ class TurnSpec:
     nice: int = 0  # the turn's processes run this much nicer (lower CPU priority) than the bot
     # what a sandboxed turn's commands, tools and checks may not read (executors/denied.py)
     deny_read: tuple[Path, ...] = ()
+    # variables its commands never get, whatever their names (every preset's api_key_env):
+    # with the key-like names of executors.denied.secret_names
+    secret_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ settings file ``bot.config`` finds)."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -17,6 +18,9 @@ from executors.local import LocalSettings
 
 TELEGRAM_API_URL = "https://api.telegram.org"
 TOKEN_SHAPE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{1,100}")
+
+
+MIN_PASSWORD_CHARS = 8  # as bot.turns.transcribe's MIN_SECRET_CHARS
 
 
 class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
@@ -184,6 +188,12 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         return (self.workdir or Path.home()).resolve()
 
     def secret_values(self) -> list[str]:
-        """Values that must never reach an agent's environment or a log line."""
+        """Values that must never reach an agent's environment or a log line (with the
+        password inside DETACH_DATABASE_URL, as written and percent-decoded, unless it is so
+        short that hiding it would hide every variable holding those letters)."""
         secrets = [self.bot_token, self.stt_api_key]
-        return [s.get_secret_value() for s in secrets if s is not None and s.get_secret_value()]
+        values = [s.get_secret_value() for s in secrets if s is not None and s.get_secret_value()]
+        password = urllib.parse.urlsplit(self.database_url or "").password
+        if password and len(password) >= MIN_PASSWORD_CHARS:
+            values += dict.fromkeys((password, urllib.parse.unquote(password)))
+        return values

@@ -39,12 +39,14 @@ class ShellCheck:
         nice: int = 0,
         denied: Callable[[], Iterable[Path]] = tuple,
         confine_always: bool = True,
+        hidden: Iterable[str] = (),
     ) -> None:
         """``nice``: how much nicer than the bot the check's processes run; ``denied``: the
         paths a sandboxed check may not read (asked at each run); ``confine_always``: run in
         the sandbox whenever this machine has one, not only when ``run`` is told to (a check:
-        yes; /local's ``run`` tool, whose commands the owner approves in ask mode: no)."""
-        self._env = without_secrets(agent_env(environ, secrets))
+        yes; /local's ``run`` tool, whose commands the owner approves in ask mode: no);
+        ``hidden``: variables it never gets whatever their names (every preset's key)."""
+        self._env = without_secrets(agent_env(environ, secrets), hidden)
         self._denied = denied
         self._confine_always = confine_always
         self._timeout_s = timeout_s

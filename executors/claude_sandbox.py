@@ -23,7 +23,8 @@ def sandbox_settings(spec: TurnSpec, environ: Mapping[str, str] | None = None) -
     denied paths are hidden from its commands (``filesystem.denyRead``: a tmpfs or /dev/null
     over each, the task's directory bound back) and from the Read tool, and kept from the
     edit tools (deny rules, which cannot be lifted inside a denied directory: they name what
-    lies around the task's directory); the API keys and tokens of ``environ`` are unset for its
+    lies around the task's directory); the API keys and tokens of ``environ`` (and
+    ``spec.secret_names``, whatever their names) are unset for its
     commands (``credentials.envVars``), while the CLI itself keeps them to reach its model."""
     settings: dict[str, Any] = {
         "enabled": True,
@@ -34,7 +35,7 @@ def sandbox_settings(spec: TurnSpec, environ: Mapping[str, str] | None = None) -
     }
     if spec.deny_read:
         settings["filesystem"] = {"denyRead": [str(p) for p in spec.deny_read]}
-    hidden = secret_names(environ or {})
+    hidden = secret_names(environ or {}, spec.secret_names)
     if hidden:
         settings["credentials"] = {"envVars": [{"name": n, "mode": "deny"} for n in hidden]}
     rules = [rule for p in outside(spec.deny_read, spec.cwd) for rule in _deny_rules(p)]

@@ -51,7 +51,7 @@ def profile_config(
         entries.update({str(spec.cwd / name): "read" for name in CLAUDE_KEPT})
     filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
     profile = f"{{extends = {json.dumps(base)}, filesystem = {{{filesystem}}}}}"
-    excluded = [*EXCLUDED, *secret_names(environ)]
+    excluded = [*EXCLUDED, *secret_names(environ, spec.secret_names)]
     return [
         "-c",
         f"default_permissions={json.dumps(PROFILE)}",

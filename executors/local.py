@@ -290,7 +290,7 @@ class LocalExecutor:
         the turn's denied paths hidden), without the bot's secrets, API keys and tokens and the
         endpoint's own key in its environment."""
         sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
-        environ = without_secrets(self._environ, (endpoint.api_key_env or "",))
+        environ = without_secrets(self._environ, (endpoint.api_key_env or "", *spec.secret_names))
 
         async def run_command(command: str, timeout_s: float | None) -> tuple[int | None, str]:
             limit = min(timeout_s or self._command_timeout_s, self._command_timeout_s)

@@ -11,6 +11,7 @@ without following a link and without blocking, never shown."""
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import hashlib
 import os
 import stat
@@ -47,6 +48,27 @@ class Baseline:
 RECORD_KIND = "Baseline"  # the first turn's, in the task's transcript (a line nobody reads)
 TEXT_BYTES = 64 * 1024  # a dirty file's content is recorded up to this size…
 TEXTS_BYTES = 512 * 1024  # …and the first turn's record holds at most this much content
+# files whose names say they hold a key or a password: never recorded, whatever they hold
+SECRET_FILES = (
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "*.p12",
+    "*.pfx",
+    "credentials*",
+    "*secret*",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+)
+
+
+def secret_looking(path: str) -> bool:
+    """Whether a file's name (any case) is one of ``SECRET_FILES``."""
+    name = path.rsplit("/", 1)[-1].lower()
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_FILES)
 
 
 async def recorded(
@@ -56,8 +78,8 @@ async def recorded(
     (where the board's diff of the task starts); none for any other. It holds the content of
     the files that differed from the commit (``texts``: the owner's own edits, so the board
     shows only what the task changed on top of them): UTF-8 text files of at most
-    ``TEXT_BYTES``, ``TEXTS_BYTES`` in all, none holding one of ``secrets``; a file without
-    one is diffed against the commit."""
+    ``TEXT_BYTES``, ``TEXTS_BYTES`` in all, none holding one of ``secrets`` nor named like a
+    secret (``SECRET_FILES``); a file without one is diffed against the commit."""
     if seq != 1 or before.top is None:
         return []
     texts = await asyncio.to_thread(_texts, Path(before.top), sorted(before.dirty), hidden(secrets))
@@ -105,6 +127,8 @@ def _texts(top: Path, paths: list[str], secrets: tuple[str, ...]) -> dict[str, s
     texts: dict[str, str] = {}
     left = TEXTS_BYTES
     for path in paths:
+        if secret_looking(path):
+            continue
         text = read_text(top / path, min(TEXT_BYTES, left))
         if text is None or any(secret in text for secret in secrets):
             continue

@@ -38,11 +38,13 @@ from bot.turns.outcome import (
     CHECK_PROMPT_TAIL,
     charged,
     failure,
+    scrubbed,
 )
 from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.queue import TurnQueue
 from bot.turns.specs import TurnPolicy, TurnSpecs
 from bot.turns.steering import SteerBoard
+from bot.turns.transcribe import hidden, redacted
 from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,7 @@ class TurnRunner:
         self._desk = desk
         self._money = money
         self._policy = policy
+        self._hidden = hidden(policy.secrets)  # redacted from what a turn stores and shows
         self._identity = identity
         self._stop_poll_s = stop_poll_s
         self._checks = checks
@@ -289,6 +292,9 @@ class TurnRunner:
         turn found it, when the turn may have changed files (else the card lists no changes,
         and no git process runs for it)."""
         turn_id = turn.id
+        outcome = scrubbed(outcome, self._hidden)
+        if check is not None:
+            check = dataclasses.replace(check, output=redacted(check.output, self._hidden))
         wanted = before is not None and outcome.status is not TaskStatus.FAILED
         changes = await turn_changes(task.cwd, before) if wanted and before else ""
         failed = check is not None and check.approved and not check.passed

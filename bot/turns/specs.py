@@ -49,6 +49,8 @@ class TurnPolicy:
     read_denial: Callable[[], tuple[Path, ...]] | None = None
     # values no transcript stores (the bot's token, the environment's API keys): redacted
     secrets: tuple[str, ...] = ()
+    # variables no sandboxed command gets whatever their names (every preset's api_key_env)
+    secret_names: tuple[str, ...] = ()
 
 
 class TurnSpecs:
@@ -96,6 +98,7 @@ class TurnSpecs:
             private_dir=self._policy.private_dir,
             nice=self._policy.agent_nice,
             deny_read=self._deny_read(task),
+            secret_names=self._policy.secret_names,
         )
 
     def _deny_read(self, task: Task) -> tuple[Path, ...]:
