@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import os
 import re
-import stat
 from pathlib import Path
 
 from bot.turns.baseline import Baseline, take
 from bot.turns.gitinfo import in_repository, output, scoped
 from executors.gitguard import PLAIN_DIFF
+from executors.reading import read_regular
 
 MAX_NEW_FILES = 50
 NEW_FILE_BYTES = 64 * 1024
@@ -145,15 +144,8 @@ def _new_file(top: Path, name: str) -> str:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            return None
-        data = file.read(NEW_FILE_BYTES + 1)
-    if b"\0" in data:
+    data = read_regular(path, NEW_FILE_BYTES)
+    if data is None or b"\0" in data:
         return None
     text = data[:NEW_FILE_BYTES].decode("utf-8", errors="replace")
     return text + ("\n… cut" if len(data) > NEW_FILE_BYTES else "")

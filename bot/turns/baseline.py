@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import hashlib
-import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from bot.telegram.render import shorten
 from bot.turns.gitinfo import diff_stat, in_repository, listed, output, scoped
 from bot.turns.transcribe import hidden
 from executors.gitguard import PLAIN_DIFF, Scope
+from executors.reading import read_regular
 
 HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
 MAX_HASHED = 5000  # dirty files hashed at most; the rest are signed by their metadata
@@ -107,15 +107,8 @@ def from_record(body: dict[str, object]) -> Baseline | None:
 def read_text(path: Path, limit: int) -> str | None:
     """A regular file's content as text, opened without following a link and without
     blocking; None: missing, special, binary, not UTF-8 or larger than ``limit`` bytes."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            return None
-        data = file.read(limit + 1)
-    if len(data) > limit or b"\0" in data:
+    data = read_regular(path, limit)
+    if data is None or len(data) > limit or b"\0" in data:
         return None
     try:
         return data.decode("utf-8")
@@ -256,10 +249,7 @@ def _sign(path: Path, hashed: bool) -> str:
     meta = f"{info.st_mode:o}:{info.st_size}:{info.st_mtime_ns}"
     if not stat.S_ISREG(info.st_mode) or info.st_size > HASH_BYTES or not hashed:
         return meta
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+    data = read_regular(path, HASH_BYTES)
+    if data is None:
         return meta
-    with os.fdopen(fd, "rb") as file:
-        digest = hashlib.sha256(file.read(HASH_BYTES + 1))
-    return f"{info.st_mode:o}:{digest.hexdigest()}"
+    return f"{info.st_mode:o}:{hashlib.sha256(data).hexdigest()}"
