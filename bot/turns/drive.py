@@ -41,6 +41,20 @@ TRANSCRIPT_BATCH = 25
 
 
 @dataclass(frozen=True, slots=True)
+class Leg:
+    """One run of a turn through its agent: what its events are read with (``spec`` is
+    replaced when the session to resume is gone and the turn goes on in a new one)."""
+
+    task: Task
+    spec: TurnSpec
+    meter: Meter
+    left: float | None  # what the task's budget has left
+    agent: contextlib.AsyncExitStack  # the agent's process belongs to it
+    runner: str | None  # on a shared database, who runs the turn
+    watch: StallWatch
+
+
+@dataclass(frozen=True, slots=True)
 class Driven:
     """What a turn's agent came to: its outcome, the tools it was denied, and whether it
     called any tool that may change files (an agent that called none, or only tools that
@@ -108,11 +122,12 @@ class Drive:
         )
         watch.start()
         agent.push_async_callback(watch.close)
+        leg = Leg(task, spec, meter, left, agent, runner, watch)
         try:
-            return await self._events(task, spec, meter, left, agent, runner, watch)
+            return await self._events(leg)
         except SessionNotFound:
             spec = await self._anew(task, turn, spec)
-            return await self._events(task, spec, meter, left, agent, runner, watch)
+            return await self._events(dataclasses.replace(leg, spec=spec))
 
     async def _anew(self, task: Task, turn: Turn, spec: TurnSpec) -> TurnSpec:
         """The session to resume is not here (a scale-out worker on another machine ran it,
@@ -136,37 +151,21 @@ class Drive:
             return None
         return functools.partial(self._store.claims.holds, turn_id, runner)
 
-    async def _events(
-        self,
-        task: Task,
-        spec: TurnSpec,
-        meter: Meter,
-        left: float | None,
-        agent: contextlib.AsyncExitStack,
-        runner: str | None,
-        watch: StallWatch,
-    ) -> Driven:
-        """The agent's events up to its verdict. The agent's process belongs to ``agent``: on a
-        verdict it is left to exit on its own when that block ends (after the card); on
+    async def _events(self, leg: Leg) -> Driven:
+        """The agent's events up to its verdict. The agent's process belongs to ``leg.agent``:
+        on a verdict it is left to exit on its own when that block ends (after the card); on
         anything else (a budget stop, an error, a cancel) it is stopped."""
         await self._engines.ready()  # a turn right after start: the probes may still run
-        with self.steering.open(task.id, spec.turn_id) as inbox:
-            driven = await self._read(task, spec, meter, left, agent, runner, watch, inbox)
+        with self.steering.open(leg.task.id, leg.spec.turn_id) as inbox:
+            driven = await self._read(leg, inbox)
             for steer_id in inbox.close():  # never taken in: it runs as its own next turn
-                await self._note(task, SteerDeferred(steer_id), 0)
+                await self._note(leg.task, SteerDeferred(steer_id), 0)
         return driven
 
-    async def _read(
-        self,
-        task: Task,
-        spec: TurnSpec,
-        meter: Meter,
-        left: float | None,
-        agent: contextlib.AsyncExitStack,
-        runner: str | None,
-        watch: StallWatch,
-        inbox: SteerBox,
-    ) -> Driven:
+    async def _read(self, leg: Leg, inbox: SteerBox) -> Driven:
+        task, spec, meter, left, agent, watch = (
+            leg.task, leg.spec, leg.meter, leg.left, leg.agent, leg.watch
+        )  # fmt: skip
         executor = self._engines.available.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
@@ -183,7 +182,7 @@ class Drive:
             self._progress_interval_s,
             meter,
             self._progress_delay_s,
-            self._held(spec.turn_id, runner),
+            self._held(spec.turn_id, leg.runner),
             functools.partial(self._desk.asking, task.id),
         )
         transcript = TranscriptBatch(
