@@ -29,7 +29,7 @@ from executors.codex_protocol import (
     notification_events,
 )
 from executors.codex_rpc import Rpc
-from executors.codex_sandbox import PROFILED, profile_config
+from executors.codex_sandbox import PROFILED, drop_kept, kept_dirs, profile_config
 from executors.codex_steer import CodexSteering
 from executors.process import (
     agent_env,
@@ -170,12 +170,14 @@ class CodexExecutor:
     ) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
         absent = leftovers.absent(self._writable_roots(spec))
+        made = kept_dirs(spec)
         try:
             async with contextlib.aclosing(self._run(spec, approver, steering)) as events:
                 async for event in events:
                     yield event
         finally:
             leftovers.remove_left(absent)
+            drop_kept(made)
 
     def _writable_roots(self, spec: TurnSpec) -> list[Path]:
         """Where the turn's sandbox may write: the task's directory, and unless excluded

@@ -8,11 +8,22 @@ does: writes only in the task's directory (``:workspace``, with ``/tmp`` and ``$
 read-only), no network, each denied path ``none`` (bubblewrap: ``Permission denied``; the task's
 directory stays readable and writable inside a denied one), and the API keys, tokens and
 passwords excluded from its commands' environment. The task's ``.claude`` and ``.mcp.json``
-are ``read`` (Claude Code's hooks and rules: not for a command to plant; a missing one cannot
-be created, and no mount point stays behind)."""
+are ``read`` (Claude Code's hooks and rules: not for a command to plant).
+
+A ``read`` entry must name a path that exists for the whole turn. For a missing one Codex makes
+an empty mount point per sandboxed process and removes it when the last of them ends, and that
+races: a second process (the helper that reads ``AGENTS.md`` at ``thread/start``) sees the
+point, binds it as existing, and fails when the first removes it (``bwrap: Can't get type of
+source …/.claude``; seen once in CI on a loaded 2-core machine, the thread never started). So a
+missing ``.claude`` is made an empty directory before the turn (git shows no empty directory)
+and removed after it if still empty (``kept_dirs``); a missing ``.mcp.json`` gets no entry,
+as in Detach's own bubblewrap (``sandbox._claude_kept``): its mount point would be an empty file
+in the owner's tree, and the bot's Claude turns pass ``--strict-mcp-config``, so no turn of the
+bot's starts a server it names."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +48,34 @@ PROFILED = {ApprovalMode.SANDBOX: ":workspace", ApprovalMode.READONLY: ":read-on
 EXCLUDED = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSW*", "*CREDENTIAL*", "*AUTH*")
 
 
+def _kept(cwd: Path) -> list[Path]:
+    """The task's ``.claude`` and ``.mcp.json``, but a symlink (it leads somewhere: outside the
+    task's directory, which is read-only anyway)."""
+    return [cwd / name for name in CLAUDE_KEPT if not (cwd / name).is_symlink()]
+
+
+def kept_dirs(spec: TurnSpec) -> list[Path]:
+    """Before a sandboxed turn: make a missing ``.claude`` of the task's directory an empty
+    directory, so the profile's ``read`` entry names a path that exists for the whole turn.
+    Returns what it made, for ``drop_kept`` after the turn."""
+    if spec.approval_mode is not ApprovalMode.SANDBOX:
+        return []
+    made = []
+    for path in _kept(Path(spec.cwd)):
+        if path.name == ".claude" and not path.exists():
+            with contextlib.suppress(OSError):  # not ours to make: the entry is left out
+                path.mkdir()
+                made.append(path)
+    return made
+
+
+def drop_kept(made: list[Path]) -> None:
+    """After the turn: remove what ``kept_dirs`` made, unless something is in it now."""
+    for path in made:
+        with contextlib.suppress(OSError):  # not empty, or gone: left as it is
+            path.rmdir()
+
+
 def profile_config(
     spec: TurnSpec, environ: Mapping[str, str], base: str = ":workspace"
 ) -> list[str]:
@@ -48,7 +87,7 @@ def profile_config(
     entries = {str(path): "none" for path in outermost(denied) if path != spec.cwd}
     entries.update({":slash_tmp": "read", ":tmpdir": "read"})
     if base == ":workspace":  # what Claude Code obeys there: not for a command to plant
-        entries.update({str(spec.cwd / name): "read" for name in CLAUDE_KEPT})
+        entries.update({str(path): "read" for path in _kept(spec.cwd) if path.exists()})
     filesystem = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in entries.items())
     profile = f"{{extends = {json.dumps(base)}, filesystem = {{{filesystem}}}}}"
     excluded = [*EXCLUDED, *secret_names(environ, spec.secret_names)]
