@@ -1,7 +1,14 @@
 """Long polling that loses no update: each update is stored in the journal before Telegram is
 told it arrived (the next ``getUpdates`` offset confirms it), and removed once its handler
 finished. At start, updates a crash cut short are handled again; the handlers are idempotent
-where it matters (a command message starts one task, a reply continues a task once)."""
+where it matters (a command message starts one task, a reply continues a task once).
+
+Updates are handled side by side, but the messages of one chat in the order they arrived: a
+message's handler starts once the chat's previous message's handler ended, or
+``CHAT_ORDER_S`` after it started waiting (a slow one, a voice note's transcription, holds the
+chat's next message no longer). Two quick replies to one task queue their follow-ups in the
+order they were sent; a burst of commands makes its tasks in order. Button taps (callback
+queries) never wait: a Cancel is not held behind a message."""
 
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ FIRST_POLL_LIMIT_S = 30.0  # start-up work waits no longer for polling to begin
 # the price of never running a statement on the loop; waiting for the handlers instead would
 # hold every other chat's updates behind the slowest handler of a batch)
 HANDLER_PASSES = 2
+CHAT_ORDER_S = 5.0  # a chat's message waits no longer for the handler of the one before it
 
 
 class JournaledDispatcher(Dispatcher):
@@ -51,6 +59,8 @@ class JournaledDispatcher(Dispatcher):
         # unconfirmed update by getUpdates must not run one update twice, let alone at once
         self._taken: set[int] = set()
         self._taken_order: deque[int] = deque()
+        # chat id -> set when the handler of the chat's latest message ended (see the module)
+        self._chat_tails: dict[int, asyncio.Event] = {}
         self.startup.register(self._replay)
 
     async def _listen_updates(  # type: ignore[override]
@@ -75,10 +85,32 @@ class JournaledDispatcher(Dispatcher):
         if not self._take(update.update_id):
             log.info("update %s is already being handled; skipped", update.update_id)
             return True
+        # before the first await: tasks made in arrival order get here in that order
+        chat_id, before, mine = self._queue_in_chat(update)
         try:
+            if before is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(before.wait(), CHAT_ORDER_S)
             return await super()._process_update(bot, update, call_answer, **kwargs)
         finally:
+            if mine is not None:
+                mine.set()
+                if self._chat_tails.get(chat_id) is mine:
+                    del self._chat_tails[chat_id]
             await asyncio.shield(self._store.journal.done(update.update_id))
+
+    def _queue_in_chat(
+        self, update: Update
+    ) -> tuple[int, asyncio.Event | None, asyncio.Event | None]:
+        """A message's place in its chat: (chat id, the event of the message before it, its
+        own event). Not a message: no place, nothing to wait for."""
+        message = update.message or update.edited_message
+        if message is None:
+            return 0, None, None
+        chat_id = message.chat.id
+        before = self._chat_tails.get(chat_id)
+        mine = self._chat_tails[chat_id] = asyncio.Event()
+        return chat_id, before, mine
 
     def _take(self, update_id: int) -> bool:
         """True the first time this run sees ``update_id`` (the last TAKEN_MEMORY are kept)."""
