@@ -266,6 +266,7 @@ async def test_keep_waiting_tapped_at_the_bot_silences_a_workers_watchdog(tmp_pa
             await status_of(app, 1, TaskStatus.DONE)
             turn = await app.store.tasks.last_turn(1)
             await wait_until(lambda: _closed(app, turn.id), timeout_s=10)  # the watch ended
+            await wait_until(lambda: _delivered(app), timeout_s=10)  # and what it queued went
             q = await fake.press(OWNER, where, keep, OWNER)
             assert "no longer valid" in await answer_of(fake, q)
             assert len(stall_messages(fake)) == 1
@@ -279,3 +280,7 @@ async def test_keep_waiting_tapped_at_the_bot_silences_a_workers_watchdog(tmp_pa
 
 async def _closed(app, turn_id: int) -> bool:  # type: ignore[no-untyped-def]
     return await app.store.stalls.get(turn_id) is None
+
+
+async def _delivered(app) -> bool:  # type: ignore[no-untyped-def]
+    return await app.store.outbox.count("pending") == 0

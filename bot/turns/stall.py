@@ -2,8 +2,9 @@
 gets ONE message naming what the turn is at — a tool at work for N minutes (which command),
 the model silent, or the agent's answer in while its process has not exited — with Stop and
 Keep waiting. Never for a turn that waits on its owner (an approval, a question), never twice
-for the same state in one turn, and never again once the owner chose Keep waiting. Silent (no
-buzz): it tells, it does not summon; the card that ends the turn is its buzz."""
+for the same state in one turn, and never again once the owner chose Keep waiting (in any
+process: the answer is in the store, read before each message). Silent (no buzz): it tells,
+it does not summon; the card that ends the turn is its buzz."""
 
 from __future__ import annotations
 
