@@ -10,21 +10,25 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from bot.core import Core, build_core, start_core
 from bot.models import ProcessRole
+from bot.ports import Executor
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 @contextlib.asynccontextmanager
-async def build_worker(settings: Settings, name: str) -> AsyncIterator[Core]:
+async def build_worker(
+    settings: Settings, name: str, executors: Mapping[str, Executor] | None = None
+) -> AsyncIterator[Core]:
     """A worker's objects, claiming turns. Its name is stable (with the host's): a restarted
-    worker stops what its earlier run left behind and takes that run's turns over at once."""
+    worker stops what its earlier run left behind and takes that run's turns over at once.
+    ``executors`` replace the engines (as ``bot.app.build``'s do)."""
     async with contextlib.AsyncExitStack() as stack:
-        core = await build_core(settings, stack, ProcessRole.WORKER, name)
+        core = await build_core(settings, stack, ProcessRole.WORKER, name, None, executors)
         await start_core(core, stack)
         await core.scheduler.start()  # it runs turns: not with the first one
         await core.engines.ready()  # until then it claims nothing (it has no engine yet)

@@ -59,6 +59,7 @@ SLOW_TESTS = frozenset(
         "test_stall.py::test_a_silent_model_gets_one_message_and_stop_ends_the_turn",
         "test_stall.py::test_keep_waiting_silences_the_turn_and_a_tool_is_named",
         "test_stall.py::test_a_turn_waiting_on_an_approval_gets_no_watchdog",
+        "test_stall.py::test_keep_waiting_tapped_at_the_bot_silences_a_workers_watchdog",
         # a forum group's messages are paced to Telegram's 20 a minute: tens of seconds
         "test_topics.py::test_a_forum_group_shares_a_topic_per_directory_and_only_the_owner_continues",
         "test_topics.py::test_a_deleted_topic_or_one_that_cannot_be_opened_loses_nothing",

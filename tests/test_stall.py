@@ -2,7 +2,8 @@
 that replays a stream and falls silent where the script says (``Pause``; the threshold is set
 to a fraction of a second): one message naming the state, Stop ends the turn, Keep waiting
 silences it for the turn, a new state speaks once more, and a turn waiting on an approval gets
-none."""
+none. On scale-out the watchdog speaks from the worker that runs the turn and both its buttons
+work when tapped at the bot (the turn, and the owner's answer, are in the shared store)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import asyncio
 from bot.approvals.stalls import StallAction, StallChoice
 from bot.events import ApprovalRequest, SessionStarted, ToolCalled, ToolFinished
 from bot.models import TaskStatus
-from tests.support.fake_engine import FakeEngine, Pause
+from tests.support.fake_engine import FakeEngine, Pause, Until
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.harness import OWNER, make_settings, running_bot, worker_in_own_task
+from tests.support.postgres import postgres_database
+from tests.support.workers import runner_of, wait_until
 from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
 from tests.test_phone import SESSION, answer, buzzing, settings, until
 
@@ -223,3 +226,61 @@ async def test_stop_works_where_no_watchdog_spoke(tmp_path, workdir):
             await status_of(app, 1, TaskStatus.CANCELLED)
             q = await fake.press(OWNER, where, stop, OWNER)  # the turn has ended: stale
             assert "no longer valid" in await answer_of(fake, q)
+
+
+async def test_keep_waiting_tapped_at_the_bot_silences_a_workers_watchdog(tmp_path, workdir):
+    """The turn runs on a worker (beside the front bot, on one PostgreSQL database); its
+    watchdog speaks from there, and Keep waiting is tapped at the bot, which holds nothing of
+    that watchdog: the answer is stored and the message edited there, a second tap is told it
+    was answered, the worker's watchdog reads the answer before it would speak of a new state
+    (the model quiet) and says nothing, the turn's end leaves the message as the answer made
+    it, and a tap after the end is stale."""
+    tapped = asyncio.Event()
+    script = (
+        SessionStarted(SESSION, "fake-model"),
+        ToolCalled("t1", "Bash", "make all"),
+        Until(tapped),
+        ToolFinished("t1", False, "built"),
+        Pause(1.2),  # a new state (the model quiet), four thresholds long
+        *answer("built it")[1:],
+    )
+    engine = FakeEngine(script)
+    async with postgres_database() as url, FakeTelegram() as fake:
+        front = settings(tmp_path, fake, workdir, role="front", database_url=url)
+        beside = settings(tmp_path / "w1", fake, workdir, database_url=url, stall_s=0.3)
+        async with (
+            running_bot(front, {}, {"claude": engine}) as app,
+            worker_in_own_task(beside, "w1", {"claude": engine}),
+        ):
+            await fake.user_message("/detach build all", OWNER)
+            said = await fake.wait_text(OWNER, "no word from the agent", timeout_s=30)
+            assert str(await runner_of(app.store, 1)).startswith("w1@")
+            where, keep = said.result["message_id"], buttons(said)["Keep waiting"]
+            q = await fake.press(OWNER, where, keep, OWNER)
+            assert await answer_of(fake, q) == "No more word about this turn"
+            await edited(fake, where, "no more word about this turn")
+            q = await fake.press(OWNER, where, keep, OWNER)
+            assert await answer_of(fake, q) == "Waiting already: no more word about this turn"
+            tapped.set()
+            await fake.wait_text(OWNER, "built it", timeout_s=30)
+            await status_of(app, 1, TaskStatus.DONE)
+            turn = await app.store.tasks.last_turn(1)
+            await wait_until(lambda: _closed(app, turn.id), timeout_s=10)  # the watch ended
+            await wait_until(lambda: _delivered(app), timeout_s=10)  # and what it queued went
+            q = await fake.press(OWNER, where, keep, OWNER)
+            assert "no longer valid" in await answer_of(fake, q)
+            assert len(stall_messages(fake)) == 1
+            edits = [
+                c
+                for c in fake.calls
+                if c.method == "editMessageText" and int(c.params["message_id"]) == where
+            ]
+            assert not [c for c in edits if "has ended since" in c.params["text"]]
+
+
+async def _closed(app, turn_id: int) -> bool:  # type: ignore[no-untyped-def]
+    return await app.store.stalls.get(turn_id) is None
+
+
+async def _delivered(app) -> bool:  # type: ignore[no-untyped-def]
+    return await app.store.outbox.count("pending") == 0

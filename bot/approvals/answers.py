@@ -220,24 +220,30 @@ class ApprovalAnswers:
         return shown
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
-        """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn.
-        Returns the toast's locale key."""
-        spoken = self._desk.stalls.get(turn_id)
-        if spoken is not None and spoken.owner_id != user_id:
-            raise UserInputError("callback.not_yours")
-        spoken = self._desk.stalls.silence(turn_id)
-        if spoken is None:
-            raise UserInputError("callback.stale")
-        task = await self._store.tasks.get(spoken.task_id)
-        loc = task.locale if task is not None else "en"
-        done = self._texts.get(loc, "stall.waiting")
-        await self._notifier.edit_row(spoken.chat_id, spoken.row_id, f"{spoken.text}\n\n{done}")
+        """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn,
+        whichever process runs it (the answer is kept in the store, where that watchdog reads
+        it before it speaks). Returns the toast's locale key; a second tap is told so, a tap
+        after the turn ended is stale."""
+        task = await self._running_turn_of(user_id, turn_id)
+        notice = await self._store.stalls.silence(turn_id)
+        if notice is None:
+            again = await self._store.stalls.get(turn_id)
+            if again is None:  # the turn ended meanwhile, or its watchdog never spoke
+                raise UserInputError("callback.stale")
+            raise UserInputError("stall.waiting_already")
+        done = self._texts.get(task.locale, "stall.waiting")
+        await self._notifier.edit_row(notice.chat_id, notice.row_id, f"{notice.text}\n\n{done}")
+        log.info("task %s turn %s: kept waiting", task.id, turn_id)
         return "stall.wait_toast"
 
     async def stalled_task(self, user_id: int, turn_id: int) -> int:
         """The task of a stalled turn that still runs, read from the database: its Stop works
-        whichever process runs the turn (the cancel reaches a worker through the store).
-        Somebody else's turn is refused; a turn that has ended is stale."""
+        whichever process runs the turn (the cancel reaches a worker through the store)."""
+        return (await self._running_turn_of(user_id, turn_id)).id
+
+    async def _running_turn_of(self, user_id: int, turn_id: int) -> Task:
+        """The task of ``turn_id`` while that turn runs. Somebody else's turn is refused; a
+        turn that has ended is stale."""
         turn = await self._store.tasks.get_turn(turn_id)
         task = await self._store.tasks.get(turn.task_id) if turn is not None else None
         if task is None or turn is None:
@@ -246,7 +252,7 @@ class ApprovalAnswers:
             raise UserInputError("callback.not_yours")
         if turn.status is not TaskStatus.RUNNING:
             raise UserInputError("callback.stale")
-        return task.id
+        return task
 
     async def grants(self, user_id: int) -> list[Grant]:
         return await self._store.grants.active(user_id)

@@ -12,7 +12,6 @@ from dataclasses import asdict
 from datetime import timedelta
 
 from bot.approvals.copies import edit_copies, first_line
-from bot.approvals.stalls import Stalls
 from bot.approvals.view import (
     DONE,
     approval_keyboard,
@@ -52,7 +51,6 @@ class ApprovalDesk:
         self._timeout_s = timeout_s
         self._waiting: dict[int, asyncio.Future[str]] = {}
         self._asking: dict[int, int] = {}  # task id -> its questions awaited here now
-        self.stalls = Stalls()  # stalled turns' watchdogs, and the owner's "keep waiting"
         self._background: set[asyncio.Task[None]] = set()
 
     def for_turn(self, task: Task, turn_id: int) -> TurnApprover:

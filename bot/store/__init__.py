@@ -21,6 +21,7 @@ from bot.store.retention import RetentionRepo
 from bot.store.runners import Runner, RunnerRepo
 from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
+from bot.store.stalls import StallRepo
 from bot.store.task_rows import TurnOutcome
 from bot.store.tasks import TaskRepo
 from bot.store.terminal import TerminalRepo
@@ -77,6 +78,7 @@ class Store:
         self.topics = TopicRepo(db, clock)  # forum topics: a topic per task
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
         self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
+        self.stalls = StallRepo(db)  # stall watchdogs' messages, and Keep waiting
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow) -> Store:

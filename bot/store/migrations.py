@@ -24,6 +24,7 @@ from bot.store.schema import (
     schedules,
     schema_version,
     spend,
+    stall_notices,
     task_checks,
     task_files,
     task_topics,
@@ -224,6 +225,11 @@ def _v27(conn: Connection) -> None:
     _add_column(conn, "preflight_holds", "task_id", "INTEGER")
 
 
+def _v_stall_notices(conn: Connection) -> None:
+    """The stall watchdog's message and its Keep waiting, seen by every process."""
+    stall_notices.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -254,6 +260,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v25,
     _v26,
     _v27,
+    _v_stall_notices,
 ]
 
 

@@ -397,3 +397,16 @@ terminal_holds = sa.Table(
     sa.Column("parked", sa.Text, nullable=False, server_default="{}"),
     sa.Column("row_id", sa.Integer),  # the outbox row of the message that says it is held
 )
+
+# the stall watchdog's latest message of a running turn, and the owner's answer to it: read
+# and written by whichever process runs the turn or handles the tap (bot.store.stalls);
+# removed when the turn ends
+stall_notices = sa.Table(
+    "stall_notices",
+    metadata,
+    sa.Column("turn_id", sa.Integer, sa.ForeignKey("turns.id"), primary_key=True),
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("row_id", sa.Integer, nullable=False),  # its outbox row
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # a StallNoticeState
+)

@@ -114,7 +114,7 @@ class Drive:
         until its agent has exited (``agent``'s end)."""
         watch = StallWatch(
             notifier=self._notifier,
-            stalls=self._desk.stalls,
+            store=self._store,
             task=task,
             turn_id=spec.turn_id,
             after_s=self._stall_s,

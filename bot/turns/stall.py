@@ -2,8 +2,9 @@
 gets ONE message naming what the turn is at — a tool at work for N minutes (which command),
 the model silent, or the agent's answer in while its process has not exited — with Stop and
 Keep waiting. Never for a turn that waits on its owner (an approval, a question), never twice
-for the same state in one turn, and never again once the owner chose Keep waiting. Silent (no
-buzz): it tells, it does not summon; the card that ends the turn is its buzz."""
+for the same state in one turn, and never again once the owner chose Keep waiting (in any
+process: the answer is in the store, read before each message). Silent (no buzz): it tells,
+it does not summon; the card that ends the turn is its buzz."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
-from bot.approvals.stalls import Spoken, Stalls, stall_keyboard
+from bot.approvals.stalls import stall_keyboard
 from bot.events import AgentEvent, ToolCalled, ToolFinished, TurnFinished
 from bot.models import MessageKind, Task
+from bot.store import Store
+from bot.store.stalls import StallNotice, StallNoticeState
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import shorten
 
@@ -37,15 +40,16 @@ class StallWatch:
         self,
         *,
         notifier: Notifier,
-        stalls: Stalls,
+        store: Store,
         task: Task,
         turn_id: int,
         after_s: float,
         asking: Callable[[], bool],
     ) -> None:
-        """``asking``: whether the turn waits on its owner now (the approval desk knows)."""
+        """``asking``: whether the turn waits on its owner now (the approval desk knows).
+        What it said, and a Keep waiting tapped in any process, are in ``store.stalls``."""
         self._notifier = notifier
-        self._stalls = stalls
+        self._store = store
         self._task = task
         self._turn_id = turn_id
         self._after_s = after_s
@@ -55,6 +59,7 @@ class StallWatch:
         self._answered = False  # the verdict came; the clock restarts when the agent exits
         self._paused = False
         self._told: set[StallState] = set()
+        self._silenced = False  # the owner chose Keep waiting (as the store said when it spoke)
         self._watch: asyncio.Task[None] | None = None
 
     def observe(self, event: AgentEvent) -> None:
@@ -76,7 +81,8 @@ class StallWatch:
 
     async def close(self) -> None:
         """The turn is over: the watch stops, and its message, if it spoke, loses its buttons
-        and says the turn went on to its end (no word that is false afterwards)."""
+        and says the turn went on to its end (no word that is false afterwards). A message
+        its owner answered with Keep waiting, in whichever process, was edited by that answer."""
         if self._watch is not None:
             self._watch.cancel()
             await asyncio.wait({self._watch})  # a cancel of the turn itself is not swallowed
@@ -87,10 +93,10 @@ class StallWatch:
                     self._turn_id,
                     self._watch.exception(),
                 )
-        spoken = self._stalls.ended(self._turn_id)
-        if spoken is not None:
+        notice = await self._store.stalls.end(self._turn_id)
+        if notice is not None and notice.state is StallNoticeState.OPEN:
             done = self._notifier.text(self._task.locale, "stall.over", label=self._task.label)
-            await self._notifier.edit_row(spoken.chat_id, spoken.row_id, f"{spoken.text}\n\n{done}")
+            await self._notifier.edit_row(notice.chat_id, notice.row_id, f"{notice.text}\n\n{done}")
 
     def state(self) -> StallState:
         if self._asking():
@@ -108,7 +114,7 @@ class StallWatch:
 
     async def _run(self) -> None:
         poll = max(0.02, min(self._after_s / 20, 1.0))  # an owner's wait is seen this soon
-        while not self._stalls.silenced(self._turn_id):
+        while not self._silenced:
             if self._paused:  # the verdict is in: its card and check come first
                 await asyncio.sleep(1.0)
                 continue
@@ -123,23 +129,35 @@ class StallWatch:
             state = self.state()
             if state is not StallState.OWNER and state not in self._told:
                 self._told.add(state)
-                await self._speak(state, quiet)
+                self._silenced = not await self._speak(state, quiet)
             await asyncio.sleep(poll)  # a state that changes is seen soon
 
-    async def _speak(self, state: StallState, quiet_s: float) -> None:
-        loc, label = self._task.locale, self._task.label
-        minutes = max(1, round(quiet_s / 60))
-        params: dict[str, object] = {"label": label, "minutes": minutes}
+    async def _speak(self, state: StallState, quiet_s: float) -> bool:
+        """One message naming ``state``; False, and no word, when the owner chose Keep waiting
+        (a tap in any process). The earlier message is read with its row locked: a tap
+        meanwhile waits, then silences the message sent here."""
+        text = self._text(state, quiet_s)
+        markup = stall_keyboard(self._notifier.texts, self._task.locale, self._turn_id)
+        async with self._store.atomic():
+            previous = await self._store.stalls.get(self._turn_id, lock=True)
+            if previous is not None and previous.state is StallNoticeState.WAITING:
+                log.info("task %s turn %s: stalled; kept waiting", self._task.id, self._turn_id)
+                return False
+            if previous is not None:  # an earlier state's message: its buttons go
+                await self._notifier.edit_row(previous.chat_id, previous.row_id, previous.text)
+            row_id = await self._notifier.send(self._task, text, MessageKind.STATUS, markup=markup)
+            notice = StallNotice(self._turn_id, self._task.chat_id, row_id, text)
+            await self._store.stalls.spoke(notice)
+        log.info("task %s turn %s: stalled (%s); said so", self._task.id, self._turn_id, state)
+        return True
+
+    def _text(self, state: StallState, quiet_s: float) -> str:
+        params: dict[str, object] = {
+            "label": self._task.label,
+            "minutes": max(1, round(quiet_s / 60)),
+        }
         if state is StallState.TOOL:
             what, since = min(self._tools.values(), key=lambda t: t[1])
             params["minutes"] = max(1, round((time.monotonic() - since) / 60))
             params["command"] = shorten(what, COMMAND_CHARS, one_line=True)
-        text = self._notifier.text(loc, f"stall.{state}", **params)
-        markup = stall_keyboard(self._notifier.texts, loc, self._turn_id)
-        previous = self._stalls.get(self._turn_id)
-        if previous is not None:  # an earlier state's message: its buttons go
-            await self._notifier.edit_row(previous.chat_id, previous.row_id, previous.text)
-        row_id = await self._notifier.send(self._task, text, MessageKind.STATUS, markup=markup)
-        spoken = Spoken(self._task.owner_id, self._task.id, self._task.chat_id, row_id, text)
-        self._stalls.spoke(self._turn_id, spoken)
-        log.info("task %s turn %s: stalled (%s); said so", self._task.id, self._turn_id, state)
+        return self._notifier.text(self._task.locale, f"stall.{state}", **params)

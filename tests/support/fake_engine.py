@@ -4,6 +4,7 @@ outbox, plugged in through ``build(executors=...)`` — the same seam the regist
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,15 @@ class Pause:
     seconds: float
 
 
-Script = Sequence[AgentEvent | ApprovalRequest | Pause]
+@dataclass(frozen=True, slots=True)
+class Until:
+    """A silent agent until the test sets ``gate``, ``seconds`` at most."""
+
+    gate: asyncio.Event
+    seconds: float = 30.0
+
+
+Script = Sequence[AgentEvent | ApprovalRequest | Pause | Until]
 
 
 class FakeEngine:
@@ -57,5 +66,8 @@ class FakeEngine:
                 self.decisions.append((await approver.decide(item)).allow)
             elif isinstance(item, Pause):
                 await asyncio.sleep(item.seconds)
+            elif isinstance(item, Until):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(item.gate.wait(), item.seconds)
             else:
                 yield item

@@ -7,14 +7,17 @@ import contextlib
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.app import App, build
+from bot.core import Core
 from bot.settings import Settings
+from bot.worker import build_worker
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.recording_session import RecordingSession
 
 OWNER = 111
+T = TypeVar("T")
 
 
 def make_settings(
@@ -71,13 +74,32 @@ async def wait_linked(app: App, chat_id: int, message_id: int, timeout_s: float 
 async def app_in_own_task(settings: Settings, **build_kwargs: object) -> AsyncIterator[App]:
     """APScheduler's anyio cancel scopes must be left by the task that entered them; pytest
     fixtures set up and tear down in different tasks, so the app lives in a task of its own."""
-    ready: asyncio.Future[App] = asyncio.get_running_loop().create_future()
+    async with in_own_task(lambda: build(settings, **build_kwargs)) as app:  # type: ignore[arg-type]
+        yield app
+
+
+@contextlib.asynccontextmanager
+async def worker_in_own_task(
+    settings: Settings, name: str, executors: Mapping[str, Any] | None = None
+) -> AsyncIterator[Core]:
+    """A scale-out worker (``detach worker NAME``) in this process, beside a front bot on the
+    same PostgreSQL database; ``executors`` replace its engines."""
+    async with in_own_task(lambda: build_worker(settings, name, executors)) as core:
+        yield core
+
+
+@contextlib.asynccontextmanager
+async def in_own_task(
+    make: Callable[[], contextlib.AbstractAsyncContextManager[T]],
+) -> AsyncIterator[T]:
+    """What ``make`` builds, entered and left by a task of its own (see ``app_in_own_task``)."""
+    ready: asyncio.Future[T] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
 
     async def hold() -> None:
         try:
-            async with build(settings, **build_kwargs) as app:  # type: ignore[arg-type]
-                ready.set_result(app)
+            async with make() as built:
+                ready.set_result(built)
                 await stop.wait()
         except BaseException as exc:
             if not ready.done():
@@ -85,9 +107,9 @@ async def app_in_own_task(settings: Settings, **build_kwargs: object) -> AsyncIt
             raise
 
     holder = asyncio.create_task(hold())
-    app = await asyncio.wait_for(ready, 60)
+    built = await asyncio.wait_for(ready, 60)
     try:
-        yield app
+        yield built
     finally:
         stop.set()
         await asyncio.wait_for(holder, 30)

@@ -1,0 +1,90 @@
+"""The stall watchdog's message of a running turn, kept where every process sees it: the
+process that runs the turn writes what its watchdog said (``bot.turns.stall``), whichever
+process handles a tap on Keep waiting silences it (``bot.approvals.answers``), and the turn's
+end takes it away. Each change is one conditional statement, so of a tap and the turn's end
+(or two taps) exactly one wins, whichever processes they happen in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bot.store.db import Database, upsert
+from bot.store.schema import stall_notices
+
+
+class StallNoticeState(StrEnum):
+    """Where a watchdog's message stands."""
+
+    OPEN = "open"  # its buttons are live
+    WAITING = "waiting"  # its owner chose Keep waiting: no more word about the turn
+
+
+@dataclass(frozen=True, slots=True)
+class StallNotice:
+    """The latest message of a turn's watchdog: where it is (its outbox row) and what it said."""
+
+    turn_id: int
+    chat_id: int
+    row_id: int
+    text: str
+    state: StallNoticeState = StallNoticeState.OPEN
+
+
+def _notice(row: Any) -> StallNotice:
+    return StallNotice(row.turn_id, row.chat_id, row.row_id, row.text, StallNoticeState(row.state))
+
+
+class StallRepo:
+    def __init__(self, engine: Database) -> None:
+        self._engine = engine
+
+    async def get(self, turn_id: int, *, lock: bool = False) -> StallNotice | None:
+        """``lock`` (inside ``Store.atomic``): the row stays locked until that transaction
+        ends, so a tap meanwhile waits for it (PostgreSQL; SQLite's writers take turns)."""
+        query = stall_notices.select().where(stall_notices.c.turn_id == turn_id)
+        if lock:
+            query = query.with_for_update()
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return _notice(row) if row is not None else None
+
+    async def spoke(self, notice: StallNotice) -> None:
+        """The watchdog's message of the turn is this one now (its buttons live)."""
+        values = {
+            "chat_id": notice.chat_id,
+            "row_id": notice.row_id,
+            "text": notice.text,
+            "state": notice.state.value,
+        }
+        async with self._engine.begin() as conn:
+            await upsert(conn, stall_notices, {"turn_id": notice.turn_id}, values)
+
+    async def silence(self, turn_id: int) -> StallNotice | None:
+        """Keep waiting: the turn's open message becomes silenced, and is returned to edit.
+        None: nothing open (silenced already, or the turn has ended)."""
+        statement = (
+            stall_notices.update()
+            .where(
+                stall_notices.c.turn_id == turn_id,
+                stall_notices.c.state == StallNoticeState.OPEN.value,
+            )
+            .values(state=StallNoticeState.WAITING.value)
+            .returning(stall_notices)
+        )
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(statement)).first()
+        return _notice(row) if row is not None else None
+
+    async def end(self, turn_id: int) -> StallNotice | None:
+        """The turn is over: its message is forgotten and returned as it stood then (None: the
+        watchdog never spoke). A tap after this finds nothing."""
+        statement = (
+            stall_notices.delete()
+            .where(stall_notices.c.turn_id == turn_id)
+            .returning(stall_notices)
+        )
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(statement)).first()
+        return _notice(row) if row is not None else None

@@ -1,0 +1,70 @@
+"""The stall watchdog's message in the store (``bot.store.stalls``), on SQLite and PostgreSQL:
+of a Keep waiting and the turn's end (or two taps) exactly one wins, and a tap while the
+watchdog sends its next message waits for it and silences that one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import pytest
+
+from bot.store import Store
+from bot.store.stalls import StallNotice, StallNoticeState
+from tests.support.postgres import postgres_database
+from tests.test_store import Clock, new
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request, tmp_path):
+    if request.param == "sqlite":
+        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
+        yield store
+        await store.close()
+        return
+    async with postgres_database() as url:
+        store = await Store.open(url, Clock())
+        yield store
+        await store.close()
+
+
+async def a_turn(store: Store) -> int:
+    _, turn = await store.tasks.create(new(), "t")
+    return turn.id
+
+
+async def test_keep_waiting_wins_once_and_the_end_finds_it_answered(store):
+    turn_id = await a_turn(store)
+    assert await store.stalls.silence(turn_id) is None  # the watchdog never spoke
+    await store.stalls.spoke(StallNotice(turn_id, 1, 10, "quiet"))
+    await store.stalls.spoke(StallNotice(turn_id, 1, 11, "quieter"))  # a new state's message
+    silenced = await store.stalls.silence(turn_id)
+    assert silenced == StallNotice(turn_id, 1, 11, "quieter", StallNoticeState.WAITING)
+    assert await store.stalls.silence(turn_id) is None  # a second tap
+    assert (await store.stalls.end(turn_id)) == silenced  # the end: nothing left to close
+    assert await store.stalls.get(turn_id) is None
+    assert await store.stalls.silence(turn_id) is None  # a tap after the end
+
+
+async def test_the_end_closes_an_open_message_and_a_later_tap_finds_nothing(store):
+    turn_id = await a_turn(store)
+    await store.stalls.spoke(StallNotice(turn_id, 1, 10, "quiet"))
+    ended = await store.stalls.end(turn_id)
+    assert ended is not None and ended.state is StallNoticeState.OPEN
+    assert await store.stalls.silence(turn_id) is None
+    assert await store.stalls.end(turn_id) is None
+
+
+async def test_a_tap_while_the_next_message_is_sent_silences_that_one(store):
+    turn_id = await a_turn(store)
+    await store.stalls.spoke(StallNotice(turn_id, 1, 10, "quiet"))
+    async with store.atomic():
+        before = await store.stalls.get(turn_id, lock=True)
+        assert before is not None and before.state is StallNoticeState.OPEN
+        # the tap is another process's: none of this transaction's context
+        tap = asyncio.create_task(store.stalls.silence(turn_id), context=contextvars.Context())
+        await asyncio.sleep(0.3)  # bounded: the tap waits for the row (or the writer)
+        assert not tap.done()
+        await store.stalls.spoke(StallNotice(turn_id, 1, 11, "quieter"))
+    silenced = await asyncio.wait_for(tap, 10)
+    assert silenced == StallNotice(turn_id, 1, 11, "quieter", StallNoticeState.WAITING)
