@@ -225,7 +225,7 @@ def _v27(conn: Connection) -> None:
     _add_column(conn, "preflight_holds", "task_id", "INTEGER")
 
 
-def _v_stall_notices(conn: Connection) -> None:
+def _v28(conn: Connection) -> None:
     """The stall watchdog's message and its Keep waiting, seen by every process."""
     stall_notices.create(conn, checkfirst=True)
 
@@ -260,7 +260,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v25,
     _v26,
     _v27,
-    _v_stall_notices,
+    _v28,
 ]
 
 
