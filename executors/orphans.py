@@ -35,8 +35,10 @@ SWEEP_WAIT_S = 5.0  # a /proc read stuck on a process in uninterruptible sleep: 
 
 def turn_tmpdir(env: Mapping[str, str]) -> Path:
     """A fresh directory for one turn's TMPDIR, inside the environment's own TMPDIR (else the
-    system's): never a parent of CODEX_HOME, and unique to the turn while it exists."""
-    return Path(tempfile.mkdtemp(prefix=PREFIX, dir=env.get("TMPDIR") or None))
+    system's when it names none that exists): never a parent of CODEX_HOME, and unique to the
+    turn while it exists."""
+    base = env.get("TMPDIR")
+    return Path(tempfile.mkdtemp(prefix=PREFIX, dir=base if base and Path(base).is_dir() else None))
 
 
 def _ancestors() -> set[int]:

@@ -96,6 +96,9 @@ def test_each_turn_gets_its_own_tmpdir_inside_the_environments(tmp_path: Path):
     env = {"TMPDIR": str(tmp_path)}
     first, second = orphans.turn_tmpdir(env), orphans.turn_tmpdir(env)
     assert first != second and first.parent == second.parent == tmp_path
+    missing = orphans.turn_tmpdir({"TMPDIR": str(tmp_path / "gone")})  # the system's instead
+    assert missing.is_dir() and missing.parent != tmp_path / "gone"
+    missing.rmdir()
 
 
 def _naming(root: Path) -> list[psutil.Process]:
