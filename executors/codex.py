@@ -19,7 +19,7 @@ from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import NO_STEERING, Approver, EngineConfig, EngineSettings, EngineSpec, SteerInbox
-from executors import gitguard, leftovers
+from executors import gitguard, leftovers, orphans
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
@@ -169,15 +169,18 @@ class CodexExecutor:
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
     ) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
+        tmpdir = orphans.turn_tmpdir(self._env)  # names what the turn's sandbox leaves running
+        env = {**self._env, "TMPDIR": str(tmpdir)}
         absent = leftovers.absent(self._writable_roots(spec))
         made = kept_dirs(spec)
         try:
-            async with contextlib.aclosing(self._run(spec, approver, steering)) as events:
+            async with contextlib.aclosing(self._run(spec, approver, steering, env)) as events:
                 async for event in events:
                     yield event
         finally:
             leftovers.remove_left(absent)
             drop_kept(made)
+            await shielded(orphans.ended(tmpdir))
 
     def _writable_roots(self, spec: TurnSpec) -> list[Path]:
         """Where the turn's sandbox may write: the task's directory, and unless excluded
@@ -191,9 +194,8 @@ class CodexExecutor:
         return [*roots, Path("/tmp"), *([Path(tmpdir)] if tmpdir else [])]
 
     async def _run(
-        self, spec: TurnSpec, approver: Approver, inbox: SteerInbox
+        self, spec: TurnSpec, approver: Approver, inbox: SteerInbox, env: dict[str, str]
     ) -> AsyncGenerator[AgentEvent, None]:
-        env = self._env
         if spec.approval_mode is ApprovalMode.SANDBOX:
             # the CLI's own git status runs outside its sandbox; it guards fsmonitor and hooks,
             # not filter drivers a previous task (another engine) may have planted in a .git
