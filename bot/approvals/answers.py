@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import logging
 
 from bot.approvals.copies import edit_copies, record_copy
@@ -10,6 +11,7 @@ from bot.approvals.view import (
     DONE,
     ApprovalChoice,
     approval_keyboard,
+    budget_keyboard,
     confirm_keyboard,
     question_keyboard,
 )
@@ -24,13 +26,15 @@ from bot.models import (
     TaskStatus,
 )
 from bot.ports import LostRunners
-from bot.store import Grant, PendingQuestion, Store
+from bot.store import Grant, PendingCopy, PendingQuestion, Store
 from bot.telegram.markup import Keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 PENDING_TASKS = 50  # /pending looks at the owner's latest open tasks
+# a task's status while it may wait on its owner: a turn's question, or the budget decision
+_ASKING = ACTIVE_STATUSES | {TaskStatus.BUDGET_EXCEEDED}
 _OUTCOME_KEYS = {ApprovalAnswer.ALLOW: "approval.allowed", ApprovalAnswer.DENY: "approval.denied"}
 _TOASTS = {
     ApprovalAnswer.ALLOW: "callback_approval.allowed",
@@ -146,12 +150,10 @@ class ApprovalAnswers:
         valid = 0 <= option < len(item.options) or (option == DONE and item.multi)
         if not valid:  # DONE closes a multi-select only; a forged index is a stale button
             raise UserInputError("callback.stale")
-        selected: list[int] = list(payload.get("selected") or [])
         if item.multi and option != DONE:
-            selected = [i for i in selected if i != option] + (
-                [] if option in selected else [option]
-            )
-            await self._store.questions.update_payload(qid, {**payload, "selected": selected})
+            selected = await self._store.questions.toggle(qid, option)  # taps at once lose none
+            if selected is None:
+                raise UserInputError("callback_approval.answered")
             await self._edit(
                 question,
                 self._question_text(task, item),
@@ -159,7 +161,7 @@ class ApprovalAnswers:
                 where,
             )
             return "callback_approval.selected"
-        picked = sorted(selected) if item.multi else [option]
+        picked = sorted(payload.get("selected") or []) if item.multi else [option]
         answer = ", ".join(item.options[i] for i in picked)
         if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, answer):
             raise UserInputError("callback_approval.answered")
@@ -195,29 +197,40 @@ class ApprovalAnswers:
             targets = [original] + [t for t in targets if t != original]
         for chat_id, message_id in targets:
             await self._notifier.edit(chat_id, message_id, text, markup)
-        await edit_copies(self._notifier, question, text, markup)
+        await edit_copies(self._store, self._notifier, question.id, text, markup)
 
     async def copied(self, qid: int, chat_id: int, row_id: int) -> None:
         """/pending showed a copy of the question (outbox row ``row_id``): it is edited with
         the original from now on (an answer, a timeout, the turn's end)."""
-        await record_copy(self._store, self._notifier, self._texts, qid, (chat_id, row_id))
+        copy = PendingCopy(chat_id, row_id)
+        await record_copy(self._store, self._notifier, self._texts, qid, copy)
 
     async def pending(self, user_id: int) -> list[tuple[int, str, Keyboard]]:
-        """Every approval and question waiting for ``user_id``, oldest first, as its id, its
-        text and its own buttons (the same as the original's: a tap here is a tap there)."""
-        owned = await self._store.tasks.list_for(user_id, sorted(ACTIVE_STATUSES), PENDING_TASKS)
+        """Every approval, question and budget decision waiting for ``user_id``, oldest first,
+        as its id, its text and its own buttons (the same as the original's: a tap here is a
+        tap there)."""
+        owned = await self._store.tasks.list_for(user_id, sorted(_ASKING), PENDING_TASKS)
         by_id = {t.id: t for t in owned}
-        shown: list[tuple[int, str, Keyboard]] = []
-        for question in await self._store.questions.pending_of(list(by_id)):
-            task = by_id[question.task_id]
-            if question.kind == QuestionKind.APPROVAL:
-                markup = approval_keyboard(self._texts, task.locale, question.id)
-                shown.append((question.id, str(question.payload.get("text", "")), markup))
-            elif question.kind == QuestionKind.QUESTION:
-                item, selected = _item(question), list(question.payload.get("selected") or [])
-                markup = question_keyboard(self._texts, task.locale, question.id, item, selected)
-                shown.append((question.id, self._question_text(task, item), markup))
-        return shown
+        questions = await self._store.questions.pending_of(list(by_id))
+        return [self._shown(q, by_id[q.task_id]) for q in questions if _open(q, by_id[q.task_id])]
+
+    def _shown(self, question: PendingQuestion, task: Task) -> tuple[int, str, Keyboard]:
+        """A waiting question's /pending copy: its text and buttons."""
+        loc, payload = task.locale, question.payload
+        if question.kind == QuestionKind.APPROVAL:
+            return (
+                question.id,
+                str(payload.get("text", "")),
+                approval_keyboard(self._texts, loc, question.id),
+            )
+        if question.kind == QuestionKind.BUDGET:
+            line = str(payload.get("line", ""))
+            text = self._texts.raw(loc, "pending.budget", label=html.escape(task.label), line=line)
+            extend = float(payload.get("extend", 0))
+            return question.id, text, budget_keyboard(self._texts, loc, question.id, extend)
+        item, selected = _item(question), list(payload.get("selected") or [])
+        markup = question_keyboard(self._texts, loc, question.id, item, selected)
+        return question.id, self._question_text(task, item), markup
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
         """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn,
@@ -263,6 +276,12 @@ class ApprovalAnswers:
             raise UserInputError("error.grant_not_found")
         await self._store.audit.record("grant_revoked", user_id, None, grant.pattern)
         return grant
+
+
+def _open(question: PendingQuestion, task: Task) -> bool:
+    """A budget decision waits while its task is parked at the budget (a follow-up sent
+    instead moved the task on); every other open question waits until it is settled."""
+    return question.kind != QuestionKind.BUDGET or task.status is TaskStatus.BUDGET_EXCEEDED
 
 
 def _item(question: PendingQuestion) -> Question:

@@ -1,52 +1,46 @@
-"""The copies of an open approval or question that /pending showed: kept on the question's
-payload (``copies``: [chat, outbox row] pairs), and edited wherever the original is (an
-answer, a timeout, the turn's end, a restart), so no copy keeps live buttons or says it
-waits once its question is settled."""
+"""The copies of an open approval, question or budget ask that /pending showed: rows of their
+own (``store.copies``), the newest one per chat, edited wherever the original is (an answer, a
+timeout, the turn's end, a restart), so no copy keeps live buttons or says it waits once its
+question is settled. A copy that a newer one replaces says so in one line, without buttons."""
 
 from __future__ import annotations
 
-from bot.models import QuestionKind, QuestionStatus
-from bot.store import PendingQuestion, Store
+from bot.models import CopyOf, QuestionKind, QuestionStatus
+from bot.store import PendingCopy, PendingQuestion, Store
 from bot.telegram.markup import Keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
 
-def copies(question: PendingQuestion) -> list[tuple[int, int]]:
-    """The (chat, outbox row) of each copy of the question that /pending showed."""
-    return [(int(c), int(r)) for c, r in question.payload.get("copies") or []]
-
-
 async def edit_copies(
-    notifier: Notifier, question: PendingQuestion, text: str, markup: Keyboard | None = None
+    store: Store, notifier: Notifier, qid: int, text: str, markup: Keyboard | None = None
 ) -> None:
-    """Every copy says what the original says now (without ``markup``: no buttons)."""
-    for chat_id, row_id in copies(question):
-        await notifier.edit_row(chat_id, row_id, text, markup)
+    """Every live copy of question ``qid`` says what the original says now (without
+    ``markup``: no buttons)."""
+    for copy in await store.copies.of(CopyOf.QUESTION, qid):
+        await notifier.edit_row(copy.chat_id, copy.row_id, text, markup)
 
 
 async def record_copy(
-    store: Store, notifier: Notifier, texts: Texts, qid: int, copy: tuple[int, int]
+    store: Store, notifier: Notifier, texts: Texts, qid: int, copy: PendingCopy
 ) -> None:
-    """/pending showed a copy of question ``qid`` (``copy``: its chat and outbox row): it is
-    edited with the original from now on. A question settled meanwhile: the copy says so."""
+    """/pending showed a copy of question ``qid``: it is edited with the original from now on,
+    and the copies it replaces (an older one in its chat, the oldest past the cap) say so. A
+    question settled meanwhile: the copy says so."""
     question = await store.questions.get(qid)
     if question is None:
         return
-    shown = [*copies(question), copy]
-    await store.questions.update_payload(
-        qid, {**question.payload, "copies": [list(c) for c in shown]}
-    )
+    task = await store.tasks.get(question.task_id)
+    loc = task.locale if task else "en"
+    for old in await store.copies.add(CopyOf.QUESTION, qid, copy):
+        key = "pending.shown_again" if old.chat_id == copy.chat_id else "pending.shown_elsewhere"
+        await notifier.edit_row(old.chat_id, old.row_id, texts.get(loc, key))
     fresh = await store.questions.get(qid)
     if fresh is None or fresh.status == QuestionStatus.PENDING:
         return
-    task = await store.tasks.get(fresh.task_id)
     expired = fresh.status == QuestionStatus.EXPIRED
-    line = texts.get(
-        task.locale if task else "en",
-        "callback_approval.expired" if expired else "callback_approval.answered",
-    )
-    await notifier.edit_row(copy[0], copy[1], f"{first_line(fresh)}\n\n{line}")
+    line = texts.get(loc, "callback_approval.expired" if expired else "callback_approval.answered")
+    await notifier.edit_row(copy.chat_id, copy.row_id, f"{first_line(fresh)}\n\n{line}")
 
 
 def first_line(question: PendingQuestion) -> str:
@@ -54,4 +48,6 @@ def first_line(question: PendingQuestion) -> str:
     payload = question.payload
     if question.kind == QuestionKind.APPROVAL:
         return str(payload.get("text", "")).rsplit("\n", 1)[0]
+    if question.kind == QuestionKind.BUDGET:
+        return str(payload.get("line", ""))
     return f"❓ {payload.get('text', '')}"
