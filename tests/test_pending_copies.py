@@ -27,11 +27,12 @@ from bot.store.migrations import MIGRATIONS
 from bot.store.schema import pending_questions, schema_version
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, running_bot
+from tests.support.harness import OWNER, make_settings, running_bot
 from tests.support.postgres import postgres_database
-from tests.test_approvals_e2e import buttons, edited
+from tests.test_approvals_e2e import answer_of, buttons, edited
 from tests.test_buzzes import spent_budget
 from tests.test_phone import SESSION, answer, buttons_data, settings, until
+from tests.test_preflight_money import PREFLIGHT, verdict
 from tests.test_store import Clock
 
 COLOURS = Question("Which colours?", "Colours", ("red", "green", "blue"), multi=True)
@@ -104,9 +105,9 @@ async def test_a_copy_and_a_toggle_at_once_lose_neither(tmp_path, workdir, held)
             await fake.user_message("/detach paint the fence", OWNER)
             asked = await fake.wait_text(OWNER, "Which colours?", timeout_s=20)
             answers: ApprovalAnswers = app.dispatcher["answers"]
-            ((qid, text, markup),) = await answers.pending(OWNER)
-            mark = len(fake.calls)
-            row_id = await app.outbox.send(OWNER, text, markup=markup)
+            (ask,) = await answers.pending(OWNER)
+            qid, mark = ask.subject_id, len(fake.calls)
+            row_id = await app.outbox.send(OWNER, ask.text, markup=ask.markup)
             copy = await fake.wait_text(OWNER, "Which colours?", after=mark)
             copy_id = copy.result["message_id"]
 
@@ -189,6 +190,35 @@ async def test_a_budget_decision_is_listed_and_answered_on_its_copy(tmp_path, wo
             assert await app.outbox.idle(10)
             assert buttons_data(fake, copy.result["message_id"]) == []
             assert not any(d.startswith("bu:") for d in buttons_data(fake, card_id))
+            await fake.user_message("/pending", OWNER)
+            await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
+
+
+async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """A task its preflight holds (the estimate is over its budget: Start anyway or Cancel)
+    waits on the owner: /pending shows it with the command and both buttons; Cancel tapped on
+    the copy takes the buttons off the original and the copy."""
+    anthropic.script(PREFLIGHT, verdict(verdict="go", estimate_usd=3.0, estimate_minutes=20))
+    async with FakeTelegram() as fake:
+        custom = make_settings(tmp_path / "data", fake, claude_bin, workdir, preflight=True)
+        async with running_bot(custom, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/detach max_usd=1 MARK-DEAR rewrite the parser", OWNER)
+            asked = await fake.wait_text(OWNER, "estimates this task at about $3.00", timeout_s=20)
+            mark = len(fake.calls)
+            await fake.user_message("/pending", OWNER)
+            copy = await fake.wait_text(OWNER, "estimates this task", after=mark)
+            assert "rewrite the parser" in copy.params["text"]  # which task it is
+            assert buttons(copy) == buttons(asked)
+            copy_id = copy.result["message_id"]
+            query = await fake.press(OWNER, copy_id, buttons(copy)["✖️ Cancel"], OWNER)
+            assert await answer_of(fake, query) == "Cancelled: not started"
+            await until(lambda: buttons_data(fake, copy_id) == [])
+            await until(lambda: buttons_data(fake, asked.result["message_id"]) == [])
+            assert await app.store.tasks.list_for(None) == []
+            mark = len(fake.calls)
             await fake.user_message("/pending", OWNER)
             await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
 

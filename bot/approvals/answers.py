@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import logging
 
-from bot.approvals.copies import edit_copies, record_copy
+from bot.approvals.copies import PendingAsk, edit_copies, record_copy
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import (
     DONE,
@@ -20,6 +20,7 @@ from bot.events import Question
 from bot.models import (
     ACTIVE_STATUSES,
     ApprovalAnswer,
+    CopyOf,
     QuestionKind,
     QuestionStatus,
     Task,
@@ -27,7 +28,6 @@ from bot.models import (
 )
 from bot.ports import LostRunners
 from bot.store import Grant, PendingCopy, PendingQuestion, Store
-from bot.telegram.markup import Keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
@@ -205,32 +205,28 @@ class ApprovalAnswers:
         copy = PendingCopy(chat_id, row_id)
         await record_copy(self._store, self._notifier, self._texts, qid, copy)
 
-    async def pending(self, user_id: int) -> list[tuple[int, str, Keyboard]]:
+    async def pending(self, user_id: int) -> list[PendingAsk]:
         """Every approval, question and budget decision waiting for ``user_id``, oldest first,
-        as its id, its text and its own buttons (the same as the original's: a tap here is a
-        tap there)."""
+        with its own buttons (the same as the original's: a tap here is a tap there)."""
         owned = await self._store.tasks.list_for(user_id, sorted(_ASKING), PENDING_TASKS)
         by_id = {t.id: t for t in owned}
         questions = await self._store.questions.pending_of(list(by_id))
         return [self._shown(q, by_id[q.task_id]) for q in questions if _open(q, by_id[q.task_id])]
 
-    def _shown(self, question: PendingQuestion, task: Task) -> tuple[int, str, Keyboard]:
+    def _shown(self, question: PendingQuestion, task: Task) -> PendingAsk:
         """A waiting question's /pending copy: its text and buttons."""
-        loc, payload = task.locale, question.payload
+        loc, payload, qid = task.locale, question.payload, question.id
         if question.kind == QuestionKind.APPROVAL:
-            return (
-                question.id,
-                str(payload.get("text", "")),
-                approval_keyboard(self._texts, loc, question.id),
-            )
-        if question.kind == QuestionKind.BUDGET:
+            text, markup = str(payload.get("text", "")), approval_keyboard(self._texts, loc, qid)
+        elif question.kind == QuestionKind.BUDGET:
             line = str(payload.get("line", ""))
             text = self._texts.raw(loc, "pending.budget", label=html.escape(task.label), line=line)
-            extend = float(payload.get("extend", 0))
-            return question.id, text, budget_keyboard(self._texts, loc, question.id, extend)
-        item, selected = _item(question), list(payload.get("selected") or [])
-        markup = question_keyboard(self._texts, loc, question.id, item, selected)
-        return question.id, self._question_text(task, item), markup
+            markup = budget_keyboard(self._texts, loc, qid, float(payload.get("extend", 0)))
+        else:
+            item, selected = _item(question), list(payload.get("selected") or [])
+            text = self._question_text(task, item)
+            markup = question_keyboard(self._texts, loc, qid, item, selected)
+        return PendingAsk(CopyOf.QUESTION, qid, text, markup)
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
         """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn,

@@ -5,11 +5,24 @@ question is settled. A copy that a newer one replaces says so in one line, witho
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bot.models import CopyOf, QuestionKind, QuestionStatus
 from bot.store import PendingCopy, PendingQuestion, Store
 from bot.telegram.markup import Keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAsk:
+    """One thing /pending shows: what it copies (a question, or a preflight's hold) and its
+    id, its text and its own buttons (a tap on the copy is a tap on the original)."""
+
+    of: CopyOf
+    subject_id: int
+    text: str
+    markup: Keyboard
 
 
 async def edit_copies(

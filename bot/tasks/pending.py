@@ -1,0 +1,31 @@
+"""/pending: everything that waits on an owner's tap, each shown again with its own buttons:
+the turns' approvals and questions, the budget decisions (``ApprovalAnswers``), and the tasks
+a preflight holds (``PreflightDesk``). A copy is edited with its original from then on."""
+
+from __future__ import annotations
+
+from bot.approvals.answers import ApprovalAnswers
+from bot.approvals.copies import PendingAsk
+from bot.models import CopyOf
+from bot.preflight.desk import PreflightDesk
+
+
+class PendingAsks:
+    def __init__(self, answers: ApprovalAnswers, holds: PreflightDesk | None) -> None:
+        """``holds``: None when no preflight runs."""
+        self._answers = answers
+        self._holds = holds
+
+    async def of(self, user_id: int) -> list[PendingAsk]:
+        """What waits on ``user_id``: the turns' questions oldest first, then the holds."""
+        asks = await self._answers.pending(user_id)
+        if self._holds is not None:
+            asks += await self._holds.pending(user_id)
+        return asks
+
+    async def copied(self, ask: PendingAsk, chat_id: int, row_id: int) -> None:
+        """/pending sent a copy of ``ask`` to ``chat_id`` (outbox row ``row_id``)."""
+        if ask.of is CopyOf.HOLD and self._holds is not None:
+            await self._holds.copied(ask.subject_id, chat_id, row_id)
+        elif ask.of is CopyOf.QUESTION:
+            await self._answers.copied(ask.subject_id, chat_id, row_id)
