@@ -305,7 +305,10 @@ async def build(
                 handover=Handover(service, store, core.queue, notifier),
                 answers=answers,
                 pending=PendingAsks(
-                    answers, service.preflight.desk if service.preflight is not None else None
+                    store,
+                    texts,
+                    answers,
+                    service.preflight.desk if service.preflight is not None else None,
                 ),
                 access=AccessPolicy(settings.allowed_users, store, texts),
                 texts=texts,

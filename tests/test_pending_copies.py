@@ -105,7 +105,7 @@ async def test_a_copy_and_a_toggle_at_once_lose_neither(tmp_path, workdir, held)
             await fake.user_message("/detach paint the fence", OWNER)
             asked = await fake.wait_text(OWNER, "Which colours?", timeout_s=20)
             answers: ApprovalAnswers = app.dispatcher["answers"]
-            (ask,) = await answers.pending(OWNER)
+            (ask,) = await app.dispatcher["pending"].of(OWNER)
             qid, mark = ask.subject_id, len(fake.calls)
             row_id = await app.outbox.send(OWNER, ask.text, markup=ask.markup)
             copy = await fake.wait_text(OWNER, "Which colours?", after=mark)

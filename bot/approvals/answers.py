@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import html
 import logging
 
-from bot.approvals.copies import PendingAsk, edit_copies, record_copy
+from bot.approvals.copies import edit_copies, record_copy
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.view import (
     DONE,
     ApprovalChoice,
     approval_keyboard,
-    budget_keyboard,
     confirm_keyboard,
+    question_item,
     question_keyboard,
+    question_text,
 )
 from bot.errors import UserInputError
-from bot.events import Question
 from bot.models import (
-    ACTIVE_STATUSES,
     ApprovalAnswer,
-    CopyOf,
     QuestionKind,
     QuestionStatus,
     Task,
@@ -32,9 +29,6 @@ from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
-PENDING_TASKS = 50  # /pending looks at the owner's latest open tasks
-# a task's status while it may wait on its owner: a turn's question, or the budget decision
-_ASKING = ACTIVE_STATUSES | {TaskStatus.BUDGET_EXCEEDED}
 _OUTCOME_KEYS = {ApprovalAnswer.ALLOW: "approval.allowed", ApprovalAnswer.DENY: "approval.denied"}
 _TOASTS = {
     ApprovalAnswer.ALLOW: "callback_approval.allowed",
@@ -146,7 +140,7 @@ class ApprovalAnswers:
     ) -> str:
         question, task = await self._pending(user_id, qid, QuestionKind.QUESTION)
         payload = question.payload
-        item = _item(question)
+        item = question_item(question.payload)
         valid = 0 <= option < len(item.options) or (option == DONE and item.multi)
         if not valid:  # DONE closes a multi-select only; a forged index is a stale button
             raise UserInputError("callback.stale")
@@ -156,7 +150,7 @@ class ApprovalAnswers:
                 raise UserInputError("callback_approval.answered")
             await self._edit(
                 question,
-                self._question_text(task, item),
+                question_text(self._texts, task, item),
                 question_keyboard(self._texts, task.locale, qid, item, selected),
                 where,
             )
@@ -177,15 +171,6 @@ class ApprovalAnswers:
         )
         return "toast.answered"
 
-    def _question_text(self, task: Task, item: Question) -> str:
-        return self._texts.get(
-            task.locale,
-            "approval.question",
-            label=task.label,
-            header=item.header or "?",
-            question=item.text,
-        )
-
     async def _edit(  # type: ignore[no-untyped-def]
         self, question: PendingQuestion, text: str, markup, where: tuple[int, int] | None
     ) -> None:
@@ -204,29 +189,6 @@ class ApprovalAnswers:
         the original from now on (an answer, a timeout, the turn's end)."""
         copy = PendingCopy(chat_id, row_id)
         await record_copy(self._store, self._notifier, self._texts, qid, copy)
-
-    async def pending(self, user_id: int) -> list[PendingAsk]:
-        """Every approval, question and budget decision waiting for ``user_id``, oldest first,
-        with its own buttons (the same as the original's: a tap here is a tap there)."""
-        owned = await self._store.tasks.list_for(user_id, sorted(_ASKING), PENDING_TASKS)
-        by_id = {t.id: t for t in owned}
-        questions = await self._store.questions.pending_of(list(by_id))
-        return [self._shown(q, by_id[q.task_id]) for q in questions if _open(q, by_id[q.task_id])]
-
-    def _shown(self, question: PendingQuestion, task: Task) -> PendingAsk:
-        """A waiting question's /pending copy: its text and buttons."""
-        loc, payload, qid = task.locale, question.payload, question.id
-        if question.kind == QuestionKind.APPROVAL:
-            text, markup = str(payload.get("text", "")), approval_keyboard(self._texts, loc, qid)
-        elif question.kind == QuestionKind.BUDGET:
-            line = str(payload.get("line", ""))
-            text = self._texts.raw(loc, "pending.budget", label=html.escape(task.label), line=line)
-            markup = budget_keyboard(self._texts, loc, qid, float(payload.get("extend", 0)))
-        else:
-            item, selected = _item(question), list(payload.get("selected") or [])
-            text = self._question_text(task, item)
-            markup = question_keyboard(self._texts, loc, qid, item, selected)
-        return PendingAsk(CopyOf.QUESTION, qid, text, markup)
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
         """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn,
@@ -272,16 +234,3 @@ class ApprovalAnswers:
             raise UserInputError("error.grant_not_found")
         await self._store.audit.record("grant_revoked", user_id, None, grant.pattern)
         return grant
-
-
-def _open(question: PendingQuestion, task: Task) -> bool:
-    """A budget decision waits while its task is parked at the budget (a follow-up sent
-    instead moved the task on); every other open question waits until it is settled."""
-    return question.kind != QuestionKind.BUDGET or task.status is TaskStatus.BUDGET_EXCEEDED
-
-
-def _item(question: PendingQuestion) -> Question:
-    payload = question.payload
-    return Question(
-        payload["text"], payload["header"], tuple(payload["options"]), bool(payload["multi"])
-    )

@@ -5,9 +5,17 @@ question is settled. A copy that a newer one replaces says so in one line, witho
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
-from bot.models import CopyOf, QuestionKind, QuestionStatus
+from bot.approvals.view import (
+    approval_keyboard,
+    budget_keyboard,
+    question_item,
+    question_keyboard,
+    question_text,
+)
+from bot.models import ACTIVE_STATUSES, CopyOf, QuestionKind, QuestionStatus, Task, TaskStatus
 from bot.store import PendingCopy, PendingQuestion, Store
 from bot.telegram.markup import Keyboard
 from bot.telegram.notifier import Notifier
@@ -23,6 +31,42 @@ class PendingAsk:
     subject_id: int
     text: str
     markup: Keyboard
+
+
+PENDING_TASKS = 50  # /pending looks at the owner's latest open tasks
+# a task's status while it may wait on its owner: a turn's question, or the budget decision
+_ASKING = ACTIVE_STATUSES | {TaskStatus.BUDGET_EXCEEDED}
+
+
+async def waiting_asks(store: Store, texts: Texts, user_id: int) -> list[PendingAsk]:
+    """Every approval, question and budget decision waiting for ``user_id``, oldest first,
+    with its own buttons (the same as the original's: a tap on the copy is a tap there)."""
+    owned = await store.tasks.list_for(user_id, sorted(_ASKING), PENDING_TASKS)
+    by_id = {t.id: t for t in owned}
+    questions = await store.questions.pending_of(list(by_id))
+    return [_shown(texts, q, by_id[q.task_id]) for q in questions if _open(q, by_id[q.task_id])]
+
+
+def _open(question: PendingQuestion, task: Task) -> bool:
+    """A budget decision waits while its task is parked at the budget (a follow-up sent
+    instead moved the task on); every other open question waits until it is settled."""
+    return question.kind != QuestionKind.BUDGET or task.status is TaskStatus.BUDGET_EXCEEDED
+
+
+def _shown(texts: Texts, question: PendingQuestion, task: Task) -> PendingAsk:
+    """A waiting question's /pending copy: its text and buttons."""
+    loc, payload, qid = task.locale, question.payload, question.id
+    if question.kind == QuestionKind.APPROVAL:
+        text, markup = str(payload.get("text", "")), approval_keyboard(texts, loc, qid)
+    elif question.kind == QuestionKind.BUDGET:
+        line = str(payload.get("line", ""))
+        text = texts.raw(loc, "pending.budget", label=html.escape(task.label), line=line)
+        markup = budget_keyboard(texts, loc, qid, float(payload.get("extend", 0)))
+    else:
+        item, selected = question_item(payload), list(payload.get("selected") or [])
+        text = question_text(texts, task, item)
+        markup = question_keyboard(texts, loc, qid, item, selected)
+    return PendingAsk(CopyOf.QUESTION, qid, text, markup)
 
 
 async def edit_copies(

@@ -5,20 +5,26 @@ a preflight holds (``PreflightDesk``). A copy is edited with its original from t
 from __future__ import annotations
 
 from bot.approvals.answers import ApprovalAnswers
-from bot.approvals.copies import PendingAsk
+from bot.approvals.copies import PendingAsk, waiting_asks
 from bot.models import CopyOf
 from bot.preflight.desk import PreflightDesk
+from bot.store import Store
+from bot.telegram.texts import Texts
 
 
 class PendingAsks:
-    def __init__(self, answers: ApprovalAnswers, holds: PreflightDesk | None) -> None:
+    def __init__(
+        self, store: Store, texts: Texts, answers: ApprovalAnswers, holds: PreflightDesk | None
+    ) -> None:
         """``holds``: None when no preflight runs."""
+        self._store = store
+        self._texts = texts
         self._answers = answers
         self._holds = holds
 
     async def of(self, user_id: int) -> list[PendingAsk]:
         """What waits on ``user_id``: the turns' questions oldest first, then the holds."""
-        asks = await self._answers.pending(user_id)
+        asks = await waiting_asks(self._store, self._texts, user_id)
         if self._holds is not None:
             asks += await self._holds.pending(user_id)
         return asks
