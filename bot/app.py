@@ -41,6 +41,7 @@ from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
+from bot.tasks.pending import PendingAsks
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.service import TaskService
 from bot.tasks.steering import SteerDesk
@@ -303,6 +304,12 @@ async def build(
                 worktree_card=WorktreeCard(service, core.worktrees, notifier, texts),
                 handover=Handover(service, store, core.queue, notifier),
                 answers=answers,
+                pending=PendingAsks(
+                    store,
+                    texts,
+                    answers,
+                    service.preflight.desk if service.preflight is not None else None,
+                ),
                 access=AccessPolicy(settings.allowed_users, store, texts),
                 texts=texts,
                 outbox=outbox,

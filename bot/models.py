@@ -54,6 +54,13 @@ class QuestionKind(StrEnum):
     BUDGET = "budget"  # a spent budget: extend or stop, asked on the turn's card
 
 
+class CopyOf(StrEnum):
+    """What a copy /pending showed copies (``pending_copies.of``)."""
+
+    QUESTION = "question"  # a pending question: an approval, an agent's question, a budget
+    HOLD = "hold"  # a preflight's hold: a task over its budget before it starts
+
+
 class ApprovalAnswer(StrEnum):
     """The one vocabulary of an approval's outcome: what the desk returns to the turn, what
     ``pending_questions.answer`` and the audit log keep. Only the owner gives the first three;

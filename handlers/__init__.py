@@ -36,6 +36,7 @@ from bot.schedules.desk import ScheduleDesk
 from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
+from bot.tasks.pending import PendingAsks
 from bot.tasks.service import TaskService
 from bot.tasks.terminal import TerminalDesk
 from bot.tasks.waiting import Waiting
@@ -114,6 +115,7 @@ class Services:
     worktree_card: WorktreeCard
     handover: Handover
     answers: ApprovalAnswers
+    pending: PendingAsks  # /pending: what waits on the owner, shown again with its buttons
     access: AccessPolicy
     texts: Texts
     outbox: Outbox

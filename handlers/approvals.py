@@ -9,6 +9,7 @@ from aiogram.types import CallbackQuery, Message
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.stalls import StallAction, StallChoice
 from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
+from bot.tasks.pending import PendingAsks
 from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, Keyboard
 from bot.telegram.render import plain
@@ -43,17 +44,16 @@ async def on_option_pressed(
 
 
 @router.message(Command("pending"))
-async def on_pending(
-    message: Message, answers: ApprovalAnswers, user_id: int, reply: Reply
-) -> None:
-    """Every open approval and question, each with its own buttons: a tap here answers it
-    as the original would (first answer wins; both messages are edited)."""
-    found = await answers.pending(user_id)
+async def on_pending(message: Message, pending: PendingAsks, user_id: int, reply: Reply) -> None:
+    """Every open approval, question, budget decision and preflight hold, each with its own
+    buttons: a tap here answers it as the original would (first answer wins; both messages
+    are edited). Shown again, an older copy in this chat gives way to the new one."""
+    found = await pending.of(user_id)
     if not found:
         await reply("pending.empty")
         return
-    for qid, text, markup in found:
-        await answers.copied(qid, reply.chat_id, await reply.send(text, markup=markup))
+    for ask in found:
+        await pending.copied(ask, reply.chat_id, await reply.send(ask.text, markup=ask.markup))
 
 
 @router.callback_query(Tapped(StallAction))

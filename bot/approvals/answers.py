@@ -11,12 +11,12 @@ from bot.approvals.view import (
     ApprovalChoice,
     approval_keyboard,
     confirm_keyboard,
+    question_item,
     question_keyboard,
+    question_text,
 )
 from bot.errors import UserInputError
-from bot.events import Question
 from bot.models import (
-    ACTIVE_STATUSES,
     ApprovalAnswer,
     QuestionKind,
     QuestionStatus,
@@ -24,13 +24,11 @@ from bot.models import (
     TaskStatus,
 )
 from bot.ports import LostRunners
-from bot.store import Grant, PendingQuestion, Store
-from bot.telegram.markup import Keyboard
+from bot.store import Grant, PendingCopy, PendingQuestion, Store
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
-PENDING_TASKS = 50  # /pending looks at the owner's latest open tasks
 _OUTCOME_KEYS = {ApprovalAnswer.ALLOW: "approval.allowed", ApprovalAnswer.DENY: "approval.denied"}
 _TOASTS = {
     ApprovalAnswer.ALLOW: "callback_approval.allowed",
@@ -142,24 +140,22 @@ class ApprovalAnswers:
     ) -> str:
         question, task = await self._pending(user_id, qid, QuestionKind.QUESTION)
         payload = question.payload
-        item = _item(question)
+        item = question_item(question.payload)
         valid = 0 <= option < len(item.options) or (option == DONE and item.multi)
         if not valid:  # DONE closes a multi-select only; a forged index is a stale button
             raise UserInputError("callback.stale")
-        selected: list[int] = list(payload.get("selected") or [])
         if item.multi and option != DONE:
-            selected = [i for i in selected if i != option] + (
-                [] if option in selected else [option]
-            )
-            await self._store.questions.update_payload(qid, {**payload, "selected": selected})
+            selected = await self._store.questions.toggle(qid, option)  # taps at once lose none
+            if selected is None:
+                raise UserInputError("callback_approval.answered")
             await self._edit(
                 question,
-                self._question_text(task, item),
+                question_text(self._texts, task, item),
                 question_keyboard(self._texts, task.locale, qid, item, selected),
                 where,
             )
             return "callback_approval.selected"
-        picked = sorted(selected) if item.multi else [option]
+        picked = sorted(payload.get("selected") or []) if item.multi else [option]
         answer = ", ".join(item.options[i] for i in picked)
         if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, answer):
             raise UserInputError("callback_approval.answered")
@@ -175,15 +171,6 @@ class ApprovalAnswers:
         )
         return "toast.answered"
 
-    def _question_text(self, task: Task, item: Question) -> str:
-        return self._texts.get(
-            task.locale,
-            "approval.question",
-            label=task.label,
-            header=item.header or "?",
-            question=item.text,
-        )
-
     async def _edit(  # type: ignore[no-untyped-def]
         self, question: PendingQuestion, text: str, markup, where: tuple[int, int] | None
     ) -> None:
@@ -195,29 +182,13 @@ class ApprovalAnswers:
             targets = [original] + [t for t in targets if t != original]
         for chat_id, message_id in targets:
             await self._notifier.edit(chat_id, message_id, text, markup)
-        await edit_copies(self._notifier, question, text, markup)
+        await edit_copies(self._store, self._notifier, question.id, text, markup)
 
     async def copied(self, qid: int, chat_id: int, row_id: int) -> None:
         """/pending showed a copy of the question (outbox row ``row_id``): it is edited with
         the original from now on (an answer, a timeout, the turn's end)."""
-        await record_copy(self._store, self._notifier, self._texts, qid, (chat_id, row_id))
-
-    async def pending(self, user_id: int) -> list[tuple[int, str, Keyboard]]:
-        """Every approval and question waiting for ``user_id``, oldest first, as its id, its
-        text and its own buttons (the same as the original's: a tap here is a tap there)."""
-        owned = await self._store.tasks.list_for(user_id, sorted(ACTIVE_STATUSES), PENDING_TASKS)
-        by_id = {t.id: t for t in owned}
-        shown: list[tuple[int, str, Keyboard]] = []
-        for question in await self._store.questions.pending_of(list(by_id)):
-            task = by_id[question.task_id]
-            if question.kind == QuestionKind.APPROVAL:
-                markup = approval_keyboard(self._texts, task.locale, question.id)
-                shown.append((question.id, str(question.payload.get("text", "")), markup))
-            elif question.kind == QuestionKind.QUESTION:
-                item, selected = _item(question), list(question.payload.get("selected") or [])
-                markup = question_keyboard(self._texts, task.locale, question.id, item, selected)
-                shown.append((question.id, self._question_text(task, item), markup))
-        return shown
+        copy = PendingCopy(chat_id, row_id)
+        await record_copy(self._store, self._notifier, self._texts, qid, copy)
 
     async def keep_waiting(self, user_id: int, turn_id: int) -> str:
         """Keep waiting, tapped on a stall watchdog's message: it says no more of that turn,
@@ -263,10 +234,3 @@ class ApprovalAnswers:
             raise UserInputError("error.grant_not_found")
         await self._store.audit.record("grant_revoked", user_id, None, grant.pattern)
         return grant
-
-
-def _item(question: PendingQuestion) -> Question:
-    payload = question.payload
-    return Question(
-        payload["text"], payload["header"], tuple(payload["options"]), bool(payload["multi"])
-    )

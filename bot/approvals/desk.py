@@ -232,9 +232,7 @@ class ApprovalDesk:
         text = first_line(question) + "\n\n" + self._texts.get(task.locale, key)
         if row_id is not None:  # the outbox edits the message that row became, in order
             await self._notifier.edit_row(task.chat_id, row_id, text)
-        fresh = await self._store.questions.get(question.id)  # /pending's copies, made since
-        if fresh is not None:
-            await edit_copies(self._notifier, fresh, text)
+        await edit_copies(self._store, self._notifier, question.id, text)
         return answer
 
     async def budget_ask(
@@ -282,7 +280,7 @@ class ApprovalDesk:
                 await self._notifier.edit(question.chat_id, question.message_id, text)
             elif question.row_id is not None and task is not None:
                 await self._notifier.edit_row(task.chat_id, question.row_id, text)
-            await edit_copies(self._notifier, question, text)
+            await edit_copies(self._store, self._notifier, question.id, text)
         return len(expired)
 
 

@@ -152,6 +152,13 @@ def question_text(texts: Texts, task: Task, question: Question) -> str:
     )
 
 
+def question_item(payload: dict[str, Any]) -> Question:
+    """The agent's question a pending question's payload holds."""
+    return Question(
+        payload["text"], payload["header"], tuple(payload["options"]), bool(payload["multi"])
+    )
+
+
 def question_keyboard(
     texts: Texts, loc: str, qid: int, question: Question, selected: list[int]
 ) -> Keyboard:

@@ -16,10 +16,12 @@ from typing import Annotated
 
 from pydantic import Field
 
+from bot.approvals.copies import PendingAsk
 from bot.errors import DetachError, UserInputError
-from bot.models import MessageKind, PreflightDecision, Task
+from bot.models import CopyOf, MessageKind, PreflightDecision, Task
 from bot.preflight.check import Outcome
-from bot.store import Store
+from bot.preflight.copies import close_hold_copies, record_hold_copy
+from bot.store import PendingCopy, Store
 from bot.store.preflights import PreflightHold
 from bot.telegram.callbacks import Id, TaskAction, TaskButton
 from bot.telegram.markup import CallbackData, Keyboard
@@ -113,15 +115,7 @@ class PreflightDesk:
             cost_usd=outcome.cost_usd,
             deadline=self._store.preflights.now() + timedelta(seconds=self.wait_s) if ask else None,
         )
-        if ask:
-            minutes = max(1, round(self.wait_s / 60))
-            body = self._plain(
-                locale, "preflight.question", question=hold.question, minutes=minutes
-            )
-        elif over_budget:
-            body = over_budget
-        else:
-            body = self._plain(locale, "preflight.refusal", reason=hold.reason)
+        body = self._body(hold)
         kind = MessageKind.BUDGET if over_budget else MessageKind.QUESTION
         row_id = await self._outbox.send(
             chat_id,
@@ -181,6 +175,7 @@ class PreflightDesk:
             return "preflight.gone"
         if hold.row_id is not None:
             await self._outbox.edit_markup(hold.chat_id, hold.row_id, None)
+        await close_hold_copies(self._store, self._outbox, hold.id)
         locale = hold.locale
         if status == "answered":
             text = (
@@ -226,6 +221,7 @@ class PreflightDesk:
             return "preflight.gone"
         if hold.row_id is not None:
             await self._outbox.edit_markup(hold.chat_id, hold.row_id, None)
+        await close_hold_copies(self._store, self._outbox, hold.id)
         return "preflight.cancelled"
 
     async def offer_default(self, task: Task, engine: str, preset: str | None) -> None:
@@ -257,6 +253,38 @@ class PreflightDesk:
         text = text.replace(routed, now) if routed in text else f"{text}\n{now}"
         cancel = TaskAction.buttons(self._texts, task.locale, task.id, [TaskButton.CANCEL])
         await self._outbox.edit(chat_id, None, text, Keyboard.of([cancel]), row_id=row_id)
+
+    def _body(self, hold: PreflightHold) -> str:
+        """The hold's message: its question, its estimate over the budget, or its refusal."""
+        if hold.decision == OVER_BUDGET:
+            return hold.reason
+        if hold.decision == PreflightDecision.ASK.value:
+            minutes = max(1, round(self.wait_s / 60))
+            return self._plain(
+                hold.locale, "preflight.question", question=hold.question, minutes=minutes
+            )
+        return self._plain(hold.locale, "preflight.refusal", reason=hold.reason)
+
+    async def pending(self, user_id: int) -> list[PendingAsk]:
+        """The owner's held tasks, oldest first, for /pending: the message, the command it
+        holds, and the original's buttons (a tap on the copy is a tap on the original)."""
+        holds = [h for h in await self._store.preflights.pending() if h.owner_id == user_id]
+        return [
+            PendingAsk(
+                CopyOf.HOLD,
+                h.id,
+                self._texts.get(h.locale, "pending.held", body=self._body(h), command=h.text),
+                self._keyboard(h),
+            )
+            for h in holds
+        ]
+
+    async def copied(self, hold_id: int, chat_id: int, row_id: int) -> None:
+        """/pending showed a copy of the hold (outbox row ``row_id``): its buttons go when the
+        hold settles."""
+        await record_hold_copy(
+            self._store, self._outbox, self._texts, hold_id, PendingCopy(chat_id, row_id)
+        )
 
     def _keyboard(self, hold: PreflightHold) -> Keyboard:
         rows = [

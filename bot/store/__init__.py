@@ -5,6 +5,7 @@ from __future__ import annotations
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.checks import CheckRepo
 from bot.store.claims import ClaimRepo
+from bot.store.copies import PendingCopy, PendingCopyRepo
 from bot.store.db import Clock, Database, Engine, make_engine, utcnow
 from bot.store.drafts import VoiceDraftRepo
 from bot.store.engine_state import EngineLimitRepo, EngineSessionRepo
@@ -32,6 +33,7 @@ __all__ = [
     "Grant",
     "UsageWindow",
     "PendingQuestion",
+    "PendingCopy",
     "Runner",
     "Schedule",
     "Store",
@@ -59,6 +61,7 @@ class Store:
         self.spend = SpendRepo(db, clock)
         self.audit = AuditRepo(db, clock)
         self.questions = QuestionRepo(db, clock)
+        self.copies = PendingCopyRepo(db)  # /pending's copies of questions and holds
         self.preflights = PreflightHoldRepo(db, clock)  # tasks held by their preflight
         self.grants = GrantRepo(db, clock)
         self.chats = ChatSettingsRepo(db, clock)

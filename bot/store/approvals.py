@@ -149,13 +149,28 @@ class QuestionRepo:
                 .values(row_id=row_id)
             )
 
-    async def update_payload(self, qid: int, payload: dict[str, Any]) -> None:
+    async def toggle(self, qid: int, option: int) -> list[int] | None:
+        """Select ``option`` of an open multi-select question, or unselect it if it was: one
+        transaction on the row (locked on PostgreSQL), so taps at once lose none. Returns the
+        selection now; None: the question is closed."""
+        query = sa.select(pending_questions.c.payload).where(
+            pending_questions.c.id == qid, pending_questions.c.status == PENDING
+        )
         async with self._engine.begin() as conn:
+            row = (await conn.execute(query.with_for_update())).first()
+            if row is None:
+                return None
+            payload = json.loads(row.payload)
+            selected = [i for i in payload.get("selected") or [] if i != option]
+            if len(selected) == len(payload.get("selected") or []):
+                selected.append(option)
+            payload["selected"] = selected
             await conn.execute(
                 pending_questions.update()
-                .where(pending_questions.c.id == qid, pending_questions.c.status == PENDING)
+                .where(pending_questions.c.id == qid)
                 .values(payload=json.dumps(payload, ensure_ascii=False))
             )
+        return selected
 
     async def resolve(self, qid: int, status: str, answer: str) -> bool:
         """Close a pending question; False if it was closed already (second tap, expiry)."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from bot.models import CopyOf
 from bot.store.schema import (
     audit,
     chat_settings,
@@ -18,6 +20,7 @@ from bot.store.schema import (
     message_links,
     metadata,
     outbox,
+    pending_copies,
     pending_questions,
     preflight_holds,
     runners,
@@ -230,6 +233,26 @@ def _v28(conn: Connection) -> None:
     stall_notices.create(conn, checkfirst=True)
 
 
+def _v29(conn: Connection) -> None:
+    """/pending's copies of a question get a table of their own: the copies kept on the
+    payload of a question still open are moved there (the copies of a settled one are done)."""
+    pending_copies.create(conn, checkfirst=True)
+    open_ones = sa.select(pending_questions.c.id, pending_questions.c.payload).where(
+        pending_questions.c.status == "pending"
+    )
+    for qid, payload in list(conn.execute(open_ones)):
+        shown = json.loads(payload or "{}").get("copies") or []
+        for chat_id, row_id in shown:
+            conn.execute(
+                pending_copies.insert().values(
+                    of=CopyOf.QUESTION.value,
+                    subject_id=qid,
+                    chat_id=int(chat_id),
+                    row_id=int(row_id),
+                )
+            )
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -261,6 +284,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v26,
     _v27,
     _v28,
+    _v29,
 ]
 
 

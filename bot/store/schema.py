@@ -115,6 +115,20 @@ pending_questions = sa.Table(
     sa.Column("row_id", sa.Integer),  # v19: its message's outbox row (edited when it expires)
 )
 
+# v_pending_copies: the copies of an open question (or preflight hold) that /pending showed,
+# each edited with the original when it settles; rows of their own, so a copy never races the
+# question's payload (a multi-select's selection), at most one per chat (the newest), a few in all
+pending_copies = sa.Table(
+    "pending_copies",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("of", sa.String(8), nullable=False),  # what it copies: CopyOf
+    sa.Column("subject_id", sa.Integer, nullable=False),  # the question's or hold's id
+    sa.Column("chat_id", sa.BigInteger, nullable=False),
+    sa.Column("row_id", sa.Integer, nullable=False),  # the copy's outbox row
+    sa.Index("ix_pending_copies_subject", "of", "subject_id"),
+)
+
 # v22: a walk-away task held by its preflight's question or refusal (bot.preflight): the command
 # as typed, so the owner's answer starts it as it would have started
 preflight_holds = sa.Table(

@@ -6,9 +6,10 @@ from __future__ import annotations
 import html
 import io
 
+from bot.approvals.copies import edit_copies, first_line
 from bot.errors import UserInputError
 from bot.models import MessageKind, QuestionKind, QuestionStatus, Task
-from bot.store import Store
+from bot.store import PendingQuestion, Store
 from bot.tasks.export import export
 from bot.tasks.service import TaskService
 from bot.telegram.markup import ForceReply
@@ -48,10 +49,12 @@ class TaskCard:
         if not extend:
             line = self._texts.get(loc, "money.stopped_line", spent=usd(task.total_cost_usd))
             await self._notifier.budget_answered(task, question, line)
+            await self._copies_say(question, line)
             return task
         await self._store.tasks.raise_budget(task.id, amount)
         task = await self._tasks.get_own(user_id, task.id)
         line = self._texts.get(loc, "money.extended_line", cap=usd(task.max_usd or 0))
+        await self._copies_say(question, line)
         await self._tasks.queue_turn(
             task,
             user_id,
@@ -60,6 +63,12 @@ class TaskCard:
             lambda _turn: self._notifier.budget_answered(task, question, line),
         )
         return task
+
+    async def _copies_say(self, question: PendingQuestion, line: str) -> None:
+        """/pending's copies of the budget decision lose their buttons and say the answer."""
+        await edit_copies(
+            self._store, self._notifier, question.id, f"{first_line(question)}\n\n{line}"
+        )
 
     async def ask_follow_up(self, user_id: int, task_id: int) -> None:
         """A force-reply prompt linked to the task: the reply continues it."""

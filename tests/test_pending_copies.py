@@ -1,0 +1,290 @@
+"""/pending's copies, end to end through the real bot, the fake Bot API and a real SQLite file:
+a copy recorded while a multi-select is toggled loses neither (the interleaving is driven with
+an event: one side's first read of the question is held until the other side is done, through
+SQLAlchemy's statement hook, no sleeps); /pending again in a chat retires the older copy there;
+settling a question edits every live copy; a budget decision answered on its copy. And the
+store underneath on SQLite and PostgreSQL: the copies kept per chat and in all, the toggles,
+and the copies an upgrade finds on an open question's payload."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.util import await_only
+
+from bot.approvals.answers import ApprovalAnswers
+from bot.approvals.view import DONE
+from bot.events import ApprovalRequest, Question, SessionStarted
+from bot.models import CopyOf, QuestionKind, QuestionStatus
+from bot.store import PendingCopy, Store, migrations
+from bot.store.migrations import MIGRATIONS
+from bot.store.schema import pending_questions, schema_version
+from tests.support.fake_engine import FakeEngine
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.postgres import postgres_database
+from tests.test_approvals_e2e import answer_of, buttons, edited
+from tests.test_buzzes import spent_budget
+from tests.test_phone import SESSION, answer, buttons_data, settings, until
+from tests.test_preflight_money import PREFLIGHT, verdict
+from tests.test_store import Clock
+
+COLOURS = Question("Which colours?", "Colours", ("red", "green", "blue"), multi=True)
+GROUP = -100500  # a group the owner also asks /pending in
+
+
+def asks_colours() -> tuple:
+    """A turn whose agent asks a multi-select question and goes on once it is answered."""
+    asks = ApprovalRequest("AskUserQuestion", {}, "t1", "AskUserQuestion", questions=(COLOURS,))
+    return (SessionStarted(SESSION, "fake-model"), asks, *answer("painted")[1:])
+
+
+def asks_to_deploy() -> tuple:
+    asks = ApprovalRequest("Bash", {"command": "make deploy"}, "t1", "Bash(make deploy)")
+    return (SessionStarted(SESSION, "fake-model"), asks, *answer("deployed")[1:])
+
+
+@contextlib.contextmanager
+def first_read_held(
+    store: Store, task: asyncio.Task[Any], release: asyncio.Event
+) -> Iterator[asyncio.Event]:
+    """Hold ``task`` right after its first read of ``pending_questions`` until ``release``;
+    the event returned is set once it is held. SQLAlchemy runs the hook in the greenlet of the
+    task's statement, so ``await_only`` suspends that task alone."""
+    held = asyncio.Event()
+
+    def hook(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if held.is_set() or asyncio.current_task() is not task:
+            return
+        if statement.lstrip().upper().startswith("SELECT") and "pending_questions" in statement:
+            held.set()
+            await_only(release.wait())
+
+    engine = store.engine.sync_engine
+    sa.event.listen(engine, "after_cursor_execute", hook)
+    try:
+        yield held
+    finally:
+        sa.event.remove(engine, "after_cursor_execute", hook)
+
+
+async def _interleaved(store: Store, first: Any, second: Any) -> None:
+    """``first`` starts and is held right after its first read of the question; ``second``
+    runs to its end meanwhile; then ``first`` goes on from what it read."""
+    release = asyncio.Event()
+    started = asyncio.get_running_loop().create_future()
+
+    async def run_first() -> None:
+        await started
+        await first()
+
+    task = asyncio.create_task(run_first())
+    with first_read_held(store, task, release) as held:
+        started.set_result(None)
+        async with asyncio.timeout(10):
+            await held.wait()
+            await second()
+            release.set()
+            await task
+
+
+@pytest.mark.parametrize("held", ["toggle", "copy"])
+async def test_a_copy_and_a_toggle_at_once_lose_neither(tmp_path, workdir, held):
+    """ "toggle": the tap read the question, then /pending recorded its copy, then the tap
+    wrote its selection (main's payload write dropped the copy: it kept live buttons after the
+    answer). "copy": the other way round (main's dropped the selection)."""
+    engine = FakeEngine(asks_colours())
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/detach paint the fence", OWNER)
+            asked = await fake.wait_text(OWNER, "Which colours?", timeout_s=20)
+            answers: ApprovalAnswers = app.dispatcher["answers"]
+            (ask,) = await app.dispatcher["pending"].of(OWNER)
+            qid, mark = ask.subject_id, len(fake.calls)
+            row_id = await app.outbox.send(OWNER, ask.text, markup=ask.markup)
+            copy = await fake.wait_text(OWNER, "Which colours?", after=mark)
+            copy_id = copy.result["message_id"]
+
+            async def record() -> None:
+                await answers.copied(qid, OWNER, row_id)
+
+            async def toggle() -> None:
+                assert await answers.on_option(OWNER, qid, 1) == "callback_approval.selected"
+
+            first, second = (toggle, record) if held == "toggle" else (record, toggle)
+            await _interleaved(app.store, first, second)
+            assert await answers.on_option(OWNER, qid, DONE) == "toast.answered"
+            assert (await app.store.questions.get(qid)).answer == "green"  # the selection kept
+            await edited(fake, asked.result["message_id"], "green", after=mark)
+            await edited(fake, copy_id, "green", after=mark, timeout_s=10)  # the copy kept
+            assert await app.outbox.idle(10)
+            assert buttons_data(fake, copy_id) == []
+            await fake.wait_text(OWNER, "painted", timeout_s=20)
+
+
+async def test_pending_again_keeps_one_live_copy_per_chat_and_settling_edits_each(
+    tmp_path, workdir
+):
+    """/pending twice in the private chat: the first copy says it is shown again below and
+    loses its buttons. Allow on the original edits the live copies of both chats."""
+    engine = FakeEngine(asks_to_deploy())
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/detach deploy it", OWNER)
+            ask = await fake.wait_text(OWNER, "wants to use", timeout_s=20)
+            shown = []
+            for chat_id in (OWNER, OWNER, GROUP):
+                mark = len(fake.calls)
+                await fake.user_message("/pending", OWNER, chat_id=chat_id)
+                shown.append(await fake.wait_text(chat_id, "make deploy", after=mark))
+            older, newer, grouped = (c.result["message_id"] for c in shown)
+            retired = await edited(fake, older, "Shown again below")
+            assert retired.params["text"] == "⤵️ Shown again below."  # one line
+            assert "reply_markup" not in retired.params  # no live button on it
+            assert buttons(shown[1]) == buttons(ask)
+            mark = len(fake.calls)
+            await fake.press(OWNER, ask.result["message_id"], buttons(ask)["✅ Allow"], OWNER)
+            await edited(fake, newer, "Allowed", after=mark)
+            group_edit = await fake.wait_call(
+                "editMessageText",
+                lambda c: (
+                    int(c.params["chat_id"]) == GROUP
+                    and int(c.params["message_id"]) == grouped
+                    and "Allowed" in c.params["text"]
+                ),
+                after=mark,
+            )
+            assert "reply_markup" not in group_edit.params
+            await fake.wait_text(OWNER, "deployed", timeout_s=20)
+            assert await app.outbox.idle(10)
+            assert fake.find_message(OWNER, older)["text"] == "⤵️ Shown again below."
+            assert buttons_data(fake, newer) == []
+    assert engine.decisions == [True]
+
+
+async def test_a_budget_decision_is_listed_and_answered_on_its_copy(tmp_path, workdir):
+    """A task parked at its budget waits for Extend or Stop: /pending shows the card's two
+    buttons; Stop tapped on the copy stops the task and edits the card and the copy."""
+    engine = FakeEngine(spent_budget())
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
+            card = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            card_id = card.result["message_id"]
+            decision = card.params["reply_markup"]["inline_keyboard"][0]
+            mark = len(fake.calls)
+            await fake.user_message("/pending", OWNER)
+            copy = await fake.wait_text(OWNER, "stopped at its budget", after=mark)
+            assert "#1 spend" in copy.params["text"]
+            assert copy.params["reply_markup"]["inline_keyboard"] == [decision]
+            stop = decision[1]["callback_data"]
+            await fake.press(OWNER, copy.result["message_id"], stop, OWNER)
+            await until(lambda: "Stopped here at" in fake.find_message(OWNER, card_id)["text"])
+            await edited(fake, copy.result["message_id"], "Stopped here at", after=mark)
+            assert await app.outbox.idle(10)
+            assert buttons_data(fake, copy.result["message_id"]) == []
+            assert not any(d.startswith("bu:") for d in buttons_data(fake, card_id))
+            await fake.user_message("/pending", OWNER)
+            await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
+
+
+async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """A task its preflight holds (the estimate is over its budget: Start anyway or Cancel)
+    waits on the owner: /pending shows it with the command and both buttons; Cancel tapped on
+    the copy takes the buttons off the original and the copy."""
+    anthropic.script(PREFLIGHT, verdict(verdict="go", estimate_usd=3.0, estimate_minutes=20))
+    async with FakeTelegram() as fake:
+        custom = make_settings(tmp_path / "data", fake, claude_bin, workdir, preflight=True)
+        async with running_bot(custom, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/detach max_usd=1 MARK-DEAR rewrite the parser", OWNER)
+            asked = await fake.wait_text(OWNER, "estimates this task at about $3.00", timeout_s=20)
+            mark = len(fake.calls)
+            await fake.user_message("/pending", OWNER)
+            copy = await fake.wait_text(OWNER, "estimates this task", after=mark)
+            assert "rewrite the parser" in copy.params["text"]  # which task it is
+            assert buttons(copy) == buttons(asked)
+            copy_id = copy.result["message_id"]
+            query = await fake.press(OWNER, copy_id, buttons(copy)["✖️ Cancel"], OWNER)
+            assert await answer_of(fake, query) == "Cancelled: not started"
+            await until(lambda: buttons_data(fake, copy_id) == [])
+            await until(lambda: buttons_data(fake, asked.result["message_id"]) == [])
+            assert await app.store.tasks.list_for(None) == []
+            mark = len(fake.calls)
+            await fake.user_message("/pending", OWNER)
+            await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request, tmp_path):  # type: ignore[no-untyped-def]
+    if request.param == "sqlite":
+        opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
+        yield opened
+        await opened.close()
+        return
+    async with postgres_database() as url:
+        opened = await Store.open(url, Clock())
+        yield opened
+        await opened.close()
+
+
+async def test_copies_are_one_per_chat_and_five_in_all(store):
+    question = await store.questions.create(1, 1, QuestionKind.APPROVAL, {"text": "?"}, None)
+    qid = question.id
+    assert await store.copies.add(CopyOf.QUESTION, qid, PendingCopy(10, 1)) == []
+    assert await store.copies.add(CopyOf.QUESTION, qid, PendingCopy(10, 2)) == [PendingCopy(10, 1)]
+    for chat in range(11, 16):
+        retired = await store.copies.add(CopyOf.QUESTION, qid, PendingCopy(chat, chat * 10))
+    assert retired == [PendingCopy(10, 2)]  # the oldest past five
+    live = await store.copies.of(CopyOf.QUESTION, qid)
+    assert live == [PendingCopy(c, c * 10) for c in range(11, 16)]
+    assert await store.copies.of(CopyOf.HOLD, qid) == []  # a hold's copies are its own
+
+
+async def test_toggles_at_once_keep_every_selection(store):
+    payload = {"text": "?", "header": "h", "options": ["a", "b", "c"], "multi": True}
+    question = await store.questions.create(1, 1, QuestionKind.QUESTION, payload, None)
+    await asyncio.gather(*(store.questions.toggle(question.id, i) for i in range(3)))
+    stored = (await store.questions.get(question.id)).payload
+    assert sorted(stored["selected"]) == [0, 1, 2] and stored["text"] == "?"
+    assert sorted(await store.questions.toggle(question.id, 1) or []) == [0, 2]  # unselected
+    await store.questions.resolve(question.id, QuestionStatus.ANSWERED, "a, c")
+    assert await store.questions.toggle(question.id, 1) is None  # closed: nothing toggles
+
+
+async def test_the_upgrade_moves_an_open_questions_copies_to_their_table(tmp_path):
+    """A question open across the upgrade keeps the copies its payload named (a settled one's
+    are done with)."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/old.sqlite"
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/old.sqlite")
+    with engine.begin() as conn:
+        schema_version.create(conn)
+        before = MIGRATIONS.index(migrations._v29)  # the version before it
+        for step in MIGRATIONS[:before]:
+            step(conn)
+        conn.execute(schema_version.insert().values(version=before))
+        for status in ("pending", "answered"):
+            conn.execute(
+                pending_questions.insert().values(
+                    task_id=1,
+                    kind="approval",
+                    status=status,
+                    payload=json.dumps({"text": "?", "copies": [[10, 3], [11, 4]]}),
+                    created_at=sa.func.now(),
+                )
+            )
+    engine.dispose()
+    store = await Store.open(url, Clock())
+    try:
+        assert await store.copies.of(CopyOf.QUESTION, 1) == [PendingCopy(10, 3), PendingCopy(11, 4)]
+        assert await store.copies.of(CopyOf.QUESTION, 2) == []
+    finally:
+        await store.close()
