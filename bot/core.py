@@ -34,7 +34,7 @@ from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
 from bot.ports import Executor
-from bot.redaction import Redactor
+from bot.redaction import Redactor, redacted_logs
 from bot.settings import Settings, key_variables, known_secrets
 from bot.store import Store
 from bot.store.ownership import owned, owner
@@ -112,7 +112,9 @@ async def build_core(
     presets = PresetCatalog.load(settings.config, registry.builtin_presets())
     keys = key_variables(settings, presets.all())
     secrets = known_secrets(settings, agent_environ, keys)
-    store = await Store.open(settings.resolved_database_url, redact=Redactor.of(secrets))
+    redact = Redactor.of(secrets)
+    stack.enter_context(redacted_logs(redact))
+    store = await Store.open(settings.resolved_database_url, redact=redact)
     stack.push_async_callback(store.close)
     texts = Texts()
     outbox = Outbox(store)

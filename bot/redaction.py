@@ -1,5 +1,5 @@
 """Secret values out of agent-made text: the one redactor every boundary applies (the store, as
-text is written and read back; the outbox, as it is queued for Telegram).
+text is written and read back; the outbox, as it is queued for Telegram; the log's handlers).
 
 A value is replaced by ``REDACTED`` wherever it appears, also HTML-escaped (as a message shows
 it) and cut short by a shortened line: its first or last ``MIN_SECRET_CHARS`` or more
@@ -7,8 +7,10 @@ characters next to an ellipsis, or at the very end or start of the text."""
 
 from __future__ import annotations
 
+import contextlib
 import html
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -83,3 +85,41 @@ def _cut_short(text: str, secret: str) -> str:
 
 
 NOTHING = Redactor()  # redacts nothing: a store opened without the bot's settings (tests, tools)
+
+
+class LogRedaction(logging.Filter):
+    """A log handler's filter: the record's message and traceback, redacted (an engine logs a
+    line of unexpected shape, which may name a command)."""
+
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__()
+        self._redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError, KeyError):  # malformed: the handler reports it
+            return True
+        record.msg, record.args = self._redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self._redact(record.exc_text)
+        return True
+
+
+@contextlib.contextmanager
+def redacted_logs(redact: Redactor, logger: logging.Logger | None = None) -> Iterator[None]:
+    """While open, every handler of ``logger`` (the root: where every module's lines end)
+    writes its records redacted."""
+    if not redact.secrets:
+        yield
+        return
+    handlers, redacting = (logger or logging.getLogger()).handlers[:], LogRedaction(redact)
+    for handler in handlers:
+        handler.addFilter(redacting)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(redacting)

@@ -5,6 +5,7 @@ and transcript lines stored before redaction existed, read back."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -194,3 +195,25 @@ async def test_transcript_lines_stored_before_redaction_are_read_redacted(tmp_pa
         await store.close()
     assert API_KEY in raw  # nothing rewrote the old row
     assert line.body == tail.body == {"summary": f"curl {REDACTED}"}
+
+
+async def test_a_running_bot_logs_no_secret(tmp_path: Path, caplog):
+    """A line an engine logs with agent-made text (a notification of unexpected shape naming
+    a key) and a traceback holding one: written redacted by the root's handlers while the
+    bot runs."""
+    caplog.set_level(logging.INFO)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", workdir)
+        async with running_bot(settings, ENVIRON, {"claude": FakeEngine(())}):
+            await fake.wait_call("setMyCommands")
+            engine_log = logging.getLogger("executors.codex")
+            engine_log.warning("codex: skipped a notification: %.200s", f"curl -H {API_KEY}")
+            try:
+                raise ValueError(f"bad token {TOKEN}")
+            except ValueError:
+                engine_log.exception("it failed")
+            logged = caplog.text  # (the fake Bot API's own access log names the token)
+    assert f"curl -H {REDACTED}" in logged and f"bad token {REDACTED}" in logged
+    assert not leaks([logged]), logged
