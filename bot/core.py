@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +30,12 @@ from bot.fleet.takeover import Takeover
 from bot.git import Worktrees
 from bot.intake.recovery import recover
 from bot.mcp.launch import private_dir, subtask_env
-from bot.models import Preset, ProcessRole
+from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
 from bot.ports import Executor
-from bot.settings import Settings
+from bot.redaction import Redactor, redacted_logs
+from bot.settings import Settings, key_variables, known_secrets
 from bot.store import Store
 from bot.store.ownership import owned, owner
 from bot.telegram.notifier import Notifier
@@ -48,7 +49,7 @@ from bot.turns.specs import TurnPolicy
 from bot.workdirs import WorkdirPolicy
 from executors import registry
 from executors.check import ShellCheck
-from executors.denied import ReadDenial, secret_names
+from executors.denied import ReadDenial
 from executors.procs import kill_tagged, this_run
 from executors.watchdog import Watchdog
 
@@ -107,13 +108,17 @@ async def build_core(
     # before anything touches the database or the agents: a second bot (or a worker under a
     # taken name) would sweep away the live one's agents and recover its running turns
     await stack.enter_async_context(owned(settings.resolved_database_url, *owner(role, name, host)))
-    store = await Store.open(settings.resolved_database_url)
+    agent_environ = os.environ if environ is None else environ
+    presets = PresetCatalog.load(settings.config, registry.builtin_presets())
+    keys = key_variables(settings, presets.all())
+    secrets = known_secrets(settings, agent_environ, keys)
+    redact = Redactor.of(secrets)
+    stack.enter_context(redacted_logs(redact))
+    store = await Store.open(settings.resolved_database_url, redact=redact)
     stack.push_async_callback(store.close)
     texts = Texts()
     outbox = Outbox(store)
     notifier = Notifier(store, texts, outbox)
-    agent_environ = os.environ if environ is None else environ
-    presets = PresetCatalog.load(settings.config, registry.builtin_presets())
     engines = make_engines(
         settings, agent_environ, given_executors, store.engine_sessions, presets.all()
     )
@@ -137,7 +142,6 @@ async def build_core(
     lease = Lease(store, name, host, role.value, settings.worker_lease_s, executors.keys)
     tag = process_tag(settings, identity)
     denial = read_denial(settings, agent_environ)
-    keys = key_variables(settings, presets.all())
     runner = TurnRunner(
         store=store,
         engines=engines,
@@ -145,7 +149,7 @@ async def build_core(
         queue=queue,
         desk=desk,
         money=money,
-        policy=turn_policy(settings, denial, agent_environ, keys),
+        policy=turn_policy(settings, secrets, denial, keys),
         workdirs=workdirs,
         identity=lease if shared_db else OneProcess(identity),
         stop_poll_s=poll_s,
@@ -200,28 +204,16 @@ def read_denial(settings: Settings, environ: Mapping[str, str]) -> ReadDenial:
     )
 
 
-def key_variables(settings: Settings, presets: Iterable[Preset]) -> tuple[str, ...]:
-    """The variables holding a key whatever their names: every preset's ``api_key_env``,
-    DETACH_LOCAL_API_KEY_ENV's and DETACH_STT_API_KEY."""
-    named = [p.api_key_env for p in presets]
-    named += [settings.local_api_key_env, "DETACH_STT_API_KEY"]
-    return tuple(sorted({name for name in named if name}))
-
-
 def turn_policy(
     settings: Settings,
+    secrets: tuple[str, ...] = (),
     denial: ReadDenial | None = None,
-    environ: Mapping[str, str] | None = None,
     keys: tuple[str, ...] = (),
 ) -> TurnPolicy:
-    """``environ``: the environment whose secret values (``executors.denied.secret_names``,
-    and ``keys``: ``key_variables``) no transcript stores, with the bot's own token; no
-    sandboxed command gets ``keys``."""
-    found = environ or {}
-    named = (found[name] for name in secret_names(found, keys))
-    secrets = [*settings.secret_values(), *(v for v in named if not v.startswith("/"))]
+    """``secrets``: ``known_secrets``, which no baseline records; no sandboxed command gets
+    ``keys``."""
     return TurnPolicy(
-        secrets=tuple(secrets),
+        secrets=secrets,
         secret_names=keys,
         auto_allowed_tools=settings.auto_allowed_tools,
         progress_interval_s=settings.progress_interval_s,

@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.models import ApprovalMode, ProcessRole, TopicMode
+from bot.models import ApprovalMode, Preset, ProcessRole, TopicMode
 from executors.claude import ClaudeSettings
 from executors.codex import CodexSettings
+from executors.denied import secret_names
 from executors.local import LocalSettings
 
 TELEGRAM_API_URL = "https://api.telegram.org"
 TOKEN_SHAPE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{1,100}")
 
 
-MIN_PASSWORD_CHARS = 8  # as bot.turns.transcribe's MIN_SECRET_CHARS
+MIN_PASSWORD_CHARS = 8  # as bot.redaction's MIN_SECRET_CHARS
 
 
 class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
@@ -197,3 +199,21 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         if password and len(password) >= MIN_PASSWORD_CHARS:
             values += dict.fromkeys((password, urllib.parse.unquote(password)))
         return values
+
+
+def key_variables(settings: Settings, presets: Iterable[Preset]) -> tuple[str, ...]:
+    """The variables holding a key whatever their names: every preset's ``api_key_env``,
+    DETACH_LOCAL_API_KEY_ENV's and DETACH_STT_API_KEY."""
+    named = [p.api_key_env for p in presets]
+    named += [settings.local_api_key_env, "DETACH_STT_API_KEY"]
+    return tuple(sorted({name for name in named if name}))
+
+
+def known_secrets(
+    settings: Settings, environ: Mapping[str, str], keys: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """The values no stored or sent text holds: the bot's own (token, database password…)
+    and those of ``environ`` named like a secret (``executors.denied.secret_names``) or in
+    ``keys`` (``key_variables``)."""
+    named = (environ[name] for name in secret_names(environ, keys))
+    return (*settings.secret_values(), *(v for v in named if not v.startswith("/")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import unicodedata
 from collections.abc import Awaitable, Callable
@@ -15,7 +16,8 @@ from bot.errors import ConfigError
 from bot.models import ApprovalMode, NewTask, OutboxOp, TaskKind, TaskStatus
 from bot.money.desk import resolve_preset
 from bot.money.presets import PresetCatalog
-from bot.settings import Settings
+from bot.redaction import Redactor
+from bot.settings import Settings, key_variables, known_secrets
 from bot.store import Store
 from bot.telegram.render import slugify, usd
 from bot.turns.transcript import human_line
@@ -43,7 +45,9 @@ async def with_store(
             f"no database at {url.split('///', 1)[-1]}: the bot has not run with these settings "
             f"yet ({config.describe()})"
         )
-    store = await Store.open(url)
+    presets = PresetCatalog.load(settings.config, registry.builtin_presets())
+    secrets = known_secrets(settings, os.environ, key_variables(settings, presets.all()))
+    store = await Store.open(url, redact=Redactor.of(secrets))
     try:
         return int(await work(store) or 0)
     finally:

@@ -96,6 +96,8 @@ SLOW_TESTS = frozenset(
         "test_waiting.py::test_tasks_puts_the_waiting_first_and_progress_says_it_waits",
         "test_secrets.py::test_an_answer_error_or_stderr_stores_and_shows_no_secret",
         "test_secrets.py::test_a_presets_key_of_any_name_is_redacted_and_hidden_from_commands",
+        "test_redaction.py::test_a_running_tasks_progress_and_approval_card_show_no_secret",
+        "test_redaction.py::test_a_checks_output_is_redacted_stored_shown_and_fed_back",
         "test_stall.py::test_each_new_state_speaks_once",
         "test_stall.py::test_an_agent_that_answered_but_does_not_exit_is_named",
         "test_stall.py::test_a_long_wait_on_the_owner_is_no_stall_after_the_answer",

@@ -93,8 +93,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # the two outsides a turn reaches: the database, and the agents' processes (executors know
     # only the values and ports below, the existing test above says so)
     ("bot.store", "executors"),
-    # values and contracts; the crash points the drills name
-    ("bot.models", "bot.events", "bot.errors", "bot.ports", "bot.failpoints"),
+    # values and contracts; the crash points the drills name; the redactor of secret values
+    ("bot.models", "bot.events", "bot.errors", "bot.ports", "bot.failpoints", "bot.redaction"),
 )
 Edge = tuple[str, str, str]  # (importing module, imported module, where: path:line)
 

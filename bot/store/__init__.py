@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.redaction import NOTHING, Redactor
 from bot.store.approvals import Grant, GrantRepo, PendingQuestion, QuestionRepo
 from bot.store.checks import CheckRepo
 from bot.store.claims import ClaimRepo
@@ -48,30 +49,33 @@ __all__ = [
 class Store:
     """The app's record of truth: SQLAlchemy Core on SQLite (WAL) or PostgreSQL."""
 
-    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
+    def __init__(self, engine: Engine, clock: Clock = utcnow, redact: Redactor = NOTHING) -> None:
+        """``redact``: the secret values no agent-made text is stored with (transcript lines,
+        checks' output, questions, outbox rows) nor read back with (rows older than that)."""
         self.engine = engine
+        self.redact = redact
         db = self._db = Database(engine)
         self.atomic = db.atomic  # one transaction for a state change and what reports it
         self.after_commit = db.after_commit
-        self.tasks = TaskRepo(db, clock)
+        self.tasks = TaskRepo(db, clock, redact)
         self.recovery = RecoveryRepo(db, clock)  # turns a crash or a lost runner left running
         self.claims = ClaimRepo(db, clock)  # the queue of turns: submit, claim, park, stop
-        self.transcript = TranscriptRepo(db, clock)
+        self.transcript = TranscriptRepo(db, clock, redact)
         self.links = LinkRepo(db)
         self.spend = SpendRepo(db, clock)
         self.audit = AuditRepo(db, clock)
-        self.questions = QuestionRepo(db, clock)
+        self.questions = QuestionRepo(db, clock, redact)
         self.copies = PendingCopyRepo(db)  # /pending's copies of questions and holds
         self.preflights = PreflightHoldRepo(db, clock)  # tasks held by their preflight
         self.grants = GrantRepo(db, clock)
         self.chats = ChatSettingsRepo(db, clock)
         self.users = UserSettingsRepo(db, clock)
-        self.outbox = OutboxRepo(db, clock)
+        self.outbox = OutboxRepo(db, clock, redact)
         self.worktrees = WorktreeRepo(db, clock)
         self.task_files = TaskFileRepo(db, clock)
         self.schedules = ScheduleRepo(db, clock)
         self.journal = UpdateJournalRepo(db, clock)
-        self.checks = CheckRepo(db, clock)
+        self.checks = CheckRepo(db, clock, redact)
         self.engine_sessions = EngineSessionRepo(db, clock)
         self.limits = EngineLimitRepo(db, clock)
         self.windows = EngineWindowRepo(db, clock)  # the plans' usage windows engines report
@@ -84,11 +88,11 @@ class Store:
         self.stalls = StallRepo(db)  # stall watchdogs' messages, and Keep waiting
 
     @classmethod
-    async def open(cls, url: str, clock: Clock = utcnow) -> Store:
+    async def open(cls, url: str, clock: Clock = utcnow, redact: Redactor = NOTHING) -> Store:
         engine = make_engine(url)
         async with engine.begin() as conn:
             await conn.run_sync(migrate)
-        return cls(engine, clock)
+        return cls(engine, clock, redact)
 
     async def close(self) -> None:
         await self.engine.dispose()

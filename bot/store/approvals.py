@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.models import ApprovalAnswer, QuestionKind, QuestionStatus
+from bot.redaction import NOTHING, Redactor
 from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import grants, pending_questions
 
@@ -61,9 +62,13 @@ def _question(row: Any) -> PendingQuestion:
 
 
 class QuestionRepo:
-    def __init__(self, engine: Database, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock, redact: Redactor = NOTHING) -> None:
+        """``redact``: applied to a question's payload as it is written: what it shows (a tool's
+        input, the agent's question) and the rule an "Always" would remember (one holding a
+        secret then matches nothing, and the next such request asks again)."""
         self._engine = engine
         self._clock = clock
+        self._redact = redact
 
     async def create(
         self,
@@ -80,7 +85,7 @@ class QuestionRepo:
                     turn_id=turn_id,
                     kind=kind,
                     status=PENDING,
-                    payload=json.dumps(payload, ensure_ascii=False),
+                    payload=json.dumps(self._redact(payload), ensure_ascii=False),
                     deadline=deadline,
                     created_at=self._clock(),
                 )

@@ -5,19 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from bot.models import CheckResult
+from bot.redaction import NOTHING, Redactor
 from bot.store.db import Clock, Database
 from bot.store.schema import task_checks
 
 OUTPUT_CAP = 256 * 1024  # the end of the output is what tells why a check failed
 
 
-def _result(row: Any) -> CheckResult:
+def _result(row: Any, redact: Redactor) -> CheckResult:
     m = row._mapping
     return CheckResult(
         command=m["command"],
         passed=bool(m["passed"]),
         exit_code=m["exit_code"],
-        output=m["output"],
+        output=redact(m["output"]),
         duration_s=m["duration_s"],
         round=m["round"],
         timed_out=bool(m["timed_out"]),
@@ -26,9 +27,11 @@ def _result(row: Any) -> CheckResult:
 
 
 class CheckRepo:
-    def __init__(self, engine: Database, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock, redact: Redactor = NOTHING) -> None:
+        """``redact``: applied to the output as it is written and read (older rows)."""
         self._engine = engine
         self._clock = clock
+        self._redact = redact
 
     async def record(self, task_id: int, turn_id: int, result: CheckResult) -> None:
         async with self._engine.begin() as conn:
@@ -42,7 +45,7 @@ class CheckRepo:
                     exit_code=result.exit_code,
                     timed_out=result.timed_out,
                     duration_s=result.duration_s,
-                    output=result.output[-OUTPUT_CAP:],
+                    output=self._redact(result.output[-OUTPUT_CAP:]),
                     approved=result.approved,
                     created_at=self._clock(),
                 )
@@ -56,7 +59,7 @@ class CheckRepo:
         )
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return _result(row) if row else None
+        return _result(row, self._redact) if row else None
 
     async def last(self, task_id: int) -> CheckResult | None:
         query = (
@@ -66,4 +69,4 @@ class CheckRepo:
         )
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return _result(row) if row else None
+        return _result(row, self._redact) if row else None

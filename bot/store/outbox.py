@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from bot.errors import clean
 from bot.models import OutboxOp, OutboxStatus
+from bot.redaction import NOTHING, Redactor
 from bot.store.db import Clock, Database, aware, inserting, updating
 from bot.store.schema import outbox
 
@@ -37,9 +38,12 @@ class OutboxRow:
 
 
 class OutboxRepo:
-    def __init__(self, engine: Database, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock, redact: Redactor = NOTHING) -> None:
+        """``redact``: applied to every payload queued (a progress line naming a command, a
+        question, a card): no secret is stored here nor sent to Telegram."""
         self._engine = engine
         self._clock = clock
+        self._redact = redact
 
     async def add(
         self,
@@ -60,7 +64,7 @@ class OutboxRepo:
                 {
                     "chat_id": chat_id,
                     "op": op,
-                    "payload": _json(payload),
+                    "payload": _json(self._redact(payload)),
                     "task_id": task_id,
                     "link_kind": link_kind,
                     "coalesce_key": coalesce_key,
@@ -193,7 +197,7 @@ class OutboxRepo:
         await self._update(row_id, attempts=attempts, not_before=not_before, error=error[:500])
 
     async def replace_payload(self, row_id: int, payload: dict[str, Any]) -> None:
-        await self._update(row_id, payload=_json(payload))
+        await self._update(row_id, payload=_json(self._redact(payload)))
 
     async def state(self, row_id: int) -> tuple[str, int | None]:
         async with self._engine.connect() as conn:

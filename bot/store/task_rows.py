@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.models import ApprovalMode, Engine, Task, TaskKind, TaskStatus, Turn, TurnError
+from bot.redaction import NOTHING, Redactor
 from bot.store.db import aware, utc
 
 
@@ -53,7 +54,9 @@ def task_of(row: Any) -> Task:
     )
 
 
-def turn_of(row: Any) -> Turn:
+def turn_of(row: Any, redact: Redactor = NOTHING) -> Turn:
+    """A turn as read; the agent's words in it (answer, error, stderr) ``redact``ed: rows
+    stored before redaction existed are shown redacted too."""
     m = row._mapping
     return Turn(
         id=m["id"],
@@ -61,9 +64,9 @@ def turn_of(row: Any) -> Turn:
         seq=m["seq"],
         prompt=m["prompt"],
         status=TaskStatus(m["status"]),
-        result_text=m["result_text"],
-        error=TurnError.decode(m["error"]),
-        stderr_tail=m["stderr_tail"],
+        result_text=redact(m["result_text"]),
+        error=redacted_error(TurnError.decode(m["error"]), redact),
+        stderr_tail=redact(m["stderr_tail"]),
         cost_usd=m["cost_usd"],
         input_tokens=m["input_tokens"],
         output_tokens=m["output_tokens"],
@@ -77,3 +80,8 @@ def turn_of(row: Any) -> Turn:
         model=m["model"],
         unpriced=bool(m["unpriced"]),
     )
+
+
+def redacted_error(error: TurnError | None, redact: Redactor) -> TurnError | None:
+    """``error`` with its parameters (the agent's words, a crash's reason) ``redact``ed."""
+    return TurnError(error.key, redact(dict(error.params))) if error is not None else None

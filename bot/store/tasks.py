@@ -18,10 +18,11 @@ from bot.models import (
     TaskStatus,
     Turn,
 )
+from bot.redaction import NOTHING, Redactor
 from bot.store.claim_queries import held_by
 from bot.store.db import Clock, Database, inserting, updating
 from bot.store.schema import tasks, turns
-from bot.store.task_rows import TurnOutcome, task_of, turn_of
+from bot.store.task_rows import TurnOutcome, redacted_error, task_of, turn_of
 
 
 @functools.cache
@@ -79,9 +80,12 @@ def _unannounced() -> sa.Select[Any]:
 class TaskRepo:
     """All reads and writes of ``tasks`` and ``turns``."""
 
-    def __init__(self, engine: Database, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock, redact: Redactor = NOTHING) -> None:
+        """``redact``: applied to a turn's answer, error and stderr as they are written and
+        read."""
         self._engine = engine
         self._clock = clock
+        self._redact = redact
 
     async def create(
         self, new: NewTask, slug: str, submitted: bool = False, waits: bool = False
@@ -172,7 +176,7 @@ class TaskRepo:
                 "parked_at": now if parked else None,
             },
         )
-        return turn_of(result.one())
+        return turn_of(result.one(), self._redact)
 
     async def get(self, task_id: int) -> Task | None:
         async with self._engine.connect() as conn:
@@ -182,19 +186,19 @@ class TaskRepo:
     async def get_turn(self, turn_id: int) -> Turn | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(turns.select().where(turns.c.id == turn_id))).first()
-        return turn_of(row) if row else None
+        return turn_of(row, self._redact) if row else None
 
     async def last_turn(self, task_id: int) -> Turn | None:
         query = turns.select().where(turns.c.task_id == task_id).order_by(turns.c.seq.desc())
         async with self._engine.connect() as conn:
             row = (await conn.execute(query.limit(1))).first()
-        return turn_of(row) if row else None
+        return turn_of(row, self._redact) if row else None
 
     async def first_turn(self, task_id: int) -> Turn | None:
         query = turns.select().where(turns.c.task_id == task_id).order_by(turns.c.seq)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query.limit(1))).first()
-        return turn_of(row) if row else None
+        return turn_of(row, self._redact) if row else None
 
     async def move_to_engine(
         self,
@@ -285,7 +289,7 @@ class TaskRepo:
             .limit(limit)
         )
         async with self._engine.connect() as conn:
-            return [turn_of(r) for r in reversed(list(await conn.execute(query)))]
+            return [turn_of(r, self._redact) for r in reversed(list(await conn.execute(query)))]
 
     async def set_cwd(self, task_id: int, cwd: str) -> Task:
         async with self._engine.begin() as conn:
@@ -311,14 +315,15 @@ class TaskRepo:
         """Record a turn's outcome; the task takes the outcome unless more turns are queued.
         Returns the task and the finished turn. With ``runner`` (scale-out) only while that
         runner holds the running turn; ``TurnTaken`` when another process took it over."""
+        error = redacted_error(outcome.error, self._redact)
         params = {
             "turn_id": turn.id,
             "task_id": turn.task_id,
             "b_runner": runner,
             "o_status": outcome.status.value,
-            "o_result_text": outcome.result_text,
-            "o_error": outcome.error.encode() if outcome.error else None,
-            "o_stderr_tail": outcome.stderr_tail,
+            "o_result_text": self._redact(outcome.result_text),
+            "o_error": error.encode() if error else None,
+            "o_stderr_tail": self._redact(outcome.stderr_tail),
             "o_cost_usd": outcome.cost_usd,
             "o_input_tokens": outcome.input_tokens,
             "o_output_tokens": outcome.output_tokens,
@@ -332,7 +337,7 @@ class TaskRepo:
             row = (await conn.execute(turn_ends, params)).first()
             if row is None:
                 raise TurnTaken(turn.id)
-            finished_turn = turn_of(row)
+            finished_turn = turn_of(row, self._redact)
             task = await conn.execute(task_follows, params)
             return task_of(task.one()), finished_turn
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
+from bot.redaction import NOTHING, Redactor
 from bot.store.db import Clock, Database, inserting, utc
 from bot.store.schema import transcript
 
@@ -30,9 +31,12 @@ class TranscriptLine:
 class TranscriptRepo:
     """Events are appended in batches and read back as a tail; never loaded whole."""
 
-    def __init__(self, engine: Database, clock: Clock) -> None:
+    def __init__(self, engine: Database, clock: Clock, redact: Redactor = NOTHING) -> None:
+        """``redact``: applied to every event written and read (lines stored before a value
+        was known as a secret, or before redaction existed, are shown redacted too)."""
         self._engine = engine
         self._clock = clock
+        self._redact = redact
 
     async def append(
         self, task_id: int, turn_id: int, events: list[tuple[str, dict[str, Any]]]
@@ -46,7 +50,9 @@ class TranscriptRepo:
                 turn_id=turn_id,
                 kind=kind,
                 created_at=now,
-                body=json.dumps(body, ensure_ascii=False, default=str),  # times as ISO text
+                body=json.dumps(
+                    self._redact(body), ensure_ascii=False, default=str
+                ),  # times as ISO text
             )
             for kind, body in events
         ]
@@ -90,7 +96,7 @@ class TranscriptRepo:
             .limit(limit)
         )
         async with self._engine.connect() as conn:
-            return [_line(r) for r in await conn.execute(query)]
+            return [self._line(r) for r in await conn.execute(query)]
 
     async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:
         query = (
@@ -101,8 +107,8 @@ class TranscriptRepo:
         )
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(query))
-        return [_line(r) for r in reversed(rows)]
+        return [self._line(r) for r in reversed(rows)]
 
-
-def _line(row: Any) -> TranscriptLine:
-    return TranscriptLine(row.id, row.turn_id, row.kind, json.loads(row.body), utc(row.created_at))
+    def _line(self, row: Any) -> TranscriptLine:
+        body = self._redact(json.loads(row.body))
+        return TranscriptLine(row.id, row.turn_id, row.kind, body, utc(row.created_at))

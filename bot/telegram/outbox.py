@@ -86,8 +86,8 @@ class Outbox:
         silent: bool = False,
     ) -> int:
         """Queue a file; its bytes are stored with the row, so a restart delivers it too."""
-        payload = {
-            "data": base64.b64encode(data).decode(),
+        payload = {  # the store redacts the caption; the bytes are redacted here
+            "data": base64.b64encode(self._store.redact.document(data)).decode(),
             "filename": filename,
             "caption": caption,
             "silent": silent,

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.redaction import Redactor
 from bot.telegram.render import shorten
 from bot.turns.gitinfo import diff_stat, in_repository, listed, output, scoped
-from bot.turns.transcribe import hidden
 from executors.gitguard import PLAIN_DIFF, Scope
 from executors.reading import read_regular
 
@@ -82,7 +82,9 @@ async def recorded(
     secret (``SECRET_FILES``); a file without one is diffed against the commit."""
     if seq != 1 or before.top is None:
         return []
-    texts = await asyncio.to_thread(_texts, Path(before.top), sorted(before.dirty), hidden(secrets))
+    texts = await asyncio.to_thread(
+        _texts, Path(before.top), sorted(before.dirty), Redactor.of(secrets).secrets
+    )
     body = {"top": before.top, "head": before.head, "dirty": before.dirty, "texts": texts}
     return [(RECORD_KIND, {**body, "untracked": sorted(before.untracked)})]
 

@@ -76,7 +76,6 @@ class Drive:
         progress_interval_s: float,
         progress_delay_s: float,
         shared: bool,
-        secrets: tuple[str, ...] = (),
         stall_s: float = 600.0,
         warn_percent: float = 80.0,
         timezone: str = "UTC",
@@ -91,7 +90,6 @@ class Drive:
         self._stall_s = stall_s
         self._warnings = UsageWarnings(store, notifier, warn_percent, timezone)
         self._store = store
-        self._secrets = secrets
         self._engines = engines
         self._notifier = notifier
         self._desk = desk
@@ -185,9 +183,7 @@ class Drive:
             self._held(spec.turn_id, leg.runner),
             functools.partial(self._desk.asking, task.id),
         )
-        transcript = TranscriptBatch(
-            self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH, secrets=self._secrets
-        )
+        transcript = TranscriptBatch(self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH)
         async with progress, transcript:
             async for event in events:
                 meter.observe(event)

@@ -17,7 +17,6 @@ from bot.events import AgentEvent, TurnFinished
 from bot.models import ApprovalMode, Task, TaskKind, TaskStatus, Turn, TurnError
 from bot.money.pricing import Meter
 from bot.store import TurnOutcome
-from bot.turns.transcribe import redacted
 
 log = logging.getLogger(__name__)
 
@@ -120,23 +119,6 @@ def outcome_of(final: TurnFinished, meter: Meter) -> TurnOutcome:
         output_tokens=final.usage.output_tokens,
         model=charge.model,
         unpriced=charge.unpriced,
-    )
-
-
-def scrubbed(outcome: TurnOutcome, secrets: tuple[str, ...]) -> TurnOutcome:
-    """``outcome`` with each of ``secrets`` (``transcribe.hidden``'s) replaced by
-    ``[redacted]`` in every word of the agent's that is stored and shown on its card: the
-    answer, the error's parameters, the stderr tail."""
-    if not secrets:
-        return outcome
-    error = outcome.error
-    if error is not None:
-        error = TurnError(error.key, redacted(dict(error.params), secrets))
-    return dataclasses.replace(
-        outcome,
-        result_text=redacted(outcome.result_text, secrets),
-        error=error,
-        stderr_tail=redacted(outcome.stderr_tail, secrets),
     )
 
 

@@ -19,6 +19,7 @@ from bot.telegram.render import duration, money, shorten
 
 log = logging.getLogger(__name__)
 SAYS_CHARS = 160  # the agent's latest line, as much as a phone shows at a glance
+STEP_CHARS = 200
 QUEUED_WAIT_S = 10.0  # the end of a turn waits this long for its message's row, if queueing
 
 
@@ -92,7 +93,7 @@ class Progress:
             self._says = shorten(last, SAYS_CHARS, one_line=True)
         elif isinstance(event, ToolCalled):
             self._steps += 1
-            self._step = f"{event.name}: {event.summary}"[:200]
+            self._step = shorten(f"{event.name}: {event.summary}", STEP_CHARS)  # "…": see redaction
         elif isinstance(event, UsageUpdated):
             charge = self._meter.charge(event.usage)
             self._cost, self._unpriced = charge.cost_usd, charge.unpriced

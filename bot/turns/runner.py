@@ -38,13 +38,11 @@ from bot.turns.outcome import (
     CHECK_PROMPT_TAIL,
     charged,
     failure,
-    scrubbed,
 )
 from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.queue import TurnQueue
 from bot.turns.specs import TurnPolicy, TurnSpecs
 from bot.turns.steering import SteerBoard
-from bot.turns.transcribe import hidden, redacted
 from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
@@ -94,7 +92,6 @@ class TurnRunner:
         self._desk = desk
         self._money = money
         self._policy = policy
-        self._hidden = hidden(policy.secrets)  # redacted from what a turn stores and shows
         self._identity = identity
         self._stop_poll_s = stop_poll_s
         self._checks = checks
@@ -109,7 +106,6 @@ class TurnRunner:
             progress_interval_s=policy.progress_interval_s,
             progress_delay_s=policy.progress_delay_s,
             shared=stop_poll_s is not None,
-            secrets=policy.secrets,
             stall_s=policy.stall_s,
             warn_percent=policy.limit_warn_percent,
             timezone=policy.timezone,
@@ -292,9 +288,9 @@ class TurnRunner:
         turn found it, when the turn may have changed files (else the card lists no changes,
         and no git process runs for it)."""
         turn_id = turn.id
-        outcome = scrubbed(outcome, self._hidden)
         if check is not None:
-            check = dataclasses.replace(check, output=redacted(check.output, self._hidden))
+            # as stored, and as the next round's prompt feeds it back to the agent
+            check = dataclasses.replace(check, output=self._store.redact(check.output))
         wanted = before is not None and outcome.status is not TaskStatus.FAILED
         changes = await turn_changes(task.cwd, before) if wanted and before else ""
         failed = check is not None and check.approved and not check.passed

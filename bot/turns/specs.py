@@ -47,7 +47,8 @@ class TurnPolicy:
     # what a sandboxed turn may not read (executors/denied.py, wired by the composition root),
     # asked for every turn; None: nothing is denied
     read_denial: Callable[[], tuple[Path, ...]] | None = None
-    # values no transcript stores (the bot's token, the environment's API keys): redacted
+    # values no baseline records (the bot's token, the environment's API keys): the store
+    # redacts them from what it stores and sends (bot.redaction)
     secrets: tuple[str, ...] = ()
     # variables no sandboxed command gets whatever their names (every preset's api_key_env)
     secret_names: tuple[str, ...] = ()

@@ -1,8 +1,7 @@
 """A turn's transcript entries on their way to the store: in batches (one write per
 ``size`` events) and never older than ``flush_s`` (a board page shows a running turn live,
-and a long tool run must not hold back the line that started it). Every secret value the bot
-knows (its token, the API keys of its environment) is replaced by ``REDACTED`` on the way,
-wherever it appears in an entry: a transcript never stores one."""
+and a long tool run must not hold back the line that started it). The store redacts them
+(``Store.redact``): a transcript never stores a secret value."""
 
 from __future__ import annotations
 
@@ -14,29 +13,6 @@ from typing import Any
 from bot.store import Store
 
 Entry = tuple[str, dict[str, Any]]
-REDACTED = "[redacted]"
-MIN_SECRET_CHARS = 8  # shorter values would blot out ordinary words
-
-
-def redacted(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` (an entry's body: strings, lists and mappings of them) with every one of
-    ``secrets`` replaced by ``REDACTED``."""
-    if isinstance(value, str):
-        for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {k: redacted(v, secrets) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redacted(v, secrets) for v in value]
-    return value
-
-
-def hidden(values: Any) -> tuple[str, ...]:
-    """The values worth redacting, longest first (a secret holding another goes whole)."""
-    kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS}
-    return tuple(sorted(kept, key=len, reverse=True))
 
 
 class TranscriptBatch:
@@ -50,10 +26,8 @@ class TranscriptBatch:
         turn_id: int,
         size: int = 25,
         flush_s: float = 0.3,
-        secrets: tuple[str, ...] = (),
     ) -> None:
         self._store = store
-        self._secrets = hidden(secrets)
         self._task_id = task_id
         self._turn_id = turn_id
         self._size = size
@@ -79,8 +53,7 @@ class TranscriptBatch:
         await asyncio.shield(self.flush())
 
     async def add(self, entry: Entry) -> None:
-        kind, body = entry
-        self._waiting.append((kind, redacted(body, self._secrets) if self._secrets else body))
+        self._waiting.append(entry)
         if len(self._waiting) >= self._size:
             await self.flush()
 
