@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
@@ -21,6 +22,19 @@ from bot.turns.outcome import CHECK_PROMPT, CHECK_PROMPT_TAIL, scrubbed
 from bot.turns.transcribe import redacted
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """What one turn's end writes: its outcome (after its check), the tools it was denied,
+    its check, the files it changed (the card lists them) and whether the check goes again
+    (its next round instead of a card)."""
+
+    outcome: TurnOutcome
+    denials: tuple[str, ...]
+    check: CheckResult | None
+    changes: str
+    again: bool
 
 
 class TurnFinisher:
@@ -66,29 +80,11 @@ class TurnFinisher:
             check = dataclasses.replace(check, output=redacted(check.output, self._hidden))
         wanted = before is not None and outcome.status is not TaskStatus.FAILED
         changes = await turn_changes(task.cwd, before) if wanted and before else ""
-        failed = check is not None and check.approved and not check.passed
-        again = failed and turn.check_round < self._check_rounds
-        if failed and not again:
-            outcome = dataclasses.replace(
-                outcome,
-                status=TaskStatus.CHECK_FAILED,
-                error=TurnError("turn_error.check_failed", {"rounds": turn.check_round}),
-            )
+        outcome, again = self._judged(turn, outcome, check)
+        ending = Ending(outcome, denials, check, changes, again)
         try:
             async with self._store.atomic():
-                if check is not None:
-                    await self._store.checks.record(task.id, turn.id, check)
-                if again and check is not None:
-                    await self._next_round(task, turn, check)
-                task, finished = await self._record(turn, outcome, runner)
-                if not again:
-                    ask = await self._budget_ask(task, finished)
-                    row_id = await self._notifier.turn_finished(
-                        task, finished, denials, changes, ask
-                    )
-                    if ask is not None:
-                        await self._store.questions.set_row(ask.question_id, row_id)
-                await self._notifier.ack_status(task)  # after the card: it is not held back
+                task = await self._write(task, turn, ending, runner)
                 failpoints.hit("finish.before_commit")
         except TurnTaken:
             raise
@@ -98,6 +94,40 @@ class TurnFinisher:
                 task, _ = await self._record(turn, outcome, runner)
         failpoints.hit("finish.after_commit")
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
+
+    def _judged(
+        self, turn: Turn, outcome: TurnOutcome, check: CheckResult | None
+    ) -> tuple[TurnOutcome, bool]:
+        """The outcome after the check, and whether the check goes again: a failed check with
+        rounds left does; with none left the turn ends ``check_failed``."""
+        failed = check is not None and check.approved and not check.passed
+        again = failed and turn.check_round < self._check_rounds
+        if failed and not again:
+            outcome = dataclasses.replace(
+                outcome,
+                status=TaskStatus.CHECK_FAILED,
+                error=TurnError("turn_error.check_failed", {"rounds": turn.check_round}),
+            )
+        return outcome, again
+
+    async def _write(self, task: Task, turn: Turn, ending: Ending, runner: str | None) -> Task:
+        """Inside the caller's transaction: the check, its next round or the card (asking
+        "extend or stop" at the budget), the outcome and its spend, the status line."""
+        check = ending.check
+        if check is not None:
+            await self._store.checks.record(task.id, turn.id, check)
+        if ending.again and check is not None:
+            await self._next_round(task, turn, check)
+        task, finished = await self._record(turn, ending.outcome, runner)
+        if not ending.again:
+            ask = await self._budget_ask(task, finished)
+            row_id = await self._notifier.turn_finished(
+                task, finished, ending.denials, ending.changes, ask
+            )
+            if ask is not None:
+                await self._store.questions.set_row(ask.question_id, row_id)
+        await self._notifier.ack_status(task)  # after the card: it is not held back
+        return task
 
     async def _budget_ask(self, task: Task, turn: Turn) -> CardAsk | None:
         """A turn stopped at its task's budget: its card asks "extend or stop"."""
