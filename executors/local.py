@@ -146,6 +146,8 @@ class LocalExecutor:
         client: AsyncOpenAI,
         steering: SteerInbox,
     ) -> AsyncGenerator[AgentEvent, None]:
+        """The stored conversation and the prompt, then model calls and their tools until the
+        model answers without one (at most DETACH_LOCAL_MAX_STEPS), saved after every step."""
         session_id = spec.resume_session_id or uuid.uuid4().hex
         messages = _opening(await self._history(spec.resume_session_id), spec)
         await self._save(session_id, messages)
