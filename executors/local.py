@@ -24,8 +24,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -33,19 +33,15 @@ from pydantic import Field
 from bot.errors import AgentCrashed
 from bot.events import (
     AgentEvent,
-    ApprovalRequest,
     SessionStarted,
     SteerDeferred,
     SteerTaken,
     TextEmitted,
-    ToolCalled,
-    ToolFinished,
     TurnFinished,
     Usage,
     UsageUpdated,
-    detail_of,
 )
-from bot.models import ApprovalMode, Preset, TurnSpec
+from bot.models import Preset, TurnSpec
 from bot.ports import (
     NO_STEERING,
     Approver,
@@ -56,12 +52,12 @@ from bot.ports import (
     SteerInbox,
 )
 from executors import sandbox
-from executors.check import ShellCheck
-from executors.denied import without_secrets
-from executors.local_chat import Answer, Endpoint, Reply, complete
+from executors.local_calls import CallContext, TurnState, run_calls
+from executors.local_chat import Answer, Endpoint, complete
+from executors.local_commands import command_runner
 from executors.local_endpoints import Endpoints
-from executors.local_history import assistant, fit, system_prompt, tool_result
-from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
+from executors.local_history import assistant, fit, system_prompt
+from executors.local_tools import ToolBox
 from executors.shield import shielded
 
 if TYPE_CHECKING:
@@ -150,52 +146,29 @@ class LocalExecutor:
         client: AsyncOpenAI,
         steering: SteerInbox,
     ) -> AsyncGenerator[AgentEvent, None]:
+        """The stored conversation and the prompt, then model calls and their tools until the
+        model answers without one (at most DETACH_LOCAL_MAX_STEPS), saved after every step."""
         session_id = spec.resume_session_id or uuid.uuid4().hex
-        messages = await self._history(spec.resume_session_id)
-        system = {"role": "system", "content": system_prompt(spec)}
-        if messages and messages[0].get("role") == "system":
-            messages[0] = system
-        else:
-            messages.insert(0, system)
-        messages.append({"role": "user", "content": spec.prompt})
+        messages = _opening(await self._history(spec.resume_session_id), spec)
         await self._save(session_id, messages)
         yield SessionStarted(session_id, endpoint.model)
-        tools = ToolBox(spec.cwd, self._command_runner(spec, endpoint), spec.deny_read)
-        turn = _TurnState()
+        runner = command_runner(
+            spec, endpoint, self._environ, self._secrets, self._command_timeout_s
+        )
+        ctx = CallContext(spec, approver, ToolBox(spec.cwd, runner, spec.deny_read))
+        model = _Model(client, endpoint, steering)
+        turn = TurnState()
         for step in range(1, self._max_steps + 1):
-            for steer in steering.take():  # the owner's words, before the model's next call
-                messages.append({"role": "user", "content": steer.text})
-                yield SteerTaken(steer.steer_id)
-            fit(messages, endpoint.context_window)
             answer = Answer()
-            call = complete(
-                client, endpoint, messages, self._max_tokens, self._retry_budget_s, answer
-            )
-            async with contextlib.aclosing(call) as retries:
-                async for retrying in retries:
-                    yield retrying  # the progress line says the endpoint is being retried
+            async for event in self._ask(model, turn, messages, answer):
+                yield event
             reply = answer.got()
-            text, calls = reply.text, reply.calls
-            turn.usage = _add(turn.usage, reply.usage)
-            yield UsageUpdated(turn.usage)
-            if text:
-                yield TextEmitted(text)
-            messages.append(assistant(text, calls))
-            if not calls:
+            if not reply.calls:
                 await self._save(session_id, messages)
-                for steer in steering.take():  # the turn ended first
-                    yield SteerDeferred(steer.steer_id)
-                yield TurnFinished(
-                    is_error=not text.strip(),
-                    result_text=text if text.strip() else EMPTY_ANSWER,
-                    session_id=session_id,
-                    cost_usd=None,
-                    usage=turn.usage,
-                    num_turns=step,
-                    denials=tuple(turn.denials),
-                )
+                for event in _finished(reply.text, session_id, step, turn, steering):
+                    yield event
                 return
-            async for event in self._calls(reply, spec, approver, tools, turn, messages):
+            async for event in run_calls(reply, ctx, turn, messages):
                 yield event
             await self._save(session_id, messages)
         raise AgentCrashed(
@@ -205,107 +178,28 @@ class LocalExecutor:
             "",
         )
 
-    async def _calls(
-        self,
-        reply: Reply,
-        spec: TurnSpec,
-        approver: Approver,
-        tools: ToolBox,
-        turn: _TurnState,
-        messages: list[dict[str, Any]],
+    async def _ask(
+        self, model: _Model, turn: TurnState, messages: list[dict[str, Any]], answer: Answer
     ) -> AsyncGenerator[AgentEvent, None]:
-        """The reply's tool calls, one after another; a call refused before it was parsed (its
-        arguments passed the cap) is told to the model instead."""
-        for raw in reply.calls:
-            if raw["id"] in reply.refused:
-                messages.append(tool_result(raw["id"], f"error: {reply.refused[raw['id']]}"))
-                continue
-            async for event in self._tool(raw, spec, approver, tools, turn, messages):
-                yield event
-
-    async def _tool(
-        self,
-        raw: dict[str, Any],
-        spec: TurnSpec,
-        approver: Approver,
-        tools: ToolBox,
-        turn: _TurnState,
-        messages: list[dict[str, Any]],
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """One tool call of the model: checked, approved, run; its result appended."""
-        function = raw["function"]
-        try:
-            call = parse_call(raw["id"], function["name"], function["arguments"])
-        except ToolFailed as exc:
-            turn.malformed += 1
-            if turn.malformed > 1:
-                raise AgentCrashed(
-                    f"the model sent malformed tool arguments again: {exc}", None, ""
-                ) from exc
-            messages.append(tool_result(raw["id"], f"error: {exc}. Call the tool again."))
-            return
-        yield ToolCalled(call.id, call.name, call.summary(), detail=detail_of(call.args))
-        try:
-            denial = await self._permit(call, spec, approver, tools, turn)
-            if denial is not None:
-                turn.denials.append(call.summary())
-                output, failed = denial, True
-            else:
-                output, failed = await tools.run(call), False
-        except ToolFailed as exc:
-            output, failed = f"error: {exc}", True
-        yield ToolFinished(call.id, failed, output[:2000])
-        messages.append(tool_result(call.id, output))
-
-    async def _permit(
-        self, call: Call, spec: TurnSpec, approver: Approver, tools: ToolBox, turn: _TurnState
-    ) -> str | None:
-        """None when the call may run; else what the model is told instead."""
-        if call.name not in WRITES and call.name != "run":
-            return None
-        if spec.approval_mode is ApprovalMode.READONLY:
-            return "denied: this task is read-only; it may not write files or run commands"
-        if call.name == "run":
-            command = str(call.args.get("command", ""))
-            tool, detail, tool_input = "Bash", command, {"command": command}
-        else:
-            path = tools.relative(tools.writable(call.args.get("path")))
-            tool = "Write" if call.name == "write_file" else "Edit"
-            detail = path
-            tool_input = {"file_path": path, **_edit_input(call.args)}
-        if spec.approval_mode is ApprovalMode.SANDBOX:
-            return None  # writes stay inside the directory; commands run in bubblewrap
-        if allowed((*spec.allowed_tools, *turn.remembered), tool, detail):
-            return None
-        rule = f"{tool}({detail})"
-        decision = await approver.decide(ApprovalRequest(tool, tool_input, call.id, rule))
-        if decision.allow:
-            if decision.always:
-                turn.remembered.append(rule)
-            return None
-        return f"denied by the owner: {decision.message or 'not allowed'}"
-
-    def _command_runner(self, spec: TurnSpec, endpoint: Endpoint) -> Any:
-        """The ``run`` tool: ``sh -c`` in the task's directory (in bubblewrap when sandboxed,
-        the turn's denied paths hidden), without the bot's secrets, API keys and tokens and the
-        endpoint's own key in its environment."""
-        sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
-        environ = without_secrets(self._environ, (endpoint.api_key_env or "", *spec.secret_names))
-
-        async def run_command(command: str, timeout_s: float | None) -> tuple[int | None, str]:
-            limit = min(timeout_s or self._command_timeout_s, self._command_timeout_s)
-            shell = ShellCheck(
-                environ,
-                self._secrets,
-                limit,
-                nice=spec.nice,
-                denied=lambda: spec.deny_read,
-                confine_always=False,  # ask/auto: the command the owner approved, as it is
-            )
-            result = await shell.run(command, spec.cwd, sandboxed, 1, spec.process_tag)
-            return result.exit_code, result.output
-
-        return run_command
+        """One model call (``answer`` gets its reply): the owner's steers go in first, the
+        conversation is fitted to the context window, retries are told as they happen; the
+        reply's usage and text are told and the reply is appended to the conversation."""
+        for steer in model.steering.take():  # the owner's words, before the model's next call
+            messages.append({"role": "user", "content": steer.text})
+            yield SteerTaken(steer.steer_id)
+        fit(messages, model.endpoint.context_window)
+        call = complete(
+            model.client, model.endpoint, messages, self._max_tokens, self._retry_budget_s, answer
+        )
+        async with contextlib.aclosing(call) as retries:
+            async for retrying in retries:
+                yield retrying  # the progress line says the endpoint is being retried
+        reply = answer.got()
+        turn.usage = _add(turn.usage, reply.usage)
+        yield UsageUpdated(turn.usage)
+        if reply.text:
+            yield TextEmitted(reply.text)
+        messages.append(assistant(reply.text, reply.calls))
 
     async def _history(self, session_id: str | None) -> list[dict[str, Any]]:
         if session_id is None:
@@ -325,20 +219,42 @@ class LocalExecutor:
             await shielded(self._sessions.save(session_id, self.engine, messages))
 
 
-@dataclass(slots=True)
-class _TurnState:
-    """What one turn keeps between its steps."""
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """Where one turn's model calls go, and the owner's steers that precede each."""
 
-    usage: Usage = field(default_factory=Usage)
-    malformed: int = 0  # tool calls with unusable arguments (the second fails the turn)
-    denials: list[str] = field(default_factory=list)
-    remembered: list[str] = field(default_factory=list)  # rules the owner allowed "always"
+    client: AsyncOpenAI
+    endpoint: Endpoint
+    steering: SteerInbox
 
 
-def _edit_input(args: dict[str, Any]) -> dict[str, Any]:
-    if "old_text" in args:
-        return {"old_string": str(args.get("old_text")), "new_string": str(args.get("new_text"))}
-    return {"content": str(args.get("content", ""))}
+def _opening(stored: list[dict[str, Any]], spec: TurnSpec) -> list[dict[str, Any]]:
+    """The stored conversation under the current system prompt, then the turn's prompt."""
+    messages = stored
+    system = {"role": "system", "content": system_prompt(spec)}
+    if messages and messages[0].get("role") == "system":
+        messages[0] = system
+    else:
+        messages.insert(0, system)
+    messages.append({"role": "user", "content": spec.prompt})
+    return messages
+
+
+def _finished(
+    text: str, session_id: str, steps: int, turn: TurnState, steering: SteerInbox
+) -> Iterator[AgentEvent]:
+    """The model answered without a tool: steers still waiting are deferred, the turn ends."""
+    for steer in steering.take():  # the turn ended first
+        yield SteerDeferred(steer.steer_id)
+    yield TurnFinished(
+        is_error=not text.strip(),
+        result_text=text if text.strip() else EMPTY_ANSWER,
+        session_id=session_id,
+        cost_usd=None,
+        usage=turn.usage,
+        num_turns=steps,
+        denials=tuple(turn.denials),
+    )
 
 
 def _add(a: Usage, b: Usage) -> Usage:

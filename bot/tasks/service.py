@@ -1,14 +1,15 @@
-"""Task service: what a user (through Telegram or the shell) can do with tasks, authorised."""
+"""Task service: what a user (through Telegram or the shell) can do with tasks, authorised. The
+one face handlers see: creating a task is ``bot.tasks.creation``'s, finding one
+``bot.tasks.lookup``'s, cancelling and archiving ``bot.tasks.lifecycle``'s; here are a task's
+next turns (follow-ups and the turns other services queue) and the user's chat settings."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from bot import failpoints
-from bot.errors import TaskHeld, TaskNotFound, TaskStateError, UserInputError
+from bot.errors import TaskHeld, TaskStateError, UserInputError
 from bot.fleet.takeover import Takeover
 from bot.models import (
     Engine,
@@ -16,14 +17,15 @@ from bot.models import (
     NewTask,
     NotifyPolicy,
     Preset,
-    RepoHead,
     Task,
     TaskStatus,
     Turn,
 )
 from bot.preflight.gate import PreflightGate
 from bot.store import Store
+from bot.tasks.creation import TaskCreator
 from bot.tasks.lifecycle import TaskLifecycle
+from bot.tasks.lookup import TaskLookup
 from bot.tasks.planning import TaskPlanner
 from bot.tasks.preflighting import PreflightStep
 from bot.tasks.requests import ChatRequest, TaskRequests
@@ -32,7 +34,6 @@ from bot.tasks.steering import SteerDesk
 from bot.telegram.attachments import mention, place
 from bot.telegram.held import HeldFiles
 from bot.telegram.notifier import Notifier
-from bot.telegram.render import given_slug, slugify
 from bot.telegram.terminal import hold_stamp
 from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
@@ -40,8 +41,6 @@ from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 
 log = logging.getLogger(__name__)
-LIST_LIMIT = 15
-LINK_POLL_S = 0.05
 
 
 class TaskService:
@@ -82,7 +81,24 @@ class TaskService:
         self.max_attachment_bytes = defaults.max_attachment_bytes
         self.attachments_staging = defaults.attachments_staging
         self.held = HeldFiles(defaults.attachments_staging.parent / "held")
-        self._later: set[asyncio.Task[None]] = set()  # held first turns, submitted soon
+        creator = TaskCreator(
+            store=store,
+            queue=queue,
+            notifier=notifier,
+            money=planner.money,
+            worktrees=planner.worktrees,
+            engines=planner.engines,
+        )
+        self.start = creator.start  # a new task: created, acknowledged, its first turn queued
+        self.aclose = creator.aclose  # routed first turns' grace timers stop
+        lookup = TaskLookup(store, texts)  # somebody else's task is reported as missing
+        self.get_own = lookup.get_own
+        self.get_idle = lookup.get_idle
+        self.task_linked = lookup.task_linked
+        self.task_for_message = lookup.task_for_message
+        self.task_in_topic = lookup.task_in_topic
+        self.list = lookup.list
+        self.archived_count = lookup.archived_count
         self.lifecycle = TaskLifecycle(
             self, store=store, pool=pool, notifier=notifier, texts=texts, takeover=takeover
         )
@@ -125,10 +141,6 @@ class TaskService:
             log.info("task %s: moved back to %s before it started", task.id, engine)
         return moved
 
-    async def task_linked(self, chat_id: int, message_id: int) -> int | None:
-        """The task ``message_id`` of ``chat_id`` started or continued, if any."""
-        return await self._store.links.task_for(chat_id, message_id)
-
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
         return await self._store.users.tz(user_id) or self._defaults.timezone
@@ -159,74 +171,6 @@ class TaskService:
         path = self.workdirs.resolve(typed, await self.current_dir(chat_id))
         await self._store.chats.set_cwd(chat_id, str(path))
         return path
-
-    async def start(
-        self,
-        new: NewTask,
-        reply_to: int | None = None,
-        attachments: Sequence[Path] = (),
-        hold_s: float = 0.0,
-    ) -> Task:
-        """Create a task, acknowledge it in its chat, put its attachments in its directory,
-        and queue its first turn; ``hold_s``: submit that turn only after so many seconds (a
-        routed task's, which its owner may move back meanwhile; a restart submits it at once)."""
-        if new.engine not in self._engines:
-            raise UserInputError("error.engine_unavailable", engine=new.engine)
-        await self.money.check_daily_cap(new.owner_id)
-        # a worktree outside a repository is refused before anything is created (the planner
-        # has looked its repository up; a NewTask made elsewhere has not)
-        head = (new.head or await self.worktrees.head(new.cwd)) if new.worktree else None
-        slug = given_slug(new.slug) if new.slug else slugify(new.title or new.prompt)
-        waits = await self._queue.limited_until(new.engine) is not None
-        async with self._store.atomic():  # the task exists with its acknowledgement, or not
-            # its engine's usage limit: it waits, and is submitted once that resets
-            held = hold_s > 0 and not waits  # a routed task's grace: unsubmitted till it ends
-            submitted = not (waits or held)
-            task, turn = await self._store.tasks.create(new, slug, submitted=submitted, waits=waits)
-            if held:
-                self._queue.hold(turn.id, hold_s)
-            if head is not None:
-                task = await self._own_worktree(task, new.cwd, head)
-            if reply_to is not None:
-                await self._store.links.link(new.chat_id, reply_to, task.id, MessageKind.COMMAND)
-            await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
-            if new.announced:
-                await self._notifier.acknowledge(
-                    task, reply_to=reply_to, origin=new.origin, note=new.note
-                )
-            # a slot is free: the first turn is claimed here, and starts once this commits
-            claimed = None if waits or held else await self._queue.claim_here(turn.id)
-            failpoints.hit("task.before_commit")
-        log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
-        place(list(attachments), Path(task.cwd))
-        if claimed is not None:
-            self._queue.start(claimed)
-        elif held:
-            self._later.add(asyncio.create_task(self._submit_after(hold_s, task.id, turn.id)))
-        elif not waits:
-            await self._queue.submit(task.id, turn.id)
-        return task
-
-    async def aclose(self) -> None:
-        """Stop the timers of routed first turns still in their grace (a restart submits such
-        a turn again: it is queued in the store); before the pool and the store close."""
-        later = list(self._later)
-        for task in later:
-            task.cancel()
-        await asyncio.gather(*later, return_exceptions=True)
-
-    async def _submit_after(self, delay_s: float, task_id: int, turn_id: int) -> None:
-        await asyncio.sleep(delay_s)
-        try:
-            await self._queue.release(task_id, turn_id)
-        finally:
-            self._later.discard(asyncio.current_task())  # type: ignore[arg-type]
-
-    async def _own_worktree(self, task: Task, cwd: Path, head: RepoHead) -> Task:
-        """Move a just-created task into its own worktree; a failure undoes the task (the
-        caller's transaction rolls back) and the user is told why."""
-        created = await self.worktrees.create(task.id, task.slug, cwd, head)
-        return await self._store.tasks.set_cwd(task.id, str(created.cwd))
 
     async def follow_up(
         self,
@@ -297,55 +241,6 @@ class TaskService:
         await self._notifier.send(
             task, self._texts.get(task.locale, key, label=task.label), kind=MessageKind.STATUS
         )
-
-    async def get_own(self, user_id: int, task_id: int) -> Task:
-        """A task of this user; somebody else's task is reported exactly like a missing one."""
-        task = await self._store.tasks.get(task_id)
-        if task is None or task.owner_id != user_id:
-            raise TaskNotFound(f"#{task_id}")
-        return task
-
-    async def get_idle(self, user_id: int, task_id: int) -> Task:
-        """A task of this user that is neither queued nor running."""
-        task = await self.get_own(user_id, task_id)
-        if task.status.active:
-            raise TaskStateError(
-                "error.still_active",
-                label=task.label,
-                status=self._texts.status(task.locale, task.status),
-            )
-        return task
-
-    async def task_for_message(
-        self, chat_id: int, message_id: int, user_id: int, wait_s: float = 0.0
-    ) -> Task | None:
-        """The task a message belongs to. ``wait_s``: how long to wait for the link of one of
-        the bot's own messages (a reply can arrive before the bot has recorded what it sent)."""
-        deadline = asyncio.get_running_loop().time() + wait_s
-        while (task_id := await self._store.links.task_for(chat_id, message_id)) is None:
-            if asyncio.get_running_loop().time() >= deadline:
-                return None
-            await asyncio.sleep(LINK_POLL_S)
-        return await self.get_own(user_id, task_id)
-
-    async def task_in_topic(self, chat_id: int, thread_id: int, user_id: int) -> Task | None:
-        """The task a message in a forum topic continues: the user's newest of the topic's
-        tasks (a directory's topic holds several); None in a topic no task opened. A topic
-        of only somebody else's tasks is reported like a missing task."""
-        task_ids = await self._store.topics.tasks_in(chat_id, thread_id)
-        for task_id in task_ids:
-            task = await self._store.tasks.get(task_id)
-            if task is not None and task.owner_id == user_id:
-                return task
-        return await self.get_own(user_id, task_ids[0]) if task_ids else None
-
-    async def list(self, user_id: int) -> list[Task]:
-        statuses = [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
-        tasks = await self._store.tasks.list_for(user_id, statuses, LIST_LIMIT)
-        return sorted(tasks, key=lambda t: (not t.status.active, -t.id))
-
-    async def archived_count(self, user_id: int) -> int:
-        return await self._store.tasks.count_for(user_id, [TaskStatus.ARCHIVED])
 
     async def show_result(self, user_id: int, task_id: int) -> None:
         """Send the last answer of a task again (as the completion card), or say there is none."""

@@ -1,0 +1,141 @@
+"""The board's JSON API (aiohttp handlers behind ``Gate.signed_in``): who is signed in and the
+page's texts, the task list and one task's page, transcript, diff and event streams, and the
+actions (answer a question, follow up, cancel, merge, discard). A task is the signed-in user's
+or ``TaskNotFound`` (404, exactly like a missing one); a malformed body is ``callback.stale``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from bot.approvals.view import ApprovalChoice
+from bot.board.actions import BoardActions
+from bot.board.events import Streams
+from bot.board.gate import SESSION_KEY
+from bot.board.views import BoardData
+from bot.errors import TaskNotFound, UserInputError
+from bot.models import Task
+from bot.telegram.render import plain
+
+# the texts the page shows (locales/*/detach.po, msgids ``board.*``)
+PAGE_TEXTS = (
+    "title", "tasks", "archived", "show_archived", "empty", "goal", "transcript", "turns",
+    "checks", "diff", "no_diff", "pending", "allow", "deny", "always", "always_confirm",
+    "followup_label", "send", "cancel", "merge", "discard", "discard_confirm", "cost", "age",
+    "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
+    "no_output", "turn", "live", "offline", "back", "signin_needed", "badge_approval",
+    "badge_question", "badge_limit", "filter", "all", "active", "finished", "done_toast",
+    "diff_checkout",
+)  # fmt: skip
+
+
+class BoardApi:
+    """The handlers of ``/api/...``; each reads the session ``Gate`` put on the request."""
+
+    def __init__(self, data: BoardData, actions: BoardActions, streams: Streams) -> None:
+        self._data = data
+        self._actions = actions
+        self._streams = streams
+
+    # -- JSON ----------------------------------------------------------------------------------
+    async def me(self, request: web.Request) -> web.StreamResponse:
+        session = request[SESSION_KEY]
+        locale = await self._data.locale(session.user_id)
+        texts = {k: self._data.texts.template(locale, f"board.{k}") for k in PAGE_TEXTS}
+        return web.json_response(
+            {"user": session.user_id, "csrf": session.csrf, "locale": locale, "texts": texts}
+        )
+
+    async def tasks(self, request: web.Request) -> web.StreamResponse:
+        archived = request.query.get("archived") == "1"
+        rows = await self._data.tasks(request[SESSION_KEY].user_id, archived)
+        return web.json_response({"tasks": rows})
+
+    async def tasks_stream(self, request: web.Request) -> web.StreamResponse:
+        archived = request.query.get("archived") == "1"
+        return await self._streams.tasks(request, request[SESSION_KEY].user_id, archived)
+
+    async def task(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        return web.json_response(await self._data.page(user_id, task))
+
+    async def transcript(self, request: web.Request) -> web.StreamResponse:
+        _user, task = await self._own(request)
+        start, limit = _int(request.query.get("cursor")), _int(request.query.get("limit"), 500)
+        items, cursor = await self._data.transcript(task.id, start, limit)
+        more = cursor != start and bool(await self._data.store.transcript.after(task.id, cursor, 1))
+        return web.json_response({"items": items, "cursor": cursor, "more": more})
+
+    async def diff(self, request: web.Request) -> web.StreamResponse:
+        _user, task = await self._own(request)
+        return web.json_response(await self._data.diff(task))
+
+    async def task_stream(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        cursor = _int(request.query.get("cursor"))
+        return await self._streams.task(request, user_id, task.id, cursor)
+
+    # -- actions -------------------------------------------------------------------------------
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        body = await _json(request)
+        qid = _int(body.get("qid"))
+        question = await self._data.store.questions.get(qid)
+        if question is None or question.task_id != task.id:
+            raise UserInputError("callback.stale")
+        if "option" in body:
+            key = await self._actions.pick(user_id, qid, _int(body.get("option"), -1))
+        else:
+            try:
+                choice = ApprovalChoice(str(body.get("choice")))
+            except ValueError as exc:
+                raise UserInputError("callback.stale") from exc
+            key = await self._actions.approve(user_id, qid, choice)
+        return await self._done(user_id, key)
+
+    async def followup(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        prompt = str((await _json(request)).get("prompt", ""))
+        turn = await self._actions.follow_up(user_id, task.id, prompt)
+        return web.json_response({"ok": True, "turn": turn.seq})
+
+    async def cancel(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        await self._actions.cancel(user_id, task.id)
+        return web.json_response({"ok": True})
+
+    async def merge(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        return web.json_response({"ok": await self._actions.merge(user_id, task.id)})
+
+    async def discard(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        confirmed = bool((await _json(request)).get("confirmed"))
+        return web.json_response({"ok": await self._actions.discard(user_id, task.id, confirmed)})
+
+    async def _done(self, user_id: int, key: str) -> web.StreamResponse:
+        locale = await self._data.locale(user_id)
+        return web.json_response({"ok": True, "text": plain(self._data.texts.get(locale, key))})
+
+    async def _own(self, request: web.Request) -> tuple[int, Task]:
+        user_id = request[SESSION_KEY].user_id
+        task = await self._data.own(user_id, int(request.match_info["id"]))
+        if task is None:
+            raise TaskNotFound(request.match_info["id"])
+        return user_id, task
+
+
+async def _json(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise UserInputError("callback.stale") from exc
+    return body if isinstance(body, dict) else {}
+
+
+def _int(value: object, default: int = 0) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return default
