@@ -1,7 +1,8 @@
 """A turn's end, written once: its outcome, its spend, its check and its completion card (the
-store redacts the secrets in them) commit together, so a crash leaves either a running turn (recovered as
-interrupted) or a finished one whose card is queued. A failed check with rounds left queues
-the next round instead of a card; a turn stopped at its budget's card asks "extend or stop"."""
+store redacts the secrets in them) commit together, so a crash leaves either a running turn
+(recovered as interrupted) or a finished one whose card is queued. A failed check with rounds
+left queues the next round instead of a card; a turn stopped at its budget's card asks "extend
+or stop"."""
 
 from __future__ import annotations
 
