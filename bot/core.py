@@ -47,7 +47,7 @@ from bot.turns.runner import TurnRunner
 from bot.turns.scheduler import JobScheduler
 from bot.turns.specs import TurnPolicy
 from bot.workdirs import WorkdirPolicy
-from executors import registry
+from executors import orphans, registry
 from executors.check import ShellCheck
 from executors.denied import ReadDenial
 from executors.procs import kill_tagged, this_run
@@ -257,6 +257,9 @@ async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
     claiming of turns). On the way out: no more claims, the running turns stop, the lease
     lapses at once so another process takes over what they leave."""
     await asyncio.to_thread(kill_tagged, core.tag + ":")
+    # what Codex's sandbox left that no tag names (executors.orphans)
+    roots = (*core.workdirs.allowed, core.worktrees.root)
+    await asyncio.to_thread(orphans.sweep_stale, roots)
     shared = core.shared
     if shared is None or shared.dispatcher is not None:  # it runs agents (a front does not)
         watchdog = Watchdog.start(this_run())

@@ -29,7 +29,7 @@ from executors.codex_protocol import (
     notification_events,
 )
 from executors.codex_rpc import Rpc
-from executors.codex_sandbox import PROFILED, drop_kept, kept_dirs, profile_config
+from executors.codex_sandbox import PROFILED, kept_dirs, profile_config
 from executors.codex_steer import CodexSteering
 from executors.process import (
     agent_env,
@@ -169,18 +169,16 @@ class CodexExecutor:
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
     ) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
-        tmpdir = orphans.turn_tmpdir(self._env)  # names what the turn's sandbox leaves running
-        env = {**self._env, "TMPDIR": str(tmpdir)}
         absent = leftovers.absent(self._writable_roots(spec))
-        made = kept_dirs(spec)
+        kept_dirs(spec)
         try:
-            async with contextlib.aclosing(self._run(spec, approver, steering, env)) as events:
+            async with contextlib.aclosing(self._run(spec, approver, steering)) as events:
                 async for event in events:
                     yield event
         finally:
+            # its orphans first: what still runs of the turn holds no mount point removed next
+            await shielded(orphans.ended(Path(spec.cwd)))
             leftovers.remove_left(absent)
-            drop_kept(made)
-            await shielded(orphans.ended(tmpdir))
 
     def _writable_roots(self, spec: TurnSpec) -> list[Path]:
         """Where the turn's sandbox may write: the task's directory, and unless excluded
@@ -194,8 +192,9 @@ class CodexExecutor:
         return [*roots, Path("/tmp"), *([Path(tmpdir)] if tmpdir else [])]
 
     async def _run(
-        self, spec: TurnSpec, approver: Approver, inbox: SteerInbox, env: dict[str, str]
+        self, spec: TurnSpec, approver: Approver, inbox: SteerInbox
     ) -> AsyncGenerator[AgentEvent, None]:
+        env = self._env
         if spec.approval_mode is ApprovalMode.SANDBOX:
             # the CLI's own git status runs outside its sandbox; it guards fsmonitor and hooks,
             # not filter drivers a previous task (another engine) may have planted in a .git

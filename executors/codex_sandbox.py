@@ -16,10 +16,12 @@ races: a second process (the helper that reads ``AGENTS.md`` at ``thread/start``
 point, binds it as existing, and fails when the first removes it (``bwrap: Can't get type of
 source …/.claude``; seen once in CI on a loaded 2-core machine, the thread never started). So a
 missing ``.claude`` is made an empty directory before the turn (git shows no empty directory)
-and removed after it if still empty (``kept_dirs``); a missing ``.mcp.json`` gets no entry,
-as in Detach's own bubblewrap (``sandbox._claude_kept``): its mount point would be an empty file
-in the owner's tree, and the bot's Claude turns pass ``--strict-mcp-config``, so no turn of the
-bot's starts a server it names."""
+and stays (``kept_dirs``), as Detach's own bubblewrap leaves it: removed, it would vanish from
+under another sandbox binding it at that moment (a sub-task's, in the same directory: removing
+a mount point in another mount namespace detaches it there, and that sandbox may then create
+it). A missing ``.mcp.json`` gets no entry, as in Detach's bubblewrap (``sandbox._claude_kept``):
+its mount point would be an empty file in the owner's tree, and the bot's Claude turns pass
+``--strict-mcp-config``, so no turn of the bot's starts a server it names."""
 
 from __future__ import annotations
 
@@ -56,8 +58,8 @@ def _kept(cwd: Path) -> list[Path]:
 
 def kept_dirs(spec: TurnSpec) -> list[Path]:
     """Before a sandboxed turn: make a missing ``.claude`` of the task's directory an empty
-    directory, so the profile's ``read`` entry names a path that exists for the whole turn.
-    Returns what it made, for ``drop_kept`` after the turn."""
+    directory, so the profile's ``read`` entry names a path that exists for the whole turn, and
+    after it (see the module). Returns what it made."""
     if spec.approval_mode is not ApprovalMode.SANDBOX:
         return []
     made = []
@@ -67,13 +69,6 @@ def kept_dirs(spec: TurnSpec) -> list[Path]:
                 path.mkdir()
                 made.append(path)
     return made
-
-
-def drop_kept(made: list[Path]) -> None:
-    """After the turn: remove what ``kept_dirs`` made, unless something is in it now."""
-    for path in made:
-        with contextlib.suppress(OSError):  # not empty, or gone: left as it is
-            path.rmdir()
 
 
 def profile_config(

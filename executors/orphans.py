@@ -8,10 +8,20 @@ init. Measured: in the burst of sandboxed file helpers (``--codex-run-as-fs-help
 starts at ``thread/start``, mid-turn, seconds before a turn that ends normally (the app-server
 exits on end-of-file, rc 0, no SIGTERM from us): not our stop path. It escapes the stop of the
 agent's tree (its own session, no longer below the agent) and the tag sweep (Codex cleared the
-tag from its environment). What still names it is the turn's TMPDIR (its environment, and its
-command line where a sandbox binds it): each turn gets a TMPDIR of its own (``turn_tmpdir``),
-and after the turn every orphan of ours naming it is killed and the directory removed
-(``ended``)"""
+tag from its environment).
+
+What names it: its command line is Codex's sandbox (``CODEX_MARKS``) binding the turn's
+directory. After a turn, every orphan of ours (its parent init or a subreaper above this
+process) whose command line is Codex's sandbox and names the turn's directory is killed
+(``ended``); a live sandbox has a live parent (Codex's helper) and is never one. An orphan of
+another turn in the same directory is as stuck, and goes too. A process that died mid-turn
+swept nothing: its next start kills such orphans naming any directory it may run tasks in
+(``sweep_stale``).
+
+Not per-turn TMPDIRs: Codex keeps the registry of the mount points its sandboxes made in
+``$TMPDIR`` (``codex-bwrap-synthetic-mount-targets-<uid>``, refused when it is a link), and
+removes one only when no sandbox registered there still uses it; turns at once in one directory
+(a sub-task's beside its parent's) must share it."""
 
 from __future__ import annotations
 
@@ -19,26 +29,17 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import signal
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
-from executors.procs import PROC, all_pids, env_of, stat_of
+from executors.procs import PROC, all_pids, stat_of
 
 log = logging.getLogger(__name__)
 
-PREFIX = "detach-turn-"
+# what only Codex's sandbox has on its command line (its helper's arg0, its file helper's flag)
+CODEX_MARKS = (b"codex-linux-sandbox", b"--codex-run-as-fs-helper")
 SWEEP_WAIT_S = 5.0  # a /proc read stuck on a process in uninterruptible sleep: not the turn's
-
-
-def turn_tmpdir(env: Mapping[str, str]) -> Path:
-    """A fresh directory for one turn's TMPDIR, inside the environment's own TMPDIR (else the
-    system's when it names none that exists): never a parent of CODEX_HOME, and unique to the
-    turn while it exists."""
-    base = env.get("TMPDIR")
-    return Path(tempfile.mkdtemp(prefix=PREFIX, dir=base if base and Path(base).is_dir() else None))
 
 
 def _ancestors() -> set[int]:
@@ -50,24 +51,29 @@ def _ancestors() -> set[int]:
         found.add(pid)
         parent = stat_of(pid)
         pid = parent[0] if parent else 0
-    return found | {1}
+    return (found | {1}) - {os.getpid()}  # as pid 1 (a container without init): ours are live
 
 
-def _names(pid: int, mark: str) -> bool:
-    """``pid``'s command line names ``mark``, or its TMPDIR is ``mark`` (or inside it)."""
+def _codex_sandbox_naming(pid: int, marks: tuple[bytes, ...]) -> bool:
+    """``pid``'s command line is Codex's sandbox and names one of ``marks`` (as a whole path:
+    followed by the end of an argument or a ``/``)."""
     try:
-        if mark.encode() in (PROC / str(pid) / "cmdline").read_bytes():
-            return True
+        cmdline = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
         return False
-    tmpdir = env_of(pid, "TMPDIR")
-    return tmpdir is not None and (tmpdir == mark or tmpdir.startswith(mark + "/"))
+    if not any(mark in cmdline for mark in CODEX_MARKS):
+        return False
+    args = cmdline.split(b"\0")
+    return any(arg == m or arg.startswith(m + b"/") for arg in args for m in marks)
 
 
-def sweep(mark: str) -> int:
+def sweep(paths: Iterable[Path]) -> int:
     """SIGKILL every process of our uid that is orphaned (its parent is init or a subreaper
-    above this process, never this process: our own children are live agents) and names
-    ``mark``, a path unique to one turn; returns how many."""
+    above this process, never this process: our own children are live agents), is Codex's
+    sandbox and names one of ``paths`` (or a path inside one); returns how many."""
+    marks = tuple(str(p).encode() for p in paths)
+    if not marks:
+        return 0
     landing, me, uid = _ancestors(), os.getpid(), os.getuid()
     killed = 0
     for pid in all_pids():
@@ -75,26 +81,27 @@ def sweep(mark: str) -> int:
         if pid == me or found is None or found[0] not in landing:
             continue
         with contextlib.suppress(OSError):
-            if (PROC / str(pid)).stat().st_uid != uid or not _names(pid, mark):
+            if (PROC / str(pid)).stat().st_uid != uid or not _codex_sandbox_naming(pid, marks):
                 continue
             if stat_of(pid) == found:  # still that process (its pid not given to another)
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
     if killed:
-        log.info("stopped %s orphaned sandbox process(es) of the turn in %s", killed, mark)
+        log.info("stopped %s orphaned Codex sandbox process(es) in %s", killed, marks)
     return killed
 
 
-def _end(tmpdir: Path) -> int:
-    killed = sweep(str(tmpdir))
-    shutil.rmtree(tmpdir, ignore_errors=True)
-    return killed
-
-
-async def ended(tmpdir: Path) -> int:
-    """After the turn: its orphans killed and its TMPDIR removed, off the event loop and waited
-    for at most SWEEP_WAIT_S. Returns how many were killed (0 when it outlasted the wait)."""
+async def ended(cwd: Path) -> int:
+    """After a turn in ``cwd``: the orphans of Codex's sandbox naming it killed, off the event
+    loop and waited for at most SWEEP_WAIT_S. Returns how many (0 when it outlasted the wait)."""
     with contextlib.suppress(TimeoutError):
-        return await asyncio.wait_for(asyncio.to_thread(_end, tmpdir), SWEEP_WAIT_S)
-    log.warning("the sweep of %s outlasted %ss; left to finish alone", tmpdir, SWEEP_WAIT_S)
+        return await asyncio.wait_for(asyncio.to_thread(sweep, [cwd]), SWEEP_WAIT_S)
+    log.warning("the sweep of %s outlasted %ss; left to finish alone", cwd, SWEEP_WAIT_S)
     return 0
+
+
+def sweep_stale(roots: Iterable[Path]) -> int:
+    """At a process's start: kill the orphans of Codex's sandbox naming a directory under
+    ``roots`` (where its tasks run: the allowed working directories, the worktrees), which a
+    crashed earlier run could not sweep. Blocking: run it on a thread."""
+    return sweep(roots)

@@ -44,6 +44,7 @@ SLOW_TESTS = frozenset(
         "test_e2e_telegram.py::test_progress_never_outlives_its_turn_in_a_backed_up_chat",
         "test_session.py::test_the_types_answers_build_no_response_model_of_their_own",
         "test_mcp.py::test_http_transport_wants_the_token_from_the_config_home",
+        "test_codex_orphans.py::test_a_restart_sweeps_what_its_crashed_run_left_and_only_that",
         "test_chat_order.py::test_a_chats_messages_are_handled_in_order_and_nothing_else_waits",
         "test_limits.py::test_a_burst_of_tasks_meets_the_limit_and_each_waits_once_and_goes_on_in_order",
         "test_limit_times.py::test_one_tasks_sooner_reset_does_not_release_the_others",

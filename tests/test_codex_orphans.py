@@ -1,6 +1,7 @@
 """After a Codex turn, what its sandbox left running is stopped: each orphaned process of ours
-(its parent init or a subreaper above the bot) that names the turn's own TMPDIR, on its command
-line or in its environment; never one naming another path, nor one whose parent still runs."""
+(its parent init or a subreaper above the bot) that is Codex's sandbox and names the turn's
+directory; never one naming another path, nor one that is not Codex's sandbox (the owner's),
+nor one whose parent still runs. At start, what a crashed run left is swept the same way."""
 
 from __future__ import annotations
 
@@ -69,36 +70,52 @@ async def _gone(pid: int, within_s: float = 5) -> bool:
     return True
 
 
-async def test_only_the_turns_orphans_are_killed(tmp_path: Path, started: list[int]):
-    """Look-alikes: orphans naming the turn's TMPDIR (argv, environment) are killed; an orphan
-    naming another turn's and a process whose parent runs (here: this one) are not."""
-    turn = orphans.turn_tmpdir({"TMPDIR": str(tmp_path)})
-    other = orphans.turn_tmpdir({"TMPDIR": str(tmp_path)})
-    env = {"PATH": os.environ["PATH"]}
-    by_argv = _orphan([sys.executable, "-c", SLEEPER, f"--sandbox-policy-cwd={turn}"], env)
-    by_tmpdir = _orphan([sys.executable, "-c", SLEEPER], {**env, "TMPDIR": str(turn / "x")})
-    elsewhere = _orphan([sys.executable, "-c", SLEEPER, str(other)], {**env, "TMPDIR": str(other)})
-    parented = subprocess.Popen(  # a live sandbox: its parent (here this process) still runs
-        [sys.executable, "-c", SLEEPER, str(turn)], env={**env, "TMPDIR": str(turn)}
-    )
-    started += [by_argv, by_tmpdir, elsewhere, parented.pid]
-    assert all(stat_of(pid)[0] != os.getpid() for pid in (by_argv, by_tmpdir, elsewhere))
+def _sandbox_like(*paths: Path) -> list[str]:
+    """A look-alike of a leaked Codex sandbox: its arg0 mark and binds of ``paths``."""
+    binds = [a for p in paths for a in ("--bind", str(p), str(p))]
+    return [sys.executable, "-c", SLEEPER, "codex-linux-sandbox", *binds]
 
-    assert await orphans.ended(turn) == 2
-    assert await _gone(by_argv) and await _gone(by_tmpdir)
-    assert _alive(elsewhere) and parented.poll() is None
-    assert not turn.exists() and other.exists()
+
+async def test_only_the_turns_orphans_are_killed(tmp_path: Path, started: list[int]):
+    """Look-alikes: orphans of Codex's sandbox binding the turn's directory (or one inside it)
+    are killed; one binding another directory (a sibling sharing its name's start), an orphan
+    naming the directory that is not Codex's sandbox (the owner's ``nohup``), and a sandbox whose
+    parent runs (here: this process) are not."""
+    cwd, sibling = tmp_path / "work", tmp_path / "work-other"
+    env = {"PATH": os.environ["PATH"]}
+    binding = _orphan(_sandbox_like(cwd), env)
+    inside = _orphan([sys.executable, "-c", SLEEPER, "--codex-run-as-fs-helper", str(cwd / "a")])
+    elsewhere = _orphan(_sandbox_like(sibling), env)
+    owners = _orphan([sys.executable, "-c", SLEEPER, str(cwd)], env)
+    parented = subprocess.Popen(_sandbox_like(cwd), env=env)  # a live sandbox: its parent runs
+    started += [binding, inside, elsewhere, owners, parented.pid]
+    assert all(stat_of(pid)[0] != os.getpid() for pid in (binding, inside, elsewhere, owners))
+
+    assert await orphans.ended(cwd) == 2
+    assert await _gone(binding) and await _gone(inside)
+    assert _alive(elsewhere) and _alive(owners) and parented.poll() is None
     parented.kill()
     parented.wait(5)
 
 
-def test_each_turn_gets_its_own_tmpdir_inside_the_environments(tmp_path: Path):
-    env = {"TMPDIR": str(tmp_path)}
-    first, second = orphans.turn_tmpdir(env), orphans.turn_tmpdir(env)
-    assert first != second and first.parent == second.parent == tmp_path
-    missing = orphans.turn_tmpdir({"TMPDIR": str(tmp_path / "gone")})  # the system's instead
-    assert missing.is_dir() and missing.parent != tmp_path / "gone"
-    missing.rmdir()
+async def test_a_restart_sweeps_what_its_crashed_run_left_and_only_that(
+    tmp_path: Path, workdir: Path, started: list[int]
+):
+    """The bot died mid-turn (no sweep at the turn's end): its next start kills the orphans of
+    Codex's sandbox naming a directory its tasks may run in; one naming another is left."""
+    from tests.support.fake_telegram import FakeTelegram
+    from tests.support.harness import make_settings, running_bot
+
+    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    elsewhere_dir = tmp_path / "not-a-workdir"
+    left = _orphan(_sandbox_like(workdir / "task"))
+    other = _orphan(_sandbox_like(elsewhere_dir))
+    started += [left, other]
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", workdir)
+        async with running_bot(settings, environ):
+            assert await _gone(left)
+            assert _alive(other)
 
 
 def _naming(root: Path) -> list[psutil.Process]:

@@ -23,7 +23,7 @@ from executors import sandbox
 from executors.check import ShellCheck
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
-from executors.codex_sandbox import drop_kept, kept_dirs, profile_config
+from executors.codex_sandbox import kept_dirs, profile_config
 from executors.local_tools import Call, ToolBox, ToolFailed
 from tests.test_claude_executor import Scripted, collect, spec
 from tests.test_codex_executor import collect as collect_codex
@@ -188,9 +188,9 @@ async def test_codex_sandbox_cannot_plant_claude_configuration(
     codex_bin, codex_env, openai, workdir, present
 ):
     """Measured with 0.171.0: without the profile's ``read`` entries the same command wrote
-    both files; with them, neither. A missing ``.claude`` is made for the turn and removed
-    after it; a missing ``.mcp.json`` has no entry (codex_sandbox.py): the command makes it,
-    and no turn of the bot's reads it (``--strict-mcp-config``)."""
+    both files; with them, neither. A missing ``.claude`` is made for the turn (and stays,
+    empty); a missing ``.mcp.json`` has no entry (codex_sandbox.py): the command makes it, and
+    no turn of the bot's reads it (``--strict-mcp-config``)."""
     if present:
         (workdir / ".claude").mkdir()
         (workdir / ".claude" / "settings.json").write_text("{}")
@@ -218,32 +218,26 @@ async def test_codex_sandbox_cannot_plant_claude_configuration(
         assert (workdir / ".mcp.json").read_text() == "{}"
     else:
         assert "rc2=0" in output and (workdir / ".mcp.json").read_text() == "x\n"
-        assert not (workdir / ".claude").exists()
+        assert list((workdir / ".claude").iterdir()) == []
 
 
 def test_the_codex_profile_names_only_paths_that_exist_for_the_whole_turn(tmp_path):
     """A ``read`` entry for a missing path makes Codex create and remove a mount point per
     sandboxed process, and a second process that binds it as existing fails (``Can't get type
     of source …/.claude``, seen in CI at ``thread/start``). ``kept_dirs`` makes ``.claude`` for
-    the turn; a missing ``.mcp.json`` gets no entry; ``drop_kept`` removes only an empty one."""
+    the turn (it stays); a missing ``.mcp.json`` gets no entry."""
     turn = sandboxed("x", tmp_path)
 
     def read_entries() -> str:
         (permissions,) = [a for a in profile_config(turn, {}) if a.startswith("permissions=")]
         return permissions
 
-    made = kept_dirs(turn)
-    assert made == [tmp_path / ".claude"] and (tmp_path / ".claude").is_dir()
+    assert kept_dirs(turn) == [tmp_path / ".claude"] and (tmp_path / ".claude").is_dir()
     entries = read_entries()
     assert f'"{tmp_path / ".claude"}" = "read"' in entries and ".mcp.json" not in entries
     (tmp_path / ".mcp.json").write_text("{}")
     assert f'"{tmp_path / ".mcp.json"}" = "read"' in read_entries()
-    assert kept_dirs(turn) == []  # it exists now: nothing made, nothing to remove
-    drop_kept(made)
-    assert not (tmp_path / ".claude").exists()
-    (tmp_path / ".claude").mkdir()
-    (tmp_path / ".claude" / "settings.json").write_text("{}")
-    drop_kept([tmp_path / ".claude"])  # something is in it: it stays
-    assert (tmp_path / ".claude" / "settings.json").exists()
+    assert kept_dirs(turn) == []  # it exists now: nothing made
     plain = dataclasses.replace(turn, approval_mode=ApprovalMode.AUTO)
-    assert kept_dirs(plain) == []
+    (tmp_path / ".claude").rmdir()
+    assert kept_dirs(plain) == [] and not (tmp_path / ".claude").exists()
