@@ -301,7 +301,7 @@ async def build(
             Services(
                 tasks=service,
                 card=TaskCard(service, store, notifier, texts),
-                worktree_card=WorktreeCard(service, core.worktrees, notifier, texts),
+                worktree_card=WorktreeCard(service, core.worktrees, notifier, texts, store.redact),
                 handover=Handover(service, store, core.queue, notifier),
                 answers=answers,
                 pending=PendingAsks(

@@ -1,14 +1,16 @@
 """Secret values out of agent-made text: the one redactor every boundary applies (the store, as
 text is written and read back; the outbox, as it is queued for Telegram; the log's handlers).
 
-A value is replaced by ``REDACTED`` wherever it appears, also HTML-escaped (as a message shows
-it) and cut short by a shortened line: its first or last ``MIN_SECRET_CHARS`` or more
-characters next to an ellipsis, or at the very end or start of the text."""
+A value is replaced by ``REDACTED`` wherever it appears, also escaped (as a message's HTML shows
+it, quotes escaped or not; inside a JSON string) and cut short by a shortened line: its first or
+last ``MIN_SECRET_CHARS`` or more characters next to an ellipsis, or at the very end or start of
+the text."""
 
 from __future__ import annotations
 
 import contextlib
 import html
+import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,9 +32,9 @@ class Redactor:
     @classmethod
     def of(cls, values: Iterable[Any]) -> Redactor:
         """The values worth redacting (strings of ``MIN_SECRET_CHARS`` or more), and each as
-        HTML shows it."""
+        HTML shows it (quotes kept or escaped) and as a JSON string holds it."""
         kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS}
-        kept |= {html.escape(v, quote=False) for v in kept}
+        kept |= {form for v in kept for form in _forms(v)}
         return cls(tuple(sorted(kept, key=len, reverse=True)))
 
     def __call__(self, value: T) -> T:
@@ -69,6 +71,17 @@ class Redactor:
             if secret[:MIN_SECRET_CHARS] in text or secret[-MIN_SECRET_CHARS:] in text:
                 text = _cut_short(text, secret)
         return text
+
+
+def _forms(secret: str) -> tuple[str, ...]:
+    """``secret`` as text that escaped it shows it: HTML without and with its quotes escaped
+    (a message, a patch sent inline) and inside a JSON string (``"`` as ``\\"``)."""
+    return (
+        html.escape(secret, quote=False),
+        html.escape(secret),
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        json.dumps(secret)[1:-1],
+    )
 
 
 def _cut_short(text: str, secret: str) -> str:

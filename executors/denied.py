@@ -70,6 +70,14 @@ SOCKETS = (
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 # engines' logins that carry no secret-looking name
 SECRET_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY"})
+# secret-looking names of what is no secret: who commits (git log prints it anyway)
+IDENTITY_NAMES = frozenset(
+    f"GIT_{who}_{what}" for who in ("AUTHOR", "COMMITTER") for what in ("NAME", "EMAIL", "DATE")
+)
+# a ``*_ENV`` holding another variable's name, in capitals (a token is seldom all capitals):
+# DETACH_LOCAL_API_KEY_ENV=OPENROUTER_API_KEY
+NAMING = re.compile(r"_ENV$", re.IGNORECASE)
+VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,15 +146,26 @@ def _codex_entries(codex_home: Path) -> list[Path]:
 
 def secret_names(environ: Mapping[str, str], also: Iterable[str] = ()) -> tuple[str, ...]:
     """The variables of ``environ`` a sandboxed command must not see: API keys, tokens,
-    passwords (by name), and ``also`` (e.g. the variable an endpoint's key is in)."""
+    passwords (by name), and ``also`` (e.g. the variable an endpoint's key is in). A name that
+    only looks secret is not one: git's author and committer, and a ``*_ENV`` whose value is a
+    variable's name (that variable is a secret when its own name or ``also`` says so)."""
     extra = {name for name in also if name}
     return tuple(
         sorted(
             name
             for name in environ
-            if SECRET_NAME.search(name) or name in SECRET_NAMES or name in extra
+            if name in extra
+            or name in SECRET_NAMES
+            or (SECRET_NAME.search(name) and not _looks_secret_only(name, environ[name]))
         )
     )
+
+
+def _looks_secret_only(name: str, value: str) -> bool:
+    """Whether ``name`` matches ``SECRET_NAME`` though its value is no secret."""
+    if name in IDENTITY_NAMES:
+        return True
+    return bool(NAMING.search(name) and VARIABLE_NAME.fullmatch(value))
 
 
 def without_secrets(environ: Mapping[str, str], also: Iterable[str] = ()) -> dict[str, str]:

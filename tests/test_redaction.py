@@ -1,9 +1,11 @@
 """No secret value reaches the phone, the board or the store: a running task's progress line and
 approval card, a check's output (stored, on the card, on the board, fed back to the agent),
-and transcript lines stored before redaction existed, read back."""
+a worktree's patch shown inline, the stall watchdog's stored message, and transcript lines
+stored before redaction existed, read back."""
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import re
@@ -23,16 +25,21 @@ from bot.events import (
 from bot.models import TaskStatus, TurnSpec
 from bot.redaction import REDACTED, Redactor
 from bot.store import Store
-from bot.store.schema import task_checks
+from bot.store.schema import stall_notices, task_checks
+from bot.store.stalls import StallNotice
+from bot.telegram.callbacks import TaskAction
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_store import new
+from tests.test_worktrees import make_repo
 
 SESSION = "0f0e0d0c-0b0a-4908-8706-050403020188"
 API_KEY = "sk-ant-api03-redaction-test-value"
 ENVIRON = {"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": API_KEY}
 LINK = re.compile(r"(http://[^\s<\"]+/signin\?t=[\w.=-]+)")
 CUT_AT = 12  # characters of the token a shortened progress line would show
+QUOTED = "s3cr'et\"pw-Zq9"  # a database password with both quotes
 
 
 def test_a_value_is_redacted_whole_escaped_and_where_a_line_was_cut():
@@ -47,6 +54,15 @@ def test_a_value_is_redacted_whole_escaped_and_where_a_line_was_cut():
     assert Redactor.of(["p&ss-w0rd<x"])("a p&amp;ss-w0rd&lt;x") == f"a {REDACTED}"
     assert redact.document(f"{API_KEY}\n".encode()) == f"{REDACTED}\n".encode()
     assert redact.document(b"\xff" + API_KEY.encode()).endswith(API_KEY.encode())  # not text
+
+
+def test_a_value_with_quotes_is_redacted_as_html_and_json_escape_it():
+    """As a message shows it (quotes escaped or not) and inside a JSON string (``\\"``)."""
+    redact = Redactor.of([QUOTED])
+    for form in (QUOTED, html.escape(QUOTED), html.escape(QUOTED, quote=False)):
+        assert redact(f"pw {form} end") == f"pw {REDACTED} end", form
+    assert redact(json.dumps({"cmd": f"psql -W {QUOTED}"})) == f'{{"cmd": "psql -W {REDACTED}"}}'
+    assert Redactor.of(["plain-value-1"]).secrets == ("plain-value-1",)  # no form twice
 
 
 def shown(fake: FakeTelegram) -> list[str]:
@@ -217,3 +233,49 @@ async def test_a_running_bot_logs_no_secret(tmp_path: Path, caplog):
             logged = caplog.text  # (the fake Bot API's own access log names the token)
     assert f"curl -H {REDACTED}" in logged and f"bad token {REDACTED}" in logged
     assert not leaks([logged]), logged
+
+
+def wrote_the_password(spec: TurnSpec) -> tuple:
+    """An agent that puts the password, quotes and all, in a file of its worktree."""
+    (Path(spec.cwd) / "settings.ini").write_text(f"password = {QUOTED}\n")
+    return (
+        SessionStarted(SESSION, "fake-model"),
+        TurnFinished(False, "wrote settings.ini", SESSION, 0.01, Usage(1, 1)),
+    )
+
+
+async def test_a_worktrees_patch_shown_inline_holds_no_secret(tmp_path: Path):
+    """Show diff on a worktree whose patch holds a password with quotes: the message shows
+    ``[redacted]``, in no escaped form the password (HTML escapes its quotes there)."""
+    workdir = tmp_path / "work"
+    make_repo(workdir / "repo")
+    diff = TaskAction(action="diff", task_id=1).pack()
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", workdir)
+        environ = {**ENVIRON, "DB_PASSWORD": QUOTED}
+        async with running_bot(settings, environ, {"claude": FakeEngine(wrote_the_password)}):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude worktree=yes cwd=repo write it", OWNER)
+            card = await fake.wait_call("sendMessage", lambda c: diff in json.dumps(c.params))
+            after = len(fake.calls)
+            await fake.press(OWNER, card.result["message_id"], diff, OWNER)
+            shown_diff = await fake.wait_text(OWNER, "settings.ini", after=after)
+    text = shown_diff.params["text"]
+    assert f"+password = {REDACTED}" in text, text
+    assert not [f for f in ("s3cr", "pw-Zq9") if f in text], text
+
+
+async def test_the_stall_watchdogs_stored_message_is_redacted(tmp_path: Path):
+    """The message naming the tool command an agent waits on is stored redacted."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db'}"
+    store = await Store.open(url, redact=Redactor.of([API_KEY]))
+    try:
+        _, turn = await store.tasks.create(new(), "t")
+        await store.stalls.spoke(StallNotice(turn.id, 1, 10, f"Bash: curl -H {API_KEY}"))
+        async with store.engine.connect() as conn:
+            raw = (await conn.execute(sa.select(stall_notices.c.text))).scalar_one()
+        notice = await store.stalls.get(turn.id)
+    finally:
+        await store.close()
+    assert raw == f"Bash: curl -H {REDACTED}"
+    assert notice is not None and notice.text == raw

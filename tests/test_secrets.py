@@ -1,6 +1,7 @@
 """Secrets the bot knows by their place rather than by their variable's name: the password
-inside DETACH_DATABASE_URL, every preset's ``api_key_env``; and the files whose names say they
-hold one (never recorded by a turn's baseline)."""
+inside DETACH_DATABASE_URL, every preset's ``api_key_env``; the names that only look secret
+(git's identity, a ``*_ENV`` naming a variable); and the files whose names say they hold one
+(never recorded by a turn's baseline)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from bot.board.checkout import patch_since
 from bot.errors import AgentCrashed
 from bot.events import SessionStarted, TurnFinished, Usage
 from bot.models import ApprovalMode, TaskStatus, TurnSpec
-from bot.settings import Settings
+from bot.settings import Settings, key_variables, known_secrets
 from bot.turns.baseline import from_record, recorded, take
 from executors.check import ShellCheck
 from executors.claude_sandbox import sandbox_settings
 from executors.codex_sandbox import profile_config
+from executors.denied import secret_names
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -37,6 +39,27 @@ def test_the_database_password_is_a_secret_value():
     assert Settings(bot_token="123:x", database_url="sqlite:///x.db").secret_values() == ["123:x"]
     short = Settings(bot_token="123:x", database_url="postgresql://u:detach@h/db")
     assert short.secret_values() == ["123:x"]  # every HOME=/home/detach would go with it
+
+
+def test_git_identity_and_a_variables_name_are_no_secrets():
+    """GIT_AUTHOR_NAME and a ``*_ENV`` holding a variable's name (DETACH_LOCAL_API_KEY_ENV)
+    are neither redacted nor hidden; the variable it names is both, and so is a ``*_ENV``
+    holding what is no variable's name."""
+    key, token = "sk-or-v1-openrouter-value", "ghp_lowercase_Token_value"
+    environ = {
+        "GIT_AUTHOR_NAME": "Jane Q. Owner",
+        "GIT_AUTHOR_EMAIL": "jane.owner@example.org",
+        "GIT_COMMITTER_NAME": "Jane Q. Owner",
+        "DETACH_LOCAL_API_KEY_ENV": "OPENROUTER_API_KEY",
+        "OPENROUTER_API_KEY": key,
+        "DEPLOY_TOKEN_ENV": token,  # a value, not a name: stays secret
+    }
+    settings = Settings(bot_token="123:bot-token-value", local_api_key_env="OPENROUTER_API_KEY")
+    keys = key_variables(settings, [])
+    assert secret_names(environ, keys) == ("DEPLOY_TOKEN_ENV", "OPENROUTER_API_KEY")
+    values = known_secrets(settings, environ, keys)
+    assert key in values and token in values
+    assert not {"Jane Q. Owner", "jane.owner@example.org", "OPENROUTER_API_KEY"} & set(values)
 
 
 SECRET_NAMED = (

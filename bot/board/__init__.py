@@ -37,7 +37,7 @@ def make_board(
     from bot.board.views import BoardData
     from bot.worktrees.card import WorktreeCard
 
-    card = WorktreeCard(service, worktrees, notifier, texts)
+    card = WorktreeCard(service, worktrees, notifier, texts, store.redact)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
         data=BoardData(store, texts, worktrees),

@@ -85,7 +85,7 @@ class Store:
         self.topics = TopicRepo(db, clock)  # forum topics: a topic per task
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
         self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
-        self.stalls = StallRepo(db)  # stall watchdogs' messages, and Keep waiting
+        self.stalls = StallRepo(db, redact)  # stall watchdogs' messages, and Keep waiting
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow, redact: Redactor = NOTHING) -> Store:

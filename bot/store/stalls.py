@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from bot.redaction import NOTHING, Redactor
 from bot.store.db import Database, upsert
 from bot.store.schema import stall_notices
 
@@ -37,8 +38,11 @@ def _notice(row: Any) -> StallNotice:
 
 
 class StallRepo:
-    def __init__(self, engine: Database) -> None:
+    def __init__(self, engine: Database, redact: Redactor = NOTHING) -> None:
+        """``redact``: applied to a message's text as it is written (it may name the command
+        an agent's tool runs)."""
         self._engine = engine
+        self._redact = redact
 
     async def get(self, turn_id: int, *, lock: bool = False) -> StallNotice | None:
         """``lock`` (inside ``Store.atomic``): the row stays locked until that transaction
@@ -55,7 +59,7 @@ class StallRepo:
         values = {
             "chat_id": notice.chat_id,
             "row_id": notice.row_id,
-            "text": notice.text,
+            "text": self._redact(notice.text),
             "state": notice.state.value,
         }
         async with self._engine.begin() as conn:

@@ -8,6 +8,7 @@ import html
 from bot.errors import UserInputError
 from bot.git import Worktrees
 from bot.models import MessageKind, Task
+from bot.redaction import Redactor
 from bot.tasks.service import TaskService
 from bot.telegram.callbacks import TaskButton, task_keyboard
 from bot.telegram.notifier import Notifier
@@ -18,12 +19,20 @@ INLINE_DIFF_CHARS = 3000
 
 class WorktreeCard:
     def __init__(
-        self, tasks: TaskService, worktrees: Worktrees, notifier: Notifier, texts: Texts
+        self,
+        tasks: TaskService,
+        worktrees: Worktrees,
+        notifier: Notifier,
+        texts: Texts,
+        redact: Redactor,
     ) -> None:
+        """``redact``: the store's; the agent's patch is redacted before it is escaped (an
+        escaped secret would no longer read as the secret)."""
         self._tasks = tasks
         self._worktrees = worktrees
         self._notifier = notifier
         self._texts = texts
+        self._redact = redact
 
     async def show_diff(self, user_id: int, task_id: int) -> None:
         """The diff stat and the patch: inline when short, else as a ``.diff`` file."""
@@ -38,18 +47,19 @@ class WorktreeCard:
             )
             return
         header = self._texts.get(loc, "worktree.diff_header", label=task.label)
-        stat = html.escape(diff.stat[-1500:])
-        if len(diff.patch) <= INLINE_DIFF_CHARS:
+        stat = html.escape(self._redact(diff.stat[-1500:]))
+        patch = self._redact(diff.patch)
+        if len(patch) <= INLINE_DIFF_CHARS:
             await self._notifier.send(
                 task,
-                f"{header}\n<pre>{stat}</pre>\n<pre>{html.escape(diff.patch)}</pre>",
+                f"{header}\n<pre>{stat}</pre>\n<pre>{html.escape(patch)}</pre>",
                 kind=MessageKind.STATUS,
             )
             return
         await self._notifier.send(task, f"{header}\n<pre>{stat}</pre>", kind=MessageKind.STATUS)
         await self._notifier.send_file(
             task,
-            diff.patch.encode(),
+            patch.encode(),
             f"{task.id}-{task.slug}.diff",
             self._texts.get(loc, "worktree.diff_file", label=task.label),
         )
