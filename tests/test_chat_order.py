@@ -15,18 +15,19 @@ from aiogram.client.telegram import TelegramAPIServer
 from aiogram.types import CallbackQuery, Message
 
 from bot.store import Store
-from bot.telegram import journal
-from bot.telegram.journal import JournaledDispatcher
+from bot.telegram.journal import CHAT_ORDER_S, JournaledDispatcher
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 
 SLOW_S = 0.5  # the first message's handler: slower than everything after it put together
 
 
 @contextlib.asynccontextmanager
-async def polling(tmp_path: Path, fake: FakeTelegram, router: Router) -> AsyncIterator[None]:
+async def polling(
+    tmp_path: Path, fake: FakeTelegram, router: Router, chat_order_s: float = CHAT_ORDER_S
+) -> AsyncIterator[None]:
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
     bot = Bot(TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(fake.base_url)))
-    dispatcher = JournaledDispatcher(store, asyncio.Event())
+    dispatcher = JournaledDispatcher(store, asyncio.Event(), chat_order_s=chat_order_s)
     dispatcher.include_router(router)
     task = asyncio.create_task(
         dispatcher.start_polling(bot, handle_signals=False, polling_timeout=1)
@@ -76,13 +77,12 @@ async def test_a_chats_messages_are_handled_in_order_and_nothing_else_waits(tmp_
     assert handled.index("tap:x") < handled.index("slow")
 
 
-async def test_a_stuck_handler_holds_its_chat_only_for_the_bound(tmp_path, monkeypatch):
-    monkeypatch.setattr(journal, "CHAT_ORDER_S", 0.1)  # the bound, shortened (a constant)
+async def test_a_stuck_handler_holds_its_chat_only_for_the_bound(tmp_path):
     handled: list[str] = []
     done = asyncio.Event()
     async with (
         FakeTelegram() as fake,
-        polling(tmp_path, fake, recording_router(handled, done, "second")),
+        polling(tmp_path, fake, recording_router(handled, done, "second"), chat_order_s=0.1),
     ):
         await fake.user_message("slow", user_id=7)
         await fake.user_message("second", user_id=7)

@@ -45,12 +45,15 @@ class JournaledDispatcher(Dispatcher):
         store: Store,
         polling: asyncio.Event,
         turns_started: Callable[[], Awaitable[None]] | None = None,
+        chat_order_s: float = CHAT_ORDER_S,
         **workflow_data: Any,
     ) -> None:
         """``polling`` is set as the first ``getUpdates`` is asked for (``after_first_poll``:
         what start-up work can wait, waits for it). ``turns_started``: returns (bounded) once
-        the turns handed to the job pool have started their jobs."""
+        the turns handed to the job pool have started their jobs. ``chat_order_s``: how long a
+        chat's message waits for the handler of the one before it."""
         super().__init__(**workflow_data)
+        self._chat_order_s = chat_order_s
         self._store = store
         self._polling_began = polling
         self._turns_started = turns_started
@@ -90,7 +93,7 @@ class JournaledDispatcher(Dispatcher):
         try:
             if before is not None:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(before.wait(), CHAT_ORDER_S)
+                    await asyncio.wait_for(before.wait(), self._chat_order_s)
             return await super()._process_update(bot, update, call_answer, **kwargs)
         finally:
             if mine is not None:
