@@ -128,6 +128,30 @@ async def test_a_copy_and_a_toggle_at_once_lose_neither(tmp_path, workdir, held)
             await fake.wait_text(OWNER, "painted", timeout_s=20)
 
 
+async def test_done_after_a_toggle_it_raced_answers_with_that_selection(tmp_path, workdir):
+    """Done read the question, then a tap selected another colour, then Done closed it: the
+    answer holds both (main answered with the selection Done had read, losing "green")."""
+    engine = FakeEngine(asks_colours())
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/detach paint the fence", OWNER)
+            await fake.wait_text(OWNER, "Which colours?", timeout_s=20)
+            answers: ApprovalAnswers = app.dispatcher["answers"]
+            (ask,) = await app.dispatcher["pending"].of(OWNER)
+            qid = ask.subject_id
+            assert await answers.on_option(OWNER, qid, 0) == "callback_approval.selected"
+
+            async def done() -> None:
+                assert await answers.on_option(OWNER, qid, DONE) == "toast.answered"
+
+            async def toggle() -> None:
+                assert await answers.on_option(OWNER, qid, 1) == "callback_approval.selected"
+
+            await _interleaved(app.store, done, toggle)
+            assert (await app.store.questions.get(qid)).answer == "red, green"
+            await fake.wait_text(OWNER, "painted", timeout_s=20)
+
+
 async def test_pending_again_keeps_one_live_copy_per_chat_and_settling_edits_each(
     tmp_path, workdir
 ):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -176,6 +176,27 @@ class QuestionRepo:
                 .values(payload=json.dumps(payload, ensure_ascii=False))
             )
         return selected
+
+    async def resolve_selected(self, qid: int, options: Sequence[str]) -> str | None:
+        """Done on an open multi-select question: answered with its selection as it stands in
+        the same transaction that closes it (the row locked on PostgreSQL, like ``toggle``), so
+        a tap that selected just before is in the answer. Returns the answer (the selected
+        ``options``, in their order); None: the question was closed already."""
+        query = sa.select(pending_questions.c.payload).where(
+            pending_questions.c.id == qid, pending_questions.c.status == PENDING
+        )
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(query.with_for_update())).first()
+            if row is None:
+                return None
+            picked = sorted(json.loads(row.payload).get("selected") or [])
+            answer = ", ".join(options[i] for i in picked if 0 <= i < len(options))
+            await conn.execute(
+                pending_questions.update()
+                .where(pending_questions.c.id == qid)
+                .values(status=QuestionStatus.ANSWERED, answer=answer, answered_at=self._clock())
+            )
+        return answer
 
     async def resolve(self, qid: int, status: str, answer: str) -> bool:
         """Close a pending question; False if it was closed already (second tap, expiry)."""
