@@ -218,6 +218,33 @@ async def test_a_budget_decision_is_listed_and_answered_on_its_copy(tmp_path, wo
             await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
 
 
+async def test_a_follow_up_at_the_budget_again_leaves_one_decision_open(tmp_path, workdir):
+    """A follow-up to a task parked at its budget hits the budget again: the newer card asks,
+    the older decision expires (its card says so, without buttons), /pending lists only the
+    newer, and Extend tapped on the older says so and extends nothing (main kept both open:
+    two Extend/Stop for one task, and a tap on each extended twice)."""
+    engine = FakeEngine(spent_budget())
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
+            older = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            older_id, mark = older.result["message_id"], len(fake.calls)
+            await fake.user_message("spend more", OWNER, reply_to_message_id=older_id)
+            newer = await fake.wait_text(OWNER, "budget reached", after=mark, timeout_s=20)
+            await edited(fake, older_id, "a newer budget question replaced", after=mark)
+            assert await app.outbox.idle(10)
+            assert not any(d.startswith("bu:") for d in buttons_data(fake, older_id))
+            (ask,) = await app.dispatcher["pending"].of(OWNER)
+            decision = newer.params["reply_markup"]["inline_keyboard"][0]
+            shown = [b.callback_data for b in ask.markup.rows[0]]
+            assert shown == [b["callback_data"] for b in decision]
+            (task,) = await app.store.tasks.list_for(OWNER)
+            extend = older.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+            query = await fake.press(OWNER, older_id, extend, OWNER)
+            assert await answer_of(fake, query) == "This request has expired."
+            assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
+
+
 async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):

@@ -208,6 +208,28 @@ class QuestionRepo:
             )
         return result.rowcount == 1
 
+    async def supersede(self, task_id: int, kind: QuestionKind) -> list[PendingQuestion]:
+        """A newer question of ``kind`` is asked for the task: its open ones of that kind are
+        expired (``superseded``) and returned, in one conditional statement, so a tap on one
+        at the same time either answers it first or finds it expired."""
+        statement = (
+            pending_questions.update()
+            .where(
+                pending_questions.c.task_id == task_id,
+                pending_questions.c.kind == kind,
+                pending_questions.c.status == PENDING,
+            )
+            .values(
+                status=QuestionStatus.EXPIRED,
+                answer=ApprovalAnswer.SUPERSEDED,
+                answered_at=self._clock(),
+            )
+            .returning(pending_questions)
+        )
+        async with self._engine.begin() as conn:
+            rows = list(await conn.execute(statement))
+        return sorted((_question(r) for r in rows), key=lambda q: q.id)
+
     async def expire_pending(
         self, turn_ids: Collection[int] | None = None, answer: str = ApprovalAnswer.RESTART
     ) -> list[PendingQuestion]:

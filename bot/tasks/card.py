@@ -34,6 +34,8 @@ class TaskCard:
             raise UserInputError("callback.stale")
         if task.owner_id != user_id:
             raise UserInputError("callback.not_yours")
+        if question.status == QuestionStatus.EXPIRED:  # a newer decision replaced it
+            raise UserInputError("callback_approval.expired")
         if extend:
             await self._tasks.money.check_daily_cap(user_id)
             await self._tasks.refuse_held(task)  # before the question is closed: Extend stays
