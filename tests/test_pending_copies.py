@@ -32,6 +32,7 @@ from tests.support.postgres import postgres_database
 from tests.test_approvals_e2e import answer_of, buttons, edited
 from tests.test_buzzes import spent_budget
 from tests.test_phone import SESSION, answer, buttons_data, settings, until
+from tests.test_preflight_ask import ASK, agent_prompts, asked
 from tests.test_preflight_money import PREFLIGHT, verdict
 from tests.test_store import Clock
 
@@ -272,6 +273,39 @@ async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
             mark = len(fake.calls)
             await fake.user_message("/pending", OWNER)
             await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
+
+
+async def test_a_reply_to_a_preflight_questions_copy_answers_it(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """The copy /pending shows of a preflight's question (in a group) says "reply with your
+    own": a reply to it there answers the question with those words and starts the task, and
+    the original and the copy lose their buttons (main told the owner the reply was to no
+    task)."""
+    anthropic.script(PREFLIGHT, [{"text": json.dumps(ASK)}])
+    anthropic.script("MARK-COPY", [{"text": "Fixed test_y."}])
+    async with FakeTelegram() as fake:
+        custom = make_settings(tmp_path / "data", fake, claude_bin, workdir, preflight=True)
+        async with running_bot(custom, agent_env):
+            question = await asked(fake, "/detach MARK-COPY fix the tests")
+            mark = len(fake.calls)
+            await fake.user_message("/pending", OWNER, chat_id=GROUP)
+            copy = await fake.wait_text(GROUP, "Which tests?", after=mark)
+            assert "reply with your own" in copy.params["text"]
+            copy_id = copy.result["message_id"]
+            await fake.user_message(
+                "only test_y", OWNER, chat_id=GROUP, reply_to_message_id=copy_id
+            )
+            await fake.wait_text(OWNER, "Fixed test_y.", timeout_s=60)
+            [prompt] = agent_prompts(anthropic, "MARK-COPY")
+            assert "Which tests? → only test_y" in prompt
+            await until(lambda: "reply_markup" not in fake.find_message(GROUP, copy_id))
+            await until(lambda: buttons_data(fake, question.result["message_id"]) == [])
+            assert not [
+                c
+                for c in fake.calls[mark:]
+                if "does not belong to a task" in str(c.params.get("text"))
+            ]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
