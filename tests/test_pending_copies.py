@@ -20,7 +20,7 @@ from sqlalchemy.util import await_only
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.view import DONE
-from bot.events import ApprovalRequest, Question, SessionStarted
+from bot.events import ApprovalRequest, Question, SessionStarted, TurnFinished, Usage
 from bot.models import CopyOf, QuestionKind, QuestionStatus
 from bot.store import PendingCopy, Store, migrations
 from bot.store.migrations import MIGRATIONS
@@ -244,6 +244,47 @@ async def test_a_follow_up_at_the_budget_again_leaves_one_decision_open(tmp_path
             query = await fake.press(OWNER, older_id, extend, OWNER)
             assert await answer_of(fake, query) == "This request has expired."
             assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
+
+
+def turn(cost_usd: float, subtype: str | None) -> tuple:
+    """A turn that cost ``cost_usd`` and ended as ``subtype`` says (None: it answered)."""
+    finished = TurnFinished(
+        is_error=subtype is not None,
+        result_text="all wrapped up",
+        session_id=SESSION,
+        cost_usd=cost_usd,
+        usage=Usage(input_tokens=10, output_tokens=5),
+        subtype=subtype or "",
+    )
+    return (SessionStarted(SESSION, "fake-model"), finished)
+
+
+async def test_a_budget_decision_a_follow_up_moved_past_expires_when_tapped(tmp_path, workdir):
+    """A follow-up moved a task parked at its budget on (it ended well): Extend tapped on the
+    old card says the request expired, raises nothing and queues nothing, and the card loses
+    its buttons (main extended the budget and ran a turn more)."""
+    engine = FakeEngine(
+        lambda spec: turn(0.006, "error_max_budget_usd") if spec.turn_id == 1 else turn(0.001, None)
+    )
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
+            card = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            card_id = card.result["message_id"]
+            await fake.user_message("just finish", OWNER, reply_to_message_id=card_id)
+            (task,) = await app.store.tasks.list_for(OWNER)
+            await until(lambda: len(engine.specs) == 2)
+            await fake.wait_text(OWNER, "all wrapped up", timeout_s=20)
+            assert await app.dispatcher["pending"].of(OWNER) == []
+            extend = card.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+            query = await fake.press(OWNER, card_id, extend, OWNER)
+            assert await answer_of(fake, query) == "This request has expired."
+            await until(
+                lambda: "the task went on since" in fake.find_message(OWNER, card_id)["text"]
+            )
+            assert not any(d.startswith("bu:") for d in buttons_data(fake, card_id))
+            assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
+            assert len(await app.store.tasks.turns_of(task.id)) == 2
 
 
 async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
