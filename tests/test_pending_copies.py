@@ -386,6 +386,38 @@ async def test_toggles_at_once_keep_every_selection(store):
     assert await store.questions.toggle(question.id, 1) is None  # closed: nothing toggles
 
 
+async def test_done_and_toggles_at_once_answer_with_what_was_selected_before_it(store):
+    """Done closes the question with the selection as it stands then, toggles at once either
+    commit before it (and are in the answer) or find it closed (and say so)."""
+    payload = {"text": "?", "header": "h", "options": ["a", "b", "c"], "multi": True}
+    question = await store.questions.create(1, 1, QuestionKind.QUESTION, payload, None)
+    await store.questions.toggle(question.id, 2)
+    toggles = [store.questions.toggle(question.id, i) for i in (0, 1)]
+    *toggled, answer = await asyncio.gather(
+        *toggles, store.questions.resolve_selected(question.id, ("a", "b", "c"))
+    )
+    kept = [i for i, t in zip((0, 1), toggled, strict=True) if t is not None]
+    assert answer == ", ".join("abc"[i] for i in sorted([*kept, 2]))
+    assert (await store.questions.get(question.id)).answer == answer
+    assert await store.questions.resolve_selected(question.id, ("a", "b", "c")) is None
+
+
+async def test_a_newer_budget_question_supersedes_the_open_ones_only(store):
+    older = await store.questions.create(1, 1, QuestionKind.BUDGET, {"line": "a"}, None)
+    answered = await store.questions.create(1, 1, QuestionKind.BUDGET, {"line": "b"}, None)
+    await store.questions.resolve(answered.id, QuestionStatus.ANSWERED, "stop")
+    approval = await store.questions.create(1, 1, QuestionKind.APPROVAL, {"text": "?"}, None)
+    other = await store.questions.create(2, 2, QuestionKind.BUDGET, {"line": "c"}, None)
+    (gone,) = await store.questions.supersede(1, QuestionKind.BUDGET)
+    assert gone.id == older.id and gone.payload == {"line": "a"}
+    assert (await store.questions.get(older.id)).status == QuestionStatus.EXPIRED
+    assert (await store.questions.get(older.id)).answer == "superseded"
+    assert (await store.questions.get(answered.id)).answer == "stop"
+    for still in (approval, other):
+        assert (await store.questions.get(still.id)).status == QuestionStatus.PENDING
+    assert await store.questions.supersede(1, QuestionKind.BUDGET) == []
+
+
 async def test_the_upgrade_moves_an_open_questions_copies_to_their_table(tmp_path):
     """A question open across the upgrade keeps the copies its payload named (a settled one's
     are done with)."""
