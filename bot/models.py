@@ -64,7 +64,7 @@ class CopyOf(StrEnum):
 class ApprovalAnswer(StrEnum):
     """The one vocabulary of an approval's outcome: what the desk returns to the turn, what
     ``pending_questions.answer`` and the audit log keep. Only the owner gives the first three;
-    the desk closes an unanswered question with the last three. The buttons have a vocabulary of
+    the desk closes an unanswered question with the last four. The buttons have a vocabulary of
     their own (``bot.approvals.view.ApprovalChoice``): a tap on "Always" is not an answer yet
     (it asks to confirm), "Confirm" answers ``ALWAYS``, "Back" answers nothing; so a button is
     not an answer, and neither set can stand for the other."""
@@ -75,6 +75,7 @@ class ApprovalAnswer(StrEnum):
     TIMEOUT = "timeout"  # nobody answered in time
     ENDED = "ended"  # the turn ended (a cancel, a shutdown) before an answer
     RESTART = "restart"  # the process that asked died (a restart, a dead worker's turns)
+    SUPERSEDED = "superseded"  # a newer question of the same task asks it again (the budget)
 
 
 class MessageKind(StrEnum):

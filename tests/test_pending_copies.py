@@ -20,7 +20,7 @@ from sqlalchemy.util import await_only
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.view import DONE
-from bot.events import ApprovalRequest, Question, SessionStarted
+from bot.events import ApprovalRequest, Question, SessionStarted, TurnFinished, Usage
 from bot.models import CopyOf, QuestionKind, QuestionStatus
 from bot.store import PendingCopy, Store, migrations
 from bot.store.migrations import MIGRATIONS
@@ -32,6 +32,7 @@ from tests.support.postgres import postgres_database
 from tests.test_approvals_e2e import answer_of, buttons, edited
 from tests.test_buzzes import spent_budget
 from tests.test_phone import SESSION, answer, buttons_data, settings, until
+from tests.test_preflight_ask import ASK, agent_prompts, asked
 from tests.test_preflight_money import PREFLIGHT, verdict
 from tests.test_store import Clock
 
@@ -128,6 +129,30 @@ async def test_a_copy_and_a_toggle_at_once_lose_neither(tmp_path, workdir, held)
             await fake.wait_text(OWNER, "painted", timeout_s=20)
 
 
+async def test_done_after_a_toggle_it_raced_answers_with_that_selection(tmp_path, workdir):
+    """Done read the question, then a tap selected another colour, then Done closed it: the
+    answer holds both (main answered with the selection Done had read, losing "green")."""
+    engine = FakeEngine(asks_colours())
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/detach paint the fence", OWNER)
+            await fake.wait_text(OWNER, "Which colours?", timeout_s=20)
+            answers: ApprovalAnswers = app.dispatcher["answers"]
+            (ask,) = await app.dispatcher["pending"].of(OWNER)
+            qid = ask.subject_id
+            assert await answers.on_option(OWNER, qid, 0) == "callback_approval.selected"
+
+            async def done() -> None:
+                assert await answers.on_option(OWNER, qid, DONE) == "toast.answered"
+
+            async def toggle() -> None:
+                assert await answers.on_option(OWNER, qid, 1) == "callback_approval.selected"
+
+            await _interleaved(app.store, done, toggle)
+            assert (await app.store.questions.get(qid)).answer == "red, green"
+            await fake.wait_text(OWNER, "painted", timeout_s=20)
+
+
 async def test_pending_again_keeps_one_live_copy_per_chat_and_settling_edits_each(
     tmp_path, workdir
 ):
@@ -194,6 +219,74 @@ async def test_a_budget_decision_is_listed_and_answered_on_its_copy(tmp_path, wo
             await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
 
 
+async def test_a_follow_up_at_the_budget_again_leaves_one_decision_open(tmp_path, workdir):
+    """A follow-up to a task parked at its budget hits the budget again: the newer card asks,
+    the older decision expires (its card says so, without buttons), /pending lists only the
+    newer, and Extend tapped on the older says so and extends nothing (main kept both open:
+    two Extend/Stop for one task, and a tap on each extended twice)."""
+    engine = FakeEngine(spent_budget())
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
+            older = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            older_id, mark = older.result["message_id"], len(fake.calls)
+            await fake.user_message("spend more", OWNER, reply_to_message_id=older_id)
+            newer = await fake.wait_text(OWNER, "budget reached", after=mark, timeout_s=20)
+            await edited(fake, older_id, "a newer budget question replaced", after=mark)
+            assert await app.outbox.idle(10)
+            assert not any(d.startswith("bu:") for d in buttons_data(fake, older_id))
+            (ask,) = await app.dispatcher["pending"].of(OWNER)
+            decision = newer.params["reply_markup"]["inline_keyboard"][0]
+            shown = [b.callback_data for b in ask.markup.rows[0]]
+            assert shown == [b["callback_data"] for b in decision]
+            (task,) = await app.store.tasks.list_for(OWNER)
+            extend = older.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+            query = await fake.press(OWNER, older_id, extend, OWNER)
+            assert await answer_of(fake, query) == "This request has expired."
+            assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
+
+
+def turn(cost_usd: float, subtype: str | None) -> tuple:
+    """A turn that cost ``cost_usd`` and ended as ``subtype`` says (None: it answered)."""
+    finished = TurnFinished(
+        is_error=subtype is not None,
+        result_text="all wrapped up",
+        session_id=SESSION,
+        cost_usd=cost_usd,
+        usage=Usage(input_tokens=10, output_tokens=5),
+        subtype=subtype or "",
+    )
+    return (SessionStarted(SESSION, "fake-model"), finished)
+
+
+async def test_a_budget_decision_a_follow_up_moved_past_expires_when_tapped(tmp_path, workdir):
+    """A follow-up moved a task parked at its budget on (it ended well): Extend tapped on the
+    old card says the request expired, raises nothing and queues nothing, and the card loses
+    its buttons (main extended the budget and ran a turn more)."""
+    engine = FakeEngine(
+        lambda spec: turn(0.006, "error_max_budget_usd") if spec.turn_id == 1 else turn(0.001, None)
+    )
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
+            card = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            card_id = card.result["message_id"]
+            await fake.user_message("just finish", OWNER, reply_to_message_id=card_id)
+            (task,) = await app.store.tasks.list_for(OWNER)
+            await until(lambda: len(engine.specs) == 2)
+            await fake.wait_text(OWNER, "all wrapped up", timeout_s=20)
+            assert await app.dispatcher["pending"].of(OWNER) == []
+            extend = card.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+            query = await fake.press(OWNER, card_id, extend, OWNER)
+            assert await answer_of(fake, query) == "This request has expired."
+            await until(
+                lambda: "the task went on since" in fake.find_message(OWNER, card_id)["text"]
+            )
+            assert not any(d.startswith("bu:") for d in buttons_data(fake, card_id))
+            assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
+            assert len(await app.store.tasks.turns_of(task.id)) == 2
+
+
 async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
@@ -221,6 +314,39 @@ async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
             mark = len(fake.calls)
             await fake.user_message("/pending", OWNER)
             await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
+
+
+async def test_a_reply_to_a_preflight_questions_copy_answers_it(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """The copy /pending shows of a preflight's question (in a group) says "reply with your
+    own": a reply to it there answers the question with those words and starts the task, and
+    the original and the copy lose their buttons (main told the owner the reply was to no
+    task)."""
+    anthropic.script(PREFLIGHT, [{"text": json.dumps(ASK)}])
+    anthropic.script("MARK-COPY", [{"text": "Fixed test_y."}])
+    async with FakeTelegram() as fake:
+        custom = make_settings(tmp_path / "data", fake, claude_bin, workdir, preflight=True)
+        async with running_bot(custom, agent_env):
+            question = await asked(fake, "/detach MARK-COPY fix the tests")
+            mark = len(fake.calls)
+            await fake.user_message("/pending", OWNER, chat_id=GROUP)
+            copy = await fake.wait_text(GROUP, "Which tests?", after=mark)
+            assert "reply with your own" in copy.params["text"]
+            copy_id = copy.result["message_id"]
+            await fake.user_message(
+                "only test_y", OWNER, chat_id=GROUP, reply_to_message_id=copy_id
+            )
+            await fake.wait_text(OWNER, "Fixed test_y.", timeout_s=60)
+            [prompt] = agent_prompts(anthropic, "MARK-COPY")
+            assert "Which tests? → only test_y" in prompt
+            await until(lambda: "reply_markup" not in fake.find_message(GROUP, copy_id))
+            await until(lambda: buttons_data(fake, question.result["message_id"]) == [])
+            assert not [
+                c
+                for c in fake.calls[mark:]
+                if "does not belong to a task" in str(c.params.get("text"))
+            ]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -258,6 +384,38 @@ async def test_toggles_at_once_keep_every_selection(store):
     assert sorted(await store.questions.toggle(question.id, 1) or []) == [0, 2]  # unselected
     await store.questions.resolve(question.id, QuestionStatus.ANSWERED, "a, c")
     assert await store.questions.toggle(question.id, 1) is None  # closed: nothing toggles
+
+
+async def test_done_and_toggles_at_once_answer_with_what_was_selected_before_it(store):
+    """Done closes the question with the selection as it stands then, toggles at once either
+    commit before it (and are in the answer) or find it closed (and say so)."""
+    payload = {"text": "?", "header": "h", "options": ["a", "b", "c"], "multi": True}
+    question = await store.questions.create(1, 1, QuestionKind.QUESTION, payload, None)
+    await store.questions.toggle(question.id, 2)
+    toggles = [store.questions.toggle(question.id, i) for i in (0, 1)]
+    *toggled, answer = await asyncio.gather(
+        *toggles, store.questions.resolve_selected(question.id, ("a", "b", "c"))
+    )
+    kept = [i for i, t in zip((0, 1), toggled, strict=True) if t is not None]
+    assert answer == ", ".join("abc"[i] for i in sorted([*kept, 2]))
+    assert (await store.questions.get(question.id)).answer == answer
+    assert await store.questions.resolve_selected(question.id, ("a", "b", "c")) is None
+
+
+async def test_a_newer_budget_question_supersedes_the_open_ones_only(store):
+    older = await store.questions.create(1, 1, QuestionKind.BUDGET, {"line": "a"}, None)
+    answered = await store.questions.create(1, 1, QuestionKind.BUDGET, {"line": "b"}, None)
+    await store.questions.resolve(answered.id, QuestionStatus.ANSWERED, "stop")
+    approval = await store.questions.create(1, 1, QuestionKind.APPROVAL, {"text": "?"}, None)
+    other = await store.questions.create(2, 2, QuestionKind.BUDGET, {"line": "c"}, None)
+    (gone,) = await store.questions.supersede(1, QuestionKind.BUDGET)
+    assert gone.id == older.id and gone.payload == {"line": "a"}
+    assert (await store.questions.get(older.id)).status == QuestionStatus.EXPIRED
+    assert (await store.questions.get(older.id)).answer == "superseded"
+    assert (await store.questions.get(answered.id)).answer == "stop"
+    for still in (approval, other):
+        assert (await store.questions.get(still.id)).status == QuestionStatus.PENDING
+    assert await store.questions.supersede(1, QuestionKind.BUDGET) == []
 
 
 async def test_the_upgrade_moves_an_open_questions_copies_to_their_table(tmp_path):

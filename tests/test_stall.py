@@ -12,6 +12,7 @@ import asyncio
 from bot.approvals.stalls import StallAction, StallChoice
 from bot.events import ApprovalRequest, SessionStarted, ToolCalled, ToolFinished
 from bot.models import TaskStatus
+from bot.turns.stall import StallWatch
 from tests.support.fake_engine import FakeEngine, Pause, Until
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, worker_in_own_task
@@ -284,3 +285,44 @@ async def _closed(app, turn_id: int) -> bool:  # type: ignore[no-untyped-def]
 
 async def _delivered(app) -> bool:  # type: ignore[no-untyped-def]
     return await app.store.outbox.count("pending") == 0
+
+
+async def test_an_old_runs_end_leaves_the_running_watchdogs_message(tmp_path, workdir):
+    """A process that lost the turn ends its watch while the turn runs on, and the runner's
+    watchdog has spoken: its message keeps its buttons, says nothing of an end, and Keep
+    waiting tapped there still works (main's old watch deleted the turn's message and edited
+    it to "has ended since", and the tap then found nothing)."""
+    tapped = asyncio.Event()
+    script = (SessionStarted(SESSION, "fake-model"), Until(tapped), *answer("thought")[1:])
+    engine = FakeEngine(script)
+    async with FakeTelegram() as fake:
+        async with running_bot(
+            settings(tmp_path, fake, workdir, stall_s=0.3), {}, {"claude": engine}
+        ) as app:
+            await fake.user_message("/detach think hard", OWNER)
+            said = await fake.wait_text(OWNER, "has said nothing", timeout_s=20)
+            task, turn = await app.store.tasks.get(1), await app.store.tasks.last_turn(1)
+            old = StallWatch(
+                notifier=app.core.notifier,
+                store=app.store,
+                task=task,
+                turn_id=turn.id,
+                after_s=60,
+                asking=lambda: False,
+            )
+            old.start()
+            await old.close()  # the lost run's end, while the turn runs here
+            assert await app.store.stalls.get(turn.id) is not None
+            where = said.result["message_id"]
+            q = await fake.press(OWNER, where, buttons(said)["Keep waiting"], OWNER)
+            assert await answer_of(fake, q) == "No more word about this turn"
+            tapped.set()
+            await fake.wait_text(OWNER, "thought", timeout_s=20)
+            await status_of(app, 1, TaskStatus.DONE)
+            assert await app.outbox.idle(10)
+            texts = [
+                c.params["text"]
+                for c in fake.calls
+                if c.method == "editMessageText" and int(c.params["message_id"]) == where
+            ]
+            assert not [t for t in texts if "has ended since" in t]

@@ -41,7 +41,7 @@ async def test_keep_waiting_wins_once_and_the_end_finds_it_answered(store):
     silenced = await store.stalls.silence(turn_id)
     assert silenced == StallNotice(turn_id, 1, 11, "quieter", StallNoticeState.WAITING)
     assert await store.stalls.silence(turn_id) is None  # a second tap
-    assert (await store.stalls.end(turn_id)) == silenced  # the end: nothing left to close
+    assert (await store.stalls.end(turn_id, 11)) == silenced  # the end: nothing left to close
     assert await store.stalls.get(turn_id) is None
     assert await store.stalls.silence(turn_id) is None  # a tap after the end
 
@@ -49,10 +49,10 @@ async def test_keep_waiting_wins_once_and_the_end_finds_it_answered(store):
 async def test_the_end_closes_an_open_message_and_a_later_tap_finds_nothing(store):
     turn_id = await a_turn(store)
     await store.stalls.spoke(StallNotice(turn_id, 1, 10, "quiet"))
-    ended = await store.stalls.end(turn_id)
+    ended = await store.stalls.end(turn_id, 10)
     assert ended is not None and ended.state is StallNoticeState.OPEN
     assert await store.stalls.silence(turn_id) is None
-    assert await store.stalls.end(turn_id) is None
+    assert await store.stalls.end(turn_id, 10) is None
 
 
 async def test_a_tap_while_the_next_message_is_sent_silences_that_one(store):
@@ -68,3 +68,20 @@ async def test_a_tap_while_the_next_message_is_sent_silences_that_one(store):
         await store.stalls.spoke(StallNotice(turn_id, 1, 11, "quieter"))
     silenced = await asyncio.wait_for(tap, 10)
     assert silenced == StallNotice(turn_id, 1, 11, "quieter", StallNoticeState.WAITING)
+
+
+async def test_the_end_of_a_run_that_lost_the_turn_leaves_the_new_runners_message(store):
+    """A process lost the turn (its lease) after its watchdog spoke; the new runner's watchdog
+    spoke since, and its owner chose Keep waiting there. The old run's end takes away nothing
+    (main deleted the turn's message, whichever run sent it, and with it the Keep waiting);
+    the new run's end takes its own."""
+    turn_id = await a_turn(store)
+    await store.stalls.spoke(StallNotice(turn_id, 1, 10, "quiet"))  # the old run
+    await store.stalls.spoke(StallNotice(turn_id, 1, 20, "quiet here"))  # the new run
+    assert await store.stalls.end(turn_id, 10) is None
+    newer = StallNotice(turn_id, 1, 20, "quiet here", StallNoticeState.WAITING)
+    assert await store.stalls.silence(turn_id) == newer
+    assert await store.stalls.end(turn_id, 10) is None
+    assert await store.stalls.get(turn_id) == newer  # a watchdog there still reads the answer
+    assert await store.stalls.end(turn_id, 20) == newer
+    assert await store.stalls.get(turn_id) is None

@@ -19,6 +19,7 @@ def test_stored_values_are_the_strings_of_before():
         "timeout",
         "ended",
         "restart",
+        "superseded",
     ]
     assert [k.value for k in QuestionKind] == ["approval", "question", "budget"]
     assert [o.value for o in OutboxOp] == [

@@ -139,7 +139,6 @@ class ApprovalAnswers:
         self, user_id: int, qid: int, option: int, where: tuple[int, int] | None = None
     ) -> str:
         question, task = await self._pending(user_id, qid, QuestionKind.QUESTION)
-        payload = question.payload
         item = question_item(question.payload)
         valid = 0 <= option < len(item.options) or (option == DONE and item.multi)
         if not valid:  # DONE closes a multi-select only; a forged index is a stale button
@@ -155,10 +154,7 @@ class ApprovalAnswers:
                 where,
             )
             return "callback_approval.selected"
-        picked = sorted(payload.get("selected") or []) if item.multi else [option]
-        answer = ", ".join(item.options[i] for i in picked)
-        if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, answer):
-            raise UserInputError("callback_approval.answered")
+        answer = await self._resolve(qid, item.options, None if item.multi else option)
         await self._store.audit.record("question_answered", user_id, task.id, f"q{qid}")
         self._desk.settle(qid, answer)
         await self._edit(
@@ -170,6 +166,20 @@ class ApprovalAnswers:
             where,
         )
         return "toast.answered"
+
+    async def _resolve(self, qid: int, options: tuple[str, ...], option: int | None) -> str:
+        """The question answered with ``option``, or (None: Done on a multi-select) with its
+        selection as it stands when it closes (read in that transaction: a toggle just
+        before is not lost)."""
+        if option is None:
+            answer = await self._store.questions.resolve_selected(qid, options)
+        elif await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, options[option]):
+            answer = options[option]
+        else:
+            answer = None
+        if answer is None:
+            raise UserInputError("callback_approval.answered")
+        return answer
 
     async def _edit(  # type: ignore[no-untyped-def]
         self, question: PendingQuestion, text: str, markup, where: tuple[int, int] | None

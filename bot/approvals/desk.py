@@ -240,7 +240,10 @@ class ApprovalDesk:
     ) -> CardAsk:
         """A budget breach parks the task with "extend or stop", asked on the turn's card (one
         message); the answer arrives through the task service (it queues the resumed turn), so
-        nothing waits here. The caller records which message asks (``questions.set_row``)."""
+        nothing waits here. The caller records which message asks (``questions.set_row``).
+        An older one of the task still open (a follow-up moved it on, and hit the budget
+        again) is closed first: only the newest decision is shown and tappable."""
+        await self._supersede_budget(task)
         loc = task.locale
         line = self._texts.get(
             loc,
@@ -259,6 +262,14 @@ class ApprovalDesk:
         return CardAsk(
             question.id, line, budget_keyboard(self._texts, loc, question.id, extend_usd)
         )
+
+    async def _supersede_budget(self, task: Task) -> None:
+        """The task's open budget questions expire; their cards and /pending copies say so."""
+        for old in await self._store.questions.supersede(task.id, QuestionKind.BUDGET):
+            line = self._texts.get(task.locale, "money.budget_superseded")
+            await self._notifier.budget_answered(task, old, line)
+            await edit_copies(self._store, self._notifier, old.id, f"{first_line(old)}\n\n{line}")
+            log.info("task %s: budget question %s superseded", task.id, old.id)
 
     def settle(self, qid: int, answer: str) -> None:
         future = self._waiting.get(qid)

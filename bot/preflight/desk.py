@@ -146,14 +146,20 @@ class PreflightDesk:
         return await self._settle(hold, "answered", hold.answers[choice], "preflight.answered")
 
     async def on_reply(self, user_id: int, chat_id: int, message_id: int, text: str) -> bool:
-        """A reply to a pending question's message answers it with the owner's words; False:
-        the message replied to is no pending question of this owner."""
-        for hold in await self._store.preflights.pending(chat_id):
-            if hold.owner_id != user_id or hold.row_id is None:
+        """A reply to a pending question's message, or to a copy of it /pending showed (which
+        says so too), answers it with the owner's words; False: the message replied to is no
+        pending question of this owner."""
+        for hold in await self._store.preflights.pending():
+            if hold.owner_id != user_id:
                 continue
-            if await self._store.outbox.message_id_of(hold.row_id) == message_id:
-                await self._settle(hold, "answered", text.strip(), "preflight.answered")
-                return True
+            copies = await self._store.copies.of(CopyOf.HOLD, hold.id)
+            rows = [c.row_id for c in copies if c.chat_id == chat_id]
+            if hold.chat_id == chat_id and hold.row_id is not None:
+                rows.insert(0, hold.row_id)
+            for row_id in rows:
+                if await self._store.outbox.message_id_of(row_id) == message_id:
+                    await self._settle(hold, "answered", text.strip(), "preflight.answered")
+                    return True
         return False
 
     async def run_forever(self) -> None:

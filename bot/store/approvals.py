@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -177,6 +177,27 @@ class QuestionRepo:
             )
         return selected
 
+    async def resolve_selected(self, qid: int, options: Sequence[str]) -> str | None:
+        """Done on an open multi-select question: answered with its selection as it stands in
+        the same transaction that closes it (the row locked on PostgreSQL, like ``toggle``), so
+        a tap that selected just before is in the answer. Returns the answer (the selected
+        ``options``, in their order); None: the question was closed already."""
+        query = sa.select(pending_questions.c.payload).where(
+            pending_questions.c.id == qid, pending_questions.c.status == PENDING
+        )
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(query.with_for_update())).first()
+            if row is None:
+                return None
+            picked = sorted(json.loads(row.payload).get("selected") or [])
+            answer = ", ".join(options[i] for i in picked if 0 <= i < len(options))
+            await conn.execute(
+                pending_questions.update()
+                .where(pending_questions.c.id == qid)
+                .values(status=QuestionStatus.ANSWERED, answer=answer, answered_at=self._clock())
+            )
+        return answer
+
     async def resolve(self, qid: int, status: str, answer: str) -> bool:
         """Close a pending question; False if it was closed already (second tap, expiry)."""
         async with self._engine.begin() as conn:
@@ -186,6 +207,28 @@ class QuestionRepo:
                 .values(status=status, answer=answer, answered_at=self._clock())
             )
         return result.rowcount == 1
+
+    async def supersede(self, task_id: int, kind: QuestionKind) -> list[PendingQuestion]:
+        """A newer question of ``kind`` is asked for the task: its open ones of that kind are
+        expired (``superseded``) and returned, in one conditional statement, so a tap on one
+        at the same time either answers it first or finds it expired."""
+        statement = (
+            pending_questions.update()
+            .where(
+                pending_questions.c.task_id == task_id,
+                pending_questions.c.kind == kind,
+                pending_questions.c.status == PENDING,
+            )
+            .values(
+                status=QuestionStatus.EXPIRED,
+                answer=ApprovalAnswer.SUPERSEDED,
+                answered_at=self._clock(),
+            )
+            .returning(pending_questions)
+        )
+        async with self._engine.begin() as conn:
+            rows = list(await conn.execute(statement))
+        return sorted((_question(r) for r in rows), key=lambda q: q.id)
 
     async def expire_pending(
         self, turn_ids: Collection[int] | None = None, answer: str = ApprovalAnswer.RESTART

@@ -81,12 +81,14 @@ class StallRepo:
             row = (await conn.execute(statement)).first()
         return _notice(row) if row is not None else None
 
-    async def end(self, turn_id: int) -> StallNotice | None:
-        """The turn is over: its message is forgotten and returned as it stood then (None: the
-        watchdog never spoke). A tap after this finds nothing."""
+    async def end(self, turn_id: int, row_id: int) -> StallNotice | None:
+        """The run that sent message ``row_id`` is over: that message is forgotten and returned
+        as it stood then (None: the turn's message is another run's now, or none). A tap after
+        this finds nothing. Only that row: a process that lost the turn to another runner
+        never takes away the message the new one sent (nor the Keep waiting tapped there)."""
         statement = (
             stall_notices.delete()
-            .where(stall_notices.c.turn_id == turn_id)
+            .where(stall_notices.c.turn_id == turn_id, stall_notices.c.row_id == row_id)
             .returning(stall_notices)
         )
         async with self._engine.begin() as conn:

@@ -8,7 +8,7 @@ import io
 
 from bot.approvals.copies import edit_copies, first_line
 from bot.errors import UserInputError
-from bot.models import MessageKind, QuestionKind, QuestionStatus, Task
+from bot.models import ApprovalAnswer, MessageKind, QuestionKind, QuestionStatus, Task, TaskStatus
 from bot.store import PendingQuestion, Store
 from bot.tasks.export import export
 from bot.tasks.service import TaskService
@@ -34,6 +34,11 @@ class TaskCard:
             raise UserInputError("callback.stale")
         if task.owner_id != user_id:
             raise UserInputError("callback.not_yours")
+        if question.status == QuestionStatus.EXPIRED:  # a newer decision replaced it
+            raise UserInputError("callback_approval.expired")
+        if task.status is not TaskStatus.BUDGET_EXCEEDED:  # a follow-up moved the task on
+            await self._moved_on(task, question)
+            raise UserInputError("callback_approval.expired")
         if extend:
             await self._tasks.money.check_daily_cap(user_id)
             await self._tasks.refuse_held(task)  # before the question is closed: Extend stays
@@ -63,6 +68,17 @@ class TaskCard:
             lambda _turn: self._notifier.budget_answered(task, question, line),
         )
         return task
+
+    async def _moved_on(self, task: Task, question: PendingQuestion) -> None:
+        """The budget decision of a task a follow-up has moved on since is no longer asked:
+        it expires, and its card and /pending copies lose the buttons and say so."""
+        if not await self._store.questions.resolve(
+            question.id, QuestionStatus.EXPIRED, ApprovalAnswer.SUPERSEDED
+        ):
+            return
+        line = self._texts.get(task.locale, "money.budget_moved_on")
+        await self._notifier.budget_answered(task, question, line)
+        await self._copies_say(question, line)
 
     async def _copies_say(self, question: PendingQuestion, line: str) -> None:
         """/pending's copies of the budget decision lose their buttons and say the answer."""

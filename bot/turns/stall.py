@@ -60,6 +60,7 @@ class StallWatch:
         self._paused = False
         self._told: set[StallState] = set()
         self._silenced = False  # the owner chose Keep waiting (as the store said when it spoke)
+        self._row_id: int | None = None  # the outbox row of the last message sent here
         self._watch: asyncio.Task[None] | None = None
 
     def observe(self, event: AgentEvent) -> None:
@@ -82,7 +83,9 @@ class StallWatch:
     async def close(self) -> None:
         """The turn is over: the watch stops, and its message, if it spoke, loses its buttons
         and says the turn went on to its end (no word that is false afterwards). A message
-        its owner answered with Keep waiting, in whichever process, was edited by that answer."""
+        its owner answered with Keep waiting, in whichever process, was edited by that answer.
+        Only the message this watch sent: one a newer runner of the turn sent (this process
+        lost the turn) is that runner's to close."""
         if self._watch is not None:
             self._watch.cancel()
             await asyncio.wait({self._watch})  # a cancel of the turn itself is not swallowed
@@ -93,7 +96,9 @@ class StallWatch:
                     self._turn_id,
                     self._watch.exception(),
                 )
-        notice = await self._store.stalls.end(self._turn_id)
+        if self._row_id is None:  # it never spoke: a message there is another run's
+            return
+        notice = await self._store.stalls.end(self._turn_id, self._row_id)
         if notice is not None and notice.state is StallNoticeState.OPEN:
             done = self._notifier.text(self._task.locale, "stall.over", label=self._task.label)
             await self._notifier.edit_row(notice.chat_id, notice.row_id, f"{notice.text}\n\n{done}")
@@ -148,6 +153,7 @@ class StallWatch:
             row_id = await self._notifier.send(self._task, text, MessageKind.STATUS, markup=markup)
             notice = StallNotice(self._turn_id, self._task.chat_id, row_id, text)
             await self._store.stalls.spoke(notice)
+            self._row_id = row_id  # before the commit: a cancel during it leaves no row unclosed
         log.info("task %s turn %s: stalled (%s); said so", self._task.id, self._turn_id, state)
         return True
 
