@@ -259,7 +259,7 @@ async def start_core(core: Core, stack: contextlib.AsyncExitStack) -> None:
     await asyncio.to_thread(kill_tagged, core.tag + ":")
     # what Codex's sandbox left that no tag names (executors.orphans)
     roots = (*core.workdirs.allowed, core.worktrees.root)
-    await asyncio.to_thread(orphans.sweep_stale, roots)
+    await orphans.sweep_stale(roots)
     shared = core.shared
     if shared is None or shared.dispatcher is not None:  # it runs agents (a front does not)
         watchdog = Watchdog.start(this_run())

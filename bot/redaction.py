@@ -75,12 +75,14 @@ class Redactor:
 
 def _forms(secret: str) -> tuple[str, ...]:
     """``secret`` as text that escaped it shows it: HTML without and with its quotes escaped
-    (a message, a patch sent inline) and inside a JSON string (``"`` as ``\\"``)."""
+    (a message, a patch sent inline), inside a JSON string (``"`` as ``\\"``), and such a JSON
+    string escaped as HTML (an approval card's tool input)."""
+    in_json = (json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1])
     return (
         html.escape(secret, quote=False),
         html.escape(secret),
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        json.dumps(secret)[1:-1],
+        *in_json,
+        *(html.escape(j, quote=q) for j in in_json for q in (False, True)),
     )
 
 

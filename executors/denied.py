@@ -147,8 +147,9 @@ def _codex_entries(codex_home: Path) -> list[Path]:
 def secret_names(environ: Mapping[str, str], also: Iterable[str] = ()) -> tuple[str, ...]:
     """The variables of ``environ`` a sandboxed command must not see: API keys, tokens,
     passwords (by name), and ``also`` (e.g. the variable an endpoint's key is in). A name that
-    only looks secret is not one: git's author and committer, and a ``*_ENV`` whose value is a
-    variable's name (that variable is a secret when its own name or ``also`` says so)."""
+    only looks secret is not one: git's author and committer, and a ``*_ENV`` whose value is the
+    name of a variable of ``environ`` (that variable is a secret when its own name or ``also``
+    says so)."""
     extra = {name for name in also if name}
     return tuple(
         sorted(
@@ -156,16 +157,18 @@ def secret_names(environ: Mapping[str, str], also: Iterable[str] = ()) -> tuple[
             for name in environ
             if name in extra
             or name in SECRET_NAMES
-            or (SECRET_NAME.search(name) and not _looks_secret_only(name, environ[name]))
+            or (SECRET_NAME.search(name) and not _looks_secret_only(name, environ))
         )
     )
 
 
-def _looks_secret_only(name: str, value: str) -> bool:
-    """Whether ``name`` matches ``SECRET_NAME`` though its value is no secret."""
+def _looks_secret_only(name: str, environ: Mapping[str, str]) -> bool:
+    """Whether ``name`` matches ``SECRET_NAME`` though its value is no secret: git's identity,
+    or a ``*_ENV`` naming a variable that exists (an all-capitals key is no name)."""
     if name in IDENTITY_NAMES:
         return True
-    return bool(NAMING.search(name) and VARIABLE_NAME.fullmatch(value))
+    value = environ[name]
+    return bool(NAMING.search(name) and VARIABLE_NAME.fullmatch(value) and value in environ)
 
 
 def without_secrets(environ: Mapping[str, str], also: Iterable[str] = ()) -> dict[str, str]:

@@ -37,7 +37,10 @@ from executors.procs import PROC, all_pids, stat_of
 
 log = logging.getLogger(__name__)
 
-# what only Codex's sandbox has on its command line (its helper's arg0, its file helper's flag)
+# what a leaked one runs (its arg0's name), and an argument only Codex's sandbox has: its
+# helper (by name) or its file helper's flag (measured with 0.171: ``bwrap --as-pid-1 … --bind
+# <cwd> <cwd> … -- …/codex-linux-sandbox … -- …/codex --codex-run-as-fs-helper``)
+LEAKED_ARG0 = b"bwrap"
 CODEX_MARKS = (b"codex-linux-sandbox", b"--codex-run-as-fs-helper")
 SWEEP_WAIT_S = 5.0  # a /proc read stuck on a process in uninterruptible sleep: not the turn's
 
@@ -51,19 +54,23 @@ def _ancestors() -> set[int]:
         found.add(pid)
         parent = stat_of(pid)
         pid = parent[0] if parent else 0
-    return (found | {1}) - {os.getpid()}  # as pid 1 (a container without init): ours are live
+    # as pid 1 (a container without an init) orphans land on the bot, which does not reap
+    # them: run it with one (``docker run --init``); its own children are live agents
+    return (found | {1}) - {os.getpid()}
 
 
 def _codex_sandbox_naming(pid: int, marks: tuple[bytes, ...]) -> bool:
-    """``pid``'s command line is Codex's sandbox and names one of ``marks`` (as a whole path:
-    followed by the end of an argument or a ``/``)."""
+    """``pid``'s command line is Codex's sandbox (bubblewrap running Codex's helper: whole
+    arguments, not words inside one) and names one of ``marks`` (as a whole path: followed by
+    the end of an argument or a ``/``)."""
     try:
-        cmdline = (PROC / str(pid) / "cmdline").read_bytes()
+        args = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    if not any(mark in cmdline for mark in CODEX_MARKS):
+    if args[0].rsplit(b"/", 1)[-1] != LEAKED_ARG0:
         return False
-    args = cmdline.split(b"\0")
+    if not any(arg.rsplit(b"/", 1)[-1] in CODEX_MARKS for arg in args[1:]):
+        return False
     return any(arg == m or arg.startswith(m + b"/") for arg in args for m in marks)
 
 
@@ -100,8 +107,11 @@ async def ended(cwd: Path) -> int:
     return 0
 
 
-def sweep_stale(roots: Iterable[Path]) -> int:
+async def sweep_stale(roots: Iterable[Path]) -> int:
     """At a process's start: kill the orphans of Codex's sandbox naming a directory under
     ``roots`` (where its tasks run: the allowed working directories, the worktrees), which a
-    crashed earlier run could not sweep. Blocking: run it on a thread."""
-    return sweep(roots)
+    crashed earlier run could not sweep; off the event loop, waited for at most SWEEP_WAIT_S."""
+    with contextlib.suppress(TimeoutError):
+        return await asyncio.wait_for(asyncio.to_thread(sweep, list(roots)), SWEEP_WAIT_S)
+    log.warning("the start-up sweep outlasted %ss; left to finish alone", SWEEP_WAIT_S)
+    return 0

@@ -763,6 +763,7 @@ async def test_a_plain_checkout_diff_leaves_out_the_owners_earlier_edits(tmp_pat
     draft = files["draft.md"]
     assert draft["deleted"] and draft["removed"] == 2 and "-the owner's draft" in draft["patch"]
     assert "+more" in files["README.md"]["patch"]  # from the commit: the owner's line too
+    assert TOKEN not in json.dumps(found) and "[redacted]" in files["README.md"]["patch"]
 
 
 async def test_a_task_outside_any_repository_has_no_diff(tmp_path, workdir):

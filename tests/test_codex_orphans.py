@@ -70,36 +70,51 @@ async def _gone(pid: int, within_s: float = 5) -> bool:
     return True
 
 
-def _sandbox_like(*paths: Path) -> list[str]:
-    """A look-alike of a leaked Codex sandbox: its arg0 mark and binds of ``paths``."""
+def _sandbox_like(bwrap: Path, *paths: Path, helper: str = "/x/codex-linux-sandbox") -> list[str]:
+    """A look-alike of a leaked Codex sandbox: bubblewrap by name (``bwrap``: a link to
+    python), binds of ``paths``, then Codex's ``helper``."""
     binds = [a for p in paths for a in ("--bind", str(p), str(p))]
-    return [sys.executable, "-c", SLEEPER, "codex-linux-sandbox", *binds]
+    return [str(bwrap), "-c", SLEEPER, *binds, "--", helper, "--codex-run-as-fs-helper"]
 
 
-async def test_only_the_turns_orphans_are_killed(tmp_path: Path, started: list[int]):
-    """Look-alikes: orphans of Codex's sandbox binding the turn's directory (or one inside it)
-    are killed; one binding another directory (a sibling sharing its name's start), an orphan
-    naming the directory that is not Codex's sandbox (the owner's ``nohup``), and a sandbox whose
-    parent runs (here: this process) are not."""
+@pytest.fixture
+def bwrap(tmp_path: Path) -> Path:
+    """python under the name of bubblewrap, for look-alikes of Codex's leaked sandboxes."""
+    link = tmp_path / "bin" / "bwrap"
+    link.parent.mkdir()
+    link.symlink_to(sys.executable)
+    return link
+
+
+async def test_only_the_turns_orphans_are_killed(tmp_path: Path, bwrap: Path, started: list[int]):
+    """Look-alikes: orphaned Codex sandboxes binding the turn's directory (or one inside it)
+    are killed; one binding another directory (a sibling sharing its name's start), orphans
+    naming the directory that are not Codex's sandbox (the owner's ``nohup``, one whose
+    argument only contains the helper's name, bubblewrap without Codex's helper), and a
+    sandbox whose parent runs (here: this process) are not."""
     cwd, sibling = tmp_path / "work", tmp_path / "work-other"
     env = {"PATH": os.environ["PATH"]}
-    binding = _orphan(_sandbox_like(cwd), env)
-    inside = _orphan([sys.executable, "-c", SLEEPER, "--codex-run-as-fs-helper", str(cwd / "a")])
-    elsewhere = _orphan(_sandbox_like(sibling), env)
+    binding = _orphan(_sandbox_like(bwrap, cwd), env)
+    inside = _orphan(_sandbox_like(bwrap, cwd / "sub"), env)
+    elsewhere = _orphan(_sandbox_like(bwrap, sibling), env)
     owners = _orphan([sys.executable, "-c", SLEEPER, str(cwd)], env)
-    parented = subprocess.Popen(_sandbox_like(cwd), env=env)  # a live sandbox: its parent runs
-    started += [binding, inside, elsewhere, owners, parented.pid]
-    assert all(stat_of(pid)[0] != os.getpid() for pid in (binding, inside, elsewhere, owners))
+    notes = str(cwd / "notes" / "codex-linux-sandbox.md")
+    by_word = _orphan([sys.executable, "-c", SLEEPER, "codex-linux-sandbox", notes], env)
+    not_codex = _orphan(_sandbox_like(bwrap, cwd, helper=notes)[:-1], env)
+    parented = subprocess.Popen(_sandbox_like(bwrap, cwd), env=env)  # its parent runs
+    kept = [elsewhere, owners, by_word, not_codex]
+    started += [binding, inside, *kept, parented.pid]
+    assert all(stat_of(pid)[0] != os.getpid() for pid in (binding, inside, *kept))
 
     assert await orphans.ended(cwd) == 2
     assert await _gone(binding) and await _gone(inside)
-    assert _alive(elsewhere) and _alive(owners) and parented.poll() is None
+    assert all(_alive(pid) for pid in kept) and parented.poll() is None
     parented.kill()
     parented.wait(5)
 
 
 async def test_a_restart_sweeps_what_its_crashed_run_left_and_only_that(
-    tmp_path: Path, workdir: Path, started: list[int]
+    tmp_path: Path, workdir: Path, bwrap: Path, started: list[int]
 ):
     """The bot died mid-turn (no sweep at the turn's end): its next start kills the orphans of
     Codex's sandbox naming a directory its tasks may run in; one naming another is left."""
@@ -108,8 +123,8 @@ async def test_a_restart_sweeps_what_its_crashed_run_left_and_only_that(
 
     environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     elsewhere_dir = tmp_path / "not-a-workdir"
-    left = _orphan(_sandbox_like(workdir / "task"))
-    other = _orphan(_sandbox_like(elsewhere_dir))
+    left = _orphan(_sandbox_like(bwrap, workdir / "task"))
+    other = _orphan(_sandbox_like(bwrap, elsewhere_dir))
     started += [left, other]
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, "claude", workdir)

@@ -63,6 +63,10 @@ def test_a_value_with_quotes_is_redacted_as_html_and_json_escape_it():
         assert redact(f"pw {form} end") == f"pw {REDACTED} end", form
     assert redact(json.dumps({"cmd": f"psql -W {QUOTED}"})) == f'{{"cmd": "psql -W {REDACTED}"}}'
     assert Redactor.of(["plain-value-1"]).secrets == ("plain-value-1",)  # no form twice
+    # an approval card: the tool's input as JSON, escaped as HTML (``&`` needs both)
+    amp = 'Sm"tp&Pass-2024'
+    card = html.escape(json.dumps({"password": amp}))
+    assert amp not in Redactor.of([amp])(card) and "Pass-2024" not in Redactor.of([amp])(card)
 
 
 def shown(fake: FakeTelegram) -> list[str]:

@@ -53,12 +53,17 @@ def test_git_identity_and_a_variables_name_are_no_secrets():
         "DETACH_LOCAL_API_KEY_ENV": "OPENROUTER_API_KEY",
         "OPENROUTER_API_KEY": key,
         "DEPLOY_TOKEN_ENV": token,  # a value, not a name: stays secret
+        "TOTP_SECRET_ENV": "JBSWY3DPEHPK3PXP",  # all capitals, but no variable's name: secret
     }
     settings = Settings(bot_token="123:bot-token-value", local_api_key_env="OPENROUTER_API_KEY")
     keys = key_variables(settings, [])
-    assert secret_names(environ, keys) == ("DEPLOY_TOKEN_ENV", "OPENROUTER_API_KEY")
+    assert secret_names(environ, keys) == (
+        "DEPLOY_TOKEN_ENV",
+        "OPENROUTER_API_KEY",
+        "TOTP_SECRET_ENV",
+    )
     values = known_secrets(settings, environ, keys)
-    assert key in values and token in values
+    assert key in values and token in values and "JBSWY3DPEHPK3PXP" in values
     assert not {"Jane Q. Owner", "jane.owner@example.org", "OPENROUTER_API_KEY"} & set(values)
 
 

@@ -118,21 +118,24 @@ class BoardData:
         """A worktree task's changes since it started, one entry per file; a task in a plain
         checkout those since its first turn's recorded baseline (``scope``: "task"), else the
         checkout's uncommitted changes, which may hold the owner's own edits too ("checkout";
-        see ``bot.board.checkout``)."""
+        see ``bot.board.checkout``). Secret values are redacted, as everywhere the bot shows
+        what an agent wrote (``Store.redact``)."""
+        redact = self.store.redact
         if await self.worktrees.get(task.id) is not None:
             try:
                 found = await self.worktrees.diff(task.id)
             except UserInputError as exc:
                 return {"files": [], "note": exc.key, "scope": "worktree"}
-            return {"files": split_patch(found.patch), "stat": found.stat, "scope": "worktree"}
+            files = split_patch(redact(found.patch))
+            return {"files": files, "stat": redact(found.stat), "scope": "worktree"}
         first = await self.store.transcript.after(task.id, 0, BASELINE_WITHIN)
         before = next((from_record(x.body) for x in first if x.kind == RECORD_KIND), None)
         if before is not None and (patch := await patch_since(task.cwd, before)) is not None:
-            return {"files": split_patch(patch), "scope": "task"}
+            return {"files": split_patch(redact(patch)), "scope": "task"}
         patch = await checkout_patch(task.cwd)
         if patch is None:
             return {"files": [], "scope": "none"}
-        return {"files": split_patch(patch), "scope": "checkout"}
+        return {"files": split_patch(redact(patch)), "scope": "checkout"}
 
     async def transcript(
         self, task_id: int, cursor: int, limit: int = PAGE
