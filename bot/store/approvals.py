@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from bot.models import ApprovalAnswer, QuestionKind, QuestionStatus
 from bot.redaction import NOTHING, Redactor
-from bot.store.db import Clock, Database, aware, utc
+from bot.store.db import Clock, Connection, Database, aware, utc
 from bot.store.schema import grants, pending_questions
 
 PENDING = QuestionStatus.PENDING
@@ -158,14 +158,10 @@ class QuestionRepo:
         """Select ``option`` of an open multi-select question, or unselect it if it was: one
         transaction on the row (locked on PostgreSQL), so taps at once lose none. Returns the
         selection now; None: the question is closed."""
-        query = sa.select(pending_questions.c.payload).where(
-            pending_questions.c.id == qid, pending_questions.c.status == PENDING
-        )
         async with self._engine.begin() as conn:
-            row = (await conn.execute(query.with_for_update())).first()
-            if row is None:
+            payload = await _open_payload(conn, qid)
+            if payload is None:
                 return None
-            payload = json.loads(row.payload)
             selected = [i for i in payload.get("selected") or [] if i != option]
             if len(selected) == len(payload.get("selected") or []):
                 selected.append(option)
@@ -182,14 +178,11 @@ class QuestionRepo:
         the same transaction that closes it (the row locked on PostgreSQL, like ``toggle``), so
         a tap that selected just before is in the answer. Returns the answer (the selected
         ``options``, in their order); None: the question was closed already."""
-        query = sa.select(pending_questions.c.payload).where(
-            pending_questions.c.id == qid, pending_questions.c.status == PENDING
-        )
         async with self._engine.begin() as conn:
-            row = (await conn.execute(query.with_for_update())).first()
-            if row is None:
+            payload = await _open_payload(conn, qid)
+            if payload is None:
                 return None
-            picked = sorted(json.loads(row.payload).get("selected") or [])
+            picked = sorted(payload.get("selected") or [])
             answer = ", ".join(options[i] for i in picked if 0 <= i < len(options))
             await conn.execute(
                 pending_questions.update()
@@ -306,3 +299,13 @@ def _active_grants(by_engine: bool, by_cwd: bool) -> sa.Select[Any]:
     if by_cwd:
         query = query.where(grants.c.cwd == sa.bindparam("cwd"))
     return query.order_by(grants.c.id)
+
+
+async def _open_payload(conn: Connection, qid: int) -> dict[str, Any] | None:
+    """The payload of question ``qid`` if it is open, its row locked for the rest of the
+    transaction on PostgreSQL (SQLite has one writer at a time); None: closed, or gone."""
+    query = sa.select(pending_questions.c.payload).where(
+        pending_questions.c.id == qid, pending_questions.c.status == PENDING
+    )
+    row = (await conn.execute(query.with_for_update())).first()
+    return None if row is None else dict(json.loads(row.payload))
