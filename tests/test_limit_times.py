@@ -19,7 +19,6 @@ from bot.errors import UserInputError
 from bot.events import ApprovalRequest, LimitReached, TurnFinished, Usage
 from bot.models import TaskStatus, TurnSpec
 from bot.schedules.when import AT_HORIZON, parse_at
-from bot.store import Store
 from bot.store.engine_state import LIMIT_HORIZON
 from bot.turns.limits import believed
 from bot.turns.pool import JobPool
@@ -27,7 +26,7 @@ from bot.turns.queue import TurnQueue
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
-from tests.support.postgres import postgres_database
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.support.recording_session import RecordingSession
 from tests.test_checks import finished
 from tests.test_handlers import feed, message
@@ -93,18 +92,11 @@ async def test_a_reset_eighty_years_ahead_holds_no_task_behind_it(
             await fake.wait_text(OWNER, "next done", timeout_s=60)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=STORE_KINDS)
 async def store(request, tmp_path):  # type: ignore[no-untyped-def]
     """A store on a real SQLite file and on the machine's PostgreSQL, with the real clock."""
-    if request.param == "sqlite":
-        opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+    async with opened_store(request.param, tmp_path) as opened:
         yield opened
-        await opened.close()
-        return
-    async with postgres_database() as url:
-        opened = await Store.open(url)
-        yield opened
-        await opened.close()
 
 
 async def test_the_engines_limit_only_moves_later_while_it_holds(store):

@@ -28,7 +28,7 @@ from bot.store.schema import pending_questions, schema_version
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
-from tests.support.postgres import postgres_database
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.test_approvals_e2e import answer_of, buttons, edited
 from tests.test_buzzes import spent_budget
 from tests.test_phone import SESSION, answer, buttons_data, settings, until
@@ -349,17 +349,10 @@ async def test_a_reply_to_a_preflight_questions_copy_answers_it(
             ]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=STORE_KINDS)
 async def store(request, tmp_path):  # type: ignore[no-untyped-def]
-    if request.param == "sqlite":
-        opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
+    async with opened_store(request.param, tmp_path, Clock()) as opened:
         yield opened
-        await opened.close()
-        return
-    async with postgres_database() as url:
-        opened = await Store.open(url, Clock())
-        yield opened
-        await opened.close()
 
 
 async def test_copies_are_one_per_chat_and_five_in_all(store):

@@ -14,23 +14,16 @@ from bot.intake.retention import Pruned, Retention
 from bot.models import TaskStatus
 from bot.store import Store
 from bot.store.schema import outbox, transcript
-from tests.support.postgres import postgres_database
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.test_store import Clock, new
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=STORE_KINDS)
 async def db(request, tmp_path):
     """A Store and its clock, on a real SQLite file and on the machine's PostgreSQL."""
     clock = Clock()
-    if request.param == "sqlite":
-        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", clock)
+    async with opened_store(request.param, tmp_path, clock) as store:
         yield store, clock
-        await store.close()
-        return
-    async with postgres_database() as url:
-        store = await Store.open(url, clock)
-        yield store, clock
-        await store.close()
 
 
 FILE = base64.b64encode(b"x" * 3000).decode()

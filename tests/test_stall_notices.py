@@ -11,21 +11,14 @@ import pytest
 
 from bot.store import Store
 from bot.store.stalls import StallNotice, StallNoticeState
-from tests.support.postgres import postgres_database
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.test_store import Clock, new
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request, tmp_path):
-    if request.param == "sqlite":
-        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
-        yield store
-        await store.close()
-        return
-    async with postgres_database() as url:
-        store = await Store.open(url, Clock())
-        yield store
-        await store.close()
+@pytest.fixture(params=STORE_KINDS)
+async def store(request, tmp_path):  # type: ignore[no-untyped-def]
+    async with opened_store(request.param, tmp_path, Clock()) as opened:
+        yield opened
 
 
 async def a_turn(store: Store) -> int:

@@ -14,7 +14,7 @@ from bot.errors import TurnTaken
 from bot.models import NewTask, TaskKind, TaskStatus
 from bot.store import Store, TurnOutcome
 from bot.store.migrations import MIGRATIONS
-from tests.support.postgres import postgres_database
+from tests.support.postgres import STORE_KINDS, opened_store
 
 
 class Clock:
@@ -26,18 +26,11 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request, tmp_path):
+@pytest.fixture(params=STORE_KINDS)
+async def store(request, tmp_path):  # type: ignore[no-untyped-def]
     """The same Store code on a real SQLite file and on the machine's PostgreSQL."""
-    if request.param == "sqlite":
-        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
-        yield store
-        await store.close()
-        return
-    async with postgres_database() as url:
-        store = await Store.open(url, Clock())
-        yield store
-        await store.close()
+    async with opened_store(request.param, tmp_path, Clock()) as opened:
+        yield opened
 
 
 def new(prompt: str = "fix the login", owner: int = 1, engine: str = "claude") -> NewTask:

@@ -24,13 +24,12 @@ from bot.events import (
     WindowReported,
 )
 from bot.models import TaskStatus
-from bot.store import Store
 from executors.claude_protocol import parse_event
 from executors.codex import CodexExecutor
 from tests.support.fake_engine import FakeEngine, Pause
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
-from tests.support.postgres import postgres_database
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.test_approvals_e2e import answer_of, buttons, edited, touch
 from tests.test_codex_executor import collect
 from tests.test_codex_executor import spec as codex_spec
@@ -223,17 +222,10 @@ async def test_limits_names_the_limit_in_force_and_the_tasks_it_holds(tmp_path, 
             assert "Claude's usage limit · resets" in listed
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=STORE_KINDS)
 async def store(request, tmp_path):  # type: ignore[no-untyped-def]
-    if request.param == "sqlite":
-        opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", Clock())
+    async with opened_store(request.param, tmp_path, Clock()) as opened:
         yield opened
-        await opened.close()
-        return
-    async with postgres_database() as url:
-        opened = await Store.open(url, Clock())
-        yield opened
-        await opened.close()
 
 
 async def test_a_window_is_warned_once_until_it_resets(store):

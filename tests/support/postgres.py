@@ -7,8 +7,12 @@ import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+
+from bot.store import Store
+from bot.store.db import Clock
 
 DSN = os.environ.get("DETACH_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -28,3 +32,28 @@ async def postgres_database() -> AsyncIterator[str]:
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+STORE_KINDS = ("sqlite", "postgresql")
+
+
+@contextlib.asynccontextmanager
+async def opened_store(
+    kind: str, tmp_path: Path, clock: Clock | None = None
+) -> AsyncIterator[Store]:
+    """The same Store code on a real SQLite file (``kind`` "sqlite") or on a throwaway database
+    of the machine's PostgreSQL; ``clock``: the store's (else the real one)."""
+    clocked = () if clock is None else (clock,)
+    if kind == "sqlite":
+        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite", *clocked)
+        try:
+            yield store
+        finally:
+            await store.close()
+        return
+    async with postgres_database() as url:
+        store = await Store.open(url, *clocked)
+        try:
+            yield store
+        finally:
+            await store.close()
