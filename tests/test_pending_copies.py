@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from sqlalchemy.util import await_only
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.view import DONE
+from bot.errors import UserInputError
 from bot.events import ApprovalRequest, Question, SessionStarted, TurnFinished, Usage
 from bot.models import CopyOf, QuestionKind, QuestionStatus
 from bot.store import PendingCopy, Store, migrations
@@ -53,17 +55,18 @@ def asks_to_deploy() -> tuple:
 
 @contextlib.contextmanager
 def first_read_held(
-    store: Store, task: asyncio.Task[Any], release: asyncio.Event
+    store: Store, task: asyncio.Task[Any], release: asyncio.Event, read: str = "pending_questions"
 ) -> Iterator[asyncio.Event]:
-    """Hold ``task`` right after its first read of ``pending_questions`` until ``release``;
-    the event returned is set once it is held. SQLAlchemy runs the hook in the greenlet of the
-    task's statement, so ``await_only`` suspends that task alone."""
+    """Hold ``task`` right after its first read that ``read`` (a pattern) finds (of
+    ``pending_questions`` unless told) until ``release``; the event returned is set once it is
+    held. SQLAlchemy runs the hook in the greenlet of the task's statement, so ``await_only``
+    suspends that task alone."""
     held = asyncio.Event()
 
     def hook(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
         if held.is_set() or asyncio.current_task() is not task:
             return
-        if statement.lstrip().upper().startswith("SELECT") and "pending_questions" in statement:
+        if statement.lstrip().upper().startswith("SELECT") and re.search(read, statement):
             held.set()
             await_only(release.wait())
 
@@ -75,9 +78,12 @@ def first_read_held(
         sa.event.remove(engine, "after_cursor_execute", hook)
 
 
-async def _interleaved(store: Store, first: Any, second: Any) -> None:
-    """``first`` starts and is held right after its first read of the question; ``second``
-    runs to its end meanwhile; then ``first`` goes on from what it read."""
+async def _interleaved(
+    store: Store, first: Any, second: Any, read: str = "pending_questions"
+) -> None:
+    """``first`` starts and is held right after its first read of the question (or what
+    ``read`` finds); ``second`` runs to its end meanwhile; then ``first`` goes on from what it
+    read."""
     release = asyncio.Event()
     started = asyncio.get_running_loop().create_future()
 
@@ -86,7 +92,7 @@ async def _interleaved(store: Store, first: Any, second: Any) -> None:
         await first()
 
     task = asyncio.create_task(run_first())
-    with first_read_held(store, task, release) as held:
+    with first_read_held(store, task, release, read) as held:
         started.set_result(None)
         async with asyncio.timeout(10):
             await held.wait()
@@ -285,6 +291,64 @@ async def test_a_budget_decision_a_follow_up_moved_past_expires_when_tapped(tmp_
             assert not any(d.startswith("bu:") for d in buttons_data(fake, card_id))
             assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
             assert len(await app.store.tasks.turns_of(task.id)) == 2
+
+
+def spent_then_done(spec: Any) -> tuple:
+    """The first turn stops at its budget; every later one ends well."""
+    return turn(0.006, "error_max_budget_usd") if spec.turn_id == 1 else turn(0.001, None)
+
+
+async def test_extend_tapped_again_on_its_copy_says_it_was_answered(tmp_path, workdir):
+    """Extend tapped on the card, then again on the /pending copy: the second tap says the
+    decision was answered, and extends nothing more (main said "expired": the task's state
+    was read before the question's own)."""
+    engine = FakeEngine(spent_then_done)
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
+            card = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            mark = len(fake.calls)
+            await fake.user_message("/pending", OWNER)
+            copy = await fake.wait_text(OWNER, "stopped at its budget", after=mark)
+            extend = card.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+            await answer_of(fake, await fake.press(OWNER, card.result["message_id"], extend, OWNER))
+            (task,) = await app.store.tasks.list_for(OWNER)
+            query = await fake.press(OWNER, copy.result["message_id"], extend, OWNER)
+            assert await answer_of(fake, query) == "Answered already."
+            await fake.wait_text(OWNER, "all wrapped up", timeout_s=20)
+            assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
+            assert len(await app.store.tasks.turns_of(task.id)) == 2
+
+
+async def test_a_follow_up_between_extends_read_and_its_answer_wins_whole(tmp_path, workdir):
+    """Extend read the task stopped at its budget; a follow-up moved it on before Extend
+    closed the question: Extend says the request expired, raises nothing and queues nothing
+    (main raised the budget and queued a continue turn behind the follow-up)."""
+    engine = FakeEngine(spent_then_done)
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
+            card = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            (task,) = await app.store.tasks.list_for(OWNER)
+            (ask,) = await app.dispatcher["pending"].of(OWNER)
+            outcome: list[str] = []
+
+            async def extend() -> None:
+                with pytest.raises(UserInputError) as refused:
+                    await app.dispatcher["card"].answer_budget(OWNER, ask.subject_id, True)
+                outcome.append(refused.value.key)
+
+            async def follow_up() -> None:
+                reply_to = card.result["message_id"]
+                await fake.user_message("just finish", OWNER, reply_to_message_id=reply_to)
+                await until(lambda: len(engine.specs) == 2)
+
+            await _interleaved(app.store, extend, follow_up, r"\bFROM tasks\b")
+            assert outcome == ["callback_approval.expired"]
+            await fake.wait_text(OWNER, "all wrapped up", timeout_s=20)
+            assert (await app.store.tasks.get(task.id)).max_usd == task.max_usd
+            assert len(await app.store.tasks.turns_of(task.id)) == 2
+            assert (await app.store.questions.get(ask.subject_id)).answer == "superseded"
 
 
 async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(

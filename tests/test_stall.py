@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.approvals.stalls import StallAction, StallChoice
+from bot.approvals.stalls import StallAction, StallChoice, stall_keyboard
 from bot.events import ApprovalRequest, SessionStarted, ToolCalled, ToolFinished
-from bot.models import TaskStatus
+from bot.models import MessageKind, TaskStatus
+from bot.store import Store
+from bot.store.schema import tasks, turns
+from bot.store.stalls import StallNotice
 from bot.turns.stall import StallWatch
 from tests.support.fake_engine import FakeEngine, Pause, Until
 from tests.support.fake_telegram import FakeTelegram
@@ -19,7 +22,7 @@ from tests.support.harness import OWNER, make_settings, running_bot, worker_in_o
 from tests.support.postgres import postgres_database
 from tests.support.workers import runner_of, wait_until
 from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
-from tests.test_phone import SESSION, answer, buzzing, settings, until
+from tests.test_phone import SESSION, answer, buttons_data, buzzing, settings, until
 
 STALLED = ("no word from the agent", "has said nothing", "has not exited")
 
@@ -326,3 +329,72 @@ async def test_an_old_runs_end_leaves_the_running_watchdogs_message(tmp_path, wo
                 if c.method == "editMessageText" and int(c.params["message_id"]) == where
             ]
             assert not [t for t in texts if "has ended since" in t]
+
+
+async def test_a_restart_closes_the_stall_message_of_the_turn_it_interrupts(tmp_path, workdir):
+    """The process died while its watchdog's message stood (the turn running, the message
+    with Stop and Keep waiting, as a kill -9 leaves them): the next start interrupts the turn
+    and that message loses its buttons and says the turn has ended; nothing of it is left in
+    the store (main left both buttons live under a turn nobody runs)."""
+    engine = FakeEngine((SessionStarted(SESSION, "fake-model"), Until(asyncio.Event())))
+    async with FakeTelegram() as fake:
+        config = settings(tmp_path, fake, workdir)
+        async with running_bot(config, {}, {"claude": engine}) as app:
+            await fake.user_message("/detach think hard", OWNER)
+            await until(lambda: len(engine.specs) == 1)  # the turn runs
+            said, turn_id = await _spoke_as_a_watchdog(app)
+        store = await Store.open(config.resolved_database_url)
+        try:  # the turn as a kill -9 leaves it: running (this one stopped cleanly)
+            async with store.engine.begin() as conn:
+                await conn.execute(turns.update().values(status=TaskStatus.RUNNING.value))
+                await conn.execute(tasks.update().values(status=TaskStatus.RUNNING.value))
+        finally:
+            await store.close()
+        assert len(buttons_data(fake, said)) == 2  # Stop and Keep waiting, live
+        mark = len(fake.calls)
+        async with running_bot(config, {}, {"claude": engine}) as app:
+            await fake.wait_text(OWNER, "restarted while these tasks were running", after=mark)
+            closed = await edited(fake, said, "has ended since", mark, timeout_s=10)
+            assert "reply_markup" not in closed.params
+            assert await app.store.stalls.get(turn_id) is None
+            assert (await app.store.tasks.get(1)).status is TaskStatus.INTERRUPTED
+
+
+async def test_a_takeover_closes_the_stall_message_of_the_dead_runners_turn(tmp_path, workdir):
+    """A runner died while its watchdog's message stood: taking its turns over interrupts the
+    turn, and that message loses Stop and Keep waiting and says the turn has ended, its row
+    gone (PostgreSQL; main left both buttons live)."""
+    async with postgres_database() as url, FakeTelegram() as fake:
+        front = settings(
+            tmp_path, fake, workdir, role="front", database_url=url, worker_lease_s=600
+        )
+        async with running_bot(front, {}, {"claude": FakeEngine(answer("never"))}) as app:
+            await fake.user_message("/detach think hard", OWNER)
+            await fake.wait_text(OWNER, "#1 think-hard", timeout_s=20)
+            turn = await app.store.tasks.last_turn(1)
+            await app.store.runners.register("gone", "w9", "h", "worker", 30)
+            assert await app.store.claims.claim_turn(turn.id, "gone") is not None
+            said, turn_id = await _spoke_as_a_watchdog(app)
+            mark = len(fake.calls)
+            assert app.core.shared is not None
+            (taken,) = await app.core.shared.takeover.take("gone", dead=True)
+            assert taken.status is TaskStatus.INTERRUPTED
+            closed = await edited(fake, said, "has ended since", mark, timeout_s=10)
+            assert "reply_markup" not in closed.params
+            assert await app.store.stalls.get(turn_id) is None
+
+
+async def _spoke_as_a_watchdog(app) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """What a watchdog's message leaves (``StallWatch._speak``): the message with its buttons
+    and its row in the store; returns its message id and the turn's id."""
+    task = await app.store.tasks.get(1)
+    turn = await app.store.tasks.last_turn(1)
+    notifier = app.core.notifier
+    text = notifier.text(task.locale, "stall.model", label=task.label, minutes=1)
+    markup = stall_keyboard(notifier.texts, task.locale, turn.id)
+    async with app.store.atomic():
+        row_id = await notifier.send(task, text, MessageKind.STATUS, markup=markup)
+        await app.store.stalls.spoke(StallNotice(turn.id, task.chat_id, row_id, text))
+    assert await app.outbox.idle(10)
+    said_id = await app.store.outbox.message_id_of(row_id)
+    return said_id, turn.id

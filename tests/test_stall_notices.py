@@ -78,3 +78,17 @@ async def test_the_end_of_a_run_that_lost_the_turn_leaves_the_new_runners_messag
     assert await store.stalls.get(turn_id) == newer  # a watchdog there still reads the answer
     assert await store.stalls.end(turn_id, 20) == newer
     assert await store.stalls.get(turn_id) is None
+
+
+async def test_the_end_of_dead_turns_takes_their_messages_whichever_run_sent_them(store):
+    """A crash or a takeover ends the turns' runs: their messages (open or silenced) are
+    returned to close and forgotten; another turn's stays. None: every turn's."""
+    dead, alive = await a_turn(store), await a_turn(store)
+    await store.stalls.spoke(StallNotice(dead, 1, 10, "quiet"))
+    await store.stalls.spoke(StallNotice(alive, 1, 20, "quiet too"))
+    assert await store.stalls.end_turns([dead]) == [StallNotice(dead, 1, 10, "quiet")]
+    assert await store.stalls.get(dead) is None
+    assert await store.stalls.end_turns([dead]) == []
+    await store.stalls.silence(alive)
+    (ended,) = await store.stalls.end_turns()
+    assert ended.turn_id == alive and ended.state is StallNoticeState.WAITING

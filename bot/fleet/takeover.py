@@ -1,9 +1,10 @@
 """Taking over the turns of a runner that is gone: its lease lapsed (killed, machine lost,
 stopped), or it is this process's own earlier incarnation at start. In one transaction: the
 runner is marked taken, its running turns become interrupted (cancelled, when a /cancel was
-waiting for it), their pending questions expire with their messages edited, each owner gets
-one notice naming the runner, with Resume and Mark failed per task. Of two processes taking
-over at once, the conditional update of each turn gives it to one."""
+waiting for it), their pending questions expire with their messages edited, their stall
+watchdogs' messages lose their buttons, each owner gets one notice naming the runner, with
+Resume and Mark failed per task. Of two processes taking over at once, the conditional update
+of each turn gives it to one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections import defaultdict
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
+from bot.approvals.stalls import close_stalls
 from bot.models import MessageKind, Task
 from bot.store import Runner, Store
 from bot.telegram.notifier import Notifier
@@ -49,6 +51,7 @@ class Takeover:
                 [runner_id]
             )
             await self._desk.expire(turn_ids, "approval.runner_lost")
+            await close_stalls(self._store, self._notifier, turn_ids)
             for task in cancelled:
                 await self._cancelled(task)
             await self._notifier.retire_live(

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from bot import failpoints
 from bot.approvals.desk import ApprovalDesk
+from bot.approvals.stalls import close_stalls
 from bot.models import MessageKind, Task
 from bot.store import Store
 from bot.telegram.notifier import Notifier
@@ -15,13 +16,14 @@ log = logging.getLogger(__name__)
 
 
 async def recover(store: Store, notifier: Notifier, desk: ApprovalDesk) -> list[Task]:
-    """At the start of the one process (SQLite): questions nobody waits for expire, turns left
-    running become interrupted and each owner gets one message listing them, all in one
-    transaction (a crash here leaves it all to the next start); queued turns are
-    re-submitted by the intake. (On a shared database a runner's turns are taken over by
-    ``bot.fleet.takeover`` instead.)"""
+    """At the start of the one process (SQLite): questions nobody waits for expire, stall
+    watchdogs' messages lose their buttons, turns left running become interrupted and each
+    owner gets one message listing them, all in one transaction (a crash here leaves it all
+    to the next start); queued turns are re-submitted by the intake. (On a shared database
+    a runner's turns are taken over by ``bot.fleet.takeover`` instead.)"""
     async with store.atomic():
         await desk.expire()
+        await close_stalls(store, notifier)
         interrupted = await store.recovery.interrupt_running()
         await store.claims.unsubmit_queued()
         by_chat: dict[int, list[Task]] = defaultdict(list)

@@ -6,6 +6,7 @@ end takes it away. Each change is one conditional statement, so of a tap and the
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -94,3 +95,14 @@ class StallRepo:
         async with self._engine.begin() as conn:
             row = (await conn.execute(statement)).first()
         return _notice(row) if row is not None else None
+
+    async def end_turns(self, turn_ids: Collection[int] | None = None) -> list[StallNotice]:
+        """The runs of ``turn_ids`` are gone (a crash, a runner taken over; None: every turn,
+        at the start of the one process): their messages are forgotten and returned as they
+        stood, whichever run sent them, to be closed."""
+        statement = stall_notices.delete().returning(stall_notices)
+        if turn_ids is not None:
+            statement = statement.where(stall_notices.c.turn_id.in_(list(turn_ids)))
+        async with self._engine.begin() as conn:
+            rows = list(await conn.execute(statement))
+        return sorted((_notice(r) for r in rows), key=lambda n: n.turn_id)

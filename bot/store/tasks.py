@@ -377,16 +377,19 @@ class TaskRepo:
             result = await conn.execute(query.values(status=status.value, updated_at=self._clock()))
         return result.rowcount == 1
 
-    async def raise_budget(self, task_id: int, extra_usd: float) -> None:
+    async def raise_budget(self, task_id: int, extra_usd: float) -> bool:
+        """Extend: the budget of a task stopped at it grows by ``extra_usd``. One conditional
+        statement: False, and nothing raised, once the task moved on (a follow-up)."""
         async with self._engine.begin() as conn:
-            await conn.execute(
+            result = await conn.execute(
                 tasks.update()
-                .where(tasks.c.id == task_id)
+                .where(tasks.c.id == task_id, tasks.c.status == TaskStatus.BUDGET_EXCEEDED.value)
                 .values(
                     max_usd=sa.func.coalesce(tasks.c.max_usd, 0) + extra_usd,
                     updated_at=self._clock(),
                 )
             )
+        return result.rowcount == 1
 
     async def top_by_cost(self, owner_id: int, limit: int = 5) -> list[Task]:
         query = (

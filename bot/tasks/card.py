@@ -8,7 +8,15 @@ import io
 
 from bot.approvals.copies import edit_copies, first_line
 from bot.errors import UserInputError
-from bot.models import ApprovalAnswer, MessageKind, QuestionKind, QuestionStatus, Task, TaskStatus
+from bot.models import (
+    ApprovalAnswer,
+    MessageKind,
+    QuestionKind,
+    QuestionStatus,
+    Task,
+    TaskStatus,
+    Turn,
+)
 from bot.store import PendingQuestion, Store
 from bot.tasks.export import export
 from bot.tasks.service import TaskService
@@ -17,6 +25,8 @@ from bot.telegram.notifier import Notifier
 from bot.telegram.render import usd
 from bot.telegram.texts import Texts
 from bot.turns.transcript import human_line
+
+MOVED_ON = "callback_approval.expired"  # the reply to a tap on a decision the task moved past
 
 
 class TaskCard:
@@ -27,47 +37,62 @@ class TaskCard:
         self._texts = texts
 
     async def answer_budget(self, user_id: int, qid: int, extend: bool) -> Task:
-        """Extend raises the task's budget and resumes the same session; Stop closes it."""
+        """Extend raises the task's budget and resumes the same session; Stop closes it. The
+        question's own state answers first (a second tap says it was answered); Extend is
+        conditional on the task still stopped at its budget, in the transaction that closes
+        the question and queues the turn, so a follow-up landing meanwhile wins whole."""
         question = await self._store.questions.get(qid)
         task = await self._store.tasks.get(question.task_id) if question else None
         if question is None or task is None or question.kind != QuestionKind.BUDGET:
             raise UserInputError("callback.stale")
         if task.owner_id != user_id:
             raise UserInputError("callback.not_yours")
+        if question.status == QuestionStatus.ANSWERED:
+            raise UserInputError("callback_approval.answered")
         if question.status == QuestionStatus.EXPIRED:  # a newer decision replaced it
             raise UserInputError("callback_approval.expired")
         if task.status is not TaskStatus.BUDGET_EXCEEDED:  # a follow-up moved the task on
             await self._moved_on(task, question)
-            raise UserInputError("callback_approval.expired")
+            raise UserInputError(MOVED_ON)
         if extend:
-            await self._tasks.money.check_daily_cap(user_id)
-            await self._tasks.refuse_held(task)  # before the question is closed: Extend stays
-        if not await self._store.questions.resolve(
-            qid, QuestionStatus.ANSWERED, "extend" if extend else "stop"
-        ):
+            return await self._extend(user_id, task, question)
+        if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, "stop"):
             raise UserInputError("callback_approval.answered")
         amount = float(question.payload.get("extend", 0))
-        await self._store.audit.record(
-            "budget_extended" if extend else "budget_stopped", user_id, task.id, f"{amount}"
-        )
-        loc = task.locale
-        if not extend:
-            line = self._texts.get(loc, "money.stopped_line", spent=usd(task.total_cost_usd))
-            await self._notifier.budget_answered(task, question, line)
-            await self._copies_say(question, line)
-            return task
-        await self._store.tasks.raise_budget(task.id, amount)
-        task = await self._tasks.get_own(user_id, task.id)
-        line = self._texts.get(loc, "money.extended_line", cap=usd(task.max_usd or 0))
+        await self._store.audit.record("budget_stopped", user_id, task.id, f"{amount}")
+        line = self._texts.get(task.locale, "money.stopped_line", spent=usd(task.total_cost_usd))
+        await self._notifier.budget_answered(task, question, line)
         await self._copies_say(question, line)
-        await self._tasks.queue_turn(
-            task,
-            user_id,
-            self._texts.get(loc, "money.continue_prompt"),
-            "budget_continued",
-            lambda _turn: self._notifier.budget_answered(task, question, line),
-        )
         return task
+
+    async def _extend(self, user_id: int, task: Task, question: PendingQuestion) -> Task:
+        await self._tasks.money.check_daily_cap(user_id)
+        await self._tasks.refuse_held(task)  # before the question is closed: Extend stays
+        amount = float(question.payload.get("extend", 0))
+
+        async def claim() -> None:
+            if not await self._store.questions.resolve(
+                question.id, QuestionStatus.ANSWERED, "extend"
+            ):
+                raise UserInputError("callback_approval.answered")
+            if not await self._store.tasks.raise_budget(task.id, amount):
+                raise UserInputError(MOVED_ON)  # a follow-up since the read: all is undone
+            await self._store.audit.record("budget_extended", user_id, task.id, f"{amount}")
+
+        async def say(_turn: Turn) -> None:
+            now = await self._tasks.get_own(user_id, task.id)
+            line = self._texts.get(task.locale, "money.extended_line", cap=usd(now.max_usd or 0))
+            await self._copies_say(question, line)
+            await self._notifier.budget_answered(now, question, line)
+
+        prompt = self._texts.get(task.locale, "money.continue_prompt")
+        try:
+            await self._tasks.queue_turn(task, user_id, prompt, "budget_continued", say, claim)
+        except UserInputError as exc:
+            if exc.key == MOVED_ON:
+                await self._moved_on(task, question)
+            raise
+        return await self._tasks.get_own(user_id, task.id)
 
     async def _moved_on(self, task: Task, question: PendingQuestion) -> None:
         """The budget decision of a task a follow-up has moved on since is no longer asked:

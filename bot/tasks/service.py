@@ -209,12 +209,17 @@ class TaskService:
         prompt: str,
         action: str,
         notify: Callable[[Turn], Awaitable[None]],
+        before: Callable[[], Awaitable[None]] | None = None,
     ) -> Turn:
         """The next turn of ``task`` (a follow-up, a resume, a retry, a budget extension):
         the turn, its audit line and what ``notify`` tells the user of it commit together;
-        then the turn is submitted. Refused (``TaskHeld``) while the task is at the terminal."""
+        then the turn is submitted. Refused (``TaskHeld``) while the task is at the terminal.
+        ``before``: what the turn is conditional on, in the same transaction (what it raises
+        undoes it all)."""
         async with self._store.atomic():
             await self.refuse_held(task)
+            if before is not None:
+                await before()
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record(action, user_id, task.id)
             await notify(turn)

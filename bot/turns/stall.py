@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
-from bot.approvals.stalls import stall_keyboard
+from bot.approvals.stalls import close_notice, stall_keyboard
 from bot.events import AgentEvent, ToolCalled, ToolFinished, TurnFinished
 from bot.models import MessageKind, Task
 from bot.store import Store
@@ -99,9 +99,8 @@ class StallWatch:
         if self._row_id is None:  # it never spoke: a message there is another run's
             return
         notice = await self._store.stalls.end(self._turn_id, self._row_id)
-        if notice is not None and notice.state is StallNoticeState.OPEN:
-            done = self._notifier.text(self._task.locale, "stall.over", label=self._task.label)
-            await self._notifier.edit_row(notice.chat_id, notice.row_id, f"{notice.text}\n\n{done}")
+        if notice is not None:
+            await close_notice(self._notifier, self._task, notice)
 
     def state(self) -> StallState:
         if self._asking():
