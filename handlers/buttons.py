@@ -11,7 +11,8 @@ from functools import partial
 from aiogram import F, Router
 from aiogram.types import CallbackQuery
 
-from bot.preflight.desk import PreflightAction, RunDefault
+from bot.preflight.message import PreflightAction
+from bot.preflight.routed import RunDefault
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.service import TaskService

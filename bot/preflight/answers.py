@@ -1,0 +1,153 @@
+"""What settles a held command, exactly once: a suggested answer's button, a reply with the
+owner's own words, "Start anyway", the wait's end, or "Cancel" under an estimate.
+
+A hold is a row (``bot.store.preflights``), so its buttons and replies are read from the table
+and the wait's end is found by a poll of the stored deadlines (after a restart too). Whatever
+settles it, ``resolve`` closes the hold once, the message and its /pending copies lose their
+buttons, and (unless cancelled) the bound ``Starter`` starts the task; a start that fails is
+told to the owner in one message."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from bot.errors import DetachError, UserInputError
+from bot.models import CopyOf, MessageKind, Task
+from bot.preflight.copies import close_hold_copies
+from bot.preflight.message import ANYWAY, CANCEL, plain, silent
+from bot.store import Store
+from bot.store.preflights import PreflightHold
+from bot.telegram.outbox import Outbox
+from bot.telegram.policies import ChatPolicies
+from bot.telegram.texts import Texts
+
+log = logging.getLogger(__name__)
+
+POLL_MAX_S = 10.0  # the longest between two looks for holds whose wait has ended
+
+# starts a held task: the hold, the command's text to run, one line for its acknowledgement
+Starter = Callable[[PreflightHold, str, str], Awaitable[Task]]
+
+
+class HoldAnswers:
+    """``wait_s``: how long a question waits for its answer; ``policies``: the chats' /notify
+    choices (none: every message buzzes)."""
+
+    def __init__(
+        self,
+        store: Store,
+        outbox: Outbox,
+        texts: Texts,
+        wait_s: float,
+        policies: ChatPolicies | None = None,
+    ) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._texts = texts
+        self._wait_s = wait_s
+        self._policies = policies
+        self._start: Starter | None = None
+
+    def bind(self, start: Starter) -> None:
+        """What starts a held task (the task service's)."""
+        self._start = start
+
+    async def on_button(self, user_id: int, hold_id: int, choice: int) -> str:
+        """A tap: a suggested answer or "Start anyway"; the key of the tap's short answer."""
+        hold = await self._store.preflights.get(hold_id)
+        if hold is None or hold.owner_id != user_id:
+            return "preflight.gone"
+        if choice == ANYWAY:
+            return await self._settle(hold, "anyway", "", "preflight.started_anyway")
+        if choice == CANCEL:
+            return await self._cancel(hold)
+        if choice >= len(hold.answers):
+            return "preflight.gone"
+        return await self._settle(hold, "answered", hold.answers[choice], "preflight.answered")
+
+    async def on_reply(self, user_id: int, chat_id: int, message_id: int, text: str) -> bool:
+        """A reply to a pending question's message, or to a copy of it /pending showed (which
+        says so too), answers it with the owner's words; False: the message replied to is no
+        pending question of this owner."""
+        for hold in await self._store.preflights.pending():
+            if hold.owner_id != user_id:
+                continue
+            copies = await self._store.copies.of(CopyOf.HOLD, hold.id)
+            rows = [c.row_id for c in copies if c.chat_id == chat_id]
+            if hold.chat_id == chat_id and hold.row_id is not None:
+                rows.insert(0, hold.row_id)
+            for row_id in rows:
+                if await self._store.outbox.message_id_of(row_id) == message_id:
+                    await self._settle(hold, "answered", text.strip(), "preflight.answered")
+                    return True
+        return False
+
+    async def run_forever(self) -> None:
+        """Start the held tasks whose question waited ``wait_s`` unanswered (after a restart
+        too: the deadline is stored)."""
+        every = min(POLL_MAX_S, max(self._wait_s / 10, 0.1))
+        while True:
+            try:
+                for hold in await self._store.preflights.due(self._store.preflights.now()):
+                    await self._settle(hold, "expired", "", "preflight.no_answer")
+            except DetachError:
+                log.exception("preflight: a held task could not be started")
+            await asyncio.sleep(every)
+
+    async def _settle(self, hold: PreflightHold, status: str, answer: str, note_key: str) -> str:
+        """Close the hold (once), take its buttons away, and start its task with ``answer``
+        (or the note that none came) added to the goal."""
+        if self._start is None or not await self._store.preflights.resolve(hold.id, status, answer):
+            return "preflight.gone"
+        await self._take_buttons_away(hold)
+        text, note = self._goal_and_note(hold, status, answer, note_key)
+        try:
+            task = await self._start(hold, text, note)
+        except DetachError as exc:  # the daily cap reached meanwhile, the engine gone, ...
+            await self._not_started(hold, exc)
+            return "preflight.not_started_short"
+        await self._store.preflights.started(hold.id, task.id)
+        return "preflight.starting"
+
+    def _goal_and_note(
+        self, hold: PreflightHold, status: str, answer: str, note_key: str
+    ) -> tuple[str, str]:
+        """The command's text to run (with the question and its answer, or the note that none
+        came) and the acknowledgement's line."""
+        texts, locale = self._texts, hold.locale
+        if status == "answered":
+            clarified = plain(
+                texts, locale, "preflight.clarified", question=hold.question, answer=answer
+            )
+            return hold.text + "\n\n" + clarified, plain(texts, locale, note_key, answer=answer)
+        if status == "expired":
+            judged = plain(texts, locale, "preflight.best_judgement", question=hold.question)
+            return hold.text + "\n\n" + judged, plain(texts, locale, note_key)
+        return hold.text, plain(texts, locale, note_key)
+
+    async def _not_started(self, hold: PreflightHold, exc: DetachError) -> None:
+        """Tell the owner, in one message, that the held task did not start, and why."""
+        log.warning("preflight hold %s: its task could not start: %r", hold.id, exc)
+        if isinstance(exc, UserInputError):
+            reason = self._texts.get(hold.locale, exc.key, **exc.params)
+        else:
+            reason = self._texts.get(hold.locale, "error.internal")
+        body = self._texts.template(hold.locale, "preflight.not_started").format(reason=reason)
+        quiet = await silent(self._policies, hold.chat_id, MessageKind.RESULT)  # its outcome
+        await self._outbox.send(hold.chat_id, body, reply_to=hold.reply_to, silent=quiet)
+
+    async def _cancel(self, hold: PreflightHold) -> str:
+        """ "Cancel" under an estimate over the budget: the task is never started."""
+        if not await self._store.preflights.resolve(hold.id, "cancelled", ""):
+            return "preflight.gone"
+        await self._take_buttons_away(hold)
+        return "preflight.cancelled"
+
+    async def _take_buttons_away(self, hold: PreflightHold) -> None:
+        """The settled hold's message and its /pending copies keep their text, not their
+        buttons."""
+        if hold.row_id is not None:
+            await self._outbox.edit_markup(hold.chat_id, hold.row_id, None)
+        await close_hold_copies(self._store, self._outbox, hold.id)
