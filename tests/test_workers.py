@@ -15,6 +15,7 @@ from bot.models import TaskStatus
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, stop_process
 from tests.support.postgres import postgres_database
+from tests.support.workers import worker_env
 
 
 async def start_worker(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -54,13 +55,10 @@ async def test_turns_run_on_a_worker_and_the_bot_delivers(
         ],
     )
     async with postgres_database() as url, FakeTelegram() as fake:
-        env = {
-            **agent_env,
-            "DETACH_DATABASE_URL": url,
-            "DETACH_DATA_DIR": str(tmp_path / "w"),
-            "DETACH_CLAUDE_BIN": claude_bin,
-            "DETACH_WORKDIR": str(workdir),
-        }
+        # the default grace of a cancel (5 s), as these tests always ran
+        env = worker_env(
+            agent_env, url, tmp_path / "w", claude_bin, workdir, DETACH_CANCEL_GRACE_S="5"
+        )
         settings = make_settings(
             tmp_path / "data", fake, claude_bin, workdir, role="front", database_url=url
         )
@@ -110,14 +108,15 @@ async def test_a_workers_stall_watchdog_is_stopped_from_the_bot(
         ],
     )
     async with postgres_database() as url, FakeTelegram() as fake:
-        env = {
-            **agent_env,
-            "DETACH_DATABASE_URL": url,
-            "DETACH_DATA_DIR": str(tmp_path / "w"),
-            "DETACH_CLAUDE_BIN": claude_bin,
-            "DETACH_WORKDIR": str(workdir),
-            "DETACH_STALL_S": "2",
-        }
+        env = worker_env(
+            agent_env,
+            url,
+            tmp_path / "w",
+            claude_bin,
+            workdir,
+            DETACH_CANCEL_GRACE_S="5",
+            DETACH_STALL_S="2",
+        )
         settings = make_settings(
             tmp_path / "data", fake, claude_bin, workdir, role="front", database_url=url
         )
