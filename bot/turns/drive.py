@@ -174,15 +174,7 @@ class Drive:
         limit: LimitReached | None = None
         acted = False
         steps = 0  # the tool calls so far: a steer taken in now reaches the model's next step
-        progress = Progress(
-            self._notifier,
-            task,
-            self._progress_interval_s,
-            meter,
-            self._progress_delay_s,
-            self._held(spec.turn_id, leg.runner),
-            functools.partial(self._desk.asking, task.id),
-        )
+        progress = self._progress(leg)
         transcript = TranscriptBatch(self._store, task.id, spec.turn_id, TRANSCRIPT_BATCH)
         async with progress, transcript:
             async for event in events:
@@ -203,21 +195,25 @@ class Drive:
                 if isinstance(event, UsageUpdated) and _over(meter, left):
                     log.info("task %s: budget reached mid-turn; stopping the agent", task.id)
                     await events.aclose()
-                    return Driven(
-                        charged(
-                            TurnOutcome(
-                                TaskStatus.BUDGET_EXCEEDED,
-                                error=TurnError("turn_error.budget_reached"),
-                            ),
-                            meter,
-                        )
-                    )
+                    return _budget_reached(meter)
         if final is None:  # executors end with TurnFinished or raise
             raise AgentCrashed("the agent ended without a result", None, "")
         outcome = outcome_of(final, meter)
         if limit is not None and final.is_error:
             outcome = await self._limited(task, outcome, limit)
         return Driven(outcome, final.denials, acted)
+
+    def _progress(self, leg: Leg) -> Progress:
+        """The turn's progress line: paced, and quiet while the turn waits on its owner."""
+        return Progress(
+            self._notifier,
+            leg.task,
+            self._progress_interval_s,
+            leg.meter,
+            self._progress_delay_s,
+            self._held(leg.spec.turn_id, leg.runner),
+            functools.partial(self._desk.asking, leg.task.id),
+        )
 
     async def _recorded(self, task: Task, event: object) -> None:
         """What an event changes of the task: its session id, a usage window's warning."""
@@ -269,3 +265,9 @@ def _over(meter: Meter, left: float | None) -> bool:
     included, at the price it is counted at)."""
     cost = meter.charge().cost_usd
     return left is not None and cost is not None and cost > left
+
+
+def _budget_reached(meter: Meter) -> Driven:
+    """A turn stopped mid-way at its budget: what it spent, and why it stopped."""
+    stopped = TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_reached"))
+    return Driven(charged(stopped, meter))
