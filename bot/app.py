@@ -302,7 +302,7 @@ async def build(
                 tasks=service,
                 card=TaskCard(service, store, notifier, texts),
                 worktree_card=WorktreeCard(service, core.worktrees, notifier, texts, store.redact),
-                handover=Handover(service, store, core.queue, notifier),
+                handover=Handover(service, store, core.queue, notifier, core.worktrees.guard),
                 answers=answers,
                 pending=PendingAsks(
                     store,

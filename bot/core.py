@@ -50,6 +50,7 @@ from bot.workdirs import WorkdirPolicy
 from executors import orphans, registry
 from executors.check import ShellCheck
 from executors.denied import ReadDenial
+from executors.gitguard import GitGuard
 from executors.procs import kill_tagged, this_run
 from executors.watchdog import Watchdog
 
@@ -135,13 +136,14 @@ async def build_core(
     poll_s = SHARED_POLL_S if shared_db else None  # scale-out: other processes answer
     desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
     money = MoneyDesk(store, presets, settings.daily_cap_usd, settings.task_cap_usd)
-    worktrees = Worktrees(store, settings.data_dir / "worktrees")
+    denial = read_denial(settings, agent_environ)
+    policy = turn_policy(settings, secrets, denial, keys)
+    worktrees = Worktrees(store, settings.data_dir / "worktrees", policy.git)
     workdirs = WorkdirPolicy(
         settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
     )
     lease = Lease(store, name, host, role.value, settings.worker_lease_s, executors.keys)
     tag = process_tag(settings, identity)
-    denial = read_denial(settings, agent_environ)
     runner = TurnRunner(
         store=store,
         engines=engines,
@@ -149,7 +151,7 @@ async def build_core(
         queue=queue,
         desk=desk,
         money=money,
-        policy=turn_policy(settings, secrets, denial, keys),
+        policy=policy,
         workdirs=workdirs,
         identity=lease if shared_db else OneProcess(identity),
         stop_poll_s=poll_s,
@@ -229,6 +231,7 @@ def turn_policy(
         private_dir=private_dir(settings),
         agent_nice=settings.agent_nice,
         read_denial=denial.paths if denial is not None else None,
+        git=GitGuard(denial.paths if denial is not None else tuple),
     )
 
 

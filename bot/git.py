@@ -2,10 +2,14 @@
 repository holding its directory and created under the data dir (never inside the repository).
 Its card then offers Show diff, Merge (into the base branch; refused on conflict) and Discard
 (refused while the worktree holds work, unless confirmed). Every git here runs through
-``executors.gitguard``: the repository's hooks, fsmonitor, drivers and pager are not run."""
+``executors.gitguard`` (confined; the repository's hooks, fsmonitor, drivers and pager not
+run), writing only where the operation must: the git directories, and for a merge the checkout;
+a worktree is removed by the bot itself, not by git."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -16,7 +20,8 @@ from bot.errors import UserInputError
 from bot.models import RepoHead
 from bot.store import Store, WorktreeRow
 from bot.store.placement import ACTIVE, DISCARDED, MERGED
-from executors.gitguard import BASE, PLAIN_DIFF, git, scope
+from executors.gitguard import GitDirs, GitGuard
+from executors.gitscope import BASE, PLAIN_DIFF, Scope, line_of
 
 log = logging.getLogger(__name__)
 FALLBACK = {"user.name": "Detach", "user.email": "detach@localhost"}  # when the owner set none
@@ -34,46 +39,52 @@ class Diff:
     patch: str
 
 
-async def identity() -> tuple[str, ...]:
+async def identity(guard: GitGuard) -> tuple[str, ...]:
     """The author of the commits and merges the bot makes: the owner's own name and e-mail
     from their global git configuration (never a repository's, which an agent may have
     written), each else Detach's."""
     args: list[str] = []
     for key, fallback in FALLBACK.items():
-        found = await git("/", "config", "--global", "--get", key, within=BASE)
+        found = await guard.git("/", "config", "--global", "--get", key, within=BASE)
         args += ["-c", f"{key}={found.out if found.code == 0 and found.out else fallback}"]
     return tuple(args)
 
 
-def maybe_in_repository(cwd: Path) -> bool:
-    """A work tree's ``.git`` in ``cwd`` or above: the cheap test before asking git itself."""
-    return _marked_top(cwd) is not None
+async def in_repository(cwd: Path) -> bool:
+    """A work tree's ``.git`` in ``cwd`` (a directory) or above: the cheap test before asking
+    git itself (off the event loop: an agent may have made any of it a FIFO)."""
+    return await asyncio.to_thread(_marked_top, cwd) is not None
 
 
 def _marked_top(cwd: Path) -> Path | None:
     """The nearest of ``cwd`` and its parents that git's own discovery would take for a work
     tree's top: a ``.git`` directory holding ``HEAD``, or a ``.git`` file naming its git
-    directory (a linked worktree, a submodule)."""
-    path = cwd.resolve()
+    directory (a linked worktree, a submodule). Blocking; None when ``cwd`` is no directory."""
+    try:
+        path = cwd.resolve()
+        if not path.is_dir():
+            return None
+    except (OSError, RuntimeError):
+        return None
     for candidate in (path, *path.parents):
         marker = candidate / ".git"
         try:
             if marker.is_dir():
                 if (marker / "HEAD").is_file():
                     return candidate
-            elif marker.is_file() and marker.read_bytes()[:8] == b"gitdir: ":
+            elif (line_of(marker) or "").startswith("gitdir: "):
                 return candidate
         except OSError:
             return None
     return None
 
 
-async def top_level(cwd: Path) -> Path | None:
+async def top_level(cwd: Path, guard: GitGuard) -> Path | None:
     """The top of the git repository holding ``cwd``, or None. Found by looking at the
     directories (no git process: this runs for every new task, before its agent starts);
     git itself is asked only for a repository this user does not own, which git refuses
     unless ``safe.directory`` allows it."""
-    top = _marked_top(cwd)
+    top = await asyncio.to_thread(_marked_top, cwd)
     if top is None:
         return None
     try:
@@ -82,21 +93,22 @@ async def top_level(cwd: Path) -> Path | None:
         return None
     if owned:
         return top
-    asked = await git(cwd, "rev-parse", "--show-toplevel", within=BASE)
+    asked = await guard.git(cwd, "rev-parse", "--show-toplevel", within=BASE)
     return Path(asked.out).resolve() if asked.code == 0 and asked.out else None
 
 
 class Worktrees:
-    def __init__(self, store: Store, root: Path) -> None:
+    def __init__(self, store: Store, root: Path, guard: GitGuard) -> None:
         self._store = store
         self.root = root.resolve()
+        self.guard = guard
 
     async def head(self, cwd: Path) -> RepoHead:
         """The repository holding ``cwd`` and its current commit and branch (one git process),
         or a clear refusal: not a repository, or one without a commit yet. (``rev-parse`` runs
         no driver: the fixed overrides are enough; a moved work tree is refused by ``create``.)"""
         args = ("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
-        found = await git(cwd, *args, within=BASE)
+        found = await self.guard.git(cwd, *args, within=BASE)
         lines = found.out.splitlines()
         if found.code == 0 and len(lines) == 3:
             branch = lines[2] if lines[2] != "HEAD" else None  # HEAD: detached
@@ -106,12 +118,12 @@ class Worktrees:
         raise UserInputError("worktree.no_commits", path=lines[0])
 
     async def top_level(self, cwd: Path) -> Path | None:
-        return await top_level(cwd)
+        return await top_level(cwd, self.guard)
 
     async def head_if_any(self, cwd: Path) -> RepoHead | None:
         """``head``, or None where there is no repository with a commit (no git process when
         no ``.git`` is in sight)."""
-        if not maybe_in_repository(cwd):
+        if not await in_repository(cwd):
             return None
         try:
             return await self.head(cwd)
@@ -126,9 +138,13 @@ class Worktrees:
         repo = head.top
         path = self.root / f"{task_id}-{slug}"
         branch = f"detach/{task_id}-{slug}"
-        self.root.mkdir(parents=True, exist_ok=True)
-        added = await git(repo, "worktree", "add", "-b", branch, str(path), head.commit)
+        within = await self.guard.scope(repo)
+        dirs = await self._dirs(repo, within)
+        await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)  # bound writable
+        args = ("worktree", "add", "-b", branch, str(path), head.commit)
+        added = await self.guard.git(repo, *args, within=within, writes=(dirs.common, path))
         if added.code != 0:
+            await asyncio.to_thread(_rmdir, path)
             raise UserInputError("worktree.failed", error=added.err[-500:])
         base_branch = head.branch or head.commit
         row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, head.commit, ACTIVE)
@@ -150,64 +166,47 @@ class Worktrees:
     async def diff(self, task_id: int) -> Diff:
         """Everything the task changed since its base: commits and uncommitted files."""
         row = await self.active(task_id)
-        within = await scope(row.path)
-        await git(row.path, "add", "--intent-to-add", "--all", within=within)  # new files show
+        git, within = self.guard.git, await self.guard.scope(row.path)
+        dirs = await self._dirs(row.path, within)
+        index = (dirs.gitdir, dirs.common)
+        await git(row.path, "add", "--intent-to-add", "--all", within=within, writes=index)
         stat = await git(row.path, "diff", *PLAIN_DIFF, "--stat", row.base_commit, within=within)
         patch = await git(row.path, "diff", *PLAIN_DIFF, row.base_commit, within=within)
         return Diff(stat.out, patch.out)
 
     async def has_work(self, row: WorktreeRow) -> bool:
         """Uncommitted changes, or commits the base branch does not have."""
-        within = await scope(row.path)
+        git, within = self.guard.git, await self.guard.scope(row.path)
         status = await git(row.path, "status", "--porcelain", within=within)
-        ahead = await git(row.path, "rev-list", "--count", f"{row.base_commit}..HEAD", within=BASE)
+        ahead = await git(
+            row.path, "rev-list", "--count", f"{row.base_commit}..HEAD", within=within
+        )
         return bool(status.out) or (ahead.out.isdigit() and int(ahead.out) > 0)
 
     async def merge(self, task_id: int, message: str) -> str:
         """Commit what the task left, merge its branch into the base branch in the repository's
         own checkout, then remove the worktree. Refused (nothing changed) on conflict."""
         row = await self.active(task_id)
-        current = await git(
-            row.repo_root, "symbolic-ref", "--quiet", "--short", "HEAD", within=BASE
-        )
+        git, repo = self.guard.git, row.repo_root
+        at_repo = await self.guard.scope(repo)
+        current = await git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", within=at_repo)
         if current.out != row.base_branch:
             raise UserInputError(
                 "worktree.base_moved",
-                repo=row.repo_root,
+                repo=repo,
                 base=row.base_branch,
                 current=current.out or "detached HEAD",
             )
-        within, author = await scope(row.path), await identity()
-        await git(row.path, "add", "--all", within=within)
-        staged = await git(row.path, "diff", *PLAIN_DIFF, "--cached", "--quiet", within=within)
-        if staged.code == 1:
-            committed = await git(
-                row.path,
-                *author,
-                "commit",
-                "--quiet",
-                "--no-verify",
-                "-m",
-                message,
-                within=within,
-            )
-            if committed.code != 0:
-                raise UserInputError("worktree.failed", error=committed.err[-500:])
-        merged = await git(
-            row.repo_root,
-            *author,
-            "merge",
-            "--no-ff",
-            "--no-edit",
-            "--no-stat",
-            "--no-verify",
-            "-m",
-            f"Merge {row.branch}",
-            row.branch,
-        )
+        await self._commit(row, message)
+        repo_dirs = await self._dirs(repo, at_repo)
+        writes = (Path(repo), repo_dirs.gitdir, repo_dirs.common)
+        author = await identity(self.guard)
+        args = ("merge", "--no-ff", "--no-edit", "--no-stat", "--no-verify")
+        merging = (*author, *args, "-m", f"Merge {row.branch}", row.branch)
+        merged = await git(repo, *merging, within=at_repo, writes=writes)
         if merged.code != 0:
-            conflicts = await git(row.repo_root, "diff", "--name-only", "--diff-filter=U")
-            await git(row.repo_root, "merge", "--abort")
+            conflicts = await git(repo, "diff", "--name-only", "--diff-filter=U", within=at_repo)
+            await git(repo, "merge", "--abort", within=at_repo, writes=writes)
             if conflicts.out:
                 raise UserInputError(
                     "worktree.conflict",
@@ -219,6 +218,20 @@ class Worktrees:
         await self._store.worktrees.set_state(task_id, MERGED)
         return row.base_branch
 
+    async def _commit(self, row: WorktreeRow, message: str) -> None:
+        """Commit what the task left uncommitted in its worktree (nothing: no commit)."""
+        git, within = self.guard.git, await self.guard.scope(row.path)
+        dirs = await self._dirs(row.path, within)
+        index = (dirs.gitdir, dirs.common)
+        await git(row.path, "add", "--all", within=within, writes=index)
+        staged = await git(row.path, "diff", *PLAIN_DIFF, "--cached", "--quiet", within=within)
+        if staged.code == 1:
+            author = await identity(self.guard)
+            args = (*author, "commit", "--quiet", "--no-verify", "-m", message)
+            committed = await git(row.path, *args, within=within, writes=index)
+            if committed.code != 0:
+                raise UserInputError("worktree.failed", error=committed.err[-500:])
+
     async def discard(self, task_id: int, confirmed: bool) -> bool:
         """Remove the worktree and its branch; False (nothing removed) when it holds work and
         the removal was not confirmed."""
@@ -229,13 +242,38 @@ class Worktrees:
         await self._store.worktrees.set_state(task_id, DISCARDED)
         return True
 
+    async def _dirs(self, cwd: Path | str, within: Scope) -> GitDirs:
+        dirs = await self.guard.dirs(cwd, within)
+        if dirs is None:
+            raise UserInputError("worktree.failed", error=within.refusal or f"no git at {cwd}")
+        return dirs
+
     async def _remove(self, row: WorktreeRow, force: bool) -> None:
-        removed = await git(
-            row.repo_root, "worktree", "remove", *(["--force"] if force else []), row.path
-        )
-        if removed.code != 0 and Path(row.path).exists():
-            if not force:
-                raise UserInputError("worktree.failed", error=removed.err[-500:])
-            shutil.rmtree(row.path, ignore_errors=True)
-            await git(row.repo_root, "worktree", "prune", within=BASE)
-        await git(row.repo_root, "branch", "-D" if force else "-d", row.branch, within=BASE)
+        """The worktree's files and git's record of it, removed by the bot itself (git is
+        never given the data directory to write), then its branch."""
+        within = await self.guard.scope(row.repo_root)
+        dirs = await self._dirs(row.repo_root, within)
+        record = await asyncio.to_thread(_record, Path(row.path), dirs.common)
+        await asyncio.to_thread(shutil.rmtree, row.path, True)
+        if record is not None:
+            await asyncio.to_thread(shutil.rmtree, record, True)
+        deleting = ("branch", "-D" if force else "-d", row.branch)
+        await self.guard.git(row.repo_root, *deleting, within=within, writes=(dirs.common,))
+
+
+def _record(path: Path, common: Path) -> Path | None:
+    """Git's record of the linked worktree at ``path`` (``<common>/worktrees/<name>``), when
+    both sides name each other; else None (then git prunes it itself one day)."""
+    named = line_of(path / ".git")
+    if named is None or not named.startswith("gitdir: "):
+        return None
+    record = Path(named.removeprefix("gitdir: ").strip())
+    back = line_of(record / "gitdir")
+    if record.parent != common / "worktrees" or back is None:
+        return None
+    return record if Path(back) == path / ".git" else None
+
+
+def _rmdir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()  # only if git left it empty

@@ -72,7 +72,7 @@ def add(args: argparse.Namespace) -> int:
         raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
     mode = ApprovalMode(args.mode) if args.mode else settings.detach_mode
     new_cwd = _workdir(settings, args.cwd)
-    check, check_repository = _check(args.check, new_cwd)
+    check, check_repository = _check(args.check, new_cwd, settings)
     new = NewTask(
         owner_id=owner,
         chat_id=args.chat or owner,
@@ -136,15 +136,18 @@ def adopt(args: argparse.Namespace) -> int:
     return asyncio.run(with_store(settings, work))
 
 
-def _check(given: str | None, cwd: Path) -> tuple[str | None, str | None]:
+def _check(given: str | None, cwd: Path, settings: Settings) -> tuple[str | None, str | None]:
     """``--check`` (``--check no``: none), else the repository's ``.detach.toml`` (read now, so
     a broken one fails here), with that repository: its check runs once the owner approved it."""
+    from bot.core import read_denial
     from bot.git import top_level
     from bot.tasks.checks import given_check, repository_check
+    from executors.gitguard import GitGuard
 
     if given is not None:
         return given_check(given), None
-    top = asyncio.run(top_level(cwd))
+    guard = GitGuard(read_denial(settings, os.environ).paths)
+    top = asyncio.run(top_level(cwd, guard))
     command = repository_check(top) if top is not None else None
     return command, str(top) if command is not None else None
 

@@ -163,10 +163,10 @@ class ClaudeExecutor:
         env = self._env
         if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
             env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
-        if spec.approval_mode is ApprovalMode.SANDBOX:
-            # the CLI runs git status/log in its directory at start, outside its sandbox: what
-            # the agent planted in a .git there (measured: a core.fsmonitor ran) must not run
-            env = {**env, **(await gitguard.scope(spec.cwd)).cli_env()}
+        # the CLI runs git in its directory at start, outside any sandbox: what an agent
+        # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
+        sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
+        env = {**env, **await gitguard.cli_env(spec.cwd, spec.deny_read, sandboxed)}
         with mcp_config_file(spec) as mcp_config:
             argv = self.argv(spec, mcp_config)
             async with agent_process(

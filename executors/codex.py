@@ -195,10 +195,10 @@ class CodexExecutor:
         self, spec: TurnSpec, approver: Approver, inbox: SteerInbox
     ) -> AsyncGenerator[AgentEvent, None]:
         env = self._env
-        if spec.approval_mode is ApprovalMode.SANDBOX:
-            # the CLI's own git status runs outside its sandbox; it guards fsmonitor and hooks,
-            # not filter drivers a previous task (another engine) may have planted in a .git
-            env = {**env, **(await gitguard.scope(spec.cwd)).cli_env()}
+        # the CLI runs git in its directory at start, outside any sandbox: what an agent
+        # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
+        sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
+        env = {**env, **await gitguard.cli_env(spec.cwd, spec.deny_read, sandboxed)}
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
         async with agent_process(
             self.engine,

@@ -99,6 +99,42 @@ def confine(
     ]
 
 
+def jail(
+    argv: list[str], bwrap: str, binds: Iterable[tuple[Path, bool]], denied: Iterable[Path]
+) -> list[str]:
+    """``argv`` as the bot's own tools run where an agent may have written (git): the whole
+    filesystem read-only, no network, its own process namespace, each ``denied`` path hidden;
+    each of ``binds`` (a path, and whether it is writable) bound over whatever denial holds it.
+    Mounts go parents first, so a denial inside a bound path stays in force."""
+    hidden = [Path(os.path.abspath(p)) for p in denied if p.is_absolute()]
+    mounts: dict[str, list[str]] = {}
+    for path, writable in binds:
+        real = os.path.realpath(path)
+        # a read-only one only where a denial hides it (else the root's own bind shows it)
+        if os.path.exists(real) and (writable or any(holds(d, Path(real)) for d in hidden)):
+            mounts[real] = ["--bind" if writable else "--ro-bind", real, real]
+    for path in hidden:
+        mounts.setdefault(str(path), _hidden([path]))
+    ordered = sorted(mounts, key=lambda where: len(Path(where).parts))
+    return [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-net",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--new-session",
+        *(arg for where in ordered for arg in mounts[where]),
+        "--",
+        *argv,
+    ]
+
+
 GIT_KEPT = ("config", "hooks", "info")  # what git runs or obeys: a planted hook, fsmonitor, filter
 
 

@@ -26,7 +26,8 @@ from bot.turns.baseline import take, turn_changes
 from bot.turns.gitinfo import diff_stat, diff_text
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
-from executors.gitguard import BASE, from_listing, scope
+from executors.gitguard import GitGuard
+from executors.gitscope import BASE, from_listing
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -45,6 +46,7 @@ HOOKS = (
     "post-index-change",
     "pre-auto-gc",
 )
+GIT = GitGuard()  # confined; nothing denied in these tests
 ATTRIBUTES = "*.t diff=tc merge=mx\n*.f filter=fx\n*.i filter=inc diff=inc\n*.q filter=x=y\n"
 
 
@@ -152,14 +154,14 @@ def test_every_plant_is_live_with_a_plain_git(tmp_path, markers):
 
 async def test_listing_the_configuration_runs_nothing(tmp_path, markers):
     top = fake_repository(tmp_path / "plain", markers)
-    found = await scope(top)
+    found = await GIT.scope(top)
     assert fired(markers) == []
     keys = dict(found.overrides)
     assert keys["filter.fx.clean"] == "" and keys["filter.fx.required"] == "false"
     assert keys["filter.x=y.clean"] == "" and keys["filter.inc.clean"] == ""  # the odd, included
     assert keys["diff.tc.textconv"] == "" and keys["merge.mx.driver"] == "false"
     assert found.refusal is None
-    cli = found.cli_env()  # an agent CLI's: its start-up git runs no hook, fetches nothing
+    cli = found.cli_env(True)  # an agent CLI's: its start-up git runs no hook, fetches nothing
     given = {cli[f"GIT_CONFIG_KEY_{n}"] for n in range(int(cli["GIT_CONFIG_COUNT"]))}
     assert {"core.fsmonitor", "filter.fx.clean", "diff.tc.textconv"} <= given
     assert not given & {"core.hooksPath", "protocol.allow", "credential.helper"}
@@ -172,8 +174,8 @@ async def test_the_completion_cards_git_runs_nothing_planted(tmp_path, markers, 
     else:  # the task's directory is inside a clean checkout; the agent made its own .git there
         make_repo(tmp_path / "checkout")
         top = fake_repository(tmp_path / "checkout" / "sub", markers)
-    stat = await diff_stat(str(top))
-    text = await diff_text(str(top))
+    stat = await diff_stat(GIT, str(top))
+    text = await diff_text(GIT, str(top))
     assert fired(markers) == []
     for name in ("a.t", "b.f", "c.i", "d.q", "plain.txt"):
         assert name in stat
@@ -187,13 +189,13 @@ async def test_the_turns_own_changes_run_nothing_planted(tmp_path, markers):
     top = make_repo(tmp_path / "repo")
     plant(top / ".git", markers)
     (top / "plain.txt").write_text("the owner's edit\n")
-    before = await take(str(top))
+    before = await take(GIT, str(top))
     assert fired(markers) == [], fired(markers)
     edit(top)  # the agent's commit, by a git that runs the plants (the agent's own)
     sh_git(top, "-c", "commit.gpgSign=false", "commit", "-q", "-am", "agent's commit")
     (top / "later.txt").write_text("after the commit\n")
     shutil.rmtree(markers)
-    changes = await turn_changes(str(top), before)
+    changes = await turn_changes(GIT, str(top), before)
     assert fired(markers) == [], fired(markers)
     assert "agent's commit" in changes and "a.t" in changes and "later.txt | new" in changes
 
@@ -206,8 +208,8 @@ async def test_a_work_tree_moved_to_a_parent_is_not_followed(tmp_path, markers):
     (parent / ".config" / "env").write_text("TOKEN=SECRET-IN-PARENT\n")
     top = fake_repository(parent / "project", markers)
     sh_git(top, "config", "core.worktree", "../..")
-    assert await diff_stat(str(top)) == ""
-    assert await diff_text(str(top)) is None
+    assert await diff_stat(GIT, str(top)) == ""
+    assert await diff_text(GIT, str(top)) is None
     assert fired(markers) == []
 
 
@@ -230,8 +232,8 @@ async def test_a_git_dir_borrowed_from_another_repository_is_not_followed(tmp_pa
         (top / ".git").mkdir()
         (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
         (top / ".git" / "commondir").write_text(f"{other / '.git'}\n")
-    assert "SECRET" not in (await diff_text(str(top)) or "") + await diff_stat(str(top))
-    assert await diff_stat(str(top)) == ""
+    assert "SECRET" not in (await diff_text(GIT, str(top)) or "") + await diff_stat(GIT, str(top))
+    assert await diff_stat(GIT, str(top)) == ""
 
 
 async def test_a_submodules_own_work_tree_is_followed(tmp_path):
@@ -242,7 +244,7 @@ async def test_a_submodules_own_work_tree_is_followed(tmp_path):
     sub = sup / "sm"
     assert "worktree" in sh_git(sub, "config", "--list")
     (sub / "a.t").write_text("changed\n")
-    assert "a.t" in await diff_stat(str(sub))
+    assert "a.t" in await diff_stat(GIT, str(sub))
 
 
 async def test_a_moved_work_tree_is_not_followed(tmp_path, markers):
@@ -253,8 +255,8 @@ async def test_a_moved_work_tree_is_not_followed(tmp_path, markers):
     elsewhere.mkdir()
     (elsewhere / "a.t").write_text("SECRET-ELSEWHERE\n")
     sh_git(top, "config", "core.worktree", str(elsewhere))
-    assert await diff_stat(str(top)) == ""
-    assert await diff_text(str(top)) is None
+    assert await diff_stat(GIT, str(top)) == ""
+    assert await diff_text(GIT, str(top)) is None
     assert fired(markers) == []
 
 
@@ -280,7 +282,7 @@ async def test_a_task_worktree_from_a_planted_repository_creates_diffs_merges_di
     diff: clean, textconv, fsmonitor), Merge (commit and merge: hooks, merge driver), Discard."""
     repo = make_repo(tmp_path / "planted")
     plant(repo / ".git", markers)
-    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    trees = Worktrees(store, tmp_path / "data" / "worktrees", GIT)
     created = await trees.create(1, "merge-me", repo)
     work = Path(created.row.path)
     assert (work / "b.f").read_text() == "b.f v1\n"  # checked out, no smudge
@@ -299,11 +301,11 @@ async def test_a_task_worktree_from_a_planted_repository_creates_diffs_merges_di
 async def test_a_planted_merge_driver_is_a_conflict_not_a_program(tmp_path, markers, store):
     repo = make_repo(tmp_path / "planted")
     plant(repo / ".git", markers)
-    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    trees = Worktrees(store, tmp_path / "data" / "worktrees", GIT)
     created = await trees.create(1, "clash", repo)
     (Path(created.row.path) / "a.t").write_text("theirs\n")
     (repo / "a.t").write_text("ours\n")
-    sh_git(repo, "commit", "-qam", "base moves", env=(await scope(repo)).env())
+    sh_git(repo, "commit", "-qam", "base moves", env=(await GIT.scope(repo)).env(str(Path.home())))
     with pytest.raises(UserInputError) as refused:
         await trees.merge(1, "clash")
     assert refused.value.key == "worktree.conflict"
@@ -313,15 +315,16 @@ async def test_a_planted_merge_driver_is_a_conflict_not_a_program(tmp_path, mark
 
 async def test_a_worktrees_git_file_pointed_at_a_planted_git_dir(tmp_path, markers, store):
     """Inside its worktree the agent may rewrite the ``.git`` file to name a git directory it
-    made and planted; Show diff and Discard still run nothing."""
+    made and planted; Show diff is refused and Discard still runs nothing."""
     repo = make_repo(tmp_path / "repo")
-    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    trees = Worktrees(store, tmp_path / "data" / "worktrees", GIT)
     work = Path((await trees.create(1, "swap", repo)).row.path)
     fake = make_repo(tmp_path / "agent-made")
     plant(fake / ".git", markers)
     (work / ".git").write_text(f"gitdir: {fake / '.git'}\n")
     edit(work)
-    await trees.diff(1)
+    with pytest.raises(UserInputError, match="worktree.failed"):
+        await trees.diff(1)  # refused with the reason: not another repository's diff
     await trees.discard(1, confirmed=True)
     assert fired(markers) == []
 
@@ -331,10 +334,10 @@ async def test_the_bots_git_stays_fast(tmp_path):
     commands together): measured, a few milliseconds each on an idle machine."""
     top = make_repo(tmp_path / "repo")
     edit(top)
-    await diff_stat(str(top))  # warm
+    await diff_stat(GIT, str(top))  # warm
     started = time.perf_counter()
     for _ in range(5):
-        assert "a.t" in await diff_stat(str(top))
+        assert "a.t" in await diff_stat(GIT, str(top))
     per_card_s = (time.perf_counter() - started) / 5
     assert per_card_s < 0.5, per_card_s  # generous: a shared CI machine
     assert BASE.refusal is None

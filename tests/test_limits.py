@@ -511,6 +511,7 @@ async def test_the_handover_prompt_holds_what_happened_and_not_what_is_queued_be
     from bot.models import NewTask, TaskKind
     from bot.store import Store, TurnOutcome
     from bot.tasks.handover import handover_prompt
+    from executors.gitguard import GitGuard
 
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
     try:
@@ -522,7 +523,7 @@ async def test_the_handover_prompt_holds_what_happened_and_not_what_is_queued_be
         await store.tasks.finish_turn(claimed[1], TurnOutcome(TaskStatus.DONE, "found it"))
         waiting = await store.tasks.add_turn(task.id, "now the tests")
         await store.tasks.add_turn(task.id, "and later the docs")
-        prompt = await handover_prompt(store, task, waiting)
+        prompt = await handover_prompt(store, GitGuard(), task, waiting)
     finally:
         await store.close()
     assert "## The goal\nMARK goal: fix it" in prompt

@@ -10,11 +10,14 @@ from pathlib import Path
 from bot.events import SessionStarted, ToolCalled, TurnFinished, Usage
 from bot.models import TurnSpec
 from bot.turns.baseline import take, turn_changes
+from executors.gitguard import GitGuard
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 
 SESSION = "0f0e0d0c-0b0a-4908-8706-050403020199"
+
+GIT = GitGuard()  # the bot's git, confined (nothing denied in these tests)
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -74,27 +77,30 @@ async def test_a_plain_checkout_card_lists_the_turns_commit_not_the_owners_edits
 
 async def test_a_turn_that_edits_or_reverts_an_owners_file_lists_it(tmp_path):
     checkout(tmp_path)
-    before = await take(str(tmp_path))
+    before = await take(GIT, str(tmp_path))
     assert before.head and set(before.dirty) == {"mine.txt", "notes-of-mine.md"}
-    assert await turn_changes(str(tmp_path), before) == ""  # nothing happened since
+    assert await turn_changes(GIT, str(tmp_path), before) == ""  # nothing happened since
     (tmp_path / "mine.txt").write_text("one\nthe owner's edit\nand the agent's\n")
-    changes = await turn_changes(str(tmp_path), before)
+    changes = await turn_changes(GIT, str(tmp_path), before)
     assert "mine.txt" in changes and "notes-of-mine.md" not in changes
     git(tmp_path, "checkout", "--", "mine.txt")  # the owner's edit thrown away: said too
     (tmp_path / "notes-of-mine.md").unlink()
-    changes = await turn_changes(str(tmp_path), before)
+    changes = await turn_changes(GIT, str(tmp_path), before)
     assert "mine.txt" in changes and "notes-of-mine.md" in changes
 
 
 async def test_commits_in_a_repository_that_had_none_and_in_a_subdirectory(tmp_path):
     git(tmp_path, "init", "-q")
     (tmp_path / "sub").mkdir()
-    before = await take(str(tmp_path / "sub"))
+    before = await take(GIT, str(tmp_path / "sub"))
     assert before.top and before.head is None
     (tmp_path / "sub" / "a.txt").write_text("a\n")
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "first")
     (tmp_path / "sub" / "a.txt").write_text("a\nb\n")
-    changes = await turn_changes(str(tmp_path / "sub"), before)
+    changes = await turn_changes(GIT, str(tmp_path / "sub"), before)
     assert "● " in changes and "first" in changes and "sub/a.txt" in changes
-    assert await turn_changes(str(tmp_path / "no-such"), await take(str(tmp_path / "x"))) == ""
+    assert (
+        await turn_changes(GIT, str(tmp_path / "no-such"), await take(GIT, str(tmp_path / "x")))
+        == ""
+    )

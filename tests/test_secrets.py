@@ -19,6 +19,7 @@ from executors.check import ShellCheck
 from executors.claude_sandbox import sandbox_settings
 from executors.codex_sandbox import profile_config
 from executors.denied import secret_names
+from executors.gitguard import GitGuard
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -26,6 +27,8 @@ from tests.test_worktrees import make_repo, sh_git
 
 SESSION = "0f0e0d0c-0b0a-4908-8706-050403020177"
 API_KEY = "sk-ant-api03-secrets-test-value"
+
+GIT = GitGuard()  # the bot's git, confined (nothing denied in these tests)
 
 
 def test_the_database_password_is_a_secret_value():
@@ -94,7 +97,7 @@ async def test_files_named_like_secrets_are_never_recorded(tmp_path: Path):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(f"{name} holds canary-value-{len(name)}\n")
     (repo / "notes.md").write_text("the owner's notes\n")
-    before = await take(str(repo))
+    before = await take(GIT, str(repo))
     assert set(before.dirty) == {*SECRET_NAMED, "notes.md"}
     ((kind, body),) = await recorded(before, 1)
     assert set(body["texts"]) == {"notes.md"}
@@ -103,7 +106,7 @@ async def test_files_named_like_secrets_are_never_recorded(tmp_path: Path):
     (repo / "credentials.json").write_text("credentials.json holds more\n")
     restored = from_record(body)
     assert restored is not None
-    patch = await patch_since(str(repo), restored)
+    patch = await patch_since(GIT, str(repo), restored)
     assert patch is not None and "diff --git a/credentials.json b/credentials.json" in patch
     assert '-{"user": "me"}' in patch and "+credentials.json holds more" in patch
 

@@ -18,10 +18,13 @@ from bot.models import TaskKind, TaskStatus
 from bot.settings import Settings
 from bot.store import Store
 from bot.telegram.callbacks import TaskAction
+from executors.gitguard import GitGuard
 from tests.support.fake_telegram import TOKEN
 from tests.support.harness import app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession
 from tests.test_handlers import OWNER, feed, message, press
+
+GIT = GitGuard()  # the bot's git, confined (nothing denied in these tests)
 
 
 def sh_git(cwd: Path, *args: str) -> str:
@@ -71,7 +74,7 @@ async def store(tmp_path):
 
 async def test_created_outside_the_repository_on_its_own_branch(tmp_path, store):
     repo = make_repo(tmp_path / "repo")
-    trees = Worktrees(store, tmp_path / "data" / "worktrees")
+    trees = Worktrees(store, tmp_path / "data" / "worktrees", GIT)
     created = await trees.create(7, "fix-it", repo / "src")
     path = Path(created.row.path)
     assert path.parent == (tmp_path / "data" / "worktrees").resolve()
@@ -88,7 +91,7 @@ async def test_the_repositorys_top_is_found_where_git_finds_it(tmp_path, store):
     a linked worktree (a ``.git`` file), a ``.git`` that is no repository, and no repository."""
     repo = make_repo(tmp_path / "repo")
     nested = make_repo(repo / "src" / "vendored")
-    linked = Path((await Worktrees(store, tmp_path / "wt").create(3, "t", repo)).row.path)
+    linked = Path((await Worktrees(store, tmp_path / "wt", GIT).create(3, "t", repo)).row.path)
     (tmp_path / "repo" / "src" / "fake" / ".git").mkdir(parents=True)  # no HEAD: not one
     (tmp_path / "plain" / "deeper").mkdir(parents=True)
     cases = {
@@ -105,7 +108,7 @@ async def test_the_repositorys_top_is_found_where_git_finds_it(tmp_path, store):
         )
         by_git = Path(asked.stdout.strip()).resolve() if asked.returncode == 0 else None
         assert by_git == (expected.resolve() if expected else None), cwd
-        assert await top_level(cwd) == by_git, cwd
+        assert await top_level(cwd, GIT) == by_git, cwd
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a repository to another user needs root")
@@ -115,20 +118,20 @@ async def test_a_repository_of_another_user_is_left_to_git(tmp_path):
     theirs = make_repo(tmp_path / "theirs")
     (theirs / ".detach.toml").write_text('check = "touch pwned"\n')
     subprocess.run(["chown", "-R", "nobody", str(theirs)], check=True)
-    assert await top_level(theirs / "src") is None
+    assert await top_level(theirs / "src", GIT) is None
 
 
 async def test_not_a_repository_is_refused(tmp_path, store):
     (tmp_path / "plain").mkdir()
     with pytest.raises(UserInputError) as refused:
-        await Worktrees(store, tmp_path / "wt").head(tmp_path / "plain")
+        await Worktrees(store, tmp_path / "wt", GIT).head(tmp_path / "plain")
     assert refused.value.key == "worktree.not_a_repo"
 
 
 async def test_a_repository_without_commits_or_on_a_detached_head(tmp_path, store):
     """One git process tells the top, the commit and the branch: a repository with no commit
     yet is refused by name; a detached HEAD gives a worktree based on that commit."""
-    trees = Worktrees(store, tmp_path / "wt")
+    trees = Worktrees(store, tmp_path / "wt", GIT)
     (tmp_path / "empty").mkdir()
     sh_git(tmp_path / "empty", "init", "-q")
     with pytest.raises(UserInputError) as refused:
@@ -146,7 +149,7 @@ async def test_a_repository_without_commits_or_on_a_detached_head(tmp_path, stor
 
 async def test_diff_then_merge_into_the_base_branch(tmp_path, store):
     repo = make_repo(tmp_path / "repo")
-    trees = Worktrees(store, tmp_path / "wt")
+    trees = Worktrees(store, tmp_path / "wt", GIT)
     created = await trees.create(1, "feature", repo)
     path = Path(created.row.path)
     (path / "src" / "app.py").write_text("print('v2')\n")
@@ -167,7 +170,7 @@ async def test_diff_then_merge_into_the_base_branch(tmp_path, store):
 
 async def test_a_conflicting_merge_is_refused_and_changes_nothing(tmp_path, store):
     repo = make_repo(tmp_path / "repo")
-    trees = Worktrees(store, tmp_path / "wt")
+    trees = Worktrees(store, tmp_path / "wt", GIT)
     created = await trees.create(2, "clash", repo)
     (Path(created.row.path) / "README.md").write_text("the task's version\n")
     (repo / "README.md").write_text("the user's version\n")
@@ -184,7 +187,7 @@ async def test_a_conflicting_merge_is_refused_and_changes_nothing(tmp_path, stor
 
 async def test_discard_with_work_needs_the_second_button(tmp_path, store):
     repo = make_repo(tmp_path / "repo")
-    trees = Worktrees(store, tmp_path / "wt")
+    trees = Worktrees(store, tmp_path / "wt", GIT)
     empty = await trees.create(3, "nothing", repo)
     assert await trees.discard(3, confirmed=False)  # no work: goes at once
     assert not Path(empty.row.path).exists()
@@ -336,7 +339,7 @@ async def test_a_merge_is_authored_by_the_owners_git_identity(
     monkeypatch.setenv("HOME", str(home))  # the owner's global configuration, and only it
     repo = make_repo(tmp_path / "repo")
     sh_git(repo, "config", "user.name", "Planted Name")  # the repository's own: not used
-    trees = Worktrees(store, tmp_path / "wt")
+    trees = Worktrees(store, tmp_path / "wt", GIT)
     created = await trees.create(1, "feature", repo)
     (Path(created.row.path) / "NEW.txt").write_text("new\n")
     await trees.merge(1, "#1 feature")

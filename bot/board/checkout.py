@@ -19,9 +19,11 @@ import difflib
 import re
 from pathlib import Path
 
+from bot.git import in_repository
 from bot.turns.baseline import Baseline, take
-from bot.turns.gitinfo import in_repository, output, scoped
-from executors.gitguard import PLAIN_DIFF
+from bot.turns.gitinfo import output, scoped
+from executors.gitguard import GitGuard
+from executors.gitscope import PLAIN_DIFF
 from executors.reading import read_regular
 
 MAX_NEW_FILES = 50
@@ -31,13 +33,13 @@ MAX_PATHS = 500  # files named to git at most
 TOP = ("--no-relative", "--no-renames")  # paths from the top, whatever the repository says
 
 
-async def checkout_patch(cwd: str) -> str | None:
+async def checkout_patch(guard: GitGuard, cwd: str) -> str | None:
     """``git diff HEAD`` of the checkout holding ``cwd`` (paths from its top), then each new
     file (untracked, not ignored) as a ``new file`` patch; None when ``cwd`` is in no
     repository git would run in."""
-    if not in_repository(cwd):
+    if not await in_repository(Path(cwd)):
         return None
-    within = await scoped(cwd)
+    within = await scoped(guard, cwd)
     if within is None:
         return None
     top, tracked, untracked = await asyncio.gather(
@@ -53,14 +55,14 @@ async def checkout_patch(cwd: str) -> str | None:
     return patch[:MAX_PATCH_CHARS]
 
 
-async def patch_since(cwd: str, before: Baseline) -> str | None:
+async def patch_since(guard: GitGuard, cwd: str, before: Baseline) -> str | None:
     """What changed in the checkout holding ``cwd`` since ``before``, as a patch from the top;
     None when it is no longer the same repository (then ``checkout_patch`` is all there is).
     A file the owner had already edited (its content in ``before.texts``) is diffed against
     that content, not the commit: the task's change only; a new file of the owner's that the
     task deleted shows as deleted."""
-    after = await take(cwd)
-    within = await scoped(cwd) if after.top is not None else None
+    after = await take(guard, cwd)
+    within = await scoped(guard, cwd) if after.top is not None else None
     if within is None or after.top is None or after.top != before.top:
         return None
     top = after.top

@@ -130,9 +130,12 @@ class BoardData:
             return {"files": files, "stat": redact(found.stat), "scope": "worktree"}
         first = await self.store.transcript.after(task.id, 0, BASELINE_WITHIN)
         before = next((from_record(x.body) for x in first if x.kind == RECORD_KIND), None)
-        if before is not None and (patch := await patch_since(task.cwd, before)) is not None:
+        if (
+            before is not None
+            and (patch := await patch_since(self.worktrees.guard, task.cwd, before)) is not None
+        ):
             return {"files": split_patch(redact(patch)), "scope": "task"}
-        patch = await checkout_patch(task.cwd)
+        patch = await checkout_patch(self.worktrees.guard, task.cwd)
         if patch is None:
             return {"files": [], "scope": "none"}
         return {"files": split_patch(redact(patch)), "scope": "checkout"}

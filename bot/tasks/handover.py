@@ -15,14 +15,16 @@ from bot.telegram.notifier import Notifier
 from bot.turns.continuation import handover_prompt
 from bot.turns.outcome import local_time
 from bot.turns.queue import TurnQueue
+from executors.gitguard import GitGuard
 
 log = logging.getLogger(__name__)
 
 
 class Handover:
     def __init__(
-        self, tasks: TaskService, store: Store, queue: TurnQueue, notifier: Notifier
+        self, tasks: TaskService, store: Store, queue: TurnQueue, notifier: Notifier, git: GitGuard
     ) -> None:
+        self._git = git
         self._tasks = tasks
         self._store = store
         self._queue = queue
@@ -43,7 +45,7 @@ class Handover:
         turn = await self._store.claims.next_queued_turn(task.id)
         if turn is None:
             raise self._not_waiting(task)
-        prompt = await handover_prompt(self._store, task, turn)
+        prompt = await handover_prompt(self._store, self._git, task, turn)
         chat = await self._store.chats.get(task.chat_id)
         preset = self._tasks.money.preset_for(chat.preset, None, engine)
         async with self._store.atomic():

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.git import in_repository
 from bot.redaction import Redactor
 from bot.telegram.render import shorten
-from bot.turns.gitinfo import diff_stat, in_repository, listed, output, scoped
-from executors.gitguard import PLAIN_DIFF, Scope
+from bot.turns.gitinfo import Within, diff_stat, listed, output, scoped
+from executors.gitguard import GitGuard
+from executors.gitscope import PLAIN_DIFF
 from executors.reading import read_regular
 
 HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
@@ -134,11 +136,11 @@ def _texts(top: Path, paths: list[str], secrets: tuple[str, ...]) -> dict[str, s
     return texts
 
 
-async def take(cwd: str) -> Baseline:
+async def take(guard: GitGuard, cwd: str) -> Baseline:
     """The state of the repository holding ``cwd`` now (three git processes)."""
-    if not in_repository(cwd):
+    if not await in_repository(Path(cwd)):
         return Baseline(None)
-    within = await scoped(cwd)
+    within = await scoped(guard, cwd)
     if within is None:
         return Baseline(None)
     top, status = await asyncio.gather(
@@ -152,17 +154,17 @@ async def take(cwd: str) -> Baseline:
     return Baseline(top, head, signed, frozenset(untracked))
 
 
-async def turn_changes(cwd: str, before: Baseline, max_chars: int = 1200) -> str:
+async def turn_changes(guard: GitGuard, cwd: str, before: Baseline, max_chars: int = 1200) -> str:
     """The card's "Changed" block: the commits made since ``before`` (newest first), then the
     stat of the files the turn changed (committed or not), the new files it left and the
     earlier edits it undid; empty when it changed nothing. A directory that was no
     repository before falls back to its whole ``diff_stat`` (the agent made the repository)."""
     if before.top is None:
-        return await diff_stat(cwd, max_chars)
-    after = await take(cwd)
+        return await diff_stat(guard, cwd, max_chars)
+    after = await take(guard, cwd)
     if after.top is None or after.top != before.top:
         return ""
-    within = await scoped(cwd)
+    within = await scoped(guard, cwd)
     if within is None:
         return ""
     commits, committed = await _commits(after.top, within, before.head, after.head)
@@ -185,7 +187,7 @@ async def turn_changes(cwd: str, before: Baseline, max_chars: int = 1200) -> str
 
 
 async def _commits(
-    cwd: str, within: Scope, start: str | None, end: str | None
+    cwd: str, within: Within, start: str | None, end: str | None
 ) -> tuple[list[str], set[str]]:
     """One line per commit made since ``start`` (``abc1234 subject``), and the files they
     changed between the two commits."""
@@ -204,14 +206,14 @@ async def _commits(
     return lines, {name for name in names.split("\0") if name}
 
 
-async def _stat(cwd: str, within: Scope, base: str, paths: list[str]) -> str:
+async def _stat(cwd: str, within: Within, base: str, paths: list[str]) -> str:
     """``git diff --stat`` of the work tree against ``base`` for exactly these files (``cwd``:
     the top, as the names are from it; taken literally, never as patterns)."""
     args = ("diff", *PLAIN_DIFF, *TOP, "--stat", base, "--", *paths)
     return await output(cwd, within, "--literal-pathspecs", *args)
 
 
-async def _empty_tree(cwd: str, within: Scope) -> str:
+async def _empty_tree(cwd: str, within: Within) -> str:
     """The empty tree's id in this repository's hash (a repository with no commit yet)."""
     return await output(cwd, within, "hash-object", "-t", "tree", "--stdin")
 

@@ -10,6 +10,7 @@ from bot.store import Store
 from bot.telegram.render import shorten
 from bot.turns.gitinfo import diff_text
 from bot.turns.transcript import human_line
+from executors.gitguard import GitGuard
 
 SUMMARY_CHARS = 6000  # the newest part of the transcript that goes along
 DIFF_CHARS = 12000
@@ -41,18 +42,18 @@ BODY = """
 CARRY_ON = "Carry on with the goal and finish it; end with a short summary of what you did."
 
 
-async def handover_prompt(store: Store, task: Task, waiting: Turn) -> str:
+async def handover_prompt(store: Store, git: GitGuard, task: Task, waiting: Turn) -> str:
     """The first prompt of a session on another engine, for a task that waited for its
     engine's usage limit (``new_session_prompt`` with the handover's header)."""
-    return HANDOVER.format(engine=task.engine.capitalize()) + await _body(store, task, waiting)
+    return HANDOVER.format(engine=task.engine.capitalize()) + await _body(store, git, task, waiting)
 
 
-async def lost_session_prompt(store: Store, task: Task, waiting: Turn) -> str:
+async def lost_session_prompt(store: Store, git: GitGuard, task: Task, waiting: Turn) -> str:
     """The first prompt of a new session for a task whose session could not be resumed."""
-    return LOST + await _body(store, task, waiting)
+    return LOST + await _body(store, git, task, waiting)
 
 
-async def _body(store: Store, task: Task, waiting: Turn) -> str:
+async def _body(store: Store, git: GitGuard, task: Task, waiting: Turn) -> str:
     """The goal (the task's first request), what the agent said and did in each turn so far
     (the newest ``SUMMARY_CHARS``), the directory's changes, and what the waiting turn asks
     (for the first turn: carry on)."""
@@ -75,7 +76,7 @@ async def _body(store: Store, task: Task, waiting: Turn) -> str:
     summary = "\n".join(lines)
     if len(summary) > SUMMARY_CHARS:
         summary = "… (earlier events left out)\n" + summary[-SUMMARY_CHARS:]
-    diff = await diff_text(task.cwd, DIFF_CHARS)
+    diff = await diff_text(git, task.cwd, DIFF_CHARS)
     return BODY.format(
         goal=goal,
         summary=summary or "(nothing recorded: it stopped before it did anything)",

@@ -35,6 +35,7 @@ from bot.turns.stall import StallWatch
 from bot.turns.steering import SteerBoard, SteerBox
 from bot.turns.transcribe import TranscriptBatch
 from bot.turns.windows import UsageWarnings
+from executors.gitguard import GitGuard
 
 log = logging.getLogger(__name__)
 TRANSCRIPT_BATCH = 25
@@ -80,6 +81,7 @@ class Drive:
         warn_percent: float = 80.0,
         timezone: str = "UTC",
         steering: SteerBoard | None = None,
+        git: GitGuard | None = None,
     ) -> None:
         """``shared``: turns run on a shared database, where another process may take one
         over (its progress is then neither sent nor edited). ``stall_s``: an agent quiet this
@@ -87,6 +89,7 @@ class Drive:
         share is told once; ``timezone``: for owners who set no /tz. ``steering``: the inboxes
         of the turns running here (a follow-up sent into the running turn)."""
         self.steering = steering or SteerBoard()
+        self._git = git or GitGuard()
         self._stall_s = stall_s
         self._warnings = UsageWarnings(store, notifier, warn_percent, timezone)
         self._store = store
@@ -140,7 +143,7 @@ class Drive:
             self._notifier.text(task.locale, "task.session_lost", label=task.label),
             MessageKind.STATUS,
         )
-        prompt = await lost_session_prompt(self._store, task, turn)
+        prompt = await lost_session_prompt(self._store, self._git, task, turn)
         return dataclasses.replace(spec, prompt=prompt, resume_session_id=None)
 
     def _held(self, turn_id: int, runner: str | None) -> Callable[[], Awaitable[bool]] | None:

@@ -20,6 +20,7 @@ from bot.telegram.completion import CardAsk
 from bot.telegram.notifier import Notifier
 from bot.turns.baseline import Baseline, turn_changes
 from bot.turns.outcome import CHECK_PROMPT, CHECK_PROMPT_TAIL
+from executors.gitguard import GitGuard
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,11 @@ class TurnFinisher:
         desk: ApprovalDesk,
         money: MoneyDesk,
         check_rounds: int,
+        git: GitGuard,
     ) -> None:
         """``check_rounds``: how many times a failed check goes back to the agent. The store
         redacts the secrets from what a turn stores and shows (``Store.redact``)."""
+        self._git = git
         self._store = store
         self._notifier = notifier
         self._desk = desk
@@ -77,7 +80,7 @@ class TurnFinisher:
             # as stored, and as the next round's prompt feeds it back to the agent
             check = dataclasses.replace(check, output=self._store.redact(check.output))
         wanted = before is not None and outcome.status is not TaskStatus.FAILED
-        changes = await turn_changes(task.cwd, before) if wanted and before else ""
+        changes = await turn_changes(self._git, task.cwd, before) if wanted and before else ""
         outcome, again = self._judged(turn, outcome, check)
         ending = Ending(outcome, denials, check, changes, again)
         try:

@@ -116,6 +116,7 @@ class TurnRunner:
             desk=desk,
             money=money,
             check_rounds=policy.check_rounds,
+            git=policy.git,
         )
         self._agents = AgentSlots()  # one agent process of a task at a time
         self._specs = TurnSpecs(store, money, policy, workdirs, process_tag)
@@ -131,6 +132,7 @@ class TurnRunner:
             warn_percent=policy.limit_warn_percent,
             timezone=policy.timezone,
             steering=SteerBoard(),
+            git=policy.git,
         )
         self.steering = self._drive.steering  # the inboxes of the turns running here
         self._parking = Parking(
@@ -213,7 +215,7 @@ class TurnRunner:
         spec = await self._specs.spec(task, turn, run.preset, run.left)
         async with self._agents.one(task.id), contextlib.AsyncExitStack() as agent:
             # what was there is not the turn's doing
-            progress.before = before = await take(task.cwd)
+            progress.before = before = await take(self._policy.git, task.cwd)
             start = await recorded(before, turn.seq, self._policy.secrets)
             await self._store.transcript.append(task.id, turn.id, start)
             with run.control.running(), self._stops.watching(turn.id, run.runner, run.control):

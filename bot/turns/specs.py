@@ -16,6 +16,7 @@ from bot.money.presets import Preset
 from bot.store import Store, TurnOutcome
 from bot.turns.outcome import preamble
 from bot.workdirs import WorkdirPolicy
+from executors.gitguard import GitGuard
 
 SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
 
@@ -47,6 +48,7 @@ class TurnPolicy:
     # what a sandboxed turn may not read (executors/denied.py, wired by the composition root),
     # asked for every turn; None: nothing is denied
     read_denial: Callable[[], tuple[Path, ...]] | None = None
+    git: GitGuard = field(default_factory=GitGuard)  # the bot's own git, confined
     # values no baseline records (the bot's token, the environment's API keys): the store
     # redacts them from what it stores and sends (bot.redaction)
     secrets: tuple[str, ...] = ()
