@@ -244,11 +244,12 @@ async def test_a_users_event_streams_are_capped_and_a_closed_one_frees_its_place
                 first = await held.enter_async_context(http.get(url, headers=owner))
                 second = await held.enter_async_context(http.get(url, headers=owner))
                 assert first.status == second.status == 200
+                for stream in (first, second):  # each handler then waits for news
+                    assert await asyncio.wait_for(stream.content.readline(), 5) == b"event: tasks\n"
                 async with http.get(url, headers=owner) as response:
                     assert response.status == 429
                     assert await response.json() == {"error": "too_many_streams"}
-                async with http.get(url, headers=other) as response:
-                    assert response.status == 200  # another user's cap is their own
+                assert await status(http.get(url, headers=other)) == 200  # a cap of their own
                 first.close()  # a page closed: its handler notices at its next write only
                 async with asyncio.timeout(2):
                     while await status(http.get(url, headers=owner)) == 429:
