@@ -1,6 +1,6 @@
 """/board: a one-time sign-in link to the board (and, with an https:// DETACH_PUBLIC_URL, a
 button that opens it as a Telegram Mini App). Only in a private chat: a link in a group would
-sign in whoever opens it first."""
+sign in whoever opens it first; a board that could not listen on its port says so."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ async def on_board(
 ) -> None:
     if board is None:
         await reply("board.off")
+        return
+    if not board.listening:  # its port was taken: the log says which
+        await reply("board.unavailable")
         return
     if message.chat.type != "private":
         await reply("board.private_only")

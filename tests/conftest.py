@@ -80,6 +80,13 @@ SLOW_TESTS = frozenset(
         "test_attachments.py::test_a_captioned_file_is_acknowledged_with_its_words_and_name",
         "test_board.py::test_follow_up_merge_and_discard_from_the_board",
         "test_board.py::test_the_stream_brings_new_transcript_lines_within_a_second",
+        # the board's limits (issue #51): a second board, floods, every route of the board
+        "test_board_limits.py::test_a_25_digit_id_is_a_json_404_on_every_route_that_takes_one",
+        "test_board_limits.py::test_a_25_digit_cursor_limit_or_question_is_a_json_400",
+        "test_board_limits.py::test_a_100000_deep_json_body_is_a_400_and_one_over_the_size_cap_a_413",
+        "test_board_limits.py::test_an_unsigned_flood_is_capped_and_closed_while_a_signed_in_page_answers",
+        "test_board_limits.py::test_a_users_event_streams_are_capped_and_a_closed_one_frees_its_place_at_once",
+        "test_board_limits.py::test_a_taken_port_costs_the_board_only_in_one_log_line",
         "test_buzzes.py::test_a_budget_stop_is_one_message_with_extend_and_stop",
         "test_buzzes.py::test_a_cancel_is_one_message_edited_to_its_end",
         "test_buzzes.py::test_a_long_answer_buzzes_once",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bot.approvals.answers import ApprovalAnswers
+    from bot.board.limits import Limits
     from bot.board.server import Board
     from bot.git import Worktrees
     from bot.settings import Settings
@@ -26,9 +27,10 @@ def make_board(
     notifier: Notifier,
     service: TaskService,
     answers: ApprovalAnswers,
+    limits: Limits | None = None,
 ) -> Board | None:
     """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
-    server, aiohttp's, is not even imported)."""
+    server, aiohttp's, is not even imported). ``limits``: by default, from the open-file limit."""
     if settings.board_port is None or settings.bot_token is None:
         return None
     from bot.board.actions import BoardActions
@@ -51,4 +53,5 @@ def make_board(
         host=settings.board_host,
         port=settings.board_port,
         public_url=settings.public_url,
+        limits=limits,
     )

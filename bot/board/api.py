@@ -1,7 +1,8 @@
 """The board's JSON API (aiohttp handlers behind ``Gate.signed_in``): who is signed in and the
 page's texts, the task list and one task's page, transcript, diff and event streams, and the
 actions (answer a question, follow up, cancel, merge, discard). A task is the signed-in user's
-or ``TaskNotFound`` (404, exactly like a missing one); a malformed body is ``callback.stale``."""
+or ``TaskNotFound`` (404, exactly like a missing one); numbers and bodies are read through
+``bot.board.inputs`` (a malformed one is ``Malformed``, 400)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from bot.approvals.view import ApprovalChoice
 from bot.board.actions import BoardActions
 from bot.board.events import Streams
 from bot.board.gate import SESSION_KEY
+from bot.board.inputs import body_int, query_int, read_json, task_id
 from bot.board.views import BoardData
 from bot.errors import TaskNotFound, UserInputError
 from bot.models import Task
@@ -33,10 +35,13 @@ PAGE_TEXTS = (
 class BoardApi:
     """The handlers of ``/api/...``; each reads the session ``Gate`` put on the request."""
 
-    def __init__(self, data: BoardData, actions: BoardActions, streams: Streams) -> None:
+    def __init__(
+        self, data: BoardData, actions: BoardActions, streams: Streams, json_depth: int
+    ) -> None:
         self._data = data
         self._actions = actions
         self._streams = streams
+        self._json_depth = json_depth
 
     # -- JSON ----------------------------------------------------------------------------------
     async def me(self, request: web.Request) -> web.StreamResponse:
@@ -62,7 +67,7 @@ class BoardApi:
 
     async def transcript(self, request: web.Request) -> web.StreamResponse:
         _user, task = await self._own(request)
-        start, limit = _int(request.query.get("cursor")), _int(request.query.get("limit"), 500)
+        start, limit = query_int(request, "cursor", 0), query_int(request, "limit", 500)
         items, cursor = await self._data.transcript(task.id, start, limit)
         more = cursor != start and bool(await self._data.store.transcript.after(task.id, cursor, 1))
         return web.json_response({"items": items, "cursor": cursor, "more": more})
@@ -73,19 +78,19 @@ class BoardApi:
 
     async def task_stream(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
-        cursor = _int(request.query.get("cursor"))
+        cursor = query_int(request, "cursor", 0)
         return await self._streams.task(request, user_id, task.id, cursor)
 
     # -- actions -------------------------------------------------------------------------------
     async def answer(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
-        body = await _json(request)
-        qid = _int(body.get("qid"))
+        body = await self._json(request)
+        qid, option = body_int(body, "qid", 0), body_int(body, "option", -1)
         question = await self._data.store.questions.get(qid)
         if question is None or question.task_id != task.id:
             raise UserInputError("callback.stale")
         if "option" in body:
-            key = await self._actions.pick(user_id, qid, _int(body.get("option"), -1))
+            key = await self._actions.pick(user_id, qid, option)
         else:
             try:
                 choice = ApprovalChoice(str(body.get("choice")))
@@ -96,7 +101,7 @@ class BoardApi:
 
     async def followup(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
-        prompt = str((await _json(request)).get("prompt", ""))
+        prompt = str((await self._json(request)).get("prompt", ""))
         turn = await self._actions.follow_up(user_id, task.id, prompt)
         return web.json_response({"ok": True, "turn": turn.seq})
 
@@ -111,7 +116,7 @@ class BoardApi:
 
     async def discard(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
-        confirmed = bool((await _json(request)).get("confirmed"))
+        confirmed = bool((await self._json(request)).get("confirmed"))
         return web.json_response({"ok": await self._actions.discard(user_id, task.id, confirmed)})
 
     async def _done(self, user_id: int, key: str) -> web.StreamResponse:
@@ -120,22 +125,10 @@ class BoardApi:
 
     async def _own(self, request: web.Request) -> tuple[int, Task]:
         user_id = request[SESSION_KEY].user_id
-        task = await self._data.own(user_id, int(request.match_info["id"]))
+        task = await self._data.own(user_id, task_id(request))
         if task is None:
             raise TaskNotFound(request.match_info["id"])
         return user_id, task
 
-
-async def _json(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError as exc:
-        raise UserInputError("callback.stale") from exc
-    return body if isinstance(body, dict) else {}
-
-
-def _int(value: object, default: int = 0) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return default
+    async def _json(self, request: web.Request) -> dict[str, Any]:
+        return await read_json(request, self._json_depth)

@@ -33,6 +33,7 @@ from bot.errors import DetachError
 LINK_TTL_S = 600.0
 SESSION_TTL_S = 12 * 3600.0
 INIT_DATA_MAX_AGE_S = 3600.0
+CLOCK_SKEW_S = 60.0  # how far ahead of ours Telegram's clock may be
 COOKIE = "detach_board"
 _LINK_PURPOSE = b"detach-board-link"
 
@@ -95,13 +96,16 @@ class BoardAuth:
 
     def from_init_data(self, init_data: str) -> tuple[str, Session]:
         """A session for the Mini App's user: ``initData`` signed with the bot token, at most
-        an hour old, of an allowed user. Raises Refused."""
+        an hour old and not from the future, of an allowed user. Raises Refused."""
         try:
             data = safe_parse_webapp_init_data(self._token, init_data)
         except ValueError as exc:
             raise Refused("initData not signed by Telegram for this bot") from exc
-        if self._clock() - data.auth_date.timestamp() > INIT_DATA_MAX_AGE_S:
+        age_s = self._clock() - data.auth_date.timestamp()
+        if age_s > INIT_DATA_MAX_AGE_S:
             raise Refused("stale initData")
+        if age_s < -CLOCK_SKEW_S:
+            raise Refused("initData from the future")
         if data.user is None:
             raise Refused("initData without a user")
         return self._open(data.user.id)

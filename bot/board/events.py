@@ -10,7 +10,8 @@ same user's list) is read once and shared. An update reaches a page within ``POL
 transcript's flush; fifty idle pages cost one query per ``POLL_S``.
 
 A stream ends when its client goes, after ``STREAM_MAX_S`` (the page's reader reconnects with
-its cursor) or when the board closes."""
+its cursor) or when the board closes; a user holds at most the ``StreamQuota``'s streams (one
+more answers 429)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from bot.board.limits import StreamQuota
 from bot.board.views import BoardData
 from bot.store import Store
 
@@ -80,10 +82,13 @@ class Pulse:
 
 
 class Streams:
-    def __init__(self, data: BoardData, pulse: Pulse, closing: asyncio.Event) -> None:
+    def __init__(
+        self, data: BoardData, pulse: Pulse, closing: asyncio.Event, quota: StreamQuota
+    ) -> None:
         self._data = data
         self._pulse = pulse
         self._closing = closing
+        self._quota = quota
 
     async def task(
         self, request: web.Request, user_id: int, task_id: int, cursor: int
@@ -114,7 +119,7 @@ class Streams:
                 await _send(response, "task", page)
             return True
 
-        return await self._loop(request, response, step)
+        return await self._loop(request, user_id, response, step)
 
     async def tasks(self, request: web.Request, user_id: int, archived: bool) -> web.StreamResponse:
         """``tasks`` events with the whole list whenever a row of it changed."""
@@ -131,9 +136,24 @@ class Streams:
                 await _send(response, "tasks", {"tasks": rows})
             return True
 
-        return await self._loop(request, response, step)
+        return await self._loop(request, user_id, response, step)
 
     async def _loop(
+        self,
+        request: web.Request,
+        user_id: int,
+        response: web.StreamResponse,
+        step: Callable[[], Awaitable[bool]],
+    ) -> web.StreamResponse:
+        transport = request.transport
+        if transport is None or not self._quota.take(user_id, transport):
+            return web.json_response({"error": "too_many_streams"}, status=429)
+        try:
+            return await self._run(request, response, step)
+        finally:
+            self._quota.give(user_id, transport)
+
+    async def _run(
         self,
         request: web.Request,
         response: web.StreamResponse,

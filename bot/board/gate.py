@@ -2,11 +2,13 @@
 ``initData``, sign-out, the page shell, and the check every other request passes. Nothing but
 the public paths answers without a session: a page answers 401 (its body is the shell), JSON
 and streams 401, a state-changing request without the session's CSRF token 403; a request's
-``TaskNotFound`` answers 404 and its ``UserInputError`` 409 with the text in the user's /lang.
-Every response carries the security headers."""
+``TaskNotFound`` answers 404, its ``Malformed`` 400 and its ``UserInputError`` 409 with the text
+in the user's /lang; aiohttp's own errors under /api/ answer JSON too. A signed-in request tells
+``on_signed_in`` its connection. Every response carries the security headers."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import html
 import logging
@@ -15,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from bot.board.auth import COOKIE, SESSION_TTL_S, BoardAuth, Refused, Session
+from bot.board.inputs import Malformed
 from bot.board.views import BoardData
 from bot.errors import TaskNotFound, UserInputError
 from bot.telegram.render import plain
@@ -43,7 +46,12 @@ class Gate:
     """Who a request is: ``signed_in`` is the middleware, the rest are the sign-in routes."""
 
     def __init__(
-        self, auth: BoardAuth, data: BoardData, shell_html: str, url: Callable[[], str]
+        self,
+        auth: BoardAuth,
+        data: BoardData,
+        shell_html: str,
+        url: Callable[[], str],
+        on_signed_in: Callable[[asyncio.Transport | None], None],
     ) -> None:
         """``shell_html``: the page shell's template; ``url``: where a browser reaches the
         board now (its sign-in cookie is ``Secure`` behind https)."""
@@ -51,12 +59,15 @@ class Gate:
         self._data = data
         self._shell_html = shell_html
         self._url = url
+        self._on_signed_in = on_signed_in
 
     @web.middleware
     async def signed_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        session = self._auth.session(_token(request))
+        if session is not None:
+            self._on_signed_in(request.transport)
         if request.path.startswith(PUBLIC):
             return await handler(request)
-        session = self._auth.session(_token(request))
         if session is None:
             if request.path.startswith("/api/") or request.method != "GET":
                 return web.json_response({"error": "signin"}, status=401)
@@ -66,10 +77,22 @@ class Gate:
             if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
                 return web.json_response({"error": "csrf"}, status=403)
         request[SESSION_KEY] = session
+        return await self._answered(request, session, handler)
+
+    async def _answered(
+        self, request: web.Request, session: Session, handler: Handler
+    ) -> web.StreamResponse:
+        """The handler's response, or its refusal as JSON."""
         try:
             return await handler(request)
         except TaskNotFound:
             return web.json_response({"error": "not_found"}, status=404)
+        except Malformed as exc:
+            return web.json_response({"error": "malformed", "field": exc.field}, status=400)
+        except web.HTTPException as exc:
+            if exc.status < 400 or not request.path.startswith("/api/"):
+                raise
+            return web.json_response({"error": exc.reason}, status=exc.status)
         except UserInputError as exc:
             locale = await self._data.locale(session.user_id)
             text = self._data.texts.get(locale, exc.key, **exc.params)

@@ -1,13 +1,15 @@
 """The board's HTTP server (aiohttp): its lifetime (``serve``), its address and sign-in links,
 and its route table: the page shell and its assets, the sign-in routes (``bot.board.gate``,
 which also guards every other request), and the JSON, streams and actions
-(``bot.board.api``)."""
+(``bot.board.api``). Connections come in through ``bot.board.doors`` within ``Limits``; a board
+that cannot listen says so in one log line and the bot goes on without it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,8 +18,10 @@ from aiohttp import web
 from bot.board.actions import BoardActions
 from bot.board.api import BoardApi
 from bot.board.auth import BoardAuth
+from bot.board.doors import Doors
 from bot.board.events import Pulse, Streams
 from bot.board.gate import Gate, secure_headers
+from bot.board.limits import Limits, StreamQuota
 from bot.board.views import BoardData
 
 log = logging.getLogger(__name__)
@@ -36,17 +40,27 @@ class Board:
         host: str,
         port: int,
         public_url: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
+        """``limits``: by default, ``Limits.for_open_files()``."""
         self.auth = auth
         self._host = host
         self._port = port
         self._public_url = public_url.rstrip("/") if public_url else None
         self._closing = asyncio.Event()
         self._pulse = Pulse(data.store, self._closing)
-        self.bound_port: int | None = None
+        self.bound_port: int | None = None  # None: not listening
+        self._limits = limits or Limits.for_open_files()
+        self._doors = Doors(self._limits)
         shell_html = (STATIC / "index.html").read_text()  # once, at start
-        self._gate = Gate(auth, data, shell_html, lambda: self.url)
-        self._api = BoardApi(data, actions, Streams(data, self._pulse, self._closing))
+        self._gate = Gate(auth, data, shell_html, lambda: self.url, self._doors.signed_in)
+        quota = StreamQuota(self._limits.streams_per_user)
+        streams = Streams(data, self._pulse, self._closing, quota)
+        self._api = BoardApi(data, actions, streams, self._limits.json_depth)
+
+    @property
+    def listening(self) -> bool:
+        return self.bound_port is not None
 
     @property
     def url(self) -> str:
@@ -58,8 +72,9 @@ class Board:
 
     @property
     def mini_app(self) -> bool:
-        """Telegram opens only https:// addresses as a Mini App."""
-        return bool(self._public_url and self._public_url.startswith("https://"))
+        """Telegram opens only https:// addresses as a Mini App (and a board not listening
+        opens none)."""
+        return bool(self.listening and self._public_url and self._public_url.startswith("https://"))
 
     def link(self, user_id: int) -> str:
         """A one-time sign-in link for ``user_id``."""
@@ -67,19 +82,33 @@ class Board:
 
     @contextlib.asynccontextmanager
     async def serve(self) -> AsyncIterator[Board]:
-        """Listening while inside; every stream ends and the port is closed on exit."""
-        runner = web.AppRunner(self.application(), access_log=None, shutdown_timeout=2)
+        """Listening while inside, unless it cannot bind (then ``listening`` is False); every
+        stream ends and the port is closed on exit."""
+        runner = web.AppRunner(
+            self.application(),
+            access_log=None,
+            shutdown_timeout=2,
+            keepalive_timeout=self._limits.keepalive_s,
+        )
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port)
-        await site.start()
-        self.bound_port = int(runner.addresses[0][1])  # what port 0 chose
+        try:
+            listener = await self._doors.listen(_factory(runner), self._host, self._port)
+        except OSError as exc:
+            where, why = f"{self._host}:{self._port}", _reason(exc)
+            log.error("the board cannot listen on %s: %s; Telegram runs without it", where, why)
+            await runner.cleanup()
+            yield self
+            return
+        self.bound_port = int(listener.sockets[0].getsockname()[1])  # what port 0 chose
         pulse = asyncio.create_task(self._pulse.run(), name="board pulse")
         log.info("board at %s", self.url)
         try:
             yield self
         finally:
             self._closing.set()
+            listener.close()
             await runner.cleanup()
+            self._doors.shut()  # the idle ones aiohttp never saw
             await asyncio.wait_for(pulse, 5)
 
     def application(self) -> web.Application:
@@ -106,3 +135,17 @@ class Board:
         post("/api/tasks/{id:\\d+}/discard", api.discard)
         app.router.add_static("/static/", STATIC, append_version=False)
         return app
+
+
+def _factory(runner: web.AppRunner) -> web.Server:
+    """aiohttp's low-level server: the protocol factory behind every admitted connection."""
+    if runner.server is None:
+        raise RuntimeError("the board's runner was not set up")
+    return runner.server
+
+
+def _reason(exc: OSError) -> str:
+    """Why a bind failed, in a few words ("address already in use")."""
+    if exc.errno is not None and exc.errno > 0:
+        return os.strerror(exc.errno).lower()
+    return str(exc.strerror or exc).lower()
