@@ -190,19 +190,26 @@ async def read_lines(
     a clear reason (``StreamBounded``) instead of an internal error. Every line is awaited as a
     task of its own, so a flood of short lines hands the loop back between any two of them;
     asyncio's reader looks for a line's end only in what arrived since it last looked (linear)."""
-    while line := await _readline(stream, proc):
-        yield line.decode("utf-8", errors="replace")
+    gone = asyncio.ensure_future(exited(proc)) if proc is not None else None
+    try:
+        while line := await _readline(stream, proc, gone):
+            yield line.decode("utf-8", errors="replace")
+    finally:
+        if gone is not None:
+            gone.cancel()
 
 
-async def _readline(stream: asyncio.StreamReader, proc: asyncio.subprocess.Process | None) -> bytes:
+async def _readline(
+    stream: asyncio.StreamReader,
+    proc: asyncio.subprocess.Process | None,
+    gone: asyncio.Future[None] | None,
+) -> bytes:
+    """One line; ``gone``: done once ``proc`` exited (one watcher for all the lines)."""
     read = asyncio.ensure_future(stream.readline())
     try:
-        if proc is not None and proc.returncode is None:
-            gone = asyncio.ensure_future(exited(proc))
-            try:
-                await asyncio.wait({read, gone}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                gone.cancel()
+        if gone is not None and not gone.done():
+            either: set[asyncio.Future[Any]] = {read, gone}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if proc is not None and not read.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(read), LINGER_S)

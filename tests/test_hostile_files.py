@@ -180,6 +180,23 @@ async def test_the_boards_diff_shows_planted_new_files_by_name_only(tmp_path):
     assert "\0" not in patch and len(patch) < 10_000
 
 
+def test_attachments_are_not_placed_through_a_planted_link(tmp_path, workdir):
+    from bot.telegram.attachments import place
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workdir / ".detach").symlink_to(elsewhere)
+    staged = tmp_path / "abc123-notes.txt"
+    staged.write_text("the owner's file")
+    place([staged], workdir)
+    assert list(elsewhere.iterdir()) == [] and staged.exists()
+    (workdir / ".detach").unlink()
+    place([staged], workdir)
+    assert (workdir / ".detach" / "attachments" / "abc123-notes.txt").read_text() == (
+        "the owner's file"
+    )
+
+
 # -- the whole bot ------------------------------------------------------------------------------
 
 
@@ -205,8 +222,9 @@ async def test_a_fifo_detach_toml_neither_freezes_the_bot_nor_stops_the_task(
     """The task runs without the repository's check, its acknowledgement says why in one
     line, and another chat's /tasks answers in under a second meanwhile (an unprotected bot
     blocks on the FIFO until the releaser opens it, and fails here)."""
-    plant(repository(workdir) / ".detach.toml", "fifo")
-    releaser.append(workdir / ".detach.toml")
+    (workdir / "plain").mkdir()
+    plant(repository(workdir / "repo") / ".detach.toml", "fifo")
+    releaser.append(workdir / "repo" / ".detach.toml")
     async with FakeTelegram() as fake:
         settings = make_settings(
             tmp_path / "data", fake, "claude", workdir, allowed_users=frozenset({OWNER, OTHER})
@@ -214,17 +232,18 @@ async def test_a_fifo_detach_toml_neither_freezes_the_bot_nor_stops_the_task(
         engine = FakeEngine(finished("agent done"))
         async with running_bot(settings, MACHINE, executors={"claude": engine}) as app:
             await fake.wait_call("setMyCommands")
-            await answered_in(fake, OTHER)  # the first answer of a new bot (imports)
-            await fake.user_message("/claude mode=auto MARK-FIFO go", OWNER)
+            await fake.user_message("/claude mode=auto cwd=plain MARK-WARM go", OWNER)
+            await until_status(app, 1, TaskStatus.DONE)  # a new bot's first task: its imports
+            await fake.user_message("/claude mode=auto cwd=repo MARK-FIFO go", OWNER)
             seconds = await answered_in(fake, OTHER)
-            ack = await fake.wait_text(OWNER, "#1 ", timeout_s=10)
-            task = await until_status(app, 1, TaskStatus.DONE)
+            ack = await fake.wait_text(OWNER, "#2 ", timeout_s=10)
+            task = await until_status(app, 2, TaskStatus.DONE)
     assert seconds < 1.0, seconds
     text = ack.params["text"]
     assert "is not a regular file (a FIFO, a device or a directory): ignored" in text, text
     assert "the task runs without the repository's check" in text
     assert task.check is None and task.check_repository is None
-    assert len(engine.specs) == 1
+    assert len(engine.specs) == 2
 
 
 async def test_planted_task_files_are_rejected_at_once(tmp_path, workdir, releaser):
