@@ -8,12 +8,14 @@
     │   │   └── TaskHeld       the task is held at the terminal (task_id): Take back first
     │   └── TranscriptionFailed  a voice note could not be turned into words (key, reason)
     ├── ToolRefused            an MCP tool call `detach mcp` refuses; the message is for a model
+    ├── FileRefused            a file an agent could have planted, not read (path, why, limit)
     ├── AlreadyRunning         another process holds this database and role (what, holder)
     ├── StoreError             the database failed or holds something unexpected
     │   └── TurnTaken          a turn this runner ran was taken over (its lease lapsed)
     └── AgentError             an agent CLI could not be run or broke its protocol
         ├── AgentNotInstalled  the binary is missing or does not answer --version
         ├── AgentCrashed       the CLI ended without a result (exit_code, stderr_tail)
+        │   └── StreamBounded  a model's stream passed a bound (bound, limit, part, source)
         ├── SessionNotFound    the session to resume is not on this machine (session_id)
         └── PreflightFailed    the preflight's model gave no usable verdict (reason)
 
@@ -23,6 +25,7 @@ fields, not on message text.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 
@@ -93,6 +96,42 @@ class ToolRefused(DetachError):
     the calling model (not a person's localized reply)."""
 
 
+class Unreadable(StrEnum):
+    """Why a file was not read (``FileRefused.why``; ``file.<why>`` names its localized line)."""
+
+    MISSING = "missing"
+    LINK = "link"  # a symbolic link: never followed
+    SPECIAL = "special"  # a FIFO, a device, a socket, a directory: never waited on
+    TOO_LARGE = "too_large"
+    UNREADABLE = "unreadable"  # permissions, a loop of links, an I/O error (``detail``)
+
+
+class FileRefused(DetachError):
+    """The file at ``path`` was not read: ``why``; ``limit`` the cap in bytes it passed."""
+
+    def __init__(self, path: str, why: Unreadable, limit: int = 0, detail: str = "") -> None:
+        said = {
+            Unreadable.MISSING: "is missing",
+            Unreadable.LINK: "is a symbolic link",
+            Unreadable.SPECIAL: "is not a regular file",
+            Unreadable.TOO_LARGE: f"is larger than {limit // 1024} KiB",
+            Unreadable.UNREADABLE: f"cannot be read ({detail})",
+        }[why]
+        super().__init__(f"{path} {said}: not read")
+        self.path = path
+        self.why = why
+        self.limit = limit
+        self.detail = detail
+
+    @property
+    def key(self) -> str:
+        return f"file.{self.why}"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"path": quote(self.path), "kib": self.limit // 1024, "detail": self.detail}
+
+
 class AlreadyRunning(DetachError):
     """Another live process is this database's bot (or this worker): ``what`` it is, and
     ``holder`` (its pid, host and since when) in words."""
@@ -136,6 +175,32 @@ class AgentCrashed(AgentError):
         self.reason = reason
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class Bound(StrEnum):
+    """What a stream passed (``StreamBounded.bound``)."""
+
+    PIECES = "pieces"  # stream chunks of one answer, or of one part of it
+    SECONDS = "seconds"  # the time one answer may stream
+    LINE_BYTES = "line_bytes"  # one line of a CLI's output
+
+
+class StreamBounded(AgentCrashed):
+    """A model's answer (or an agent CLI's output) passed ``bound``: more than ``limit`` of it
+    in ``part`` (the text, a tool call's arguments, the whole answer, a line) from ``source``
+    (an endpoint's URL, a CLI). The turn ends here; nothing past the bound was read."""
+
+    def __init__(self, bound: Bound, limit: float, part: str, source: str) -> None:
+        said = {
+            Bound.PIECES: f"streamed {part} in more than {limit:g} pieces",
+            Bound.SECONDS: f"streamed {part} for more than {limit:g} s",
+            Bound.LINE_BYTES: f"printed {part} longer than {limit / 2**20:g} MiB",
+        }[bound]
+        super().__init__(f"{source} {said}; the turn stopped there", None, "")
+        self.bound = bound
+        self.limit = limit
+        self.part = part
+        self.source = source
 
 
 class SessionNotFound(AgentError):

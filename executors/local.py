@@ -53,10 +53,11 @@ from bot.ports import (
 )
 from executors import sandbox
 from executors.local_calls import CallContext, TurnState, run_calls
-from executors.local_chat import Answer, Endpoint, complete
+from executors.local_chat import ANSWER_S, Answer, Endpoint, complete
 from executors.local_commands import command_runner
 from executors.local_endpoints import Endpoints
 from executors.local_history import assistant, fit, system_prompt
+from executors.local_pieces import Bounds
 from executors.local_tools import ToolBox
 from executors.shield import shielded
 
@@ -78,6 +79,7 @@ class LocalSettings(EngineSettings):
     local_context_window: int = Field(default=32_768, ge=1024)
     local_max_steps: int = Field(default=40, ge=1, le=500)  # model calls per turn
     local_max_tokens: int = Field(default=4096, ge=16)  # one model call's answer at most
+    local_answer_timeout_s: float = Field(default=ANSWER_S, gt=0)  # one answer streams this long
     local_command_timeout_s: float = Field(default=300, gt=0)
     local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
 
@@ -100,6 +102,7 @@ class LocalExecutor:
         self._sessions = sessions
         self._max_steps = settings.local_max_steps
         self._max_tokens = settings.local_max_tokens
+        self._bounds = Bounds.of(settings.local_max_tokens, settings.local_answer_timeout_s)
         self._command_timeout_s = settings.local_command_timeout_s
         self._retry_budget_s = settings.local_retry_s
 
@@ -189,7 +192,13 @@ class LocalExecutor:
             yield SteerTaken(steer.steer_id)
         fit(messages, model.endpoint.context_window)
         call = complete(
-            model.client, model.endpoint, messages, self._max_tokens, self._retry_budget_s, answer
+            model.client,
+            model.endpoint,
+            messages,
+            self._max_tokens,
+            self._retry_budget_s,
+            answer,
+            self._bounds,
         )
         async with contextlib.aclosing(call) as retries:
             async for retrying in retries:

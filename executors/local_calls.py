@@ -19,8 +19,8 @@ from bot.events import (
 )
 from bot.models import ApprovalMode, TurnSpec
 from bot.ports import Approver
-from executors.local_chat import Reply
 from executors.local_history import tool_result
+from executors.local_pieces import Reply
 from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
 
 

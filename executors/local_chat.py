@@ -1,21 +1,22 @@
 """The local engine's model calls: one streamed Chat Completions request through the official
 ``openai`` SDK, its pieces assembled (text, tool calls, usage), retried on rate limits and
 server errors with the endpoint's Retry-After or a growing delay (each retry announced as an
-event); other errors are a clear ``AgentCrashed``."""
+event); other errors are a clear ``AgentCrashed``. An answer is bounded by characters, by
+pieces and by time (``Bounds``), and the event loop is handed back every ``YIELD_PIECES``
+pieces: one endpoint never holds the bot's other chats for more than a few ms."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import AgentCrashed
+from bot.errors import AgentCrashed, Bound, StreamBounded
 from bot.events import Retrying, Usage
+from executors.local_pieces import Bounds, Pieces, Reply
 from executors.local_tools import SCHEMAS
 
 if TYPE_CHECKING:
@@ -23,20 +24,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHARS_PER_TOKEN = 3.5  # a rough estimate, for fitting and for endpoints that report no usage
 RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
-STREAM_CAP = 1_000_000  # characters of an answer's text, or of one tool call's arguments
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One model answer: its text, its tool calls as the conversation keeps them, its usage,
-    and the calls refused before running (by id: what the model is told instead)."""
-
-    text: str
-    calls: list[dict[str, Any]]
-    usage: Usage
-    refused: dict[str, str]
+ANSWER_S = 1200.0  # one answer, request to last piece (a CPU model: 4096 tokens at 5/s is 820 s)
+YIELD_PIECES = 4  # the SDK takes ~0.2 ms of the loop per piece: hand it back every ~1 ms
+YIELD_S = 0.001  # a real pause: the loop idles, and threads waiting for the GIL get it
 
 
 @dataclass(slots=True)
@@ -68,9 +59,12 @@ async def complete(
     max_tokens: int,
     retry_budget_s: float,
     answer: Answer,
+    bounds: Bounds | None = None,
 ) -> AsyncGenerator[Retrying, None]:
     """One streamed model call, retried on rate limits and server errors: a ``Retrying``
-    before each wait (the progress line says so); the reply is left in ``answer``."""
+    before each wait (the progress line says so); the reply is left in ``answer``. An answer
+    past ``bounds`` (by default ``Bounds.of(max_tokens, 1200)``) is ``StreamBounded``."""
+    bounds = bounds or Bounds.of(max_tokens, ANSWER_S)
     from openai import (
         APIConnectionError,
         APIStatusError,
@@ -82,7 +76,7 @@ async def complete(
     waited = 0.0
     for attempt in range(len(RETRY_DELAYS_S) + 1):
         try:
-            answer.reply = await _stream(client, endpoint, messages, max_tokens)
+            answer.reply = await _timed(client, endpoint, messages, max_tokens, bounds)
             return
         except (AuthenticationError, PermissionDeniedError) as exc:
             raise AgentCrashed(
@@ -120,14 +114,37 @@ async def complete(
     raise AssertionError("unreachable")
 
 
+async def _timed(
+    client: AsyncOpenAI,
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    bounds: Bounds,
+) -> Reply:
+    """``_stream`` within ``bounds.seconds``, request to last piece."""
+    timer = asyncio.timeout(bounds.seconds)
+    try:
+        async with timer:
+            return await _stream(client, endpoint, messages, max_tokens, bounds)
+    except TimeoutError as exc:
+        if not timer.expired():
+            raise
+        source = f"the endpoint {endpoint.base_url}"
+        raise StreamBounded(Bound.SECONDS, bounds.seconds, "one answer", source) from exc
+
+
 async def _stream(
-    client: AsyncOpenAI, endpoint: Endpoint, messages: list[dict[str, Any]], max_tokens: int
+    client: AsyncOpenAI,
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    bounds: Bounds,
 ) -> Reply:
     """The model's text, its tool calls (assembled from the stream's pieces) and its usage
     (estimated from the characters when the endpoint reports none). ``max_tokens`` bounds
     one answer: llama-server and others otherwise let a small model ramble to its context's
     end. A text or a call's arguments past STREAM_CAP characters ends the answer there (the
-    call is refused, the model told)."""
+    call is refused, the model told); past ``bounds``' pieces it ends the turn."""
     stream = await client.chat.completions.create(  # type: ignore[call-overload]
         model=endpoint.model,
         messages=messages,
@@ -136,9 +153,11 @@ async def _stream(
         stream=True,
         stream_options={"include_usage": True},
     )
-    pieces = _Pieces()
+    pieces = Pieces(bounds, f"the endpoint {endpoint.base_url}")
     async with contextlib.aclosing(stream) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
+            if pieces.count() % YIELD_PIECES == 0:
+                await asyncio.sleep(YIELD_S)  # the other chats (and threads: the GIL) go first
             if chunk.usage is not None:
                 pieces.usage = Usage(
                     input_tokens=chunk.usage.prompt_tokens or 0,
@@ -147,67 +166,6 @@ async def _stream(
             if not all(pieces.add(choice.delta) for choice in chunk.choices):
                 break  # past the cap: the rest of the answer is not read
     return pieces.reply(messages)
-
-
-@dataclass(slots=True)
-class _Streamed:
-    """One tool call as its pieces arrive: joined once, at the end."""
-
-    id: str = ""
-    name: list[str] = field(default_factory=list)
-    arguments: list[str] = field(default_factory=list)
-    size: int = 0
-    over: bool = False
-
-
-@dataclass(slots=True)
-class _Pieces:
-    """An answer as it streams in; each part kept as a list of pieces and its size counted, so
-    a long one costs linear time and stops at STREAM_CAP."""
-
-    text: list[str] = field(default_factory=list)
-    text_size: int = 0
-    calls: dict[int, _Streamed] = field(default_factory=dict)
-    usage: Usage | None = None
-
-    def add(self, delta: Any) -> bool:
-        """Take one delta; False once a part passed the cap (stop reading)."""
-        if delta.content:
-            self.text.append(delta.content)
-            self.text_size += len(delta.content)
-        for piece in delta.tool_calls or ():
-            call = self.calls.setdefault(piece.index, _Streamed())
-            call.id = piece.id or call.id
-            if piece.function is not None:
-                call.name.append(piece.function.name or "")
-                call.arguments.append(piece.function.arguments or "")
-                call.size += len(piece.function.arguments or "") + len(piece.function.name or "")
-                call.over = call.size > STREAM_CAP
-                if call.over:
-                    return False
-        return self.text_size <= STREAM_CAP
-
-    def reply(self, messages: list[dict[str, Any]]) -> Reply:
-        answer = "".join(self.text)[:STREAM_CAP]
-        calls, refused = [], {}
-        for n, index in enumerate(sorted(self.calls)):
-            streamed = self.calls[index]
-            call_id = streamed.id or f"call_{uuid.uuid4().hex[:12]}_{n}"
-            name = "".join(streamed.name)[:200]
-            arguments = "{}" if streamed.over else "".join(streamed.arguments)
-            if streamed.over:
-                refused[call_id] = (
-                    f"the arguments of {name} were longer than {STREAM_CAP} characters; the "
-                    "call was not run. Write big content in smaller parts"
-                )
-            function = {"name": name, "arguments": arguments}
-            calls.append({"id": call_id, "type": "function", "function": function})
-        usage = self.usage
-        if usage is None:
-            sent = sum(len(json.dumps(m)) for m in messages)
-            made = self.text_size + sum(c.size for c in self.calls.values())
-            usage = Usage(int(sent / CHARS_PER_TOKEN), int(made / CHARS_PER_TOKEN))
-        return Reply(answer, calls, usage, refused)
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from bot.models import TurnSpec
-from executors.local_chat import CHARS_PER_TOKEN
+from executors.local_pieces import CHARS_PER_TOKEN
 from executors.local_tools import capped
 
 TOOL_NOTES = (

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.errors import AgentCrashed, AgentNotInstalled, Bound, StreamBounded
 from bot.models import TurnSpec
 from executors.procs import RUN_ENV, this_run
 from executors.shield import shielded
@@ -31,7 +31,10 @@ QUIET_ENV = {
     "DISABLE_ERROR_REPORTING": "1",
     "DISABLE_BUG_COMMAND": "1",
 }
-LINE_LIMIT = 64 * 1024 * 1024  # one stream-json line may carry a whole file
+# One stream-json line may carry a whole file: Claude Code's Read takes a PDF of up to 20 MiB,
+# 27 MiB as base64. A line is parsed on the loop (json.loads holds the GIL, even in a thread):
+# 32 MiB stalls it ~0.2 s once; the reader keeps at most twice this before it pauses the pipe.
+LINE_LIMIT = 32 * 1024 * 1024
 LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child holding it)
 CREATE_WAIT_S = 5.0  # a cancelled spawn: how long its process may take to be created, to stop
 
@@ -184,20 +187,29 @@ async def read_lines(
 ) -> AsyncIterator[str]:
     """The stream's lines until EOF; once ``proc`` exited, until EOF or LINGER_S without a line
     (a child it left may hold the pipe open for ever). A line over LINE_LIMIT ends the turn with
-    a clear reason instead of an internal error."""
-    while line := await _readline(stream, proc):
-        yield line.decode("utf-8", errors="replace")
+    a clear reason (``StreamBounded``) instead of an internal error. Every line is awaited as a
+    task of its own, so a flood of short lines hands the loop back between any two of them;
+    asyncio's reader looks for a line's end only in what arrived since it last looked (linear)."""
+    gone = asyncio.ensure_future(exited(proc)) if proc is not None else None
+    try:
+        while line := await _readline(stream, proc, gone):
+            yield line.decode("utf-8", errors="replace")
+    finally:
+        if gone is not None:
+            gone.cancel()
 
 
-async def _readline(stream: asyncio.StreamReader, proc: asyncio.subprocess.Process | None) -> bytes:
+async def _readline(
+    stream: asyncio.StreamReader,
+    proc: asyncio.subprocess.Process | None,
+    gone: asyncio.Future[None] | None,
+) -> bytes:
+    """One line; ``gone``: done once ``proc`` exited (one watcher for all the lines)."""
     read = asyncio.ensure_future(stream.readline())
     try:
-        if proc is not None and proc.returncode is None:
-            gone = asyncio.ensure_future(exited(proc))
-            try:
-                await asyncio.wait({read, gone}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                gone.cancel()
+        if gone is not None and not gone.done():
+            either: set[asyncio.Future[Any]] = {read, gone}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if proc is not None and not read.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(read), LINGER_S)
@@ -208,9 +220,7 @@ async def _readline(stream: asyncio.StreamReader, proc: asyncio.subprocess.Proce
                 return b""
         return await read
     except ValueError as exc:  # asyncio's LimitOverrunError, re-raised by readline()
-        raise AgentCrashed(
-            f"the agent printed a line longer than {LINE_LIMIT // 2**20} MiB", None, ""
-        ) from exc
+        raise StreamBounded(Bound.LINE_BYTES, LINE_LIMIT, "a line", "the agent") from exc
     finally:
         read.cancel()
 

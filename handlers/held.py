@@ -38,7 +38,7 @@ async def held_back(
     markup = HeldFiles.keyboard(reply.text("button.drop"), message.message_id, held.task_id)
     text = reply.text("attachment.ask", names=names, hours=hours)
     row = await reply.outbox.send(reply.chat_id, text, markup=markup, reply_to=message.message_id)
-    tasks.held.asked(message.chat.id, message.message_id, row)
+    await tasks.held.asked(message.chat.id, message.message_id, row)
     return True
 
 
@@ -54,7 +54,7 @@ async def start_held(
     reply carries) start the task with the reply's words; the question is edited to say
     which task took them."""
     chat_id, user_id = message.chat.id, message.from_user.id if message.from_user else 0
-    held = tasks.held.take(chat_id, file_message_id, user_id)
+    held = await tasks.held.take(chat_id, file_message_id, user_id)
     if held is None:
         await reply("attachment.gone")
         return
@@ -85,7 +85,7 @@ async def start_held(
         await reply.outbox.edit(chat_id, None, text, row_id=held.question_row)
 
 
-def held_for(message: Message, tasks: TaskService, user_id: int) -> int | None:
+async def held_for(message: Message, tasks: TaskService, user_id: int) -> int | None:
     """The user's file message whose held files a reply (with words) answers: the one the
     bot's question names in its button, or the file's own message; None: neither."""
     replied = message.reply_to_message
@@ -94,7 +94,7 @@ def held_for(message: Message, tasks: TaskService, user_id: int) -> int | None:
     if message.bot is not None and replied.from_user.id == message.bot.id:
         key = question_key(replied.reply_markup)
         return key.message_id if key is not None else None
-    if tasks.held.take(message.chat.id, replied.message_id, user_id) is not None:
+    if await tasks.held.take(message.chat.id, replied.message_id, user_id) is not None:
         return replied.message_id
     return None
 
@@ -109,7 +109,7 @@ async def on_drop(
 ) -> None:
     """Drop: the held files are forgotten and the question says so."""
     chat_id = query.message.chat.id if query.message else reply.chat_id
-    held = tasks.held.take(chat_id, callback_data.message_id, user_id)
+    held = await tasks.held.take(chat_id, callback_data.message_id, user_id)
     if held is not None:
         tasks.held.forget(chat_id, callback_data.message_id)
     text = reply.text("attachment.dropped" if held else "attachment.gone")

@@ -54,7 +54,7 @@ async def on_reply(
     assert replied is not None  # the filter says so
     own = replied.from_user is not None and replied.from_user.is_bot
     text = message.text or message.caption or ""
-    asked_about = held_for(message, tasks, user_id) if text.strip() else None
+    asked_about = await held_for(message, tasks, user_id) if text.strip() else None
     if asked_about is not None:
         async with staged(message, tasks) as files:
             await start_held(message, asked_about, text, files, tasks, reply)

@@ -132,7 +132,7 @@ async def test_a_stubborn_agent_and_its_daemon_stop_on_cancel(fake_bin, tmp_path
 
 
 async def test_a_line_over_the_limit_is_a_clear_failure(fake_bin, tmp_path):
-    with pytest.raises(AgentCrashed, match="longer than 64 MiB"):
+    with pytest.raises(AgentCrashed, match="longer than 32 MiB"):
         await collect(
             ClaudeExecutor(fake_bin, _env(), cancel_grace_s=1),
             spec("HUGE", tmp_path, "t-huge:1"),

@@ -102,7 +102,7 @@ async def test_a_captioned_file_is_acknowledged_with_its_words_and_name(tmp_path
             assert ".detach" not in shown and "Attached by the user" not in shown
 
 
-def test_held_files_older_than_the_bound_are_dropped(tmp_path):
+async def test_held_files_older_than_the_bound_are_dropped(tmp_path):
     import os
 
     from bot.telegram.held import Held, HeldFiles
@@ -111,8 +111,8 @@ def test_held_files_older_than_the_bound_are_dropped(tmp_path):
     staged = tmp_path / "abc123-a.txt"
     staged.write_text("a")
     kept = held.hold(1, 10, 5, Held([staged], "", "", None, "en"))
-    assert held.take(1, 10, 6) is None  # somebody else's
-    assert [p.name for p in held.take(1, 10, 5).files] == ["abc123-a.txt"]  # type: ignore[union-attr]
+    assert await held.take(1, 10, 6) is None  # somebody else's
+    assert [p.name for p in (await held.take(1, 10, 5)).files] == ["abc123-a.txt"]  # type: ignore[union-attr]
     assert held.prune() == 0
     os.utime(kept, (0, 0))
-    assert held.prune() == 1 and held.take(1, 10, 5) is None
+    assert held.prune() == 1 and await held.take(1, 10, 5) is None

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
-from bot.errors import UserInputError
+from bot.errors import FileRefused, Unreadable, UserInputError
 from bot.models import TaskKind, TaskStatus
 from bot.store import Store, TaskFileRow
 from bot.tasks.export import export
@@ -23,6 +23,7 @@ from bot.tasks.taskfile import TaskFile, TaskFileError, parse, write_atomic
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
+from executors.reading import read_capped_soon
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 256 * 1024
@@ -50,34 +51,33 @@ class Inbox:
             (directory / sub).mkdir(parents=True, exist_ok=True)
 
     async def poll_once(self) -> None:
+        """Each ``*.md`` (whatever it is: a link, a FIFO or a directory is refused, not
+        skipped), then the finished tasks' files."""
         for path in sorted(self.directory.glob("*.md")):
-            if not path.name.startswith(".") and path.is_file():
+            if not path.name.startswith("."):
                 await self._take(path)
         await self._write_back()
 
     async def _take(self, path: Path) -> None:
         chat_id: int | None = None
         try:
-            if path.is_symlink():  # never read (nor quote) what a link points at
-                raise TaskFileError("a symbolic link, not a file")
-            if path.stat().st_size > MAX_FILE_BYTES:
-                raise TaskFileError(f"larger than {MAX_FILE_BYTES // 1024} KiB")
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                raise TaskFileError("not UTF-8 text") from None
-            tf = parse(text)
+            tf = parse(await _read(path))
             chat_id = tf.chat_id
             task_id = await self._start(path.name, tf)
         except TaskFileError as exc:
             await self._reject(path, str(exc), chat_id)
             return
+        except FileRefused as exc:
+            if exc.why is not Unreadable.MISSING:  # gone meanwhile (withdrawn): nothing to do
+                await self._reject(path, self._said(exc), chat_id)
+            return
         except UserInputError as exc:
-            await self._reject(
-                path, plain(self._texts.get(DEFAULT_LOCALE, exc.key, **exc.params)), chat_id
-            )
+            await self._reject(path, self._said(exc), chat_id)
             return
         _move(path, self.directory / "accepted" / f"{task_id}-{path.name}")
+
+    def _said(self, exc: UserInputError | FileRefused) -> str:
+        return plain(self._texts.get(DEFAULT_LOCALE, exc.key, **exc.params))
 
     async def _start(self, name: str, tf: TaskFile) -> int:
         owner = self._owner(tf.chat_id)
@@ -168,6 +168,16 @@ class Inbox:
                 await export(self._store, task.id, self._texts),
             )
             await self._store.task_files.exported(task.id)
+
+
+async def _read(path: Path) -> str:
+    """The task file's text: a regular file of at most MAX_FILE_BYTES, never through a link
+    nor waited on, read in a thread (``FileRefused`` otherwise)."""
+    data = await read_capped_soon(path, MAX_FILE_BYTES)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TaskFileError("not UTF-8 text") from None
 
 
 def _free(path: Path) -> Path:

@@ -1,14 +1,17 @@
 """A repository's default check: ``check = "make test"`` in ``.detach.toml`` at its root. It is
 the repository's word, not the owner's: it runs only once the owner approved that exact command
-for that repository (``bot.approvals.consent``), so it must fit whole in one message."""
+for that repository (``bot.approvals.consent``), so it must fit whole in one message. The file is
+read as an agent may have planted it (``executors.reading``): a link, a FIFO, a device or a file
+over ``MAX_BYTES`` is refused, never followed or waited on."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 
-from bot.errors import UserInputError, clean
+from bot.errors import FileRefused, Unreadable, UserInputError, clean
 from bot.tasks.options import NONE
+from executors.reading import read_capped
 
 CONFIG_NAME = ".detach.toml"
 MAX_BYTES = 64 * 1024
@@ -23,14 +26,16 @@ def given_check(given: str) -> str | None:
 
 def repository_check(top: Path) -> str | None:
     """The ``check`` of ``top/.detach.toml``; None without the file or the key. A file that is
-    not valid TOML, or a check that is not a string, is a clear refusal naming the file."""
+    not valid TOML, or a check that is not a string, is a clear refusal naming the file; one
+    that cannot be read as a small regular file is ``FileRefused`` (the caller may go on
+    without it). Blocks on the disk only: async callers run it in a thread."""
     path = top / CONFIG_NAME
     try:
-        raw = path.read_bytes()[:MAX_BYTES]
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise UserInputError("error.detach_toml", path=str(path), reason=str(exc)) from exc
+        raw = read_capped(path, MAX_BYTES)
+    except FileRefused as exc:
+        if exc.why is Unreadable.MISSING:
+            return None
+        raise
     try:
         data = tomllib.loads(raw.decode("utf-8", errors="replace"))
     except tomllib.TOMLDecodeError as exc:

@@ -3,12 +3,13 @@ preset, budget, directory, approval mode, worktree, check), before anything is c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.errors import UserInputError, clean
+from bot.errors import FileRefused, UserInputError, clean
 from bot.git import Worktrees
 from bot.models import ApprovalMode, Engine, NewTask, RepoHead, TaskKind
 from bot.money.desk import MoneyDesk, parse_usd
@@ -17,6 +18,7 @@ from bot.tasks.checks import given_check, repository_check
 from bot.tasks.lineage import Lineage
 from bot.tasks.options import approval_mode, flag
 from bot.tasks.options import engine as option_engine
+from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 from bot.workdirs import WorkdirPolicy
 
@@ -115,7 +117,8 @@ class TaskPlanner:
         explicit = "worktree" in options or (lineage is not None and lineage.in_worktree)
         head = await self._head(cwd, explicit) if worktree else None
         max_usd = parse_usd(options.get("max_usd"), self.money.task_cap_usd)
-        check, check_repository = await self._check(options, cwd, lineage)
+        check, check_repository, ignored = await self._check(options, cwd, locale, lineage)
+        note = "\n".join(line for line in (note, ignored) if line) or None
         return NewTask(
             owner_id=user_id,
             chat_id=chat_id,
@@ -202,18 +205,27 @@ class TaskPlanner:
         return ApprovalMode.ASK, self._texts.get(locale, "task.sandbox_unavailable", reason=problem)
 
     async def _check(
-        self, options: dict[str, str], cwd: Path, lineage: Lineage | None = None
-    ) -> tuple[str | None, str | None]:
+        self, options: dict[str, str], cwd: Path, locale: str, lineage: Lineage | None = None
+    ) -> tuple[str | None, str | None, str | None]:
         """The check and, when it is the repository's (``.detach.toml``, not typed by the
-        owner: it runs once the owner approved it), that repository. ``check=`` (``check=no``:
-        none) is the owner's; a sub-task's is its parent's (it may name none)."""
+        owner: it runs once the owner approved it), that repository; and a line for the
+        acknowledgement when that file was not read (the task goes on without it). ``check=``
+        (``check=no``: none) is the owner's; a sub-task's is its parent's (it may name none)."""
         if lineage is not None:
-            return lineage.check(options.get("check")), lineage.parent.check_repository
+            return lineage.check(options.get("check")), lineage.parent.check_repository, None
         if "check" in options:
-            return given_check(options["check"]), None
+            return given_check(options["check"]), None, None
         top = await self.worktrees.top_level(cwd)
-        command = repository_check(top) if top is not None else None
-        return command, str(top) if command is not None else None
+        if top is None:
+            return None, None, None
+        try:
+            command = await asyncio.to_thread(repository_check, top)
+        except FileRefused as exc:
+            log.warning("%s", exc)
+            reason = plain(self._texts.get(locale, exc.key, **exc.params))
+            note = self._texts.get(locale, "task.detach_toml_ignored", reason=reason)
+            return None, None, plain(note)  # the acknowledgement escapes it
+        return command, str(top) if command is not None else None, None
 
     async def current_dir(self, chat_id: int) -> Path:
         """The chat's /cd choice while it is still allowed, else the default directory."""

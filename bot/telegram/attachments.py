@@ -5,6 +5,7 @@ into the task's directory under ``.detach/attachments/`` (``bot.tasks.service``)
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import shutil
 import uuid
@@ -19,6 +20,7 @@ from aiogram.types import Message
 
 from bot.errors import UserInputError
 
+log = logging.getLogger(__name__)
 ATTACHMENTS = Path(".detach") / "attachments"  # inside the task's directory
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -111,10 +113,17 @@ def mention(staged: list[Path]) -> str:
 
 
 def place(staged: list[Path], cwd: Path) -> None:
-    """Move staged files into ``cwd/.detach/attachments/``."""
+    """Move staged files into ``cwd/.detach/attachments/``; where an agent made either of
+    those a link or a file, nothing is placed (the files are not written where it points)."""
     if not staged:
         return
-    target = cwd / ATTACHMENTS
-    target.mkdir(parents=True, exist_ok=True)
+    target = cwd
+    for part in ATTACHMENTS.parts:
+        target = target / part
+        with contextlib.suppress(FileExistsError):
+            target.mkdir()
+        if target.is_symlink() or not target.is_dir():
+            log.warning("%s is not a directory of its own: attachments not placed", target)
+            return
     for path in staged:
         shutil.move(path, target / path.name)  # staging may be on another filesystem

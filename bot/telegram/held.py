@@ -18,11 +18,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from bot.errors import FileRefused
 from bot.telegram.callbacks import Id
 from bot.telegram.markup import CallbackData, Keyboard
+from executors.reading import read_capped_soon
 
 HOLD_S = 24 * 3600.0  # an unanswered file is dropped after this long
 META = "held.json"
+META_BYTES = 64 * 1024
 
 
 class HeldButton(StrEnum):
@@ -108,17 +111,15 @@ class HeldFiles:
         (target / META).write_text(json.dumps(meta))
         return target
 
-    def take(self, chat_id: int, message_id: int, user_id: int) -> Held | None:
+    async def take(self, chat_id: int, message_id: int, user_id: int) -> Held | None:
         """The held set of this message if it is this user's (its files stay until
-        ``forget``); None: none, dropped, or somebody else's."""
+        ``forget``); None: none, dropped, unreadable, or somebody else's."""
         target = self._dir(chat_id, message_id)
-        try:
-            meta = json.loads((target / META).read_text())
-        except (OSError, ValueError):
+        meta = await _meta(target)
+        if meta is None or meta.get("user_id") != user_id:
             return None
-        if meta.get("user_id") != user_id:
-            return None
-        files = [target / n for n in meta["names"] if (target / n).exists()]
+        names = [n for n in meta["names"] if isinstance(n, str) and _one_name(n)]
+        files = [target / n for n in names if (target / n).exists()]
         return Held(
             files,
             meta["command"],
@@ -128,11 +129,12 @@ class HeldFiles:
             meta.get("question_row"),
         )
 
-    def asked(self, chat_id: int, message_id: int, row_id: int) -> None:
+    async def asked(self, chat_id: int, message_id: int, row_id: int) -> None:
         """Remember the question's outbox row, so the answer can edit it."""
-        meta_file = self._dir(chat_id, message_id) / META
-        meta = json.loads(meta_file.read_text())
-        meta_file.write_text(json.dumps({**meta, "question_row": row_id}))
+        target = self._dir(chat_id, message_id)
+        meta = await _meta(target)
+        if meta is not None:
+            (target / META).write_text(json.dumps({**meta, "question_row": row_id}))
 
     def forget(self, chat_id: int, message_id: int) -> bool:
         """Drop the held set (its files that were not moved into a task go with it)."""
@@ -163,3 +165,18 @@ class HeldFiles:
     def keyboard(caption: str, message_id: int, task_id: int | None) -> Keyboard:
         action = HeldAction(action=HeldButton.DROP, message_id=message_id, task_id=task_id or 0)
         return Keyboard.of([[action.button(caption)]])
+
+
+async def _meta(target: Path) -> dict[str, Any] | None:
+    """The held set's ``held.json``: a small regular file read in a thread (never through a
+    link, never waited on); None when it is missing or not one."""
+    try:
+        meta = json.loads(await read_capped_soon(target / META, META_BYTES))
+    except (FileRefused, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _one_name(name: str) -> bool:
+    """A held file's name stays inside its set: one path component, no dot-files."""
+    return Path(name).name == name and not name.startswith(".")

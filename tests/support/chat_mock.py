@@ -6,7 +6,8 @@ resumed turns. Steps: {"text"}; {"tools": [{"name", "args"}]} (may carry "text";
 instead of "args" sends that string as the arguments; "piece": n streams them n characters a
 chunk); {"error": status, "message",
 "retry_after", "times"} (the first "times" requests of that step get the error, then the step's
-"then" is used); {"delay": seconds} before answering; "usage" {"prompt_tokens",
+"then" is used); {"delay": seconds} before answering; "pace": seconds between streamed pieces
+(without it, pieces go 64 to a write, as from a fast server); "usage" {"prompt_tokens",
 "completion_tokens"} on any step (default: a small fixed usage; "usage": null sends none).
 """
 
@@ -98,19 +99,21 @@ def _handler_for(mock: ChatMock) -> type[BaseHTTPRequestHandler]:
             send_json(self, status, payload, headers)
 
         def _chunk(self, model: str, delta: dict[str, Any] | None, **extra: Any) -> None:
-            payload: dict[str, Any] = {
-                "id": "chatcmpl-mock",
-                "object": "chat.completion.chunk",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [] if delta is None else [{"index": 0, "delta": delta, **extra}],
-            }
-            if delta is None:
-                payload["usage"] = extra["usage"]
-            self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+            self._pending.append(_event(model, delta, **extra))
+            if len(self._pending) >= self._batch:
+                self._send()
+
+        def _send(self) -> None:
+            """The pieces so far, in one write (a fast endpoint: many pieces per packet)."""
+            self.wfile.write(b"".join(self._pending))
             self.wfile.flush()
+            self._pending.clear()
+            time.sleep(self._pace_s)
 
         def _stream(self, step: dict[str, Any], model: str) -> None:
+            self._pending: list[bytes] = []
+            self._pace_s = float(step.get("pace") or 0)  # between pieces: a slow trickle
+            self._batch = 1 if self._pace_s else 64
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -135,7 +138,20 @@ def _handler_for(mock: ChatMock) -> type[BaseHTTPRequestHandler]:
             if usage is not None:
                 total = usage["prompt_tokens"] + usage["completion_tokens"]
                 self._chunk(model, None, usage={**usage, "total_tokens": total})
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+            self._pending.append(b"data: [DONE]\n\n")
+            self._send()
 
     return Handler
+
+
+def _event(model: str, delta: dict[str, Any] | None, **extra: Any) -> bytes:
+    payload: dict[str, Any] = {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [] if delta is None else [{"index": 0, "delta": delta, **extra}],
+    }
+    if delta is None:
+        payload["usage"] = extra["usage"]
+    return f"data: {json.dumps(payload)}\n\n".encode()

@@ -9,7 +9,7 @@ It reads the first stdin line (the prompt message) and acts on a word in the pro
 - ``NOEXIT``: answers, then ignores the closed stdin and runs on.
 - ``GARBAGE``: oddly shaped lines between a session start and a valid answer.
 - ``BADSESSION``: a session id that is not a UUID.
-- ``HUGE``: one line longer than the executor's 64 MiB limit.
+- ``HUGE``: one line longer than the executor's 32 MiB limit.
 - ``NAP``: answers after 1.5 s.
 - ``RECORD``: with ``HANG``, writes the name of the first signal it gets (SIGINT, SIGTERM) to
   ``$HOME/signals.log``, then exits; ``$HOME/signals.ready`` appears once it listens.
@@ -141,7 +141,7 @@ def main() -> None:
     if "HUGE" in prompt:
         chunk = "x" * (1 << 20)
         sys.stdout.write('{"type":"assistant","message":{"content":[{"type":"text","text":"')
-        for _ in range(65):
+        for _ in range(33):
             sys.stdout.write(chunk)
         sys.stdout.write('"}]}}\n')
         sys.stdout.flush()
