@@ -24,6 +24,7 @@ SLOW_MODULES = frozenset(
         "test_chaos",
         "test_cli",
         "test_crash_windows",
+        "test_daemon_outlives",
         "test_fleet",
         "test_fleet_chaos",
         "test_launch",

@@ -1,0 +1,99 @@
+"""No agent outlives its bot, whatever it does to its environment (issue #51): the real bot
+(``python -m bot run``) against the fake Bot API, a ``/local`` task against the scripted OpenAI
+server whose ``run`` command starts a daemon with ``env -i setsid`` (no environment left for the
+watchdog's sweep, a session of its own) and keeps running; the bot is killed -9 alone (not its
+group; no systemd): the daemon is gone within seconds. In ``auto`` mode by the PID namespace
+every agent process runs in (``executors.pidns``), in ``sandbox`` mode by Detach's own
+bubblewrap (its PID namespace, already)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from executors import pidns
+from tests.support.chat_mock import ChatMock
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, process_env, stop_process
+
+GONE_WITHIN_S = 5
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(pidns.problem() is not None, reason="no PID namespace here")
+
+
+def _marker() -> str:
+    """A sleep's argument no other process has: the daemon, found from outside."""
+    return f"600.{os.getpid()}{time.monotonic_ns() % 10**9}"
+
+
+def _daemons(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if marker in (proc.info["cmdline"] or []) and proc.info["status"] != "zombie":
+            found.append(proc)
+    return found
+
+
+async def _until(check, timeout_s: float) -> float:
+    began = time.monotonic()
+    async with asyncio.timeout(timeout_s):
+        while not check():
+            await asyncio.sleep(0.05)
+    return time.monotonic() - began
+
+
+@pytest.mark.parametrize("mode", ["auto", "sandbox"])
+async def test_a_daemon_that_sheds_its_environment_dies_with_a_killed_bot(tmp_path, mode):
+    marker = _marker()
+    # the daemon: no environment (no RUN_ENV, no tag), its own session; the command runs on
+    daemon = f"env -i setsid sh -c 'exec sleep {marker}' </dev/null >/dev/null 2>&1 & sleep 600"
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    chat = ChatMock().start()
+    chat.script("MARK-DAEMON", [{"tools": [{"name": "run", "args": {"command": daemon}}]}])
+    bot = None
+    try:
+        async with FakeTelegram() as fake:
+            bot = await _start_bot(tmp_path, fake, workdir, chat)
+            await fake.wait_call("setMyCommands", timeout_s=60)
+            await fake.user_message(f"/local mode={mode} MARK-DAEMON start a daemon", OWNER)
+            await _until(lambda: _daemons(marker), 30)
+            assert "DETACH_AGENT_RUN" not in _daemons(marker)[0].environ()
+
+            os.kill(bot.pid, signal.SIGKILL)  # the bot alone, not its group
+            assert await asyncio.wait_for(bot.wait(), 10) == -9
+            took_s = await _until(lambda: not _daemons(marker), GONE_WITHIN_S)
+    finally:
+        chat.stop()
+        if bot is not None:
+            await stop_process(bot)
+        for proc in _daemons(marker):
+            proc.kill()
+    print(f"{mode}: the daemon was gone {took_s:.2f} s after the bot's kill -9")
+
+
+async def _start_bot(
+    tmp_path: Path, fake: FakeTelegram, workdir: Path, chat: ChatMock
+) -> asyncio.subprocess.Process:
+    home = tmp_path / "home"
+    home.mkdir()
+    agent = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    env = process_env(agent, fake, tmp_path / "data", "/nonexistent/claude", workdir)
+    env.update(
+        DETACH_DEFAULT_ENGINE="local",
+        DETACH_LOCAL_BASE_URL=chat.base_url,
+        DETACH_LOCAL_MODEL="m",
+        NO_PROXY="127.0.0.1,localhost",
+        PYTHONPATH=str(ROOT),  # this checkout's bot, whichever one the environment installed
+    )
+    log = open(tmp_path / "bot.log", "ab")  # noqa: SIM115 (the child owns it)
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
+    )
