@@ -23,6 +23,7 @@ from executors import pidns
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, process_env, stop_process
+from tests.support.machine import path_without_bwrap
 
 GONE_WITHIN_S = 5
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,3 +146,24 @@ async def _start_bot(
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "run", cwd=tmp_path, env=env, stdout=log, stderr=log
     )
+
+
+async def test_status_says_whether_an_agent_can_outlive_the_bot(tmp_path):
+    """With the namespace, /status says so; on a machine without bubblewrap it says agents may
+    outlive a ``kill -9`` (the watchdog then stops only what kept the bot's run in its
+    environment)."""
+    seen = {}
+    for name, path in (("with", "/usr/local/bin:/usr/bin:/bin"), ("without", None)):
+        where = tmp_path / name
+        where.mkdir()
+        path = path or path_without_bwrap(where)
+        async with FakeTelegram() as fake:
+            bot = await _start_bot(where, fake, {"PATH": path, "DETACH_CLAUDE_BIN": "/nonexistent"})
+            try:
+                await fake.wait_call("setMyCommands", timeout_s=60)
+                await fake.user_message("/status", OWNER)
+                seen[name] = (await fake.wait_text(OWNER, "agents:", timeout_s=30)).params["text"]
+            finally:
+                await stop_process(bot)
+    assert "agents: each in a PID namespace that dies with the bot" in seen["with"]
+    assert "agents: may outlive a kill -9 of the bot (bubblewrap not installed" in seen["without"]
