@@ -58,14 +58,11 @@ def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]
 
 @functools.cache
 def _prefix(nice: int, contained: bool = False) -> tuple[str, ...]:
-    """coreutils ``nice`` runs the agent at a lower CPU priority, inherited by every process it
-    starts (the bot and its card are not kept waiting by a machine the agents keep busy);
-    util-linux ``setpriv`` gives it a parent-death signal: if the bot is killed -9, the agent
-    is killed with it, even one that ignores SIGINT; and, unless ``contained`` (it makes a PID
-    namespace of its own), bubblewrap runs it in a PID namespace that dies with the bot, and
-    everything it started with it (``executors.pidns``; where that cannot work, the watchdog's
-    sweep: ``executors.watchdog``). The bot's own stops are unchanged: SIGINT first
-    (``stop_tree``, to the agent inside), SIGKILL only after the grace."""
+    """``nice``: a lower CPU priority for the agent and all it starts (the bot is not kept
+    waiting); ``setpriv``: SIGKILL when the bot dies, even for an agent ignoring SIGINT; and,
+    unless ``contained`` (it makes its own), a PID namespace that dies with the bot, and all
+    it started with it (``executors.pidns``; else the watchdog's sweep). The bot's own stops
+    are unchanged: SIGINT first (``stop_tree``), SIGKILL after the grace."""
     niced = shutil.which("nice") if nice else None
     setpriv = shutil.which("setpriv")
     return (
