@@ -143,8 +143,10 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         """No DETACH_ADMINS: the first id of DETACH_ALLOWED_USERS as written owns the machine."""
         if isinstance(data, dict) and not data.get("admins"):
             users = data.get("allowed_users")
-            if isinstance(users, str) and (ids := _user_ids(users)):
-                return {**data, "admins": ids[:1]}
+            parts = users.replace(" ", "").split(",") if isinstance(users, str) else []
+            first = next((part for part in parts if part), "")
+            if first.lstrip("-").isdigit():  # a wrong one: the field's own check names it
+                return {**data, "admins": first}
         return data
 
     @field_validator("allowed_users", mode="before")
