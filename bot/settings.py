@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.models import ApprovalMode, Preset, ProcessRole, TopicMode
@@ -167,12 +167,14 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
             return (value,)
         return value
 
-    @model_validator(mode="after")
-    def _admins_are_allowed(self) -> Settings:
-        strangers = [user for user in self.admins if user not in self.allowed_users]
+    @field_validator("admins")
+    @classmethod
+    def _admins_are_allowed(cls, value: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
+        allowed = info.data.get("allowed_users") or frozenset()
+        strangers = [user for user in value if user not in allowed]
         if strangers:
-            raise ValueError(f"DETACH_ADMINS names {strangers[0]}, not in DETACH_ALLOWED_USERS")
-        return self
+            raise ValueError(f"{strangers[0]} is not in DETACH_ALLOWED_USERS")
+        return value
 
     @property
     def owners(self) -> tuple[int, ...]:
