@@ -319,7 +319,11 @@ async def build(
                 voice=make_voice(core, settings, service),
                 terminal=TerminalDesk(service, store, notifier, texts),
                 adoption=Adoption(
-                    service, store, notifier, os.environ if environ is None else environ
+                    service,
+                    store,
+                    notifier,
+                    os.environ if environ is None else environ,
+                    settings.owners,
                 ),
                 waiting=Waiting(store, texts, settings.timezone),
             ),

@@ -14,7 +14,7 @@ from bot.errors import AgentNotInstalled
 from bot.models import Preset
 from bot.ports import EngineConfig, EngineSpec, Executor, SessionStore
 from bot.settings import Settings
-from executors import registry
+from executors import pidns, registry
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ class Engines:
     async def probe(self) -> None:
         """Run every probe concurrently; fill ``available`` and ``status``."""
         try:
+            contained = asyncio.ensure_future(asyncio.to_thread(pidns.problem))
             probes = await asyncio.gather(
                 *(_probe(name, executor) for name, executor in self._candidates.items())
             )
@@ -67,6 +68,7 @@ class Engines:
                 if ok:
                     self.available[name] = executor
                 self.status.append(line)
+            self.status.append(containment_line(await contained))
         finally:
             self._done.set()
 
@@ -101,6 +103,13 @@ def make_engines(
             for spec in registry.ENGINES
         }
     )
+
+
+def containment_line(problem: str | None) -> str:
+    """/status's line on whether an agent can outlive this process (``executors.pidns``)."""
+    if problem is None:
+        return "agents: each in a PID namespace that dies with the bot"
+    return f"agents: may outlive a kill -9 of the bot ({problem})"
 
 
 async def _probe(name: str, executor: Executor) -> tuple[bool, str]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest, Steer
-from bot.models import CheckResult, Preset, TurnSpec
+from bot.models import ApprovalMode, CheckResult, Preset, TurnSpec
 
 LOGIN_MISSING = "NO LOGIN FOUND"  # in an engine's probe line: it has no way to its model
 
@@ -139,6 +140,19 @@ class EngineConfig:
         return kind.model_validate(self.settings, from_attributes=True)
 
 
+class Isolation(IntEnum):
+    """How strongly an engine holds a task of one mode, weakest first; routing never moves a
+    task to a weaker one (``executors.registry.may_move``; the reasons: docs/security.md)."""
+
+    OWNER_RIGHTS = 0  # it acts with the owner's rights, unasked (auto)
+    TAPS = 1  # each command and edit waits for the owner's tap; reads are free (ask)
+    RULES = 2  # the agent's own rules refuse writes and commands, no OS sandbox (readonly)
+    SANDBOX_NETWORK = 3  # commands in an OS sandbox that reaches allow-listed hosts; file tools
+    # held by the CLI's rules
+    SANDBOX = 4  # commands in an OS sandbox without network; file tools confined in-process
+    SANDBOX_ALL = 5  # every command and file access in an OS sandbox without network
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSpec:
     """An engine's declaration: its name (also its Telegram command and ``engine=`` value), the
@@ -155,3 +169,5 @@ class EngineSpec:
     # (``claude --resume <id>``); empty: it has no terminal CLI (``/local``)
     terminal_resume: tuple[str, ...] = ()
     settings: type[EngineSettings] = EngineSettings  # a base of bot.settings.Settings
+    # how strongly it holds a task of each mode; a mode it does not name: never routed to
+    isolation: Mapping[ApprovalMode, Isolation] = field(default_factory=dict)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.models import ApprovalMode, Preset, ProcessRole, TopicMode
@@ -34,6 +34,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
 
     bot_token: SecretStr | None = None
     allowed_users: Annotated[frozenset[int], NoDecode] = frozenset()
+    # who owns this machine's terminal sessions (/adopt): these allowed users, else the first
+    # of DETACH_ALLOWED_USERS as written (``owners``)
+    admins: Annotated[tuple[int, ...], NoDecode] = ()
     data_dir: Path = Path("data")
     database_url: str | None = None
     telegram_api_url: str = TELEGRAM_API_URL
@@ -134,22 +137,51 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
                 )
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _first_user_owns(cls, data: object) -> object:
+        """No DETACH_ADMINS: the first id of DETACH_ALLOWED_USERS as written owns the machine."""
+        if isinstance(data, dict) and not data.get("admins"):
+            users = data.get("allowed_users")
+            parts = users.replace(" ", "").split(",") if isinstance(users, str) else []
+            first = next((part for part in parts if part), "")
+            if first.lstrip("-").isdigit():  # a wrong one: the field's own check names it
+                return {**data, "admins": first}
+        return data
+
     @field_validator("allowed_users", mode="before")
     @classmethod
     def _parse_users(cls, value: object) -> object:
         if isinstance(value, str):
-            parts = [part for part in value.replace(" ", "").split(",") if part]
-            for part in parts:
-                if not part.lstrip("-").isdigit():
-                    raise ValueError(
-                        f"numeric Telegram user ids, comma-separated; {part[:40]!r} is not one "
-                        "(a @name cannot be allowed: `detach init` pairs you, or @userinfobot "
-                        "tells you your id)"
-                    )
-            return frozenset(int(part) for part in parts)
+            return frozenset(_user_ids(value))
         if isinstance(value, int):
             return frozenset({value})
         return value
+
+    @field_validator("admins", mode="before")
+    @classmethod
+    def _parse_admins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(_user_ids(value))
+        if isinstance(value, int):
+            return (value,)
+        return value
+
+    @field_validator("admins")
+    @classmethod
+    def _admins_are_allowed(cls, value: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
+        allowed = info.data.get("allowed_users") or frozenset()
+        strangers = [user for user in value if user not in allowed]
+        if strangers:
+            raise ValueError(f"{strangers[0]} is not in DETACH_ALLOWED_USERS")
+        return value
+
+    @property
+    def owners(self) -> tuple[int, ...]:
+        """Who owns this machine's sessions (``/adopt``): DETACH_ADMINS, else the first allowed
+        user as written (as given in code: the lowest id); the first of them is ``detach
+        adopt``'s."""
+        return self.admins or tuple(sorted(self.allowed_users))[:1]
 
     @field_validator("allowed_workdirs", "sandbox_deny_read", mode="before")
     @classmethod
@@ -199,6 +231,19 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         if password and len(password) >= MIN_PASSWORD_CHARS:
             values += dict.fromkeys((password, urllib.parse.unquote(password)))
         return values
+
+
+def _user_ids(value: str) -> list[int]:
+    """Numeric Telegram user ids, comma-separated, in their order."""
+    parts = [part for part in value.replace(" ", "").split(",") if part]
+    for part in parts:
+        if not part.lstrip("-").isdigit():
+            raise ValueError(
+                f"numeric Telegram user ids, comma-separated; {part[:40]!r} is not one "
+                "(a @name cannot be allowed: `detach init` pairs you, or @userinfobot "
+                "tells you your id)"
+            )
+    return [int(part) for part in parts]
 
 
 def key_variables(settings: Settings, presets: Iterable[Preset]) -> tuple[str, ...]:

@@ -109,8 +109,9 @@ def add(args: argparse.Namespace) -> int:
 
 
 def adopt(args: argparse.Namespace) -> int:
-    """``detach adopt <id>``: the session becomes a task of the first allowed user (or
-    ``--chat``); the running bot sends its card. Prints its label."""
+    """``detach adopt <id>``: the session becomes a task of the machine's owner (the first of
+    ``Settings.owners``, or ``--chat`` when it names one of them, or a group); the running bot
+    sends its card. Prints its label."""
     import os
 
     from bot.tasks.adoption import Adoptee, adopted_mode, locate, record
@@ -118,7 +119,9 @@ def adopt(args: argparse.Namespace) -> int:
     settings = shell_settings()
     if not settings.allowed_users:
         raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to give the task to")
-    owner = args.chat if args.chat in settings.allowed_users else min(settings.allowed_users)
+    if args.chat in settings.allowed_users and args.chat not in settings.owners:
+        raise ConfigError(f"--chat {args.chat}: this machine's sessions are its owner's only")
+    owner = args.chat if args.chat in settings.owners else settings.owners[0]
     policy = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs)
     cwd = Path(args.cwd).expanduser() if args.cwd else None
     found, where = locate(os.environ, policy, registry.names(), args.id, cwd)

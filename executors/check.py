@@ -57,10 +57,11 @@ class ShellCheck:
         self, command: str, cwd: Path, sandboxed: bool, round_: int, tag: str | None = None
     ) -> CheckResult:
         argv = ["sh", "-c", command]
-        if sandboxed or (self._confine_always and await self._sandbox_works()):
+        confined = sandboxed or (self._confine_always and await self._sandbox_works())
+        if confined:  # its own PID namespace, dying with the bot: no other is needed
             argv = sandbox.confine(argv, cwd, self._env, self._denied())
         started = time.monotonic()
-        proc = await spawn(argv, str(cwd), self._env, tag, self._nice)
+        proc = await spawn(argv, str(cwd), self._env, tag, self._nice, contained=confined)
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.close()
         output = bytearray()

@@ -22,6 +22,7 @@ from bot.ports import (
     EngineConfig,
     EngineSettings,
     EngineSpec,
+    Isolation,
     SteerInbox,
 )
 from executors import gitguard, sandbox
@@ -341,6 +342,12 @@ def _make(config: EngineConfig) -> ClaudeExecutor:
 
 SPEC = EngineSpec(
     name="claude",
+    isolation={  # docs/security.md, "Routing"
+        ApprovalMode.AUTO: Isolation.OWNER_RIGHTS,
+        ApprovalMode.ASK: Isolation.TAPS,
+        ApprovalMode.READONLY: Isolation.RULES,
+        ApprovalMode.SANDBOX: Isolation.SANDBOX_NETWORK,
+    },
     default_binary="claude",
     pinned_version=PINNED_VERSION,
     make=_make,

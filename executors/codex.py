@@ -18,7 +18,15 @@ from typing import Any
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import ApprovalMode, Preset, TurnSpec
-from bot.ports import NO_STEERING, Approver, EngineConfig, EngineSettings, EngineSpec, SteerInbox
+from bot.ports import (
+    NO_STEERING,
+    Approver,
+    EngineConfig,
+    EngineSettings,
+    EngineSpec,
+    Isolation,
+    SteerInbox,
+)
 from executors import gitguard, leftovers, orphans
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
@@ -353,6 +361,12 @@ def _make(config: EngineConfig) -> CodexExecutor:
 
 SPEC = EngineSpec(
     name="codex",
+    isolation={  # docs/security.md, "Routing"
+        ApprovalMode.AUTO: Isolation.OWNER_RIGHTS,
+        ApprovalMode.ASK: Isolation.TAPS,
+        ApprovalMode.READONLY: Isolation.SANDBOX_ALL,
+        ApprovalMode.SANDBOX: Isolation.SANDBOX_ALL,
+    },
     default_binary="codex",
     pinned_version=PINNED_VERSION,
     make=_make,

@@ -41,13 +41,14 @@ from bot.events import (
     Usage,
     UsageUpdated,
 )
-from bot.models import Preset, TurnSpec
+from bot.models import ApprovalMode, Preset, TurnSpec
 from bot.ports import (
     NO_STEERING,
     Approver,
     EngineConfig,
     EngineSettings,
     EngineSpec,
+    Isolation,
     SessionStore,
     SteerInbox,
 )
@@ -282,6 +283,12 @@ def _make(config: EngineConfig) -> LocalExecutor:
 
 SPEC = EngineSpec(
     name="local",
+    isolation={  # docs/security.md, "Routing"
+        ApprovalMode.AUTO: Isolation.OWNER_RIGHTS,
+        ApprovalMode.ASK: Isolation.TAPS,
+        ApprovalMode.READONLY: Isolation.RULES,
+        ApprovalMode.SANDBOX: Isolation.SANDBOX,
+    },
     default_binary="",
     pinned_version="",
     make=_make,

@@ -17,6 +17,7 @@ from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, Bound, StreamBounded
 from bot.models import TurnSpec
+from executors import pidns
 from executors.procs import RUN_ENV, this_run
 from executors.shield import shielded
 from executors.tree import TAG_ENV, exited, stop_tree, wait_exit
@@ -59,31 +60,37 @@ def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]
 
 
 @functools.cache
-def _prefix(nice: int) -> tuple[str, ...]:
-    """coreutils ``nice`` runs the agent at a lower CPU priority, inherited by every process it
-    starts (the bot and its card are not kept waiting by a machine the agents keep busy);
-    util-linux ``setpriv`` gives it a parent-death signal: if the bot is killed -9, the agent
-    is killed with it, even one that ignores SIGINT (what it forked and detached is the
-    watchdog's: ``executors.watchdog``). The bot's own stops are unchanged: SIGINT first
-    (``stop_tree``), SIGKILL only after the grace."""
+def _prefix(nice: int, contained: bool = False) -> tuple[str, ...]:
+    """``nice``: a lower CPU priority for the agent and all it starts (the bot is not kept
+    waiting); ``setpriv``: SIGKILL when the bot dies, even for an agent ignoring SIGINT; and,
+    unless ``contained`` (it makes its own), a PID namespace that dies with the bot, and all
+    it started with it (``executors.pidns``; else the watchdog's sweep). The bot's own stops
+    are unchanged: SIGINT first (``stop_tree``), SIGKILL after the grace."""
     niced = shutil.which("nice") if nice else None
     setpriv = shutil.which("setpriv")
     return (
         *((niced, "-n", str(nice)) if niced else ()),
         *((setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()),
+        *(() if contained else pidns.prefix()),
     )
 
 
 async def spawn(
-    argv: list[str], cwd: str, env: Mapping[str, str], tag: str | None = None, nice: int = 0
+    argv: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    tag: str | None = None,
+    nice: int = 0,
+    contained: bool = False,
 ) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
     (see TAG_ENV) and with this process's run (RUN_ENV: what its watchdog stops when it dies),
-    ``nice`` steps below the bot's CPU priority; safe to cancel (``created``)."""
+    ``nice`` steps below the bot's CPU priority, in a PID namespace that dies with the bot
+    unless ``contained`` (``argv`` makes its own: Detach's sandbox); safe to cancel."""
     env = {**env, TAG_ENV: tag, RUN_ENV: this_run()} if tag else dict(env)
     return await created(
         asyncio.create_subprocess_exec(
-            *_prefix(nice),
+            *_prefix(nice, contained),
             *argv,
             cwd=cwd,
             env=env,

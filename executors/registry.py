@@ -7,8 +7,8 @@ its menu text, ``commands.<name>``, in each catalog."""
 
 from __future__ import annotations
 
-from bot.models import Preset
-from bot.ports import EngineSpec
+from bot.models import ApprovalMode, Preset
+from bot.ports import EngineSpec, Isolation
 from executors import claude, codex, local
 
 ENGINES: tuple[EngineSpec, ...] = (
@@ -24,3 +24,19 @@ def names() -> tuple[str, ...]:
 
 def builtin_presets() -> tuple[Preset, ...]:
     return tuple(preset for spec in ENGINES for preset in spec.presets)
+
+
+def isolation(engine: str, mode: ApprovalMode) -> Isolation | None:
+    """How strongly ``engine`` holds a task of ``mode`` (None: it declares none, or is unknown)."""
+    spec = next((spec for spec in ENGINES if spec.name == engine), None)
+    return spec.isolation.get(mode) if spec is not None else None
+
+
+def may_move(mode: ApprovalMode, engine: str, to: str) -> bool:
+    """The rule every router keeps (preflight, ``engine=auto``, the usage-limit hand-over): a
+    task of ``mode`` on ``engine`` may move to ``to`` only if ``to`` holds that mode at least
+    as strongly (``EngineSpec.isolation``); an engine that declares no strength is none's."""
+    if to == engine:
+        return True
+    own, target = isolation(engine, mode), isolation(to, mode)
+    return own is not None and target is not None and target >= own

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 
+from executors.pidns import agent_of
 from executors.procs import TAG_ENV, Proc, all_pids, kill_tagged, stat_of
 
 __all__ = ["TAG_ENV", "Proc", "descendants", "kill_tagged", "stop_tree", "wait_exit"]
@@ -75,8 +76,7 @@ async def _stop_agent(
         _kill_all(descendants(proc.pid))
         return
     tree = {p.pid: p for p in descendants(proc.pid)}
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(first)
+    _signal_agent(proc, first)
     deadline = asyncio.get_running_loop().time() + grace_s
     while proc.returncode is None and asyncio.get_running_loop().time() < deadline:
         # what it starts while stopping (or had just started) is part of the tree too
@@ -91,6 +91,17 @@ async def _stop_agent(
         proc.kill()
     _kill_all(list(tree.values()))
     await wait_exit(proc, grace_s)
+
+
+def _signal_agent(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    """``sig`` to the agent: the process itself, or the agent its PID namespace runs
+    (``executors.pidns``: bubblewrap would die of it, and the agent with it, unwarned)."""
+    inside = agent_of(proc.pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if inside is not None and inside.alive():
+            os.kill(inside.pid, sig)
+        else:
+            proc.send_signal(sig)
 
 
 def _kill_all(procs: list[Proc]) -> None:

@@ -2,11 +2,14 @@
 outlives it only to stop every process it started, once it is gone however it went
 (``kill -9``, the OOM killer, a crash) and with nobody (systemd) to clean up.
 
-Each agent's leader gets SIGKILL as its parent-death signal (``executors.process``), but what
-it forked and detached (a tool in its own session, a double-forked daemon) has no parent-death
-signal of its own. Every one of them still carries RUN_ENV, the bot process's ``<pid>.<start
-time>``, in its environment: when the bot dies, the watchdog kills each process carrying it,
-scan after scan until a scan finds none (a process forking meanwhile is found by the next).
+Each agent's leader gets SIGKILL as its parent-death signal (``executors.process``), and
+where bubblewrap works every agent runs in a PID namespace that dies with the bot
+(``executors.pidns``): what it forked and detached dies with it, whatever it did to its
+environment. Without one, what it forked and detached (a tool in its own session, a
+double-forked daemon) has no parent-death signal of its own; each such process that kept its
+environment carries RUN_ENV, the bot process's ``<pid>.<start time>``: when the bot dies, the
+watchdog kills each process carrying it, scan after scan until a scan finds none (a process
+forking meanwhile is found by the next). One that cleared its environment is not found.
 
 The bot holds the write end of the watchdog's stdin, and nothing else does (pipes are not
 inherited: every child is started with ``close_fds``). The bot dying closes it: the watchdog

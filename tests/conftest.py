@@ -24,6 +24,7 @@ SLOW_MODULES = frozenset(
         "test_chaos",
         "test_cli",
         "test_crash_windows",
+        "test_daemon_outlives",
         "test_fleet",
         "test_fleet_chaos",
         "test_launch",
@@ -125,6 +126,7 @@ SLOW_TESTS = frozenset(
         "test_stall.py::test_each_new_state_speaks_once",
         "test_stall.py::test_an_agent_that_answered_but_does_not_exit_is_named",
         "test_stall.py::test_a_long_wait_on_the_owner_is_no_stall_after_the_answer",
+        "test_routing_strength.py::test_the_hand_over_offers_and_takes_only_an_engine_as_strong",
     }
 )
 

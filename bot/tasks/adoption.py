@@ -98,17 +98,28 @@ async def record(store: Store, found: FoundSession, where: Path, who: Adoptee) -
 
 class Adoption:
     """``/adopt``: the owner's terminal session becomes a task of this chat, whose card (the
-    session's last answer, how to go on at the terminal) the chat gets at once."""
+    session's last answer, how to go on at the terminal) the chat gets at once. The machine's
+    sessions are its owners' (``Settings.owners``): anyone else is refused before a session
+    file is looked at, so the refusal says nothing of the session, not even that it exists."""
 
     def __init__(
-        self, tasks: TaskService, store: Store, notifier: Notifier, environ: Mapping[str, str]
+        self,
+        tasks: TaskService,
+        store: Store,
+        notifier: Notifier,
+        environ: Mapping[str, str],
+        owners: Collection[int],
     ) -> None:
         self._tasks = tasks
         self._store = store
         self._notifier = notifier
         self._environ = environ  # where the agents' session files are (their HOME)
+        self._owners = frozenset(owners)
 
     async def adopt(self, user_id: int, chat_id: int, locale: str, typed: str) -> Task:
+        if user_id not in self._owners:
+            log.warning("user %s may not adopt this machine's sessions", user_id)
+            raise UserInputError("adopt.not_owner")
         tasks = self._tasks
         # the session files are walked and read on a thread: never on the event loop
         found, where = await asyncio.to_thread(

@@ -16,6 +16,7 @@ from bot.turns.continuation import handover_prompt
 from bot.turns.outcome import local_time
 from bot.turns.queue import TurnQueue
 from executors.gitguard import GitGuard
+from executors.registry import may_move
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,15 @@ class Handover:
 
     async def run_on(self, user_id: int, task_id: int, engine: Engine) -> Task:
         """The owner's task that waits for its engine's limit goes on with ``engine`` now;
-        refused when it no longer waits, or ``engine`` is unknown, the same, or limited too."""
+        refused when it no longer waits, or ``engine`` is unknown, the same, limited too, or
+        holds the task's mode more weakly (``may_move``)."""
         task = await self._waiting(user_id, task_id)
         if engine == task.engine or engine not in self._tasks.available_engines:
             raise UserInputError("error.engine_unavailable", engine=engine)
+        if not may_move(task.approval_mode, task.engine, engine):
+            raise UserInputError(
+                "error.engine_weaker", engine=engine.capitalize(), mode=task.approval_mode.value
+            )
         until = await self._queue.limited_until(engine)
         if until is not None:
             zone = await self._tasks.zone(user_id)

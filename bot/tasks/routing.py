@@ -6,8 +6,9 @@ an engine that passed its probe here), priced, and no dearer than the task's own
 engine's dearest, as the money desk counts an unknown model). Here it is taken only when its
 engine is not waiting for a usage limit and can honour the task's rights as planned: the same
 approval mode (a sandboxed task goes only where the sandbox works: it is never widened to
-``auto``, nor narrowed to ``ask``, which would wait for taps nobody expects), and ``subtasks=yes``
-only where `detach mcp` can be given. An unpriced preset (a /local model with no ``price_*``) is
+``auto``, nor narrowed to ``ask``, which would wait for taps nobody expects) and no more weakly
+held (``executors.registry.may_move``), and ``subtasks=yes`` only where `detach mcp` can be
+given. An unpriced preset (a /local model with no ``price_*``) is
 never a target: the money desk counts it at the dearest price of its engine; ``price_input = 0``
 in its preset makes a model on your own machine free, and the cheapest target."""
 
@@ -19,6 +20,7 @@ from dataclasses import replace
 from bot.models import ApprovalMode, Engine, NewTask, Preset
 from bot.tasks.planning import TaskDefaults
 from bot.turns.queue import TurnQueue
+from executors.registry import may_move
 
 
 class TaskRouter:
@@ -39,7 +41,10 @@ class TaskRouter:
         return chosen
 
     def honours(self, engine: Engine, new: NewTask) -> bool:
-        """``engine`` can run ``new`` with the rights it was planned with, no wider, no other."""
+        """``engine`` can run ``new`` with the rights it was planned with, no wider, no other,
+        and holds its mode at least as strongly as its own engine (``may_move``)."""
+        if not may_move(new.approval_mode, new.engine, engine):
+            return False
         sandbox_problem: Callable[[Engine], str | None] = self._defaults.sandbox_problem
         if new.approval_mode is ApprovalMode.SANDBOX and sandbox_problem(engine) is not None:
             return False

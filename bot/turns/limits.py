@@ -1,6 +1,7 @@
 """A turn that its engine's usage limit stopped: it goes back to the queue, its task waits
 (and so does every task of that engine), and the owner gets one notice in their zone that
-offers the engines that are not limited (``bot.tasks.handover`` carries a task over)."""
+offers the engines that are not limited and hold the task's mode at least as strongly
+(``bot.tasks.handover`` carries a task over)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bot.store.engine_state import LIMIT_HORIZON
 from bot.telegram.notifier import Notifier
 from bot.turns.outcome import local_time
 from bot.turns.queue import TurnQueue
+from executors.registry import may_move
 
 log = logging.getLogger(__name__)
 LIMIT_RETRY_MAX_S = 6 * 3600.0  # the longest wait between retries of a limit without a time
@@ -78,7 +80,9 @@ class Parking:
         others = [
             engine
             for engine in sorted(self._engines)
-            if engine != task.engine and await self._queue.limited_until(engine) is None
+            if engine != task.engine
+            and may_move(task.approval_mode, task.engine, engine)
+            and await self._queue.limited_until(engine) is None
         ]
         async with self._store.atomic():
             until = await self._queue.limit(task.engine, until)  # or the later one in force
