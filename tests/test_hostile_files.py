@@ -154,6 +154,7 @@ async def test_a_held_set_names_only_its_own_files(tmp_path):
 
 async def test_the_boards_diff_shows_planted_new_files_by_name_only(tmp_path):
     from bot.board.checkout import checkout_patch
+    from executors.gitguard import GitGuard
 
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
@@ -174,7 +175,7 @@ async def test_the_boards_diff_shows_planted_new_files_by_name_only(tmp_path):
             continue
     (repo / "honest.txt").write_text("hello\n")
     async with asyncio.timeout(20):
-        patch = await checkout_patch(str(repo))
+        patch = await checkout_patch(GitGuard(), str(repo))
     assert patch is not None and "+hello" in patch
     assert "Binary or unreadable file b/new-sparse" in patch
     assert "\0" not in patch and len(patch) < 10_000
