@@ -15,6 +15,7 @@ from bot.models import Preset
 from bot.ports import EngineConfig, EngineSpec, Executor, SessionStore
 from bot.settings import Settings
 from executors import pidns, registry
+from executors.gitguard import GitGuard
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class Engines:
         """Run every probe concurrently; fill ``available`` and ``status``."""
         try:
             contained = asyncio.ensure_future(asyncio.to_thread(pidns.problem))
+            jailed = asyncio.ensure_future(GitGuard().confined())
             probes = await asyncio.gather(
                 *(_probe(name, executor) for name, executor in self._candidates.items())
             )
@@ -69,6 +71,7 @@ class Engines:
                     self.available[name] = executor
                 self.status.append(line)
             self.status.append(containment_line(await contained))
+            self.status.append(git_line(await jailed))
         finally:
             self._done.set()
 
@@ -110,6 +113,17 @@ def containment_line(problem: str | None) -> str:
     if problem is None:
         return "agents: each in a PID namespace that dies with the bot"
     return f"agents: may outlive a kill -9 of the bot ({problem})"
+
+
+def git_line(confined: bool) -> str:
+    """/status's line on the bot's own git in task directories (``executors.gitguard``)."""
+    if confined:
+        return "the bot's git: confined (bubblewrap, no network, secrets hidden)"
+    return (
+        "the bot's git: NOT confined (bubblewrap cannot run here): transports closed and "
+        "repositories that fetch on demand refused, but a repository's configuration could run "
+        "a program as the bot"
+    )
 
 
 async def _probe(name: str, executor: Executor) -> tuple[bool, str]:

@@ -151,7 +151,7 @@ async def _start_bot(
 async def test_status_says_whether_an_agent_can_outlive_the_bot(tmp_path):
     """With the namespace, /status says so; on a machine without bubblewrap it says agents may
     outlive a ``kill -9`` (the watchdog then stops only what kept the bot's run in its
-    environment)."""
+    environment), and that the bot's own git is not confined."""
     seen = {}
     for name, path in (("with", "/usr/local/bin:/usr/bin:/bin"), ("without", None)):
         where = tmp_path / name
@@ -167,3 +167,8 @@ async def test_status_says_whether_an_agent_can_outlive_the_bot(tmp_path):
                 await stop_process(bot)
     assert "agents: each in a PID namespace that dies with the bot" in seen["with"]
     assert "agents: may outlive a kill -9 of the bot (bubblewrap not installed" in seen["without"]
+    # and whether the bot's own git in task directories runs confined
+    assert (
+        "the bot&#x27;s git: confined" in seen["with"] or "the bot's git: confined" in seen["with"]
+    )
+    assert "git: NOT confined" in seen["without"]
