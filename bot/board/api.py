@@ -1,8 +1,8 @@
 """The board's JSON API (aiohttp handlers behind ``Gate.signed_in``): who is signed in and the
 page's texts, the task list and one task's page, transcript, diff and event streams, and the
-actions (answer a question, follow up, cancel, merge, discard). A task is the signed-in user's
-or ``TaskNotFound`` (404, exactly like a missing one); numbers and bodies are read through
-``bot.board.inputs`` (a malformed one is ``Malformed``, 400)."""
+actions (answer a question, follow up, cancel, merge, discard, a held task's choice). A task is
+the signed-in user's or ``TaskNotFound`` (404, exactly like a missing one); numbers and bodies
+are read through ``bot.board.inputs`` (a malformed one is ``Malformed``, 400)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ PAGE_TEXTS = (
     "checks", "diff", "no_diff", "pending", "allow", "deny", "always", "always_confirm",
     "followup_label", "send", "cancel", "merge", "discard", "discard_confirm", "cost", "age",
     "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
-    "no_output", "turn", "live", "offline", "back", "signin_needed", "badge_approval",
-    "badge_question", "badge_limit", "filter", "all", "active", "finished", "done_toast",
-    "diff_checkout",
+    "no_output", "turn", "live", "offline", "back", "signin_needed", "filter", "all", "active",
+    "finished", "done_toast", "diff_checkout",
 )  # fmt: skip
 
 
@@ -104,6 +103,13 @@ class BoardApi:
         prompt = str((await self._json(request)).get("prompt", ""))
         turn = await self._actions.follow_up(user_id, task.id, prompt)
         return web.json_response({"ok": True, "turn": turn.seq})
+
+    async def hold(self, request: web.Request) -> web.StreamResponse:
+        """A held task's choice: ``{"choice": n}`` as its buttons in the chat carry it."""
+        user_id = request[SESSION_KEY].user_id
+        hold_id = task_id(request)  # the path's {id}, bounded as a task's
+        choice = body_int(await self._json(request), "choice", -1)
+        return await self._done(user_id, await self._actions.hold(user_id, hold_id, choice))
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
