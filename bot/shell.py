@@ -88,10 +88,12 @@ def add(args: argparse.Namespace) -> int:
         check=check,
         check_repository=check_repository,
     )
+    preflighted = settings.preflight or settings.default_engine == "auto"  # the bot decides
     if (
         args.worktree
         or (args.worktree is None and settings.worktrees)
         or mode is ApprovalMode.SANDBOX
+        or preflighted
     ):
         return _add_through_inbox(settings, new, args, explicit=bool(args.worktree))
 
