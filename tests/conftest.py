@@ -33,6 +33,7 @@ SLOW_MODULES = frozenset(
         "test_restart",
         "test_setup",
         "test_systemd",
+        "test_wait_names",
         "test_workers",
     }
 )
