@@ -23,12 +23,14 @@ from bot.events import (
     Usage,
     WindowReported,
 )
-from bot.models import TaskStatus
+from bot.models import NewTask, QuestionKind, TaskKind, TaskStatus, WaitState
+from bot.store.preflights import encode_held
 from bot.telegram.render import plain
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import Call, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.test_buzzes import spent_budget
 from tests.test_check_consent import MACHINE, cloned
 from tests.test_checks import finished
@@ -169,3 +171,40 @@ async def test_a_waiting_state_has_one_name_on_every_surface(state, tmp_path, wo
 def ack_label(ack: Call) -> str:
     """The slug of the task an acknowledgement is about."""
     return str(ack.params["text"]).split("<b>#1 ", 1)[1].split("</b>", 1)[0]
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def store(request, tmp_path):  # type: ignore[no-untyped-def]
+    async with opened_store(request.param, tmp_path) as opened:
+        yield opened
+
+
+async def test_the_store_reads_what_a_list_of_tasks_waits_for_and_a_hold_moves_the_pulse(
+    store, tmp_path
+):
+    """SQLite and PostgreSQL alike: one read for a list (the oldest question of a task says,
+    a check's approval is consent, the terminal first), and the board's pulse moves when a
+    task is held by its preflight and when the hold settles."""
+    new = NewTask(OWNER, OWNER, "claude", TaskKind.DETACH, "fix it", tmp_path)
+    made = [(await store.tasks.create(new, f"t{n}"))[0] for n in range(4)]
+    check = {"check": "make test", "text": "may it run?"}
+    await store.questions.create(made[0].id, None, QuestionKind.APPROVAL, check, None)
+    await store.questions.create(made[0].id, None, QuestionKind.QUESTION, {}, None)
+    await store.questions.create(made[1].id, None, QuestionKind.APPROVAL, {"text": "?"}, None)
+    await store.terminal.hold(made[2].id, OWNER)
+    await store.questions.create(made[2].id, None, QuestionKind.QUESTION, {}, None)
+    assert await store.waits.of(made) == {
+        made[0].id: WaitState.CONSENT,
+        made[1].id: WaitState.APPROVAL,
+        made[2].id: WaitState.TERMINAL,
+    }
+    before = await store.pulse.mark()
+    hold = await store.preflights.create(
+        owner_id=OWNER, chat_id=OWNER, locale="en", reply_to=None, text="fix it",
+        with_options=False, decision="refuse", reason="no", task=encode_held(new, None),
+    )  # fmt: skip
+    held = await store.pulse.mark()
+    assert held != before
+    assert (await store.preflights.get(hold.id)).task == new  # as its door planned it
+    await store.preflights.resolve(hold.id, "cancelled", "")
+    assert await store.pulse.mark() != held
