@@ -231,3 +231,31 @@ async def test_an_estimate_over_the_days_cap_asks_first_whichever_door(
         await shown(fake, "/pending", "Nothing asks for your answer")
         assert await app.store.tasks.list_for(None) == []
         assert not agent_ran(anthropic, marker)
+
+
+@pytest.mark.parametrize("door", ["task_file", "schedule", "mcp"])
+async def test_a_question_to_nobody_waits_as_in_the_chat_then_starts_on_best_judgement(
+    door, tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    """A door with no person at it: the question goes to the owner's chat and waits
+    DETACH_PREFLIGHT_WAIT_S, as a command's does; unanswered, the task starts and its agent is
+    told to use its best judgement."""
+    marker = f"MARK-ASK{door.upper().replace('_', '')}"
+    ask = {"verdict": "ask", "question": "Which tests?", "answers": ["unit", "all"]}
+    anthropic.script(PREFLIGHT, [{"text": json.dumps(ask)}])
+    anthropic.script(marker, [{"text": f"{marker} did its best."}])
+    async with bench_for(tmp_path, claude_bin, agent_env, workdir, preflight_wait_s=2.0) as bench:
+        await DOORS[door](bench, f"{marker} fix the tests")
+        asked = await bench.fake.wait_text(OWNER, "Before this task starts: Which tests?")
+        assert list(buttons(asked)) == ["unit", "all", *CHOICES]
+        ack = await bench.fake.wait_text(OWNER, "got no answer", timeout_s=30)
+        assert marker.lower() in ack.params["text"]
+        await bench.fake.wait_text(OWNER, f"{marker} did its best.", timeout_s=90)
+        [prompt] = [
+            r["first_user_text"]
+            for r in anthropic.requests_for(marker)
+            if PREFLIGHT not in r["first_user_text"]
+        ]
+        assert "The owner was asked: Which tests?" in prompt
+    if door == "mcp":
+        assert "starts on its best judgement" in "\n".join(bench.said)
