@@ -27,10 +27,15 @@ from bot.app import App
 from bot.board.server import Board
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server
+from bot.preflight.message import ANYWAY
 from tests.conftest import ROOT
+from tests.support.chat_mock import ChatMock
+from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_approvals_e2e import answer_of, buttons
+from tests.test_check_consent import MACHINE
+from tests.test_checks import finished
 from tests.test_phone import buttons_of, until
 
 PREFLIGHT = "You are the preflight of an unattended coding agent"
@@ -115,6 +120,14 @@ DOORS: dict[str, Door] = {
     "detach_add": by_detach_add,
     "mcp": by_mcp,
 }
+
+
+def preflight_settings(tmp_path: Path, chat: ChatMock) -> dict[str, Any]:
+    config = tmp_path / "detach.toml"
+    config.write_text(
+        f'[presets.judge]\nengine = "local"\nmodel = "m"\nbase_url = "{chat.base_url}"\n'
+    )
+    return {"config": config, "preflight": True, "preflight_model": "judge"}
 
 
 @asynccontextmanager
@@ -259,3 +272,29 @@ async def test_a_question_to_nobody_waits_as_in_the_chat_then_starts_on_best_jud
         assert "The owner was asked: Which tests?" in prompt
     if door == "mcp":
         assert "starts on its best judgement" in "\n".join(bench.said)
+
+
+async def test_a_hold_made_before_the_upgrade_starts_from_its_command_as_typed(tmp_path, workdir):
+    """A hold stored before holds kept their task (no ``task``): Start anyway plans its command
+    again, its options included, as the chat did then."""
+    chat = ChatMock().start()
+    engine = FakeEngine(finished("done as typed"))
+    try:
+        async with FakeTelegram() as fake:
+            settings = make_settings(
+                tmp_path / "data", fake, "claude", workdir, **preflight_settings(tmp_path, chat)
+            )
+            async with running_bot(settings, MACHINE, {"claude": engine}) as app:
+                hold = await app.store.preflights.create(
+                    owner_id=OWNER, chat_id=OWNER, locale="en", reply_to=None,
+                    text="max_usd=2 MARK-OLD tidy the logs", with_options=True,
+                    decision="refuse", reason="old",
+                )  # fmt: skip
+                assert (
+                    await app.service.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
+                )
+                await fake.wait_text(OWNER, "done as typed", timeout_s=20)
+                task = await app.store.tasks.get(1)
+                assert (task.max_usd, task.title) == (2.0, "MARK-OLD tidy the logs")
+    finally:
+        chat.stop()

@@ -11,7 +11,6 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +35,7 @@ from tests.test_check_consent import MACHINE, cloned
 from tests.test_checks import finished
 from tests.test_pending_copies import asks_colours
 from tests.test_phone import SESSION, waits_for_approval
-from tests.test_preflight_doors import Bench, board_client, shown
+from tests.test_preflight_doors import Bench, board_client, preflight_settings, shown
 from tests.test_preflight_local import PREFLIGHT
 
 Reach = Callable[[FakeTelegram, Any], Awaitable[None]]
@@ -113,14 +112,6 @@ CASES = {
         "held by its preflight", (), "/detach MARK-WIPE wipe it", shows("Not started")
     ),
 }
-
-
-def preflight_settings(tmp_path: Path, chat: ChatMock) -> dict[str, Any]:
-    config = tmp_path / "detach.toml"
-    config.write_text(
-        f'[presets.judge]\nengine = "local"\nmodel = "m"\nbase_url = "{chat.base_url}"\n'
-    )
-    return {"config": config, "preflight": True, "preflight_model": "judge"}
 
 
 async def now_says(fake: FakeTelegram, call: Call, name: str) -> str:

@@ -193,7 +193,8 @@ function holdRow(row) {  // a task held by its preflight: its message and the ch
     { class: c === row.choices[row.choices.length - 1] ? "danger" : "secondary", "data-choice": c.choice, onclick: choose(c.choice) }, c.text));
   return el("div", { class: "task held", "data-hold": row.hold },
     el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)), row.title),
-    el("div", { class: "goal meta" }, row.text), el("div", { class: "row" }, buttons));
+    el("div", { class: "goal meta" }, row.text.split("\n").slice(1).join("\n").trim()),  // the badge says the first line
+    el("div", { class: "row" }, buttons));
 }
 
 function listPage() {
