@@ -293,6 +293,7 @@ async def build(
             settings.intake_interval_s,
             inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
+            steers=service.steering.carry_asked if service.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
         retention = Retention(store, settings.retention_days, service.held)

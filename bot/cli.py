@@ -229,14 +229,14 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     """`detach mcp`: the MCP server, on this machine's settings and the bot's database."""
-    from bot.mcp.command import plan, serve
+    from bot.mcp.command import money_of, plan, serve
 
     settings = shell_settings()
     place, endpoint = plan(settings, args.http)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 
     async def work(store: Store) -> None:
-        await serve(store, place, endpoint, args.parent)
+        await serve(store, place, endpoint, args.parent, money_of(settings, store))
 
     return asyncio.run(with_store(settings, work, create=False))
 

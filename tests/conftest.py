@@ -27,6 +27,7 @@ SLOW_MODULES = frozenset(
         "test_daemon_outlives",
         "test_fleet",
         "test_fleet_chaos",
+        "test_followup_doors",
         "test_launch",
         "test_one_owner",
         "test_orphans",

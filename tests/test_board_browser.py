@@ -160,7 +160,7 @@ async def test_pressing_allow_on_the_page_lets_the_agent_go_on(tmp_path, workdir
         tg = await feed(app, message("/claude clean the build"))
         await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
         page = await open_signed_in(browser, board, "/tasks/1")
-        await page.click('.pending button[data-choice="allow"]')
+        await page.click('.pending button[data-answer="allow"]')
         await page.wait_for_selector("text=after the approval", timeout=10_000)
         await wait_status(app, 1, TaskStatus.DONE)
         assert engine.decisions == [True]
@@ -548,7 +548,7 @@ async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outs
         )
         fragment = f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}&tgWebAppVersion=8.0"
         await page.goto(f"{board.url}/tasks/1#{fragment}")
-        always = '.pending button[data-choice="always"]'
+        always = '.pending button[data-answer="always"]'
         popups = "window.posted.filter((p) => p[0] === 'web_app_open_popup')"
         for button in ("cancel", "ok"):
             await page.click(always)
@@ -579,7 +579,7 @@ async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outs
             await dialog.accept()
 
         page.on("dialog", accept)
-        await page.click('.pending button[data-choice="always"]')
+        await page.click('.pending button[data-answer="always"]')
         await page.wait_for_selector("text=after the approval", timeout=10_000)
         assert dialogs == ["Allow this from now on, for this engine and directory?"]
         assert engine.decisions == [True]

@@ -162,6 +162,28 @@ class ClaimRepo:
         async with self._engine.connect() as conn:
             return [r[0] for r in await conn.execute(queries.stops_requested())]
 
+    async def request_steer(self, turn_id: int) -> bool:
+        """Ask the bot to steer this queued follow-up into its task's running turn (it is
+        queued by a process that runs no turn: `detach mcp`); False once it is not queued."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                turns.update()
+                .where(turns.c.id == turn_id, turns.c.status == TaskStatus.QUEUED.value)
+                .values(steer_requested=True)
+            )
+        return result.rowcount == 1
+
+    async def take_steers(self) -> list[int]:
+        """The queued follow-ups asked to be steered, each handed out once (oldest first)."""
+        async with self._engine.begin() as conn:
+            found = await conn.execute(
+                turns.update()
+                .where(turns.c.steer_requested.is_(True))
+                .values(steer_requested=False)
+                .returning(turns.c.id, turns.c.status)
+            )
+            return sorted(r.id for r in found if r.status == TaskStatus.QUEUED.value)
+
     async def stop_requested(self, turn_id: int) -> bool:
         async with self._engine.connect() as conn:
             return bool(

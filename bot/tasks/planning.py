@@ -51,6 +51,17 @@ class TaskDefaults:
     route_by_default: bool = False  # DETACH_DEFAULT_ENGINE=auto: walk-away tasks as engine=auto
 
 
+def valid_prompt(prompt: str, command: str, max_chars: int) -> str:
+    """A task's prompt (a goal, a follow-up) cleaned; empty or longer than ``max_chars``: a
+    ``UserInputError`` naming ``command``."""
+    prompt = clean(prompt).strip()
+    if not prompt:
+        raise UserInputError("error.empty_goal", command=command)
+    if len(prompt) > max_chars:
+        raise UserInputError("error.prompt_too_long", chars=len(prompt), limit=max_chars)
+    return prompt
+
+
 class TaskPlanner:
     """Resolves what a new task gets; bad input fails here, with a localized reason."""
 
@@ -75,14 +86,7 @@ class TaskPlanner:
         self.worktrees = worktrees
 
     def validate_prompt(self, prompt: str, command: str) -> str:
-        prompt = clean(prompt).strip()
-        if not prompt:
-            raise UserInputError("error.empty_goal", command=command)
-        if len(prompt) > self.defaults.max_prompt_chars:
-            raise UserInputError(
-                "error.prompt_too_long", chars=len(prompt), limit=self.defaults.max_prompt_chars
-            )
-        return prompt
+        return valid_prompt(prompt, command, self.defaults.max_prompt_chars)
 
     async def plan(
         self,
