@@ -317,8 +317,8 @@ def archive(args: argparse.Namespace) -> int:
     async def work(store: Store) -> int:
         if args.all:
             archived = await store.tasks.archive_finished(None)
-            for task_id in archived:
-                await _close_topic(store, task_id)
+            for done in archived:
+                await _close_topic(store, done.id)
             print(f"archived {len(archived)} task(s)")
             return 0
         task = await store.tasks.get(args.id)

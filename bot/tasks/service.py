@@ -6,7 +6,7 @@ next turns (follow-ups and the turns other services queue) and the user's chat s
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from bot.errors import TaskStateError, UserInputError
@@ -225,10 +225,13 @@ class TaskService:
         """``TaskLifecycle.cancel``: its queued turns dropped, its running one stopped."""
         return await self.lifecycle.cancel(user_id, task_id, reply_to)
 
-    async def archive(self, user_id: int, ref: str) -> int:
-        """``TaskLifecycle.archive``: one idle task, or ``all`` finished ones."""
+    async def archive(
+        self, user_id: int, ref: str, announce: Callable[[int], Awaitable[object]] | None = None
+    ) -> int:
+        """``TaskLifecycle.archive``: one idle task, or ``all`` finished ones; ``announce``:
+        the answer, given the count, before the cards are edited."""
         one = None if ref == "all" else parse_task_id(ref, "archive")
-        return await self.lifecycle.archive(user_id, ref, one)
+        return await self.lifecycle.archive(user_id, ref, one, announce)
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
         return await self.lifecycle.resume_interrupted(user_id, task_id)

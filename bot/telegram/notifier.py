@@ -394,11 +394,18 @@ class Notifier:
         """Edit a message in place; without ``markup`` its buttons are removed."""
         await self._outbox.edit(chat_id, message_id, text, markup)
 
-    async def archived(self, task: Task) -> None:
-        """The archived task's forum topic, if it has one, is closed (``bot.telegram.topics``)."""
-        _, key = await self._store.topics.key_of(task.id)
-        if key is not None:
-            await self._outbox.close_topic(task.chat_id, task.id)
+    async def archived(self, tasks: Sequence[Task], cards: int) -> None:
+        """Archived tasks: their forum topics are closed (``bot.telegram.topics``), and the
+        cards of the newest ``cards`` of them lose the buttons that no longer apply and say so,
+        in one batch per chat (older cards' buttons answer that the task is archived)."""
+        by_id = {t.id: t for t in tasks}
+        for task_id in await self._store.topics.placed_in_topics(list(by_id)):
+            await self._outbox.close_topic(by_id[task_id].chat_id, task_id)
+        by_chat: dict[int, list[Task]] = {}
+        for task in tasks[-cards:] if cards > 0 else ():
+            by_chat.setdefault(task.chat_id, []).append(task)
+        for chat_tasks in by_chat.values():
+            await self._lifecycle.buttons_follow_all(chat_tasks, "task.archived_note")
 
     async def retire(self, chat_id: int, row_id: int) -> None:
         """Remove the message an outbox row became (or never send it)."""
