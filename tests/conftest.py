@@ -20,6 +20,7 @@ REAL_AGENT_FIXTURES = frozenset({"claude_bin", "codex_bin", "agent_env", "codex_
 # whole modules of drills and real processes of the bot (detach run/add/worker, kill -9)
 SLOW_MODULES = frozenset(
     {
+        "test_add_plans_as_chat",
         "test_archive_all",
         "test_burst_stop",
         "test_chaos",
