@@ -130,6 +130,7 @@ SLOW_TESTS = frozenset(
         "test_stall.py::test_an_agent_that_answered_but_does_not_exit_is_named",
         "test_stall.py::test_a_long_wait_on_the_owner_is_no_stall_after_the_answer",
         "test_routing_strength.py::test_the_hand_over_offers_and_takes_only_an_engine_as_strong",
+        "test_board_browser.py::test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue",
     }
 )
 

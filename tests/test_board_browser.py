@@ -168,6 +168,30 @@ async def test_pressing_allow_on_the_page_lets_the_agent_go_on(tmp_path, workdir
         await page.wait_for_selector(".pending", state="detached", timeout=5_000)
 
 
+async def test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue(
+    tmp_path, workdir, browser
+):
+    """The page's follow-up while the turn runs: Steer now sends it into the turn, whose
+    words the transcript shows; once the task is done the form has its Send again."""
+    from tests.test_followup_doors import works_until
+
+    gate = asyncio.Event()
+    engine = FakeEngine(works_until(gate))
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        await feed(app, message("/claude mode=auto build it"))
+        await wait_status(app, 1, TaskStatus.RUNNING)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.wait_for_selector("#steer")
+        assert await page.query_selector("#queue") and not await page.query_selector("#send")
+        await page.fill("#followup", "PAGE-WORDS")
+        await page.click("#steer")
+        await page.wait_for_selector("text=➡️ PAGE-WORDS", timeout=10_000)
+        assert engine.steered == ["PAGE-WORDS"]
+        gate.set()
+        await page.wait_for_selector("#send", timeout=10_000)
+        await wait_status(app, 1, TaskStatus.DONE)
+
+
 async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
     tmp_path, workdir, browser
 ):
