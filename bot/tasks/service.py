@@ -1,7 +1,8 @@
 """Task service: what a user (through Telegram or the shell) can do with tasks, authorised. The
 one face handlers see: creating a task is ``bot.tasks.creation``'s, finding one
-``bot.tasks.lookup``'s, cancelling and archiving ``bot.tasks.lifecycle``'s; here are a task's
-next turns (follow-ups and the turns other services queue) and the user's chat settings."""
+``bot.tasks.lookup``'s, cancelling and archiving ``bot.tasks.lifecycle``'s, a task's next turn
+``bot.tasks.nextturn``'s and a follow-up from any door ``bot.tasks.followup``'s; here are the
+user's chat settings."""
 
 from __future__ import annotations
 
