@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
+import pytest
 from mcp import Client
 
 from bot.app import App
@@ -25,8 +26,10 @@ from tests.support.fake_engine import FakeEngine, Until
 from tests.support.fake_forum import FakeForum
 from tests.support.fake_telegram import Call, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.support.stt_server import Answer, SttServer
 from tests.test_phone import buttons_data, buttons_of, until
+from tests.test_store import new
 
 SESSION = "0f0e0d0c-0b0a-4908-8706-050403020100"
 LINK = re.compile(r"(http://[^\s<\"]+/signin\?t=[\w.=-]+)")
@@ -255,3 +258,21 @@ async def test_an_mcp_follow_up_steered_in_is_carried_out_by_the_bot(tmp_path, w
             assert "(MCP) · taken" in text
             assert engine.specs[1].prompt == "MCP-LATER"
             assert await said(app) == ["➡️ MCP-WORDS", "↪️ MCP-LATER"]
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_a_steer_asked_from_outside_is_handed_out_once(kind, tmp_path):
+    """The flag `detach mcp` sets on a queued follow-up, on SQLite and PostgreSQL: handed to
+    the bot once; a turn no longer queued is never asked for nor handed out."""
+    async with opened_store(kind, tmp_path) as store:
+        task, first = await store.tasks.create(new(), "a")
+        follow = await store.tasks.add_turn(task.id, "more")
+        assert await store.claims.take_steers() == []
+        assert await store.claims.request_steer(follow.id)
+        assert not await store.claims.request_steer(first.id + 999)
+        assert await store.claims.take_steers() == [follow.id]
+        assert await store.claims.take_steers() == []  # once
+        assert await store.claims.request_steer(follow.id)
+        await store.tasks.cancel_queued(task.id)  # it went on meanwhile
+        assert await store.claims.take_steers() == []
+        assert not await store.claims.request_steer(follow.id)
