@@ -231,3 +231,31 @@ async def test_after_a_merge_the_board_says_so_at_once_and_a_follow_up_goes_on_i
             async with http.post(f"{url}/merge", headers=headers) as response:
                 assert (await response.json()) == {"ok": True, "text": "Merged."}
     assert (repo / "turn-1.md").exists() and (repo / "turn-2.md").exists()
+
+
+async def test_a_file_sent_as_a_reply_after_a_merge_lands_in_the_worktree_cut_again(
+    tmp_path, workdir
+):
+    from tests.support.fake_telegram import FakeTelegram
+    from tests.support.harness import OWNER, running_bot
+    from tests.test_phone import settings
+
+    make_repo(workdir / "repo")
+    engine = agent()
+    async with FakeTelegram() as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude worktree=yes cwd=repo write it", OWNER)
+            card = await fake.wait_text(OWNER, "turn 1", timeout_s=20)
+            cwd = Path((await app.store.tasks.get(1)).cwd)
+            merge = TaskAction(action="merge", task_id=1).pack()
+            await fake.press(OWNER, card.result["message_id"], merge, OWNER)
+            await fake.wait_call("editMessageText", lambda c: "merged into" in c.params["text"])
+            assert not cwd.exists()
+            reply = card.result["message_id"]
+            await fake.user_document(b"n\n", "notes.txt", OWNER, "read it", reply)
+            await fake.wait_text(OWNER, "turn 2", timeout_s=20)
+            assert engine.specs[-1].cwd == cwd and engine.specs[-1].resume_session_id == SESSION
+            [placed] = (cwd / ".detach" / "attachments").glob("*notes.txt")
+            assert placed.read_bytes() == b"n\n" and placed.name in engine.specs[-1].prompt
+            assert (cwd / "turn-1.md").exists()  # cut from main, where the merge put it

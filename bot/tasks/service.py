@@ -191,6 +191,8 @@ class TaskService:
             return None
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
         steer = running and self.steering is not None and self.steering.may_steer(task)
+        if attachments:  # a merged or discarded worktree is cut again to hold them
+            await self.worktrees.reopen(task.id)
         place(list(attachments), Path(task.cwd))
 
         async def link_and_say(turn: Turn) -> None:
