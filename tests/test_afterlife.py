@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -14,11 +15,12 @@ import pytest
 
 from bot.errors import UserInputError
 from bot.git import Worktrees
-from bot.models import TaskStatus, TurnSpec
-from bot.store import Store
+from bot.models import NewTask, TaskKind, TaskStatus, TurnSpec
+from bot.store import Store, WorktreeRow
 from bot.telegram.callbacks import TaskAction, TaskButton
 from executors.gitguard import GitGuard
 from tests.support.fake_engine import FakeEngine
+from tests.support.postgres import STORE_KINDS, opened_store
 from tests.test_board import SESSION, bot_with_board, finished, signed_in, wait_status
 from tests.test_handlers import feed, message, press
 from tests.test_worktrees import make_repo, sh_git
@@ -97,6 +99,24 @@ async def test_a_worktree_whose_branch_is_gone_is_refused_by_name(tmp_path, stor
         await trees.reopen(3)
     assert refused.value.key == "worktree.base_gone" and refused.value.params["base"] == "main"
     assert (await store.worktrees.get(3)).state == "merged" and not path.exists()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_a_worktree_row_is_made_active_again_and_each_change_moves_the_pulse(kind, tmp_path):
+    async with opened_store(kind, tmp_path) as store:
+        task, _turn = await store.tasks.create(
+            NewTask(1, 1, "claude", TaskKind.SESSION, "go", tmp_path), "go"
+        )
+        row = WorktreeRow(task.id, "/repo", "/wt/1-go", "detach/1-go", "main", "c1", "active")
+        await store.worktrees.add(row)
+        marks = [await store.pulse.mark()]
+        await store.worktrees.set_state(task.id, "merged")
+        marks.append(await store.pulse.mark())
+        assert await store.worktrees.states_of([task.id, task.id + 1]) == {task.id: "merged"}
+        await store.worktrees.reopen(task.id, "c2")
+        marks.append(await store.pulse.mark())
+        assert await store.worktrees.get(task.id) == replace(row, base_commit="c2")
+        assert marks[0] != marks[1] != marks[2]  # an open board page hears of each
 
 
 def writer(engine_specs: list[TurnSpec]):  # type: ignore[no-untyped-def]
