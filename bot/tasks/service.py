@@ -191,6 +191,8 @@ class TaskService:
             return None
         running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
         steer = running and self.steering is not None and self.steering.may_steer(task)
+        if attachments:  # a merged or discarded worktree is cut again to hold them
+            await self.worktrees.reopen(task.id)
         place(list(attachments), Path(task.cwd))
 
         async def link_and_say(turn: Turn) -> None:
@@ -257,7 +259,8 @@ class TaskService:
                 label=task.label,
                 status=self._texts.status(task.locale, task.status),
             )
-        await self._notifier.turn_finished(task, turn)
+        work = await self.worktrees.offers(task.id)
+        await self._notifier.turn_finished(task, turn, worktree_work=work)
 
     async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
         """``TaskLifecycle.cancel``: its queued turns dropped, its running one stopped."""
