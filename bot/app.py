@@ -60,6 +60,7 @@ from bot.turns.pool import JobPool
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
 from bot.worktrees.card import WorktreeCard
+from bot.worktrees.revival import Revival
 from executors import registry
 from executors.process import agent_env
 from handlers import Services, build_dispatcher, release_routers
@@ -307,7 +308,13 @@ async def build(
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
                 voice=make_voice(core, settings, service),
-                terminal=TerminalDesk(service, store, notifier, texts),
+                terminal=TerminalDesk(
+                    service,
+                    store,
+                    notifier,
+                    texts,
+                    worktrees=Revival(core.worktrees, notifier, texts),
+                ),
                 adoption=Adoption(
                     service,
                     store,

@@ -88,6 +88,10 @@ SLOW_TESTS = frozenset(
         "test_agent_faults.py::test_a_stubborn_agent_and_its_daemon_stop_on_cancel",
         "test_attachments.py::test_a_captioned_file_is_acknowledged_with_its_words_and_name",
         "test_board.py::test_follow_up_merge_and_discard_from_the_board",
+        "test_afterlife.py::test_the_card_offers_merge_and_discard_only_while_the_worktree_holds_work",
+        "test_afterlife.py::test_to_terminal_after_a_merge_cuts_the_worktree_again_where_the_line_says",
+        "test_afterlife.py::test_after_a_merge_the_board_says_so_at_once_and_a_follow_up_goes_on_in_place",
+        "test_afterlife.py::test_a_file_sent_as_a_reply_after_a_merge_lands_in_the_worktree_cut_again",
         "test_board.py::test_the_stream_brings_new_transcript_lines_within_a_second",
         # the board's limits (issue #51): a second board, floods, every route of the board
         "test_board_limits.py::test_a_25_digit_id_is_a_json_404_on_every_route_that_takes_one",

@@ -607,3 +607,32 @@ async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outs
         await page.wait_for_selector("text=after the approval", timeout=10_000)
         assert dialogs == ["Allow this from now on, for this engine and directory?"]
         assert engine.decisions == [True]
+
+
+async def test_merge_is_offered_only_with_work_and_the_page_says_merged_at_once(
+    tmp_path, workdir, browser
+):
+    repo = make_repo(workdir / "repo")
+
+    def writes(spec: TurnSpec) -> tuple:
+        if "write" in spec.prompt:
+            (spec.cwd / "NEW.md").write_text("new\n")
+        return finished("done")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(writes)) as (app, board):
+        await feed(app, message("/claude worktree=yes cwd=repo only look"))
+        await feed(app, message("/claude worktree=yes cwd=repo write it"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        await wait_status(app, 2, TaskStatus.DONE)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.wait_for_selector("#send", timeout=10_000)
+        assert await page.query_selector("#merge") is None  # no work: nothing to merge
+        await page.goto(board.url + "/tasks/2")
+        await page.click("#merge", timeout=10_000)
+        state = await page.wait_for_selector("#worktree-state", timeout=5_000)
+        assert "Merged into main" in await state.inner_text()
+        assert await page.query_selector("#merge") is None
+        assert await page.inner_text("#toast") == "Merged."
+        await page.goto(board.url + "/")
+        await page.wait_for_selector('a.task[data-id="2"] .badge.merged', timeout=5_000)
+    assert (repo / "NEW.md").exists()

@@ -27,7 +27,8 @@ PAGE_TEXTS = (
     "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
     "no_output", "turn", "live", "offline", "back", "signin_needed", "badge_approval",
     "badge_question", "badge_limit", "filter", "all", "active", "finished", "done_toast",
-    "diff_checkout", "steer_now", "queue", "always_rule",
+    "diff_checkout", "merged", "discarded", "worktree_merged", "worktree_discarded",
+    "steer_now", "queue", "always_rule",
 )  # fmt: skip
 
 
@@ -116,12 +117,19 @@ class BoardApi:
 
     async def merge(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
-        return web.json_response({"ok": await self._actions.merge(user_id, task.id)})
+        return await self._told(user_id, await self._actions.merge(user_id, task.id), "merge")
 
     async def discard(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
         confirmed = bool((await self._json(request)).get("confirmed"))
-        return web.json_response({"ok": await self._actions.discard(user_id, task.id, confirmed)})
+        done = await self._actions.discard(user_id, task.id, confirmed)
+        return await self._told(user_id, done, "discard")
+
+    async def _told(self, user_id: int, done: bool, action: str) -> web.StreamResponse:
+        """A merge or discard said as Telegram's toast says it (refused: why is in the chat)."""
+        locale = await self._data.locale(user_id)
+        text = self._data.texts.get(locale, f"toast.{action}{'' if done else '_refused'}")
+        return web.json_response({"ok": done, "text": plain(text)})
 
     async def _done(self, user_id: int, key: str, **more: object) -> web.StreamResponse:
         locale = await self._data.locale(user_id)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from bot.models import QuestionStatus
+from bot.models import QuestionStatus, WorktreeState
 from bot.store.db import Database
-from bot.store.schema import pending_questions, tasks, transcript
+from bot.store.schema import pending_questions, tasks, transcript, worktrees
 
 
 class PulseRepo:
@@ -17,8 +17,10 @@ class PulseRepo:
 
     async def mark(self) -> tuple[object, ...]:
         """A value that differs after any change to a task row, a new transcript line, a new
-        question or one answered or expired; one statement (indexed maxima and counts)."""
+        question or one answered or expired, a worktree merged, discarded or cut again; one
+        statement (indexed maxima and counts)."""
         pending = pending_questions.c.status == QuestionStatus.PENDING.value
+        active = worktrees.c.state == WorktreeState.ACTIVE.value
         query = sa.select(
             sa.select(sa.func.max(transcript.c.id)).scalar_subquery(),
             sa.select(sa.func.max(tasks.c.updated_at)).scalar_subquery(),
@@ -28,6 +30,7 @@ class PulseRepo:
             .select_from(pending_questions)
             .where(pending)
             .scalar_subquery(),
+            sa.select(sa.func.count()).select_from(worktrees).where(active).scalar_subquery(),
         )
         async with self._engine.connect() as conn:
             return tuple((await conn.execute(query)).one())

@@ -9,7 +9,7 @@ is, and follows its turn to the end; its words enter the transcript where they r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -75,10 +75,13 @@ class FollowUps:
         validate: Callable[[str, str], str],
         steering: Steering | None,
         running: Callable[[int], bool] = lambda _task_id: False,
+        reopen: Callable[[int], Awaitable[object]] | None = None,
     ) -> None:
         """``money``: the daily cap (None: a process without the presets, `detach mcp`);
         ``validate``: a prompt's check (``TaskPlanner.validate_prompt``); ``steering``: None
-        where follow-ups only queue; ``running``: whether this process runs the task's turn."""
+        where follow-ups only queue; ``running``: whether this process runs the task's turn;
+        ``reopen``: cuts a merged or discarded worktree again (``Worktrees.reopen``), to hold
+        the files a follow-up brings."""
         self._store = store
         self._turns = turns
         self._notifier = notifier
@@ -86,6 +89,7 @@ class FollowUps:
         self._validate = validate
         self._steering = steering
         self._running = running
+        self._reopen = reopen
 
     async def follow_up(self, asked: FollowUp) -> FollowedUp | None:
         """The task's next turn; None when ``reply_to`` continued the task already (Telegram
@@ -103,6 +107,8 @@ class FollowUps:
         steering = self._steering if behind else None
         steerable = steering is not None and steering.may_steer(task)
         offer = steerable and asked.steer is None
+        if asked.attachments and self._reopen is not None:
+            await self._reopen(task.id)  # a merged or discarded worktree is cut again for them
         place(list(asked.attachments), Path(task.cwd))
 
         async def link_and_say(turn: Turn) -> None:

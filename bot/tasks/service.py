@@ -111,6 +111,7 @@ class TaskService:
             validate=planner.validate_prompt,
             steering=steering,
             running=pool.is_running,
+            reopen=planner.worktrees.reopen,
         )
         self.lifecycle = TaskLifecycle(
             self, store=store, pool=pool, notifier=notifier, texts=texts, takeover=takeover
@@ -220,7 +221,8 @@ class TaskService:
                 label=task.label,
                 status=self._texts.status(task.locale, task.status),
             )
-        await self._notifier.turn_finished(task, turn)
+        work = await self.worktrees.offers(task.id)
+        await self._notifier.turn_finished(task, turn, worktree_work=work)
 
     async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
         """``TaskLifecycle.cancel``: its queued turns dropped, its running one stopped."""

@@ -257,10 +257,11 @@ class Notifier:
         denials: Sequence[str] = (),
         changes: str = "",
         ask: CardAsk | None = None,
+        worktree_work: bool = False,
     ) -> int:
         """The completion card (``bot.telegram.completion``); returns the row of its message
-        with the buttons."""
-        return await self._completion.card(task, turn, denials, changes, ask)
+        with the buttons (Merge and Discard with ``worktree_work``: its worktree holds work)."""
+        return await self._completion.card(task, turn, denials, changes, ask, worktree_work)
 
     async def budget_answered(self, task: Task, question: PendingQuestion, line: str) -> None:
         """The card's budget question was answered: its line says ``line`` now (a question

@@ -23,7 +23,7 @@ from bot.models import (
 )
 from bot.money.desk import MoneyDesk
 from bot.money.pricing import Meter
-from bot.ports import CheckRunner
+from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
@@ -94,6 +94,7 @@ class TurnRunner:
         stop_poll_s: float | None = None,
         process_tag: str | None = None,
         checks: CheckRunner | None = None,
+        worktrees: TaskWorktrees | None = None,
     ) -> None:
         """``identity``: which runner this process is now (its lease on a shared database; it
         changes when another process took this one's turns over); a turn's writes are this
@@ -102,7 +103,9 @@ class TurnRunner:
         the pool cancels directly.
         ``process_tag``: this process's prefix of the tag every agent process carries
         (``<prefix>:<turn id>.<run>``).
-        ``checks`` runs a task's check after each of its turns."""
+        ``checks`` runs a task's check after each of its turns; ``worktrees``: a task's own
+        worktree, cut again before a turn after a Merge or Discard, asked for the card's
+        Merge and Discard."""
         self._store = store
         self._notifier = notifier
         self._queue = queue
@@ -118,9 +121,10 @@ class TurnRunner:
             money=money,
             check_rounds=policy.check_rounds,
             git=policy.git,
+            worktrees=worktrees,
         )
         self._agents = AgentSlots()  # one agent process of a task at a time
-        self._specs = TurnSpecs(store, money, policy, workdirs, process_tag)
+        self._specs = TurnSpecs(store, money, policy, workdirs, process_tag, worktrees=worktrees)
         self._drive = Drive(
             store=store,
             engines=engines,

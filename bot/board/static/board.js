@@ -185,7 +185,9 @@ function usd(v) { return v === null || v === undefined ? "–" : "$" + Number(v)
 
 function taskRow(row) {
   return el("a", { class: "task", href: "/tasks/" + row.id, "data-id": row.id, onclick: go },
-    el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)), row.label, " · ", row.title),
+    el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)),
+      row.worktree === "merged" || row.worktree === "discarded" ? el("span", { class: "badge " + row.worktree }, t(row.worktree)) : null,
+      row.label, " · ", row.title),
     el("div", { class: "meta" }, [row.engine, row.model, row.mode, usd(row.cost_usd), age(row.created_at)].filter(Boolean).join(" · ")),
     el("div", { class: "meta" }, row.cwd));
 }
@@ -282,10 +284,12 @@ function taskHeader(page, box) {
   if (typed) followup.value = typed.value;  // a state change redraws the header, not the draft
   const controls = followupControls(task, followup);
   if (task.active) controls.push(el("button", { class: "danger", id: "cancel", onclick: () => act("/api/tasks/" + task.id + "/cancel") }, t("cancel")));
-  if (page.worktree && !task.active) {
-    controls.push(el("button", { class: "secondary", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
-    controls.push(el("button", { class: "danger", onclick: async () => (await ask(t("discard_confirm"))) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
+  const tree = page.worktree;  // Merge and Discard only while its worktree holds work
+  if (tree && tree.changes && !task.active) {
+    controls.push(el("button", { class: "secondary", id: "merge", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
+    controls.push(el("button", { class: "danger", id: "discard", onclick: async () => (await ask(t("discard_confirm"))) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
   }
+  const gone = tree && tree.state !== "active" ? el("div", { class: "meta", id: "worktree-state" }, t("worktree_" + tree.state, { base: tree.base })) : null;
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
     page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_usd)))));
   const checks = page.checks.map((c) => el("details", { class: "card" },
@@ -295,7 +299,7 @@ function taskHeader(page, box) {
     el("h1", {}, el("span", { class: "badge " + task.badge }, badgeText(task)), task.label, " · ", task.title),
     el("div", { class: "meta" }, [t("engine") + ": " + task.engine, task.model && t("model") + ": " + task.model,
       t("mode") + ": " + task.mode, t("cost") + ": " + usd(task.cost_usd), t("age") + ": " + age(task.created_at)].filter(Boolean).join(" · ")),
-    el("div", { class: "meta" }, t("directory") + ": " + task.cwd),
+    el("div", { class: "meta" }, t("directory") + ": " + task.cwd), gone,
     page.pending.length ? el("h2", {}, t("pending")) : null, page.pending.map((q) => pendingCard(q, task.id)),
     el("h2", {}, t("goal")), el("div", { class: "card goal" }, page.goal),
     el("div", { class: "card" }, followup, el("div", { class: "row" }, controls)),
@@ -342,7 +346,9 @@ async function taskPage(id) {
   });
   api("/api/tasks/" + id + "/diff").then((found) => {
     const note = found.scope === "checkout" && found.files.length ? el("p", { class: "hint", id: "diff-scope" }, t("diff_checkout")) : null;
-    diff.replaceChildren(...[note, ...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, t("no_diff"))])].filter(Boolean));
+    const none = found.note === "worktree.already_merged" ? t("worktree_merged", { base: found.base })
+      : found.note === "worktree.already_discarded" ? t("worktree_discarded") : t("no_diff");
+    diff.replaceChildren(...[note, ...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, none)])].filter(Boolean));
   }).catch(() => diff.replaceChildren(el("p", { class: "hint" }, t("no_diff"))));
 }
 
