@@ -213,19 +213,8 @@ def make_planner(core: Core, settings: Settings) -> TaskPlanner:
         workdirs=core.workdirs,
         worktrees=core.worktrees,
         engines=engines,
-        defaults=TaskDefaults(
-            engine=settings.base_engine,
-            route_by_default=settings.default_engine == "auto",
-            max_prompt_chars=settings.max_prompt_chars,
-            session_mode=settings.approval_mode,
-            detach_mode=settings.detach_mode,
-            worktree=settings.worktrees,
-            sandbox_problem=functools.partial(sandbox_problem, core.engines.available),
-            plain_text_tasks=settings.plain_text == "task",
-            max_attachment_bytes=int(settings.max_attachment_mb * 1024 * 1024),
-            attachments_staging=settings.data_dir / "attachments",
-            timezone=settings.timezone,
-            subtask_engines=frozenset(s.name for s in registry.ENGINES if s.mcp_client),
+        defaults=TaskDefaults.of(
+            settings, functools.partial(sandbox_problem, core.engines.available)
         ),
     )
 
@@ -294,6 +283,7 @@ async def build(
             settings.intake_interval_s,
             inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
+            steers=service.steering.carry_asked if service.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
         retention = Retention(store, settings.retention_days, service.held)

@@ -20,6 +20,8 @@ REAL_AGENT_FIXTURES = frozenset({"claude_bin", "codex_bin", "agent_env", "codex_
 # whole modules of drills and real processes of the bot (detach run/add/worker, kill -9)
 SLOW_MODULES = frozenset(
     {
+        "test_add_plans_as_chat",
+        "test_archive_all",
         "test_burst_stop",
         "test_chaos",
         "test_cli",
@@ -27,6 +29,7 @@ SLOW_MODULES = frozenset(
         "test_daemon_outlives",
         "test_fleet",
         "test_fleet_chaos",
+        "test_followup_doors",
         "test_launch",
         "test_one_owner",
         "test_orphans",
@@ -131,6 +134,7 @@ SLOW_TESTS = frozenset(
         "test_stall.py::test_an_agent_that_answered_but_does_not_exit_is_named",
         "test_stall.py::test_a_long_wait_on_the_owner_is_no_stall_after_the_answer",
         "test_routing_strength.py::test_the_hand_over_offers_and_takes_only_an_engine_as_strong",
+        "test_board_browser.py::test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue",
     }
 )
 

@@ -160,12 +160,36 @@ async def test_pressing_allow_on_the_page_lets_the_agent_go_on(tmp_path, workdir
         tg = await feed(app, message("/claude clean the build"))
         await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
         page = await open_signed_in(browser, board, "/tasks/1")
-        await page.click('.pending button[data-choice="allow"]')
+        await page.click('.pending button[data-answer="allow"]')
         await page.wait_for_selector("text=after the approval", timeout=10_000)
         await wait_status(app, 1, TaskStatus.DONE)
         assert engine.decisions == [True]
         await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10, method="EditMessageText")
         await page.wait_for_selector(".pending", state="detached", timeout=5_000)
+
+
+async def test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue(
+    tmp_path, workdir, browser
+):
+    """The page's follow-up while the turn runs: Steer now sends it into the turn, whose
+    words the transcript shows; once the task is done the form has its Send again."""
+    from tests.test_followup_doors import works_until
+
+    gate = asyncio.Event()
+    engine = FakeEngine(works_until(gate))
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        await feed(app, message("/claude mode=auto build it"))
+        await wait_status(app, 1, TaskStatus.RUNNING)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.wait_for_selector("#steer")
+        assert await page.query_selector("#queue") and not await page.query_selector("#send")
+        await page.fill("#followup", "PAGE-WORDS")
+        await page.click("#steer")
+        await page.wait_for_selector("text=➡️ PAGE-WORDS", timeout=10_000)
+        assert engine.steered == ["PAGE-WORDS"]
+        gate.set()
+        await page.wait_for_selector("#send", timeout=10_000)
+        await wait_status(app, 1, TaskStatus.DONE)
 
 
 async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
@@ -548,7 +572,7 @@ async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outs
         )
         fragment = f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}&tgWebAppVersion=8.0"
         await page.goto(f"{board.url}/tasks/1#{fragment}")
-        always = '.pending button[data-choice="always"]'
+        always = '.pending button[data-answer="always"]'
         popups = "window.posted.filter((p) => p[0] === 'web_app_open_popup')"
         for button in ("cancel", "ok"):
             await page.click(always)
@@ -579,7 +603,7 @@ async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outs
             await dialog.accept()
 
         page.on("dialog", accept)
-        await page.click('.pending button[data-choice="always"]')
+        await page.click('.pending button[data-answer="always"]')
         await page.wait_for_selector("text=after the approval", timeout=10_000)
         assert dialogs == ["Allow this from now on, for this engine and directory?"]
         assert engine.decisions == [True]

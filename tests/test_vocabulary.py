@@ -67,3 +67,20 @@ def test_schedule_buttons_pack_as_before_and_a_forged_action_does_not_unpack():
     assert ScheduleAction.unpack("sc:resume:4").action is ScheduleButton.RESUME
     with pytest.raises(ValueError):
         ScheduleAction.unpack("sc:rm_rf:4")
+
+
+def test_an_answer_from_any_surface_is_one_of_the_desks_answers():
+    """The chat's buttons and the board's page answer in ``ApprovalAnswer``'s words: the
+    answering buttons map onto it (Confirm is "always"), the two others only change the
+    message, and the page sends the owner's answers themselves, "always" included."""
+    import re
+
+    from bot.approvals.answers import CHOSEN, OWNER_ANSWERS
+    from tests.conftest import ROOT
+
+    assert set(CHOSEN.values()) == OWNER_ANSWERS
+    assert set(ApprovalChoice) - set(CHOSEN) == {ApprovalChoice.ALWAYS, ApprovalChoice.BACK}
+    assert CHOSEN[ApprovalChoice.CONFIRM] is ApprovalAnswer.ALWAYS
+    page = (ROOT / "bot" / "board" / "static" / "board.js").read_text()
+    sent = set(re.findall(r'answer\(\{ answer: "(\w+)" \}\)', page))
+    assert sent == {a.value for a in OWNER_ANSWERS}

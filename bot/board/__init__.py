@@ -47,8 +47,6 @@ def make_board(
             answers=answers,
             tasks=service,
             worktree_card=card,
-            notifier=notifier,
-            texts=texts,
         ),
         host=settings.board_host,
         port=settings.board_port,

@@ -10,14 +10,13 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.approvals.view import ApprovalChoice
 from bot.board.actions import BoardActions
 from bot.board.events import Streams
 from bot.board.gate import SESSION_KEY
-from bot.board.inputs import body_int, query_int, read_json, task_id
+from bot.board.inputs import body_flag, body_int, query_int, read_json, task_id
 from bot.board.views import BoardData
 from bot.errors import TaskNotFound, UserInputError
-from bot.models import Task
+from bot.models import ApprovalAnswer, Task
 from bot.telegram.render import plain
 
 # the texts the page shows (locales/*/detach.po, msgids ``board.*``)
@@ -29,6 +28,7 @@ PAGE_TEXTS = (
     "no_output", "turn", "live", "offline", "back", "signin_needed", "badge_approval",
     "badge_question", "badge_limit", "filter", "all", "active", "finished", "done_toast",
     "diff_checkout", "merged", "discarded", "worktree_merged", "worktree_discarded",
+    "steer_now", "queue", "always_rule",
 )  # fmt: skip
 
 
@@ -93,17 +93,22 @@ class BoardApi:
             key = await self._actions.pick(user_id, qid, option)
         else:
             try:
-                choice = ApprovalChoice(str(body.get("choice")))
+                answer = ApprovalAnswer(str(body.get("answer")))
             except ValueError as exc:
                 raise UserInputError("callback.stale") from exc
-            key = await self._actions.approve(user_id, qid, choice)
+            key = await self._actions.approve(user_id, qid, answer)
         return await self._done(user_id, key)
 
     async def followup(self, request: web.Request) -> web.StreamResponse:
+        """A follow-up; ``steer`` (true or false) while a turn runs: into it, or after it."""
         user_id, task = await self._own(request)
-        prompt = str((await self._json(request)).get("prompt", ""))
-        turn = await self._actions.follow_up(user_id, task.id, prompt)
-        return web.json_response({"ok": True, "turn": turn.seq})
+        body = await self._json(request)
+        prompt, steer = str(body.get("prompt", "")), body_flag(body, "steer")
+        done = await self._actions.follow_up(user_id, task.id, prompt, steer)
+        key = "board.followup_behind" if done.behind else "board.followup_sent"
+        key = f"toast.steer_{done.steer}" if done.steer is not None else key
+        found = {"turn": done.turn.seq, "behind": done.behind, "steer": done.steer}
+        return await self._done(user_id, key, **found)
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
@@ -126,9 +131,10 @@ class BoardApi:
         text = self._data.texts.get(locale, f"toast.{action}{'' if done else '_refused'}")
         return web.json_response({"ok": done, "text": plain(text)})
 
-    async def _done(self, user_id: int, key: str) -> web.StreamResponse:
+    async def _done(self, user_id: int, key: str, **more: object) -> web.StreamResponse:
         locale = await self._data.locale(user_id)
-        return web.json_response({"ok": True, "text": plain(self._data.texts.get(locale, key))})
+        text = plain(self._data.texts.get(locale, key))
+        return web.json_response({"ok": True, "text": text, **more})
 
     async def _own(self, request: web.Request) -> tuple[int, Task]:
         user_id = request[SESSION_KEY].user_id

@@ -22,6 +22,7 @@ from bot.store.transcript import TranscriptLine
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 from bot.turns.baseline import RECORD_KIND, from_record
+from bot.turns.transcript import SAID
 
 LIST_LIMIT = 200
 PAGE = 500  # transcript events per read of a live stream
@@ -78,6 +79,7 @@ class BoardData:
             "status_text": plain(self.texts.status(locale, task.status)),
             "badge": badge(task.status, pending_kind),
             "active": task.status.active,
+            "running": task.status is TaskStatus.RUNNING,  # a follow-up may go into its turn
             "engine": task.engine,
             "model": task.model,
             "mode": task.approval_mode.value,
@@ -230,6 +232,9 @@ def transcript_item(line: TranscriptLine) -> dict[str, Any] | None:
             "error": bool(body.get("is_error")),
             "output": str(body.get("output", ""))[:TOOL_OUTPUT_CHARS],
         }
+    if kind in SAID:  # the owner's words, as they reached the agent
+        steered = kind == "SteerTaken"
+        return {**base, "kind": "said", "text": str(body.get("text", "")), "steered": steered}
     if kind == "TurnFinished":
         errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
         failed = bool(body.get("is_error"))

@@ -253,6 +253,11 @@ def _v29(conn: Connection) -> None:
             )
 
 
+def _v30(conn: Connection) -> None:
+    """A follow-up another process queued may ask to be steered into the running turn."""
+    _add_column(conn, "turns", "steer_requested", "BOOLEAN NOT NULL DEFAULT FALSE")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -285,6 +290,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v27,
     _v28,
     _v29,
+    _v30,
 ]
 
 

@@ -38,6 +38,7 @@ from bot.turns.queue import TurnQueue
 from bot.turns.specs import TurnPolicy, TurnSpecs
 from bot.turns.steering import SteerBoard
 from bot.turns.stops import RemoteStops
+from bot.turns.transcript import prompted
 from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
@@ -221,6 +222,7 @@ class TurnRunner:
             # what was there is not the turn's doing
             progress.before = before = await take(self._policy.git, task.cwd)
             start = await recorded(before, turn.seq, self._policy.secrets)
+            start += prompted(turn.seq, turn.prompt)
             await self._store.transcript.append(task.id, turn.id, start)
             with run.control.running(), self._stops.watching(turn.id, run.runner, run.control):
                 driven = await self._drive.drive(

@@ -232,6 +232,7 @@ function transcriptItem(item, tools) {
   if (item.kind === "text") {
     return el("div", { class: "item text md-body" }, MD.render(item.text));
   }
+  if (item.kind === "said") return el("div", { class: "item said" }, (item.steered ? "➡️ " : "↪️ ") + item.text);
   if (item.kind === "end") return el("div", { class: "item end" + (item.error ? " error" : "") }, item.error ? "✖ " + item.text : "✔");
   return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
 }
@@ -250,16 +251,29 @@ function diffFile(file) {
 }
 
 function pendingCard(q, taskId) {
+  // an approval is answered in the desk's words (allow, deny, always): "always" in one step,
+  // its rule shown on the card and confirmed before it goes
   const answer = (body) => async () => { await act("/api/tasks/" + taskId + "/answer", Object.assign({ qid: q.id }, body)); };
   const buttons = q.kind === "approval"
-    ? [el("button", { onclick: answer({ choice: "allow" }), "data-choice": "allow" }, t("allow")),
-       el("button", { class: "secondary", onclick: answer({ choice: "deny" }), "data-choice": "deny" }, t("deny")),
-       el("button", { class: "secondary", "data-choice": "always",
-         onclick: async () => (await ask(t("always_confirm"))) && answer({ choice: "always" })() }, t("always"))]
+    ? [el("button", { onclick: answer({ answer: "allow" }), "data-answer": "allow" }, t("allow")),
+       el("button", { class: "secondary", onclick: answer({ answer: "deny" }), "data-answer": "deny" }, t("deny")),
+       el("button", { class: "secondary", "data-answer": "always",
+         onclick: async () => (await ask(t("always_confirm"))) && answer({ answer: "always" })() }, t("always"))]
     : q.options.map((o, i) => el("button", { class: "secondary", "data-option": i, onclick: answer({ option: i }) },
         (q.selected.includes(i) ? "✓ " : "") + o))
       .concat(q.multi ? [el("button", { "data-option": q.done, onclick: answer({ option: q.done }) }, t("done_toast"))] : []);
-  return el("div", { class: "card pending", "data-qid": q.id }, el("div", { class: "goal" }, q.text), el("div", { class: "row" }, buttons));
+  const rule = q.kind === "approval" && q.rule ? el("div", { class: "meta rule" }, t("always_rule"), " ", el("code", {}, q.rule)) : null;
+  return el("div", { class: "card pending", "data-qid": q.id }, el("div", { class: "goal" }, q.text), rule, el("div", { class: "row" }, buttons));
+}
+
+function followupControls(task, followup) {
+  // while a turn runs, a follow-up goes into it (Steer now) or after it (Queue), as a reply
+  const send = (body) => async () => {
+    if (followup.value.trim() && await act("/api/tasks/" + task.id + "/followup", Object.assign({ prompt: followup.value }, body))) followup.value = "";
+  };
+  if (!task.running) return [el("button", { id: "send", onclick: send({}) }, t("send"))];
+  return [el("button", { id: "steer", onclick: send({ steer: true }) }, t("steer_now")),
+    el("button", { class: "secondary", id: "queue", onclick: send({ steer: false }) }, t("queue"))];
 }
 
 function taskHeader(page, box) {
@@ -268,9 +282,7 @@ function taskHeader(page, box) {
   const followup = el("textarea", { id: "followup", placeholder: t("followup_label") });
   const typed = box.querySelector("#followup");
   if (typed) followup.value = typed.value;  // a state change redraws the header, not the draft
-  const controls = [el("button", { id: "send", onclick: async () => {
-    if (followup.value.trim() && await act("/api/tasks/" + task.id + "/followup", { prompt: followup.value })) followup.value = "";
-  } }, t("send"))];
+  const controls = followupControls(task, followup);
   if (task.active) controls.push(el("button", { class: "danger", id: "cancel", onclick: () => act("/api/tasks/" + task.id + "/cancel") }, t("cancel")));
   const tree = page.worktree;  // Merge and Discard only while its worktree holds work
   if (tree && tree.changes && !task.active) {
