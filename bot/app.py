@@ -60,6 +60,7 @@ from bot.turns.pool import JobPool
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
 from bot.worktrees.card import WorktreeCard
+from bot.worktrees.revival import Revival
 from executors import registry
 from executors.process import agent_env
 from handlers import Services, build_dispatcher, release_routers
@@ -212,19 +213,8 @@ def make_planner(core: Core, settings: Settings) -> TaskPlanner:
         workdirs=core.workdirs,
         worktrees=core.worktrees,
         engines=engines,
-        defaults=TaskDefaults(
-            engine=settings.base_engine,
-            route_by_default=settings.default_engine == "auto",
-            max_prompt_chars=settings.max_prompt_chars,
-            session_mode=settings.approval_mode,
-            detach_mode=settings.detach_mode,
-            worktree=settings.worktrees,
-            sandbox_problem=functools.partial(sandbox_problem, core.engines.available),
-            plain_text_tasks=settings.plain_text == "task",
-            max_attachment_bytes=int(settings.max_attachment_mb * 1024 * 1024),
-            attachments_staging=settings.data_dir / "attachments",
-            timezone=settings.timezone,
-            subtask_engines=frozenset(s.name for s in registry.ENGINES if s.mcp_client),
+        defaults=TaskDefaults.of(
+            settings, functools.partial(sandbox_problem, core.engines.available)
         ),
     )
 
@@ -293,6 +283,7 @@ async def build(
             settings.intake_interval_s,
             inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
+            steers=service.steering.carry_asked if service.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
         retention = Retention(store, settings.retention_days, service.held)
@@ -317,7 +308,13 @@ async def build(
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
                 voice=make_voice(core, settings, service),
-                terminal=TerminalDesk(service, store, notifier, texts),
+                terminal=TerminalDesk(
+                    service,
+                    store,
+                    notifier,
+                    texts,
+                    worktrees=Revival(core.worktrees, notifier, texts),
+                ),
                 adoption=Adoption(
                     service,
                     store,

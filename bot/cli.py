@@ -91,8 +91,16 @@ def _parser() -> argparse.ArgumentParser:
         "this itself)",
     )
     mcp.set_defaults(func=_mcp)
-    add = sub.add_parser("add", help="queue a goal; the running bot starts it and reports")
-    add.add_argument("goal", nargs="+")
+    add = sub.add_parser(
+        "add",
+        help="queue a goal, planned as /detach plans it in the chat; the running bot starts "
+        "it, reports, and its number is printed",
+    )
+    add.add_argument(
+        "goal",
+        nargs="+",
+        help="[key=value ...] the goal: the options of /detach (mode=, model=, ...)",
+    )
     add.add_argument("--model")
     add.add_argument("--engine", choices=registry.names())
     add.add_argument("--chat", type=int, help="chat to report to (default: the first allowed user)")
@@ -229,14 +237,14 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     """`detach mcp`: the MCP server, on this machine's settings and the bot's database."""
-    from bot.mcp.command import plan, serve
+    from bot.mcp.command import money_of, plan, serve
 
     settings = shell_settings()
     place, endpoint = plan(settings, args.http)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 
     async def work(store: Store) -> None:
-        await serve(store, place, endpoint, args.parent)
+        await serve(store, place, endpoint, args.parent, money_of(settings, store))
 
     return asyncio.run(with_store(settings, work, create=False))
 

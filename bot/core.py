@@ -47,6 +47,7 @@ from bot.turns.runner import TurnRunner
 from bot.turns.scheduler import JobScheduler
 from bot.turns.specs import TurnPolicy
 from bot.workdirs import WorkdirPolicy
+from bot.worktrees.revival import Revival
 from executors import orphans, registry
 from executors.check import ShellCheck
 from executors.denied import ReadDenial
@@ -164,6 +165,7 @@ async def build_core(
             denied=denial.paths,
             hidden=keys,
         ),
+        worktrees=Revival(worktrees, notifier, texts),
     )
     shared = None
     if shared_db:

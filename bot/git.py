@@ -1,7 +1,8 @@
 """Task worktrees: a task can run in its own git worktree on its own branch, cut from the
 repository holding its directory and created under the data dir (never inside the repository).
 Its card then offers Show diff, Merge (into the base branch; refused on conflict) and Discard
-(refused while the worktree holds work, unless confirmed). Every git here runs through
+(refused while the worktree holds work, unless confirmed); after either, ``reopen`` cuts it again
+at the same path for the task's next turn. Every git here runs through
 ``executors.gitguard`` (confined; the repository's hooks, fsmonitor, drivers and pager not
 run), writing only where the operation must: the git directories, and for a merge the checkout;
 a worktree is removed by the bot itself, not by git."""
@@ -13,7 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.errors import UserInputError
@@ -102,6 +103,7 @@ class Worktrees:
         self._store = store
         self.root = root.resolve()
         self.guard = guard
+        self._reopening = asyncio.Lock()
 
     async def head(self, cwd: Path) -> RepoHead:
         """The repository holding ``cwd`` and its current commit and branch (one git process),
@@ -138,19 +140,50 @@ class Worktrees:
         repo = head.top
         path = self.root / f"{task_id}-{slug}"
         branch = f"detach/{task_id}-{slug}"
-        within = await self.guard.scope(repo)
-        dirs = await self._dirs(repo, within)
-        await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)  # bound writable
-        args = ("worktree", "add", "-b", branch, str(path), head.commit)
-        added = await self.guard.git(repo, *args, within=within, writes=(dirs.common, path))
-        if added.code != 0:
-            await asyncio.to_thread(_rmdir, path)
-            raise UserInputError("worktree.failed", error=added.err[-500:])
+        await self._add(str(repo), branch, path, head.commit)
         base_branch = head.branch or head.commit
         row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, head.commit, ACTIVE)
         await self._store.worktrees.add(row)
         log.info("task %s: worktree %s on %s (from %s)", task_id, path, branch, base_branch)
         return Created(row, path / cwd.resolve().relative_to(repo))
+
+    async def reopen(self, task_id: int) -> WorktreeRow | None:
+        """A merged worktree cut again from its base branch as it is now, a discarded one from
+        the commit it started at: at its own path, on its own branch; the row as it was, or
+        None when there was nothing to do (no worktree, or an active one)."""
+        async with self._reopening:  # a turn and To terminal at once cut it once
+            row = await self._store.worktrees.get(task_id)
+            if row is None or row.state == ACTIVE:
+                return None
+            commit = await self._tip(row) if row.state == MERGED else row.base_commit
+            await self._add(row.repo_root, row.branch, Path(row.path), commit, again=True)
+            await self._store.worktrees.reopen(task_id, commit)
+        log.info("task %s: worktree %s cut again from %s", task_id, row.path, commit)
+        return replace(row, base_commit=commit)
+
+    async def _add(
+        self, repo: str, branch: str, path: Path, commit: str, again: bool = False
+    ) -> None:
+        """``git worktree add`` of ``branch`` at ``commit`` into ``path`` (``again``: the
+        branch may still be there, and is reset)."""
+        within = await self.guard.scope(repo)
+        dirs = await self.dirs(repo, within)
+        await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)  # bound writable
+        args = ("worktree", "add", "-B" if again else "-b", branch, str(path), commit)
+        added = await self.guard.git(repo, *args, within=within, writes=(dirs.common, path))
+        if added.code != 0:
+            await asyncio.to_thread(_rmdir, path)
+            raise UserInputError("worktree.failed", error=added.err[-500:])
+
+    async def _tip(self, row: WorktreeRow) -> str:
+        """The commit the branch ``row`` was merged into points at now (refused: it is gone)."""
+        ref = f"refs/heads/{row.base_branch}^{{commit}}"
+        found = await self.guard.git(row.repo_root, "rev-parse", "--verify", "--quiet", ref)
+        if found.code == 0 and found.out:
+            return found.out
+        if found.err:  # no repository there any more, or git refused it
+            raise UserInputError("worktree.failed", error=found.err[-500:])
+        raise UserInputError("worktree.base_gone", base=row.base_branch, repo=row.repo_root)
 
     async def get(self, task_id: int) -> WorktreeRow | None:
         return await self._store.worktrees.get(task_id)
@@ -160,14 +193,21 @@ class Worktrees:
         if row is None:
             raise UserInputError("worktree.none")
         if row.state != ACTIVE:
-            raise UserInputError(f"worktree.already_{row.state}", branch=row.branch)
+            raise UserInputError(
+                f"worktree.already_{row.state}", branch=row.branch, base=row.base_branch
+            )
         return row
+
+    async def offers(self, task_id: int) -> bool:
+        """Whether Merge and Discard apply: an active worktree holding work."""
+        row = await self._store.worktrees.get(task_id)
+        return row is not None and row.state == ACTIVE and await self.has_work(row)
 
     async def diff(self, task_id: int) -> Diff:
         """Everything the task changed since its base: commits and uncommitted files."""
         row = await self.active(task_id)
         git, within = self.guard.git, await self.guard.scope(row.path)
-        dirs = await self._dirs(row.path, within)
+        dirs = await self.dirs(row.path, within)
         index = (dirs.gitdir, dirs.common)
         await git(row.path, "add", "--intent-to-add", "--all", within=within, writes=index)
         stat = await git(row.path, "diff", *PLAIN_DIFF, "--stat", row.base_commit, within=within)
@@ -177,9 +217,9 @@ class Worktrees:
     async def has_work(self, row: WorktreeRow) -> bool:
         """Uncommitted changes, or commits the base branch does not have."""
         git, within = self.guard.git, await self.guard.scope(row.path)
-        status = await git(row.path, "status", "--porcelain", within=within)
-        ahead = await git(
-            row.path, "rev-list", "--count", f"{row.base_commit}..HEAD", within=within
+        status, ahead = await asyncio.gather(
+            git(row.path, "status", "--porcelain", within=within),
+            git(row.path, "rev-list", "--count", f"{row.base_commit}..HEAD", within=within),
         )
         return bool(status.out) or (ahead.out.isdigit() and int(ahead.out) > 0)
 
@@ -187,6 +227,8 @@ class Worktrees:
         """Commit what the task left, merge its branch into the base branch in the repository's
         own checkout, then remove the worktree. Refused (nothing changed) on conflict."""
         row = await self.active(task_id)
+        if not await self.has_work(row):
+            raise UserInputError("worktree.nothing_to_merge", base=row.base_branch)
         git, repo = self.guard.git, row.repo_root
         at_repo = await self.guard.scope(repo)
         current = await git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", within=at_repo)
@@ -198,7 +240,7 @@ class Worktrees:
                 current=current.out or "detached HEAD",
             )
         await self._commit(row, message)
-        repo_dirs = await self._dirs(repo, at_repo)
+        repo_dirs = await self.dirs(repo, at_repo)
         writes = (Path(repo), repo_dirs.gitdir, repo_dirs.common)
         author = await identity(self.guard)
         args = ("merge", "--no-ff", "--no-edit", "--no-stat", "--no-verify")
@@ -221,7 +263,7 @@ class Worktrees:
     async def _commit(self, row: WorktreeRow, message: str) -> None:
         """Commit what the task left uncommitted in its worktree (nothing: no commit)."""
         git, within = self.guard.git, await self.guard.scope(row.path)
-        dirs = await self._dirs(row.path, within)
+        dirs = await self.dirs(row.path, within)
         index = (dirs.gitdir, dirs.common)
         await git(row.path, "add", "--all", within=within, writes=index)
         staged = await git(row.path, "diff", *PLAIN_DIFF, "--cached", "--quiet", within=within)
@@ -242,7 +284,7 @@ class Worktrees:
         await self._store.worktrees.set_state(task_id, DISCARDED)
         return True
 
-    async def _dirs(self, cwd: Path | str, within: Scope) -> GitDirs:
+    async def dirs(self, cwd: Path | str, within: Scope) -> GitDirs:
         dirs = await self.guard.dirs(cwd, within)
         if dirs is None:
             raise UserInputError("worktree.failed", error=within.refusal or f"no git at {cwd}")
@@ -252,7 +294,7 @@ class Worktrees:
         """The worktree's files and git's record of it, removed by the bot itself (git is
         never given the data directory to write), then its branch."""
         within = await self.guard.scope(row.repo_root)
-        dirs = await self._dirs(row.repo_root, within)
+        dirs = await self.dirs(row.repo_root, within)
         record = await asyncio.to_thread(_record, Path(row.path), dirs.common)
         await asyncio.to_thread(shutil.rmtree, row.path, True)
         if record is not None:

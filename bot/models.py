@@ -78,6 +78,16 @@ class ApprovalAnswer(StrEnum):
     SUPERSEDED = "superseded"  # a newer question of the same task asks it again (the budget)
 
 
+class FollowUpDoor(StrEnum):
+    """Where a follow-up came from (its acknowledgement says so, ``about.door``); each goes
+    through the one follow-up use case (``bot.tasks.followup``)."""
+
+    CHAT = "chat"  # a reply, or a message in the task's topic
+    VOICE = "voice"  # a voice draft's Start in the task's topic
+    BOARD = "board"  # the board, or its Mini App
+    MCP = "mcp"  # an MCP client (`detach mcp`)
+
+
 class MessageKind(StrEnum):
     """What a task's message is (``outbox.link_kind``): whether it buzzes (``/notify``), and
     which of a task's messages a later one replaces or edits."""

@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest, Steer
-from bot.models import ApprovalMode, CheckResult, Preset, TurnSpec
+from bot.models import ApprovalMode, CheckResult, Preset, Task, TurnSpec
 
 LOGIN_MISSING = "NO LOGIN FOUND"  # in an engine's probe line: it has no way to its model
 
@@ -105,6 +105,20 @@ class LostRunners(Protocol):
     async def if_lost(self, task_id: int) -> bool:
         """True when that runner's lease lapsed and its turns were taken over just now (the
         task is offered for Resume); False while it lives, or when no turn runs."""
+        ...
+
+
+class TaskWorktrees(Protocol):
+    """What a turn needs of its task's own worktree; the composition root wires
+    ``bot.worktrees.revival.Revival`` here (it tells the chat, a floor above the turns)."""
+
+    async def reopen(self, task: Task) -> None:
+        """A merged or discarded worktree cut again at its own path (nothing for any other
+        task); ``UserInputError`` when it cannot be."""
+        ...
+
+    async def offers(self, task_id: int) -> bool:
+        """Whether Merge and Discard apply: an active worktree holding work."""
         ...
 
 

@@ -170,7 +170,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     @field_validator("admins")
     @classmethod
     def _admins_are_allowed(cls, value: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
-        allowed = info.data.get("allowed_users") or frozenset()
+        if "allowed_users" not in info.data:
+            return value  # DETACH_ALLOWED_USERS itself is wrong: its own check says so
+        allowed = info.data["allowed_users"] or frozenset()
         strangers = [user for user in value if user not in allowed]
         if strangers:
             raise ValueError(f"{strangers[0]} is not in DETACH_ALLOWED_USERS")

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
+import re
 import sys
 import unicodedata
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot import config
 from bot.errors import ConfigError
-from bot.models import ApprovalMode, NewTask, OutboxOp, TaskKind, TaskStatus
-from bot.money.desk import resolve_preset
+from bot.models import ApprovalMode, OutboxOp, TaskKind, TaskStatus
 from bot.money.presets import PresetCatalog
 from bot.redaction import Redactor
 from bot.settings import Settings, key_variables, known_secrets
@@ -23,6 +25,9 @@ from bot.telegram.render import slugify, usd
 from bot.turns.transcript import human_line
 from bot.workdirs import WorkdirPolicy
 from executors import registry
+
+if TYPE_CHECKING:
+    from bot.tasks.planning import Planned, TaskPlanner
 
 
 def shell_settings() -> Settings:
@@ -55,59 +60,146 @@ async def with_store(
 
 
 def add(args: argparse.Namespace) -> int:
+    """``detach add [key=value ...] goal``: planned as the chat plans ``/detach`` (the same
+    options, defaults and errors; ``--model`` and the other flags are those options), the
+    shell's directory by default; prints the task's number once it has one."""
     settings = shell_settings()
     if not settings.allowed_users:
         raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to report the task to")
     owner = args.chat if args.chat in settings.allowed_users else min(settings.allowed_users)
-    goal = " ".join(args.goal).strip()
-    if not goal or len(goal) > settings.max_prompt_chars:
-        raise ConfigError(f"the goal must have 1 to {settings.max_prompt_chars} characters")
-    preset = None
-    if args.model:  # resolved at capture: fail fast with the same suggestions as in Telegram
-        preset = resolve_preset(
-            PresetCatalog.load(settings.config, registry.builtin_presets()), args.model
-        )
-    engine = args.engine or (preset.engine if preset else settings.base_engine)
-    if preset is not None and preset.engine != engine:
-        raise ConfigError(f"preset {preset.name} runs on {preset.engine}, not {engine}")
-    mode = ApprovalMode(args.mode) if args.mode else settings.detach_mode
-    new_cwd = _workdir(settings, args.cwd)
-    check, check_repository = _check(args.check, new_cwd, settings)
-    new = NewTask(
-        owner_id=owner,
-        chat_id=args.chat or owner,
-        engine=engine,
-        kind=TaskKind.DETACH,
-        prompt=goal,
-        cwd=new_cwd,
-        announced=False,
-        preset=preset.name if preset else None,
-        model=preset.model if preset else None,
-        max_usd=settings.task_cap_usd,
-        approval_mode=mode,
-        check=check,
-        check_repository=check_repository,
-    )
-    preflighted = settings.preflight or settings.default_engine == "auto"  # the bot decides
-    if (
-        args.worktree
-        or (args.worktree is None and settings.worktrees)
-        or mode is ApprovalMode.SANDBOX
-        or preflighted
-    ):
-        return _add_through_inbox(settings, new, args, explicit=bool(args.worktree))
+    text = " ".join(typed_options([*flag_options(args), *args.goal]))
 
     async def work(store: Store) -> None:
-        until = (await store.limits.active()).get(engine)
-        task, _ = await store.tasks.create(new, slugify(goal), waits=until is not None)
-        await store.audit.record("task_created", owner, task.id, "shell")
-        if until is not None:
-            print(
-                f"{task.label} waits for {engine}'s usage limit (until {until:%Y-%m-%d %H:%M} UTC)"
-            )
-        print(f"{task.label} queued; {_who_reports(settings, task.chat_id)}")
+        planned = await plan_add(settings, store, owner, args.chat or owner, text, Path.cwd())
+        if planned.new.note:
+            print(f"detach: note: {planned.new.note}", file=sys.stderr)
+        await hand_off(settings, store, planned)
 
     return asyncio.run(with_store(settings, work))
+
+
+async def plan_add(
+    settings: Settings, store: Store, owner: int, chat_id: int, text: str, here: Path
+) -> Planned:
+    """What ``detach add`` asks for, planned by the chat's own road
+    (``TaskPlanner.plan_text``): a NewTask, or the ``UserInputError`` the chat would answer.
+    ``here``: the directory where ``text`` names none (the shell's)."""
+    planner = shell_planner(settings, store)
+    locale = (await store.users.locales()).get(owner, "en")
+    planned = await planner.plan_text(
+        owner, chat_id, TaskKind.DETACH, text, locale, "detach", defaults={"cwd": str(here)}
+    )
+    return dataclasses.replace(planned, new=dataclasses.replace(planned.new, announced=False))
+
+
+def shell_planner(settings: Settings, store: Store) -> TaskPlanner:
+    """The bot's planner as the shell has it: the same defaults, caps, directories and
+    presets; every engine the bot knows (whether it is installed is the bot's to say) and no
+    sandbox probe (the bot decides when it takes the task)."""
+    from bot.core import read_denial
+    from bot.git import Worktrees
+    from bot.money.desk import MoneyDesk
+    from bot.tasks.planning import TaskDefaults, TaskPlanner
+    from bot.telegram.texts import Texts
+    from executors.gitguard import GitGuard
+
+    guard = GitGuard(read_denial(settings, os.environ).paths)
+    worktrees = Worktrees(store, settings.data_dir / "worktrees", guard)
+    catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
+    return TaskPlanner(
+        store=store,
+        texts=Texts(),
+        money=MoneyDesk(store, catalog, settings.daily_cap_usd, settings.task_cap_usd),
+        workdirs=WorkdirPolicy(
+            settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
+        ),
+        worktrees=worktrees,
+        engines=registry.names(),
+        defaults=TaskDefaults.of(settings),
+    )
+
+
+def flag_options(args: argparse.Namespace) -> list[str]:
+    """``--model`` and the other flags as the ``key=value`` options they stand for; ``--cwd``
+    from the shell's directory, as a shell's path is (a typed ``cwd=`` is the chat's)."""
+    worktree = None if args.worktree is None else ("yes" if args.worktree else "no")
+    given = {
+        "model": args.model,
+        "engine": args.engine,
+        "mode": args.mode,
+        "cwd": str(Path(args.cwd).expanduser().absolute()) if args.cwd else None,
+        "worktree": worktree,
+        "check": args.check,
+    }
+    return [f"{key}={value}" for key, value in given.items() if value is not None]
+
+
+def typed_options(words: list[str]) -> list[str]:
+    """The shell's words as the chat would have them typed: a leading option whose value
+    has spaces (the shell took its quotes off) quoted again."""
+    out: list[str] = []
+    for n, word in enumerate(words):
+        key, eq, value = word.partition("=")
+        if not (eq and re.fullmatch(r"[a-z_]+", key)):
+            return out + words[n:]
+        quote = "'" if '"' in value else '"'
+        out.append(f"{key}={quote}{value}{quote}" if re.search(r"\s", value) else word)
+    return out
+
+
+async def hand_off(settings: Settings, store: Store, planned: Planned) -> None:
+    """The planned task to the bot: a worktree or sandboxed one, or any when the bot's preflight
+    is on (it may hold the task), as a task file (the bot cuts the worktree and knows its
+    sandbox; it plans the file by the same road), which a running bot takes at once; any other
+    straight into the database, announced by the bot."""
+    new = planned.new
+    preflighted = settings.preflight or settings.default_engine == "auto"  # the bot may hold it
+    if new.worktree or new.approval_mode is ApprovalMode.SANDBOX or preflighted:
+        await _through_inbox(settings, store, planned)
+        return
+    until = (await store.limits.active()).get(new.engine)
+    task, _ = await store.tasks.create(new, slugify(new.prompt), waits=until is not None)
+    await store.audit.record("task_created", new.owner_id, task.id, "shell")
+    if until is not None:
+        print(
+            f"{task.label} waits for {new.engine}'s usage limit (until {until:%Y-%m-%d %H:%M} UTC)"
+        )
+    print(f"{task.label} queued; {_who_reports(settings, task.chat_id)}")
+
+
+async def _through_inbox(settings: Settings, store: Store, planned: Planned) -> None:
+    """A task file with the options as typed (the directory resolved); a running bot takes
+    it within seconds (its number is printed, or its reason for refusing it)."""
+    from datetime import UTC, datetime
+
+    from bot.mcp.handoff import START_WAIT_S, taken
+    from bot.tasks.taskfile import TaskFile, drop
+
+    new, typed = planned.new, planned.options
+    tf = TaskFile(
+        goal=new.prompt,
+        created=datetime.now(UTC),
+        chat_id=new.chat_id,
+        cwd=str(new.cwd),
+        model=typed.get("model"),
+        engine=typed.get("engine"),
+        worktree=typed.get("worktree"),
+        mode=typed.get("mode"),
+        check=typed.get("check"),
+        max_usd=typed.get("max_usd"),
+        subtasks=typed.get("subtasks"),
+    )
+    target = drop(settings.data_dir / "inbox", tf, slugify(new.prompt))
+    where = "its own worktree" if new.worktree else "its directory"
+    if not _bot_runs(settings):
+        print(
+            f"queued as {target}; {_NOT_RUNNING}: the bot starts it in {where}, numbered, and "
+            f"reports in chat {new.chat_id} once you start it (`make run`)"
+        )
+        return
+    task = await store.tasks.get(await taken(target, START_WAIT_S))
+    assert task is not None  # the bot took it: it is a task now
+    print(f"{task.label} queued in {where}; the running bot reports in chat {task.chat_id}")
 
 
 def adopt(args: argparse.Namespace) -> int:
@@ -139,72 +231,6 @@ def adopt(args: argparse.Namespace) -> int:
         )
 
     return asyncio.run(with_store(settings, work))
-
-
-def _check(given: str | None, cwd: Path, settings: Settings) -> tuple[str | None, str | None]:
-    """``--check`` (``--check no``: none), else the repository's ``.detach.toml`` (read now, so
-    a broken one fails here), with that repository: its check runs once the owner approved it."""
-    from bot.core import read_denial
-    from bot.git import top_level
-    from bot.tasks.checks import given_check, repository_check
-    from executors.gitguard import GitGuard
-
-    if given is not None:
-        return given_check(given), None
-    guard = GitGuard(read_denial(settings, os.environ).paths)
-    top = asyncio.run(top_level(cwd, guard))
-    command = repository_check(top) if top is not None else None
-    return command, str(top) if command is not None else None
-
-
-def _add_through_inbox(
-    settings: Settings, new: NewTask, args: argparse.Namespace, explicit: bool
-) -> int:
-    """A worktree or sandboxed task is a task file in the inbox: the bot cuts the worktree
-    and knows whether its sandbox works when it starts it (the same path as any program
-    dropping a file there). Without ``explicit`` the bot's default applies (a worktree where
-    the directory is in a repository)."""
-    from datetime import UTC, datetime
-
-    from bot.tasks.taskfile import TaskFile, drop
-
-    target = drop(
-        settings.data_dir / "inbox",
-        TaskFile(
-            goal=new.prompt,
-            created=datetime.now(UTC),
-            chat_id=new.chat_id,
-            model=new.preset,
-            cwd=str(new.cwd),
-            engine=args.engine,
-            worktree="yes" if explicit else ("no" if args.worktree is False else None),
-            mode=args.mode,
-            # the owner's --check only: a task file's check counts as typed by the owner, the
-            # repository's is read (and asked for) by the bot itself
-            check=None
-            if new.check_repository
-            else new.check or ("no" if args.check is not None else None),
-        ),
-        slugify(new.prompt),
-    )
-    where = (
-        "its own worktree"
-        if explicit
-        else "its own worktree when in a repository"
-        if args.worktree is None
-        else "its directory"
-    )
-    if _bot_runs(settings):
-        print(
-            f"queued as {target}; the running bot starts it in {where} and reports in chat "
-            f"{new.chat_id}"
-        )
-    else:
-        print(
-            f"queued as {target}; {_NOT_RUNNING}: the bot starts it in {where} and reports in "
-            f"chat {new.chat_id} once you start it (`make run`)"
-        )
-    return 0
 
 
 _NOT_RUNNING = "no bot is running on this machine (no heartbeat in its data directory)"
@@ -319,8 +345,8 @@ def archive(args: argparse.Namespace) -> int:
     async def work(store: Store) -> int:
         if args.all:
             archived = await store.tasks.archive_finished(None)
-            for task_id in archived:
-                await _close_topic(store, task_id)
+            for done in archived:
+                await _close_topic(store, done.id)
             print(f"archived {len(archived)} task(s)")
             return 0
         task = await store.tasks.get(args.id)

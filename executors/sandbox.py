@@ -46,21 +46,13 @@ def problem(environ: Mapping[str, str]) -> str | None:
     return _problem(environ.get("PATH", ""))
 
 
-def _base_args() -> list[str]:
+def _base_args(private_tmp: bool = True) -> list[str]:
+    """The root read-only, fresh /dev and /proc, no network, its own process namespace and
+    session, gone with its parent; ``private_tmp``: an empty writable /tmp."""
     return [
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        "--unshare-net",
-        "--unshare-pid",
-        "--die-with-parent",
-        "--new-session",
+        *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+        *(("--tmpfs", "/tmp") if private_tmp else ()),
+        *("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"),
     ]
 
 
@@ -118,17 +110,7 @@ def jail(
     ordered = sorted(mounts, key=lambda where: len(Path(where).parts))
     return [
         bwrap,
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--unshare-net",
-        "--unshare-pid",
-        "--die-with-parent",
-        "--new-session",
+        *_base_args(private_tmp=False),  # a repository under /tmp stays where git looks
         *(arg for where in ordered for arg in mounts[where]),
         "--",
         *argv,

@@ -157,8 +157,11 @@ async def on_cancel(
 async def on_archive(
     message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
 ) -> None:
-    count = await tasks.archive(user_id, await _task_ref(message, command, tasks, user_id) or "?")
-    await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
+    async def say(count: int) -> int:  # with the archive, before its cards' edits
+        return await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
+
+    ref = await _task_ref(message, command, tasks, user_id) or "?"
+    await tasks.archive(user_id, ref, announce=say)
 
 
 async def _nothing_open(tasks: TaskService, user_id: int, reply: Reply) -> None:

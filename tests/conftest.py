@@ -20,6 +20,8 @@ REAL_AGENT_FIXTURES = frozenset({"claude_bin", "codex_bin", "agent_env", "codex_
 # whole modules of drills and real processes of the bot (detach run/add/worker, kill -9)
 SLOW_MODULES = frozenset(
     {
+        "test_add_plans_as_chat",
+        "test_archive_all",
         "test_burst_stop",
         "test_chaos",
         "test_cli",
@@ -27,6 +29,7 @@ SLOW_MODULES = frozenset(
         "test_daemon_outlives",
         "test_fleet",
         "test_fleet_chaos",
+        "test_followup_doors",
         "test_launch",
         "test_one_owner",
         "test_orphans",
@@ -87,6 +90,10 @@ SLOW_TESTS = frozenset(
         "test_agent_faults.py::test_a_stubborn_agent_and_its_daemon_stop_on_cancel",
         "test_attachments.py::test_a_captioned_file_is_acknowledged_with_its_words_and_name",
         "test_board.py::test_follow_up_merge_and_discard_from_the_board",
+        "test_afterlife.py::test_the_card_offers_merge_and_discard_only_while_the_worktree_holds_work",
+        "test_afterlife.py::test_to_terminal_after_a_merge_cuts_the_worktree_again_where_the_line_says",
+        "test_afterlife.py::test_after_a_merge_the_board_says_so_at_once_and_a_follow_up_goes_on_in_place",
+        "test_afterlife.py::test_a_file_sent_as_a_reply_after_a_merge_lands_in_the_worktree_cut_again",
         "test_board.py::test_the_stream_brings_new_transcript_lines_within_a_second",
         # the board's limits (issue #51): a second board, floods, every route of the board
         "test_board_limits.py::test_a_25_digit_id_is_a_json_404_on_every_route_that_takes_one",
@@ -130,6 +137,7 @@ SLOW_TESTS = frozenset(
         "test_stall.py::test_a_long_wait_on_the_owner_is_no_stall_after_the_answer",
         "test_routing_strength.py::test_the_hand_over_offers_and_takes_only_an_engine_as_strong",
         "test_board_browser.py::test_a_task_held_by_its_preflight_is_listed_and_dropped_on_the_page",
+        "test_board_browser.py::test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue",
     }
 )
 

@@ -292,7 +292,7 @@ async def test_allow_on_the_board_lets_the_turn_go_on_and_edits_the_telegram_mes
                 pending = (await response.json())["pending"]
             assert len(pending) == 1 and "rm -rf build" in pending[0]["text"]
             qid = pending[0]["id"]
-            answer = {"qid": qid, "choice": "allow"}
+            answer = {"qid": qid, "answer": "allow"}
             async with http.post(
                 f"{board.url}/api/tasks/1/answer", json=answer, headers={"X-CSRF-Token": csrf}
             ) as response:
@@ -308,6 +308,37 @@ async def test_allow_on_the_board_lets_the_turn_go_on_and_edits_the_telegram_mes
                 f"{board.url}/api/tasks/1/answer", json=answer, headers={"X-CSRF-Token": csrf}
             ) as response:
                 assert response.status == 409  # the first answer won
+
+
+async def test_always_on_the_board_stores_the_grant_in_one_answer(tmp_path, workdir):
+    """The page shows the rule and sends "always": one answer, the chat's "Always…" then
+    "confirm" in meaning (the grant, the Telegram message); a button's word ("confirm") or the
+    desk's own answers ("timeout") are no answer of the owner's."""
+    engine = FakeEngine(asks_first())
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        tg = await feed(app, message("/claude clean the build"))
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
+        http, csrf = await signed_in(app, board)
+        async with http:
+            async with http.get(f"{board.url}/api/tasks/1") as response:
+                (pending,) = (await response.json())["pending"]
+            assert pending["rule"] == "Bash(rm -rf build)"  # shown on the page before "always"
+            url, headers = f"{board.url}/api/tasks/1/answer", {"X-CSRF-Token": csrf}
+            for word in ("confirm", "timeout", "back"):
+                body = {"qid": pending["id"], "answer": word}
+                async with http.post(url, json=body, headers=headers) as response:
+                    assert response.status == 409, word
+            assert await app.store.grants.active(OWNER) == [] and engine.decisions == []
+            body = {"qid": pending["id"], "answer": "always"}
+            async with http.post(url, json=body, headers=headers) as response:
+                assert response.status == 200 and (await response.json())["text"] == "Remembered."
+            await wait_status(app, 1, TaskStatus.DONE)
+        assert engine.decisions == [True]
+        (grant,) = await app.store.grants.active(OWNER)
+        assert grant.pattern == "Bash(rm -rf build)" and grant.engine == "claude"
+        assert (await app.store.questions.get(pending["id"])).answer == "always"
+        edited = await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10, "EditMessageText")
+        assert "Allowed, and remembered" in edited.text and edited.reply_markup is None
 
 
 async def test_the_stream_brings_new_transcript_lines_within_a_second(tmp_path, workdir):

@@ -165,7 +165,7 @@ async def test_pressing_allow_on_the_page_lets_the_agent_go_on(tmp_path, workdir
         tg = await feed(app, message("/claude clean the build"))
         await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
         page = await open_signed_in(browser, board, "/tasks/1")
-        await page.click('.pending button[data-choice="allow"]')
+        await page.click('.pending button[data-answer="allow"]')
         await page.wait_for_selector("text=after the approval", timeout=10_000)
         await wait_status(app, 1, TaskStatus.DONE)
         assert engine.decisions == [True]
@@ -197,6 +197,30 @@ async def test_a_task_held_by_its_preflight_is_listed_and_dropped_on_the_page(
             assert engine.specs == [] and await app.store.tasks.list_for(None) == []
     finally:
         chat.stop()
+
+
+async def test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue(
+    tmp_path, workdir, browser
+):
+    """The page's follow-up while the turn runs: Steer now sends it into the turn, whose
+    words the transcript shows; once the task is done the form has its Send again."""
+    from tests.test_followup_doors import works_until
+
+    gate = asyncio.Event()
+    engine = FakeEngine(works_until(gate))
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        await feed(app, message("/claude mode=auto build it"))
+        await wait_status(app, 1, TaskStatus.RUNNING)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.wait_for_selector("#steer")
+        assert await page.query_selector("#queue") and not await page.query_selector("#send")
+        await page.fill("#followup", "PAGE-WORDS")
+        await page.click("#steer")
+        await page.wait_for_selector("text=➡️ PAGE-WORDS", timeout=10_000)
+        assert engine.steered == ["PAGE-WORDS"]
+        gate.set()
+        await page.wait_for_selector("#send", timeout=10_000)
+        await wait_status(app, 1, TaskStatus.DONE)
 
 
 async def test_the_diff_of_a_worktree_task_shows_changed_new_and_deleted_files(
@@ -579,7 +603,7 @@ async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outs
         )
         fragment = f"tgWebAppData={quote(init_data(OWNER, int(time.time())))}&tgWebAppVersion=8.0"
         await page.goto(f"{board.url}/tasks/1#{fragment}")
-        always = '.pending button[data-choice="always"]'
+        always = '.pending button[data-answer="always"]'
         popups = "window.posted.filter((p) => p[0] === 'web_app_open_popup')"
         for button in ("cancel", "ok"):
             await page.click(always)
@@ -610,7 +634,36 @@ async def test_always_asks_with_telegrams_popup_in_the_mini_app_and_confirm_outs
             await dialog.accept()
 
         page.on("dialog", accept)
-        await page.click('.pending button[data-choice="always"]')
+        await page.click('.pending button[data-answer="always"]')
         await page.wait_for_selector("text=after the approval", timeout=10_000)
         assert dialogs == ["Allow this from now on, for this engine and directory?"]
         assert engine.decisions == [True]
+
+
+async def test_merge_is_offered_only_with_work_and_the_page_says_merged_at_once(
+    tmp_path, workdir, browser
+):
+    repo = make_repo(workdir / "repo")
+
+    def writes(spec: TurnSpec) -> tuple:
+        if "write" in spec.prompt:
+            (spec.cwd / "NEW.md").write_text("new\n")
+        return finished("done")
+
+    async with bot_with_board(tmp_path, workdir, FakeEngine(writes)) as (app, board):
+        await feed(app, message("/claude worktree=yes cwd=repo only look"))
+        await feed(app, message("/claude worktree=yes cwd=repo write it"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        await wait_status(app, 2, TaskStatus.DONE)
+        page = await open_signed_in(browser, board, "/tasks/1")
+        await page.wait_for_selector("#send", timeout=10_000)
+        assert await page.query_selector("#merge") is None  # no work: nothing to merge
+        await page.goto(board.url + "/tasks/2")
+        await page.click("#merge", timeout=10_000)
+        state = await page.wait_for_selector("#worktree-state", timeout=5_000)
+        assert "Merged into main" in await state.inner_text()
+        assert await page.query_selector("#merge") is None
+        assert await page.inner_text("#toast") == "Merged."
+        await page.goto(board.url + "/")
+        await page.wait_for_selector('a.task[data-id="2"] .badge.merged', timeout=5_000)
+    assert (repo / "NEW.md").exists()

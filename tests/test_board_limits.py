@@ -84,10 +84,10 @@ async def test_a_25_digit_cursor_limit_or_question_is_a_json_400(tmp_path, workd
                         assert response.status == 400, (path, field, value)
                         assert await response.json() == {"error": "malformed", "field": field}
             bodies = [
-                {"qid": int(HUGE), "choice": "allow"},
-                {"qid": HUGE, "choice": "allow"},
+                {"qid": int(HUGE), "answer": "allow"},
+                {"qid": HUGE, "answer": "allow"},
                 {"qid": 1, "option": int(HUGE)},
-                {"qid": True, "choice": "allow"},
+                {"qid": True, "answer": "allow"},
             ]
             for body in bodies:
                 post = http.post(f"{base}/answer", json=body, headers={"X-CSRF-Token": csrf})

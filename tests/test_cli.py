@@ -12,6 +12,7 @@ from tests.conftest import ROOT
 def detach(tmp_path, *args: str, users: str = "111") -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
+        "PYTHONPATH": str(ROOT),  # this checkout's bot, wherever the shell is
         "DETACH_DATA_DIR": str(tmp_path / "data"),
         "DETACH_ALLOWED_USERS": users,
         "DETACH_ALLOWED_WORKDIRS": str(tmp_path),
@@ -49,18 +50,26 @@ def test_add_list_show_archive(tmp_path):
 
 
 def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
+    """As in the chat, worktree=yes needs a repository (refused at once outside one); in one,
+    the task file carries the options for the bot, which cuts the worktree."""
     from bot.tasks.taskfile import parse
+    from tests.test_worktrees import make_repo
 
-    added = detach(tmp_path, "add", "--worktree", "--model", "haiku", "Bump", "the", "version")
+    refused = detach(tmp_path, "add", "--worktree", "Bump", "the", "version")
+    assert refused.returncode == 1 and "needs a git repository" in refused.stderr
+    repo = make_repo(tmp_path / "repo")
+    added = detach(
+        tmp_path, "add", "--worktree", "--cwd", "repo", "model=haiku", "Bump", "the", "version"
+    )
     assert added.returncode == 0, added.stderr
     [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
-    assert str(dropped) in added.stdout and "in its own worktree and" in added.stdout
+    assert str(dropped) in added.stdout and "in its own worktree, numbered," in added.stdout
     tf = parse(dropped.read_text())
     assert (tf.goal, tf.model, tf.worktree, tf.cwd) == (
         "Bump the version",
         "haiku",
         "yes",
-        str(tmp_path.resolve()),
+        str(repo.resolve()),
     )
     assert detach(tmp_path, "list").stdout.strip() == ""  # the bot creates the task
 

@@ -28,6 +28,20 @@ def test_unit_runs_the_console_script_and_stops_agents_cleanly(name, command):
     assert 'detach = "bot.launch:main"' in (ROOT / "pyproject.toml").read_text()
 
 
+# what mounts over /proc (or hides its processes): the kernel then refuses an unprivileged
+# bubblewrap its fresh /proc, so neither a sandbox nor the agents' PID namespace would start
+MASKS_PROC = ("ProtectKernelTunables", "ProtectProc", "ProcSubset", "ProtectHostname")
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_no_hardening_of_the_unit_breaks_the_sandboxes(name):
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string((ROOT / "systemd" / name).read_text())
+    set_here = {key.lower() for key in parser["Service"]}
+    assert not set_here & {key.lower() for key in MASKS_PROC}
+    assert parser["Service"]["NoNewPrivileges"] == "true"  # bubblewrap needs no setuid
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
 @pytest.mark.parametrize("name", UNITS)
 def test_systemd_analyze_verify(tmp_path, name):

@@ -98,3 +98,20 @@ def test_every_waiting_state_has_one_name_in_every_locale_and_one_rule():
     assert waiting_for(TaskStatus.RUNNING, WaitState.BUDGET, False) is None
     assert waiting_for(TaskStatus.WAITING_FOR_LIMIT, None, False) is WaitState.USAGE_LIMIT
     assert waiting_for(TaskStatus.QUEUED, None, False) is None
+
+
+def test_an_answer_from_any_surface_is_one_of_the_desks_answers():
+    """The chat's buttons and the board's page answer in ``ApprovalAnswer``'s words: the
+    answering buttons map onto it (Confirm is "always"), the two others only change the
+    message, and the page sends the owner's answers themselves, "always" included."""
+    import re
+
+    from bot.approvals.answers import CHOSEN, OWNER_ANSWERS
+    from tests.conftest import ROOT
+
+    assert set(CHOSEN.values()) == OWNER_ANSWERS
+    assert set(ApprovalChoice) - set(CHOSEN) == {ApprovalChoice.ALWAYS, ApprovalChoice.BACK}
+    assert CHOSEN[ApprovalChoice.CONFIRM] is ApprovalAnswer.ALWAYS
+    page = (ROOT / "bot" / "board" / "static" / "board.js").read_text()
+    sent = set(re.findall(r'answer\(\{ answer: "(\w+)" \}\)', page))
+    assert sent == {a.value for a in OWNER_ANSWERS}

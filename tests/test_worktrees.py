@@ -255,7 +255,8 @@ async def test_worktree_task_through_the_bot(tmp_path, claude_bin, agent_env, an
         assert "Merge" not in str(card.reply_markup) and "Follow up" in str(card.reply_markup)
         assert (repo / "NOTES.md").read_text() == "written by the agent\n"
         session = await feed(app, press(TaskAction(action="merge", task_id=1).pack()))
-        assert "already merged" in session.new_texts()
+        alert = session.sent("AnswerCallbackQuery")[-1]  # said where it was tapped, at once
+        assert alert.show_alert and "Already merged into main" in alert.text
         refused = await feed(app, message("/claude worktree=yes hi"))  # workdir: no repo
         assert "needs a git repository" in refused.new_texts()
         refused = await feed(app, message("/claude worktree=maybe cwd=repo hi"))

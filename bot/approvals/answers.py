@@ -30,6 +30,14 @@ from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 _OUTCOME_KEYS = {ApprovalAnswer.ALLOW: "approval.allowed", ApprovalAnswer.DENY: "approval.denied"}
+# the answers a person gives (the desk gives the others when nobody does)
+OWNER_ANSWERS = frozenset({ApprovalAnswer.ALLOW, ApprovalAnswer.DENY, ApprovalAnswer.ALWAYS})
+# what an answering button means (``ALWAYS`` and ``BACK`` only change the message)
+CHOSEN = {
+    ApprovalChoice.ALLOW: ApprovalAnswer.ALLOW,
+    ApprovalChoice.DENY: ApprovalAnswer.DENY,
+    ApprovalChoice.CONFIRM: ApprovalAnswer.ALWAYS,
+}
 _TOASTS = {
     ApprovalAnswer.ALLOW: "callback_approval.allowed",
     ApprovalAnswer.DENY: "callback_approval.denied",
@@ -77,22 +85,32 @@ class ApprovalAnswers:
     async def on_approval(
         self, user_id: int, qid: int, choice: ApprovalChoice, where: tuple[int, int] | None = None
     ) -> str:
-        """Returns the locale key of the short callback answer. ``where`` is the (chat, message)
-        that was tapped: a tap can arrive before the message id is stored."""
+        """A tap on an approval's button: "Always…" shows the rule and asks to confirm, "Back"
+        shows the first buttons again; the others answer (``give``). Returns the locale key
+        of the short callback answer. ``where`` is the (chat, message) that was tapped: a tap
+        can arrive before the message id is stored."""
+        if choice in (ApprovalChoice.ALWAYS, ApprovalChoice.BACK):
+            question, task = await self._pending(user_id, qid, QuestionKind.APPROVAL)
+            loc, text = task.locale, question.payload.get("text", "")
+            if choice == ApprovalChoice.BACK:
+                await self._edit(question, text, approval_keyboard(self._texts, loc, qid), where)
+                return "callback_approval.back"
+            prompt = self._always_prompt(task, question)
+            markup = confirm_keyboard(self._texts, loc, qid)
+            await self._edit(question, f"{text}\n\n{prompt}", markup, where)
+            return "callback_approval.confirm"
+        return await self.give(user_id, qid, CHOSEN[choice], where)
+
+    async def give(
+        self, user_id: int, qid: int, answer: ApprovalAnswer, where: tuple[int, int] | None = None
+    ) -> str:
+        """The owner's answer to an approval, from any surface, in one step: ``ALWAYS`` allows
+        and remembers the rule (the chat's confirmed "Always…", the board's "Always"). Only the
+        owner's answers (``OWNER_ANSWERS``); returns the locale key of the short answer."""
+        if answer not in OWNER_ANSWERS:
+            raise UserInputError("callback.stale")
         question, task = await self._pending(user_id, qid, QuestionKind.APPROVAL)
         loc, text = task.locale, question.payload.get("text", "")
-        if choice == ApprovalChoice.ALWAYS:
-            prompt = self._always_prompt(task, question)
-            await self._edit(
-                question, f"{text}\n\n{prompt}", confirm_keyboard(self._texts, loc, qid), where
-            )
-            return "callback_approval.confirm"
-        if choice == ApprovalChoice.BACK:
-            await self._edit(question, text, approval_keyboard(self._texts, loc, qid), where)
-            return "callback_approval.back"
-        answer = (
-            ApprovalAnswer.ALWAYS if choice == ApprovalChoice.CONFIRM else ApprovalAnswer(choice)
-        )
         if not await self._store.questions.resolve(qid, QuestionStatus.ANSWERED, answer):
             raise UserInputError("callback_approval.answered")
         outcome = self._texts.get(loc, _OUTCOME_KEYS.get(answer, "approval.allowed"))

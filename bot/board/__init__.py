@@ -49,8 +49,6 @@ def make_board(
             answers=answers,
             tasks=service,
             worktree_card=card,
-            notifier=notifier,
-            texts=texts,
         ),
         host=settings.board_host,
         port=settings.board_port,

@@ -10,14 +10,13 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.approvals.view import ApprovalChoice
 from bot.board.actions import BoardActions
 from bot.board.events import Streams
 from bot.board.gate import SESSION_KEY
-from bot.board.inputs import body_int, query_int, read_json, task_id
+from bot.board.inputs import body_flag, body_int, query_int, read_json, task_id
 from bot.board.views import BoardData
 from bot.errors import TaskNotFound, UserInputError
-from bot.models import Task
+from bot.models import ApprovalAnswer, Task
 from bot.telegram.render import plain
 
 # the texts the page shows (locales/*/detach.po, msgids ``board.*``)
@@ -27,7 +26,8 @@ PAGE_TEXTS = (
     "followup_label", "send", "cancel", "merge", "discard", "discard_confirm", "cost", "age",
     "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
     "no_output", "turn", "live", "offline", "back", "signin_needed", "filter", "all", "active",
-    "finished", "done_toast", "diff_checkout",
+    "finished", "done_toast", "diff_checkout", "merged", "discarded", "worktree_merged",
+    "worktree_discarded", "steer_now", "queue", "always_rule",
 )  # fmt: skip
 
 
@@ -92,17 +92,22 @@ class BoardApi:
             key = await self._actions.pick(user_id, qid, option)
         else:
             try:
-                choice = ApprovalChoice(str(body.get("choice")))
+                answer = ApprovalAnswer(str(body.get("answer")))
             except ValueError as exc:
                 raise UserInputError("callback.stale") from exc
-            key = await self._actions.approve(user_id, qid, choice)
+            key = await self._actions.approve(user_id, qid, answer)
         return await self._done(user_id, key)
 
     async def followup(self, request: web.Request) -> web.StreamResponse:
+        """A follow-up; ``steer`` (true or false) while a turn runs: into it, or after it."""
         user_id, task = await self._own(request)
-        prompt = str((await self._json(request)).get("prompt", ""))
-        turn = await self._actions.follow_up(user_id, task.id, prompt)
-        return web.json_response({"ok": True, "turn": turn.seq})
+        body = await self._json(request)
+        prompt, steer = str(body.get("prompt", "")), body_flag(body, "steer")
+        done = await self._actions.follow_up(user_id, task.id, prompt, steer)
+        key = "board.followup_behind" if done.behind else "board.followup_sent"
+        key = f"toast.steer_{done.steer}" if done.steer is not None else key
+        found = {"turn": done.turn.seq, "behind": done.behind, "steer": done.steer}
+        return await self._done(user_id, key, **found)
 
     async def hold(self, request: web.Request) -> web.StreamResponse:
         """A held task's choice: ``{"choice": n}`` as its buttons in the chat carry it."""
@@ -118,16 +123,24 @@ class BoardApi:
 
     async def merge(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
-        return web.json_response({"ok": await self._actions.merge(user_id, task.id)})
+        return await self._told(user_id, await self._actions.merge(user_id, task.id), "merge")
 
     async def discard(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)
         confirmed = bool((await self._json(request)).get("confirmed"))
-        return web.json_response({"ok": await self._actions.discard(user_id, task.id, confirmed)})
+        done = await self._actions.discard(user_id, task.id, confirmed)
+        return await self._told(user_id, done, "discard")
 
-    async def _done(self, user_id: int, key: str) -> web.StreamResponse:
+    async def _told(self, user_id: int, done: bool, action: str) -> web.StreamResponse:
+        """A merge or discard said as Telegram's toast says it (refused: why is in the chat)."""
         locale = await self._data.locale(user_id)
-        return web.json_response({"ok": True, "text": plain(self._data.texts.get(locale, key))})
+        text = self._data.texts.get(locale, f"toast.{action}{'' if done else '_refused'}")
+        return web.json_response({"ok": done, "text": plain(text)})
+
+    async def _done(self, user_id: int, key: str, **more: object) -> web.StreamResponse:
+        locale = await self._data.locale(user_id)
+        text = plain(self._data.texts.get(locale, key))
+        return web.json_response({"ok": True, "text": text, **more})
 
     async def _own(self, request: web.Request) -> tuple[int, Task]:
         user_id = request[SESSION_KEY].user_id

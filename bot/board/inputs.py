@@ -56,6 +56,14 @@ def body_int(body: dict[str, Any], name: str, default: int) -> int:
     return _bounded(str(value), name)
 
 
+def body_flag(body: dict[str, Any], name: str) -> bool | None:
+    """The body's ``name``, a JSON true or false, or None when absent. Raises Malformed."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise Malformed(name)
+    return value
+
+
 async def read_json(request: web.Request, depth: int) -> dict[str, Any]:
     """The body's JSON object ({} for any other JSON value). Raises Malformed (too deep, not
     JSON, not UTF-8) or aiohttp's HTTPRequestEntityTooLarge (beyond ``client_max_size``)."""

@@ -1,12 +1,13 @@
 """What the board's pages show, as JSON: a task's row (what it waits for named as on every
 surface), the tasks held by their preflight, a task's page (goal, turns and their spend, checks,
-pending questions), its transcript as items and its diff per file. Only the owner's tasks:
-another user's task is reported exactly like a missing one (``None``)."""
+pending questions, its worktree's state), its transcript as items and its diff per file. Only
+the owner's tasks: another user's task is reported exactly like a missing one (``None``)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -16,13 +17,14 @@ from bot.board.holds import held_rows
 from bot.errors import UserInputError
 from bot.events import DETAIL_CHARS
 from bot.git import Worktrees
-from bot.models import Task, TaskStatus, Turn, WaitState
+from bot.models import Task, TaskStatus, Turn, WaitState, WorktreeState
 from bot.preflight.desk import PreflightDesk
 from bot.store import PendingQuestion, Store
 from bot.store.transcript import TranscriptLine
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 from bot.turns.baseline import RECORD_KIND, from_record
+from bot.turns.transcript import SAID
 
 LIST_LIMIT = 200
 PAGE = 500  # transcript events per read of a live stream
@@ -32,6 +34,8 @@ TOOL_INPUT_CHARS = 4000
 TOOL_DETAIL_CHARS = DETAIL_CHARS + 16  # the executors cap it (with their "cut" mark)
 TOOL_OUTPUT_CHARS = 20_000
 _FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
+WORK_FRESH_S = 10.0  # how long an idle worktree's "holds work" is reused by a page's stream
+WORK_MEMO = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,9 @@ class BoardData:
     texts: Texts
     worktrees: Worktrees
     holds: PreflightDesk | None = None  # None: no preflight here, nothing is ever held
+    # (task, its last change, worktree base) -> (when asked, whether it held work): a stream
+    # reads the page at every change of the store; git is asked once per WORK_FRESH_S
+    _work: dict[tuple[int, object, str], tuple[float, bool]] = field(default_factory=dict)
 
     async def locale(self, user_id: int) -> str:
         """The user's /lang choice, else English (the board has no Telegram language)."""
@@ -59,11 +66,16 @@ class BoardData:
         statuses = None if archived else [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
         found = await self.store.tasks.list_for(user_id, statuses, LIST_LIMIT)
         waits = await self.store.waits.of(found)
+        trees = await self.store.worktrees.states_of([t.id for t in found])
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
-        return held + [self.row(t, waits.get(t.id), locale) for t in found]
+        return held + [self.row(t, waits.get(t.id), locale, trees.get(t.id)) for t in found]
 
-    def row(self, task: Task, wait: WaitState | None, locale: str) -> dict[str, Any]:
+    def row(
+        self, task: Task, wait: WaitState | None, locale: str, worktree: str | None = None
+    ) -> dict[str, Any]:
+        """``wait``: what it waits for; ``worktree``: its worktree's state (active, merged,
+        discarded), None: it has none."""
         return {
             "id": task.id,
             "label": task.label,
@@ -74,6 +86,7 @@ class BoardData:
             "wait_text": plain(self.texts.wait(locale, wait)) if wait is not None else None,
             "badge": wait.value if wait is not None else task.status.value,
             "active": task.status.active,
+            "running": task.status is TaskStatus.RUNNING,  # a follow-up may go into its turn
             "engine": task.engine,
             "model": task.model,
             "mode": task.approval_mode.value,
@@ -81,6 +94,7 @@ class BoardData:
             "cost_usd": round(task.total_cost_usd, 4),
             "created_at": _iso(task.created_at),
             "updated_at": _iso(task.updated_at),
+            "worktree": worktree,
         }
 
     async def page(self, user_id: int, task: Task) -> dict[str, Any]:
@@ -104,9 +118,11 @@ class BoardData:
                         "output": check.output,
                     }
                 )
+        tree = await self.worktree(task)
+        state = tree["state"] if tree else None
         waits = await self.store.waits.of([task])
         return {
-            "task": self.row(task, waits.get(task.id), locale),
+            "task": self.row(task, waits.get(task.id), locale, state),
             "goal": turns[0].prompt if turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
@@ -114,8 +130,25 @@ class BoardData:
             ],
             "checks": checks,
             "pending": [question(q) for q in pending],
-            "worktree": await self.worktrees.get(task.id) is not None,
+            "worktree": tree,
         }
+
+    async def worktree(self, task: Task) -> dict[str, Any] | None:
+        """The task's worktree: its state, the branch it merges into, and whether it holds work
+        (Merge and Discard are offered only then, on an idle task); None: it has none."""
+        row = await self.worktrees.get(task.id)
+        if row is None:
+            return None
+        work = False
+        if row.state == WorktreeState.ACTIVE and not task.status.active:
+            key = (task.id, task.updated_at, row.base_commit)
+            at, work = self._work.get(key, (0.0, False))
+            if time.monotonic() - at > WORK_FRESH_S:
+                work = await self.worktrees.has_work(row)
+                if len(self._work) > WORK_MEMO:
+                    self._work.clear()
+                self._work[key] = (time.monotonic(), work)
+        return {"state": row.state, "base": row.base_branch, "changes": work}
 
     async def page_of(self, user_id: int, task_id: int) -> dict[str, Any] | None:
         """The page of the user's task as it is now; None: not theirs, or gone."""
@@ -132,8 +165,9 @@ class BoardData:
         if await self.worktrees.get(task.id) is not None:
             try:
                 found = await self.worktrees.diff(task.id)
-            except UserInputError as exc:
-                return {"files": [], "note": exc.key, "scope": "worktree"}
+            except UserInputError as exc:  # merged or discarded: the page says which
+                base = exc.params.get("base")
+                return {"files": [], "note": exc.key, "scope": "worktree", "base": base}
             files = split_patch(redact(found.patch))
             return {"files": files, "stat": redact(found.stat), "scope": "worktree"}
         first = await self.store.transcript.after(task.id, 0, BASELINE_WITHIN)
@@ -195,6 +229,9 @@ def transcript_item(line: TranscriptLine) -> dict[str, Any] | None:
             "error": bool(body.get("is_error")),
             "output": str(body.get("output", ""))[:TOOL_OUTPUT_CHARS],
         }
+    if kind in SAID:  # the owner's words, as they reached the agent
+        steered = kind == "SteerTaken"
+        return {**base, "kind": "said", "text": str(body.get("text", "")), "steered": steered}
     if kind == "TurnFinished":
         errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
         failed = bool(body.get("is_error"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.intake.inbox import Inbox
@@ -22,7 +23,7 @@ ALIVE_EVERY_S = 5.0  # how often the bot's heartbeat file is touched
 
 class Intake:
     """Polls the store for work written by other processes (`detach add`, `detach mcp`): new
-    tasks and turns to start, stops to apply; and touches ``alive`` (the heartbeat those
+    tasks and turns to start, stops and steers to apply; and touches ``alive`` (the heartbeat those
     processes read to tell whether the bot runs)."""
 
     def __init__(
@@ -33,8 +34,11 @@ class Intake:
         interval_s: float,
         inbox: Inbox | None = None,
         alive: Path | None = None,
+        steers: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``steers``: carries out the steers `detach mcp` asked for (``SteerDesk``)."""
         self._inbox = inbox
+        self._steers = steers
         self._store = store
         self._queue = queue
         self._notifier = notifier
@@ -56,6 +60,8 @@ class Intake:
         await self._queue.kick_unsubmitted()
         for task_id in await self._store.claims.stops_requested():
             self._queue.stop(task_id)
+        if self._steers is not None:
+            await self._steers()
         for task in fresh:
             async with self._store.atomic():  # announced once, with its acknowledgement
                 await self._store.tasks.set_announced(task.id)

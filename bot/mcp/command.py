@@ -12,6 +12,8 @@ from bot import config
 from bot.errors import ConfigError
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server, http_token, serve_http
+from bot.money.desk import MoneyDesk
+from bot.money.presets import PresetCatalog
 from bot.settings import Settings
 from bot.store import Store
 from executors import registry
@@ -43,12 +45,24 @@ def plan(settings: Settings, http: str | None) -> tuple[McpPlace, Endpoint | Non
         max_prompt_chars=settings.max_prompt_chars,
         alive_file=settings.data_dir / config.ALIVE_FILE,
         max_subtasks=settings.max_subtasks,
+        reply_default=settings.reply_default,
+        timezone=settings.timezone,
     )
     return place, endpoint
 
 
+def money_of(settings: Settings, store: Store) -> MoneyDesk:
+    """The daily cap a follow-up keeps, as the bot counts it."""
+    catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
+    return MoneyDesk(store, catalog, settings.daily_cap_usd, settings.task_cap_usd)
+
+
 async def serve(
-    store: Store, place: McpPlace, endpoint: Endpoint | None, parent_id: int | None
+    store: Store,
+    place: McpPlace,
+    endpoint: Endpoint | None,
+    parent_id: int | None,
+    money: MoneyDesk | None = None,
 ) -> None:
     """Serve until the client goes (stdio) or the process is stopped (HTTP); under
     ``parent_id`` (`--parent`) the owner and chat are that task's."""
@@ -60,7 +74,7 @@ async def serve(
         place = dataclasses.replace(
             place, owner=parent.owner_id, chat_id=parent.chat_id, parent=parent
         )
-    server = build_server(McpDesk(store, place))
+    server = build_server(McpDesk(store, place, money=money))
     if endpoint is None:
         await server.run_stdio_async()
         return

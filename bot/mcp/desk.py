@@ -12,6 +12,7 @@ Telegram: no call here answers one."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import ToolRefused
+from bot.errors import ToolRefused, UserInputError
 from bot.mcp.handoff import (
     ALIVE_STALE_S,
     POLL_S,
@@ -35,6 +36,8 @@ from bot.tasks.taskfile import TaskFile, drop
 from bot.turns.transcript import human_line
 
 if TYPE_CHECKING:
+    from bot.money.desk import MoneyDesk
+    from bot.tasks.followup import FollowUps
     from bot.telegram.notifier import Notifier
 
 log = logging.getLogger(__name__)
@@ -63,15 +66,25 @@ class McpPlace:
     start_wait_s: float = START_WAIT_S
     parent: Task | None = None  # `--parent`: an agent's own sub-tasks, only those
     max_subtasks: int = 5
+    reply_default: str = "queue"  # DETACH_REPLY_DEFAULT: a follow-up while a turn runs
+    timezone: str = "UTC"  # DETACH_TIMEZONE: for owners who set no /tz
 
 
 class McpDesk:
-    def __init__(self, store: Store, place: McpPlace, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        place: McpPlace,
+        notifier: Notifier | None = None,
+        money: MoneyDesk | None = None,
+    ) -> None:
         """``notifier`` tells the owner's chat about follow-ups and cancels (its outbox rows
-        are delivered by the bot); built from the catalogs on first use when not given."""
+        are delivered by the bot); built from the catalogs on first use when not given.
+        ``money``: the daily cap a follow-up keeps (None: none checked)."""
         self._store = store
         self._place = place
         self._notifier = notifier
+        self._money = money
 
     # -- the tools ---------------------------------------------------------------------------
     async def start(
@@ -194,8 +207,12 @@ class McpDesk:
             "more": len(events) == limit,
         }
 
-    async def followup(self, task_id: int, prompt: str, client: str) -> dict[str, Any]:
-        """The next turn of the task, in the same agent session; it runs after the current one."""
+    async def followup(
+        self, task_id: int, prompt: str, client: str, steer: bool | None = None
+    ) -> dict[str, Any]:
+        """The next turn of the task, in the same agent session, as a reply in Telegram would
+        be (``bot.tasks.followup``): after the running turn, or (``steer``; None: what
+        DETACH_REPLY_DEFAULT says) into it, which the bot carries out."""
         prompt = self._prompt(prompt, "prompt")
         task = await self._own(task_id)
         if task.status is TaskStatus.ARCHIVED:
@@ -203,14 +220,26 @@ class McpDesk:
         if await self._store.terminal.get(task.id) is not None:
             raise ToolRefused(f"{task.label} is held at the terminal; its owner takes it back")
         bot_runs(self._place.alive_file, self._place.alive_stale_s)
-        notifier = self._notify()
-        running = task.status is TaskStatus.RUNNING
-        async with self._store.atomic():
-            turn = await self._store.tasks.add_turn(task.id, prompt)
-            await self._store.audit.record("follow_up", task.owner_id, task.id, f"mcp:{client}")
-            await notifier.mcp_followup(task, one_line(client), turn.id)
+        from bot.models import FollowUpDoor
+        from bot.tasks.followup import FollowUp
+
+        wanted = self._place.reply_default == "steer" if steer is None else steer
+        asked = FollowUp(
+            user_id=task.owner_id,
+            task_id=task.id,
+            prompt=prompt,
+            door=FollowUpDoor.MCP,
+            steer=wanted,
+            client=one_line(client),
+        )
+        try:
+            done = await self._followups().follow_up(asked)
+        except UserInputError as exc:  # over the daily cap, say
+            raise ToolRefused(self._said(exc)) from None
+        assert done is not None  # it answers no message: never a repeat
         task = await self._own(task_id)
-        return {**_brief(task), "turn": turn.seq, "behind_running_turn": running}
+        found = {**_brief(task), "turn": done.turn.seq, "behind_running_turn": done.behind}
+        return found | ({"steer": str(done.steer)} if done.steer is not None else {})
 
     async def cancel(self, task_id: int, client: str) -> dict[str, Any]:
         """Cancel the task's queued turns and stop its running one (the bot stops it)."""
@@ -295,6 +324,30 @@ class McpDesk:
 
             self._notifier = Notifier(self._store, Texts(), Outbox(self._store))
         return self._notifier
+
+    def _followups(self) -> FollowUps:
+        """The one follow-up use case, as a process that runs no turn has it: the bot submits
+        the turn and steers it (``SteerRequests``)."""
+        from bot.tasks.followup import FollowUps
+        from bot.tasks.nextturn import NextTurns
+        from bot.tasks.planning import valid_prompt
+        from bot.tasks.steering import SteerRequests
+
+        notifier, place = self._notify(), self._place
+        return FollowUps(
+            store=self._store,
+            turns=NextTurns(self._store, notifier, None, place.timezone),
+            notifier=notifier,
+            money=self._money,
+            validate=functools.partial(valid_prompt, max_chars=place.max_prompt_chars),
+            steering=SteerRequests(self._store, notifier),
+        )
+
+    def _said(self, exc: UserInputError) -> str:
+        from bot.telegram.render import plain
+        from bot.telegram.texts import DEFAULT_LOCALE
+
+        return plain(self._notify().texts.get(DEFAULT_LOCALE, exc.key, **exc.params))
 
 
 def _brief(task: Task) -> dict[str, Any]:

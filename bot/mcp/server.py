@@ -148,15 +148,25 @@ def build_server(desk: McpDesk) -> MCPServer:
 
     @server.tool(
         structured_output=False,
-        description="Continue a task's agent session with a new request (after its current "
-        "turn, if one runs). Then watch it with until_done=true.",
+        description="Continue a task's agent session with a new request: after its current "
+        "turn, if one runs, or with steer=true into that turn (the agent reads it at its next "
+        "step). Then watch it with until_done=true.",
     )
     async def followup(
         task_id: TaskId,
         prompt: Annotated[str, Field(description="The request.", min_length=1)],
         ctx: Context,
+        steer: Annotated[
+            bool | None,
+            Field(
+                description="While a turn runs: true sends the request into it, false queues "
+                "it after it; unset: the owner's default (DETACH_REPLY_DEFAULT)."
+            ),
+        ] = None,
     ) -> str:
-        return await _call(desk.followup, task_id=task_id, prompt=prompt, client=_client(ctx))
+        return await _call(
+            desk.followup, task_id=task_id, prompt=prompt, client=_client(ctx), steer=steer
+        )
 
     @server.tool(
         structured_output=False,

@@ -162,6 +162,32 @@ class ClaimRepo:
         async with self._engine.connect() as conn:
             return [r[0] for r in await conn.execute(queries.stops_requested())]
 
+    async def request_steer(self, turn_id: int) -> bool:
+        """Ask the bot to steer this queued follow-up into its task's running turn (it is
+        queued by a process that runs no turn: `detach mcp`); False once it is not queued."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                turns.update()
+                .where(turns.c.id == turn_id, turns.c.status == TaskStatus.QUEUED.value)
+                .values(steer_requested=True)
+            )
+        return result.rowcount == 1
+
+    async def take_steers(self) -> list[int]:
+        """The queued follow-ups asked to be steered, each handed out once (oldest first); a
+        read when there are none (the intake asks every poll)."""
+        # by the status index: a flag whose turn went on (ran, was taken in) is never read again
+        waiting = (turns.c.status == TaskStatus.QUEUED.value, turns.c.steer_requested.is_(True))
+        asked = sa.select(turns.c.id).where(*waiting).limit(1)
+        async with self._engine.connect() as conn:
+            if (await conn.execute(asked)).first() is None:
+                return []
+        async with self._engine.begin() as conn:
+            found = await conn.execute(
+                turns.update().where(*waiting).values(steer_requested=False).returning(turns.c.id)
+            )
+            return sorted(int(r.id) for r in found)
+
     async def stop_requested(self, turn_id: int) -> bool:
         async with self._engine.connect() as conn:
             return bool(

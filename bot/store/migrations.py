@@ -254,6 +254,11 @@ def _v29(conn: Connection) -> None:
 
 
 def _v30(conn: Connection) -> None:
+    """A follow-up another process queued may ask to be steered into the running turn."""
+    _add_column(conn, "turns", "steer_requested", "BOOLEAN NOT NULL DEFAULT FALSE")
+
+
+def _v31(conn: Connection) -> None:
     """A preflight's hold keeps the task its door planned (a task file, a schedule's run)."""
     _add_column(conn, "preflight_holds", "task", "TEXT")
 
@@ -291,6 +296,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v28,
     _v29,
     _v30,
+    _v31,
 ]
 
 

@@ -185,6 +185,26 @@ class OutboxRepo:
         async with self._engine.connect() as conn:
             return [_row(r) for r in await conn.execute(query)]
 
+    async def with_buttons_of(self, chat_id: int, task_ids: Sequence[int]) -> list[OutboxRow]:
+        """``with_task_buttons`` for many tasks at once: one scan of the chat's messages that
+        carry a task button, kept when one is of ``task_ids``; newest last."""
+        query = (
+            outbox.select()
+            .where(
+                outbox.c.chat_id == chat_id,
+                outbox.c.op == OutboxOp.SEND,
+                outbox.c.retired_at.is_(None),
+                outbox.c.status.in_([PENDING, SENT]),
+                outbox.c.payload.like('%"t:%'),
+            )
+            .order_by(outbox.c.id)
+            .with_for_update()
+        )
+        ids = {str(task_id) for task_id in task_ids}
+        async with self._engine.connect() as conn:
+            rows = [_row(r) for r in await conn.execute(query)]
+        return [r for r in rows if ids & _button_tasks(r.payload)]
+
     async def sent(self, row_id: int, message_id: int | None) -> None:
         await self._update(row_id, status=SENT, sent_at=self._clock(), message_id=message_id)
 
@@ -254,6 +274,13 @@ def _first_send() -> sa.Select[Any]:
 @functools.cache
 def _message_id() -> sa.Select[Any]:
     return sa.select(outbox.c.message_id).where(outbox.c.id == sa.bindparam("row_id"))
+
+
+def _button_tasks(payload: dict[str, Any]) -> set[str]:
+    """The task ids its task buttons (``t:<action>:<id>``) name."""
+    keyboard = (payload.get("markup") or {}).get("inline_keyboard") or []
+    data = (str(b.get("callback_data", "")) for line in keyboard for b in line)
+    return {d.rsplit(":", 1)[1] for d in data if d.startswith("t:") and d.count(":") == 2}
 
 
 def _row(r: Any) -> OutboxRow:

@@ -67,6 +67,25 @@ class WorktreeRepo:
                 sa.update(worktrees).where(worktrees.c.task_id == task_id).values(state=state)
             )
 
+    async def reopen(self, task_id: int, base_commit: str) -> None:
+        """The task's worktree is there again (cut again from ``base_commit``): active."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                sa.update(worktrees)
+                .where(worktrees.c.task_id == task_id)
+                .values(state=ACTIVE.value, base_commit=base_commit)
+            )
+
+    async def states_of(self, task_ids: list[int]) -> dict[int, str]:
+        """Each of these tasks' worktree state (a task without one: absent)."""
+        if not task_ids:
+            return {}
+        query = sa.select(worktrees.c.task_id, worktrees.c.state).where(
+            worktrees.c.task_id.in_(task_ids)
+        )
+        async with self._engine.connect() as conn:
+            return {r.task_id: r.state for r in await conn.execute(query)}
+
 
 @dataclass(frozen=True, slots=True)
 class TaskFileRow:

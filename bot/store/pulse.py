@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from bot.models import QuestionStatus
+from bot.models import QuestionStatus, WorktreeState
 from bot.store.db import Database
 from bot.store.preflights import PENDING
-from bot.store.schema import pending_questions, preflight_holds, tasks, terminal_holds, transcript
+from bot.store.schema import (
+    pending_questions,
+    preflight_holds,
+    tasks,
+    terminal_holds,
+    transcript,
+    worktrees,
+)
 
 
 class PulseRepo:
@@ -18,9 +25,10 @@ class PulseRepo:
 
     async def mark(self) -> tuple[object, ...]:
         """A value that differs after any change to a task row, a new transcript line, a new
-        question or one answered or expired, a hold made or settled; one statement (indexed
-        maxima and counts)."""
+        question or one answered or expired, a worktree merged, discarded or cut again, a hold
+        made or settled; one statement (indexed maxima and counts)."""
         pending = pending_questions.c.status == QuestionStatus.PENDING.value
+        active = worktrees.c.state == WorktreeState.ACTIVE.value
         held = preflight_holds.c.status == PENDING
         query = sa.select(
             sa.select(sa.func.max(transcript.c.id)).scalar_subquery(),
@@ -31,6 +39,7 @@ class PulseRepo:
             .select_from(pending_questions)
             .where(pending)
             .scalar_subquery(),
+            sa.select(sa.func.count()).select_from(worktrees).where(active).scalar_subquery(),
             sa.select(sa.func.max(preflight_holds.c.id)).scalar_subquery(),
             sa.select(sa.func.count()).select_from(preflight_holds).where(held).scalar_subquery(),
             sa.select(sa.func.max(terminal_holds.c.since)).scalar_subquery(),

@@ -59,6 +59,8 @@ turns = sa.Table(
     sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
     sa.Column("runner", sa.String(128)),  # v10: the process running it (bot or a worker)
     sa.Column("stop_requested", sa.Boolean, nullable=False, server_default=sa.false()),  # v10
+    # v30: a follow-up queued by another process (`detach mcp`) asks to go into the running turn
+    sa.Column("steer_requested", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("check_round", sa.Integer, nullable=False, server_default="1"),  # v12
     # v17: when the turn first waited for its engine's usage limit, and how often it did
     sa.Column("parked_at", sa.DateTime(timezone=True)),
@@ -152,7 +154,7 @@ preflight_holds = sa.Table(
     sa.Column("deadline", sa.DateTime(timezone=True)),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("task_id", sa.Integer),  # v_preflight: the task it started
-    # v30: the task as its door planned it (JSON, ``bot.store.preflights.encode_held``): any
+    # v31: the task as its door planned it (JSON, ``bot.store.preflights.encode_held``): any
     # door's task is held, not only a chat command's
     sa.Column("task", sa.Text),
 )

@@ -430,15 +430,13 @@ class TaskRepo:
         async with self._engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
-    async def archive_finished(self, owner_id: int | None) -> list[int]:
-        """Archive every finished task (of ``owner_id``); returns their ids, oldest first."""
+    async def archive_finished(self, owner_id: int | None) -> list[Task]:
+        """Archive every finished task (of ``owner_id``) in one statement; returns them as they
+        are now, oldest first."""
         query = tasks.update().where(tasks.c.status.not_in([*ACTIVE_STATUSES, TaskStatus.ARCHIVED]))
         if owner_id is not None:
             query = query.where(tasks.c.owner_id == owner_id)
+        values = {"status": TaskStatus.ARCHIVED.value, "updated_at": self._clock()}
         async with self._engine.begin() as conn:
-            result = await conn.execute(
-                query.values(status=TaskStatus.ARCHIVED.value, updated_at=self._clock()).returning(
-                    tasks.c.id
-                )
-            )
-            return sorted(int(r[0]) for r in result)
+            result = await conn.execute(query.values(values).returning(tasks))
+            return sorted((task_of(r) for r in result), key=lambda t: t.id)

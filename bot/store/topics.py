@@ -3,6 +3,7 @@ each task's messages go to."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -33,6 +34,14 @@ class TopicRepo:
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return (False, None) if row is None else (True, row.key)
+
+    async def placed_in_topics(self, task_ids: Sequence[int]) -> list[int]:
+        """Those of ``task_ids`` whose messages go to a topic (one query)."""
+        query = sa.select(task_topics.c.task_id).where(
+            task_topics.c.task_id.in_(task_ids), task_topics.c.key.is_not(None)
+        )
+        async with self._engine.connect() as conn:
+            return sorted(int(r[0]) for r in await conn.execute(query))
 
     async def place(self, task_id: int, chat_id: int, key: str | None) -> None:
         """The task's messages go to topic ``key`` from now on (None: the chat itself)."""

@@ -4,6 +4,7 @@ failed on a task a restart interrupted."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bot.errors import TaskStateError
@@ -79,25 +80,29 @@ class TaskLifecycle:
         if reply_to is not None:
             await self._notifier.cancelled_queued(now, dropped, reply_to)
 
-    async def archive(self, user_id: int, ref: str, one: int | None) -> int:
-        """Archive the idle task ``one``, or (None) all finished ones; each archived task's
-        cards lose the buttons that no longer apply and say so (for all, the newest
-        ``ARCHIVE_FOLLOW_MAX``: older cards' buttons answer that the task is archived).
-        ``ref``: what the owner typed, for the audit."""
-        if one is None:
-            archived = await self._store.tasks.archive_finished(user_id)
-        else:
-            task = await self._tasks.get_idle(user_id, one)
-            await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-            archived = [task.id]
-        for task_id in archived:
-            await self._notifier.archived(await self._tasks.get_own(user_id, task_id))
-        for task_id in archived[-ARCHIVE_FOLLOW_MAX:]:
-            task = await self._tasks.get_own(user_id, task_id)
-            await self._notifier.buttons_follow(
-                task, self._texts.get(task.locale, "task.archived_note")
-            )
-        await self._store.audit.record("archived", user_id, None, ref)
+    async def archive(
+        self,
+        user_id: int,
+        ref: str,
+        one: int | None,
+        announce: Callable[[int], Awaitable[object]] | None = None,
+    ) -> int:
+        """Archive the idle task ``one``, or (None) all finished ones in one statement, in one
+        transaction with all that tells of it: ``announce(count)`` first (the answer the owner
+        waits for goes out before the cards' edits), then the tasks' topics closed and the
+        cards of the newest ``ARCHIVE_FOLLOW_MAX`` updated in one batch (older cards' buttons
+        answer that the task is archived). ``ref``: what the owner typed, for the audit."""
+        async with self._store.atomic():
+            if one is None:
+                archived = await self._store.tasks.archive_finished(user_id)
+            else:
+                task = await self._tasks.get_idle(user_id, one)
+                await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+                archived = [await self._tasks.get_own(user_id, task.id)]
+            if announce is not None:
+                await announce(len(archived))
+            await self._notifier.archived(archived, ARCHIVE_FOLLOW_MAX)
+            await self._store.audit.record("archived", user_id, None, ref)
         return len(archived)
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,14 +13,16 @@ from bot.errors import FileRefused, UserInputError, clean
 from bot.git import Worktrees
 from bot.models import ApprovalMode, Engine, NewTask, RepoHead, TaskKind
 from bot.money.desk import MoneyDesk, parse_usd
+from bot.settings import Settings
 from bot.store import Store
 from bot.tasks.checks import given_check, repository_check
 from bot.tasks.lineage import Lineage
-from bot.tasks.options import approval_mode, flag
+from bot.tasks.options import approval_mode, flag, split_options
 from bot.tasks.options import engine as option_engine
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 from bot.workdirs import WorkdirPolicy
+from executors import registry
 
 log = logging.getLogger(__name__)
 AUTO = "auto"  # ``engine=auto``: the engine and preset the preflight picks (only cheaper)
@@ -50,6 +52,48 @@ class TaskDefaults:
     subtask_engines: frozenset[Engine] = frozenset()  # can be given `detach mcp` (subtasks=yes)
     route_by_default: bool = False  # DETACH_DEFAULT_ENGINE=auto: walk-away tasks as engine=auto
 
+    @classmethod
+    def of(
+        cls, settings: Settings, sandbox_problem: Callable[[Engine], str | None] | None = None
+    ) -> TaskDefaults:
+        """The defaults these settings give, in the bot and in the shell alike;
+        ``sandbox_problem``: what this process knows of its sandbox (None: nothing, the bot
+        decides when it takes the task)."""
+        return cls(
+            engine=settings.base_engine,
+            route_by_default=settings.default_engine == AUTO,
+            max_prompt_chars=settings.max_prompt_chars,
+            session_mode=settings.approval_mode,
+            detach_mode=settings.detach_mode,
+            worktree=settings.worktrees,
+            sandbox_problem=sandbox_problem or _sandbox_everywhere,
+            plain_text_tasks=settings.plain_text == "task",
+            max_attachment_bytes=int(settings.max_attachment_mb * 1024 * 1024),
+            attachments_staging=settings.data_dir / "attachments",
+            timezone=settings.timezone,
+            subtask_engines=frozenset(s.name for s in registry.ENGINES if s.mcp_client),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A task's command planned: its checked NewTask, the options it named and its words."""
+
+    new: NewTask
+    options: dict[str, str]
+    words: str
+
+
+def valid_prompt(prompt: str, command: str, max_chars: int) -> str:
+    """A task's prompt (a goal, a follow-up) cleaned; empty or longer than ``max_chars``: a
+    ``UserInputError`` naming ``command``."""
+    prompt = clean(prompt).strip()
+    if not prompt:
+        raise UserInputError("error.empty_goal", command=command)
+    if len(prompt) > max_chars:
+        raise UserInputError("error.prompt_too_long", chars=len(prompt), limit=max_chars)
+    return prompt
+
 
 class TaskPlanner:
     """Resolves what a new task gets; bad input fails here, with a localized reason."""
@@ -75,14 +119,7 @@ class TaskPlanner:
         self.worktrees = worktrees
 
     def validate_prompt(self, prompt: str, command: str) -> str:
-        prompt = clean(prompt).strip()
-        if not prompt:
-            raise UserInputError("error.empty_goal", command=command)
-        if len(prompt) > self.defaults.max_prompt_chars:
-            raise UserInputError(
-                "error.prompt_too_long", chars=len(prompt), limit=self.defaults.max_prompt_chars
-            )
-        return prompt
+        return valid_prompt(prompt, command, self.defaults.max_prompt_chars)
 
     async def plan(
         self,
@@ -140,6 +177,31 @@ class TaskPlanner:
             subtasks=self._subtasks(options, engine_name) if lineage is None else False,
             parent_id=lineage.parent.id if lineage is not None else None,
         )
+
+    async def plan_text(
+        self,
+        user_id: int,
+        chat_id: int,
+        kind: TaskKind,
+        text: str,
+        locale: str,
+        command: str,
+        *,
+        engine: Engine | None = None,
+        with_options: bool = True,
+        attached: str = "",
+        defaults: Mapping[str, str] | None = None,
+    ) -> Planned:
+        """A task command as it is typed (``[key=value ...] goal``; ``with_options=False``: all
+        goal) planned, or a ``UserInputError``: the one road of the chat and ``detach add``.
+        ``attached``: what the prompt says of attached files; ``defaults``: options where the
+        text names none (the shell's directory)."""
+        options, words = split_options(text) if with_options else ({}, text)
+        options = {**(defaults or {}), **options}
+        new = await self.plan(
+            user_id, chat_id, kind, options, words + attached, locale, command, engine
+        )
+        return Planned(new, options, words)
 
     async def _cwd(
         self, chat_id: int, stored: str | None, typed: str | None, lineage: Lineage | None

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from bot.models import Engine, NewTask, Task, TaskKind
 from bot.store import Store, TaskFileRow
 from bot.store.preflights import PreflightHold
-from bot.tasks.options import split_options
 from bot.tasks.planning import AUTO
 from bot.tasks.preflighting import record_file
 from bot.telegram.attachments import mention
@@ -58,11 +57,11 @@ class TaskRequests:
         task; its attachments go into the task's directory (kept with its hold meanwhile), and
         the prompt says where."""
         service, r = self._service, request
-        options, words = split_options(r.text) if r.with_options else ({}, r.text)
-        prompt = words + mention(list(r.attachments))
-        new = await service.plan(
-            r.user_id, r.chat_id, r.kind, options, prompt, r.locale, r.command, r.engine
-        )
+        planned = await service.planner.plan_text(
+            r.user_id, r.chat_id, r.kind, r.text, r.locale, r.command, engine=r.engine,
+            with_options=r.with_options, attached=mention(list(r.attachments)),
+        )  # fmt: skip
+        new, options, words = planned.new, planned.options, planned.words
         if r.attachments:  # the chat shows the words and the files' names, not the plumbing
             new = dataclasses.replace(new, title=titled(words, r.attachments))
         if r.reply_to is not None:

@@ -1,7 +1,8 @@
 """Task service: what a user (through Telegram or the shell) can do with tasks, authorised. The
 one face handlers see: creating a task is ``bot.tasks.creation``'s, finding one
-``bot.tasks.lookup``'s, cancelling and archiving ``bot.tasks.lifecycle``'s; here are a task's
-next turns (follow-ups and the turns other services queue) and the user's chat settings."""
+``bot.tasks.lookup``'s, cancelling and archiving ``bot.tasks.lifecycle``'s, a task's next turn
+``bot.tasks.nextturn``'s and a follow-up from any door ``bot.tasks.followup``'s; here are the
+user's chat settings."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from bot.errors import TaskHeld, TaskStateError, UserInputError
+from bot.errors import TaskStateError, UserInputError
 from bot.fleet.takeover import Takeover
 from bot.models import (
     Engine,
@@ -18,24 +19,23 @@ from bot.models import (
     NotifyPolicy,
     Preset,
     Task,
-    TaskStatus,
     Turn,
 )
 from bot.preflight.gate import PreflightGate
 from bot.store import Store, TaskFileRow
 from bot.store.preflights import PreflightHold
 from bot.tasks.creation import TaskCreator
+from bot.tasks.followup import FollowUp, FollowUps
 from bot.tasks.lifecycle import TaskLifecycle
 from bot.tasks.lookup import TaskLookup
+from bot.tasks.nextturn import NextTurns
 from bot.tasks.planning import TaskPlanner
 from bot.tasks.preflighting import PreflightStep
 from bot.tasks.requests import ChatRequest, TaskRequests
 from bot.tasks.routing import TaskRouter
 from bot.tasks.steering import SteerDesk
-from bot.telegram.attachments import mention, place
 from bot.telegram.held import HeldFiles
 from bot.telegram.notifier import Notifier
-from bot.telegram.terminal import hold_stamp
 from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
 from bot.turns.pool import JobPool
@@ -103,6 +103,20 @@ class TaskService:
         self.task_in_topic = lookup.task_in_topic
         self.list = lookup.list
         self.archived_count = lookup.archived_count
+        self.next_turns = turns = NextTurns(store, notifier, queue.kick, defaults.timezone)
+        self.queue_turn = turns.queue  # a task's next turn, and what tells of it
+        self.refuse_held = turns.refuse_held  # refused while the task is at the terminal
+        # one follow-up from every door: Steer now / Queue while a turn runs
+        self.followups = FollowUps(
+            store=store,
+            turns=turns,
+            notifier=notifier,
+            money=planner.money,
+            validate=planner.validate_prompt,
+            steering=steering,
+            running=pool.is_running,
+            reopen=planner.worktrees.reopen,
+        )
         self.lifecycle = TaskLifecycle(
             self, store=store, pool=pool, notifier=notifier, texts=texts, takeover=takeover
         )
@@ -181,66 +195,16 @@ class TaskService:
         reply_to: int,
         attachments: Sequence[Path] = (),
     ) -> Turn | None:
-        task = await self.get_own(user_id, task_id)
-        # at the terminal: nothing is linked, placed or run; words alone are kept for "Take back
-        # and send it" (files are not: they stay in the chat, to be sent again)
-        await self.refuse_held(task, None if attachments else (reply_to, prompt))
-        prompt = self.validate_prompt(prompt + mention(list(attachments)), "detach")
-        await self.money.check_daily_cap(user_id)
-        if await self._store.links.task_for(task.chat_id, reply_to) is not None:
-            log.info("message %s already continued task %s", reply_to, task.id)
-            return None
-        running = self._pool.is_running(task.id) or task.status is TaskStatus.RUNNING
-        steer = running and self.steering is not None and self.steering.may_steer(task)
-        place(list(attachments), Path(task.cwd))
-
-        async def link_and_say(turn: Turn) -> None:
-            await self._store.links.link(task.chat_id, reply_to, task.id, MessageKind.FOLLOW_UP)
-            await self._notifier.followup_queued(task, running, reply_to, turn.id, steer)
-
-        turn = await self.queue_turn(task, user_id, prompt, "follow_up", link_and_say)
-        if steer and self.steering is not None:
-            self.steering.offered(user_id, turn.id)
-        return turn
-
-    async def queue_turn(
-        self,
-        task: Task,
-        user_id: int,
-        prompt: str,
-        action: str,
-        notify: Callable[[Turn], Awaitable[None]],
-        before: Callable[[], Awaitable[None]] | None = None,
-    ) -> Turn:
-        """The next turn of ``task`` (a follow-up, a resume, a retry, a budget extension):
-        the turn, its audit line and what ``notify`` tells the user of it commit together;
-        then the turn is submitted. Refused (``TaskHeld``) while the task is at the terminal.
-        ``before``: what the turn is conditional on, in the same transaction (what it raises
-        undoes it all)."""
-        async with self._store.atomic():
-            await self.refuse_held(task)
-            if before is not None:
-                await before()
-            turn = await self._store.tasks.add_turn(task.id, prompt)
-            await self._store.audit.record(action, user_id, task.id)
-            await notify(turn)
-            now = await self.get_own(user_id, task.id)
-            await self._notifier.ack_status(now)
-            await self._notifier.buttons_follow(now)
-        await self._queue.kick(task.id)
-        return turn
-
-    async def refuse_held(self, task: Task, park: tuple[int, str] | None = None) -> None:
-        """``TaskHeld`` when ``task`` is held at the terminal (since when, in its owner's
-        zone): phone and terminal never write the same session at once. ``park``: the refused
-        reply (message id, text), kept for "Take back and send it"."""
-        held = await self._store.terminal.get(task.id)
-        if held is None:
-            return
-        since = local_time(held.since, await self.zone(task.owner_id))
-        parked = park is not None and await self._store.terminal.park(task.id, *park)
-        parked_id = park[0] if park and parked else None
-        raise TaskHeld(task.id, task.label, since, parked_id, hold_stamp(held.since))
+        """A reply (or a message in the task's topic) continues the task (``FollowUps``)."""
+        asked = FollowUp(
+            user_id=user_id,
+            task_id=task_id,
+            prompt=prompt,
+            reply_to=reply_to,
+            attachments=attachments,
+        )
+        done = await self.followups.follow_up(asked)
+        return done.turn if done is not None else None
 
     async def say(self, task: Task, key: str) -> None:
         """A status line about ``task`` (``key`` takes the task's label)."""
@@ -258,16 +222,20 @@ class TaskService:
                 label=task.label,
                 status=self._texts.status(task.locale, task.status),
             )
-        await self._notifier.turn_finished(task, turn)
+        work = await self.worktrees.offers(task.id)
+        await self._notifier.turn_finished(task, turn, worktree_work=work)
 
     async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
         """``TaskLifecycle.cancel``: its queued turns dropped, its running one stopped."""
         return await self.lifecycle.cancel(user_id, task_id, reply_to)
 
-    async def archive(self, user_id: int, ref: str) -> int:
-        """``TaskLifecycle.archive``: one idle task, or ``all`` finished ones."""
+    async def archive(
+        self, user_id: int, ref: str, announce: Callable[[int], Awaitable[object]] | None = None
+    ) -> int:
+        """``TaskLifecycle.archive``: one idle task, or ``all`` finished ones; ``announce``:
+        the answer, given the count, before the cards are edited."""
         one = None if ref == "all" else parse_task_id(ref, "archive")
-        return await self.lifecycle.archive(user_id, ref, one)
+        return await self.lifecycle.archive(user_id, ref, one, announce)
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
         return await self.lifecycle.resume_interrupted(user_id, task_id)

@@ -7,7 +7,9 @@ DETACH_REPLY_DEFAULT says. The timers are this desk's tasks, cancelled when it c
 restart an untapped follow-up is a queued one.
 
 A turn that runs in another process (a scale-out worker) cannot be steered from here: the
-follow-up stays queued, and the tap says so."""
+follow-up stays queued, and the tap says so. A process that runs no turn (`detach mcp`) asks
+for a steer with a flag on the queued turn (``SteerRequests``), which the bot's intake carries
+out here (``carry_asked``)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class SteerAnswer(StrEnum):
     ELSEWHERE = "elsewhere"  # the turn runs in another process: it stays queued
     QUEUED = "queued"  # Queue chosen
     GONE = "gone"  # it no longer waits (ran, or was cancelled)
+    ASKED = "asked"  # asked of the bot, which steers it (from `detach mcp`)
 
 
 class SteerDesk:
@@ -110,9 +113,46 @@ class SteerDesk:
         await self._notifier.steer_note(task, turn.id, "steer.deferred", final=False)
         return SteerAnswer.NEXT
 
+    async def carry_asked(self) -> None:
+        """Steer the follow-ups another process asked to (each once; one gone meanwhile is
+        left as it is)."""
+        for turn_id in await self._store.claims.take_steers():
+            turn = await self._store.tasks.get_turn(turn_id)
+            task = await self._store.tasks.get(turn.task_id) if turn is not None else None
+            if task is not None:
+                answer = await self.choose(task.owner_id, turn_id, SteerChoice.STEER)
+                log.info("follow-up turn %s: steer asked from outside -> %s", turn_id, answer)
+
     async def aclose(self) -> None:
         timers = list(self._timers.values())
         for timer in timers:
             timer.cancel()
         if timers:
             await asyncio.wait(timers, timeout=5)
+
+
+class SteerRequests:
+    """Steering where no turn runs (`detach mcp`): Steer now is a flag on the queued turn that
+    the bot carries out (``SteerDesk.carry_asked``); Queue is said on the acknowledgement.
+    Nothing is offered: the client chose."""
+
+    def __init__(self, store: Store, notifier: Notifier) -> None:
+        self._store = store
+        self._notifier = notifier
+
+    def may_steer(self, task: Task) -> bool:
+        return task.status is TaskStatus.RUNNING
+
+    def offered(self, owner_id: int, turn_id: int) -> None:
+        """Never offered here (the client's choice comes with its follow-up)."""
+
+    async def choose(self, user_id: int, turn_id: int, choice: SteerChoice) -> SteerAnswer:
+        turn = await self._store.tasks.get_turn(turn_id)
+        task = await self._store.tasks.get(turn.task_id) if turn is not None else None
+        if task is None or task.owner_id != user_id:
+            raise TaskNotFound(f"turn {turn_id}")
+        if choice is SteerChoice.QUEUE:
+            await self._notifier.steer_note(task, turn_id, "steer.queued", final=False)
+            return SteerAnswer.QUEUED
+        asked = await self._store.claims.request_steer(turn_id)
+        return SteerAnswer.ASKED if asked else SteerAnswer.GONE

@@ -14,6 +14,7 @@ import logging
 
 from bot.errors import TaskStateError
 from bot.models import MessageKind, Task
+from bot.ports import TaskWorktrees
 from bot.store import Store
 from bot.tasks.service import TaskService
 from bot.telegram.notifier import Notifier
@@ -31,17 +32,30 @@ AT_TERMINAL = "AtTerminal"  # the transcript's line: from, to (ISO, UTC)
 
 
 class TerminalDesk:
-    def __init__(self, tasks: TaskService, store: Store, notifier: Notifier, texts: Texts) -> None:
+    def __init__(
+        self,
+        tasks: TaskService,
+        store: Store,
+        notifier: Notifier,
+        texts: Texts,
+        *,
+        worktrees: TaskWorktrees | None = None,
+    ) -> None:
+        """``worktrees``: a task's worktree merged or discarded is cut again where it stood
+        before the terminal is given its command (``cd`` to it)."""
         self._tasks = tasks
         self._store = store
         self._notifier = notifier
         self._texts = texts
+        self._worktrees = worktrees
 
     async def hold(self, user_id: int, task_id: int) -> Task:
         """Hold the owner's idle task at the terminal; its chat gets the command and Take back."""
         task = await self._tasks.get_own(user_id, task_id)
         if terminal_command(task) is None:
             raise TaskStateError("terminal.no_session", label=task.label)
+        if self._worktrees is not None and not task.status.active:
+            await self._worktrees.reopen(task)
         async with self._store.atomic():  # a follow-up queued meanwhile is seen here
             task = await self._tasks.get_own(user_id, task_id)
             if task.status.active:

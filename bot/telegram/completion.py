@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.models import CheckResult, MessageKind, Task, TaskStatus, Turn, WorktreeState
+from bot.models import CheckResult, MessageKind, Task, TaskStatus, Turn
 from bot.store import Store
 from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
 from bot.telegram.cards import card_header
@@ -65,16 +65,18 @@ class Completion:
         denials: Sequence[str] = (),
         changes: str = "",
         ask: CardAsk | None = None,
+        worktree_work: bool = False,
     ) -> int:
         """Queue the card; returns the row of its message that carries the buttons (and
-        ``ask``'s line: a card that asks has no answer under it)."""
+        ``ask``'s line: a card that asks has no answer under it). ``worktree_work``: the task's
+        worktree holds work (Show diff, Merge and Discard are offered only then)."""
         check = await self._store.checks.for_turn(turn.id) if task.check else None
         children = await self._store.tasks.children(task.id) if task.subtasks else []
         header = card_header(self._texts, task, turn, check, children, changes, denials)
         header += await self._price_note(task, turn)
         if ask is not None:
             header += "\n\n" + ask.line
-        markup = await self._keyboard(task, ask)
+        markup = self._keyboard(task, ask, worktree_work)
         if check is not None and check.approved and not check.passed:
             await self._check_output(task, check)
         if turn.status is TaskStatus.CANCELLED:
@@ -110,15 +112,13 @@ class Completion:
             task.locale, "task.unpriced_note", model=turn.model or "?", engine=task.engine
         )
 
-    async def _keyboard(self, task: Task, ask: CardAsk | None) -> Keyboard:
-        worktree = await self._store.worktrees.get(task.id)
-        in_worktree = worktree is not None and worktree.state == WorktreeState.ACTIVE
+    def _keyboard(self, task: Task, ask: CardAsk | None, worktree_work: bool) -> Keyboard:
         card = task_keyboard(
             self._texts,
             task.locale,
             task.id,
             CARD_ACTIONS,
-            WORKTREE_ACTIONS if in_worktree else [],
+            WORKTREE_ACTIONS if worktree_work else [],
         )
         if terminal_command(task) is not None:  # 🖥 To terminal: hand the session over
             card = Keyboard((*card.rows, (hold_button(self._texts, task.locale, task.id),)))

@@ -5,6 +5,7 @@ moves (no I/O to Telegram here: edits go through the outbox)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.models import MessageKind, Task, TaskStatus, WaitState, WorktreeState, waiting_for
@@ -58,14 +59,20 @@ def first_status(texts: Texts, task: Task) -> tuple[str, str]:
     return status_shown(texts, task.locale, task, waiting_for(task.status, None, False))
 
 
-def keeps(button: dict[str, object], task_id: int, allowed: frozenset[str]) -> bool:
-    """A button of another task, or not a task button, stays; this task's must be allowed."""
+def keeps(button: dict[str, object], allowed: Mapping[int, frozenset[str]]) -> bool:
+    """A button of another task, or not a task button, stays; a button of a task in
+    ``allowed`` must be one of its allowed actions."""
     try:
         action = TaskAction.unpack(str(button.get("callback_data", "")))
     except (TypeError, ValueError):
         return True
     name = RUN_ON if run_on_engine(action.action) is not None else action.action
-    return action.task_id != task_id or name in allowed
+    return action.task_id not in allowed or name in allowed[action.task_id]
+
+
+def kept_buttons(keyboard: list[list[Any]], allowed: Mapping[int, frozenset[str]]) -> list[Any]:
+    kept = [[b for b in line if keeps(b, allowed)] for line in keyboard]
+    return [line for line in kept if line]
 
 
 class TaskMessages:
@@ -105,10 +112,7 @@ class TaskMessages:
         keeps only those that still apply to the task as it is now; ``note`` (HTML) is added
         to its newest card, saying what happened (merged, archived…). The acknowledgement is
         ``ack_status``'s. True when ``note`` went on a card."""
-        worktree = await self._store.worktrees.get(task.id)
-        allowed = allowed_actions(
-            task, worktree is not None and worktree.state == WorktreeState.ACTIVE
-        )
+        allowed = {task.id: await self._allowed(task)}
         rows = [
             r
             for r in await self._store.outbox.with_task_buttons(task.chat_id, task.id)
@@ -117,8 +121,7 @@ class TaskMessages:
         newest_card = max((r.id for r in rows if r.link_kind == MessageKind.RESULT), default=None)
         for row in rows:
             keyboard = (row.payload.get("markup") or {}).get("inline_keyboard") or []
-            kept = [[b for b in line if keeps(b, task.id, allowed)] for line in keyboard]
-            kept = [line for line in kept if line]
+            kept = kept_buttons(keyboard, allowed)
             text = row.payload.get("text", "")
             if note and row.id == newest_card:
                 text = f"{text}\n{note}"
@@ -126,6 +129,38 @@ class TaskMessages:
                 continue
             await self._show(task.chat_id, row, text, kept)
         return note is not None and newest_card is not None
+
+    async def buttons_follow_all(self, tasks: Sequence[Task], note_key: str) -> None:
+        """``buttons_follow`` for many tasks of one chat in one batch (``/archive all``): one
+        scan of the chat's messages, each edited at most once, the newest first; each task's
+        newest card says ``note_key``."""
+        if not tasks:
+            return
+        chat_id, by_id = tasks[0].chat_id, {t.id: t for t in tasks}
+        allowed = {t.id: await self._allowed(t) for t in tasks}
+        rows = [
+            r
+            for r in await self._store.outbox.with_buttons_of(chat_id, list(by_id))
+            if r.link_kind not in OWN_BUTTONS
+        ]
+        newest: dict[int, int] = {}  # task id -> the row of its newest card
+        for row in rows:
+            if row.link_kind == MessageKind.RESULT and row.task_id in by_id:
+                newest[row.task_id] = row.id
+        for row in reversed(rows):
+            keyboard = (row.payload.get("markup") or {}).get("inline_keyboard") or []
+            kept, text = kept_buttons(keyboard, allowed), row.payload.get("text", "")
+            if row.task_id is not None and newest.get(row.task_id) == row.id:
+                text = f"{text}\n{self._texts.get(by_id[row.task_id].locale, note_key)}"
+            elif kept == keyboard:
+                continue
+            await self._show(chat_id, row, text, kept)
+
+    async def _allowed(self, task: Task) -> frozenset[str]:
+        worktree = await self._store.worktrees.get(task.id)
+        return allowed_actions(
+            task, worktree is not None and worktree.state == WorktreeState.ACTIVE
+        )
 
     async def replace(
         self, task: Task, link_kind: str, text: str | None, markup: Keyboard | None

@@ -9,7 +9,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.models import ApprovalMode, CheckResult, Engine, MessageKind, ProcessRole, Task, Turn
+from bot.models import (
+    ApprovalMode,
+    CheckResult,
+    Engine,
+    FollowUpDoor,
+    MessageKind,
+    ProcessRole,
+    Task,
+    Turn,
+)
 from bot.store import PendingQuestion, Runner, Store
 from bot.telegram.callbacks import TaskAction, TaskButton, run_on, steer_buttons, task_keyboard
 from bot.telegram.completion import CardAsk, Completion
@@ -19,7 +28,7 @@ from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
 from bot.telegram.render import shorten
 from bot.telegram.texts import Texts
-from bot.telegram.turnnotes import TurnNotes
+from bot.telegram.turnnotes import TurnNotes, followup_via
 
 log = logging.getLogger(__name__)
 # what notifies under the default policy: what needs the person, and the final card
@@ -170,33 +179,40 @@ class Notifier:
         )
         await self.send(task, text, kind=MessageKind.STATUS)
 
-    async def mcp_followup(self, task: Task, client: str, turn_id: int) -> None:
-        """An MCP client queued the task's next turn: one quiet line, with Cancel while that
-        turn waits (then it follows the turn)."""
-        text = self._texts.get(task.locale, "mcp.followup", label=task.label, client=client)
-        markup = task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL])
-        about = {"turn": turn_id, "client": client}
-        await self.send(task, text, kind=MessageKind.FOLLOWUP, markup=markup, about=about)
-
     async def followup_queued(
-        self, task: Task, running: bool, reply_to: int | None, turn_id: int, steer: bool = False
+        self,
+        task: Task,
+        turn_id: int,
+        *,
+        behind: bool,
+        offer: bool = False,
+        reply_to: int | None = None,
+        door: FollowUpDoor = FollowUpDoor.CHAT,
+        client: str = "",
     ) -> None:
-        """A follow-up's acknowledgement, with Cancel while its turn waits; edited as that turn
-        moves (``TurnNotes``), so it ends as part of the task's history. ``steer``: it may go
-        into the running turn instead (Steer now / Queue)."""
-        behind = self._texts.get(task.locale, "task.followup_behind") if running else ""
-        if steer:
-            behind = self._texts.get(task.locale, "steer.offer")
+        """A follow-up's acknowledgement (from ``door``), with Cancel while its turn waits;
+        edited as that turn moves (``TurnNotes``), so it ends as part of the task's history.
+        ``behind``: a turn runs, it comes after it; ``offer``: or into it (Steer now /
+        Queue)."""
+        loc = task.locale
+        tail = "steer.offer" if offer else "task.followup_behind" if behind else None
+        about: dict[str, Any] = {"turn": turn_id, "door": door}
+        if client:
+            about["client"] = client
         text = self._texts.raw(
-            task.locale, "task.followup_ack", label=html.escape(task.label), behind=behind
+            loc,
+            "task.followup_ack",
+            label=html.escape(task.label),
+            via=followup_via(self._texts, loc, about),
+            behind=self._texts.get(loc, tail) if tail else "",
         )
         await self.send(
             task,
             text,
             kind=MessageKind.FOLLOWUP,
             reply_to=reply_to,
-            markup=self._followup_keyboard(task, turn_id if steer else None),
-            about={"turn": turn_id},
+            markup=self._followup_keyboard(task, turn_id if offer else None),
+            about=about,
         )
 
     async def steer_note(
@@ -204,9 +220,8 @@ class Notifier:
     ) -> None:
         """A follow-up's acknowledgement (of turn ``turn_id``) says ``key`` of its steer now;
         its Steer / Queue buttons are gone, Cancel stays while the turn is queued."""
-        text = self._texts.get(task.locale, key, label=task.label, **params)
         keep = None if final else self._followup_keyboard(task, None)
-        await self._notes.steer_note(task, turn_id, text, keep, final)
+        await self._notes.steer_note(task, turn_id, key, params, keep, final)
 
     def _followup_keyboard(self, task: Task, steer_turn: int | None) -> Keyboard:
         """Cancel; with ``steer_turn``: Steer now / Queue for that queued turn above it."""
@@ -242,10 +257,11 @@ class Notifier:
         denials: Sequence[str] = (),
         changes: str = "",
         ask: CardAsk | None = None,
+        worktree_work: bool = False,
     ) -> int:
         """The completion card (``bot.telegram.completion``); returns the row of its message
-        with the buttons."""
-        return await self._completion.card(task, turn, denials, changes, ask)
+        with the buttons (Merge and Discard with ``worktree_work``: its worktree holds work)."""
+        return await self._completion.card(task, turn, denials, changes, ask, worktree_work)
 
     async def budget_answered(self, task: Task, question: PendingQuestion, line: str) -> None:
         """The card's budget question was answered: its line says ``line`` now (a question
@@ -379,11 +395,18 @@ class Notifier:
         """Edit a message in place; without ``markup`` its buttons are removed."""
         await self._outbox.edit(chat_id, message_id, text, markup)
 
-    async def archived(self, task: Task) -> None:
-        """The archived task's forum topic, if it has one, is closed (``bot.telegram.topics``)."""
-        _, key = await self._store.topics.key_of(task.id)
-        if key is not None:
-            await self._outbox.close_topic(task.chat_id, task.id)
+    async def archived(self, tasks: Sequence[Task], cards: int) -> None:
+        """Archived tasks: their forum topics are closed (``bot.telegram.topics``), and the
+        cards of the newest ``cards`` of them lose the buttons that no longer apply and say so,
+        in one batch per chat (older cards' buttons answer that the task is archived)."""
+        by_id = {t.id: t for t in tasks}
+        for task_id in await self._store.topics.placed_in_topics(list(by_id)):
+            await self._outbox.close_topic(by_id[task_id].chat_id, task_id)
+        by_chat: dict[int, list[Task]] = {}
+        for task in tasks[-cards:] if cards > 0 else ():
+            by_chat.setdefault(task.chat_id, []).append(task)
+        for chat_tasks in by_chat.values():
+            await self._lifecycle.buttons_follow_all(chat_tasks, "task.archived_note")
 
     async def retire(self, chat_id: int, row_id: int) -> None:
         """Remove the message an outbox row became (or never send it)."""

@@ -15,9 +15,10 @@ place (no buzz), and marks one ``final`` once its turn has ended: it is never ed
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
-from bot.models import MessageKind, Task, TaskStatus, Turn
+from bot.models import FollowUpDoor, MessageKind, Task, TaskStatus, Turn
 from bot.store import Store
 from bot.store.outbox import OutboxRow
 from bot.telegram.callbacks import TaskButton, task_keyboard
@@ -28,6 +29,20 @@ from bot.telegram.texts import Texts
 
 # what another quiet line about a turn says once that turn runs (``Notifier.turn_note``)
 STATE_KEYS = frozenset({"task.retry_state", "task.resume_state"})
+VIA_KEYS: dict[str, str] = {
+    FollowUpDoor.BOARD: "followup.via_board",
+    FollowUpDoor.MCP: "followup.via_mcp",
+}
+
+
+def followup_via(texts: Texts, locale: str, about: dict[str, Any]) -> str:
+    """Where a follow-up came from, as its acknowledgement says it (``about``: its row's):
+    nothing for a reply or a voice note (the acknowledgement answers it), else the board or
+    the MCP client (an older row names only its ``client``)."""
+    client = about.get("client")
+    door = FollowUpDoor.MCP if isinstance(client, str) else about.get("door")
+    key = VIA_KEYS.get(door) if isinstance(door, str) else None
+    return texts.get(locale, key, client=str(client or "")) if key else ""
 
 
 def turn_state(task: Task, turn: Turn) -> TaskStatus:
@@ -76,15 +91,25 @@ class TurnNotes:
                 )
 
     async def steer_note(
-        self, task: Task, turn_id: int, text: str, markup: Keyboard | None, final: bool
+        self,
+        task: Task,
+        turn_id: int,
+        key: str,
+        params: dict[str, object],
+        markup: Keyboard | None,
+        final: bool,
     ) -> None:
-        """A follow-up's acknowledgement says what its steer came to (``final``: its turn is
-        gone, taken into the running one: never edited again)."""
+        """A follow-up's acknowledgement says what its steer came to (``key``, with where the
+        follow-up came from; ``final``: its turn is gone, taken into the running one: never
+        edited again)."""
         async with self._store.atomic():
             for row in await self._store.outbox.sends_about(task.id, [MessageKind.FOLLOWUP]):
                 about: dict[str, Any] = row.payload.get("about") or {}
                 if about.get("turn") != turn_id or about.get("final") or about.get("moved"):
                     continue
+                via = followup_via(self._texts, task.locale, about)
+                label = html.escape(task.label)
+                text = self._texts.raw(task.locale, key, label=label, via=via, **params)
                 about = {**about, "final": final}
                 await self._lifecycle.rewrite(task.chat_id, row, text, markup, about=about)
 
@@ -104,13 +129,12 @@ class TurnNotes:
     def _followup(self, task: Task, turn: Turn, about: dict[str, Any]) -> str | None:
         if turn_state(task, turn) is TaskStatus.QUEUED and not about.get("moved"):
             return None
-        client = about.get("client")
-        key = "mcp.followup_state" if isinstance(client, str) else "task.followup_state"
+        key = "task.followup_state"
         if about.get("state") in STATE_KEYS:
             key = str(about["state"])
-        return self._texts.get(
-            task.locale, key, label=task.label, client=str(client or ""), end=self._end(task, turn)
-        )
+        via = followup_via(self._texts, task.locale, about)  # HTML already
+        end = html.escape(self._end(task, turn), quote=False)
+        return self._texts.raw(task.locale, key, label=html.escape(task.label), via=via, end=end)
 
     def _limit(self, task: Task, turn: Turn, about: dict[str, Any]) -> str | None:
         limited = str(about.get("engine") or task.engine)

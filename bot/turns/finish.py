@@ -15,6 +15,7 @@ from bot.approvals.desk import ApprovalDesk
 from bot.errors import TurnTaken
 from bot.models import CheckResult, Task, TaskStatus, Turn, TurnError
 from bot.money.desk import MoneyDesk
+from bot.ports import TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.completion import CardAsk
 from bot.telegram.notifier import Notifier
@@ -36,6 +37,7 @@ class Ending:
     check: CheckResult | None
     changes: str
     again: bool
+    worktree_work: bool = False  # the card offers Merge and Discard
 
 
 class TurnFinisher:
@@ -48,10 +50,13 @@ class TurnFinisher:
         money: MoneyDesk,
         check_rounds: int,
         git: GitGuard,
+        worktrees: TaskWorktrees | None = None,
     ) -> None:
         """``check_rounds``: how many times a failed check goes back to the agent. The store
-        redacts the secrets from what a turn stores and shows (``Store.redact``)."""
+        redacts the secrets from what a turn stores and shows (``Store.redact``).
+        ``worktrees``: whether the task's own worktree holds work (its card's Merge)."""
         self._git = git
+        self._worktrees = worktrees
         self._store = store
         self._notifier = notifier
         self._desk = desk
@@ -82,7 +87,8 @@ class TurnFinisher:
         wanted = before is not None and outcome.status is not TaskStatus.FAILED
         changes = await turn_changes(self._git, task.cwd, before) if wanted and before else ""
         outcome, again = self._judged(turn, outcome, check)
-        ending = Ending(outcome, denials, check, changes, again)
+        work = self._worktrees is not None and await self._worktrees.offers(task.id)
+        ending = Ending(outcome, denials, check, changes, again, work)
         try:
             async with self._store.atomic():
                 task = await self._write(task, turn, ending, runner)
@@ -123,7 +129,7 @@ class TurnFinisher:
         if not ending.again:
             ask = await self._budget_ask(task, finished)
             row_id = await self._notifier.turn_finished(
-                task, finished, ending.denials, ending.changes, ask
+                task, finished, ending.denials, ending.changes, ask, ending.worktree_work
             )
             if ask is not None:
                 await self._store.questions.set_row(ask.question_id, row_id)

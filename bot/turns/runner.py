@@ -23,7 +23,7 @@ from bot.models import (
 )
 from bot.money.desk import MoneyDesk
 from bot.money.pricing import Meter
-from bot.ports import CheckRunner
+from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
@@ -38,6 +38,7 @@ from bot.turns.queue import TurnQueue
 from bot.turns.specs import TurnPolicy, TurnSpecs
 from bot.turns.steering import SteerBoard
 from bot.turns.stops import RemoteStops
+from bot.turns.transcript import prompted
 from bot.workdirs import WorkdirPolicy
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class TurnRunner:
         stop_poll_s: float | None = None,
         process_tag: str | None = None,
         checks: CheckRunner | None = None,
+        worktrees: TaskWorktrees | None = None,
     ) -> None:
         """``identity``: which runner this process is now (its lease on a shared database; it
         changes when another process took this one's turns over); a turn's writes are this
@@ -101,7 +103,9 @@ class TurnRunner:
         the pool cancels directly.
         ``process_tag``: this process's prefix of the tag every agent process carries
         (``<prefix>:<turn id>.<run>``).
-        ``checks`` runs a task's check after each of its turns."""
+        ``checks`` runs a task's check after each of its turns; ``worktrees``: a task's own
+        worktree, cut again before a turn after a Merge or Discard, asked for the card's
+        Merge and Discard."""
         self._store = store
         self._notifier = notifier
         self._queue = queue
@@ -117,9 +121,10 @@ class TurnRunner:
             money=money,
             check_rounds=policy.check_rounds,
             git=policy.git,
+            worktrees=worktrees,
         )
         self._agents = AgentSlots()  # one agent process of a task at a time
-        self._specs = TurnSpecs(store, money, policy, workdirs, process_tag)
+        self._specs = TurnSpecs(store, money, policy, workdirs, process_tag, worktrees=worktrees)
         self._drive = Drive(
             store=store,
             engines=engines,
@@ -217,6 +222,7 @@ class TurnRunner:
             # what was there is not the turn's doing
             progress.before = before = await take(self._policy.git, task.cwd)
             start = await recorded(before, turn.seq, self._policy.secrets)
+            start += prompted(turn.seq, turn.prompt)
             await self._store.transcript.append(task.id, turn.id, start)
             with run.control.running(), self._stops.watching(turn.id, run.runner, run.control):
                 driven = await self._drive.drive(

@@ -1,6 +1,7 @@
 """What a turn runs with (its TurnSpec: directory, session, tools allowed without asking, budget
 left, MCP servers, process tag) and what refuses it before any agent starts (the daily cap, a
-spent budget, a directory no longer allowed)."""
+spent budget, a directory no longer allowed); a task's worktree merged or discarded is cut again
+first (``bot.ports.TaskWorktrees``), whichever door the turn came in by."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from bot.errors import UserInputError
 from bot.models import ApprovalMode, McpServerSpec, Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
+from bot.ports import TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.turns.outcome import preamble
 from bot.workdirs import WorkdirPolicy
@@ -58,7 +60,8 @@ class TurnPolicy:
 
 class TurnSpecs:
     """Builds each run's TurnSpec; ``process_tag``: this process's prefix of the tag every
-    agent process carries (``<prefix>:<turn id>.<run>``)."""
+    agent process carries (``<prefix>:<turn id>.<run>``); ``worktrees``: cuts a task's merged
+    or discarded worktree again before its turn (None: nobody does)."""
 
     def __init__(
         self,
@@ -67,12 +70,15 @@ class TurnSpecs:
         policy: TurnPolicy,
         workdirs: WorkdirPolicy | None,
         process_tag: str | None,
+        *,
+        worktrees: TaskWorktrees | None = None,
     ) -> None:
         self._store = store
         self._money = money
         self._policy = policy
         self._workdirs = workdirs
         self._process_tag = process_tag
+        self._worktrees = worktrees
         self._runs = itertools.count(1)
 
     async def spec(
@@ -125,7 +131,8 @@ class TurnSpecs:
 
     async def refusal(self, task: Task) -> TurnOutcome | None:
         """Work that must not start: over the daily cap (turns queued from the shell or before
-        the cap was reached), or a task whose budget is already spent."""
+        the cap was reached), a task whose budget is already spent, or whose directory is not
+        there (allowed no longer, or a worktree that cannot be cut again)."""
         over = await self._money.over_daily_cap(task.owner_id)
         if over is not None:
             return TurnOutcome(
@@ -136,11 +143,13 @@ class TurnSpecs:
             return TurnOutcome(
                 TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_spent")
             )
-        if self._workdirs is not None:
-            try:
+        try:
+            if self._worktrees is not None:
+                await self._worktrees.reopen(task)  # merged or discarded: cut again, same path
+            if self._workdirs is not None:
                 self._workdirs.check(Path(task.cwd))  # the allow-list may have changed since
-            except UserInputError as exc:
-                return TurnOutcome(TaskStatus.FAILED, error=TurnError(exc.key, exc.params))
+        except UserInputError as exc:
+            return TurnOutcome(TaskStatus.FAILED, error=TurnError(exc.key, exc.params))
         return None
 
     async def _allowed_tools(self, task: Task) -> tuple[str, ...]:

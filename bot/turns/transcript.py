@@ -10,6 +10,14 @@ from bot.telegram.render import shorten
 
 SAID_CHARS = 600
 TOOL_CHARS = 200
+PROMPTED = "Prompted"  # a later turn starts: what it asks (a follow-up's words, a retry's…)
+SAID = frozenset({PROMPTED, "SteerTaken"})  # the owner's words, where they reached the agent
+
+
+def prompted(seq: int, prompt: str) -> list[tuple[str, dict[str, Any]]]:
+    """The transcript entry of turn ``seq``'s prompt as it starts: none for the first (the
+    goal, shown apart), so a follow-up's words stand where its turn begins."""
+    return [] if seq == 1 else [(PROMPTED, {"seq": seq, "text": prompt})]
 
 
 def human_line(kind: str, body: dict[str, Any]) -> str | None:
@@ -30,6 +38,8 @@ def human_line(kind: str, body: dict[str, Any]) -> str | None:
         return "✔ the turn ended"
     if kind == "SteerTaken":  # the owner's message, taken into the running turn
         return f"➡️ {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
+    if kind == PROMPTED:  # the owner's message (or a retry's), as its own turn
+        return f"↪️ {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
     if kind == "Retrying":
         return f"⟳ the endpoint answered {body.get('status')}; retry {body.get('attempt')}"
     if kind == "AtTerminal":  # hand-off: the session was written at a terminal meanwhile

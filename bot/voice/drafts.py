@@ -14,8 +14,9 @@ restart; the retention forgets drafts older than its days.
 
 A voice note in the forum topic of one of its sender's tasks continues that task: its draft
 is said in the topic, and Start sends the words to the task as a message in the topic would
-(a follow-up). The draft message follows the chat's /notify policy (it waits for a tap, like a
-question: silent only under ``quiet``)."""
+(a follow-up: ``bot.tasks.followup``, Steer now / Queue while a turn runs). The draft message
+follows the chat's /notify policy (it waits for a tap, like a question: silent only under
+``quiet``)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ from aiogram import Bot
 from aiogram.exceptions import AiogramError
 
 from bot.errors import TranscriptionFailed, UserInputError
-from bot.models import NotifyPolicy, Task, TaskKind
+from bot.models import FollowUpDoor, NotifyPolicy, Task, TaskKind
 from bot.store import Store
 from bot.store.drafts import DraftStatus, VoiceDraft
+from bot.tasks.followup import FollowUp
 from bot.tasks.requests import ChatRequest
 from bot.telegram.callbacks import Id
 from bot.telegram.markup import CallbackData, Keyboard
@@ -182,9 +184,19 @@ class VoiceDrafts:
 
     async def _begin(self, draft: VoiceDraft) -> Task | None:
         if draft.task_id is not None:  # a note in the task's topic: the words continue it
-            task = await self._tasks.get_own(draft.owner_id, draft.task_id)
-            await self._tasks.follow_up(draft.owner_id, task.id, draft.text, draft.message_id)
-            return task
+            asked = FollowUp(
+                user_id=draft.owner_id,
+                task_id=draft.task_id,
+                prompt=draft.text,
+                door=FollowUpDoor.VOICE,
+                reply_to=draft.message_id,
+            )
+            done = await self._tasks.followups.follow_up(asked)
+            return (
+                done.task
+                if done is not None
+                else await self._tasks.get_own(draft.owner_id, draft.task_id)
+            )
         return await self._tasks.request_from_chat(
             ChatRequest(
                 draft.owner_id,

@@ -1,5 +1,7 @@
 """The worktree buttons of a completion card: Show diff, Merge into the base branch, Discard
-(with a second, explicit button when the worktree still holds work)."""
+(with a second, explicit button when the worktree still holds work). A worktree already merged
+or discarded, or with nothing to merge, is answered where it was asked (an alert, the board's
+toast); a merge git refused is explained in the chat."""
 
 from __future__ import annotations
 
@@ -15,6 +17,15 @@ from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
 INLINE_DIFF_CHARS = 3000
+# refusals said where the button was pressed; the others (a conflict, git's) go in the chat
+ANSWERED_WHERE_ASKED = frozenset(
+    {
+        "worktree.none",
+        "worktree.already_merged",
+        "worktree.already_discarded",
+        "worktree.nothing_to_merge",
+    }
+)
 
 
 class WorktreeCard:
@@ -71,6 +82,8 @@ class WorktreeCard:
         try:
             base = await self._worktrees.merge(task_id, f"{task.label}: {task.title[:72]}")
         except UserInputError as exc:  # a refusal belongs in the chat, not a passing alert
+            if exc.key in ANSWERED_WHERE_ASKED:
+                raise
             await self._notifier.send(
                 task, self._texts.get(loc, exc.key, **exc.params), kind=MessageKind.STATUS
             )

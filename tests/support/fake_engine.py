@@ -4,13 +4,12 @@ outbox, plugged in through ``build(executors=...)`` — the same seam the regist
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 
-from bot.events import AgentEvent, ApprovalRequest
+from bot.events import AgentEvent, ApprovalRequest, SteerTaken
 from bot.models import TurnSpec
-from bot.ports import Approver, SteerInbox
+from bot.ports import NO_STEERING, Approver, SteerInbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +48,7 @@ class FakeEngine:
         self._version = version
         self.specs: list[TurnSpec] = []
         self.decisions: list[bool] = []
+        self.steered: list[str] = []  # the words of the steers it took in
 
     async def probe(self) -> str:
         return f"{self.engine} {self._version}"
@@ -64,10 +64,27 @@ class FakeEngine:
         for item in script:
             if isinstance(item, ApprovalRequest):
                 self.decisions.append((await approver.decide(item)).allow)
-            elif isinstance(item, Pause):
-                await asyncio.sleep(item.seconds)
-            elif isinstance(item, Until):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(item.gate.wait(), item.seconds)
+            elif isinstance(item, Pause | Until):
+                async for taken in self._idle(item, steering or NO_STEERING):
+                    yield taken
             else:
                 yield item
+
+    async def _idle(
+        self, item: Pause | Until, steering: SteerInbox
+    ) -> AsyncGenerator[SteerTaken, None]:
+        """Silent for the pause (or until its gate), taking in each steer that arrives
+        meanwhile, as an agent at work reads it at its next step (``steered``: their words)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + item.seconds
+        gate = item.gate if isinstance(item, Until) else None
+        while (left := deadline - loop.time()) > 0 and not (gate is not None and gate.is_set()):
+            waits = [asyncio.ensure_future(steering.arrived())]
+            if gate is not None:
+                waits.append(asyncio.ensure_future(gate.wait()))
+            _, pending = await asyncio.wait(waits, timeout=left, return_when="FIRST_COMPLETED")
+            for waiting in pending:
+                waiting.cancel()
+            for steer in steering.take():
+                self.steered.append(steer.text)
+                yield SteerTaken(steer.steer_id)

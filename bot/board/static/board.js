@@ -182,7 +182,9 @@ function usd(v) { return v === null || v === undefined ? "–" : "$" + Number(v)
 
 function taskRow(row) {
   return el("a", { class: "task", href: "/tasks/" + row.id, "data-id": row.id, onclick: go },
-    el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)), row.label, " · ", row.title),
+    el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)),
+      row.worktree === "merged" || row.worktree === "discarded" ? el("span", { class: "badge " + row.worktree }, t(row.worktree)) : null,
+      row.label, " · ", row.title),
     el("div", { class: "meta" }, [row.engine, row.model, row.mode, usd(row.cost_usd), age(row.created_at)].filter(Boolean).join(" · ")),
     el("div", { class: "meta" }, row.cwd));
 }
@@ -238,6 +240,7 @@ function transcriptItem(item, tools) {
   if (item.kind === "text") {
     return el("div", { class: "item text md-body" }, MD.render(item.text));
   }
+  if (item.kind === "said") return el("div", { class: "item said" }, (item.steered ? "➡️ " : "↪️ ") + item.text);
   if (item.kind === "end") return el("div", { class: "item end" + (item.error ? " error" : "") }, item.error ? "✖ " + item.text : "✔");
   return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
 }
@@ -256,16 +259,29 @@ function diffFile(file) {
 }
 
 function pendingCard(q, taskId) {
+  // an approval is answered in the desk's words (allow, deny, always): "always" in one step,
+  // its rule shown on the card and confirmed before it goes
   const answer = (body) => async () => { await act("/api/tasks/" + taskId + "/answer", Object.assign({ qid: q.id }, body)); };
   const buttons = q.kind === "approval"
-    ? [el("button", { onclick: answer({ choice: "allow" }), "data-choice": "allow" }, t("allow")),
-       el("button", { class: "secondary", onclick: answer({ choice: "deny" }), "data-choice": "deny" }, t("deny")),
-       el("button", { class: "secondary", "data-choice": "always",
-         onclick: async () => (await ask(t("always_confirm"))) && answer({ choice: "always" })() }, t("always"))]
+    ? [el("button", { onclick: answer({ answer: "allow" }), "data-answer": "allow" }, t("allow")),
+       el("button", { class: "secondary", onclick: answer({ answer: "deny" }), "data-answer": "deny" }, t("deny")),
+       el("button", { class: "secondary", "data-answer": "always",
+         onclick: async () => (await ask(t("always_confirm"))) && answer({ answer: "always" })() }, t("always"))]
     : q.options.map((o, i) => el("button", { class: "secondary", "data-option": i, onclick: answer({ option: i }) },
         (q.selected.includes(i) ? "✓ " : "") + o))
       .concat(q.multi ? [el("button", { "data-option": q.done, onclick: answer({ option: q.done }) }, t("done_toast"))] : []);
-  return el("div", { class: "card pending", "data-qid": q.id }, el("div", { class: "goal" }, q.text), el("div", { class: "row" }, buttons));
+  const rule = q.kind === "approval" && q.rule ? el("div", { class: "meta rule" }, t("always_rule"), " ", el("code", {}, q.rule)) : null;
+  return el("div", { class: "card pending", "data-qid": q.id }, el("div", { class: "goal" }, q.text), rule, el("div", { class: "row" }, buttons));
+}
+
+function followupControls(task, followup) {
+  // while a turn runs, a follow-up goes into it (Steer now) or after it (Queue), as a reply
+  const send = (body) => async () => {
+    if (followup.value.trim() && await act("/api/tasks/" + task.id + "/followup", Object.assign({ prompt: followup.value }, body))) followup.value = "";
+  };
+  if (!task.running) return [el("button", { id: "send", onclick: send({}) }, t("send"))];
+  return [el("button", { id: "steer", onclick: send({ steer: true }) }, t("steer_now")),
+    el("button", { class: "secondary", id: "queue", onclick: send({ steer: false }) }, t("queue"))];
 }
 
 function taskHeader(page, box) {
@@ -274,14 +290,14 @@ function taskHeader(page, box) {
   const followup = el("textarea", { id: "followup", placeholder: t("followup_label") });
   const typed = box.querySelector("#followup");
   if (typed) followup.value = typed.value;  // a state change redraws the header, not the draft
-  const controls = [el("button", { id: "send", onclick: async () => {
-    if (followup.value.trim() && await act("/api/tasks/" + task.id + "/followup", { prompt: followup.value })) followup.value = "";
-  } }, t("send"))];
+  const controls = followupControls(task, followup);
   if (task.active) controls.push(el("button", { class: "danger", id: "cancel", onclick: () => act("/api/tasks/" + task.id + "/cancel") }, t("cancel")));
-  if (page.worktree && !task.active) {
-    controls.push(el("button", { class: "secondary", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
-    controls.push(el("button", { class: "danger", onclick: async () => (await ask(t("discard_confirm"))) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
+  const tree = page.worktree;  // Merge and Discard only while its worktree holds work
+  if (tree && tree.changes && !task.active) {
+    controls.push(el("button", { class: "secondary", id: "merge", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
+    controls.push(el("button", { class: "danger", id: "discard", onclick: async () => (await ask(t("discard_confirm"))) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
   }
+  const gone = tree && tree.state !== "active" ? el("div", { class: "meta", id: "worktree-state" }, t("worktree_" + tree.state, { base: tree.base })) : null;
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
     page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_usd)))));
   const checks = page.checks.map((c) => el("details", { class: "card" },
@@ -291,7 +307,7 @@ function taskHeader(page, box) {
     el("h1", {}, el("span", { class: "badge " + task.badge }, badgeText(task)), task.label, " · ", task.title),
     el("div", { class: "meta" }, [t("engine") + ": " + task.engine, task.model && t("model") + ": " + task.model,
       t("mode") + ": " + task.mode, t("cost") + ": " + usd(task.cost_usd), t("age") + ": " + age(task.created_at)].filter(Boolean).join(" · ")),
-    el("div", { class: "meta" }, t("directory") + ": " + task.cwd),
+    el("div", { class: "meta" }, t("directory") + ": " + task.cwd), gone,
     page.pending.length ? el("h2", {}, t("pending")) : null, page.pending.map((q) => pendingCard(q, task.id)),
     el("h2", {}, t("goal")), el("div", { class: "card goal" }, page.goal),
     el("div", { class: "card" }, followup, el("div", { class: "row" }, controls)),
@@ -338,7 +354,9 @@ async function taskPage(id) {
   });
   api("/api/tasks/" + id + "/diff").then((found) => {
     const note = found.scope === "checkout" && found.files.length ? el("p", { class: "hint", id: "diff-scope" }, t("diff_checkout")) : null;
-    diff.replaceChildren(...[note, ...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, t("no_diff"))])].filter(Boolean));
+    const none = found.note === "worktree.already_merged" ? t("worktree_merged", { base: found.base })
+      : found.note === "worktree.already_discarded" ? t("worktree_discarded") : t("no_diff");
+    diff.replaceChildren(...[note, ...(found.files.length ? found.files.map(diffFile) : [el("p", { class: "hint" }, none)])].filter(Boolean));
   }).catch(() => diff.replaceChildren(el("p", { class: "hint" }, t("no_diff"))));
 }
 
