@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 AGENTS := agents/node_modules/.bin
 CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
+# pytest-xdist workers: the whole-bot drills mostly wait (paced sends, agents' start-up), so two
+# workers take about two thirds of the time on a 2-core machine; every test holds with it.
+TEST_WORKERS ?= 2
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
 
 .PHONY: run test test-fast venv dev agents llm locales lint bench clean sandbox sandbox-required browser voice-tools
@@ -112,12 +115,12 @@ test: dev agents llm locales sandbox-required browser voice-tools
 	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude DETACH_TEST_CODEX_BIN=$(CURDIR)/$(CODEX_NATIVE) \
-		$(PY) -m pytest -q
+		$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # The fast tier while working: no real agent CLI, no PostgreSQL, no drills (tests/conftest.py
 # marks the rest slow); under a minute. CI runs `make test`, both tiers.
 test-fast: dev locales
-	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" -p no:cacheprovider
 
 bench: dev agents locales sandbox
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/footprint.py

@@ -137,15 +137,35 @@ SLOW_TESTS = frozenset(
         "test_stall.py::test_a_long_wait_on_the_owner_is_no_stall_after_the_answer",
         "test_routing_strength.py::test_the_hand_over_offers_and_takes_only_an_engine_as_strong",
         "test_board_browser.py::test_a_task_held_by_its_preflight_is_listed_and_dropped_on_the_page",
+        # the fast tier's slowest on two workers (1 s and more each): under a minute
+        "test_mcp.py::test_watch_returns_on_its_bound_and_cancel_of_a_queued_task",
+        "test_board.py::test_nothing_answers_without_a_session",
+        "test_fake_engine.py::test_a_turn_of_a_replayed_engine_reports_through_the_real_bot",
+        "test_hostile_streams.py::test_an_answer_of_too_many_pieces_in_all_stops_too",
+        "test_plain_checkout.py::test_a_plain_checkout_card_lists_the_turns_commit_not_the_owners_edits",
+        "test_afterlife.py::test_a_merged_worktree_is_cut_again_from_its_branch_as_it_is_now",
         "test_board_browser.py::test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue",
     }
+)
+
+
+# the longest drills (a minute or two each, mostly waiting on paced sends): started first, so
+# that on two workers (make test: pytest-xdist) none of them is left running alone at the end
+LONG_FIRST = (
+    "test_fleet_chaos.py::test_forty_tasks_while_workers_are_killed_in_turn",
+    "test_outbox.py::test_a_burst_of_100_real_tasks_into_one_chat_delivers_everything_in_order",
+    "test_chaos.py::test_thirty_tasks_through_kill_9_and_bot_api_faults",
+    "test_topics.py::test_a_forum_group_shares_a_topic_per_directory_and_only_the_owner_continues",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The fast tier (`make test-fast`: ``-m "not slow"``, under a minute) is every test that
     runs no real agent CLI, no PostgreSQL and none of the drills named above. CI runs both
-    tiers (`make test`). A test that takes seconds belongs in SLOW_TESTS."""
+    tiers (`make test`). A test that takes seconds belongs in SLOW_TESTS. The LONG_FIRST drills
+    come first."""
+    rank = {name: n for n, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(f"{item.path.name}::{item.name}", len(rank)))
     for item in items:
         module = item.path.stem
         test = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"

@@ -72,11 +72,11 @@ async def test_an_answer_of_too_many_pieces_in_all_stops_too(chat):
 
 
 async def test_a_trickling_answer_stops_at_the_time_bound(chat):
-    chat.script("MARK-SLOW", [{"text": "z" * 400, "pace": 0.1}])  # 20 pieces, 2 s
+    chat.script("MARK-SLOW", [{"text": "z" * 400, "pace": 0.25}])  # 20 pieces, 5 s
     started = time.monotonic()
     with pytest.raises(StreamBounded) as bounded:
         await _complete(chat, "MARK-SLOW", Bounds(pieces=1000, part_pieces=1000, seconds=0.5))
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.0  # not the whole answer's 5 s, on a loaded machine
     assert bounded.value.bound is Bound.SECONDS and bounded.value.limit == 0.5
     assert "for more than 0.5 s" in bounded.value.reason
 
