@@ -181,6 +181,42 @@ class PreflightDecision(StrEnum):
     REFUSE = "refuse"  # destructive or impossible as stated: not started unless told to
 
 
+class WaitState(StrEnum):
+    """What a task waits for, on its owner or its engine (or a command its preflight holds
+    before it is a task): one name on the acknowledgement, /tasks, /pending and the board
+    (``wait.<value>`` in the catalogs)."""
+
+    APPROVAL = "approval"  # a tool call waits for Allow or Deny
+    QUESTION = "question"  # the agent asked its owner
+    CONSENT = "consent"  # a repository's check waits for the owner's consent to run
+    BUDGET = "budget"  # its budget is spent: extend or stop
+    PREFLIGHT = "preflight"  # held by its preflight before it starts: Start anyway or Drop
+    USAGE_LIMIT = "usage_limit"  # its engine's usage limit: it goes on at the reset
+    TERMINAL = "terminal"  # held at the terminal until taken back
+
+    @classmethod
+    def asked(cls, kind: str, check: bool) -> WaitState:
+        """The wait of a pending question of ``kind`` (``check``: it asks for a check)."""
+        if kind == QuestionKind.BUDGET:
+            return cls.BUDGET
+        if kind == QuestionKind.QUESTION:
+            return cls.QUESTION
+        return cls.CONSENT if check else cls.APPROVAL
+
+
+def waiting_for(status: TaskStatus, asked: WaitState | None, at_terminal: bool) -> WaitState | None:
+    """What a task in ``status`` waits for, given its oldest pending question's wait and
+    whether it is held at the terminal; None: nothing (it runs, is queued, or is over). A
+    budget question waits only while the task is parked at its budget."""
+    if at_terminal:
+        return WaitState.TERMINAL
+    if asked is WaitState.BUDGET and status is not TaskStatus.BUDGET_EXCEEDED:
+        asked = None
+    if asked is not None:
+        return asked
+    return WaitState.USAGE_LIMIT if status is TaskStatus.WAITING_FOR_LIMIT else None
+
+
 class TaskKind(StrEnum):
     DETACH = "detach"  # self-contained goal, no interaction
     SESSION = "session"  # an interactive agent session (/claude)

@@ -148,11 +148,13 @@ def typed_options(words: list[str]) -> list[str]:
 
 
 async def hand_off(settings: Settings, store: Store, planned: Planned) -> None:
-    """The planned task to the bot: a worktree or sandboxed one as a task file (the bot cuts
-    the worktree and knows its sandbox; it plans the file by the same road), which a running
-    bot takes at once; any other straight into the database, announced by the bot."""
+    """The planned task to the bot: a worktree or sandboxed one, or any when the bot's preflight
+    is on (it may hold the task), as a task file (the bot cuts the worktree and knows its
+    sandbox; it plans the file by the same road), which a running bot takes at once; any other
+    straight into the database, announced by the bot."""
     new = planned.new
-    if new.worktree or new.approval_mode is ApprovalMode.SANDBOX:
+    preflighted = settings.preflight or settings.default_engine == "auto"  # the bot may hold it
+    if new.worktree or new.approval_mode is ApprovalMode.SANDBOX or preflighted:
         await _through_inbox(settings, store, planned)
         return
     until = (await store.limits.active()).get(new.engine)

@@ -9,7 +9,7 @@ from pathlib import Path
 from aiogram import Router
 from aiogram.types import CallbackQuery, Message
 
-from bot.models import TaskKind
+from bot.models import Task, TaskKind
 from bot.tasks.requests import ChatRequest
 from bot.tasks.service import TaskService
 from bot.telegram.held import Held, HeldAction, HeldFiles, question_key, shown_names
@@ -51,20 +51,21 @@ async def start_held(
     reply: Reply,
 ) -> None:
     """The reply to a question (or to the file's own message): the held files (and any the
-    reply carries) start the task with the reply's words; the question is edited to say
-    which task took them."""
+    reply carries) start the task with the reply's words, as any chat task does (its preflight
+    may hold it); the question is edited to say which task took them, or that it is held."""
     chat_id, user_id = message.chat.id, message.from_user.id if message.from_user else 0
     held = await tasks.held.take(chat_id, file_message_id, user_id)
     if held is None:
         await reply("attachment.gone")
         return
     files = held.files + more
+    task: Task | None
     if held.task_id:
         await tasks.follow_up(user_id, held.task_id, words, message.message_id, files)
         task = await tasks.get_own(user_id, held.task_id)
     else:
         command = held.command or "detach"
-        task = await tasks.start_from_chat(
+        task = await tasks.request_from_chat(
             ChatRequest(
                 user_id,
                 chat_id,
@@ -81,7 +82,12 @@ async def start_held(
     tasks.held.forget(chat_id, file_message_id)
     more.clear()
     if held.question_row is not None:
-        text = reply.text("attachment.started", names=shown_names(files), label=task.label)
+        names = shown_names(files)
+        text = (
+            reply.text("attachment.started", names=names, label=task.label)
+            if task is not None
+            else reply.text("attachment.held", names=names)
+        )
         await reply.outbox.edit(chat_id, None, text, row_id=held.question_row)
 
 

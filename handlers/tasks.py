@@ -19,7 +19,7 @@ from bot.tasks.service import TaskService, parse_task_id
 from bot.tasks.waiting import Waiting
 from bot.telegram.attachments import staged
 from bot.telegram.held import Held
-from bot.telegram.render import STATUS_ICONS, age
+from bot.telegram.render import age
 from bot.telegram.reply import Reply
 from handlers.held import held_back
 
@@ -83,22 +83,25 @@ async def on_cd(message: Message, command: CommandObject, tasks: TaskService, re
 async def on_tasks(
     message: Message, tasks: TaskService, waiting: Waiting, user_id: int, reply: Reply
 ) -> None:
-    """The open tasks, those waiting for the owner first with what they wait for."""
+    """The tasks held by their preflight, then the open tasks, those that wait first, each
+    named by what it waits for (as on every surface) or its status."""
     waits = await waiting.of(user_id, await tasks.list(user_id), reply.locale)
     if not waits.tasks and not waits.held:
         await _nothing_open(tasks, user_id, reply)
         return
     now = datetime.now(UTC)
     lines = [reply.text("tasks.header"), *waits.held]
-    for t, why in waits.tasks:
+    for row in waits.tasks:
         line = reply.text(
             "tasks.line",
-            icon=STATUS_ICONS[t.status],
-            label=t.label,
-            status=reply.texts.status(reply.locale, t.status),
-            age=age(t.updated_at, now),
+            icon=row.icon,
+            label=row.task.label,
+            status=row.state,
+            age=age(row.task.updated_at, now),
         )
-        lines.append(f"{line}\n    {why}" if why else line)
+        lines.append(
+            f"{line} · {reply.text('tasks.resets', at=row.resets)}" if row.resets else line
+        )
     await reply.send("\n".join(lines))
 
 

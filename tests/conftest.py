@@ -33,9 +33,11 @@ SLOW_MODULES = frozenset(
         "test_launch",
         "test_one_owner",
         "test_orphans",
+        "test_preflight_doors",
         "test_restart",
         "test_setup",
         "test_systemd",
+        "test_wait_names",
         "test_workers",
     }
 )
@@ -134,6 +136,7 @@ SLOW_TESTS = frozenset(
         "test_stall.py::test_an_agent_that_answered_but_does_not_exit_is_named",
         "test_stall.py::test_a_long_wait_on_the_owner_is_no_stall_after_the_answer",
         "test_routing_strength.py::test_the_hand_over_offers_and_takes_only_an_engine_as_strong",
+        "test_board_browser.py::test_a_task_held_by_its_preflight_is_listed_and_dropped_on_the_page",
         # the fast tier's slowest on two workers (1 s and more each): under a minute
         "test_mcp.py::test_watch_returns_on_its_bound_and_cancel_of_a_queued_task",
         "test_board.py::test_nothing_answers_without_a_session",

@@ -8,6 +8,7 @@ installs chromium (the Makefile's ``browser`` target)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import time
@@ -18,10 +19,14 @@ import pytest
 
 from bot.events import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, Usage
 from bot.models import TaskStatus, TurnSpec
+from bot.preflight.message import DROP
+from tests.support.chat_mock import ChatMock
 from tests.support.fake_engine import FakeEngine
 from tests.support.harness import wait_sent
 from tests.test_board import SESSION, asks_first, bot_with_board, finished, wait_status
 from tests.test_handlers import OWNER, feed, message
+from tests.test_preflight_doors import preflight_settings
+from tests.test_preflight_local import PREFLIGHT
 from tests.test_worktrees import make_repo
 
 pytestmark = pytest.mark.slow
@@ -166,6 +171,32 @@ async def test_pressing_allow_on_the_page_lets_the_agent_go_on(tmp_path, workdir
         assert engine.decisions == [True]
         await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10, method="EditMessageText")
         await page.wait_for_selector(".pending", state="detached", timeout=5_000)
+
+
+async def test_a_task_held_by_its_preflight_is_listed_and_dropped_on_the_page(
+    tmp_path, workdir, browser
+):
+    """The list shows a held task with the chat's choices; Drop there answers as the chat's
+    button does: nothing starts, and the row goes."""
+    chat = ChatMock().start()
+    chat.script(PREFLIGHT, [{"text": json.dumps({"verdict": "refuse", "reason": "Too wide."})}])
+    engine = FakeEngine(finished("never"))
+    try:
+        more = preflight_settings(tmp_path, chat)
+        async with bot_with_board(tmp_path, workdir, engine, **more) as (app, board):
+            tg = await feed(app, message("/detach MARK-PAGE wipe everything"))
+            await wait_sent(tg, lambda c: "Not started: Too wide." in c.text, 10)
+            page = await open_signed_in(browser, board)
+            row = await page.wait_for_selector(".task.held .badge.preflight")
+            assert await row.inner_text() == "held by its preflight"
+            assert "MARK-PAGE wipe everything" in await page.inner_text(".task.held")
+            await shoot(page, "held")
+            await page.click(f'.task.held button[data-choice="{DROP}"]')
+            await page.wait_for_selector(".task.held", state="detached", timeout=5_000)
+            assert [h.status for h in await app.store.preflights.pending()] == []
+            assert engine.specs == [] and await app.store.tasks.list_for(None) == []
+    finally:
+        chat.stop()
 
 
 async def test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue(

@@ -354,8 +354,8 @@ async def test_a_follow_up_between_extends_read_and_its_answer_wins_whole(tmp_pa
 async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    """A task its preflight holds (the estimate is over its budget: Start anyway or Cancel)
-    waits on the owner: /pending shows it with the command and both buttons; Cancel tapped on
+    """A task its preflight holds (the estimate is over its budget: Start anyway or Drop)
+    waits on the owner: /pending shows it with the goal and both buttons; Drop tapped on
     the copy takes the buttons off the original and the copy."""
     anthropic.script(PREFLIGHT, verdict(verdict="go", estimate_usd=3.0, estimate_minutes=20))
     async with FakeTelegram() as fake:
@@ -370,8 +370,8 @@ async def test_a_preflight_estimate_over_the_budget_is_answered_on_its_copy(
             assert "rewrite the parser" in copy.params["text"]  # which task it is
             assert buttons(copy) == buttons(asked)
             copy_id = copy.result["message_id"]
-            query = await fake.press(OWNER, copy_id, buttons(copy)["✖️ Cancel"], OWNER)
-            assert await answer_of(fake, query) == "Cancelled: not started"
+            query = await fake.press(OWNER, copy_id, buttons(copy)["🗑 Drop"], OWNER)
+            assert await answer_of(fake, query) == "Dropped: not started"
             await until(lambda: buttons_data(fake, copy_id) == [])
             await until(lambda: buttons_data(fake, asked.result["message_id"]) == [])
             assert await app.store.tasks.list_for(None) == []

@@ -39,7 +39,7 @@ async def test_a_tapped_answer_reaches_the_agent(
         async with running_bot(settings, agent_env) as app:
             question = await asked(fake, "/detach MARK-TAP fix the tests")
             choices = buttons(question)
-            assert list(choices) == ["unit tests", "all tests", "▶️ Start anyway"]
+            assert list(choices) == ["unit tests", "all tests", "▶️ Start anyway", "🗑 Drop"]
             assert await app.store.tasks.list_for(None) == []  # held, not started
             message_id = question.result["message_id"]
             query = await fake.press(OWNER, message_id, choices["unit tests"], OWNER)
@@ -87,7 +87,7 @@ async def test_a_refusal_and_start_anyway(tmp_path, claude_bin, agent_env, anthr
             refusal = await fake.wait_text(
                 OWNER, "Not started: It would delete the whole repository.", timeout_s=20
             )
-            assert list(buttons(refusal)) == ["▶️ Start anyway"]
+            assert list(buttons(refusal)) == ["▶️ Start anyway", "🗑 Drop"]
             assert await app.store.tasks.list_for(None) == []
             assert agent_prompts(anthropic, "MARK-RM") == []
             await fake.press(

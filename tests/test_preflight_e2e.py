@@ -5,10 +5,12 @@ task longer than its timeout."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
 from bot.preflight.call import TIMEOUT_S
+from bot.preflight.message import ANYWAY
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, app_in_own_task, make_settings, running_bot
 from tests.support.recording_session import RecordingSession
@@ -111,11 +113,12 @@ async def test_a_task_file_gets_its_preflight(tmp_path, claude_bin, agent_env, a
             assert any("haiku" in str(line) for line in lines), lines
 
 
-async def test_a_task_file_over_its_budget_starts_and_its_acknowledgement_says_so(
+async def test_a_task_file_over_its_budget_is_held_and_starts_anyway_with_its_file(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    """Nobody is there to ask about a dropped task file: it starts, and says the estimate is
-    more than it has left (its budget stop still ends it)."""
+    """Nobody is there when a task file is dropped: its estimate over the day's cap holds it as
+    in the chat (the message says the estimate, the file waits in ``inbox/held/`` with the
+    reason); "Start anyway" starts it, and its finished file is written back as any file's."""
     anthropic.script(PREFLIGHT, go(estimate_usd=0.8, estimate_minutes=3))
     anthropic.script("MARK-INBOX", [{"text": "README tidied."}])
     async with FakeTelegram() as fake:
@@ -126,13 +129,23 @@ async def test_a_task_file_over_its_budget_starts_and_its_acknowledgement_says_s
         session = RecordingSession()
         async with app_in_own_task(settings, session=session, environ=agent_env) as app:
             await app.store.spend.record(OWNER, 0, 0, 0.5, 0, 0)  # earlier work today
-            (tmp_path / "data" / "inbox" / "tidy.md").write_text(DROPPED.format(chat=OWNER))
+            inbox = tmp_path / "data" / "inbox"
+            (inbox / "tidy.md").write_text(DROPPED.format(chat=OWNER))
             await app.intake.poll_once()
-            assert await app.store.tasks.get(1) is not None
+            assert await app.store.tasks.get(1) is None
+            [hold] = await app.store.preflights.pending()
+            [reason] = (inbox / "held").glob("*.reason.txt")
+            assert "$0.80" in reason.read_text() and "Start anyway or Drop" in reason.read_text()
             assert await app.outbox.idle(20)
             said = "\n".join(session.texts())
             assert "estimates this task at about $0.80" in said, said
-            assert "its budget stops it there" in said
+            assert "MARK-INBOX Tidy the README." in said  # which task it holds
+            assert await app.service.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
+            assert (await app.store.tasks.get(1)).title.startswith("MARK-INBOX Tidy")
+            async with asyncio.timeout(60):
+                while not list((inbox / "done").glob("1-*.md")):
+                    await app.intake.poll_once()
+                    await asyncio.sleep(0.2)
 
 
 async def test_engine_auto_routes_down_and_never_up(

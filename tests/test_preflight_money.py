@@ -1,6 +1,6 @@
 """End to end, with the real claude CLI against the scripted model: the preflight's own cost is
 the task's (its total, so ``max_usd`` counts it), an estimate over what the task has left asks
-before it starts (Start anyway / Cancel), and a held task that cannot start when the owner
+before it starts (Start anyway / Drop), and a held task that cannot start when the owner
 presses Start anyway (the daily cap reached meanwhile) is told in one message."""
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ async def test_an_estimate_over_the_budget_asks_first(
             await fake.user_message("/detach max_usd=1 MARK-DEAR rewrite the parser", OWNER)
             asked = await fake.wait_text(OWNER, "estimates this task at about $3.00", timeout_s=20)
             assert "more than the $1.00 it has left" in asked.params["text"]
-            assert list(buttons(asked)) == ["▶️ Start anyway", "✖️ Cancel"]
+            assert list(buttons(asked)) == ["▶️ Start anyway", "🗑 Drop"]
             assert await app.store.tasks.list_for(None) == []
             query = await fake.press(
-                OWNER, asked.result["message_id"], buttons(asked)["✖️ Cancel"], OWNER
+                OWNER, asked.result["message_id"], buttons(asked)["🗑 Drop"], OWNER
             )
-            assert await answer_of(fake, query) == "Cancelled: not started"
+            assert await answer_of(fake, query) == "Dropped: not started"
             again = await fake.press(
                 OWNER, asked.result["message_id"], buttons(asked)["▶️ Start anyway"], OWNER
             )

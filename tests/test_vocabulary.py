@@ -6,9 +6,18 @@ from __future__ import annotations
 import pytest
 
 from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, ApprovalChoice
-from bot.models import ApprovalAnswer, MessageKind, OutboxOp, QuestionKind
+from bot.models import (
+    ApprovalAnswer,
+    MessageKind,
+    OutboxOp,
+    QuestionKind,
+    TaskStatus,
+    WaitState,
+    waiting_for,
+)
 from bot.telegram.callbacks import ACTIONS, TaskAction, TaskButton, run_on
 from bot.telegram.held import HeldAction, HeldButton
+from bot.telegram.texts import Texts
 
 
 def test_stored_values_are_the_strings_of_before():
@@ -67,6 +76,28 @@ def test_schedule_buttons_pack_as_before_and_a_forged_action_does_not_unpack():
     assert ScheduleAction.unpack("sc:resume:4").action is ScheduleButton.RESUME
     with pytest.raises(ValueError):
         ScheduleAction.unpack("sc:rm_rf:4")
+
+
+def test_every_waiting_state_has_one_name_in_every_locale_and_one_rule():
+    """``WaitState`` is the one vocabulary of what a task waits for: the board sends its value,
+    every surface shows its one text (``wait.<value>``), and ``waiting_for`` picks it."""
+    assert [w.value for w in WaitState] == [
+        "approval", "question", "consent", "budget", "preflight", "usage_limit", "terminal",
+    ]  # fmt: skip
+    texts = Texts()
+    for locale in ("en", "ru"):
+        names = {texts.wait(locale, w) for w in WaitState}
+        assert len(names) == len(WaitState), names  # no two states share a name
+    assert texts.wait("en", WaitState.CONSENT) == "waiting for your consent to its check"
+    asked = WaitState.asked
+    assert asked(QuestionKind.APPROVAL, check=True) is WaitState.CONSENT
+    assert asked(QuestionKind.APPROVAL, check=False) is WaitState.APPROVAL
+    assert waiting_for(TaskStatus.DONE, None, at_terminal=True) is WaitState.TERMINAL
+    assert waiting_for(TaskStatus.RUNNING, WaitState.CONSENT, False) is WaitState.CONSENT
+    # a budget question a follow-up moved past waits no more; a usage limit does
+    assert waiting_for(TaskStatus.RUNNING, WaitState.BUDGET, False) is None
+    assert waiting_for(TaskStatus.WAITING_FOR_LIMIT, None, False) is WaitState.USAGE_LIMIT
+    assert waiting_for(TaskStatus.QUEUED, None, False) is None
 
 
 def test_an_answer_from_any_surface_is_one_of_the_desks_answers():

@@ -146,7 +146,7 @@ async def test_tasks_puts_the_waiting_first_and_progress_says_it_waits(tmp_path,
             listed = (await fake.wait_text(OWNER, "Your tasks", after=mark)).params["text"]
             first, second = listed.index("#1 tidy-build"), listed.index("#2 count-lines")
             assert first < second  # #2 is newer and running, but #1 waits on the owner
-            assert "asks for your approval" in listed[first:second]
+            assert "⏸ <b>#1 tidy-build</b> · waiting for your approval" in listed
             await asyncio.sleep(1.0)  # past the stall threshold thrice over
             said = [c for c in fake.calls if "no word" in str(c.params.get("text", ""))]
             said += [c for c in fake.calls if "said nothing" in str(c.params.get("text", ""))]
@@ -219,7 +219,7 @@ async def test_limits_names_the_limit_in_force_and_the_tasks_it_holds(tmp_path, 
             mark = len(fake.calls)
             await fake.user_message("/tasks", OWNER)
             listed = (await fake.wait_text(OWNER, "Your tasks", after=mark)).params["text"]
-            assert "Claude's usage limit · resets" in listed
+            assert "waiting for the usage limit · 0s ago · resets" in listed
 
 
 @pytest.fixture(params=STORE_KINDS)

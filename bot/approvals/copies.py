@@ -15,7 +15,15 @@ from bot.approvals.view import (
     question_keyboard,
     question_text,
 )
-from bot.models import ACTIVE_STATUSES, CopyOf, QuestionKind, QuestionStatus, Task, TaskStatus
+from bot.models import (
+    ACTIVE_STATUSES,
+    CopyOf,
+    QuestionKind,
+    QuestionStatus,
+    Task,
+    TaskStatus,
+    WaitState,
+)
 from bot.store import PendingCopy, PendingQuestion, Store
 from bot.telegram.markup import Keyboard
 from bot.telegram.notifier import Notifier
@@ -54,7 +62,8 @@ def _open(question: PendingQuestion, task: Task) -> bool:
 
 
 def _shown(texts: Texts, question: PendingQuestion, task: Task) -> PendingAsk:
-    """A waiting question's /pending copy: its text and buttons."""
+    """A waiting question's /pending copy: what its task waits for (named as on every
+    surface), its text and buttons."""
     loc, payload, qid = task.locale, question.payload, question.id
     if question.kind == QuestionKind.APPROVAL:
         text, markup = str(payload.get("text", "")), approval_keyboard(texts, loc, qid)
@@ -66,7 +75,9 @@ def _shown(texts: Texts, question: PendingQuestion, task: Task) -> PendingAsk:
         item, selected = question_item(payload), list(payload.get("selected") or [])
         text = question_text(texts, task, item)
         markup = question_keyboard(texts, loc, qid, item, selected)
-    return PendingAsk(CopyOf.QUESTION, qid, text, markup)
+    wait = WaitState.asked(question.kind, bool(payload.get("check")))
+    head = texts.get(loc, "pending.header", label=task.label, wait=texts.wait(loc, wait))
+    return PendingAsk(CopyOf.QUESTION, qid, f"{head}\n{text}", markup)
 
 
 async def edit_copies(

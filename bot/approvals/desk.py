@@ -158,14 +158,27 @@ class ApprovalDesk:
     async def post_and_wait(self, task: Task, question: PendingQuestion, text: str, markup) -> str:  # type: ignore[no-untyped-def]
         """Post the question (a new message, so the phone notifies) and wait for the owner's
         answer, or ``ApprovalAnswer.TIMEOUT`` / ``ENDED`` after closing the question ourselves.
-        The answer can be tapped as soon as the message exists, so the future is registered
-        before it is sent."""
+        The task's acknowledgement says what it waits for meanwhile."""
+        answer = await self._post_and_wait(task, question, text, markup)
+        await self._acknowledged(task.id)
+        return answer
+
+    async def _acknowledged(self, task_id: int) -> None:
+        """The task's acknowledgement says what it waits for now (``bot.models.WaitState``)."""
+        task = await self._store.tasks.get(task_id)
+        if task is not None:
+            await self._notifier.ack_status(task)
+
+    async def _post_and_wait(self, task: Task, question: PendingQuestion, text: str, markup) -> str:  # type: ignore[no-untyped-def]
+        """``post_and_wait``'s question and its answer. The answer can be tapped as soon as
+        the message exists, so the future is registered before it is sent."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = future
         row_id: int | None = None
         try:
             row_id = await self._notifier.send(task, text, kind=MessageKind.APPROVAL, markup=markup)
             await self._store.questions.set_row(question.id, row_id)
+            await self._acknowledged(task.id)
             remember = asyncio.create_task(self._remember_message(task, question, row_id))
             self._background.add(remember)
             remember.add_done_callback(self._background.discard)

@@ -42,7 +42,9 @@ def make_board(
     card = WorktreeCard(service, worktrees, notifier, texts, store.redact)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
-        data=BoardData(store, texts, worktrees),
+        data=BoardData(
+            store, texts, worktrees, service.preflight.desk if service.preflight else None
+        ),
         actions=BoardActions(
             answers=answers,
             tasks=service,

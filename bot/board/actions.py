@@ -42,6 +42,12 @@ class BoardActions:
         assert done is not None  # it answers no message: never a repeat
         return done
 
+    async def hold(self, user_id: int, hold_id: int, choice: int) -> str:
+        """A held task's choice (a suggested answer, Start anyway, Drop), answered by the same
+        desk as its buttons in the chat; the locale key of the outcome."""
+        step = self.tasks.preflight
+        return await step.tap(user_id, hold_id, choice) if step is not None else "preflight.gone"
+
     async def cancel(self, user_id: int, task_id: int) -> Task:
         return await self.tasks.cancel(user_id, task_id)
 

@@ -1,8 +1,8 @@
 """The board's JSON API (aiohttp handlers behind ``Gate.signed_in``): who is signed in and the
 page's texts, the task list and one task's page, transcript, diff and event streams, and the
-actions (answer a question, follow up, cancel, merge, discard). A task is the signed-in user's
-or ``TaskNotFound`` (404, exactly like a missing one); numbers and bodies are read through
-``bot.board.inputs`` (a malformed one is ``Malformed``, 400)."""
+actions (answer a question, follow up, cancel, merge, discard, a held task's choice). A task is
+the signed-in user's or ``TaskNotFound`` (404, exactly like a missing one); numbers and bodies
+are read through ``bot.board.inputs`` (a malformed one is ``Malformed``, 400)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ PAGE_TEXTS = (
     "checks", "diff", "no_diff", "pending", "allow", "deny", "always", "always_confirm",
     "followup_label", "send", "cancel", "merge", "discard", "discard_confirm", "cost", "age",
     "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
-    "no_output", "turn", "live", "offline", "back", "signin_needed", "badge_approval",
-    "badge_question", "badge_limit", "filter", "all", "active", "finished", "done_toast",
-    "diff_checkout", "merged", "discarded", "worktree_merged", "worktree_discarded",
-    "steer_now", "queue", "always_rule",
+    "no_output", "turn", "live", "offline", "back", "signin_needed", "filter", "all", "active",
+    "finished", "done_toast", "diff_checkout", "merged", "discarded", "worktree_merged",
+    "worktree_discarded", "steer_now", "queue", "always_rule",
 )  # fmt: skip
 
 
@@ -109,6 +108,13 @@ class BoardApi:
         key = f"toast.steer_{done.steer}" if done.steer is not None else key
         found = {"turn": done.turn.seq, "behind": done.behind, "steer": done.steer}
         return await self._done(user_id, key, **found)
+
+    async def hold(self, request: web.Request) -> web.StreamResponse:
+        """A held task's choice: ``{"choice": n}`` as its buttons in the chat carry it."""
+        user_id = request[SESSION_KEY].user_id
+        hold_id = task_id(request)  # the path's {id}, bounded as a task's
+        choice = body_int(await self._json(request), "choice", -1)
+        return await self._done(user_id, await self._actions.hold(user_id, hold_id, choice))
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
         user_id, task = await self._own(request)

@@ -133,6 +133,7 @@ class Board:
         post("/api/tasks/{id:\\d+}/cancel", api.cancel)
         post("/api/tasks/{id:\\d+}/merge", api.merge)
         post("/api/tasks/{id:\\d+}/discard", api.discard)
+        post("/api/holds/{id:\\d+}", api.hold)
         app.router.add_static("/static/", STATIC, append_version=False)
         return app
 

@@ -1,7 +1,7 @@
-"""What the board's pages show, as JSON: a task's row, its page (goal, turns and their spend,
-checks, pending questions, its worktree's state), its transcript as items and its diff per
-file. Only the owner's tasks: another user's task is reported exactly like a missing one
-(``None``)."""
+"""What the board's pages show, as JSON: a task's row (what it waits for named as on every
+surface), the tasks held by their preflight, a task's page (goal, turns and their spend, checks,
+pending questions, its worktree's state), its transcript as items and its diff per file. Only
+the owner's tasks: another user's task is reported exactly like a missing one (``None``)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from typing import Any
 
 from bot.approvals.view import DONE
 from bot.board.checkout import checkout_patch, patch_since
+from bot.board.holds import held_rows
 from bot.errors import UserInputError
 from bot.events import DETAIL_CHARS
 from bot.git import Worktrees
-from bot.models import Task, TaskStatus, Turn, WorktreeState
+from bot.models import Task, TaskStatus, Turn, WaitState, WorktreeState
+from bot.preflight.desk import PreflightDesk
 from bot.store import PendingQuestion, Store
 from bot.store.transcript import TranscriptLine
 from bot.telegram.render import plain
@@ -41,6 +43,7 @@ class BoardData:
     store: Store
     texts: Texts
     worktrees: Worktrees
+    holds: PreflightDesk | None = None  # None: no preflight here, nothing is ever held
     # (task, its last change, worktree base) -> (when asked, whether it held work): a stream
     # reads the page at every change of the store; git is asked once per WORK_FRESH_S
     _work: dict[tuple[int, object, str], tuple[float, bool]] = field(default_factory=dict)
@@ -58,26 +61,30 @@ class BoardData:
         return task if task is not None and task.owner_id == user_id else None
 
     async def tasks(self, user_id: int, archived: bool) -> list[dict[str, Any]]:
-        """The user's tasks, newest first; archived ones only when asked for."""
+        """The tasks held by their preflight, then the user's tasks, newest first; archived
+        ones only when asked for."""
         statuses = None if archived else [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
         found = await self.store.tasks.list_for(user_id, statuses, LIST_LIMIT)
-        pending = await self.store.questions.pending_of([t.id for t in found])
-        kinds = {q.task_id: q.kind for q in pending}
+        waits = await self.store.waits.of(found)
         trees = await self.store.worktrees.states_of([t.id for t in found])
         locale = await self.locale(user_id)
-        return [self.row(t, kinds.get(t.id), locale, trees.get(t.id)) for t in found]
+        held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
+        return held + [self.row(t, waits.get(t.id), locale, trees.get(t.id)) for t in found]
 
     def row(
-        self, task: Task, pending_kind: str | None, locale: str, worktree: str | None = None
+        self, task: Task, wait: WaitState | None, locale: str, worktree: str | None = None
     ) -> dict[str, Any]:
-        """``worktree``: its worktree's state (active, merged, discarded), None: it has none."""
+        """``wait``: what it waits for; ``worktree``: its worktree's state (active, merged,
+        discarded), None: it has none."""
         return {
             "id": task.id,
             "label": task.label,
             "title": task.title,
             "status": task.status.value,
             "status_text": plain(self.texts.status(locale, task.status)),
-            "badge": badge(task.status, pending_kind),
+            "wait": wait.value if wait is not None else None,
+            "wait_text": plain(self.texts.wait(locale, wait)) if wait is not None else None,
+            "badge": wait.value if wait is not None else task.status.value,
             "active": task.status.active,
             "running": task.status is TaskStatus.RUNNING,  # a follow-up may go into its turn
             "engine": task.engine,
@@ -113,8 +120,9 @@ class BoardData:
                 )
         tree = await self.worktree(task)
         state = tree["state"] if tree else None
+        waits = await self.store.waits.of([task])
         return {
-            "task": self.row(task, pending[0].kind if pending else None, locale, state),
+            "task": self.row(task, waits.get(task.id), locale, state),
             "goal": turns[0].prompt if turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
@@ -182,17 +190,6 @@ class BoardData:
         lines = await self.store.transcript.after(task_id, cursor, min(max(limit, 1), PAGE_MAX))
         items = [item for line in lines if (item := transcript_item(line)) is not None]
         return items, lines[-1].line if lines else cursor
-
-
-def badge(status: TaskStatus, pending_kind: str | None) -> str:
-    """The one badge of a task: its pending approval or question before its state."""
-    if pending_kind == "approval":
-        return "approval"
-    if pending_kind is not None:
-        return "question"
-    if status is TaskStatus.WAITING_FOR_LIMIT:
-        return "limit"
-    return status.value
 
 
 def question(q: PendingQuestion) -> dict[str, Any]:

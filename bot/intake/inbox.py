@@ -1,9 +1,10 @@
 """The drop folder ``<data dir>/inbox/``: a task file written there (atomically: a temporary
 name, then a rename to ``*.md``) becomes a task, like ``detach add``; it moves to
-``inbox/accepted/``. A malformed file moves to ``inbox/rejected/`` beside a ``.reason.txt``, and
-its owner is told. When a task that came as a file finishes, its completed task file (with
-``# Result`` and the trailing block) is written to ``inbox/done/``. ``bot.tasks.export`` renders
-any task in the same format."""
+``inbox/accepted/``, or, held by its preflight until its owner answers in Telegram, to
+``inbox/held/`` beside a ``.reason.txt`` (``bot.mcp.handoff`` reads it). A malformed file moves
+to ``inbox/rejected/`` beside a ``.reason.txt``, and its owner is told. When a task that came as
+a file finishes, its completed task file (with ``# Result`` and the trailing block) is written
+to ``inbox/done/``. ``bot.tasks.export`` renders any task in the same format."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from bot.errors import FileRefused, Unreadable, UserInputError
 from bot.models import TaskKind, TaskStatus
 from bot.store import Store, TaskFileRow
+from bot.store.preflights import PreflightHold
 from bot.tasks.export import export
 from bot.tasks.lineage import Lineage
 from bot.tasks.service import TaskService
@@ -47,7 +49,7 @@ class Inbox:
         self._outbox = outbox
         self._texts = texts
         self._allowed = allowed_users
-        for sub in ("", "accepted", "rejected", "done"):
+        for sub in ("", "accepted", "rejected", "done", "held"):
             (directory / sub).mkdir(parents=True, exist_ok=True)
 
     async def poll_once(self) -> None:
@@ -63,7 +65,7 @@ class Inbox:
         try:
             tf = parse(await _read(path))
             chat_id = tf.chat_id
-            task_id = await self._start(path.name, tf)
+            started = await self._start(path.name, tf)
         except TaskFileError as exc:
             await self._reject(path, str(exc), chat_id)
             return
@@ -74,12 +76,22 @@ class Inbox:
         except UserInputError as exc:
             await self._reject(path, self._said(exc), chat_id)
             return
-        _move(path, self.directory / "accepted" / f"{task_id}-{path.name}")
+        if isinstance(started, PreflightHold):
+            self._held(path, started)
+        else:
+            _move(path, self.directory / "accepted" / f"{started}-{path.name}")
+
+    def _held(self, path: Path, hold: PreflightHold) -> None:
+        """The file waits in ``held/`` as ``h<hold>-<name>``, its reason beside it."""
+        target = _free(self.directory / "held" / f"h{hold.id}-{path.name}")
+        _move(path, target)
+        write_atomic(target.with_name(target.name + ".reason.txt"), held_reason(hold) + "\n")
+        log.info("inbox file %s held by its preflight (hold %s)", path.name, hold.id)
 
     def _said(self, exc: UserInputError | FileRefused) -> str:
         return plain(self._texts.get(DEFAULT_LOCALE, exc.key, **exc.params))
 
-    async def _start(self, name: str, tf: TaskFile) -> int:
+    async def _start(self, name: str, tf: TaskFile) -> int | PreflightHold:
         owner = self._owner(tf.chat_id)
         chat_id = tf.chat_id or owner
         locale = (await self._store.users.locales()).get(owner, DEFAULT_LOCALE)
@@ -101,11 +113,12 @@ class Inbox:
             if tf.client
             else self._texts.get(locale, "inbox.origin", name=name)
         )
-        task = await self._service.start_walk_away(replace(new, origin=origin), options)
-        await self._store.task_files.add(TaskFileRow(task.id, name, tf.goal, tf.constraints))
-        await self._store.audit.record("task_file", owner, task.id, name)
-        log.info("inbox file %s became task %s", name, task.id)
-        return task.id
+        file = TaskFileRow(0, name, tf.goal, tf.constraints)  # its task's id once it starts
+        started = await self._service.start_walk_away(replace(new, origin=origin), options, file)
+        if isinstance(started, PreflightHold):
+            return started
+        log.info("inbox file %s became task %s", name, started.id)
+        return started.id
 
     async def _parent(self, parent_id: int, owner: int) -> Lineage:
         """A sub-task's parent: a task of the same owner whose agent may start sub-tasks, and
@@ -178,6 +191,19 @@ async def _read(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise TaskFileError("not UTF-8 text") from None
+
+
+def held_reason(hold: PreflightHold) -> str:
+    """Why a task file waits in ``held/``: one line for whoever dropped it."""
+    if hold.deadline is not None:  # a question: it waits for an answer, then starts
+        then = "with no answer in time it starts on its best judgement"
+    else:
+        then = "Start anyway or Drop, also in /pending; nothing runs until then"
+    said = hold.question or hold.reason
+    return (
+        f"held by the bot's preflight (hold H{hold.id}): {said} The owner decides in "
+        f"Telegram: {then}."
+    )
 
 
 def _free(path: Path) -> Path:

@@ -1,5 +1,7 @@
 """How `detach mcp` hands a task to the running bot: the bot's heartbeat says it runs, the task
-goes in as a task file in its inbox, and the caller waits (bounded) until the bot took it."""
+goes in as a task file in its inbox, and the caller waits (bounded) until the bot took it, refused
+it, or its preflight held it for the owner (the caller is told why, and that nothing runs unless
+the owner starts it)."""
 
 from __future__ import annotations
 
@@ -37,18 +39,19 @@ def bot_runs(alive_file: Path, stale_s: float) -> None:
 
 
 async def taken(path: Path, wait_s: float) -> int:
-    """Wait until the bot took the task file: its id, or its reason for refusing it. Not
-    taken in time: the file is withdrawn (nothing starts later behind the caller's back)."""
-    accepted, rejected = path.parent / "accepted", path.parent / "rejected"
+    """Wait until the bot took the task file: its id, or its reason for refusing (or holding)
+    it. Not taken in time: the file is withdrawn (nothing starts later behind the caller's
+    back)."""
+    accepted = path.parent / "accepted"
     deadline = time.monotonic() + wait_s
     while True:
         for done in accepted.glob(f"*-{path.name}"):
             match = re.match(r"(\d+)-", done.name)
             if match:
                 return int(match.group(1))
-        reason = rejected / f"{path.name}.reason.txt"
-        if reason.exists():
-            raise ToolRefused(f"the bot refused the task: {reason.read_text().strip()}")
+        said = _said(path)
+        if said is not None:
+            raise ToolRefused(said)
         if time.monotonic() >= deadline + START_GRACE_S:
             raise ToolRefused("the bot took the task file but did not say so; see list")
         if time.monotonic() >= deadline and path.exists():
@@ -63,6 +66,17 @@ async def taken(path: Path, wait_s: float) -> int:
                     "running?); nothing was started"
                 )
         await asyncio.sleep(POLL_S)
+
+
+def _said(path: Path) -> str | None:
+    """Why the bot did not start the task file: refused, or held by its preflight."""
+    reason = path.parent / "rejected" / f"{path.name}.reason.txt"
+    if reason.exists():
+        return f"the bot refused the task: {reason.read_text().strip()}"
+    for held in (path.parent / "held").glob(f"h*-{path.name}.reason.txt"):
+        if re.fullmatch(rf"h\d+-{re.escape(path.name)}\.reason\.txt", held.name):
+            return f"not started: {held.read_text().strip()}"
+    return None
 
 
 def one_line(text: str) -> str:

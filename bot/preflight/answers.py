@@ -1,22 +1,22 @@
-"""What settles a held command, exactly once: a suggested answer's button, a reply with the
-owner's own words, "Start anyway", the wait's end, or "Cancel" under an estimate.
+"""What settles a held task, exactly once: a suggested answer's button, a reply with the owner's
+own words, "Start anyway", the wait's end (a question's), or "Drop".
 
 A hold is a row (``bot.store.preflights``), so its buttons and replies are read from the table
 and the wait's end is found by a poll of the stored deadlines (after a restart too). Whatever
 settles it, ``resolve`` closes the hold once, the message and its /pending copies lose their
-buttons, and (unless cancelled) the bound ``Starter`` starts the task; a start that fails is
+buttons, and (unless dropped) the bound ``HoldStarter`` starts the task; a start that fails is
 told to the owner in one message."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from bot.errors import DetachError, UserInputError
 from bot.models import CopyOf, MessageKind, Task
 from bot.preflight.copies import close_hold_copies
-from bot.preflight.message import ANYWAY, CANCEL, plain, silent
+from bot.preflight.message import ANYWAY, DROP, plain, silent
 from bot.store import Store
 from bot.store.preflights import PreflightHold
 from bot.telegram.outbox import Outbox
@@ -27,8 +27,18 @@ log = logging.getLogger(__name__)
 
 POLL_MAX_S = 10.0  # the longest between two looks for holds whose wait has ended
 
-# starts a held task: the hold, the command's text to run, one line for its acknowledgement
-Starter = Callable[[PreflightHold, str, str], Awaitable[Task]]
+
+class HoldStarter(Protocol):
+    """What starts a held task, and forgets one that will not start."""
+
+    async def start_held(self, hold: PreflightHold, more: str, line: str) -> Task:
+        """Start the hold's task with ``more`` added to its goal and ``line`` on its
+        acknowledgement."""
+        ...
+
+    def forget(self, hold: PreflightHold) -> None:
+        """The hold will not start: what it kept (its files) goes."""
+        ...
 
 
 class HoldAnswers:
@@ -48,22 +58,23 @@ class HoldAnswers:
         self._texts = texts
         self._wait_s = wait_s
         self._policies = policies
-        self._start: Starter | None = None
+        self._starter: HoldStarter | None = None
 
-    def bind(self, start: Starter) -> None:
-        """What starts a held task (the task service's)."""
-        self._start = start
+    def bind(self, starter: HoldStarter) -> None:
+        """What starts a held task (the task service's preflight step)."""
+        self._starter = starter
 
     async def on_button(self, user_id: int, hold_id: int, choice: int) -> str:
-        """A tap: a suggested answer or "Start anyway"; the key of the tap's short answer."""
+        """A tap: a suggested answer, "Start anyway" or "Drop"; the key of the tap's short
+        answer."""
         hold = await self._store.preflights.get(hold_id)
         if hold is None or hold.owner_id != user_id:
             return "preflight.gone"
         if choice == ANYWAY:
             return await self._settle(hold, "anyway", "", "preflight.started_anyway")
-        if choice == CANCEL:
-            return await self._cancel(hold)
-        if choice >= len(hold.answers):
+        if choice == DROP:
+            return await self._drop(hold)
+        if not 0 <= choice < len(hold.answers):  # the board's number is checked here too
             return "preflight.gone"
         return await self._settle(hold, "answered", hold.answers[choice], "preflight.answered")
 
@@ -99,13 +110,15 @@ class HoldAnswers:
     async def _settle(self, hold: PreflightHold, status: str, answer: str, note_key: str) -> str:
         """Close the hold (once), take its buttons away, and start its task with ``answer``
         (or the note that none came) added to the goal."""
-        if self._start is None or not await self._store.preflights.resolve(hold.id, status, answer):
+        starter = self._starter
+        if starter is None or not await self._store.preflights.resolve(hold.id, status, answer):
             return "preflight.gone"
         await self._take_buttons_away(hold)
-        text, note = self._goal_and_note(hold, status, answer, note_key)
+        more, note = self._goal_and_note(hold, status, answer, note_key)
         try:
-            task = await self._start(hold, text, note)
+            task = await starter.start_held(hold, more, note)
         except DetachError as exc:  # the daily cap reached meanwhile, the engine gone, ...
+            starter.forget(hold)
             await self._not_started(hold, exc)
             return "preflight.not_started_short"
         await self._store.preflights.started(hold.id, task.id)
@@ -114,18 +127,18 @@ class HoldAnswers:
     def _goal_and_note(
         self, hold: PreflightHold, status: str, answer: str, note_key: str
     ) -> tuple[str, str]:
-        """The command's text to run (with the question and its answer, or the note that none
-        came) and the acknowledgement's line."""
+        """What the goal gets added (the question and its answer, or the note that none came)
+        and the acknowledgement's line."""
         texts, locale = self._texts, hold.locale
         if status == "answered":
             clarified = plain(
                 texts, locale, "preflight.clarified", question=hold.question, answer=answer
             )
-            return hold.text + "\n\n" + clarified, plain(texts, locale, note_key, answer=answer)
+            return "\n\n" + clarified, plain(texts, locale, note_key, answer=answer)
         if status == "expired":
             judged = plain(texts, locale, "preflight.best_judgement", question=hold.question)
-            return hold.text + "\n\n" + judged, plain(texts, locale, note_key)
-        return hold.text, plain(texts, locale, note_key)
+            return "\n\n" + judged, plain(texts, locale, note_key)
+        return "", plain(texts, locale, note_key)
 
     async def _not_started(self, hold: PreflightHold, exc: DetachError) -> None:
         """Tell the owner, in one message, that the held task did not start, and why."""
@@ -138,12 +151,16 @@ class HoldAnswers:
         quiet = await silent(self._policies, hold.chat_id, MessageKind.RESULT)  # its outcome
         await self._outbox.send(hold.chat_id, body, reply_to=hold.reply_to, silent=quiet)
 
-    async def _cancel(self, hold: PreflightHold) -> str:
-        """ "Cancel" under an estimate over the budget: the task is never started."""
-        if not await self._store.preflights.resolve(hold.id, "cancelled", ""):
+    async def _drop(self, hold: PreflightHold) -> str:
+        """ "Drop": the task is never started (the row keeps "cancelled", as before)."""
+        if self._starter is None or not await self._store.preflights.resolve(
+            hold.id, "cancelled", ""
+        ):
             return "preflight.gone"
+        self._starter.forget(hold)
         await self._take_buttons_away(hold)
-        return "preflight.cancelled"
+        await self._store.audit.record("preflight_drop", hold.owner_id, None, f"H{hold.id}")
+        return "preflight.dropped"
 
     async def _take_buttons_away(self, hold: PreflightHold) -> None:
         """The settled hold's message and its /pending copies keep their text, not their

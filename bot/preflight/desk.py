@@ -1,5 +1,6 @@
-"""The preflight's desk in the chat: it holds a command the preflight asked about or refused (or
-whose estimate is over the budget), posts the hold's message, and shows it again for /pending.
+"""The preflight's desk: it holds a task the preflight asked about or refused (or whose estimate
+is over the budget), from whichever door it came, posts the hold's message to its chat, and shows
+it again for /pending and the board.
 
 A hold is a row (``bot.store.preflights``), so a question survives a restart. What settles it
 and starts the task is ``bot.preflight.answers``; what the message looks like is
@@ -8,17 +9,18 @@ desk is the one face the task service and the handlers use for all of them."""
 
 from __future__ import annotations
 
+import html
 from datetime import timedelta
 
 from bot.approvals.copies import PendingAsk
-from bot.models import CopyOf, MessageKind, PreflightDecision, Task
-from bot.preflight.answers import HoldAnswers, Starter
+from bot.models import CopyOf, MessageKind, NewTask, PreflightDecision, Task
+from bot.preflight.answers import HoldAnswers, HoldStarter
 from bot.preflight.check import Outcome
 from bot.preflight.copies import record_hold_copy
-from bot.preflight.message import OVER_BUDGET, hold_body, hold_keyboard, silent
+from bot.preflight.message import OVER_BUDGET, hold_body, hold_choices, hold_keyboard, silent
 from bot.preflight.routed import RoutedAck
-from bot.store import PendingCopy, Store
-from bot.store.preflights import PreflightHold
+from bot.store import PendingCopy, Store, TaskFileRow
+from bot.store.preflights import PreflightHold, encode_held
 from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
 from bot.telegram.texts import Texts
@@ -45,40 +47,40 @@ class PreflightDesk:
         self._answers = HoldAnswers(store, outbox, texts, wait_s, policies)
         self._routed = RoutedAck(store, outbox, texts)
 
-    def bind(self, start: Starter) -> None:
-        """What starts a held task (the task service's)."""
-        self._answers.bind(start)
+    def bind(self, starter: HoldStarter) -> None:
+        """What starts (or forgets) a held task: the task service's preflight step."""
+        self._answers.bind(starter)
 
     async def hold(
         self,
-        *,
-        owner_id: int,
-        chat_id: int,
-        locale: str,
-        text: str,
-        with_options: bool,
-        reply_to: int | None,
+        new: NewTask,
         outcome: Outcome,
+        *,
+        reply_to: int | None = None,
         over_budget: str = "",
+        file: TaskFileRow | None = None,
     ) -> PreflightHold:
-        """Hold the command (an ``ask`` or ``refuse`` verdict, or ``over_budget``: the line
-        saying a go's estimate is more than the task has left) and post its message: the
-        question with its suggested answers and "Start anyway", the refusal with "Start
-        anyway", or the estimate with "Start anyway" and "Cancel". A command Telegram delivers
-        twice is held once."""
+        """Hold ``new`` (an ``ask`` or ``refuse`` verdict, or ``over_budget``: the line saying a
+        go's estimate is more than the task has left) and post its message to its chat, in
+        reply to ``reply_to`` (the command, when a person sent one): the question with its
+        suggested answers, the refusal or the estimate, each with "Start anyway" and "Drop".
+        ``file``: the task file it came from. A command Telegram delivers twice is held once."""
         verdict = outcome.verdict
         assert verdict is not None and (over_budget or verdict.decision is not PreflightDecision.GO)
+        chat_id = new.chat_id
         if reply_to is not None and (known := await self._store.preflights.held(chat_id, reply_to)):
             return known
         hold = await self._store.preflights.create(
-            owner_id=owner_id,
+            owner_id=new.owner_id,
             chat_id=chat_id,
-            locale=locale,
+            locale=new.locale,
             reply_to=reply_to,
-            text=text,
-            with_options=with_options,
+            text=new.title or new.prompt,
+            with_options=False,
+            task=encode_held(new, file),
             **self._what_is_held(outcome, over_budget),
         )
+        await self._store.audit.record("preflight_hold", new.owner_id, None, f"H{hold.id}")
         await self._post(hold)
         return hold
 
@@ -119,7 +121,8 @@ class PreflightDesk:
         return await self._store.preflights.held(chat_id, reply_to) is not None
 
     async def on_button(self, user_id: int, hold_id: int, choice: int) -> str:
-        """A tap: a suggested answer or "Start anyway"; the key of the tap's short answer."""
+        """A tap (or the board's click): a suggested answer, "Start anyway" or "Drop"; the key
+        of the tap's short answer."""
         return await self._answers.on_button(user_id, hold_id, choice)
 
     async def on_reply(self, user_id: int, chat_id: int, message_id: int, text: str) -> bool:
@@ -139,18 +142,25 @@ class PreflightDesk:
         """The acknowledgement of a task moved back to its default says so."""
         await self._routed.moved_back(task, routed_line, line)
 
+    async def holds_of(self, user_id: int) -> list[PreflightHold]:
+        """The owner's held tasks, oldest first."""
+        return [h for h in await self._store.preflights.pending() if h.owner_id == user_id]
+
+    def shown(self, hold: PreflightHold) -> tuple[str, list[tuple[int, str]]]:
+        """The hold's message (plain text) and its choices with their captions."""
+        return self._body(hold), hold_choices(self._texts, hold)
+
     async def pending(self, user_id: int) -> list[PendingAsk]:
-        """The owner's held tasks, oldest first, for /pending: the message, the command it
-        holds, and the original's buttons (a tap on the copy is a tap on the original)."""
-        holds = [h for h in await self._store.preflights.pending() if h.owner_id == user_id]
+        """The owner's held tasks, oldest first, for /pending: the message, with the
+        original's buttons (a tap on the copy is a tap on the original)."""
         return [
             PendingAsk(
                 CopyOf.HOLD,
                 h.id,
-                self._texts.get(h.locale, "pending.held", body=self._body(h), command=h.text),
+                html.escape(self._body(h), quote=False),
                 hold_keyboard(self._texts, h),
             )
-            for h in holds
+            for h in await self.holds_of(user_id)
         ]
 
     async def copied(self, hold_id: int, chat_id: int, row_id: int) -> None:

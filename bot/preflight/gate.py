@@ -20,8 +20,8 @@ log = logging.getLogger(__name__)
 
 class PreflightGate:
     """``enabled``: DETACH_PREFLIGHT, the default of a task's ``preflight=yes|no`` (walk-away
-    tasks only: the task service asks); ``engines``: the engines tasks may use here (the
-    presets offered to the model are theirs)."""
+    tasks only, whichever door they come by: the task service asks); ``engines``: the engines
+    tasks may use here (the presets offered to the model are theirs)."""
 
     def __init__(
         self,
@@ -95,14 +95,11 @@ class PreflightGate:
         """The acknowledgement's line once the owner moved the task back to ``name``."""
         return self._plain(locale, "preflight.moved_back", default=name)
 
-    def over_budget_text(
-        self, locale: str, estimate_usd: float, left_usd: float, asks: bool = True
-    ) -> str:
-        """The question before a task whose estimate is more than it has left; ``asks`` False:
-        the acknowledgement's line of a task nobody is asked about (it starts; its budget stop
-        ends it)."""
-        key = "preflight.over_budget" if asks else "preflight.over_budget_note"
-        return self._plain(locale, key, usd=f"{estimate_usd:.2f}", left=f"{left_usd:.2f}")
+    def over_budget_text(self, locale: str, estimate_usd: float, left_usd: float) -> str:
+        """The question before a task whose estimate is more than it has left."""
+        return self._plain(
+            locale, "preflight.over_budget", usd=f"{estimate_usd:.2f}", left=f"{left_usd:.2f}"
+        )
 
     async def charge(self, task: Task, cost_usd: float | None) -> None:
         """The preflight's cost, recorded as spend of ``task`` (its first turn's) for the daily

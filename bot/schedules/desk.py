@@ -1,6 +1,7 @@
 """Scheduled and recurring tasks: /every and /at in the owner's time zone (/tz), listed by
 /schedules with Pause and Delete. The app's ``schedules`` table is the record; APScheduler
-schedules are (re)built from it at start and fire each run, which starts a normal task. Runs
+schedules are (re)built from it at start and fire each run, which starts a normal task (its
+preflight may hold it for the owner, as a command's). Runs
 missed while the bot was down are run once at start, not once per missed slot. The clock is
 injectable, so catch-up and firing are tested without waiting for 09:00."""
 
@@ -17,6 +18,7 @@ from bot.schedules.timer import ScheduleTimer, When
 from bot.schedules.when import describe, parse_at, parse_every, zone
 from bot.store import Schedule, Store
 from bot.store.db import utcnow
+from bot.store.preflights import PreflightHold
 from bot.store.schedules import ACTIVE, DELETED, PAUSED
 from bot.tasks.options import split_options
 from bot.tasks.service import TaskService
@@ -166,7 +168,7 @@ class ScheduleDesk:
                 schedule.locale,
                 "every" if schedule.cron else "at",
             )
-            task = await self._service.start_walk_away(
+            started = await self._service.start_walk_away(
                 replace(
                     new,
                     origin=self._texts.get(
@@ -188,10 +190,13 @@ class ScheduleDesk:
                 ),
             )
             return True
-        await self._store.audit.record(
-            "schedule_run", schedule.owner_id, task.id, f"S{schedule.id}"
-        )
-        log.info("schedule %s started task %s", schedule.id, task.id)
+        ref = f"S{schedule.id}"
+        if isinstance(started, PreflightHold):  # its owner answers in the chat, as to a command
+            await self._store.audit.record("schedule_held", schedule.owner_id, None, ref)
+            log.info("schedule %s: its run is held by its preflight (hold %s)", ref, started.id)
+            return True
+        await self._store.audit.record("schedule_run", schedule.owner_id, started.id, ref)
+        log.info("schedule %s started task %s", schedule.id, started.id)
         return True
 
     def describe(self, listed: Listed) -> dict[str, str]:

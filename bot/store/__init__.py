@@ -29,6 +29,7 @@ from bot.store.tasks import TaskRepo
 from bot.store.terminal import TerminalRepo
 from bot.store.topics import Topic, TopicRepo
 from bot.store.transcript import TranscriptLine, TranscriptRepo
+from bot.store.waits import WaitRepo
 
 __all__ = [
     "Grant",
@@ -67,6 +68,7 @@ class Store:
         self.questions = QuestionRepo(db, clock, redact)
         self.copies = PendingCopyRepo(db)  # /pending's copies of questions and holds
         self.preflights = PreflightHoldRepo(db, clock)  # tasks held by their preflight
+        self.waits = WaitRepo(db)  # what each task waits for (bot.models.WaitState)
         self.grants = GrantRepo(db, clock)
         self.chats = ChatSettingsRepo(db, clock)
         self.users = UserSettingsRepo(db, clock)

@@ -258,6 +258,11 @@ def _v30(conn: Connection) -> None:
     _add_column(conn, "turns", "steer_requested", "BOOLEAN NOT NULL DEFAULT FALSE")
 
 
+def _v31(conn: Connection) -> None:
+    """A preflight's hold keeps the task its door planned (a task file, a schedule's run)."""
+    _add_column(conn, "preflight_holds", "task", "TEXT")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -291,6 +296,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v28,
     _v29,
     _v30,
+    _v31,
 ]
 
 

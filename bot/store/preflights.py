@@ -1,14 +1,19 @@
-"""Walk-away tasks held by their preflight (a question for the owner, or a refusal): the command
-as typed, until an answer, "Start anyway" or the wait's end starts it."""
+"""Walk-away tasks held by their preflight (a question for the owner, a refusal, an estimate over
+the budget), from whichever door they came: the task as its door planned it, until an answer,
+"Start anyway" or the wait's end starts it, or Drop."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from bot.models import ApprovalMode, NewTask, TaskKind
 from bot.store.db import Clock, Database, aware
+from bot.store.placement import TaskFileRow
 from bot.store.schema import preflight_holds
 
 PENDING = "pending"
@@ -17,8 +22,10 @@ PENDING = "pending"
 @dataclass(frozen=True, slots=True)
 class PreflightHold:
     """``status``: pending, then answered / anyway / expired (each starts the task once, then
-    ``task_id`` names it) or cancelled; ``decision``: ask, refuse, or budget (a go whose
-    estimate is more than the task has left)."""
+    ``task_id`` names it) or cancelled (dropped); ``decision``: ask, refuse, or budget (a go
+    whose estimate is more than the task has left); ``text``: the goal as shown; ``task``: the
+    task to start (None: a hold of before, started from ``text``); ``file``: the task file it
+    came from (its ``task_id`` 0 until it starts)."""
 
     id: int
     owner_id: int
@@ -37,10 +44,41 @@ class PreflightHold:
     row_id: int | None
     deadline: datetime | None
     task_id: int | None = None
+    task: NewTask | None = None
+    file: TaskFileRow | None = None
+
+
+def encode_held(new: NewTask, file: TaskFileRow | None) -> str:
+    """What a hold starts, as its row keeps it (where a worktree is cut is looked up again)."""
+    fields = {f.name: getattr(new, f.name) for f in dataclasses.fields(NewTask)}
+    fields.update(cwd=str(new.cwd), head=None)
+    return json.dumps(
+        {"new": fields, "file": dataclasses.asdict(file) if file else None}, ensure_ascii=False
+    )
+
+
+def decode_held(text: str | None) -> tuple[NewTask | None, TaskFileRow | None]:
+    """The task and task file ``encode_held`` kept; (None, None) for a hold of before."""
+    if not text:
+        return None, None
+    data = json.loads(text)
+    known = {f.name for f in dataclasses.fields(NewTask)}
+    fields = {k: v for k, v in data["new"].items() if k in known}
+    new = NewTask(
+        **{
+            **fields,
+            "cwd": Path(fields["cwd"]),
+            "kind": TaskKind(fields["kind"]),
+            "approval_mode": ApprovalMode(fields["approval_mode"]),
+        }
+    )
+    file = TaskFileRow(**data["file"]) if data.get("file") else None
+    return new, file
 
 
 def _hold(row: Any) -> PreflightHold:
     answers = json.loads(row.answers or "[]")
+    task, file = decode_held(row.task)
     return PreflightHold(
         id=row.id,
         owner_id=row.owner_id,
@@ -59,6 +97,8 @@ def _hold(row: Any) -> PreflightHold:
         row_id=row.row_id,
         deadline=aware(row.deadline) if row.deadline else None,
         task_id=row.task_id,
+        task=task,
+        file=file,
     )
 
 

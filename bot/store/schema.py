@@ -154,6 +154,9 @@ preflight_holds = sa.Table(
     sa.Column("deadline", sa.DateTime(timezone=True)),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("task_id", sa.Integer),  # v_preflight: the task it started
+    # v31: the task as its door planned it (JSON, ``bot.store.preflights.encode_held``): any
+    # door's task is held, not only a chat command's
+    sa.Column("task", sa.Text),
 )
 
 spend = sa.Table(

@@ -1,8 +1,10 @@
-"""A walk-away task's preflight, between its plan and its start: the verdict on its
-acknowledgement, a question or refusal that holds it, the owner's answer that starts it."""
+"""A walk-away task's preflight, between its plan and its start, the same whichever door it came
+by: the verdict on its acknowledgement, or a question, refusal or estimate over its budget that
+holds it, and the owner's answer (or the wait's end) that starts it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,11 +12,12 @@ from typing import TYPE_CHECKING
 from bot.models import NewTask, Task, TaskKind
 from bot.preflight.check import Outcome
 from bot.preflight.desk import PreflightDesk
+from bot.preflight.files import HeldAttachments
 from bot.preflight.gate import PreflightGate
+from bot.store import Store, TaskFileRow
 from bot.store.preflights import PreflightHold
-from bot.tasks.options import flag
+from bot.tasks.options import flag, split_options
 from bot.tasks.planning import AUTO
-from bot.tasks.requests import ChatRequest
 from bot.tasks.routing import TaskRouter, moved
 
 if TYPE_CHECKING:
@@ -22,12 +25,22 @@ if TYPE_CHECKING:
 
 
 class PreflightStep:
-    def __init__(self, gate: PreflightGate, service: TaskService, router: TaskRouter) -> None:
+    def __init__(
+        self,
+        gate: PreflightGate,
+        service: TaskService,
+        router: TaskRouter,
+        store: Store,
+        kept: Path,
+    ) -> None:
+        """``kept``: where a held task's attachments wait."""
         self._gate = gate
         self._service = service
         self._router = router
+        self._store = store
         self.desk: PreflightDesk = gate.desk
-        gate.desk.bind(self._start_held)
+        self._files = HeldAttachments(kept)
+        gate.desk.bind(self)
 
     def wanted(self, kind: TaskKind, engine_given: bool, options: dict[str, str]) -> bool:
         """Walk-away tasks only (never /claude, /codex), when on, or ``preflight=yes``, or
@@ -37,45 +50,44 @@ class PreflightStep:
         return walk_away and flag(options, "preflight", self._gate.enabled or auto)
 
     async def start(
-        self, new: NewTask, command: ChatRequest, may_hold: bool, route: bool = False
-    ) -> Task | None:
+        self,
+        new: NewTask,
+        reply_to: int | None = None,
+        attachments: Sequence[Path] = (),
+        route: bool = False,
+        file: TaskFileRow | None = None,
+    ) -> Task | PreflightHold:
         """Run the preflight, then start ``new`` with its verdict on the acknowledgement; or,
-        ``may_hold`` and the verdict asks, refuses or estimates more than the task has left,
-        hold the command (None). ``route`` (``engine=auto``): a go moves to the preset the
-        preflight suggests (``bot.tasks.routing``). The call's cost is the task's first spend."""
-        gate, chat_id, reply_to = self._gate, command.chat_id, command.reply_to
-        if may_hold and reply_to is not None and await gate.desk.held(chat_id, reply_to):
-            return None  # Telegram delivered the command again: it is held already
-        await self._service.money.check_daily_cap(command.user_id)  # not a cent past the cap
+        when the verdict asks, refuses or estimates more than the task has left, hold it (with
+        its ``attachments`` and the task ``file`` it came from) for its owner's answer.
+        ``route`` (``engine=auto``): a go moves to the preset the preflight suggests
+        (``bot.tasks.routing``). The call's cost is the task's first spend."""
+        gate = self._gate
+        if reply_to is not None and (held := await self._held(new.chat_id, reply_to)):
+            return held  # Telegram delivered the command again: it is held already
+        await self._service.money.check_daily_cap(new.owner_id)  # not a cent past the cap
         outcome = await gate.check(new)  # bounded; a failure is said, never raised
         planned = new
         if route:
             new = await self._routed(new, outcome)
-        over = (
-            await self._over_budget(new, outcome, asks=may_hold) if not gate.holds(outcome) else ""
-        )
-        if may_hold and (gate.holds(outcome) or over):
-            await gate.desk.hold(
-                owner_id=command.user_id,
-                chat_id=chat_id,
-                locale=command.locale,
-                text=command.text,
-                with_options=command.with_options,
-                reply_to=reply_to,
-                outcome=outcome,
-                over_budget=over,
+        over = "" if gate.holds(outcome) else await self._over_budget(new, outcome)
+        if gate.holds(outcome) or over:
+            hold = await gate.desk.hold(
+                new, outcome, reply_to=reply_to, over_budget=over, file=file
             )
-            return None
+            self._files.keep(hold.id, attachments)
+            return hold
         new = replace(gate.noted(new, outcome), spent_usd=outcome.cost_usd or 0.0)
-        if over:  # nobody to ask (a task file, a schedule): said, and the budget stop holds
-            new = gate.noted_line(new, over)
         moved = (new.engine, new.preset) != (planned.engine, planned.preset)
         grace_s = gate.route_grace_s if moved else 0.0
-        task = await self._service.start(new, reply_to, command.attachments, hold_s=grace_s)
+        task = await self._service.start(new, reply_to, attachments, hold_s=grace_s)
         await gate.charge(task, outcome.cost_usd)
         if grace_s:  # the owner may move it back to where it was planned until it starts
             await gate.desk.offer_default(task, planned.engine, planned.preset)
         return task
+
+    async def _held(self, chat_id: int, reply_to: int) -> PreflightHold | None:
+        return await self._store.preflights.held(chat_id, reply_to)
 
     async def run_default(self, user_id: int, task_id: int, engine: str, preset: str) -> str:
         """ "Run on <default> instead": the routed task goes back to ``engine`` and ``preset``
@@ -105,11 +117,9 @@ class PreflightStep:
             await self._gate.desk.moved_back(moved, was, line)
         return "preflight.back_done"
 
-    async def _over_budget(self, new: NewTask, outcome: Outcome, asks: bool) -> str:
+    async def _over_budget(self, new: NewTask, outcome: Outcome) -> str:
         """The message asking before a go whose estimate is more than the task may spend: its
-        budget less the preflight's cost, or what the daily cap leaves; "" when it fits.
-        ``asks`` False (nobody to ask: a task file, a schedule): the acknowledgement's line
-        saying so instead."""
+        budget less the preflight's cost, or what the daily cap leaves; "" when it fits."""
         verdict = outcome.verdict
         estimate = verdict.estimate_usd if verdict is not None else None
         if estimate is None:
@@ -120,7 +130,7 @@ class PreflightStep:
         left = min((x for x in lefts if x is not None), default=None)
         if left is None or estimate <= left:
             return ""
-        return self._gate.over_budget_text(new.locale, estimate, max(left, 0.0), asks)
+        return self._gate.over_budget_text(new.locale, estimate, max(left, 0.0))
 
     async def _routed(self, new: NewTask, outcome: Outcome) -> NewTask:
         """``new`` on the preset the preflight suggests when it may move there, with one line
@@ -132,34 +142,45 @@ class PreflightStep:
         line = self._gate.routed_line(new.locale, target, new.preset or new.engine)
         return self._gate.noted_line(moved(new, target), line)
 
-    async def start_noted(self, new: NewTask, line: str, command: ChatRequest) -> Task:
-        """Start ``new``, whose preflight ran before, with ``line`` on its acknowledgement."""
-        noted = replace(self._gate.noted_line(new, line), spent_usd=command.spent_usd)
-        return await self._service.start(noted, command.reply_to, command.attachments)
-
-    async def _start_held(self, hold: PreflightHold, text: str, line: str) -> Task:
-        """A task its preflight held, started by the owner's answer (or the wait's end)."""
-        task = await self._service.start_from_chat(
-            ChatRequest(
-                hold.owner_id,
-                hold.chat_id,
-                TaskKind.DETACH,
-                text,
-                hold.locale,
-                "detach",
-                reply_to=hold.reply_to,
-                with_options=hold.with_options,
-                preflighted=line,
-                spent_usd=hold.cost_usd or 0.0,
-            )
+    async def start_held(self, hold: PreflightHold, more: str, line: str) -> Task:
+        """A held task, started by the owner's answer (or the wait's end): ``more`` added to
+        its goal, ``line`` on its acknowledgement, its preflight's cost its first spend."""
+        new = hold.task or await self._planned(hold)
+        new = replace(
+            self._gate.noted_line(new, line),
+            prompt=new.prompt + more,
+            title=new.title or new.prompt,
+            spent_usd=hold.cost_usd or 0.0,
         )
+        task = await self._service.start(new, hold.reply_to, self._files.of(hold.id))
+        self.forget(hold)
         await self._gate.charge(task, hold.cost_usd)
+        await record_file(self._store, task, hold.file)
         return task
 
+    def forget(self, hold: PreflightHold) -> None:
+        self._files.forget(hold.id)
+
+    async def _planned(self, hold: PreflightHold) -> NewTask:
+        """A hold of before (the chat's command as typed): planned again from its text."""
+        options, words = split_options(hold.text) if hold.with_options else ({}, hold.text)
+        return await self._service.plan(
+            hold.owner_id, hold.chat_id, TaskKind.DETACH, options, words, hold.locale, "detach"
+        )
+
     async def tap(self, user_id: int, hold_id: int, choice: int) -> str:
-        """A button of a preflight's question or refusal; the key of the tap's answer."""
+        """A choice of a held task (its buttons, a /pending copy's, the board's); the key of
+        the tap's answer."""
         return await self.desk.on_button(user_id, hold_id, choice)
 
     async def answered(self, user_id: int, chat_id: int, message_id: int, text: str) -> bool:
         """A reply to a preflight's question answers it; False: ``message_id`` is none."""
         return bool(text.strip()) and await self.desk.on_reply(user_id, chat_id, message_id, text)
+
+
+async def record_file(store: Store, task: Task, file: TaskFileRow | None) -> None:
+    """The task file ``task`` came from, remembered (its finished file is written back)."""
+    if file is None:
+        return
+    await store.task_files.add(replace(file, task_id=task.id))
+    await store.audit.record("task_file", task.owner_id, task.id, file.source)

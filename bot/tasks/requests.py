@@ -1,5 +1,6 @@
-"""A task asked for from the chat, or by a task file or a schedule: where its preflight (when
-on) comes between its plan and its start."""
+"""A task asked for by any door (the chat's text and files, a voice draft, a task file, a
+schedule's run, `detach add`, an MCP client): planned, then admitted the one way every door
+shares: started, or through its preflight (when it gets one), which may hold it for its owner."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.models import Engine, NewTask, Task, TaskKind
+from bot.store import Store, TaskFileRow
+from bot.store.preflights import PreflightHold
 from bot.tasks.planning import AUTO
+from bot.tasks.preflighting import record_file
 from bot.telegram.attachments import mention
 from bot.telegram.held import titled
 
@@ -26,9 +30,7 @@ log = logging.getLogger(__name__)
 class ChatRequest:
     """A task's command as the chat sent it: ``[key=value ...] prompt`` (``with_options=False``:
     all prompt), by ``command`` (``engine``: a session's engine, None for /detach);
-    ``reply_to``: the command's message; ``attachments``: staged files; ``preflighted``: its
-    preflight ran before (the line to show instead of running it again). Also what a held task
-    is started from again, its preflight's cost ``spent_usd`` counted as the task's."""
+    ``reply_to``: the command's message; ``attachments``: staged files."""
 
     user_id: int
     chat_id: int
@@ -40,24 +42,20 @@ class ChatRequest:
     reply_to: int | None = None
     with_options: bool = True
     attachments: Sequence[Path] = ()
-    preflighted: str | None = None
-    spent_usd: float = 0.0  # what its preflight cost (counts to the task's budget)
 
 
 class TaskRequests:
-    """Plans a requested task and starts it, through its preflight when it gets one
-    (``step``: None, no preflight model here)."""
+    """Plans a requested task and admits it (``step``: None, no preflight model here)."""
 
-    def __init__(self, service: TaskService, step: PreflightStep | None) -> None:
+    def __init__(self, service: TaskService, step: PreflightStep | None, store: Store) -> None:
         self._service = service
+        self._store = store
         self.step = step
 
-    async def from_chat(self, request: ChatRequest, may_hold: bool = True) -> Task | None:
-        """The task of ``request``. A command Telegram delivers twice starts one task; its
-        attachments go into the task's directory, and the prompt says where. A walk-away task
-        without attachments whose preflight asks a question or refuses is held (None, when
-        ``may_hold``): its question or refusal goes to the chat, and the owner's answer starts
-        it (``bot.preflight.desk``)."""
+    async def from_chat(self, request: ChatRequest) -> Task | PreflightHold:
+        """The task of ``request``, or its hold. A command Telegram delivers twice starts one
+        task; its attachments go into the task's directory (kept with its hold meanwhile), and
+        the prompt says where."""
         service, r = self._service, request
         planned = await service.planner.plan_text(
             r.user_id, r.chat_id, r.kind, r.text, r.locale, r.command, engine=r.engine,
@@ -71,31 +69,36 @@ class TaskRequests:
             if existing is not None:
                 log.info("message %s already started task %s", r.reply_to, existing)
                 return await service.get_own(r.user_id, existing)
-        step = self.step
-        options = self._auto(options) if r.engine is None else options
-        wanted = step is not None and step.wanted(r.kind, r.engine is not None, options)
-        if step is None or not (r.preflighted or wanted):
-            return await service.start(new, reply_to=r.reply_to, attachments=r.attachments)
-        if r.preflighted is not None:
-            return await step.start_noted(new, r.preflighted, r)
-        route = options.get("engine", "").lower() == AUTO
-        return await step.start(new, r, may_hold and not r.attachments, route)
+        return await self._admit(new, options, r.engine is not None, r.reply_to, r.attachments)
 
-    async def walk_away(self, new: NewTask, options: dict[str, str]) -> Task:
-        """``start`` for a task file or a schedule's run: its preflight first (when on and it
-        is no agent's sub-task), whose verdict its acknowledgement shows; nothing is held
-        (nobody is there to answer at once)."""
-        step, options = self.step, self._auto(options)
-        if step is None or new.parent_id is not None or not step.wanted(new.kind, False, options):
-            return await self._service.start(new)
-        n = new
-        request = ChatRequest(
-            n.owner_id, n.chat_id, n.kind, n.prompt, n.locale, "detach", with_options=False
-        )
+    async def walk_away(
+        self, new: NewTask, options: dict[str, str], file: TaskFileRow | None = None
+    ) -> Task | PreflightHold:
+        """The task of a door with nobody at it (a task file: ``file``, which `detach add` and
+        MCP clients write too; a schedule's run), or its hold: its question waits for an answer
+        as long as in the chat, and its refusal or estimate for "Start anyway"."""
+        admitted = await self._admit(new, options, False, file=file)
+        if isinstance(admitted, Task):
+            await record_file(self._store, admitted, file)
+        return admitted
+
+    async def _admit(
+        self,
+        new: NewTask,
+        options: dict[str, str],
+        engine_given: bool,
+        reply_to: int | None = None,
+        attachments: Sequence[Path] = (),
+        file: TaskFileRow | None = None,
+    ) -> Task | PreflightHold:
+        """The one rule of every door: a walk-away task gets its preflight when it is wanted
+        (``PreflightStep.wanted``), which may hold it; any other starts now."""
+        step = self.step
+        options = options if engine_given else self._auto(options)
+        if step is None or not step.wanted(new.kind, engine_given, options):
+            return await self._service.start(new, reply_to=reply_to, attachments=attachments)
         route = options.get("engine", "").lower() == AUTO
-        task = await step.start(new, request, may_hold=False, route=route)
-        assert task is not None  # not held: may_hold=False
-        return task
+        return await step.start(new, reply_to, attachments, route, file)
 
     def _auto(self, options: dict[str, str]) -> dict[str, str]:
         """``options`` with ``engine=auto`` when DETACH_DEFAULT_ENGINE=auto and neither an

@@ -22,7 +22,8 @@ from bot.models import (
     Turn,
 )
 from bot.preflight.gate import PreflightGate
-from bot.store import Store
+from bot.store import Store, TaskFileRow
+from bot.store.preflights import PreflightHold
 from bot.tasks.creation import TaskCreator
 from bot.tasks.followup import FollowUp, FollowUps
 from bot.tasks.lifecycle import TaskLifecycle
@@ -63,8 +64,11 @@ class TaskService:
         before it starts (None: no preflight model here)."""
         self.steering = steering  # a follow-up while a turn runs: Steer now / Queue
         router = TaskRouter(queue, planner.defaults)
-        self.preflight = PreflightStep(preflight, self, router) if preflight is not None else None
-        self.requests = TaskRequests(self, self.preflight)
+        kept = planner.defaults.attachments_staging.parent / "preflight"  # held tasks' files
+        self.preflight = (
+            PreflightStep(preflight, self, router, store, kept) if preflight is not None else None
+        )
+        self.requests = TaskRequests(self, self.preflight, store)
         self._store = store
         self._pool = pool
         self._queue = queue
@@ -129,21 +133,18 @@ class TaskService:
     def texts(self) -> Texts:
         return self._texts
 
-    async def start_from_chat(self, request: ChatRequest) -> Task:
-        """The task of ``request``, started now: a walk-away task gets its preflight first
-        (when on), whose verdict its acknowledgement shows, but is never held."""
-        task = await self.requests.from_chat(request, may_hold=False)
-        assert task is not None  # not held: may_hold=False
-        return task
-
     async def request_from_chat(self, request: ChatRequest) -> Task | None:
-        """As ``start_from_chat``, but a walk-away task whose preflight asks a question or
-        refuses is held (None) until its owner answers (``TaskRequests.from_chat``)."""
-        return await self.requests.from_chat(request)
+        """The task of ``request``; None: its preflight holds it until its owner answers
+        (``TaskRequests.from_chat``)."""
+        admitted = await self.requests.from_chat(request)
+        return admitted if isinstance(admitted, Task) else None
 
-    async def start_walk_away(self, new: NewTask, options: dict[str, str]) -> Task:
-        """``start`` for a task file or a schedule's run, through its preflight (when on)."""
-        return await self.requests.walk_away(new, options)
+    async def start_walk_away(
+        self, new: NewTask, options: dict[str, str], file: TaskFileRow | None = None
+    ) -> Task | PreflightHold:
+        """A task file's (``file``) or a schedule's run's task, or its preflight's hold
+        (``TaskRequests.walk_away``)."""
+        return await self.requests.walk_away(new, options, file)
 
     async def reroute(self, task: Task, engine: Engine, preset: Preset | None) -> Task | None:
         """``task``, none of whose turns started, on ``engine`` (``preset``); None: too late."""

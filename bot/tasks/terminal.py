@@ -72,6 +72,7 @@ class TerminalDesk:
             keyboard = take_back_keyboard(self._texts, task.locale, task.id, hold=stamp)
             row_id = await self._notifier.send(task, text, kind=MessageKind.STATUS, markup=keyboard)
             await self._store.terminal.set_row(task.id, row_id)
+            await self._notifier.ack_status(task)  # it waits at the terminal
         log.info("task %s held at the terminal by %s", task.id, user_id)
         return task
 
@@ -110,6 +111,7 @@ class TerminalDesk:
                 await self._notifier.send(task, text, kind=MessageKind.STATUS)
             else:  # the message that said it is held says it is back, and loses Take back
                 await self._notifier.edit_row(task.chat_id, held.row_id, text)
+            await self._notifier.ack_status(task)
         log.info("task %s taken back from the terminal by %s", task.id, user_id)
         if send and send in held.parked:  # all of them, not only the tapped one's
             for message_id in sorted(held.parked):

@@ -1,6 +1,7 @@
-"""What waits on the owner, at a glance: for /tasks, what each task waits for (an approval, an
-answer, a budget decision, its engine's usage limit) and the preflight questions held before a
-task starts; for /limits, each engine's plan windows as its CLI last reported them, its limit in
+"""What waits on the owner, at a glance: for /tasks, what each task waits for, named as on every
+surface (``bot.models.WaitState``: an approval, an answer, consent to its check, a budget
+decision, its engine's usage limit, the terminal), and the tasks its preflight holds before they
+start; for /limits, each engine's plan windows as its CLI last reported them, its limit in
 force and the tasks that wait for it."""
 
 from __future__ import annotations
@@ -9,25 +10,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.models import QuestionKind, Task, TaskStatus
+from bot.models import Task, TaskStatus, WaitState
 from bot.store import Store
+from bot.telegram.lifecycle import status_shown
+from bot.telegram.render import shorten
 from bot.telegram.texts import Texts
 from bot.turns.outcome import local_time
 from bot.turns.windows import window_name
 
-_WAITS = {
-    QuestionKind.APPROVAL: "tasks.waits_approval",
-    QuestionKind.QUESTION: "tasks.waits_question",
-    QuestionKind.BUDGET: "tasks.waits_budget",
-}
+GOAL_CHARS = 80  # of a held task's goal on its /tasks line
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A task as /tasks lists it: its icon and state (what it waits for, named as on every
+    surface, else its status), and when its engine's usage limit resets (or None)."""
+
+    task: Task
+    icon: str
+    state: str
+    resets: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Waits:
-    """The owner's open tasks with what each waits for (``None``: nothing of the owner's),
-    those that wait first; and the preflight questions held before a task exists."""
+    """The owner's open tasks, those that wait first; and the tasks held by their preflight
+    before they exist (one line each)."""
 
-    tasks: list[tuple[Task, str | None]]
+    tasks: list[Shown]
     held: list[str]
 
 
@@ -42,28 +52,26 @@ class Waiting:
         return await self._store.users.tz(user_id) or self._timezone
 
     async def of(self, user_id: int, tasks: Sequence[Task], locale: str) -> Waits:
-        questions = await self._store.questions.pending_of([t.id for t in tasks])
-        asked = {q.task_id: q.kind for q in reversed(questions)}  # the oldest one says
+        waits = await self._store.waits.of(tasks)
         limits = await self._store.limits.active()
         zone = await self._zone(user_id)
-        found: list[tuple[Task, str | None]] = []
+        shown = []
         for task in tasks:
-            why: str | None = None
-            if task.id in asked:
-                why = self._texts.get(locale, _WAITS[QuestionKind(asked[task.id])])
-            elif task.status is TaskStatus.WAITING_FOR_LIMIT:
-                until = limits.get(task.engine)
-                at = local_time(until, zone) if until else "?"
-                why = self._texts.get(
-                    locale, "tasks.waits_limit", engine=task.engine.capitalize(), at=at
-                )
-            found.append((task, why))
-        found.sort(key=lambda pair: pair[1] is None)  # stable: the rest keep their order
+            wait = waits.get(task.id)
+            icon, state = status_shown(self._texts, locale, task, wait)
+            until = limits.get(task.engine) if wait is WaitState.USAGE_LIMIT else None
+            resets = local_time(until, zone) if until else None
+            shown.append(Shown(task, icon, state, resets))
+        shown.sort(key=lambda row: waits.get(row.task.id) is None)  # stable: the rest keep order
         holds = [h for h in await self._store.preflights.pending() if h.owner_id == user_id]
+        name = self._texts.wait(locale, WaitState.PREFLIGHT)
         held = [
-            self._texts.get(locale, "tasks.waits_preflight", question=h.question) for h in holds
+            self._texts.get(
+                locale, "tasks.held", goal=shorten(h.text, GOAL_CHARS, one_line=True), wait=name
+            )
+            for h in holds
         ]
-        return Waits(found, held)
+        return Waits(shown, held)
 
     async def limits(self, user_id: int, locale: str, engines: Sequence[str]) -> str:
         """/limits: per engine, its windows (use and reset), its limit in force and the tasks

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.models import MessageKind, Task, TaskStatus, WorktreeState
+from bot.models import MessageKind, Task, TaskStatus, WaitState, WorktreeState, waiting_for
 from bot.store import Store
 from bot.store.outbox import OutboxRow
 from bot.telegram.callbacks import (
@@ -22,7 +22,7 @@ from bot.telegram.callbacks import (
 )
 from bot.telegram.markup import Keyboard, markup_json
 from bot.telegram.outbox import Outbox
-from bot.telegram.render import STATUS_ICONS
+from bot.telegram.render import STATUS_ICONS, WAIT_ICON
 from bot.telegram.texts import Texts
 
 IDLE_ONLY = frozenset({TaskButton.RETRY, TaskButton.ARCHIVE, TaskButton.TO_TERMINAL})
@@ -45,6 +45,18 @@ def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
     if worktree_active:
         allowed |= WORKTREE
     return frozenset(allowed)
+
+
+def status_shown(texts: Texts, locale: str, task: Task, wait: WaitState | None) -> tuple[str, str]:
+    """The icon and words of a task's state: what it waits for (``wait``), else its status."""
+    if wait is not None:
+        return WAIT_ICON, texts.wait(locale, wait)
+    return STATUS_ICONS[task.status], texts.status(locale, task.status)
+
+
+def first_status(texts: Texts, task: Task) -> tuple[str, str]:
+    """``status_shown`` of a task just created (no question, no terminal yet)."""
+    return status_shown(texts, task.locale, task, waiting_for(task.status, None, False))
 
 
 def keeps(button: dict[str, object], allowed: Mapping[int, frozenset[str]]) -> bool:
@@ -70,15 +82,15 @@ class TaskMessages:
         self._outbox = outbox
 
     async def ack_status(self, task: Task) -> None:
-        """Edit the task's acknowledgement to tell its status now (its first line), keeping
-        the rest (title, origin, mode); Cancel only while something can be cancelled. Nothing
-        when the acknowledgement already says it (or was never sent)."""
+        """Edit the task's acknowledgement to tell what it waits for or its status now (its
+        first line), keeping the rest (title, origin, mode); Cancel only while something can be
+        cancelled. Nothing when the acknowledgement already says it (or was never sent)."""
         found = await self._store.outbox.first_send(task.id, "ack")
         if found is None:
             return
         row_id, chat_id, text = found
         head, _, rest = text.partition("\n")
-        now = self.head(task)
+        now = self.head(task, (await self._store.waits.of([task])).get(task.id))
         if now == head:
             return
         markup = (
@@ -88,15 +100,11 @@ class TaskMessages:
         )
         await self._outbox.edit(chat_id, None, f"{now}\n{rest}", markup, row_id=row_id)
 
-    def head(self, task: Task) -> str:
-        """The acknowledgement's first line: icon, label, status."""
+    def head(self, task: Task, wait: WaitState | None) -> str:
+        """The acknowledgement's first line: icon, label, and what it waits for or its status."""
+        icon, status = status_shown(self._texts, task.locale, task, wait)
         return self._texts.get(
-            task.locale,
-            "task.ack",
-            icon=STATUS_ICONS[task.status],
-            label=task.label,
-            status=self._texts.status(task.locale, task.status),
-            title="",
+            task.locale, "task.ack", icon=icon, label=task.label, status=status, title=""
         ).split("\n")[0]
 
     async def buttons_follow(self, task: Task, note: str | None = None) -> bool:

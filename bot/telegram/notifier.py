@@ -22,11 +22,11 @@ from bot.models import (
 from bot.store import PendingQuestion, Runner, Store
 from bot.telegram.callbacks import TaskAction, TaskButton, run_on, steer_buttons, task_keyboard
 from bot.telegram.completion import CardAsk, Completion
-from bot.telegram.lifecycle import TaskMessages
+from bot.telegram.lifecycle import TaskMessages, first_status
 from bot.telegram.markup import Keyboard, Markup
 from bot.telegram.outbox import Outbox
 from bot.telegram.policies import ChatPolicies
-from bot.telegram.render import STATUS_ICONS, shorten
+from bot.telegram.render import shorten
 from bot.telegram.texts import Texts
 from bot.telegram.turnnotes import TurnNotes, followup_via
 
@@ -70,13 +70,13 @@ class Notifier:
     ) -> None:
         """``origin`` (already HTML): where a task that no message started came from; ``note``
         (plain): one line more, such as why the sandbox is not used."""
-        loc = task.locale
+        icon, status = first_status(self._texts, task)
         text = self._texts.get(
-            loc,
+            task.locale,
             "task.ack",
-            icon=STATUS_ICONS[task.status],
+            icon=icon,
             label=task.label,
-            status=self._texts.status(loc, task.status),
+            status=status,
             title=shorten(task.title, 300, one_line=True),
         )
         if origin:

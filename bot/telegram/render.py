@@ -29,6 +29,7 @@ STATUS_ICONS = {
     TaskStatus.WAITING_FOR_LIMIT: "⏸",
     TaskStatus.ARCHIVED: "🗄",
 }
+WAIT_ICON = "⏸"  # a task that waits on its owner or its engine (bot.models.WaitState)
 _STOPWORDS = {"the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "please", "with"}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import ConfigError
-from bot.models import TurnError
+from bot.models import TurnError, WaitState
 from bot.telegram.render import plain
 
 DEFAULT_LOCALE = "en"
@@ -97,6 +97,10 @@ class Texts:
 
     def status(self, locale: str, status: StrEnum) -> str:
         return self.get(locale, f"status.{status.value}")
+
+    def wait(self, locale: str, wait: WaitState) -> str:
+        """The one name of what a task waits for, on every surface."""
+        return self.get(locale, f"wait.{wait.value}")
 
     def raw(self, locale: str, key: str, **params: Any) -> str:
         """Like ``get`` for params that are already HTML."""

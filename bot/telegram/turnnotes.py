@@ -118,7 +118,8 @@ class TurnNotes:
         first: the task is interrupted) says where the task is instead."""
         if task.status.active:
             return
-        await self._lifecycle.rewrite(task.chat_id, row, self._lifecycle.head(task), None)
+        head = self._lifecycle.head(task, (await self._store.waits.of([task])).get(task.id))
+        await self._lifecycle.rewrite(task.chat_id, row, head, None)
         await self._store.outbox.relink(row.id, MessageKind.STATUS)
 
     def _end(self, task: Task, turn: Turn) -> str:

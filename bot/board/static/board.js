@@ -166,11 +166,8 @@ function signIn() {  // the shell carries the sign-in hint in the browser's lang
   main.replaceChildren(hint);
 }
 
-function badgeText(row) {
-  if (row.badge === "approval") return t("badge_approval");
-  if (row.badge === "question") return t("badge_question");
-  if (row.badge === "limit") return t("badge_limit");
-  return row.status_text;
+function badgeText(row) {  // what it waits for, named as in the chat; else its status
+  return row.wait_text || row.status_text;
 }
 
 function age(iso) {
@@ -192,6 +189,16 @@ function taskRow(row) {
     el("div", { class: "meta" }, row.cwd));
 }
 
+function holdRow(row) {  // a task held by its preflight: its message and the chat's choices
+  const choose = (choice) => () => act("/api/holds/" + row.hold, { choice });
+  const buttons = row.choices.map((c) => el("button",
+    { class: c === row.choices[row.choices.length - 1] ? "danger" : "secondary", "data-choice": c.choice, onclick: choose(c.choice) }, c.text));
+  return el("div", { class: "task held", "data-hold": row.hold },
+    el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)), row.title),
+    el("div", { class: "goal meta" }, row.text.split("\n").slice(1).join("\n").trim()),  // the badge says the first line
+    el("div", { class: "row" }, buttons));
+}
+
 function listPage() {
   document.title = t("title");
   const filter = el("select", { "aria-label": t("filter") },
@@ -202,7 +209,8 @@ function listPage() {
   let rows = [];
   const draw = () => {
     const shown = rows.filter((r) => filter.value === "all" || (filter.value === "active") === r.active);
-    list.replaceChildren(...(shown.length ? shown.map(taskRow) : [el("p", { class: "hint" }, t("empty"))]));
+    const drawn = (r) => (r.hold ? holdRow(r) : taskRow(r));
+    list.replaceChildren(...(shown.length ? shown.map(drawn) : [el("p", { class: "hint" }, t("empty"))]));
   };
   filter.addEventListener("change", draw);
   main.replaceChildren(el("h1", {}, t("tasks")),
