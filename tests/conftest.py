@@ -140,6 +140,7 @@ SLOW_TESTS = frozenset(
         # the fast tier's slowest on two workers (1 s and more each): under a minute
         "test_mcp.py::test_watch_returns_on_its_bound_and_cancel_of_a_queued_task",
         "test_board.py::test_nothing_answers_without_a_session",
+        "test_board.py::test_with_an_https_public_url_board_and_cards_open_the_mini_app",
         "test_fake_engine.py::test_a_turn_of_a_replayed_engine_reports_through_the_real_bot",
         "test_hostile_streams.py::test_an_answer_of_too_many_pieces_in_all_stops_too",
         "test_plain_checkout.py::test_a_plain_checkout_card_lists_the_turns_commit_not_the_owners_edits",
