@@ -68,3 +68,17 @@ def test_a_wrong_engine_setting_is_one_line_naming_its_variable(tmp_path):
         config.load_settings({"DETACH_ENV_FILE": str(path), "HOME": str(tmp_path)}, tmp_path)
     assert str(caught.value).startswith("DETACH_LOCAL_MAX_STEPS ")
     assert len(str(caught.value).splitlines()) == 1
+
+
+def test_every_setting_is_in_the_example_settings_file():
+    """`.env.example` is where an owner learns a setting exists: each one is named there."""
+    from bot.settings import Settings
+    from tests.conftest import ROOT
+
+    example = (ROOT / ".env.example").read_text()
+    missing = [
+        f"DETACH_{n.upper()}"
+        for n in Settings.model_fields
+        if f"DETACH_{n.upper()}=" not in example
+    ]
+    assert missing == []
