@@ -115,7 +115,7 @@ test: dev agents llm locales sandbox-required browser voice-tools
 	$(VENV)/bin/ruff format --check bot handlers executors tests bench
 	$(VENV)/bin/mypy bot handlers executors
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude DETACH_TEST_CODEX_BIN=$(CURDIR)/$(CODEX_NATIVE) \
-		$(PY) -m pytest -q -n $(TEST_WORKERS)
+		$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=10
 
 # The fast tier while working: no real agent CLI, no PostgreSQL, no drills (tests/conftest.py
 # marks the rest slow); under a minute. CI runs `make test`, both tiers.
