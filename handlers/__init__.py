@@ -32,6 +32,7 @@ from aiogram.types import BotCommand, TelegramObject
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
+from bot.prs.desk import PullRequests
 from bot.schedules.desk import ScheduleDesk
 from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
@@ -53,6 +54,7 @@ from handlers import (
     errors,
     held,
     money,
+    prs,
     replies,
     schedules,
     steering,
@@ -99,6 +101,7 @@ ROUTERS: tuple[Router, ...] = (
     voice.router,
     steering.router,
     terminal.router,
+    prs.router,
     buttons.router,
     replies.router,
     errors.router,
@@ -126,6 +129,7 @@ class Services:
     terminal: TerminalDesk  # hand-off: hold at the terminal, take back
     adoption: Adoption  # /adopt
     waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
+    prs: PullRequests | None = None  # ⬆️ Push and Open PR (bot.prs)
 
 
 def build_dispatcher(

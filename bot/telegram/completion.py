@@ -12,7 +12,13 @@ from typing import Any, Protocol
 
 from bot.models import CheckResult, MessageKind, Task, TaskStatus, Turn
 from bot.store import Store
-from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.callbacks import (
+    CARD_ACTIONS,
+    PR_ACTIONS,
+    WORKTREE_ACTIONS,
+    TaskAction,
+    task_keyboard,
+)
 from bot.telegram.cards import card_header
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Button, Keyboard, Markup
@@ -119,6 +125,7 @@ class Completion:
             task.id,
             CARD_ACTIONS,
             WORKTREE_ACTIONS if worktree_work else [],
+            PR_ACTIONS if worktree_work else [],
         )
         if terminal_command(task) is not None:  # 🖥 To terminal: hand the session over
             card = Keyboard((*card.rows, (hold_button(self._texts, task.locale, task.id),)))

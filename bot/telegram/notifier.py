@@ -106,6 +106,9 @@ class Notifier:
     async def buttons_follow(self, task: Task, note: str | None = None) -> bool:
         return await self._lifecycle.buttons_follow(task, note)
 
+    async def card_line(self, task: Task, prefix: str, line: str) -> bool:
+        return await self._lifecycle.card_line(task, prefix, line)
+
     def _ack_mode(self, task: Task) -> str:
         """How the task may act, when it is not the usual asking: sandboxed, and its check."""
         parts = []
