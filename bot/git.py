@@ -271,10 +271,12 @@ class Worktrees:
         """What a push sends: the task's branch with what it left committed (``message``),
         its commit, and the repository's common git directory (its objects and config)."""
         row = await self.active(task_id)
+        within = await self.guard.scope(row.path)
+        if within.refusal is not None:  # else it would look like a worktree without work
+            raise UserInputError("worktree.failed", error=within.refusal)
         if not await self.has_work(row):
             raise UserInputError("pr.nothing_to_push", base=row.base_branch)
         await self._commit(row, message)
-        within = await self.guard.scope(row.path)
         head = await self.guard.git(
             row.path, "rev-parse", "--verify", "HEAD^{commit}", within=within
         )

@@ -1,0 +1,206 @@
+"""From the card to a pull request, with real git, the real claude CLI against a scripted model
+and a scripted GitHub REST server on 127.0.0.1: Push sends the task's branch to a local bare
+remote and nothing planted runs (the remote's hooks, a URL rewrite in the repository's
+configuration); Open PR sends the goal, the check's result, the cost and draft; the card follows
+the PR's checks and its merge, edited in place; a follow-up's push goes to the same PR; each
+refusal is one line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.errors import UserInputError
+from bot.models import TaskStatus
+from bot.prs.push import Pusher
+from bot.prs.remote import Remote, github_slug, scheme_of
+from bot.telegram.callbacks import TaskAction
+from tests.support.fake_github import FakeGitHub
+from tests.support.harness import app_in_own_task, wait_sent
+from tests.support.recording_session import RecordingSession
+from tests.test_handlers import feed, message, press
+from tests.test_worktrees import bot_settings, make_repo, sh_git
+
+HOOKS = ("pre-receive", "update", "post-receive", "post-update", "reference-transaction")
+TOKEN = "ghp_testtoken0123456789abcdef"
+
+
+def bare_with_hooks(path: Path, fired: Path) -> Path:
+    """A bare repository whose every receiving hook leaves a mark in ``fired``."""
+    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True, timeout=30)
+    for hook in HOOKS:
+        script = path / "hooks" / hook
+        script.write_text(f"#!/bin/sh\necho {hook} >> {fired}\n")
+        script.chmod(0o755)
+    return path
+
+
+def branches(bare: Path) -> dict[str, str]:
+    out = sh_git(bare, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
+    return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+
+async def test_a_push_reads_no_repository_config_and_runs_no_remote_hook(tmp_path):
+    """The pusher alone: the repository rewrites the remote's URL (``insteadOf`` and
+    ``pushInsteadOf``) and the remote has hooks; a plain ``git push`` obeys both (shown
+    first), the bot's goes to the URL it was given and runs neither."""
+    repo = make_repo(tmp_path / "repo")
+    fired = tmp_path / "fired"
+    remote = bare_with_hooks(tmp_path / "remote.git", fired)
+    evil = bare_with_hooks(tmp_path / "evil.git", tmp_path / "evil-fired")
+    sh_git(repo, "config", f"url.{evil}.insteadOf", str(remote))
+    sh_git(repo, "config", f"url.{evil}.pushInsteadOf", str(remote))
+    commit = sh_git(repo, "rev-parse", "HEAD")
+    sh_git(repo, "push", "-q", str(remote), "HEAD:refs/heads/plain")  # what a plain push does
+    assert "plain" in branches(evil) and not branches(remote)
+    assert (tmp_path / "evil-fired").exists()
+    (tmp_path / "evil-fired").unlink()
+
+    pusher = Pusher(os.environ, 30)
+    pushed = await pusher.push(
+        repo / ".git", Remote("origin", str(remote), "file", None), commit, "detach/1-x"
+    )
+    assert pushed.ref == "refs/heads/detach/1-x"
+    assert branches(remote) == {"detach/1-x": commit}
+    assert set(branches(evil)) == {"plain"} and not (tmp_path / "evil-fired").exists()
+    assert not fired.exists(), fired.read_text()
+
+
+async def test_a_remote_on_another_protocol_is_not_reached(tmp_path):
+    """GIT_ALLOW_PROTOCOL is the URL's own scheme: a rewrite to ext:: (say, in the owner's
+    own configuration) would be refused by git, not run."""
+    repo = make_repo(tmp_path / "repo")
+    commit = sh_git(repo, "rev-parse", "HEAD")
+    home = tmp_path / "home"
+    home.mkdir()
+    mark = tmp_path / "ext-ran"
+    (home / ".gitconfig").write_text(
+        f'[url "ext::sh -c touch% {mark}"]\n\tinsteadOf = {tmp_path}/remote.git\n'
+    )
+    pusher = Pusher({**os.environ, "HOME": str(home)}, 30)
+    with pytest.raises(UserInputError) as refused:
+        await pusher.push(
+            repo / ".git",
+            Remote("origin", f"{tmp_path}/remote.git", "file", None),
+            commit,
+            "detach/1-x",
+        )
+    assert refused.value.key == "pr.rejected" and "not allowed" in refused.value.params["reason"]
+    assert not mark.exists()
+
+
+def test_remote_urls():
+    assert scheme_of("/srv/git/repo.git") == "file"
+    assert scheme_of("https://github.com/o/r.git") == "https"
+    assert scheme_of("git@github.com:o/r.git") == "ssh"
+    assert scheme_of("ssh://git@github.com/o/r.git") == "ssh"
+    for hostile in ("ext::sh -c touch x", "fd::3", "--upload-pack=x", "foo://x"):
+        assert scheme_of(hostile) is None, hostile
+    for url in ("https://github.com/o/r.git", "git@github.com:o/r.git", "ssh://git@github.com/o/r"):
+        assert github_slug(url, "github.com") == "o/r", url
+    assert github_slug("https://gitlab.com/o/r.git", "github.com") is None
+    assert github_slug("git@ghe.corp:team/app.git", "ghe.corp") == "team/app"
+
+
+@pytest.fixture
+async def github() -> AsyncIterator[FakeGitHub]:
+    server = await FakeGitHub().start()
+    yield server
+    await server.stop()
+
+
+def pr_settings(tmp_path: Path, claude_bin: str, workdir: Path, github: FakeGitHub, **more: Any):
+    settings = bot_settings(tmp_path, claude_bin, workdir, worktrees=False)
+    return settings.model_copy(
+        update={
+            "github_api_url": github.url,
+            "github_repo": "octo/app",
+            "gh_bin": str(tmp_path / "no-gh"),
+            "pr_poll_s": 0.3,
+            **more,
+        }
+    )
+
+
+def writes(anthropic, marker: str, *files: tuple[str, str]) -> None:
+    """The script of a task whose turns (the first, then each follow-up: a script is found by
+    the first prompt) write one file each."""
+    steps: list[dict[str, Any]] = []
+    for name, content in files:
+        write = {"name": "Write", "input": {"file_path": name, "content": content}}
+        steps += [{"tool_use": write}, {"text": f"Wrote {name}."}]
+    anthropic.script(marker, steps)
+
+
+async def settled(app, task_id: int) -> None:
+    async with asyncio.timeout(60):
+        while (await app.store.tasks.get(task_id)).status.active:
+            await asyncio.sleep(0.1)
+
+
+async def edited(session: RecordingSession, part: str, timeout_s: float = 15) -> Any:
+    """The first edit since the session's mark whose text holds ``part``."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            for call in session.calls[session.mark :]:
+                if type(call).__name__ == "EditMessageText" and part in (call.text or ""):
+                    return call
+            await asyncio.sleep(0.05)
+
+
+async def test_push_then_a_follow_up_push_to_a_bare_remote(
+    tmp_path, claude_bin, agent_env, anthropic, workdir, monkeypatch
+):
+    """The branch arrives with what the agent left (committed for it), the remote's hooks do
+    not run, the card says where it went; a follow-up's commits go to the same branch; a
+    URL rewrite planted in the repository's configuration stops the bot's git there (one
+    line), and nothing reaches the rewritten address."""
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    repo = make_repo(workdir / "repo")
+    fired = tmp_path / "fired"
+    remote = bare_with_hooks(tmp_path / "remote.git", fired)
+    sh_git(repo, "remote", "add", "origin", str(remote))
+    writes(anthropic, "MARK-PUSH", ("NOTES.md", "written by the agent\n"), ("MORE.md", "more\n"))
+    github = FakeGitHub()  # not started: Push needs no GitHub
+    settings = pr_settings(tmp_path, claude_bin, workdir, github)
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
+        await feed(app, message("/claude worktree=yes mode=auto cwd=repo MARK-PUSH go"))
+        await settled(app, 1)
+        push = TaskAction(action="push", task_id=1).pack()
+        await wait_sent(app.bot.session, lambda c: push in str(c.reply_markup))
+        session = await feed(app, press(push))
+        line = await edited(session, "Pushed to")
+        branch = (await app.store.worktrees.get(1)).branch
+        assert f"Pushed to <code>origin</code> as <code>{branch}</code>" in line.text
+        tip = branches(remote)
+        assert list(tip) == [branch]
+        shown = sh_git(remote, "show", "--stat", "--format=%s", next(iter(tip.values())))
+        assert "NOTES.md" in shown
+        assert not fired.exists(), fired.read_text()
+
+        replied_to = await app.store.outbox.message_id_of(
+            (await app.store.outbox.newest_send(1, "result")).id
+        )
+        await feed(app, message("now more", reply_to=replied_to))
+        await settled(app, 1)
+        session = await feed(app, press(push))
+        await edited(session, "Pushed to")
+        after = branches(remote)
+        assert list(after) == list(tip) and after != tip
+        assert sh_git(remote, "merge-base", "--is-ancestor", *tip.values(), *after.values()) == ""
+        assert not fired.exists()
+
+        evil = bare_with_hooks(tmp_path / "evil.git", tmp_path / "evil-fired")
+        sh_git(repo, "config", f"url.{evil}.pushInsteadOf", str(remote))
+        (Path((await app.store.tasks.get(1)).cwd) / "LAST.md").write_text("last\n")
+        session = await feed(app, press(push))
+        assert "URL rewrite in its own configuration" in session.new_texts()
+        assert not branches(evil) and branches(remote) == after
+        assert not (tmp_path / "evil-fired").exists()
+        assert (await app.store.tasks.get(1)).status is TaskStatus.DONE
