@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from bot.errors import UserInputError
 from bot.models import TaskStatus
@@ -204,3 +205,92 @@ async def test_push_then_a_follow_up_push_to_a_bare_remote(
         assert not branches(evil) and branches(remote) == after
         assert not (tmp_path / "evil-fired").exists()
         assert (await app.store.tasks.get(1)).status is TaskStatus.DONE
+
+
+async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
+    tmp_path, claude_bin, agent_env, anthropic, workdir, github, monkeypatch
+):
+    """Open PR pushes and opens a draft with the goal, the check's result and the cost; the
+    card's PR line follows its checks (a failure also said in a line of its own, as asked) and
+    its merge, edited in place; a follow-up's push goes to the same PR, not a new one; a branch
+    that already has a PR gets it linked."""
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    repo = make_repo(workdir / "repo")
+    remote = bare_with_hooks(tmp_path / "remote.git", tmp_path / "fired")
+    sh_git(repo, "remote", "add", "origin", str(remote))
+    writes(anthropic, "MARK-PR", ("NOTES.md", "notes\n"), ("MORE.md", "more\n"))
+    writes(anthropic, "MARK-TWO", ("TWO.md", "two\n"))
+    settings = pr_settings(
+        tmp_path, claude_bin, workdir, github, github_token=SecretStr(TOKEN), pr_notify_failed=True
+    )
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
+        await feed(
+            app,
+            message("/claude worktree=yes mode=auto cwd=repo check=“test -f NOTES.md” MARK-PR go"),
+        )
+        await settled(app, 1)
+        task = await app.store.tasks.get(1)
+        opening = TaskAction(action="open_pr", task_id=1).pack()
+        await wait_sent(app.bot.session, lambda c: opening in str(c.reply_markup))
+        session = await feed(app, press(opening))
+        line = await edited(session, "PR #7")
+        assert 'href="https://github.example/octo/app/pull/7"' in line.text
+        assert "open · checks: none yet" in line.text and "Pushed to" in line.text
+        (created,) = github.of("POST")
+        sent = created["body"]
+        branch = (await app.store.worktrees.get(1)).branch
+        assert (sent["title"], sent["head"], sent["base"], sent["draft"]) == (
+            task.title,
+            branch,
+            "main",
+            True,
+        )
+        assert sent["body"].startswith("MARK-PR go")
+        assert "**Check:** `test -f NOTES.md` passed" in sent["body"]
+        assert f"**Cost:** ${task.total_cost_usd:.4f}" in sent["body"] and task.total_cost_usd > 0
+        assert "**Engine:** claude" in sent["body"]
+        assert created["auth"] == f"Bearer {TOKEN}"
+        assert list(branches(remote)) == [branch]
+
+        github.runs = [{"status": "in_progress", "conclusion": None}]
+        await edited(session, "checks: ⏳ running")
+        github.runs = [{"status": "completed", "conclusion": "failure"}]
+        await edited(session, "checks: ❌ failed")
+        failed = await wait_sent(session, lambda c: "A check of" in c.text)
+        assert "PR #7" in failed.text
+
+        replied_to = await app.store.outbox.message_id_of(
+            (await app.store.outbox.newest_send(1, "result")).id
+        )
+        before = branches(remote)
+        await feed(app, message("now more", reply_to=replied_to))
+        await settled(app, 1)
+        session = await feed(app, press(opening))  # Open PR again: the same PR
+        await edited(session, "New commits pushed to")
+        assert branches(remote) != before and len(github.of("POST")) == 1
+        head = branches(remote)[branch]
+        github.pulls[7]["head"]["sha"] = head  # GitHub's PR follows its branch
+
+        github.runs = [{"status": "completed", "conclusion": "success"}]
+        await edited(session, "checks: ✅ passed")
+        assert github.of("GET", f"/commits/{head}/check-runs")
+        github.pulls[7] |= {"state": "closed", "merged": True}
+        merged = await edited(session, "· merged ·")
+        assert merged.text.count("🔗") == 1  # one PR line, edited, never a second
+        assert (await app.store.prs.get(1)).state == "merged"
+        news = [c.text for c in session.sent() if "PR #7" in c.text]
+        assert news == [failed.text]  # the PR line only ever edited; one buzz: the failure
+
+        github.pulls[30] = {
+            "number": 30,
+            "html_url": "https://github.example/octo/app/pull/30",
+            "state": "open",
+            "merged": False,
+            "head": {"ref": "detach/2-mark-two", "sha": "1" * 40},
+        }
+        await feed(app, message("/claude worktree=yes mode=auto cwd=repo MARK-TWO"))
+        await settled(app, 2)
+        session = await feed(app, press(TaskAction(action="open_pr", task_id=2).pack()))
+        assert "already open for this branch" in session.new_texts()
+        assert "pull/30" in session.new_texts()
+        assert (await app.store.prs.get(2)).number == 30
