@@ -294,3 +294,82 @@ async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
         assert "already open for this branch" in session.new_texts()
         assert "pull/30" in session.new_texts()
         assert (await app.store.prs.get(2)).number == 30
+
+
+async def test_each_refusal_is_one_line_that_says_what_to_do(
+    tmp_path, claude_bin, agent_env, anthropic, workdir, github, monkeypatch
+):
+    """No remote; a remote that is not GitHub (Push only); a push the remote rejects (with
+    git's reason); no GitHub login. Each one line in the chat, the card's toast says so."""
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    lone = make_repo(workdir / "lone")
+    repo = make_repo(workdir / "repo")
+    remote = bare_with_hooks(tmp_path / "remote.git", tmp_path / "fired")
+    sh_git(repo, "remote", "add", "origin", str(remote))
+    writes(anthropic, "MARK-LONE", ("A.md", "a\n"))
+    writes(anthropic, "MARK-OFF", ("B.md", "b\n"))
+    settings = pr_settings(tmp_path, claude_bin, workdir, github, github_repo="")
+    async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
+        await feed(app, message("/claude worktree=yes mode=auto cwd=lone MARK-LONE"))
+        await feed(app, message("/claude worktree=yes mode=auto cwd=repo MARK-OFF"))
+        await settled(app, 1)
+        await settled(app, 2)
+
+        session = await feed(app, press(TaskAction(action="push", task_id=1).pack()))
+        (said,) = session.new_texts().split("\n---\n")
+        assert "has no remote <code>origin</code>" in said and "DETACH_PR_REMOTE" in said
+        assert "Not pushed" in session.sent("AnswerCallbackQuery")[-1].text
+        assert sh_git(lone, "remote") == ""
+
+        session = await feed(app, press(TaskAction(action="open_pr", task_id=2).pack()))
+        assert "is not on GitHub: ⬆️ Push only" in session.new_texts()
+        assert not github.requests and len(branches(remote)) == 1  # pushed all the same
+
+        branch = (await app.store.worktrees.get(2)).branch
+        other = tmp_path / "other"
+        sh_git(tmp_path, "clone", "-q", str(remote), str(other))
+        sh_git(other, "checkout", "-q", branch)
+        (other / "THEIRS.md").write_text("someone else\n")
+        sh_git(other, "add", "-A")
+        sh_git(other, "commit", "-qm", "theirs")
+        sh_git(other, "push", "-q", "origin", branch)
+        (Path((await app.store.tasks.get(2)).cwd) / "MINE.md").write_text("mine\n")
+        session = await feed(app, press(TaskAction(action="push", task_id=2).pack()))
+        (said,) = session.new_texts().split("\n---\n")
+        assert "<code>origin</code> rejected it:" in said and "fetch first" in said, said
+
+    unlogged = pr_settings(tmp_path, claude_bin, workdir, github, github_repo="octo/app")
+    async with app_in_own_task(unlogged, session=RecordingSession(), environ=agent_env) as app:
+        (Path((await app.store.tasks.get(2)).cwd) / "MINE.md").write_text("mine again\n")
+        sh_git(
+            Path((await app.store.tasks.get(2)).cwd), "pull", "-q", "--no-rebase", "origin", branch
+        )
+        session = await feed(app, press(TaskAction(action="open_pr", task_id=2).pack()))
+        assert "no GitHub login. Run <code>gh auth login</code>" in session.new_texts()
+        assert not github.requests
+
+
+async def test_github_refusals_become_their_lines(tmp_path, github):
+    """A 401 is no login; a protected branch's rejection is said as such."""
+    from bot.prs.github import GitHub, NewPull
+    from bot.prs.push import _refusal
+
+    async def token() -> str:
+        return "expired-token-value"
+
+    github.token = "the-right-token-value"
+    with pytest.raises(UserInputError) as refused:
+        await GitHub(github.url, token).open(NewPull("o/r", "b", "main", "t", "b", True))
+    assert refused.value.key == "pr.no_login"
+    github.token = ""
+    with pytest.raises(UserInputError) as refused:
+        await GitHub(github.url + "/proxy", token).pull("o/r", 1)
+    assert refused.value.params == {"status": "404", "reason": "404: Not Found"}
+    remote = Remote("origin", "https://github.com/o/r.git", "https", "o/r")
+    output = (
+        "To https://github.com/o/r.git\n!\trefs/heads/x:refs/heads/main\t[remote rejected] "
+        "(protected branch hook declined)\nDone\nerror: failed to push some refs\n"
+    )
+    assert _refusal(remote, output).key == "pr.protected"
+    login = "fatal: Authentication failed for 'https://github.com/o/r.git/'\n"
+    assert _refusal(remote, login).key == "pr.no_login_push"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -154,10 +155,18 @@ class GitHub:
                 aiohttp.ClientSession(timeout=timeout) as session,
                 session.request(method, self._api + path, json=body, headers=headers) as answer,
             ):
-                data = await answer.json(content_type=None)
-                return answer.status, data
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                text = await answer.text()
+                return answer.status, _json(text)
+        except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError) as exc:
             raise UserInputError("pr.github", status="-", reason=str(exc)[:200]) from exc
+
+
+def _json(text: str) -> Any:
+    """GitHub's answer, or what a proxy said instead of JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"message": text.strip()[:200]}
 
 
 def _pull(data: Any) -> Pull:

@@ -14,11 +14,12 @@ class FakeGitHub:
         self.pulls: dict[int, dict[str, Any]] = {}
         self.runs: list[dict[str, Any]] = []  # the check runs of every commit
         self.next_number = 7
+        self.token = ""  # set: any other Authorization is answered 401
         self._runner: web.AppRunner | None = None
         self.url = ""
 
     async def start(self) -> Self:
-        app = web.Application()
+        app = web.Application(middlewares=[self._auth])
         app.router.add_post("/repos/{owner}/{name}/pulls", self._create)
         app.router.add_get("/repos/{owner}/{name}/pulls", self._list)
         app.router.add_get("/repos/{owner}/{name}/pulls/{number}", self._get)
@@ -34,6 +35,13 @@ class FakeGitHub:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
+            await self._record(request)
+            return web.json_response({"message": "Bad credentials"}, status=401)
+        return await handler(request)
 
     def of(self, method: str, part: str = "") -> list[dict[str, Any]]:
         return [r for r in self.requests if r["method"] == method and part in r["path"]]
