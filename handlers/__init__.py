@@ -69,6 +69,7 @@ from handlers.locale import LocaleMiddleware
 COMMANDS = (
     "tasks",
     "pending",
+    "prs",
     "limits",
     "result",
     "adopt",

@@ -1,9 +1,10 @@
-"""A worktree task's ⬆️ Push and Open PR buttons (bot.prs)."""
+"""A worktree task's ⬆️ Push and Open PR buttons, and ``/prs``: the open ones (bot.prs)."""
 
 from __future__ import annotations
 
 from aiogram import F, Router
-from aiogram.types import CallbackQuery
+from aiogram.filters import Command
+from aiogram.types import CallbackQuery, Message
 
 from bot.prs.desk import PullRequests
 from bot.telegram.callbacks import TaskAction, TaskButton
@@ -27,3 +28,8 @@ async def on_pr_action(
         done = await prs.open(user_id, callback_data.task_id)
     refused = "" if done else "_refused"
     await query.answer(reply.text(f"toast.{callback_data.action}{refused}"))
+
+
+@router.message(Command("prs"))
+async def on_prs(message: Message, prs: PullRequests, user_id: int, reply: Reply) -> None:
+    await reply.send(await prs.listing(user_id, reply.locale))

@@ -278,6 +278,8 @@ async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
         merged = await edited(session, "· merged ·")
         assert merged.text.count("🔗") == 1  # one PR line, edited, never a second
         assert (await app.store.prs.get(1)).state == "merged"
+        listed = await feed(app, message("/prs"))
+        assert "No open pull request" in listed.new_texts()
         news = [c.text for c in session.sent() if "PR #7" in c.text]
         assert news == [failed.text]  # the PR line only ever edited; one buzz: the failure
 
@@ -294,6 +296,9 @@ async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
         assert "already open for this branch" in session.new_texts()
         assert "pull/30" in session.new_texts()
         assert (await app.store.prs.get(2)).number == 30
+        listed = (await feed(app, message("/prs"))).new_texts()
+        assert "Open pull requests" in listed and "#2 mark-two" in listed and "PR #30" in listed
+        assert "PR #7" not in listed  # merged: no longer open
 
 
 async def test_each_refusal_is_one_line_that_says_what_to_do(

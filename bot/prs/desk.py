@@ -132,8 +132,22 @@ class PullRequests:
 
     async def show(self, task: Task, pr: PrRow) -> None:
         """The card's PR line, as the PR is now."""
-        loc = task.locale
-        line = self._texts.get(
+        await self._on_card(task, PR_LINE, self._line(task.locale, pr))
+
+    async def listing(self, user_id: int, locale: str) -> str:
+        """``/prs``: the open PRs of this user's tasks, each with its checks."""
+        lines = []
+        for pr in await self._store.prs.open_ones():
+            task = await self._store.tasks.get(pr.task_id)
+            if task is not None and task.owner_id == user_id:
+                lines.append(self._texts.get(locale, "prs.item", label=task.label) + " · ")
+                lines[-1] += self._line(locale, pr).removeprefix(PR_LINE).strip()
+        if not lines:
+            return self._texts.get(locale, "prs.empty")
+        return "\n".join([self._texts.get(locale, "prs.header"), *lines])
+
+    def _line(self, loc: str, pr: PrRow) -> str:
+        return self._texts.get(
             loc,
             "pr.line",
             url=pr.url,
@@ -141,7 +155,6 @@ class PullRequests:
             state=self._texts.get(loc, f"pr.state_{pr.state}"),
             checks=self._texts.get(loc, f"pr.checks_{pr.checks}"),
         )
-        await self._on_card(task, PR_LINE, line)
 
     async def _pushed_to_pr(self, task: Task, pr: PrRow) -> None:
         text = self._texts.get(task.locale, "pr.pushed_to_pr", number=pr.number, url=pr.url)
