@@ -378,3 +378,27 @@ async def test_github_refusals_become_their_lines(tmp_path, github):
     assert _refusal(remote, output).key == "pr.protected"
     login = "fatal: Authentication failed for 'https://github.com/o/r.git/'\n"
     assert _refusal(remote, login).key == "pr.no_login_push"
+
+
+async def test_the_mcp_pr_tool_reads_a_tasks_pull_request(tmp_path):
+    """``pr`` in ``detach mcp``: the PR the card follows, or null; another owner's task is
+    no task (pushing and opening stay with the owner)."""
+    import json
+
+    from bot.store.prs import ChecksState, PrRow
+    from tests.test_mcp import desk_client, refused
+
+    async with desk_client(tmp_path) as (client, store, _):
+        none = json.loads((await client.call_tool("pr", {"task_id": 1})).content[0].text)
+        assert none["pr"] is None and none["task_id"] == 1
+        url = "https://github.example/octo/app/pull/7"
+        await store.prs.put(PrRow(1, "octo/app", 7, url, "a" * 40, checks=ChecksState.PENDING))
+        found = json.loads((await client.call_tool("pr", {"task_id": 1})).content[0].text)
+        assert found["pr"] == {
+            "number": 7,
+            "url": url,
+            "state": "open",
+            "checks": "pending",
+            "head": "a" * 40,
+        }
+        assert "no task #2" in await refused(client, "pr", {"task_id": 2})
