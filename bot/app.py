@@ -351,6 +351,7 @@ async def build(
             notifier=notifier,
             service=service,
             answers=answers,
+            prs=prs,
         )
         dispatcher["board"] = board  # /board makes its sign-in links
         if board is not None:

@@ -402,3 +402,42 @@ async def test_the_mcp_pr_tool_reads_a_tasks_pull_request(tmp_path):
             "head": "a" * 40,
         }
         assert "no task #2" in await refused(client, "pr", {"task_id": 2})
+
+
+async def test_the_boards_task_page_pushes_and_opens_the_pr(tmp_path, workdir, github, monkeypatch):
+    """The board's Push and Open PR act through the same use case as the card's buttons, and
+    its task page shows the PR."""
+    from tests.test_afterlife import agent
+    from tests.test_board import bot_with_board, signed_in, wait_status
+
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    repo = make_repo(workdir / "repo")
+    remote = bare_with_hooks(tmp_path / "remote.git", tmp_path / "fired")
+    sh_git(repo, "remote", "add", "origin", str(remote))
+    more = {
+        "github_api_url": github.url,
+        "github_repo": "octo/app",
+        "github_token": TOKEN,
+        "gh_bin": str(tmp_path / "no-gh"),
+        "pr_poll_s": 30,
+    }
+    async with bot_with_board(tmp_path, workdir, agent(), **more) as (app, board):
+        await feed(app, message("/claude worktree=yes cwd=repo write it"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        http, csrf = await signed_in(app, board)
+        url, headers = f"{board.url}/api/tasks/1", {"X-CSRF-Token": csrf}
+        async with http:
+            async with http.post(f"{url}/push", headers=headers) as response:
+                assert await response.json() == {"ok": True, "text": "Pushed."}
+            assert list(branches(remote)) == [(await app.store.worktrees.get(1)).branch]
+            async with http.post(f"{url}/open_pr", headers=headers) as response:
+                assert await response.json() == {"ok": True, "text": "Pull request ready."}
+            async with http.get(url) as response:
+                page = await response.json()
+            assert page["pr"] == {
+                "number": 7,
+                "url": "https://github.example/octo/app/pull/7",
+                "state": "open",
+                "checks": "none",
+            }
+            assert not (tmp_path / "fired").exists()
