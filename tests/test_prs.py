@@ -441,3 +441,29 @@ async def test_the_boards_task_page_pushes_and_opens_the_pr(tmp_path, workdir, g
                 "checks": "none",
             }
             assert not (tmp_path / "fired").exists()
+
+
+async def test_the_gh_login_is_asked_first_and_its_token_is_hidden_everywhere(
+    tmp_path, workdir, github, monkeypatch
+):
+    """``gh auth token`` (a script standing for gh here) comes before GITHUB_TOKEN; what it
+    gives is in no stored or sent text, as the bot's own token."""
+    from tests.test_afterlife import agent
+    from tests.test_board import bot_with_board, wait_status
+
+    gh_said = "gho_fromthegh0123456789"
+    gh = tmp_path / "gh"
+    gh.write_text(f'#!/bin/sh\n[ "$1 $2" = "auth token" ] && echo {gh_said}\n')
+    gh.chmod(0o755)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_fromtheenvironment0123")
+    repo = make_repo(workdir / "repo")
+    sh_git(
+        repo, "remote", "add", "origin", str(bare_with_hooks(tmp_path / "r.git", tmp_path / "f"))
+    )
+    more = {"github_api_url": github.url, "github_repo": "octo/app", "gh_bin": str(gh)}
+    async with bot_with_board(tmp_path, workdir, agent(), **more) as (app, _board):
+        await feed(app, message("/claude worktree=yes cwd=repo write it"))
+        await wait_status(app, 1, TaskStatus.DONE)
+        await feed(app, press(TaskAction(action="open_pr", task_id=1).pack()))
+        assert github.of("POST")[0]["auth"] == f"Bearer {gh_said}"
+        assert app.store.redact(f"the token is {gh_said}") == "the token is [redacted]"

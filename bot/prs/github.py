@@ -6,7 +6,6 @@ from ``gh auth token``, else ``GITHUB_TOKEN``, else the settings, and is never l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shutil
 import time
@@ -47,26 +46,32 @@ class NewPull:
 async def find_token(gh_bin: str, environ: Mapping[str, str], configured: str) -> str:
     """The owner's token: ``gh auth token`` (when gh is there and logged in), else
     ``GITHUB_TOKEN``, else ``configured``; "" when none."""
+    return await gh_token(gh_bin) or environ.get("GITHUB_TOKEN", "") or configured
+
+
+async def gh_token(gh_bin: str) -> str:
+    """What ``gh auth token`` says, bounded; "" without gh or a login."""
     found = await asyncio.to_thread(shutil.which, gh_bin)
-    if found is not None:
-        with contextlib.suppress(OSError, TimeoutError):
-            proc = await asyncio.create_subprocess_exec(
-                found,
-                "auth",
-                "token",
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), GH_TIMEOUT_S)
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-            if proc.returncode == 0 and out.strip():
-                return out.decode().strip()
-    return environ.get("GITHUB_TOKEN", "") or configured
+    if found is None:
+        return ""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            found,
+            "auth",
+            "token",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        return ""
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), GH_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return ""
+    return out.decode(errors="replace").strip() if proc.returncode == 0 else ""
 
 
 class Token:
