@@ -34,7 +34,7 @@ from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
 from bot.ports import Executor
-from bot.prs.github import gh_token
+from bot.prs.token import gh_token
 from bot.redaction import Redactor, redacted_logs
 from bot.settings import Settings, key_variables, known_secrets
 from bot.store import Store

@@ -280,6 +280,9 @@ async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
         assert (await app.store.prs.get(1)).state == "merged"
         listed = await feed(app, message("/prs"))
         assert "No open pull request" in listed.new_texts()
+        asked = await feed(app, press(TaskAction(action="discard", task_id=1).pack()))
+        assert "Discard it anyway?" in asked.new_texts()  # its branch lives on remotely
+        assert (await app.store.worktrees.get(1)).state == "active"
         news = [c.text for c in session.sent() if "PR #7" in c.text]
         assert news == [failed.text]  # the PR line only ever edited; one buzz: the failure
 
@@ -299,6 +302,13 @@ async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
         listed = (await feed(app, message("/prs"))).new_texts()
         assert "Open pull requests" in listed and "#2 mark-two" in listed and "PR #30" in listed
         assert "PR #7" not in listed  # merged: no longer open
+
+
+def one_line(session: RecordingSession, part: str) -> str:
+    """The one message since the mark that holds ``part``, and it is one line."""
+    (said,) = [t for t in session.new_texts().split("\n---\n") if part in t]
+    assert "\n" not in said, said
+    return said
 
 
 async def test_each_refusal_is_one_line_that_says_what_to_do(
@@ -321,7 +331,7 @@ async def test_each_refusal_is_one_line_that_says_what_to_do(
         await settled(app, 2)
 
         session = await feed(app, press(TaskAction(action="push", task_id=1).pack()))
-        (said,) = session.new_texts().split("\n---\n")
+        said = one_line(session, "Not pushed")
         assert "has no remote <code>origin</code>" in said and "DETACH_PR_REMOTE" in said
         assert "Not pushed" in session.sent("AnswerCallbackQuery")[-1].text
         assert sh_git(lone, "remote") == ""
@@ -340,7 +350,7 @@ async def test_each_refusal_is_one_line_that_says_what_to_do(
         sh_git(other, "push", "-q", "origin", branch)
         (Path((await app.store.tasks.get(2)).cwd) / "MINE.md").write_text("mine\n")
         session = await feed(app, press(TaskAction(action="push", task_id=2).pack()))
-        (said,) = session.new_texts().split("\n---\n")
+        said = one_line(session, "Not pushed")
         assert "<code>origin</code> rejected it:" in said and "fetch first" in said, said
 
     unlogged = pr_settings(tmp_path, claude_bin, workdir, github, github_repo="octo/app")

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 
 from bot.git import Worktrees
 from bot.prs.desk import PrConfig, PullRequests
-from bot.prs.github import GitHub, Token
+from bot.prs.github import GitHub
 from bot.prs.push import Pusher
+from bot.prs.token import Token
 from bot.settings import Settings
 from bot.store import Store
 from bot.telegram.notifier import Notifier

@@ -1,15 +1,12 @@
 """GitHub's REST API, as much of it as a task's PR needs: open one (or find the one already
 open for its branch), read its state and its head commit's checks. aiohttp against the REST
-base (``DETACH_GITHUB_API_URL``: GitHub Enterprise's too); every call bounded; the token comes
-from ``gh auth token``, else ``GITHUB_TOKEN``, else the settings, and is never logged."""
+base (``DETACH_GITHUB_API_URL``: GitHub Enterprise's too); every call bounded; the token
+(``bot.prs.token``) is asked at each call and never logged."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +16,6 @@ from bot.errors import UserInputError
 from bot.store.prs import ChecksState, PrState
 
 CALL_TIMEOUT_S = 20.0
-GH_TIMEOUT_S = 10.0
-TOKEN_TTL_S = 300.0
 FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure"})
 PASSED = frozenset({"success", "neutral", "skipped"})
 
@@ -41,53 +36,6 @@ class NewPull:
     title: str
     body: str
     draft: bool
-
-
-async def find_token(gh_bin: str, environ: Mapping[str, str], configured: str) -> str:
-    """The owner's token: ``gh auth token`` (when gh is there and logged in), else
-    ``GITHUB_TOKEN``, else ``configured``; "" when none."""
-    return await gh_token(gh_bin) or environ.get("GITHUB_TOKEN", "") or configured
-
-
-async def gh_token(gh_bin: str) -> str:
-    """What ``gh auth token`` says, bounded; "" without gh or a login."""
-    found = await asyncio.to_thread(shutil.which, gh_bin)
-    if found is None:
-        return ""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            found,
-            "auth",
-            "token",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
-        return ""
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GH_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return ""
-    return out.decode(errors="replace").strip() if proc.returncode == 0 else ""
-
-
-class Token:
-    """The owner's token as ``find_token`` finds it, kept ``TOKEN_TTL_S`` (a login after start
-    counts then); "" is asked again at once."""
-
-    def __init__(self, gh_bin: str, environ: Mapping[str, str], configured: str) -> None:
-        self._args = (gh_bin, environ, configured)
-        self._value = ""
-        self._at = 0.0
-
-    async def __call__(self) -> str:
-        now = time.monotonic()
-        if not self._value or now - self._at > TOKEN_TTL_S:
-            self._value, self._at = await find_token(*self._args), now
-        return self._value
 
 
 class GitHub:
