@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Mapping
@@ -71,9 +72,12 @@ class Pusher:
         ``branch`` of ``remote``; refused with git's reason in one line (``pr.rejected``,
         ``pr.protected``, ``pr.no_login``, ``pr.push_timeout``)."""
         ref = f"refs/heads/{branch}"
-        with tempfile.TemporaryDirectory(prefix="detach-push-") as empty:
-            await asyncio.to_thread(_borrowing, Path(empty), common / "objects")
-            code, out = await self._run(_argv(Path(empty), remote, f"{commit}:{ref}"), remote)
+        empty = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="detach-push-"))
+        try:
+            await asyncio.to_thread(_borrowing, empty, common / "objects")
+            code, out = await self._run(_argv(empty, remote, f"{commit}:{ref}"), remote)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, empty, True)
         if code != 0:
             raise _refusal(remote, out)
         log.info("pushed %s to %s as %s", commit[:10], remote.name, ref)
