@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from bot.errors import UserInputError
 from bot.models import TaskStatus
 from bot.prs.push import Pusher
-from bot.prs.remote import Remote, github_slug, scheme_of
+from bot.prs.remote import Remote, github_slug, scheme_of, shown
 from bot.telegram.callbacks import TaskAction
 from tests.support.fake_github import FakeGitHub
 from tests.support.harness import app_in_own_task, wait_sent
@@ -107,6 +107,8 @@ def test_remote_urls():
         assert github_slug(url, "github.com") == "o/r", url
     assert github_slug("https://gitlab.com/o/r.git", "github.com") is None
     assert github_slug("git@ghe.corp:team/app.git", "ghe.corp") == "team/app"
+    assert shown("https://me:ghp_secret@github.com/o/r.git") == "https://github.com/o/r.git"
+    assert shown("git@github.com:o/r.git") == "git@github.com:o/r.git"
 
 
 @pytest.fixture
@@ -178,7 +180,7 @@ async def test_push_then_a_follow_up_push_to_a_bare_remote(
         session = await feed(app, press(push))
         line = await edited(session, "Pushed to")
         branch = (await app.store.worktrees.get(1)).branch
-        assert f"Pushed to <code>origin</code> as <code>{branch}</code>" in line.text
+        assert f"Pushed to <code>origin</code> ({remote}) as <code>{branch}</code>" in line.text
         tip = branches(remote)
         assert list(tip) == [branch]
         shown = sh_git(remote, "show", "--stat", "--format=%s", next(iter(tip.values())))
@@ -258,6 +260,14 @@ async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
         await edited(session, "checks: ❌ failed")
         failed = await wait_sent(session, lambda c: "A check of" in c.text)
         assert "PR #7" in failed.text
+
+        elsewhere = bare_with_hooks(tmp_path / "elsewhere.git", tmp_path / "fired")
+        sh_git(repo, "remote", "set-url", "origin", str(elsewhere))  # an agent's, say
+        session = await feed(app, press(TaskAction(action="push", task_id=1).pack()))
+        said = one_line(session, "Not pushed")
+        assert f"changed since its PR was opened (was <code>{remote}</code>" in said
+        assert not branches(elsewhere)
+        sh_git(repo, "remote", "set-url", "origin", str(remote))
 
         replied_to = await app.store.outbox.message_id_of(
             (await app.store.outbox.newest_send(1, "result")).id

@@ -15,7 +15,7 @@ from bot.models import MessageKind, Task
 from bot.prs import body
 from bot.prs.github import GitHub, NewPull
 from bot.prs.push import Pusher
-from bot.prs.remote import Remote, api_host, find_remote
+from bot.prs.remote import Remote, api_host, find_remote, shown
 from bot.store import Store
 from bot.store.prs import ChecksState, PrRow, PrState
 from bot.tasks.lookup import TaskLookup
@@ -88,7 +88,7 @@ class PullRequests:
                 await self._store.prs.put(_moved(pr, commit))
                 await self._pushed_to_pr(task, pr)
                 return True
-            await self._open(task, remote.github, commit)
+            await self._open(task, remote, commit)
         except UserInputError as exc:
             return await self._refused(task, exc)
         return True
@@ -99,19 +99,31 @@ class PullRequests:
         remote = await find_remote(
             self._worktrees.guard, tip.common, tip.row.base_branch, self.config.remote, github
         )
+        await self._pinned(task, remote)
         await self._pusher.push(tip.common, remote, tip.commit, tip.row.branch)
         log.info("task %s: pushed %s to %s", task.id, tip.row.branch, remote.name)
         line = self._texts.get(
             task.locale,
             "pr.pushed",
             remote=remote.name,
+            url=shown(remote.url),
             branch=tip.row.branch,
             commit=tip.commit[:10],
         )
         await self._on_card(task, PUSH_LINE, line)
         return remote, tip.commit
 
-    async def _open(self, task: Task, repo: str, commit: str) -> None:
+    async def _pinned(self, task: Task, remote: Remote) -> None:
+        """A task with an open PR pushes where it pushed before, or nowhere: a remote's URL
+        changed since (by an agent, say) is refused by name."""
+        pr = await self._store.prs.get(task.id)
+        if pr is None or pr.state is not PrState.OPEN or pr.remote_url in ("", remote.url):
+            return
+        was, now = shown(pr.remote_url), shown(remote.url)
+        raise UserInputError("pr.remote_moved", remote=remote.name, was=was, now=now)
+
+    async def _open(self, task: Task, remote: Remote, commit: str) -> None:
+        repo = remote.github or ""
         row = await self._worktrees.active(task.id)
         new = NewPull(
             repo=repo,
@@ -122,7 +134,7 @@ class PullRequests:
             draft=self.config.draft,
         )
         pull, created = await self.github.open(new)
-        pr = PrRow(task.id, repo, pull.number, pull.url, commit, pull.state)
+        pr = PrRow(task.id, repo, pull.number, pull.url, commit, pull.state, remote_url=remote.url)
         await self._store.prs.put(pr)
         log.info("task %s: PR #%s %s", task.id, pull.number, "opened" if created else "found")
         await self.show(task, pr)

@@ -83,3 +83,11 @@ async def _get(guard: GitGuard, config: Path, key: str) -> str:
     """One value of one configuration file, as written there (includes not followed)."""
     found = await guard.git("/", "config", "--file", str(config), "--get", key, within=BASE)
     return found.out if found.code == 0 else ""
+
+
+def shown(url: str) -> str:
+    """``url`` as the chat may show it: without a user or password in it."""
+    parsed = urllib.parse.urlsplit(url)
+    if "://" not in url or "@" not in parsed.netloc:
+        return url
+    return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()

@@ -36,6 +36,7 @@ class PrRow:
     head_sha: str
     state: PrState = PrState.OPEN
     checks: ChecksState = ChecksState.NONE
+    remote_url: str = ""  # where its branch was pushed: later pushes go there or nowhere
 
 
 class PrRepo:
@@ -52,6 +53,7 @@ class PrRepo:
             "head_sha": row.head_sha,
             "state": row.state.value,
             "checks": row.checks.value,
+            "remote_url": row.remote_url,
             "updated_at": self._clock(),
         }
         async with self._db.begin() as conn:
@@ -76,6 +78,5 @@ class PrRepo:
 
 
 def _row(r: sa.Row) -> PrRow:
-    return PrRow(
-        r.task_id, r.repo, r.number, r.url, r.head_sha, PrState(r.state), ChecksState(r.checks)
-    )
+    state, checks = PrState(r.state), ChecksState(r.checks)
+    return PrRow(r.task_id, r.repo, r.number, r.url, r.head_sha, state, checks, r.remote_url)

@@ -440,5 +440,6 @@ task_prs = sa.Table(
     sa.Column("head_sha", sa.String(64), nullable=False),
     sa.Column("state", sa.String(16), nullable=False),  # a PrState
     sa.Column("checks", sa.String(16), nullable=False),  # a ChecksState
+    sa.Column("remote_url", sa.Text, nullable=False, server_default=""),  # pushed to; pinned
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
