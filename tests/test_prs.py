@@ -339,6 +339,9 @@ async def test_each_refusal_is_one_line_that_says_what_to_do(
         await feed(app, message("/claude worktree=yes mode=auto cwd=repo MARK-OFF"))
         await settled(app, 1)
         await settled(app, 2)
+        push_2 = TaskAction(action="push", task_id=2).pack()
+        card = await wait_sent(app.bot.session, lambda c: push_2 in str(c.reply_markup))
+        assert TaskAction(action="open_pr", task_id=2).pack() not in str(card.reply_markup)
 
         session = await feed(app, press(TaskAction(action="push", task_id=1).pack()))
         said = one_line(session, "Not pushed")

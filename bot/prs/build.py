@@ -41,4 +41,5 @@ def make_prs(
         ),
     )
     prs.board_url = settings.public_url.rstrip("/") if settings.public_url else None
+    notifier.offer_prs(prs.actions)  # Push only where the remote is not on GitHub
     return prs

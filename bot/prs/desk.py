@@ -6,8 +6,10 @@ the chat that says what to do."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from bot.errors import UserInputError
 from bot.git import Worktrees
@@ -19,6 +21,7 @@ from bot.prs.remote import Remote, api_host, find_remote, shown
 from bot.store import Store
 from bot.store.prs import ChecksState, PrRow, PrState
 from bot.tasks.lookup import TaskLookup
+from bot.telegram.callbacks import PR_ACTIONS, TaskButton
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
@@ -61,6 +64,24 @@ class PullRequests:
         self.config = config
         self._lookup = TaskLookup(store, texts)
         self.board_url: str | None = None  # https://: the PR links the task's board page
+
+    async def actions(self, task: Task) -> list[str]:
+        """The card's pull request buttons: Push, and Open PR when the remote is on GitHub
+        (both when it cannot be told: the tap then says why)."""
+        row = await self._worktrees.get(task.id)
+        if row is None:
+            return list(PR_ACTIONS)
+        common = Path(row.repo_root) / ".git"
+        if not await asyncio.to_thread(common.is_dir):
+            return list(PR_ACTIONS)
+        github = (api_host(self.config.api_url), self.config.repo)
+        try:
+            remote = await find_remote(
+                self._worktrees.guard, common, row.base_branch, self.config.remote, github
+            )
+        except UserInputError:
+            return list(PR_ACTIONS)
+        return list(PR_ACTIONS) if remote.github else [TaskButton.PUSH]
 
     async def push(self, user_id: int, task_id: int) -> bool:
         """Pushed (said on the card), or False: refused, and why said in the chat."""

@@ -65,11 +65,9 @@ async def find_remote(
     """The remote of the repository whose common git directory is ``common``: ``named``, else
     the one ``base_branch`` tracks, else ``origin``; its push URL, else its URL. ``github``:
     (the API's host, an ``owner/name`` that overrides the URL's, or "")."""
-    config = common / "config"
-    name = named or await _get(guard, config, f"branch.{base_branch}.remote") or "origin"
-    url = await _get(guard, config, f"remote.{name}.pushurl") or await _get(
-        guard, config, f"remote.{name}.url"
-    )
+    values = await _values(guard, common / "config")
+    name = named or values.get(f"branch.{base_branch}.remote") or "origin"
+    url = values.get(f"remote.{name}.pushurl") or values.get(f"remote.{name}.url")
     if not url:
         raise UserInputError("pr.no_remote", remote=name)
     scheme = scheme_of(url)
@@ -79,10 +77,15 @@ async def find_remote(
     return Remote(name, url, scheme, repo or github_slug(url, host))
 
 
-async def _get(guard: GitGuard, config: Path, key: str) -> str:
-    """One value of one configuration file, as written there (includes not followed)."""
-    found = await guard.git("/", "config", "--file", str(config), "--get", key, within=BASE)
-    return found.out if found.code == 0 else ""
+async def _values(guard: GitGuard, config: Path) -> dict[str, str]:
+    """One configuration file's values as written there (includes not followed; the last of
+    a key, as ``--get`` gives it): one git process."""
+    args = ("config", "--file", str(config), "--null", "--list")
+    found = await guard.git("/", *args, within=BASE)
+    if found.code != 0:
+        return {}
+    pairs = (entry.partition("\n") for entry in found.out.split("\0") if entry)
+    return {key: value for key, _, value in pairs}
 
 
 def shown(url: str) -> str:

@@ -6,7 +6,7 @@ turn cancelled by ``/cancel`` turns that command's "cancelling…" reply into it
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,6 +63,8 @@ class Completion:
         self._poster = poster
         self._lifecycle = lifecycle
         self.board_url: str | None = None  # https://: cards open the task's board page
+        # the pull request buttons a worktree task's card offers (bot.prs: Push only off GitHub)
+        self.pr_actions: Callable[[Task], Awaitable[Sequence[str]]] | None = None
 
     async def card(
         self,
@@ -82,7 +84,8 @@ class Completion:
         header += await self._price_note(task, turn)
         if ask is not None:
             header += "\n\n" + ask.line
-        markup = self._keyboard(task, ask, worktree_work)
+        prs = await self._pr_row(task) if worktree_work else []
+        markup = self._keyboard(task, ask, worktree_work, prs)
         if check is not None and check.approved and not check.passed:
             await self._check_output(task, check)
         if turn.status is TaskStatus.CANCELLED:
@@ -118,14 +121,19 @@ class Completion:
             task.locale, "task.unpriced_note", model=turn.model or "?", engine=task.engine
         )
 
-    def _keyboard(self, task: Task, ask: CardAsk | None, worktree_work: bool) -> Keyboard:
+    async def _pr_row(self, task: Task) -> Sequence[str]:
+        return PR_ACTIONS if self.pr_actions is None else await self.pr_actions(task)
+
+    def _keyboard(
+        self, task: Task, ask: CardAsk | None, worktree_work: bool, prs: Sequence[str]
+    ) -> Keyboard:
         card = task_keyboard(
             self._texts,
             task.locale,
             task.id,
             CARD_ACTIONS,
             WORKTREE_ACTIONS if worktree_work else [],
-            PR_ACTIONS if worktree_work else [],
+            prs,
         )
         if terminal_command(task) is not None:  # 🖥 To terminal: hand the session over
             card = Keyboard((*card.rows, (hold_button(self._texts, task.locale, task.id),)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,10 @@ class Notifier:
         self._notes = TurnNotes(store, texts, self._lifecycle)
         self._completion = Completion(store, texts, self, self._lifecycle)
         self.policies = ChatPolicies(store)
+
+    def offer_prs(self, actions: Callable[[Task], Awaitable[Sequence[str]]]) -> None:
+        """A worktree task's card asks ``actions`` which pull request buttons it offers."""
+        self._completion.pr_actions = actions
 
     def open_board_at(self, url: str) -> None:
         """Completion cards get an "Open" button to the task's page at ``url`` (an https://
