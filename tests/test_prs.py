@@ -490,3 +490,24 @@ async def test_the_gh_login_is_asked_first_and_its_token_is_hidden_everywhere(
         await feed(app, press(TaskAction(action="open_pr", task_id=1).pack()))
         assert github.of("POST")[0]["auth"] == f"Bearer {gh_said}"
         assert app.store.redact(f"the token is {gh_said}") == "the token is [redacted]"
+
+
+async def test_the_pr_body_links_the_public_board_in_the_tasks_language(tmp_path):
+    """The body links the board's page of the task when the board is public, and speaks the
+    task's language (Markdown for GitHub: nothing escaped as HTML)."""
+    from bot.models import NewTask, TaskKind
+    from bot.prs import body
+    from bot.store import Store
+    from bot.telegram.texts import Texts
+
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        new = NewTask(1, 1, "claude", TaskKind.DETACH, "fix <b> & a < b", tmp_path, locale="ru")
+        task, _ = await store.tasks.create(new, "fix <b> & a < b")
+        said = await body.body(store, Texts(), task, "https://board.example")
+        assert said.startswith("fix <b> & a < b\n")
+        assert "**Задача:** https://board.example/tasks/1" in said
+        assert "**Проверка:** нет" in said and "**Стоимость:** $0.0000" in said
+        assert "board.example" not in await body.body(store, Texts(), task, None)
+    finally:
+        await store.close()
