@@ -390,7 +390,7 @@ async def _spoke_as_a_watchdog(app) -> tuple[int, int]:  # type: ignore[no-untyp
     task = await app.store.tasks.get(1)
     turn = await app.store.tasks.last_turn(1)
     notifier = app.core.notifier
-    text = notifier.text(task.locale, "stall.model", label=task.label, minutes=1)
+    text = notifier.text(task.locale, "stall.model", label=task.label, elapsed="1 min")
     markup = stall_keyboard(notifier.texts, task.locale, turn.id)
     async with app.store.atomic():
         row_id = await notifier.send(task, text, MessageKind.STATUS, markup=markup)
