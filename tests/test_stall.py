@@ -82,6 +82,7 @@ async def test_keep_waiting_silences_the_turn_and_a_tool_is_named(tmp_path, work
             await fake.user_message("/detach build all", OWNER)
             said = await fake.wait_text(OWNER, "no word from the agent", timeout_s=20)
             assert "sleep 600 &amp;&amp; make &lt;all&gt;" in said.params["text"]  # escaped
+            assert "at work for 1 s:" in said.params["text"]  # the time it measured, not "1 min"
             keep, stop = buttons(said)["Keep waiting"], buttons(said)["⏹ Stop"]
             for choice in (keep, stop):  # somebody else's taps: refused
                 q = await fake.press(OWNER, said.result["message_id"], choice, OTHER)
