@@ -11,6 +11,7 @@ import re
 import aiohttp
 
 from bot.telegram.render import markdown_chunks, plain
+from bot.telegram.summary import summary
 from bot.telegram.texts import Texts
 from bot.turns.stall import elapsed
 from tests.support.fake_telegram import FakeTelegram
@@ -150,3 +151,16 @@ async def test_the_model_that_ran_is_on_the_card_result_spend_and_board(
             assert row["model"] == turn.model and row["model_asked"] is None
             assert page["task"]["model"] == turn.model
             assert page["turns"][0]["model"] == turn.model
+
+
+def test_a_summary_is_whole_blocks_or_a_marked_balanced_cut():
+    """No heading: the first paragraphs that fit; one paragraph too long: cut, tags balanced."""
+    paragraphs = "\n\n".join(f"Paragraph **{n}** with `code {n}` & more." for n in range(400))
+    shown = summary(paragraphs, 1000)
+    assert 900 < len(shown) <= 1000 and shown.endswith("more.")  # whole paragraphs only
+    assert shown.count("<b>") == shown.count("</b>") and "**" not in shown
+    one = " ".join(f"**word{n}** `x&y`" for n in range(500))  # one block, far too long
+    cut = summary(one, 1000)
+    assert len(cut) <= 1000 and cut.endswith(" …")
+    assert cut.count("<b>") == cut.count("</b>") and cut.count("<code>") == cut.count("</code>")
+    assert not re.search(r"&[a-z]*$", cut[: -len(" …")])  # no entity cut in two

@@ -1,7 +1,8 @@
 """A long answer's face on its card and its file to read on a phone. The summary is the
 answer's first section (up to its second heading) or its first paragraphs, rendered to
 Telegram HTML like any message and within a budget of characters: whole blocks while they fit,
-else the first block cut by the converter (tags balanced, never inside a tag or an entity).
+else the first block cut by the converter (tags balanced, never inside a tag or an entity)
+and marked so.
 The page is the whole answer rendered the same way, in a small HTML document."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from bot.telegram.render import markdown_chunks
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
-MIN_CUT = 500  # the converter's splitter cuts no shorter
+MIN_CUT = 520  # the converter's splitter cuts no shorter than 500
+CUT_MARK = " …"  # after a block cut to fit
 
 
 def blocks(markdown: str) -> list[str]:
@@ -59,7 +61,8 @@ def summary(markdown: str, budget: int) -> str:
         taken = "\n\n".join(filter(None, (taken, block)))
     if taken:
         return telegram_format(taken).strip()
-    return markdown_chunks(head[0] if head else markdown, budget)[0].strip()
+    cut = markdown_chunks(head[0] if head else markdown, budget - len(CUT_MARK))[0]
+    return cut.strip() + CUT_MARK
 
 
 _PAGE = """<!doctype html>
