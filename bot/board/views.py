@@ -69,13 +69,21 @@ class BoardData:
         trees = await self.store.worktrees.states_of([t.id for t in found])
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
-        return held + [self.row(t, waits.get(t.id), locale, trees.get(t.id)) for t in found]
+        ran = await self.store.ran.models([t.id for t in found])
+        rows = [self.row(t, waits.get(t.id), locale, trees.get(t.id), ran.get(t.id)) for t in found]
+        return held + rows
 
     def row(
-        self, task: Task, wait: WaitState | None, locale: str, worktree: str | None = None
+        self,
+        task: Task,
+        wait: WaitState | None,
+        locale: str,
+        worktree: str | None = None,
+        ran: str | None = None,
     ) -> dict[str, Any]:
         """``wait``: what it waits for; ``worktree``: its worktree's state (active, merged,
-        discarded), None: it has none."""
+        discarded), None: it has none; ``ran``: the model that ran it, as its engine named it
+        (``model``; ``model_asked``: the one the task asked for, None: the engine's default)."""
         return {
             "id": task.id,
             "label": task.label,
@@ -88,7 +96,8 @@ class BoardData:
             "active": task.status.active,
             "running": task.status is TaskStatus.RUNNING,  # a follow-up may go into its turn
             "engine": task.engine,
-            "model": task.model,
+            "model": ran or task.model,
+            "model_asked": task.model,
             "mode": task.approval_mode.value,
             "cwd": task.cwd,
             "cost_usd": round(task.total_cost_usd, 4),
@@ -121,8 +130,9 @@ class BoardData:
         tree = await self.worktree(task)
         state = tree["state"] if tree else None
         waits = await self.store.waits.of([task])
+        ran = await self.store.ran.models([task.id])
         return {
-            "task": self.row(task, waits.get(task.id), locale, state),
+            "task": self.row(task, waits.get(task.id), locale, state, ran.get(task.id)),
             "goal": turns[0].prompt if turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
@@ -271,6 +281,7 @@ def _turn(turn: Turn) -> dict[str, Any]:
         "input_tokens": turn.input_tokens,
         "output_tokens": turn.output_tokens,
         "duration_s": turn.duration_s,
+        "model": turn.model,
         "prompt": turn.prompt,
     }
 

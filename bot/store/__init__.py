@@ -17,6 +17,7 @@ from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
 from bot.store.preflights import PreflightHoldRepo
 from bot.store.pulse import PulseRepo
+from bot.store.ran import RanRepo
 from bot.store.records import AuditRepo, LinkRepo, SpendRepo
 from bot.store.recovery import RecoveryRepo
 from bot.store.retention import RetentionRepo
@@ -88,6 +89,7 @@ class Store:
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
         self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
         self.stalls = StallRepo(db, redact)  # stall watchdogs' messages, and Keep waiting
+        self.ran = RanRepo(db)  # the model that actually ran each task
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow, redact: Redactor = NOTHING) -> Store:
