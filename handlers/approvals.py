@@ -16,7 +16,6 @@ from bot.approvals.view import (
     QuestionAction,
     grant_rule,
 )
-from bot.store import Grant
 from bot.tasks.pending import PendingAsks
 from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, Keyboard
@@ -109,7 +108,7 @@ async def _grants_view(
     if not grants:
         return reply.text("grants.empty"), None
     lines = [reply.text("grants.header")] + [
-        _grant_line(reply, n, g) for n, g in enumerate(grants, start=1)
+        _grant_line(reply, n, g.pattern, g.engine, g.cwd) for n, g in enumerate(grants, start=1)
     ]
     rows = [
         [
@@ -123,13 +122,11 @@ async def _grants_view(
     return "\n".join(lines), Keyboard.of(rows)
 
 
-def _grant_line(reply: Reply, n: int, grant: Grant) -> str:
+def _grant_line(reply: Reply, n: int, pattern: str, engine: str, cwd: str) -> str:
     """A tool rule with its engine, or a repository's check: its command and directory."""
-    if grant.engine == CHECK_GRANTS:
-        return reply.text(
-            "grants.check_line", n=n, command=grant_rule(grant.pattern), cwd=grant.cwd
-        )
-    return reply.text("grants.line", n=n, pattern=grant.pattern, engine=grant.engine, cwd=grant.cwd)
+    if engine == CHECK_GRANTS:
+        return reply.text("grants.check_line", n=n, command=grant_rule(pattern), cwd=cwd)
+    return reply.text("grants.line", n=n, pattern=pattern, engine=engine, cwd=cwd)
 
 
 def _where(query: CallbackQuery) -> tuple[int, int] | None:
