@@ -10,13 +10,16 @@ import re
 import subprocess
 from typing import Any
 
-from bot.events import ApprovalRequest, SessionStarted
+from bot.events import ApprovalRequest, SessionStarted, TurnFinished, Usage
+from bot.models import TaskStatus
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import Call, FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.harness import OWNER, make_settings, running_bot, wait_sent
 from tests.test_approvals_e2e import answer_of, buttons, edited
+from tests.test_board import bot_with_board, signed_in, wait_status
 from tests.test_check_consent import CONSENT, MACHINE
 from tests.test_checks import finished
+from tests.test_handlers import feed, message
 from tests.test_pending_copies import turn
 from tests.test_phone import SESSION, answer
 
@@ -161,3 +164,36 @@ async def test_audit_pages_newest_first_and_refuses_a_forged_page(tmp_path, work
             assert await answer_of(fake, query) == "This button is no longer valid."
             query = await fake.press(OWNER, message_id, "au:-1", OWNER)
             assert await answer_of(fake, query) == "This button is no longer valid."
+
+
+def asks_then_costs(cost_usd: float) -> tuple:
+    return (
+        SessionStarted(SESSION, "fake-model"),
+        ApprovalRequest("Bash", {"command": "rm -rf build"}, "t1", "Bash(rm -rf build)"),
+        TurnFinished(False, "after the approval", SESSION, cost_usd, Usage(1, 1)),
+    )
+
+
+async def test_the_boards_task_page_has_its_audit_and_writes_amounts_as_the_chat(tmp_path, workdir):
+    """Deny on the board: the task page's audit says so (another user's page of it is not
+    found); its cost reads "$0.002" there, as the completion card writes it."""
+    engine = FakeEngine(asks_then_costs(0.002))
+    async with bot_with_board(tmp_path, workdir, engine) as (app, board):
+        tg = await feed(app, message("/claude clean the build"))
+        await wait_sent(tg, lambda c: "rm -rf build" in c.text, 10)
+        http, csrf = await signed_in(app, board)
+        async with http:
+            async with http.get(f"{board.url}/api/tasks/1") as response:
+                (pending,) = (await response.json())["pending"]
+            body = {"qid": pending["id"], "answer": "deny"}
+            url, headers = f"{board.url}/api/tasks/1/answer", {"X-CSRF-Token": csrf}
+            async with http.post(url, json=body, headers=headers) as response:
+                assert response.status == 200
+            await wait_status(app, 1, TaskStatus.DONE)
+            card = await wait_sent(tg, lambda c: "after the approval" in c.text, 10)
+            async with http.get(f"{board.url}/api/tasks/1") as response:
+                page = await response.json()
+        assert [a["text"] for a in page["audit"]] == ["Bash: denied"]
+        assert "· $0.002\n" in card.text  # the chat's amount
+        assert page["task"]["cost_text"] == "$0.002"
+        assert [t["cost_text"] for t in page["turns"]] == ["$0.002"]
