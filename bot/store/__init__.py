@@ -18,7 +18,7 @@ from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, Worktre
 from bot.store.preflights import PreflightHoldRepo
 from bot.store.pulse import PulseRepo
 from bot.store.ran import RanRepo
-from bot.store.records import AuditRepo, LinkRepo, SpendRepo
+from bot.store.records import AuditEntry, AuditRepo, LinkRepo, SpendRepo
 from bot.store.recovery import RecoveryRepo
 from bot.store.retention import RetentionRepo
 from bot.store.runners import Runner, RunnerRepo
@@ -33,6 +33,7 @@ from bot.store.transcript import TranscriptLine, TranscriptRepo
 from bot.store.waits import WaitRepo
 
 __all__ = [
+    "AuditEntry",
     "Grant",
     "UsageWindow",
     "PendingQuestion",
