@@ -94,7 +94,12 @@ def through(case: str) -> tuple[str, ...]:
 
 def mark(case: str, door: str) -> str:
     """A row's marker: no row's is part of another's (the model's scripts are found by it)."""
-    return f"MK-{case}-{door}-".upper().replace("_", "")
+    return f"{door}-{case}-MK-".upper().replace("_", "")
+
+
+def slug(case: str, door: str) -> str:
+    """What of the marker the task's label (three words, 24 characters at most) keeps."""
+    return mark(case, door).lower()[:14]
 
 
 async def each(rows: dict[str, Awaitable[Any]]) -> dict[str, Any]:
@@ -138,7 +143,7 @@ def repository(path: Path) -> None:
 @asynccontextmanager
 async def bench_at(root: Path, claude_bin: str) -> AsyncIterator[Bench]:
     anthropic, judge = AnthropicMock().start(), ChatMock().start()
-    judge.script("MK-HELD-", [{"text": json.dumps({"verdict": "refuse", "reason": REASON})}])
+    judge.script("-HELD-MK-", [{"text": json.dumps({"verdict": "refuse", "reason": REASON})}])
     judge.script(PREFLIGHT, [{"text": json.dumps({"verdict": "go"})}])
     workdir, data_dir, home = root / "work", root / "data", root / "home"
     workdir.mkdir()
@@ -249,8 +254,168 @@ async def case_held(bench: Bench) -> None:
         assert "held by the bot's preflight" in bench.said[door], bench.said[door]
         assert REASON in bench.said[door], door
     assert bench.said["detach_add"].startswith("exit 1") and bench.said["mcp"].startswith("error")
-    [held] = (bench.inbox / "held").glob("*mk-held-taskfile*.md")
+    [held] = (bench.inbox / "held").glob("*taskfile-held-mk*.md")
     assert REASON in held.with_name(held.name + ".reason.txt").read_text()
+
+
+def touch(name: str) -> dict[str, Any]:
+    return {"tool_use": {"name": "Bash", "input": {"command": f"touch {name}", "description": "d"}}}
+
+
+def asks_color() -> dict[str, Any]:
+    option = [{"label": "Red", "description": ""}, {"label": "Blue", "description": ""}]
+    ask = {"question": "Which color?", "header": "Color", "multiSelect": False, "options": option}
+    return {"tool_use": {"name": "AskUserQuestion", "input": {"questions": [ask]}}}
+
+
+async def row_of(bench: Bench, marker: str, where: Callable[[dict[str, Any]], bool]) -> dict:
+    """The board's row of the task ``marker`` names, once ``where`` holds for it."""
+    assert bench.board is not None
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            rows = (await bench.board.get("/api/tasks"))["tasks"]
+            found = [r for r in rows if marker in r["title"]]
+            if found and where(found[0]):
+                return found[0]
+            await asyncio.sleep(0.1)
+
+
+async def answered(bench: Bench, door: str, ask: Call, marker: str, **answer: Any) -> str:
+    """The owner answers what ``ask`` asks from ``door``: its button in the chat (``button``),
+    or the page's answer (``answer``/``option``) on the board or in the Mini App; the toast."""
+    button = answer.pop("button")
+    if door == "chat":
+        return await bench.press(ask, button)
+    surface = bench.board if door == "board" else bench.mini_app
+    assert surface is not None
+    row = await row_of(bench, marker, lambda r: r["wait"] is not None)
+    page = await surface.get(f"/api/tasks/{row['id']}")
+    [pending] = page["pending"]
+    return str(
+        (await surface.post(f"/api/tasks/{row['id']}/answer", {"qid": pending["id"], **answer}))[
+            "text"
+        ]
+    )
+
+
+async def case_approval(bench: Bench) -> None:
+    """A tool call waits for the owner's approval: the chat's message offers Allow, Deny and
+    Always; the board and the Mini App list it as waiting for approval with the same command;
+    an Allow from any of them lets the turn go on, and the chat's message says so, without
+    buttons."""
+    doors = through("approval")
+
+    async def one(door: str) -> None:
+        marker, name = mark("approval", door), f"ok-{door}.txt"
+        bench.anthropic.script(marker, [touch(name), {"text": f"{marker} made it"}])
+        await bench.fake.user_message(f"/claude mode=ask {marker} make a file", OWNER)
+        ask = await sent(bench, "wants to use", f"touch {name}")
+        assert set(buttons(ask)) == {"✅ Allow", "⛔ Deny", "♾ Always…"}, door
+        row = await row_of(bench, marker, lambda r: r["wait"] is not None)
+        assert (row["badge"], row["wait_text"]) == ("approval", "waiting for your approval")
+        toast = await answered(bench, door, ask, marker, button="✅ Allow", answer="allow")
+        assert toast == "Allowed.", (door, toast)
+        await until(lambda: "Allowed" in bench.text_now(ask) and bench.buttons_now(ask) == [])
+        await sent(bench, f"{marker} made it")
+        assert Path(row["cwd"], name).exists()
+
+    await each({d: one(d) for d in doors})
+
+
+async def case_question(bench: Bench) -> None:
+    """The agent asks a question: its options are the chat message's buttons and the board's
+    and the Mini App's choices; a pick from any of them is the answer the agent gets."""
+    doors = through("question")
+
+    async def one(door: str) -> None:
+        marker = mark("question", door)
+        bench.anthropic.script(marker, [asks_color(), {"echo": True}])
+        await bench.fake.user_message(f"/claude mode=ask {marker} ask me", OWNER)
+        ask = await sent(bench, "Which color?", slug("question", door))
+        assert {"Red", "Blue"} <= set(buttons(ask)), door
+        row = await row_of(bench, marker, lambda r: r["wait"] is not None)
+        assert row["wait_text"] == "waiting for your answer", row
+        await answered(bench, door, ask, marker, button="Blue", option=1)
+        await until(lambda: bench.buttons_now(ask) == [])
+        done = await sent(bench, "ECHO", slug("question", door))
+        assert '"Which color?"="Blue"' in done.params["text"], door
+
+    await each({d: one(d) for d in doors})
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"text": "working", "tool_use": {"name": "Bash", "input": {"command": command}}}
+
+
+async def started(
+    bench: Bench, marker: str, words: str, command: str = "/claude mode=auto"
+) -> dict:
+    """A task started in the chat, once its agent has asked the model: its board row."""
+    await bench.fake.user_message(f"{command} {marker} {words}", OWNER)
+    await until(lambda: bool(bench.anthropic.requests_for(marker)))
+    return await row_of(bench, marker, lambda r: r["active"])
+
+
+async def followed(bench: Bench, door: str, row: dict, prompt: str, steer: bool) -> Call:
+    """A follow-up from ``door`` while the task's turn runs, into it (``steer``) or after it;
+    its acknowledgement in the chat."""
+    label = row["label"].split()[-1] if " " in row["label"] else row["label"]
+    at = len(bench.fake.calls)
+    if door == "chat":
+        first = await sent(bench, label)  # the task's acknowledgement: the owner replies to it
+        await bench.fake.user_message(prompt, OWNER, reply_to_message_id=first.result["message_id"])
+        offer = await sent(bench, "into it: Steer now", after=at)
+        await bench.press(offer, "➡️ Steer now" if steer else "Queue")
+        return offer
+    if door == "mcp":
+        error, text = await bench.tool("followup", task_id=row["id"], prompt=prompt, steer=steer)
+        assert not error and json.loads(text)["steer"] == ("asked" if steer else "queued"), text
+        return await sent(bench, label, "(MCP)", after=at)
+    surface = bench.board if door == "board" else bench.mini_app
+    assert surface is not None
+    done = await surface.post(
+        f"/api/tasks/{row['id']}/followup", {"prompt": prompt, "steer": steer}
+    )
+    assert (done["steer"], done["behind"]) == ("sent" if steer else "queued", True), done
+    return await sent(bench, label, "follow-up from the board", after=at)
+
+
+async def settled(bench: Bench, ack: Call, needle: str) -> str:
+    """A follow-up's acknowledgement once it says ``needle`` and offers nothing more."""
+    await until(lambda: needle in bench.text_now(ack) and bench.buttons_now(ack) == [])
+    return bench.text_now(ack)
+
+
+async def case_followup(bench: Bench) -> None:
+    """While a turn runs, a follow-up from any door is offered Steer now or Queue as a reply
+    is: the steered words go into the running turn (the model reads them at its next step),
+    the queued ones run next as a turn of their own; both are in the transcript, and each
+    acknowledgement in the chat settles saying where its words went."""
+    doors = through("followup")
+
+    async def one(door: str) -> None:
+        marker = mark("followup", door)
+        steer, queue = f"STEER-{door} also say banana", f"QUEUE-{door} then this"
+        bench.anthropic.script(
+            marker, [bash("sleep 10; echo one"), {"text": f"{marker} first"}, {"echo": True}]
+        )
+        row = await started(bench, marker, "work a while")
+        steered = await followed(bench, door, row, steer, steer=True)
+        queued = await followed(bench, door, row, queue, steer=False)
+        await settled(bench, steered, "taken into the running turn at step")
+        await settled(bench, queued, "✅ done")
+        echo = await sent(bench, "ECHO", slug("followup", door))
+        assert queue in echo.params["text"] and steer not in echo.params["text"], door
+        first, *_ = [
+            r for r in bench.anthropic.requests_for(marker) if steer in json.dumps(r["messages"])
+        ]  # the steer went into the first turn, at its next step
+        assert first["roles"].count("assistant") == 1, door
+        assert bench.board is not None
+        items = (await bench.board.get(f"/api/tasks/{row['id']}/transcript"))["items"]
+        said = [(i["text"], bool(i.get("steered"))) for i in items if i["kind"] == "said"]
+        assert said == [(steer, True), (queue, False)], (door, said)
+
+    await each({d: one(d) for d in doors})
 
 
 Case = Callable[[Bench], Awaitable[None]]
