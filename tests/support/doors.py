@@ -93,6 +93,7 @@ class Bench:
     workdir: Path
     env: dict[str, str]  # what `detach add` and `detach mcp` run with
     token: str
+    database_url: str = ""
     board: Board | None = None
     mini_app: Board | None = None
     mcp: Client | None = None
