@@ -33,8 +33,6 @@ from tests.support.fake_telegram import TOKEN, Call, FakeTelegram
 from tests.support.harness import OWNER, in_own_task, make_settings, running_bot
 from tests.support.stt_server import SttServer
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
-
 DOORS = (
     "chat",
     "chat_file",
@@ -472,16 +470,16 @@ async def worked(bench: Bench, case: str, door: str) -> tuple[Call, dict]:
         marker,
         [
             wrote(one, "one"),
-            {"text": f"{door} wrote one"},
+            {"text": f"{door} {case} wrote one"},
             wrote(two, "two"),
-            {"text": f"{door} wrote two"},
+            {"text": f"{door} {case} wrote two"},
         ],
     )
     repo = bench.workdir / f"{door}-{case}"  # a repository each: see ``worked``'s docstring
     repo.mkdir()
     repository(repo)
     await bench.fake.user_message(f"/detach cwd={repo} {marker} write files", OWNER)
-    card = await sent(bench, "· done", f"{door} wrote one")
+    card = await sent(bench, "· done", f"{door} {case} wrote one")
     assert {"🔀 Merge", "🗑 Discard"} <= set(buttons(card)), door
     row = await row_of(bench, marker, lambda r: r["worktree"] == "active" and not r["active"])
     assert Path(row["cwd"], one).exists(), door
@@ -501,13 +499,13 @@ async def went_on(bench: Bench, case: str, door: str, card: Call, row: dict) -> 
         done = await surface.post(f"/api/tasks/{row['id']}/followup", {"prompt": prompt})
         assert done["behind"] is False and done["text"] == "Sent: its turn starts now.", done
     await sent(bench, "a fresh worktree from", after=at)
-    second = await sent(bench, "· done", f"{door} wrote two", after=at)
+    second = await sent(bench, "· done", f"{door} {case} wrote two", after=at)
     assert {"🔀 Merge", "🗑 Discard"} <= set(buttons(second)), door
     now = await row_of(bench, marker, lambda r: not r["active"])
     assert now["cwd"] == row["cwd"], door  # the terminal line stays true
     asked = [r for r in bench.anthropic.requests_for(marker) if prompt in r["last_user_text"]]
     assert len(asked) == 1 and asked[0]["roles"].count("assistant") == 2, door  # same session
-    assert f"{door} wrote one" in json.dumps(asked[0]["messages"]), door
+    assert f"{door} {case} wrote one" in json.dumps(asked[0]["messages"]), door
     cwd = Path(row["cwd"])
     assert (cwd / f"{door}-{case}-two.txt").read_text() == "two\n", door
     return cwd
@@ -603,6 +601,7 @@ async def seeded(url: str, workdir: Path, count: int) -> None:
 Case = Callable[[Bench], Awaitable[None]]
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("case", list(TABLE))
 async def test_every_door(case: str, bench: Bench) -> None:
     run: Case | None = globals().get(f"case_{case}")
