@@ -29,9 +29,10 @@ from bot.store import Store, TurnOutcome
 from tests.support.anthropic_mock import AnthropicMock
 from tests.support.chat_mock import ChatMock
 from tests.support.doors import STARTS, WAIT_S, Bench, buttons, process_env, signed_in, until
-from tests.support.fake_telegram import TOKEN, Call, FakeTelegram
+from tests.support.fake_forum import FakeForum
+from tests.support.fake_telegram import TOKEN, Call
 from tests.support.harness import OWNER, in_own_task, make_settings, running_bot
-from tests.support.stt_server import SttServer
+from tests.support.stt_server import Answer, SttServer
 
 DOORS = (
     "chat",
@@ -56,11 +57,9 @@ WHY_NOT_ANSWER = {
     "task_file": "it only starts tasks",
     "schedule": "it only starts tasks",
 }
-FOLLOWERS = ("chat", "board", "mini_app", "mcp")
+FOLLOWERS = ("chat", "voice", "board", "mini_app", "mcp")
 WHY_NOT_FOLLOW = {
     "chat_file": "a file as a reply continues a task as a reply does (tests/test_afterlife.py)",
-    "voice": "a voice note continues a task only in its forum topic (topics on): "
-    "tests/test_followup_doors.py drives it; this bench is a plain private chat",
     "detach_add": "it starts tasks; it continues none",
     "task_file": "a task file starts a task; it continues none",
     "schedule": "a schedule starts a task; it continues none",
@@ -79,7 +78,8 @@ TABLE: dict[str, dict[str, str | None]] = {
     "approval": {d: None if d in ANSWERERS else WHY_NOT_ANSWER[d] for d in DOORS},
     "followup": {d: None if d in FOLLOWERS else WHY_NOT_FOLLOW[d] for d in DOORS},
     "cancel": {
-        d: None if d in FOLLOWERS else WHY_NOT_FOLLOW.get(d, WHY_NOT_ANSWER.get(d)) for d in DOORS
+        d: None if d in FOLLOWERS and d != "voice" else WHY_NOT_FOLLOW.get(d, WHY_NOT_ANSWER[d])
+        for d in DOORS
     },
     "merge": {d: None if d in MERGERS else WHY_NOT_MERGE[d] for d in DOORS},
     "discard": {d: None if d in MERGERS else WHY_NOT_MERGE[d] for d in DOORS},
@@ -163,7 +163,7 @@ async def bench_at(root: Path, claude_bin: str) -> AsyncIterator[Bench]:
     }
     home.mkdir()
     try:
-        async with SttServer() as stt, FakeTelegram() as fake:
+        async with SttServer() as stt, FakeForum(private_topics=True) as fake:
             settings = make_settings(
                 data_dir, fake, claude_bin, workdir,
                 preflight=True, preflight_model="judge", config=config, board_port=0,
@@ -363,10 +363,21 @@ async def followed(bench: Bench, door: str, row: dict, prompt: str, steer: bool)
     its acknowledgement in the chat."""
     label = row["label"].split()[-1] if " " in row["label"] else row["label"]
     at = len(bench.fake.calls)
-    if door == "chat":
-        first = await sent(bench, label)  # the task's acknowledgement: the owner replies to it
-        await bench.fake.user_message(prompt, OWNER, reply_to_message_id=first.result["message_id"])
-        offer = await sent(bench, "into it: Steer now", after=at)
+    if door in ("chat", "voice"):
+        first = await sent(bench, label)  # the task's acknowledgement, in the task's topic
+        topic = int(first.params["message_thread_id"])
+        if door == "chat":  # the owner replies to it
+            reply_to = first.result["message_id"]
+            await bench.fake.user_message(
+                prompt, OWNER, reply_to_message_id=reply_to, thread_id=topic
+            )
+        else:  # a voice note in the topic: its draft, then Start
+            async with bench.voice:
+                bench.stt.answers.append(Answer(text=prompt))
+                await bench.fake.user_voice(b"OggS-more", OWNER, duration_s=2, thread_id=topic)
+                draft = await sent(bench, f"🎤 {prompt}", after=at)
+            await bench.press(draft, "▶️ Start")
+        offer = await sent(bench, label, "into it: Steer now", after=at)
         await bench.press(offer, "➡️ Steer now" if steer else "Queue")
         return offer
     if door == "mcp":
@@ -445,7 +456,7 @@ async def case_cancel(bench: Bench) -> None:
         await bench.fake.wait_shown(OWNER, f"{slug('cancel', door)}", WAIT_S)
         await until(
             lambda: any(
-                slug("cancel", door) in m["text"] and "· cancelled" in m["text"]
+                slug("cancel", door) in m.get("text", "") and "· cancelled" in m.get("text", "")
                 for m in bench.fake.bot_messages(OWNER)
             )
         )
@@ -492,7 +503,9 @@ async def went_on(bench: Bench, case: str, door: str, card: Call, row: dict) -> 
     marker, prompt = mark(case, door), f"now the second file of {door}"
     at = len(bench.fake.calls)
     if door == "chat":
-        await bench.fake.user_message(prompt, OWNER, reply_to_message_id=card.result["message_id"])
+        topic = int(card.params["message_thread_id"])
+        reply_to = card.result["message_id"]
+        await bench.fake.user_message(prompt, OWNER, reply_to_message_id=reply_to, thread_id=topic)
     else:
         surface = bench.board if door == "board" else bench.mini_app
         assert surface is not None

@@ -24,7 +24,8 @@ import aiohttp
 from mcp import Client, StdioServerParameters
 
 from tests.support.anthropic_mock import AnthropicMock
-from tests.support.fake_telegram import Call, FakeTelegram
+from tests.support.fake_forum import FakeForum
+from tests.support.fake_telegram import Call
 from tests.support.harness import OWNER
 from tests.support.stt_server import Answer, SttServer
 
@@ -86,7 +87,7 @@ def init_data(user: int, token: str) -> str:
 class Bench:
     """One running bot and a hand on each of its doors."""
 
-    fake: FakeTelegram
+    fake: FakeForum  # topics on in the private chat: a task's messages are in its topic
     anthropic: AnthropicMock
     stt: SttServer
     data_dir: Path
@@ -98,7 +99,7 @@ class Bench:
     mini_app: Board | None = None
     mcp: Client | None = None
     said: dict[str, str] = field(default_factory=dict)  # what a process door answered, by door
-    _voice: asyncio.Lock = field(default_factory=asyncio.Lock)
+    voice: asyncio.Lock = field(default_factory=asyncio.Lock)  # the STT answers in order
 
     @property
     def inbox(self) -> Path:
@@ -146,7 +147,7 @@ async def by_chat_file(bench: Bench, goal: str) -> None:
 
 async def by_voice(bench: Bench, goal: str) -> None:
     """A voice note: its transcript is shown as a draft, and the owner's Start begins it."""
-    async with bench._voice:  # the transcription server answers in order: one note at a time
+    async with bench.voice:  # the transcription server answers in order: one note at a time
         bench.stt.answers.append(Answer(text=goal))
         mark = len(bench.fake.calls)
         await bench.fake.user_voice(b"OggS-note", OWNER, duration_s=3)
