@@ -45,53 +45,62 @@ DOORS = (
     "task_file",
     "schedule",
 )
-STARTERS = ("chat", "chat_file", "voice", "detach_add", "mcp", "task_file", "schedule")
-ANSWERERS = ("chat", "board", "mini_app")  # where an approval, a question, a hold is answered
-NO_START = "the board and the Mini App start no task; they show the hold and Drop it here"
-ONLY_STARTS = "it only starts tasks: {what} is answered where it is shown"
-WHY_NOT_ANSWER = {
-    "chat_file": "a file is a task's input, not an answer",
-    "voice": "a voice note is a draft of a task or a follow-up, never an answer to a button",
-    "detach_add": "it only starts tasks",
-    "mcp": "`detach mcp` has no answer tool: the owner answers, not the calling agent",
-    "task_file": "it only starts tasks",
-    "schedule": "it only starts tasks",
-}
-FOLLOWERS = ("chat", "voice", "board", "mini_app", "mcp")
-WHY_NOT_FOLLOW = {
-    "chat_file": "a file as a reply continues a task as a reply does (tests/test_afterlife.py)",
-    "detach_add": "it starts tasks; it continues none",
-    "task_file": "a task file starts a task; it continues none",
-    "schedule": "a schedule starts a task; it continues none",
-}
-MERGERS = ("chat", "board", "mini_app")
-WHY_NOT_MERGE = {
-    **{d: WHY_NOT_ANSWER[d] for d in ("chat_file", "voice", "detach_add", "task_file")},
-    "schedule": "it only starts tasks",
-    "mcp": "`detach mcp` has no merge or discard: the owner decides what lands",
-}
+GO = None  # the case goes through this door
+STARTS_ONLY = "it only starts tasks: it answers, continues or decides nothing"
+NOT_AN_ANSWER = "a file sent is a task's input (as a reply: a follow-up), never an answer"
+VOICE_NO_ANSWER = "a voice note becomes a draft of a task or a follow-up, never an answer"
+NO_MCP_ANSWER = "`detach mcp` has no answer tool: the owner answers, not the calling agent"
+NO_MCP_LANDING = "`detach mcp` has no merge or discard: the owner decides what lands"
+PAGE_STARTS_NONE = "the board and the Mini App start no task; this case Drops holds from both"
+FILE_FOLLOWS = "a file as a reply is a reply with an attachment: the chat row covers its road"
+VOICE_NO_LANDING = "a voice note merges and discards nothing (its follow-up: the followup case)"
+NO_CANCEL = "no voice or file cancels; Cancel is the chat's button or /cancel"
+CHAT_ONLY = "`/archive all` is the chat's command (the shell's `detach archive` is no door here)"
 
-# case -> door -> None (the case goes through that door) or why it does not
+# case -> door -> GO (the case goes through that door) or why it does not
 TABLE: dict[str, dict[str, str | None]] = {
-    "held": {d: None if d in STARTERS else NO_START for d in DOORS},
-    "question": {d: None if d in ANSWERERS else WHY_NOT_ANSWER[d] for d in DOORS},
-    "approval": {d: None if d in ANSWERERS else WHY_NOT_ANSWER[d] for d in DOORS},
-    "followup": {d: None if d in FOLLOWERS else WHY_NOT_FOLLOW[d] for d in DOORS},
+    "held": {
+        "chat": GO, "chat_file": GO, "voice": GO, "board": PAGE_STARTS_NONE,
+        "mini_app": PAGE_STARTS_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
+    },
+    "question": {
+        "chat": GO, "chat_file": NOT_AN_ANSWER, "voice": VOICE_NO_ANSWER, "board": GO,
+        "mini_app": GO, "detach_add": STARTS_ONLY, "mcp": NO_MCP_ANSWER,
+        "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
+    },
+    "approval": {
+        "chat": GO, "chat_file": NOT_AN_ANSWER, "voice": VOICE_NO_ANSWER, "board": GO,
+        "mini_app": GO, "detach_add": STARTS_ONLY, "mcp": NO_MCP_ANSWER,
+        "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
+    },
+    "followup": {
+        "chat": GO, "chat_file": FILE_FOLLOWS, "voice": GO, "board": GO, "mini_app": GO,
+        "detach_add": STARTS_ONLY, "mcp": GO, "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
+    },
     "cancel": {
-        d: None if d in FOLLOWERS and d != "voice" else WHY_NOT_FOLLOW.get(d, WHY_NOT_ANSWER[d])
-        for d in DOORS
+        "chat": GO, "chat_file": NO_CANCEL, "voice": NO_CANCEL, "board": GO, "mini_app": GO,
+        "detach_add": STARTS_ONLY, "mcp": GO, "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
     },
-    "merge": {d: None if d in MERGERS else WHY_NOT_MERGE[d] for d in DOORS},
-    "discard": {d: None if d in MERGERS else WHY_NOT_MERGE[d] for d in DOORS},
-    "archive": {
-        d: None if d == "chat" else "`/archive all` is the chat's: no other door archives"
-        for d in DOORS
+    "merge": {
+        "chat": GO, "chat_file": FILE_FOLLOWS, "voice": VOICE_NO_LANDING, "board": GO,
+        "mini_app": GO, "detach_add": STARTS_ONLY, "mcp": NO_MCP_LANDING,
+        "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
     },
-}
+    "discard": {
+        "chat": GO, "chat_file": FILE_FOLLOWS, "voice": VOICE_NO_LANDING, "board": GO,
+        "mini_app": GO, "detach_add": STARTS_ONLY, "mcp": NO_MCP_LANDING,
+        "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
+    },
+    "archive": {d: GO if d == "chat" else CHAT_ONLY for d in DOORS},
+}  # fmt: skip
 
 
 def through(case: str) -> tuple[str, ...]:
     return tuple(d for d, why in TABLE[case].items() if why is None)
+
+
+ANSWERERS = through("approval")  # where a hold, an approval or a question is answered
 
 
 def mark(case: str, door: str) -> str:
