@@ -7,7 +7,8 @@ owner sees: messages and their buttons in Telegram, the board's JSON, what a pro
 ``TABLE`` says, for each case, which doors it goes through and why the others are absent; a
 case runs its doors at once, each with its own marker, so the module stays within a minute and
 a half on a loaded 2-core machine. Doors are driven from outside only (tests/support/doors.py):
-the test holds while the use cases behind them are rearranged."""
+the test holds while the use cases behind them are rearranged. A failure names each door that
+failed; with DOORS_DUMP=<file> it also writes what the owner was shown and the model asked."""
 
 from __future__ import annotations
 
