@@ -116,7 +116,9 @@ class VoiceDrafts:
         if self._recognizer is None:
             raise TranscriptionFailed("voice.no_recognizer")
         sound = await self._download(bot, note)
-        heard = await self._recognizer.transcribe(sound, note.filename, note.duration_s)
+        heard = await self._recognizer.transcribe(
+            sound, note.filename, note.duration_s, language=locale
+        )
         text = tidy(heard.text)
         if not text:
             raise TranscriptionFailed("voice.no_words")

@@ -25,13 +25,20 @@ class Transcript:
 
 
 class Recognizer(Protocol):
-    """``english_only``: it understands US English and nothing else (the offline one)."""
+    """``english_only``: it understands US English and nothing else (pocketsphinx, the offline
+    fallback)."""
 
     english_only: bool
 
-    async def transcribe(self, sound: bytes, filename: str, duration_s: float | None) -> Transcript:
-        """The words of ``sound`` (``duration_s``: Telegram's, when it says). Raises
-        TranscriptionFailed with a key that says what went wrong."""
+    async def transcribe(
+        self,
+        sound: bytes,
+        filename: str,
+        duration_s: float | None,
+        language: str | None = None,
+    ) -> Transcript:
+        """The words of ``sound`` (``duration_s``: Telegram's, when it says; ``language``: the
+        chat's, a hint). Raises TranscriptionFailed with a key that says what went wrong."""
         ...
 
 
@@ -50,14 +57,13 @@ def make_recognizer(
     timeout_s: float,
     max_s: float,
 ) -> Recognizer | None:
-    """The server when ``base_url`` is set, else the offline recognizer when its package is
+    """The server when ``base_url`` is set, else the best offline recognizer whose packages are
     installed (looked up, not imported), else None (the chat is told how to enable one)."""
     if base_url:
         from bot.voice.remote import RemoteRecognizer
 
         return RemoteRecognizer(base_url, model, api_key, timeout_s=timeout_s, max_s=max_s)
-    from bot.voice.offline import OfflineRecognizer
+    from bot.voice.offline import OfflineRecognizer, best
 
-    if OfflineRecognizer.installed():
-        return OfflineRecognizer(timeout_s=timeout_s, max_s=max_s)
-    return None
+    engine = best()
+    return None if engine is None else OfflineRecognizer(engine, timeout_s=timeout_s, max_s=max_s)
