@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,18 +103,22 @@ def size_mb(engine: Engine) -> float:
     return whisper.size_mb(weights)
 
 
-def measure(engine: Engine, notes: list[tuple[str, bytes]], language: str) -> tuple[float, float]:
-    """The engine's WER over ``notes`` and its mean seconds per note."""
-    pairs, seconds = [], []
+def measure(
+    engine: Engine, notes: list[tuple[str, bytes]], language: str, folder: Path
+) -> tuple[float, float, float]:
+    """The engine's WER over ``notes``, its mean seconds per note and its mean CPU seconds
+    (all threads; the wall time depends on what else the machine runs)."""
+    pairs, seconds, cpu = [], [], []
     for said, note in notes:
         pcm = decode(note, 300)
-        start = time.monotonic()
-        heard = engine.hear(pcm, lambda: False, language)
+        start, start_cpu = time.monotonic(), time.process_time()
+        heard = engine.hear(pcm, lambda: False, language, folder)
         seconds.append(time.monotonic() - start)
+        cpu.append(time.process_time() - start_cpu)
         pairs.append((said, heard))
         if os.environ.get("BENCH_VOICE_SHOW"):
             print(f"  {wer(said, heard):4.2f}  {said!r} -> {heard!r}", flush=True)
-    return corpus_wer(pairs), sum(seconds) / len(seconds)
+    return corpus_wer(pairs), statistics.mean(seconds), statistics.mean(cpu)
 
 
 def main() -> int:
@@ -126,16 +131,23 @@ def main() -> int:
             lang: [(s, spoken(Path(folder), s, lang)) for s in said]
             for lang, said in phrases.items()
         }
+        return table(notes, Path(folder))
+
+
+def table(notes: dict[str, list[tuple[str, bytes]]], folder: Path) -> int:
     print(f"offline voice: {len(ENGLISH)} English and {len(RUSSIAN)} Russian phrases (espeak-ng)")
-    print(f"{'recognizer':<18}{'lang':<6}{'WER':>6}{'s/phrase':>10}{'model MB':>10}")
+    print(f"{'recognizer':<18}{'lang':<6}{'WER':>6}{'s/phrase':>10}{'CPU s':>8}{'model MB':>10}")
     for engine in (WHISPER_BASE, WHISPER_TINY_EN, POCKETSPHINX):
         if not engine.installed():
             print(f"{engine.name:<18}not installed")
             continue
         languages = ("en",) if engine.english_only else ("en", "ru")
         for lang in languages:
-            rate, mean_s = measure(engine, notes[lang], lang)
-            print(f"{engine.name:<18}{lang:<6}{rate:>6.2f}{mean_s:>10.2f}{size_mb(engine):>10.0f}")
+            rate, mean_s, cpu_s = measure(engine, notes[lang], lang, folder)
+            size = size_mb(engine)
+            print(
+                f"{engine.name:<18}{lang:<6}{rate:>6.2f}{mean_s:>10.2f}{cpu_s:>8.2f}{size:>10.0f}"
+            )
     return 0
 
 

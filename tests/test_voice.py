@@ -32,6 +32,7 @@ from tests.support.harness import OWNER, running_bot
 from tests.support.stt_server import Answer, SttServer
 from tests.test_phone import answer, buttons_data, settings, until
 from tests.test_store import Clock
+from tests.test_voice_offline import MODELS
 
 OTHER = 222  # allowed too, but not the draft's owner
 STRANGER = 999  # not allowed at all
@@ -228,11 +229,11 @@ def test_nothing_of_the_recognizer_is_loaded_at_idle():
 
 @pytest.mark.parametrize("engine", [WHISPER_BASE, POCKETSPHINX], ids=lambda e: e.name)
 async def test_an_offline_decode_past_its_bound_stops_with_a_clear_line(engine):
-    recognizer = OfflineRecognizer(engine, timeout_s=0.001, max_s=60)
+    recognizer = OfflineRecognizer(engine, folder=MODELS, timeout_s=0.001, max_s=60)
     with pytest.raises(TranscriptionFailed) as failed:
         await recognizer.transcribe(ogg_tone(2.0), "voice.ogg", 2.0)
     assert failed.value.key == "voice.too_slow"
-    sound = OfflineRecognizer(engine, timeout_s=30, max_s=60)
+    sound = OfflineRecognizer(engine, folder=MODELS, timeout_s=30, max_s=60)
     with pytest.raises(TranscriptionFailed) as failed:  # not a sound: said, not crashed
         await sound.transcribe(b"<html>", "voice.ogg", 1.0)
     assert failed.value.key == "voice.unreadable"

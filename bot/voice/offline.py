@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bot.errors import TranscriptionFailed
@@ -33,23 +34,24 @@ Expired = Callable[[], bool]
 
 @dataclass(frozen=True, slots=True)
 class Engine:
-    """One offline recognizer: ``hear(pcm, expired, language)`` gives the words (blocking;
-    raises TimeoutError once ``expired()``); ``language`` is the chat's, a hint."""
+    """One offline recognizer: ``hear(pcm, expired, language, folder)`` gives the words
+    (blocking; raises TimeoutError once ``expired()``); ``language`` is the chat's, a hint;
+    ``folder`` is where the engine may keep files of its own."""
 
     name: str
     english_only: bool
     installed: Callable[[], bool]
-    hear: Callable[[Pcm, Expired, str | None], str]
+    hear: Callable[[Pcm, Expired, str | None, Path], str]
 
 
 def _whisper(weights: whisper.Weights) -> Engine:
-    def hear(pcm: Pcm, expired: Expired, language: str | None) -> str:
+    def hear(pcm: Pcm, expired: Expired, language: str | None, folder: Path) -> str:
         import numpy as np
 
         samples = np.frombuffer(pcm.data, dtype="<i2").astype(np.float32) / 32768.0
         threads = min(os.cpu_count() or 1, 4)
         return whisper.transcribe(
-            samples, expired, language=language, weights=weights, threads=threads
+            samples, expired, folder=folder, language=language, weights=weights, threads=threads
         )
 
     return Engine(
@@ -66,7 +68,7 @@ POCKETSPHINX = Engine(
     "pocketsphinx",
     True,
     sphinx.installed,
-    lambda pcm, expired, _: sphinx.transcribe(pcm.data, expired),
+    lambda pcm, expired, _language, _folder: sphinx.transcribe(pcm.data, expired),
 )
 CHOICES = (WHISPER_BASE, POCKETSPHINX)  # the first one installed is used
 
@@ -79,8 +81,11 @@ def best() -> Engine | None:
 
 
 class OfflineRecognizer:
-    def __init__(self, engine: Engine, *, timeout_s: float, max_s: float) -> None:
+    """``folder``: the engine's files (Whisper's joined model, 145 MB)."""
+
+    def __init__(self, engine: Engine, *, folder: Path, timeout_s: float, max_s: float) -> None:
         self.engine = engine
+        self._folder = folder
         self.english_only = engine.english_only
         self._timeout_s = timeout_s
         self._max_s = max_s
@@ -116,7 +121,7 @@ class OfflineRecognizer:
             pcm = decode(sound, self._max_s)
             expired = lambda: stop.is_set() or time.monotonic() > deadline  # noqa: E731
             try:
-                text = self.engine.hear(pcm, expired, language)
+                text = self.engine.hear(pcm, expired, language, self._folder)
             except TimeoutError:
                 raise self._too_slow() from None
             except ImportError as exc:  # a broken install: say so rather than fail silently

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from pydantic import SecretStr
@@ -56,9 +57,11 @@ def make_recognizer(
     api_key: SecretStr | None,
     timeout_s: float,
     max_s: float,
+    folder: Path,
 ) -> Recognizer | None:
     """The server when ``base_url`` is set, else the best offline recognizer whose packages are
-    installed (looked up, not imported), else None (the chat is told how to enable one)."""
+    installed (looked up, not imported), else None (the chat is told how to enable one).
+    ``folder``: where the offline recognizer keeps its files."""
     if base_url:
         from bot.voice.remote import RemoteRecognizer
 
@@ -66,4 +69,8 @@ def make_recognizer(
     from bot.voice.offline import OfflineRecognizer, best
 
     engine = best()
-    return None if engine is None else OfflineRecognizer(engine, timeout_s=timeout_s, max_s=max_s)
+    return (
+        None
+        if engine is None
+        else OfflineRecognizer(engine, folder=folder, timeout_s=timeout_s, max_s=max_s)
+    )

