@@ -93,6 +93,17 @@ async def test_a_russian_note_is_heard_in_russian(tmp_path):
     recognizer = OfflineRecognizer(WHISPER_BASE, folder=MODELS, timeout_s=120, max_s=60)
     heard = await recognizer.transcribe(note, "voice.ogg", None, language="ru")
     assert wer(RUSSIAN, heard.text) <= 0.5, heard.text  # measured: 0.33
+    joined = sorted(p.name for p in (MODELS / "whisper-base").iterdir())
+    assert joined == ["config.json", "model.bin", "vocabulary.txt"]  # nothing left aside
+
+
+async def test_whisper_loads_from_memory_when_its_folder_cannot_be_written(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder would be")
+    note = spoken_note(tmp_path, SENTENCE)
+    recognizer = OfflineRecognizer(WHISPER_BASE, folder=blocked, timeout_s=120, max_s=60)
+    heard = await recognizer.transcribe(note, "voice.ogg", None, language="en")
+    assert wer(SENTENCE, heard.text) <= 0.25, heard.text
 
 
 async def test_pocketsphinx_the_fallback_still_hears_its_best_sentence(tmp_path):

@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +67,7 @@ def transcribe(
     file, once (loading a file takes half the memory of loading from memory: 310 MB at peak
     against 600). Raises TimeoutError before the next 30 s window once ``expired()``. A fresh
     model per call, dropped after it (nothing kept while idle)."""
-    model = _load(joined(weights, folder), threads)
+    model = _load(weights, folder, threads)
     words: list[str] = []
     prompt: list[str] = []
     for window in _windows(samples):
@@ -79,7 +81,8 @@ def transcribe(
 
 def joined(weights: Weights, folder: Path) -> Path:
     """A folder holding the model as CTranslate2 reads it (model.bin whole), made under
-    ``folder`` once and again when the packages' files change size."""
+    ``folder`` once and again when the packages' files change size. Each file appears whole or
+    not at all (written aside, then renamed), so bots or tests joining at once do no harm."""
     files = _files(weights)
     parts = [p for p in files if p.name.startswith("model.bin")]
     target = folder / weights.name
@@ -89,22 +92,33 @@ def joined(weights: Weights, folder: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     for path in files:
         if path not in parts:
-            shutil.copyfile(path, target / path.name)
-    partial = target / "model.bin.partial"
-    with partial.open("wb") as out:
-        for part in parts:
-            with part.open("rb") as source:
-                shutil.copyfileobj(source, out, 1 << 20)
-    partial.replace(model)  # whole or absent, even if the bot stops while it writes
+            _write(target / path.name, [path])
+    _write(model, parts)  # last: its presence says the folder is whole
     return target
 
 
-def _load(model: Path, threads: int) -> Any:
+def _write(path: Path, sources: list[Path]) -> None:
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    with aside.open("wb") as out:
+        for source in sources:
+            with source.open("rb") as data:
+                shutil.copyfileobj(data, out, 1 << 20)
+    aside.replace(path)
+
+
+def _load(weights: Weights, folder: Path, threads: int) -> Any:
+    """The model from its joined file; from memory (twice the peak) when it cannot be written."""
     import ctranslate2
 
-    return ctranslate2.models.Whisper(
-        str(model), device="cpu", compute_type="int8", intra_threads=threads
-    )
+    options = {"device": "cpu", "compute_type": "int8", "intra_threads": threads}
+    try:
+        return ctranslate2.models.Whisper(str(joined(weights, folder)), **options)
+    except OSError:  # no room or no right to write there
+        files = _files(weights)
+        parts = [p for p in files if p.name.startswith("model.bin")]
+        memory = {p.name: p.read_bytes() for p in files if p not in parts}
+        memory["model.bin"] = b"".join([p.read_bytes() for p in parts])
+        return ctranslate2.models.Whisper(weights.name, files=memory, **options)
 
 
 def _files(weights: Weights) -> list[Path]:
