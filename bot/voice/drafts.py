@@ -123,8 +123,8 @@ class VoiceDrafts:
         if not text:
             raise TranscriptionFailed("voice.no_words")
         notes: tuple[str, ...] = ("voice.cut",) if heard.cut else ()
-        if self._recognizer.english_only and locale != ENGLISH:
-            notes += ("voice.english_only",)
+        if self._recognizer.beyond_english is not None and locale != ENGLISH:
+            notes += (self._recognizer.beyond_english,)
         draft = await self._store.drafts.create(
             owner_id=owner_id,
             chat_id=chat_id,

@@ -87,6 +87,9 @@ class OfflineRecognizer:
         self.engine = engine
         self._folder = folder
         self.english_only = engine.english_only
+        self.beyond_english: str | None = (
+            "voice.english_only" if engine.english_only else "voice.modest"
+        )
         self._timeout_s = timeout_s
         self._max_s = max_s
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stt")

@@ -21,7 +21,7 @@ MAX_ANSWER_BYTES = 1024 * 1024  # a transcript of minutes is a few kB
 
 
 class RemoteRecognizer:
-    english_only = False
+    beyond_english: str | None = None
 
     def __init__(
         self,

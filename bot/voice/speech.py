@@ -26,10 +26,10 @@ class Transcript:
 
 
 class Recognizer(Protocol):
-    """``english_only``: it understands US English and nothing else (pocketsphinx, the offline
-    fallback)."""
+    """``beyond_english``: the key of the note a draft carries in a chat whose language is not
+    English (pocketsphinx hears English only; offline Whisper is modest beyond it), or None."""
 
-    english_only: bool
+    beyond_english: str | None
 
     async def transcribe(
         self,
