@@ -41,6 +41,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
+from bot.tasks.audit import AuditLog
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
@@ -189,6 +190,7 @@ def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDra
         api_key=settings.stt_api_key,
         timeout_s=settings.stt_timeout_s,
         max_s=settings.stt_max_s,
+        folder=settings.data_dir / "voice",
     )
     return VoiceDrafts(
         store=core.store,
@@ -334,6 +336,7 @@ async def build(
                     settings.owners,
                 ),
                 waiting=Waiting(store, texts, settings.timezone),
+                audit=AuditLog(store, texts),
                 prs=prs,
             ),
             engines=registry.names(),
