@@ -33,6 +33,8 @@ from bot.preflight.check import Asker, Preflight
 from bot.preflight.desk import PreflightDesk
 from bot.preflight.gate import PreflightGate, preflight_preset
 from bot.preflight.local_call import LocalPreflight
+from bot.prs.build import make_prs
+from bot.prs.follow import PrFollower
 from bot.schedules.desk import ScheduleDesk
 from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
@@ -290,6 +292,15 @@ async def build(
         # the database does not grow without bound: delivered rows, old transcripts
         retention = Retention(store, settings.retention_days, service.held)
         background(stack, retention.run_forever, "retention")
+        agent_environ = os.environ if environ is None else environ
+        prs = make_prs(
+            settings,
+            agent_environ,
+            store=store,
+            texts=texts,
+            notifier=notifier,
+            worktrees=core.worktrees,
+        )
         dispatcher = build_dispatcher(
             Services(
                 tasks=service,
@@ -326,6 +337,7 @@ async def build(
                 ),
                 waiting=Waiting(store, texts, settings.timezone),
                 audit=AuditLog(store, texts),
+                prs=prs,
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,
@@ -333,6 +345,7 @@ async def build(
         )
         stack.callback(release_routers, dispatcher)  # the next dispatcher may include them
         await start_core(core, stack)
+        await PrFollower(store, prs, core.scheduler, settings.pr_poll_s).start()
         board = make_board(  # None: DETACH_BOARD_PORT unset
             settings,
             store=store,
@@ -341,6 +354,7 @@ async def build(
             notifier=notifier,
             service=service,
             answers=answers,
+            prs=prs,
         )
         dispatcher["board"] = board  # /board makes its sign-in links
         if board is not None:

@@ -34,6 +34,7 @@ from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
 from bot.ports import Executor
+from bot.prs.token import gh_token
 from bot.redaction import Redactor, redacted_logs
 from bot.settings import Settings, key_variables, known_secrets
 from bot.store import Store
@@ -113,7 +114,9 @@ async def build_core(
     agent_environ = os.environ if environ is None else environ
     presets = PresetCatalog.load(settings.config, registry.builtin_presets())
     keys = key_variables(settings, presets.all())
-    secrets = known_secrets(settings, agent_environ, keys)
+    # the token `gh auth token` gives Open PR (bot.prs) is hidden like the bot's own
+    gh = await gh_token(settings.gh_bin) if role is not ProcessRole.WORKER else ""
+    secrets = (*known_secrets(settings, agent_environ, keys), *([gh] if gh else []))
     redact = Redactor.of(secrets)
     stack.enter_context(redacted_logs(redact))
     store = await Store.open(settings.resolved_database_url, redact=redact)

@@ -35,6 +35,13 @@ class Created:
 
 
 @dataclass(frozen=True, slots=True)
+class Tip:
+    row: WorktreeRow
+    commit: str
+    common: Path  # the repository's common git directory
+
+
+@dataclass(frozen=True, slots=True)
 class Diff:
     stat: str
     patch: str
@@ -259,6 +266,23 @@ class Worktrees:
         await self._remove(row, force=False)
         await self._store.worktrees.set_state(task_id, MERGED)
         return row.base_branch
+
+    async def tip(self, task_id: int, message: str) -> Tip:
+        """What a push sends: the task's branch with what it left committed (``message``),
+        its commit, and the repository's common git directory (its objects and config)."""
+        row = await self.active(task_id)
+        within = await self.guard.scope(row.path)
+        if within.refusal is not None:  # else it would look like a worktree without work
+            raise UserInputError("worktree.failed", error=within.refusal)
+        if not await self.has_work(row):
+            raise UserInputError("pr.nothing_to_push", base=row.base_branch)
+        await self._commit(row, message)
+        head = await self.guard.git(
+            row.path, "rev-parse", "--verify", "HEAD^{commit}", within=within
+        )
+        if head.code != 0 or not head.out:
+            raise UserInputError("worktree.failed", error=head.err[-500:])
+        return Tip(row, head.out, (await self.dirs(row.path, within)).common)
 
     async def _commit(self, row: WorktreeRow, message: str) -> None:
         """Commit what the task left uncommitted in its worktree (nothing: no commit)."""

@@ -90,6 +90,17 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     worker_lease_s: float = Field(default=30, ge=3, le=3600)
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
+    # pull requests from the card (bot.prs): the remote pushed to ("": the one the base branch
+    # tracks, else origin), GitHub's REST base, its token when neither gh nor GITHUB_TOKEN has one
+    pr_remote: str = ""
+    pr_draft: bool = True
+    pr_notify_failed: bool = False  # a failed check of a followed PR buzzes
+    pr_poll_s: float = Field(default=60, ge=0.2)  # how often followed PRs are looked at
+    pr_push_timeout_s: float = Field(default=120, gt=0)
+    github_api_url: str = "https://api.github.com"
+    github_token: SecretStr | None = None
+    github_repo: str = ""  # owner/name the PRs go to ("": read from the remote's URL)
+    gh_bin: str = "gh"  # its `gh auth token` is asked first
     # the board (bot.board): a web view of the tasks, served while this is set
     board_port: int | None = Field(default=None, ge=0, le=65535)  # 0: any free port (tests)
     board_host: str = "127.0.0.1"
@@ -227,7 +238,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         """Values that must never reach an agent's environment or a log line (with the
         password inside DETACH_DATABASE_URL, as written and percent-decoded, unless it is so
         short that hiding it would hide every variable holding those letters)."""
-        secrets = [self.bot_token, self.stt_api_key]
+        secrets = [self.bot_token, self.stt_api_key, self.github_token]
         values = [s.get_secret_value() for s in secrets if s is not None and s.get_secret_value()]
         password = urllib.parse.urlsplit(self.database_url or "").password
         if password and len(password) >= MIN_PASSWORD_CHARS:

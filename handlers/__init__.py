@@ -32,6 +32,7 @@ from aiogram.types import BotCommand, TelegramObject
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
+from bot.prs.desk import PullRequests
 from bot.schedules.desk import ScheduleDesk
 from bot.tasks.adoption import Adoption
 from bot.tasks.audit import AuditLog
@@ -55,6 +56,7 @@ from handlers import (
     errors,
     held,
     money,
+    prs,
     replies,
     schedules,
     steering,
@@ -69,6 +71,7 @@ from handlers.locale import LocaleMiddleware
 COMMANDS = (
     "tasks",
     "pending",
+    "prs",
     "limits",
     "result",
     "adopt",
@@ -103,6 +106,7 @@ ROUTERS: tuple[Router, ...] = (
     voice.router,
     steering.router,
     terminal.router,
+    prs.router,
     buttons.router,
     replies.router,
     errors.router,
@@ -131,6 +135,7 @@ class Services:
     adoption: Adoption  # /adopt
     waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
     audit: AuditLog  # /audit: the owner's approvals, grants, budget decisions and cancels
+    prs: PullRequests | None = None  # ⬆️ Push and Open PR (bot.prs)
 
 
 def build_dispatcher(

@@ -18,6 +18,7 @@ HANDLER_MAY_IMPORT_PACKAGES = (
     "bot.money",
     "bot.schedules",
     "bot.worktrees",
+    "bot.prs",
     "bot.telegram",
     "bot.board",
     "bot.preflight",
@@ -77,6 +78,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "bot.intake",
         "bot.schedules",
         "bot.worktrees",
+        "bot.prs",
         "bot.mcp",
         "bot.board",
         "bot.voice",
@@ -265,14 +267,14 @@ def test_only_the_outbox_sends_edits_or_deletes_messages():
 
 def test_only_the_process_scheduler_and_its_users_import_apscheduler():
     """One APScheduler per process (``bot/turns/scheduler.py``); the pool and the timer use it
-    (the pool through it alone; the timer for its triggers and policies)."""
+    (the pool through it alone; the timer and the PR follower for triggers and policies)."""
     users = [
         p.relative_to(ROOT).as_posix()
         for pkg in ("bot", "handlers", "executors")
         for p in modules(pkg)
         if any(m.startswith("apscheduler") for m in imports(p))
     ]
-    assert users == ["bot/schedules/timer.py", "bot/turns/scheduler.py"]
+    assert users == ["bot/prs/follow.py", "bot/schedules/timer.py", "bot/turns/scheduler.py"]
 
 
 def test_a_worker_imports_no_telegram_library_and_no_scheduler():

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from bot.board.limits import Limits
     from bot.board.server import Board
     from bot.git import Worktrees
+    from bot.prs.desk import PullRequests
     from bot.settings import Settings
     from bot.store import Store
     from bot.tasks.service import TaskService
@@ -28,6 +29,7 @@ def make_board(
     service: TaskService,
     answers: ApprovalAnswers,
     limits: Limits | None = None,
+    prs: PullRequests | None = None,
 ) -> Board | None:
     """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
     server, aiohttp's, is not even imported). ``limits``: by default, from the open-file limit."""
@@ -54,6 +56,7 @@ def make_board(
             answers=answers,
             tasks=service,
             worktree_card=card,
+            prs=prs,
         ),
         host=settings.board_host,
         port=settings.board_port,

@@ -1,8 +1,8 @@
 """What the board's buttons do, through the same use cases as Telegram's: an approval or a question
 is answered by ``ApprovalAnswers`` (first answer wins, the Telegram message is edited the same
 way), a follow-up goes through ``FollowUps`` like a reply, and Cancel, Merge and Discard go
-through the task service and the worktree card, so the chat tells of each as if it had been
-tapped there."""
+through the task service and the worktree card, Push and Open PR through ``bot.prs``, so the
+chat tells of each as if it had been tapped there."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from bot.approvals.answers import ApprovalAnswers
 from bot.errors import UserInputError
 from bot.models import ApprovalAnswer, FollowUpDoor, Task
+from bot.prs.desk import PullRequests
 from bot.tasks.followup import FollowedUp, FollowUp
 from bot.tasks.service import TaskService
 from bot.worktrees.card import WorktreeCard
@@ -21,6 +22,7 @@ class BoardActions:
     answers: ApprovalAnswers
     tasks: TaskService
     worktree_card: WorktreeCard
+    prs: PullRequests | None = None  # ⬆️ Push and Open PR
 
     async def approve(self, user_id: int, qid: int, answer: ApprovalAnswer) -> str:
         """The locale key of the outcome; raises UserInputError (stale, answered, not yours,
@@ -58,3 +60,13 @@ class BoardActions:
         if not confirmed:
             raise UserInputError("board.discard_unconfirmed")
         return await self.worktree_card.discard(user_id, task_id, True)
+
+    async def push(self, user_id: int, task_id: int) -> bool:
+        if self.prs is None:
+            raise UserInputError("board.no_prs")
+        return await self.prs.push(user_id, task_id)
+
+    async def open_pr(self, user_id: int, task_id: int) -> bool:
+        if self.prs is None:
+            raise UserInputError("board.no_prs")
+        return await self.prs.open(user_id, task_id)

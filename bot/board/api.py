@@ -27,7 +27,7 @@ PAGE_TEXTS = (
     "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
     "no_output", "turn", "live", "offline", "back", "signin_needed", "filter", "all", "active",
     "finished", "done_toast", "diff_checkout", "merged", "discarded", "worktree_merged",
-    "worktree_discarded", "steer_now", "queue", "always_rule", "audit",
+    "worktree_discarded", "steer_now", "queue", "always_rule", "audit", "push", "open_pr",
 )  # fmt: skip
 
 
@@ -130,6 +130,15 @@ class BoardApi:
         confirmed = bool((await self._json(request)).get("confirmed"))
         done = await self._actions.discard(user_id, task.id, confirmed)
         return await self._told(user_id, done, "discard")
+
+    async def push(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        return await self._told(user_id, await self._actions.push(user_id, task.id), "push")
+
+    async def open_pr(self, request: web.Request) -> web.StreamResponse:
+        user_id, task = await self._own(request)
+        done = await self._actions.open_pr(user_id, task.id)
+        return await self._told(user_id, done, "open_pr")
 
     async def _told(self, user_id: int, done: bool, action: str) -> web.StreamResponse:
         """A merge or discard said as Telegram's toast says it (refused: why is in the chat)."""

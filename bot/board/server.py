@@ -133,6 +133,8 @@ class Board:
         post("/api/tasks/{id:\\d+}/cancel", api.cancel)
         post("/api/tasks/{id:\\d+}/merge", api.merge)
         post("/api/tasks/{id:\\d+}/discard", api.discard)
+        post("/api/tasks/{id:\\d+}/push", api.push)
+        post("/api/tasks/{id:\\d+}/open_pr", api.open_pr)
         post("/api/holds/{id:\\d+}", api.hold)
         app.router.add_static("/static/", STATIC, append_version=False)
         return app

@@ -145,6 +145,7 @@ class BoardData:
             "pending": [question(q) for q in pending],
             "worktree": tree,
             "audit": await self._audit(user_id, task, locale),
+            "pr": await self.pr(task),
         }
 
     async def _audit(self, user_id: int, task: Task, locale: str) -> list[dict[str, Any]]:
@@ -170,6 +171,13 @@ class BoardData:
                     self._work.clear()
                 self._work[key] = (time.monotonic(), work)
         return {"state": row.state, "base": row.base_branch, "changes": work}
+
+    async def pr(self, task: Task) -> dict[str, Any] | None:
+        """The pull request its card follows (``bot.prs``), or None."""
+        pr = await self.store.prs.get(task.id)
+        if pr is None:
+            return None
+        return {"number": pr.number, "url": pr.url, "state": pr.state, "checks": pr.checks}
 
     async def page_of(self, user_id: int, task_id: int) -> dict[str, Any] | None:
         """The page of the user's task as it is now; None: not theirs, or gone."""

@@ -152,6 +152,15 @@ class McpDesk:
             found["last_turn"] = _turn(last)
         return found
 
+    async def pr(self, task_id: int) -> dict[str, Any]:
+        """The task's pull request as its card follows it (the owner opens it, in Telegram)."""
+        task = await self._own(task_id)
+        pr = await self._store.prs.get(task.id)
+        if pr is None:
+            return {**_brief(task), "pr": None, "note": "no PR: its owner opens one from the card"}
+        found = {"number": pr.number, "url": pr.url, "state": pr.state.value}
+        return {**_brief(task), "pr": {**found, "checks": pr.checks.value, "head": pr.head_sha}}
+
     async def watch(
         self, task_id: int, cursor: int = 0, timeout_s: float = 30.0, until_done: bool = False
     ) -> dict[str, Any]:

@@ -108,6 +108,15 @@ def build_server(desk: McpDesk) -> MCPServer:
 
     @server.tool(
         structured_output=False,
+        description="A task's pull request, when its owner opened one from the task's card: "
+        "number, url, state (open, merged, closed) and its checks (none, pending, success, "
+        "failure); pr is null when there is none. Pushing and opening stay with the owner.",
+    )
+    async def pr(task_id: TaskId) -> str:
+        return await _call(desk.pr, task_id=task_id)
+
+    @server.tool(
+        structured_output=False,
         description="Wait for a task's new output after `cursor` and return it as readable "
         "lines (💬 what the agent said, ▸ a tool it called, ↳ the result) with the next cursor. "
         "Returns when there is something new, or with until_done=true when the task has "

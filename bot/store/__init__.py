@@ -16,6 +16,7 @@ from bot.store.migrations import migrate
 from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
 from bot.store.preflights import PreflightHoldRepo
+from bot.store.prs import PrRepo
 from bot.store.pulse import PulseRepo
 from bot.store.ran import RanRepo
 from bot.store.records import AuditEntry, AuditRepo, LinkRepo, SpendRepo
@@ -77,6 +78,7 @@ class Store:
         self.outbox = OutboxRepo(db, clock, redact)
         self.worktrees = WorktreeRepo(db, clock)
         self.task_files = TaskFileRepo(db, clock)
+        self.prs = PrRepo(db, clock)  # worktree tasks' pull requests (bot.prs)
         self.schedules = ScheduleRepo(db, clock)
         self.journal = UpdateJournalRepo(db, clock)
         self.checks = CheckRepo(db, clock, redact)

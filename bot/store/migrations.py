@@ -30,6 +30,7 @@ from bot.store.schema import (
     stall_notices,
     task_checks,
     task_files,
+    task_prs,
     task_topics,
     tasks,
     terminal_holds,
@@ -263,6 +264,11 @@ def _v31(conn: Connection) -> None:
     _add_column(conn, "preflight_holds", "task", "TEXT")
 
 
+def _v32(conn: Connection) -> None:
+    """A worktree task's pull request (bot.prs): its number, address, state and checks."""
+    task_prs.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -297,6 +303,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v29,
     _v30,
     _v31,
+    _v32,
 ]
 
 

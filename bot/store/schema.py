@@ -429,3 +429,17 @@ stall_notices = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),  # a StallNoticeState
 )
+
+task_prs = sa.Table(
+    "task_prs",  # v32: the pull request a worktree task's branch was opened as (bot.prs)
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("repo", sa.Text, nullable=False),  # owner/name on GitHub
+    sa.Column("number", sa.Integer, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("head_sha", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # a PrState
+    sa.Column("checks", sa.String(16), nullable=False),  # a ChecksState
+    sa.Column("remote_url", sa.Text, nullable=False, server_default=""),  # pushed to; pinned
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)

@@ -28,6 +28,8 @@ class TaskButton(StrEnum):
     MERGE = "merge"
     DISCARD = "discard"
     DISCARD_YES = "discard_yes"  # the discard, confirmed
+    PUSH = "push"  # the worktree's branch to its remote (bot.prs)
+    OPEN_PR = "open_pr"
     WAIT = "wait"  # a task that waits for its engine's usage limit: keep waiting
     TO_TERMINAL = "to_terminal"  # hand-off: hold an idle task at the terminal (bot.tasks.terminal)
 
@@ -36,6 +38,7 @@ ACTIONS = tuple(TaskButton)
 RUN_ON = "run_"  # "run_codex": carry a task that waits for its engine's limit over to codex
 CARD_ACTIONS = [TaskButton.FOLLOWUP, TaskButton.TRANSCRIPT, TaskButton.RETRY, TaskButton.ARCHIVE]
 WORKTREE_ACTIONS = [TaskButton.DIFF, TaskButton.MERGE, TaskButton.DISCARD]
+PR_ACTIONS = [TaskButton.PUSH, TaskButton.OPEN_PR]  # a row of their own, under the worktree's
 _BUTTON_KEYS = {a.value: f"button.{a}" for a in ACTIONS} | {
     TaskButton.FAIL.value: "button.mark_failed"
 }

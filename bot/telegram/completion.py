@@ -6,13 +6,19 @@ files (``bot.telegram.summary``); a turn cancelled by ``/cancel`` turns that com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.models import CheckResult, MessageKind, Task, TaskStatus, Turn
 from bot.store import Store
-from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, task_keyboard
+from bot.telegram.callbacks import (
+    CARD_ACTIONS,
+    PR_ACTIONS,
+    WORKTREE_ACTIONS,
+    TaskAction,
+    task_keyboard,
+)
 from bot.telegram.cards import card_header
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Button, Keyboard, Markup
@@ -60,6 +66,8 @@ class Completion:
         self._poster = poster
         self._lifecycle = lifecycle
         self.board_url: str | None = None  # https://: cards open the task's board page
+        # the pull request buttons a worktree task's card offers (bot.prs: Push only off GitHub)
+        self.pr_actions: Callable[[Task], Awaitable[Sequence[str]]] | None = None
 
     async def card(
         self,
@@ -79,7 +87,8 @@ class Completion:
         header += await self._price_note(task, turn)
         if ask is not None:
             header += "\n\n" + ask.line
-        markup = self._keyboard(task, ask, worktree_work)
+        prs = await self._pr_row(task) if worktree_work else []
+        markup = self._keyboard(task, ask, worktree_work, prs)
         if check is not None and check.approved and not check.passed:
             await self._check_output(task, check)
         if turn.status is TaskStatus.CANCELLED:
@@ -115,13 +124,19 @@ class Completion:
             task.locale, "task.unpriced_note", model=turn.model or "?", engine=task.engine
         )
 
-    def _keyboard(self, task: Task, ask: CardAsk | None, worktree_work: bool) -> Keyboard:
+    async def _pr_row(self, task: Task) -> Sequence[str]:
+        return PR_ACTIONS if self.pr_actions is None else await self.pr_actions(task)
+
+    def _keyboard(
+        self, task: Task, ask: CardAsk | None, worktree_work: bool, prs: Sequence[str]
+    ) -> Keyboard:
         card = task_keyboard(
             self._texts,
             task.locale,
             task.id,
             CARD_ACTIONS,
             WORKTREE_ACTIONS if worktree_work else [],
+            prs,
         )
         if terminal_command(task) is not None:  # 🖥 To terminal: hand the session over
             card = Keyboard((*card.rows, (hold_button(self._texts, task.locale, task.id),)))

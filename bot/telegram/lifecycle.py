@@ -13,6 +13,7 @@ from bot.store import Store
 from bot.store.outbox import OutboxRow
 from bot.telegram.callbacks import (
     CARD_ACTIONS,
+    PR_ACTIONS,
     RUN_ON,
     WORKTREE_ACTIONS,
     TaskAction,
@@ -27,7 +28,7 @@ from bot.telegram.texts import Texts
 
 IDLE_ONLY = frozenset({TaskButton.RETRY, TaskButton.ARCHIVE, TaskButton.TO_TERMINAL})
 ALWAYS = frozenset(CARD_ACTIONS) - IDLE_ONLY  # follow up, transcript
-WORKTREE = frozenset(WORKTREE_ACTIONS) | {TaskButton.DISCARD_YES}
+WORKTREE = frozenset([*WORKTREE_ACTIONS, *PR_ACTIONS]) | {TaskButton.DISCARD_YES}
 # messages whose buttons follow their own moment, not the task's card buttons: the
 # acknowledgement (``ack_status``), a follow-up's and a usage-limit notice (``TurnNotes``)
 OWN_BUTTONS = frozenset({MessageKind.ACK, MessageKind.FOLLOWUP, MessageKind.LIMIT})
@@ -129,6 +130,18 @@ class TaskMessages:
                 continue
             await self._show(task.chat_id, row, text, kept)
         return note is not None and newest_card is not None
+
+    async def card_line(self, task: Task, prefix: str, line: str) -> bool:
+        """The task's newest card says ``line`` (HTML) instead of its line starting with
+        ``prefix``, or under its text (an edit, no new message); False when it has no card."""
+        row = await self._store.outbox.newest_send(task.id, MessageKind.RESULT)
+        if row is None:
+            return False
+        text = str(row.payload.get("text", ""))
+        kept = [kept for kept in text.split("\n") if not kept.startswith(prefix)]
+        keyboard = (row.payload.get("markup") or {}).get("inline_keyboard") or []
+        await self._show(task.chat_id, row, "\n".join([*kept, line]), keyboard)
+        return True
 
     async def buttons_follow_all(self, tasks: Sequence[Task], note_key: str) -> None:
         """``buttons_follow`` for many tasks of one chat in one batch (``/archive all``): one

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,10 @@ class Notifier:
         self._notes = TurnNotes(store, texts, self._lifecycle)
         self._completion = Completion(store, texts, self, self._lifecycle)
         self.policies = ChatPolicies(store)
+
+    def offer_prs(self, actions: Callable[[Task], Awaitable[Sequence[str]]]) -> None:
+        """A worktree task's card asks ``actions`` which pull request buttons it offers."""
+        self._completion.pr_actions = actions
 
     def open_board_at(self, url: str) -> None:
         """Completion cards get an "Open" button to the task's page at ``url`` (an https://
@@ -105,6 +109,9 @@ class Notifier:
 
     async def buttons_follow(self, task: Task, note: str | None = None) -> bool:
         return await self._lifecycle.buttons_follow(task, note)
+
+    async def card_line(self, task: Task, prefix: str, line: str) -> bool:
+        return await self._lifecycle.card_line(task, prefix, line)
 
     def _ack_mode(self, task: Task) -> str:
         """How the task may act, when it is not the usual asking: sandboxed, and its check."""

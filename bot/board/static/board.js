@@ -296,7 +296,11 @@ function taskHeader(page, box) {
   if (tree && tree.changes && !task.active) {
     controls.push(el("button", { class: "secondary", id: "merge", onclick: () => act("/api/tasks/" + task.id + "/merge") }, t("merge")));
     controls.push(el("button", { class: "danger", id: "discard", onclick: async () => (await ask(t("discard_confirm"))) && act("/api/tasks/" + task.id + "/discard", { confirmed: true }) }, t("discard")));
+    controls.push(el("button", { class: "secondary", id: "push", onclick: () => act("/api/tasks/" + task.id + "/push") }, t("push")));
+    controls.push(el("button", { class: "secondary", id: "open-pr", onclick: () => act("/api/tasks/" + task.id + "/open_pr") }, t("open_pr")));
   }
+  const pr = page.pr;  // the pull request its card follows
+  if (pr && /^https?:\/\//.test(pr.url)) controls.push(el("a", { id: "pr", href: pr.url, target: "_blank", rel: "noopener" }, "PR #" + pr.number + " · " + pr.state + " · " + pr.checks));
   const gone = tree && tree.state !== "active" ? el("div", { class: "meta", id: "worktree-state" }, t("worktree_" + tree.state, { base: tree.base })) : null;
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
     page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_text)))));
