@@ -134,6 +134,7 @@ bench: dev agents locales sandbox
 	$(PY) bench/workers.py
 	$(PY) bench/board.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
+	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/warm_agent.py
 	$(PY) bench/report.py
 
 lint: dev
