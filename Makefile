@@ -122,14 +122,21 @@ test: dev agents llm locales sandbox-required browser voice-tools
 test-fast: dev locales
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" -p no:cacheprovider
 
-bench: dev agents locales sandbox bench-voice
+# Every benchmark records its figures (bench/targets.py); the last step prints them as one table
+# against the targets, draws docs/performance-turn.svg, and fails on a hard miss.
+bench: dev agents locales sandbox voice-tools
+	rm -f build/bench/results.jsonl
+	$(PY) bench/voice_wer.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/footprint.py
 	$(PY) bench/memory.py
 	$(PY) bench/pool.py
 	$(PY) bench/spawn.py
+	$(PY) bench/lists.py
 	$(PY) bench/workers.py
 	$(PY) bench/board.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
+	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/warm_agent.py
+	$(PY) bench/report.py
 
 # The offline recognizers' word error rate on espeak-ng phrases, English and Russian (README
 # "Voice notes" has the table); BENCH_VOICE_SHOW=1 prints every transcript.

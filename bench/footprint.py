@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -18,6 +19,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.targets import Figure, record  # noqa: E402
 from tests.support.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 from tests.support.harness import OWNER  # noqa: E402
 
@@ -71,6 +73,24 @@ async def main() -> None:
     best, worst = min(polls), max(polls)
     print(f"first getUpdates after spawn: {best:.2f} s best, {worst:.2f} s worst ({each})")
     print(f"idle RSS: {min(rss):.0f}-{max(rss):.0f} MB; open fds when idle: {min(fds)}-{max(fds)}")
+    record(
+        Figure(
+            "first getUpdates after exec (median of starts)",
+            statistics.median(polls),
+            "s",
+            1.5,
+            note=f"starts: {each}",
+        )
+    )
+    record(
+        Figure(
+            "idle RSS of the bot",
+            max(rss),
+            "MB",
+            IDLE_RSS_TARGET_MB,
+            note=f"{max(fds)} open descriptors",
+        )
+    )
     met = max(rss) <= IDLE_RSS_TARGET_MB
     print(f"idle RSS target <= {IDLE_RSS_TARGET_MB} MB: {'met' if met else 'MISSED'}")
     if not met:

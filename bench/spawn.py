@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.targets import Figure, record  # noqa: E402
 from bot import lazy_types  # noqa: E402
 from executors.tree import TAG_ENV  # noqa: E402
 from tests.support import fake_claude  # noqa: E402
@@ -137,7 +138,11 @@ async def main() -> None:
     print(f"update -> agent spawned, the first task after start: {1000 * first:.0f} ms")
     p50, p99 = percentiles(idle)
     print(f"update -> agent spawned, nothing else running: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    record(Figure("update -> agent spawned, idle, p50", p50, "ms"))
+    record(Figure("update -> agent spawned, idle, p99", p99, "ms"))
     p50, p99 = percentiles(busy)
+    record(Figure(f"update -> agent spawned, {BUSY} running, p50", p50, "ms", 10.0))
+    record(Figure(f"update -> agent spawned, {BUSY} running, p99", p99, "ms", 30.0))
     print(
         f"update -> agent spawned, {BUSY} turns running: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
         f"({PROBES} probes)"

@@ -196,6 +196,8 @@ class OutboxRepo:
                 outbox.c.retired_at.is_(None),
                 outbox.c.status.in_([PENDING, SENT]),
                 outbox.c.payload.like('%"t:%'),
+                # a task's buttons are on its own messages (or on one of no task)
+                sa.or_(outbox.c.task_id.in_(list(task_ids)), outbox.c.task_id.is_(None)),
             )
             .order_by(outbox.c.id)
             .with_for_update()

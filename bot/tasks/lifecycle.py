@@ -94,14 +94,15 @@ class TaskLifecycle:
         answer that the task is archived). ``ref``: what the owner typed, for the audit."""
         async with self._store.atomic():
             if one is None:
-                archived = await self._store.tasks.archive_finished(user_id)
+                archived, newest = await self._store.tasks.archive_all(user_id, ARCHIVE_FOLLOW_MAX)
             else:
                 task = await self._tasks.get_idle(user_id, one)
                 await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-                archived = [await self._tasks.get_own(user_id, task.id)]
+                newest = [await self._tasks.get_own(user_id, task.id)]
+                archived = [(task.id, task.chat_id)]
             if announce is not None:
                 await announce(len(archived))
-            await self._notifier.archived(archived, ARCHIVE_FOLLOW_MAX)
+            await self._notifier.archived(archived, newest)
             await self._store.audit.record("archived", user_id, None, ref)
         return len(archived)
 

@@ -402,15 +402,16 @@ class Notifier:
         """Edit a message in place; without ``markup`` its buttons are removed."""
         await self._outbox.edit(chat_id, message_id, text, markup)
 
-    async def archived(self, tasks: Sequence[Task], cards: int) -> None:
-        """Archived tasks: their forum topics are closed (``bot.telegram.topics``), and the
-        cards of the newest ``cards`` of them lose the buttons that no longer apply and say so,
-        in one batch per chat (older cards' buttons answer that the task is archived)."""
-        by_id = {t.id: t for t in tasks}
-        for task_id in await self._store.topics.placed_in_topics(list(by_id)):
-            await self._outbox.close_topic(by_id[task_id].chat_id, task_id)
+    async def archived(self, placed: Sequence[tuple[int, int]], newest: Sequence[Task]) -> None:
+        """Archived tasks (``placed``: each one's id and chat): their forum topics are closed
+        (``bot.telegram.topics``), and the cards of ``newest`` lose the buttons that no longer
+        apply and say so, in one batch per chat (older cards' buttons answer that the task is
+        archived)."""
+        chats = dict(placed)
+        for task_id in await self._store.topics.placed_in_topics(list(chats)):
+            await self._outbox.close_topic(chats[task_id], task_id)
         by_chat: dict[int, list[Task]] = {}
-        for task in tasks[-cards:] if cards > 0 else ():
+        for task in newest:
             by_chat.setdefault(task.chat_id, []).append(task)
         for chat_tasks in by_chat.values():
             await self._lifecycle.buttons_follow_all(chat_tasks, "task.archived_note")
