@@ -43,6 +43,7 @@ from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
 from bot.tasks.planning import TaskDefaults, TaskPlanner
+from bot.tasks.reads import TaskReads
 from bot.tasks.service import TaskService
 from bot.tasks.steering import SteerDesk
 from bot.tasks.terminal import TerminalDesk
@@ -332,7 +333,7 @@ async def build(
         await start_core(core, stack)
         board = make_board(  # None: DETACH_BOARD_PORT unset
             settings,
-            store=store,
+            reads=TaskReads(store),
             texts=texts,
             worktrees=core.worktrees,
             notifier=notifier,

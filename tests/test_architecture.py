@@ -94,7 +94,15 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # only the values and ports below, the existing test above says so)
     ("bot.store", "executors"),
     # values and contracts; the crash points the drills name; the redactor of secret values
-    ("bot.models", "bot.events", "bot.errors", "bot.ports", "bot.failpoints", "bot.redaction"),
+    (
+        "bot.models",
+        "bot.rows",
+        "bot.events",
+        "bot.errors",
+        "bot.ports",
+        "bot.failpoints",
+        "bot.redaction",
+    ),
 )
 Edge = tuple[str, str, str]  # (importing module, imported module, where: path:line)
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from bot.board.server import Board
     from bot.git import Worktrees
     from bot.settings import Settings
-    from bot.store import Store
+    from bot.tasks.reads import TaskReads
     from bot.tasks.service import TaskService
     from bot.telegram.notifier import Notifier
     from bot.telegram.texts import Texts
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def make_board(
     settings: Settings,
     *,
-    store: Store,
+    reads: TaskReads,
     texts: Texts,
     worktrees: Worktrees,
     notifier: Notifier,
@@ -39,11 +39,11 @@ def make_board(
     from bot.board.views import BoardData
     from bot.worktrees.card import WorktreeCard
 
-    card = WorktreeCard(service, worktrees, notifier, texts, store.redact)
+    card = WorktreeCard(service, worktrees, notifier, texts, reads.redact)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
         data=BoardData(
-            store, texts, worktrees, service.preflight.desk if service.preflight else None
+            reads, texts, worktrees, service.preflight.desk if service.preflight else None
         ),
         actions=BoardActions(
             answers=answers,

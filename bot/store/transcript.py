@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 
 from bot.redaction import NOTHING, Redactor
+from bot.rows import TranscriptLine
 from bot.store.db import Clock, Database, inserting, utc
 from bot.store.schema import transcript
 
 
 class Writer(Protocol):
     def write(self, text: str, /) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class TranscriptLine:
-    line: int
-    turn_id: int
-    kind: str
-    body: dict[str, Any]
-    created_at: datetime
 
 
 class TranscriptRepo:
