@@ -44,6 +44,7 @@ from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.reads import TaskReads
+from bot.tasks.scheduling import ScheduleBook
 from bot.tasks.service import TaskService
 from bot.tasks.steering import SteerDesk
 from bot.tasks.terminal import TerminalDesk
@@ -264,7 +265,8 @@ async def build(
         if service.preflight is not None:  # held tasks whose question waited too long
             background(stack, service.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
-        schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
+        book = ScheduleBook(store, clock)
+        schedules = ScheduleDesk(book, timer, service, outbox, texts, settings.timezone, clock)
         answers = ApprovalAnswers(
             store, core.desk, notifier, texts, core.shared.takeover if core.shared else None
         )
