@@ -40,6 +40,7 @@ from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
+from bot.tasks.drafting import DraftBook
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
 from bot.tasks.planning import TaskDefaults, TaskPlanner
@@ -191,7 +192,7 @@ def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDra
         max_s=settings.stt_max_s,
     )
     return VoiceDrafts(
-        store=core.store,
+        book=DraftBook(core.store),
         outbox=core.outbox,
         texts=core.texts,
         tasks=service,
