@@ -25,7 +25,6 @@ from bot.errors import ConfigError
 from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake
-from bot.intake.retention import Retention
 from bot.models import ProcessRole
 from bot.ports import LOGIN_MISSING, Executor
 from bot.preflight.call import ClaudePreflight
@@ -60,6 +59,7 @@ from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
 from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
+from bot.upkeep.retention import Retention
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
 from bot.worktrees.card import WorktreeCard

@@ -81,7 +81,9 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "bot.board",
         "bot.voice",
     ),
-    ("bot.turns", "bot.approvals", "bot.fleet"),
+    # what runs turns and asks for approvals, the fleet of workers, and the upkeep that keeps the
+    # record true and small (restart recovery, retention)
+    ("bot.turns", "bot.approvals", "bot.fleet", "bot.upkeep"),
     # what a turn leans on: its budget, its engine, git, the allow-listed directories
     ("bot.money", "bot.engines", "bot.git", "bot.workdirs"),
     # what talks to Telegram: the outbox and texts; pairing (``detach init``, before any

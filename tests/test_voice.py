@@ -17,12 +17,12 @@ import pytest
 import soundfile
 
 from bot.errors import TranscriptionFailed
-from bot.intake.retention import Retention
 from bot.models import ApprovalMode
 from bot.store import Store
 from bot.tasks.drafting import DraftBook
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
+from bot.upkeep.retention import Retention
 from bot.voice.drafts import VoiceDrafts, VoiceNote
 from bot.voice.offline import OfflineRecognizer
 from bot.voice.remote import RemoteRecognizer
