@@ -38,8 +38,10 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
+from bot.tasks.arrivals import Arrivals
 from bot.tasks.card import TaskCard
 from bot.tasks.drafting import DraftBook
+from bot.tasks.filing import TaskFiling
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
 from bot.tasks.planning import TaskDefaults, TaskPlanner
@@ -274,16 +276,14 @@ async def build(
         inbox = Inbox(
             settings.data_dir / "inbox",
             service,
-            store,
+            TaskFiling(store, texts, settings.max_subtasks),
             outbox,
             texts,
             settings.allowed_users,
-            settings.max_subtasks,
         )
         intake = Intake(
-            store,
+            Arrivals(store, notifier),
             core.queue,
-            notifier,
             settings.intake_interval_s,
             inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
