@@ -103,7 +103,7 @@ class Streams:
             while True:  # a long transcript comes in pages, all at once
                 start = cursor
                 items, cursor = await pulse.shared(
-                    ("lines", task_id, start),
+                    ("lines", user_id, task_id, start),
                     functools.partial(data.transcript, user_id, task_id, start),
                 )
                 if items:
