@@ -269,28 +269,36 @@ async def build(
             background(stack, service.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
         book = ScheduleBook(store, clock)
-        schedules = ScheduleDesk(book, timer, service, outbox, texts, settings.timezone, clock)
+        schedules = ScheduleDesk(
+            book=book,
+            timer=timer,
+            service=service,
+            outbox=outbox,
+            texts=texts,
+            default_tz=settings.timezone,
+            clock=clock,
+        )
         answers = ApprovalAnswers(
             store, core.desk, notifier, texts, core.shared.takeover if core.shared else None
         )
         inbox = Inbox(
-            settings.data_dir / "inbox",
-            service,
-            TaskFiling(store, texts, settings.max_subtasks),
-            outbox,
-            texts,
-            settings.allowed_users,
+            directory=settings.data_dir / "inbox",
+            service=service,
+            filing=TaskFiling(store, texts, settings.max_subtasks),
+            outbox=outbox,
+            texts=texts,
+            allowed_users=settings.allowed_users,
         )
         intake = Intake(
-            Arrivals(store, notifier),
-            core.queue,
-            settings.intake_interval_s,
-            inbox,
+            arrivals=Arrivals(store, notifier),
+            queue=core.queue,
+            interval_s=settings.intake_interval_s,
+            inbox=inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
             steers=service.steering.carry_asked if service.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
-        retention = Retention(store, settings.retention_days, service.held)
+        retention = Retention(store, settings.retention_days, held=service.held)
         background(stack, retention.run_forever, "retention")
         dispatcher = build_dispatcher(
             Services(

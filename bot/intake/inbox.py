@@ -32,6 +32,7 @@ MAX_FILE_BYTES = 256 * 1024
 class Inbox:
     def __init__(
         self,
+        *,
         directory: Path,
         service: TaskService,
         filing: TaskFiling,

@@ -26,6 +26,7 @@ class Intake:
 
     def __init__(
         self,
+        *,
         arrivals: Arrivals,
         queue: TurnQueue,
         interval_s: float,

@@ -45,6 +45,7 @@ class Listed:
 class ScheduleDesk:
     def __init__(
         self,
+        *,
         book: ScheduleBook,
         timer: ScheduleTimer,
         service: TaskService,
