@@ -41,7 +41,7 @@ async def test_task_reads_show_the_owner_their_task_and_another_user_nothing(sto
     assert await reads.rows(OTHER, archived=False, limit=10) == []
     assert await reads.own(OTHER, task.id) is None
     assert await reads.page(OTHER, task.id) is None
-    assert await reads.lines(OTHER, task.id, 0, 10) == ()
+    assert await reads.lines(OTHER, task.id, 0, 10) == []
     assert await reads.question(OTHER, task.id, asked.id) is None
     assert await reads.question(OWNER, task.id + 1, asked.id) is None  # not that task's
 

@@ -5,7 +5,6 @@ or nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.models import CheckResult, Task, TaskStatus, Turn, WaitState
@@ -80,12 +79,10 @@ class TaskReads:
 
     async def lines(
         self, user_id: int, task_id: int, cursor: int, limit: int
-    ) -> Sequence[TranscriptLine]:
+    ) -> list[TranscriptLine]:
         """At most ``limit`` of the user's task's transcript lines after ``cursor`` (a line
         id; 0: from the start), oldest first; none: not theirs."""
-        if await self.own(user_id, task_id) is None:
-            return ()
-        return await self._store.transcript.after(task_id, cursor, limit)
+        return await self._store.transcript.after(task_id, cursor, limit, owner_id=user_id)
 
     async def question(
         self, user_id: int, task_id: int, question_id: int
