@@ -39,6 +39,7 @@ from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
 from bot.tasks.arrivals import Arrivals
+from bot.tasks.audit import AuditLog
 from bot.tasks.card import TaskCard
 from bot.tasks.drafting import DraftBook
 from bot.tasks.filing import TaskFiling
@@ -335,6 +336,7 @@ async def build(
                     settings.owners,
                 ),
                 waiting=Waiting(store, texts, settings.timezone),
+                audit=AuditLog(store, texts),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,
@@ -345,6 +347,7 @@ async def build(
         board = make_board(  # None: DETACH_BOARD_PORT unset
             settings,
             reads=TaskReads(store),
+            audit=AuditLog(store, texts),
             texts=texts,
             worktrees=core.worktrees,
             notifier=notifier,

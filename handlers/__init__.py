@@ -34,6 +34,7 @@ from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
 from bot.schedules.desk import ScheduleDesk
 from bot.tasks.adoption import Adoption
+from bot.tasks.audit import AuditLog
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
@@ -47,6 +48,7 @@ from bot.voice.drafts import VoiceDrafts
 from bot.worktrees.card import WorktreeCard
 from handlers import (
     approvals,
+    audit,
     basics,
     board,
     buttons,
@@ -74,6 +76,7 @@ COMMANDS = (
     "cancel",
     "archive",
     "grants",
+    "audit",
     "every",
     "at",
     "schedules",
@@ -92,6 +95,7 @@ ROUTERS: tuple[Router, ...] = (
     basics.router,
     tasks.router,
     approvals.router,
+    audit.router,
     money.router,
     schedules.router,
     board.router,
@@ -126,6 +130,7 @@ class Services:
     terminal: TerminalDesk  # hand-off: hold at the terminal, take back
     adoption: Adoption  # /adopt
     waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
+    audit: AuditLog  # /audit: the owner's approvals, grants, budget decisions and cancels
 
 
 def build_dispatcher(

@@ -26,6 +26,7 @@ from bot.board.auth import COOKIE
 from bot.board.limits import Limits
 from bot.board.server import Board
 from bot.models import TaskStatus
+from bot.tasks.audit import AuditLog
 from bot.tasks.reads import TaskReads
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
@@ -143,6 +144,7 @@ async def board_beside(app: App, limits: Limits) -> AsyncIterator[Board]:
     board = make_board(
         app.settings,
         reads=TaskReads(app.store),
+        audit=AuditLog(app.store, app.service.texts),
         texts=app.service.texts,
         worktrees=app.core.worktrees,
         notifier=app.core.notifier,

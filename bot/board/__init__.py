@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from bot.board.server import Board
     from bot.git import Worktrees
     from bot.settings import Settings
+    from bot.tasks.audit import AuditLog
     from bot.tasks.reads import TaskReads
     from bot.tasks.service import TaskService
     from bot.telegram.notifier import Notifier
@@ -27,10 +28,12 @@ def make_board(
     notifier: Notifier,
     service: TaskService,
     answers: ApprovalAnswers,
+    audit: AuditLog | None = None,
     limits: Limits | None = None,
 ) -> Board | None:
     """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
-    server, aiohttp's, is not even imported). ``limits``: by default, from the open-file limit."""
+    server, aiohttp's, is not even imported). ``audit``: the task page's audit section (None:
+    none shown); ``limits``: by default, from the open-file limit."""
     if settings.board_port is None or settings.bot_token is None:
         return None
     from bot.board.actions import BoardActions
@@ -43,7 +46,11 @@ def make_board(
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
         data=BoardData(
-            reads, texts, worktrees, service.preflight.desk if service.preflight else None
+            reads,
+            texts,
+            worktrees,
+            service.preflight.desk if service.preflight else None,
+            audit,
         ),
         actions=BoardActions(
             answers=answers,

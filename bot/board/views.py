@@ -20,8 +20,9 @@ from bot.git import Worktrees
 from bot.models import CheckResult, Task, TaskStatus, Turn, WaitState, WorktreeState
 from bot.preflight.desk import PreflightDesk
 from bot.rows import PendingQuestion, TranscriptLine
+from bot.tasks.audit import AuditLog
 from bot.tasks.reads import TaskPage, TaskReads
-from bot.telegram.render import plain
+from bot.telegram.render import plain, usd
 from bot.telegram.texts import Texts
 from bot.turns.baseline import RECORD_KIND, from_record
 from bot.turns.transcript import SAID
@@ -44,6 +45,7 @@ class BoardData:
     texts: Texts
     worktrees: Worktrees
     holds: PreflightDesk | None = None  # None: no preflight here, nothing is ever held
+    audit: AuditLog | None = None  # the task page's audit section (None: none shown)
     # (task, its last change, worktree base) -> (when asked, whether it held work): a stream
     # reads the page at every change of the store; git is asked once per WORK_FRESH_S
     _work: dict[tuple[int, object, str], tuple[float, bool]] = field(default_factory=dict)
@@ -65,13 +67,19 @@ class BoardData:
         found = await self.reads.rows(user_id, archived, LIST_LIMIT)
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
-        return held + [self.row(r.task, r.wait, locale, r.worktree) for r in found]
+        return held + [self.row(r.task, r.wait, locale, r.worktree, r.ran) for r in found]
 
     def row(
-        self, task: Task, wait: WaitState | None, locale: str, worktree: str | None = None
+        self,
+        task: Task,
+        wait: WaitState | None,
+        locale: str,
+        worktree: str | None = None,
+        ran: str | None = None,
     ) -> dict[str, Any]:
         """``wait``: what it waits for; ``worktree``: its worktree's state (active, merged,
-        discarded), None: it has none."""
+        discarded), None: it has none; ``ran``: the model that ran it, as its engine named it
+        (``model``; ``model_asked``: the one the task asked for, None: the engine's default)."""
         return {
             "id": task.id,
             "label": task.label,
@@ -84,10 +92,12 @@ class BoardData:
             "active": task.status.active,
             "running": task.status is TaskStatus.RUNNING,  # a follow-up may go into its turn
             "engine": task.engine,
-            "model": task.model,
+            "model": ran or task.model,
+            "model_asked": task.model,
             "mode": task.approval_mode.value,
             "cwd": task.cwd,
             "cost_usd": round(task.total_cost_usd, 4),
+            "cost_text": "$" + usd(task.total_cost_usd),  # as the chat writes it
             "created_at": _iso(task.created_at),
             "updated_at": _iso(task.updated_at),
             "worktree": worktree,
@@ -100,11 +110,17 @@ class BoardData:
             raise TaskNotFound(f"#{task.id}")
         return found
 
-    def _page(self, found: TaskPage, locale: str, tree: dict[str, Any] | None) -> dict[str, Any]:
+    def _page(
+        self,
+        found: TaskPage,
+        locale: str,
+        tree: dict[str, Any] | None,
+        audit: list[dict[str, Any]],
+    ) -> dict[str, Any]:
         state = tree["state"] if tree else None
         checks = [{"turn": seq, **_check(check)} for seq, check in found.checks]
         return {
-            "task": self.row(found.task, found.wait, locale, state),
+            "task": self.row(found.task, found.wait, locale, state, found.ran),
             "goal": found.turns[0].prompt if found.turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
@@ -113,7 +129,15 @@ class BoardData:
             "checks": checks,
             "pending": [question(q) for q in found.pending],
             "worktree": tree,
+            "audit": audit,
         }
+
+    async def _audit(self, user_id: int, task: Task, locale: str) -> list[dict[str, Any]]:
+        """The task's audit lines (approvals, grants, consents, budget decisions, cancels)."""
+        if self.audit is None:
+            return []
+        lines = await self.audit.of_task(user_id, task.id, locale)
+        return [{"at": _iso(x.at), "action": x.action, "text": plain(x.text)} for x in lines]
 
     async def worktree(self, task: Task) -> dict[str, Any] | None:
         """The task's worktree: its state, the branch it merges into, and whether it holds work
@@ -138,7 +162,8 @@ class BoardData:
         if found is None:
             return None
         locale = await self.locale(user_id)
-        return self._page(found, locale, await self.worktree(found.task))
+        tree = await self.worktree(found.task)
+        return self._page(found, locale, tree, await self._audit(user_id, found.task, locale))
 
     async def diff(self, task: Task) -> dict[str, Any]:
         """A worktree task's changes since it started, one entry per file; a task in a plain
@@ -265,9 +290,11 @@ def _turn(turn: Turn) -> dict[str, Any]:
         "seq": turn.seq,
         "status": turn.status.value,
         "cost_usd": turn.cost_usd,
+        "cost_text": None if turn.cost_usd is None else "$" + usd(turn.cost_usd),
         "input_tokens": turn.input_tokens,
         "output_tokens": turn.output_tokens,
         "duration_s": turn.duration_s,
+        "model": turn.model,
         "prompt": turn.prompt,
     }
 

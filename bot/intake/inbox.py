@@ -19,7 +19,7 @@ from bot.models import TaskKind
 from bot.rows import PreflightHold, TaskFileRow
 from bot.tasks.filing import TaskFiling
 from bot.tasks.service import TaskService
-from bot.tasks.taskfile import TaskFile, TaskFileError, parse, write_atomic
+from bot.tasks.taskfile import SHELL_CLIENT, TaskFile, TaskFileError, parse, write_atomic
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -105,17 +105,21 @@ class Inbox:
             slug=tf.slug,
             lineage=lineage,
         )
-        origin = (
-            self._texts.get(locale, "mcp.origin", client=tf.client)
-            if tf.client
-            else self._texts.get(locale, "inbox.origin", name=name)
-        )
+        origin = self._origin(locale, name, tf.client)
         file = TaskFileRow(0, name, tf.goal, tf.constraints)  # its task's id once it starts
         started = await self._service.start_walk_away(replace(new, origin=origin), options, file)
         if isinstance(started, PreflightHold):
             return started
         log.info("inbox file %s became task %s", name, started.id)
         return started.id
+
+    def _origin(self, locale: str, name: str, client: str | None) -> str:
+        """Where the task came from, under its goal: the shell, an MCP client or a file."""
+        if client == SHELL_CLIENT:
+            return self._texts.get(locale, "inbox.from_shell")
+        if client:
+            return self._texts.get(locale, "mcp.origin", client=client)
+        return self._texts.get(locale, "inbox.origin", name=name)
 
     def _owner(self, chat_id: int | None) -> int:
         """The chat's user when it is a private chat of an allowed user; a group's tasks

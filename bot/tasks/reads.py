@@ -17,20 +17,22 @@ TURNS_SHOWN = 200
 @dataclass(frozen=True, slots=True)
 class TaskRow:
     """A task as a list shows it: ``wait``, what it waits for; ``worktree``, its worktree's
-    state (None: it has none)."""
+    state (None: it has none); ``ran``, the model its newest turn ran (None: none named)."""
 
     task: Task
     wait: WaitState | None
     worktree: str | None
+    ran: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TaskPage:
-    """A task's page: what it waits for, its newest turns (oldest first), each checked turn's
-    seq and check, and the questions waiting for the owner."""
+    """A task's page: what it waits for, the model that ran it, its newest turns (oldest
+    first), each checked turn's seq and check, and the questions waiting for the owner."""
 
     task: Task
     wait: WaitState | None
+    ran: str | None
     turns: tuple[Turn, ...]
     checks: tuple[tuple[int, CheckResult], ...]
     pending: tuple[PendingQuestion, ...]
@@ -54,8 +56,10 @@ class TaskReads:
         statuses = None if archived else [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
         found = await self._store.tasks.list_for(user_id, statuses, limit)
         waits = await self._store.waits.of(found)
-        trees = await self._store.worktrees.states_of([t.id for t in found])
-        return [TaskRow(t, waits.get(t.id), trees.get(t.id)) for t in found]
+        ids = [t.id for t in found]
+        trees = await self._store.worktrees.states_of(ids)
+        ran = await self._store.ran.models(ids)
+        return [TaskRow(t, waits.get(t.id), trees.get(t.id), ran.get(t.id)) for t in found]
 
     async def page(self, user_id: int, task_id: int) -> TaskPage | None:
         """The page of the user's task as it is now; None: not theirs, or gone."""
@@ -69,9 +73,11 @@ class TaskReads:
             if check is not None:
                 checks.append((turn.seq, check))
         waits = await self._store.waits.of([task])
+        ran = await self._store.ran.models([task.id])
         return TaskPage(
             task,
             waits.get(task.id),
+            ran.get(task.id),
             tuple(turns),
             tuple(checks),
             tuple(await self._store.questions.pending_of([task.id])),
