@@ -25,9 +25,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.intake.retention import Pruned, Retention
 from bot.models import NewTask, TaskKind, TaskStatus
 from bot.store import Store
+from bot.upkeep.retention import Pruned, Retention
 
 TASKS = 1000
 LINES = 30

@@ -25,7 +25,6 @@ from bot.errors import ConfigError
 from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake
-from bot.intake.retention import Retention
 from bot.models import ProcessRole
 from bot.ports import LOGIN_MISSING, Executor
 from bot.preflight.call import ClaudePreflight
@@ -41,11 +40,16 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
+from bot.tasks.arrivals import Arrivals
 from bot.tasks.audit import AuditLog
 from bot.tasks.card import TaskCard
+from bot.tasks.drafting import DraftBook
+from bot.tasks.filing import TaskFiling
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
 from bot.tasks.planning import TaskDefaults, TaskPlanner
+from bot.tasks.reads import TaskReads
+from bot.tasks.scheduling import ScheduleBook
 from bot.tasks.service import TaskService
 from bot.tasks.steering import SteerDesk
 from bot.tasks.terminal import TerminalDesk
@@ -60,6 +64,7 @@ from bot.telegram.session import BotApiSession
 from bot.telegram.texts import DEFAULT_LOCALE
 from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
+from bot.upkeep.retention import Retention
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
 from bot.worktrees.card import WorktreeCard
@@ -193,7 +198,7 @@ def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDra
         folder=settings.data_dir / "voice",
     )
     return VoiceDrafts(
-        store=core.store,
+        book=DraftBook(core.store),
         outbox=core.outbox,
         texts=core.texts,
         tasks=service,
@@ -267,30 +272,37 @@ async def build(
         if service.preflight is not None:  # held tasks whose question waited too long
             background(stack, service.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
-        schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
+        book = ScheduleBook(store, clock)
+        schedules = ScheduleDesk(
+            book=book,
+            timer=timer,
+            service=service,
+            outbox=outbox,
+            texts=texts,
+            default_tz=settings.timezone,
+            clock=clock,
+        )
         answers = ApprovalAnswers(
             store, core.desk, notifier, texts, core.shared.takeover if core.shared else None
         )
         inbox = Inbox(
-            settings.data_dir / "inbox",
-            service,
-            store,
-            outbox,
-            texts,
-            settings.allowed_users,
-            settings.max_subtasks,
+            directory=settings.data_dir / "inbox",
+            service=service,
+            filing=TaskFiling(store, texts, settings.max_subtasks),
+            outbox=outbox,
+            texts=texts,
+            allowed_users=settings.allowed_users,
         )
         intake = Intake(
-            store,
-            core.queue,
-            notifier,
-            settings.intake_interval_s,
-            inbox,
+            arrivals=Arrivals(store, notifier),
+            queue=core.queue,
+            interval_s=settings.intake_interval_s,
+            inbox=inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
             steers=service.steering.carry_asked if service.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
-        retention = Retention(store, settings.retention_days, service.held)
+        retention = Retention(store, settings.retention_days, held=service.held)
         background(stack, retention.run_forever, "retention")
         agent_environ = os.environ if environ is None else environ
         prs = make_prs(
@@ -348,7 +360,8 @@ async def build(
         await PrFollower(store, prs, core.scheduler, settings.pr_poll_s).start()
         board = make_board(  # None: DETACH_BOARD_PORT unset
             settings,
-            store=store,
+            reads=TaskReads(store),
+            audit=AuditLog(store, texts),
             texts=texts,
             worktrees=core.worktrees,
             notifier=notifier,

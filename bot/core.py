@@ -28,7 +28,6 @@ from bot.fleet.fleet import Fleet
 from bot.fleet.lease import Lease, OneProcess
 from bot.fleet.takeover import Takeover
 from bot.git import Worktrees
-from bot.intake.recovery import recover
 from bot.mcp.launch import private_dir, subtask_env
 from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
@@ -47,6 +46,7 @@ from bot.turns.queue import TurnQueue
 from bot.turns.runner import TurnRunner
 from bot.turns.scheduler import JobScheduler
 from bot.turns.specs import TurnPolicy
+from bot.upkeep.recovery import recover
 from bot.workdirs import WorkdirPolicy
 from bot.worktrees.revival import Revival
 from executors import orphans, registry

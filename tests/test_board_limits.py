@@ -26,6 +26,8 @@ from bot.board.auth import COOKIE
 from bot.board.limits import Limits
 from bot.board.server import Board
 from bot.models import TaskStatus
+from bot.tasks.audit import AuditLog
+from bot.tasks.reads import TaskReads
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, app_in_own_task, process_env, stop_process
@@ -141,7 +143,8 @@ async def board_beside(app: App, limits: Limits) -> AsyncIterator[Board]:
     """A second board of the running bot, serving under ``limits``."""
     board = make_board(
         app.settings,
-        store=app.store,
+        reads=TaskReads(app.store),
+        audit=AuditLog(app.store, app.service.texts),
         texts=app.service.texts,
         worktrees=app.core.worktrees,
         notifier=app.core.notifier,

@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from bot.intake.retention import Pruned, Retention
 from bot.models import TaskStatus
 from bot.store import Store
 from bot.store.schema import outbox, transcript
+from bot.upkeep.retention import Pruned, Retention
 from tests.support.postgres import STORE_KINDS, opened_store
 from tests.test_store import Clock, new
 

@@ -17,11 +17,12 @@ import pytest
 import soundfile
 
 from bot.errors import TranscriptionFailed
-from bot.intake.retention import Retention
 from bot.models import ApprovalMode
 from bot.store import Store
+from bot.tasks.drafting import DraftBook
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
+from bot.upkeep.retention import Retention
 from bot.voice.drafts import VoiceDrafts, VoiceNote
 from bot.voice.offline import POCKETSPHINX, WHISPER_BASE, OfflineRecognizer
 from bot.voice.remote import RemoteRecognizer
@@ -189,7 +190,7 @@ async def test_without_a_recognizer_the_chat_is_told_how_to_enable_one(tmp_path)
     try:
         texts = Texts()
         drafts = VoiceDrafts(
-            store=store,
+            book=DraftBook(store),
             outbox=Outbox(store),
             texts=texts,
             tasks=None,  # type: ignore[arg-type]  # nothing starts without a draft

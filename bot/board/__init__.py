@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from bot.git import Worktrees
     from bot.prs.desk import PullRequests
     from bot.settings import Settings
-    from bot.store import Store
+    from bot.tasks.audit import AuditLog
+    from bot.tasks.reads import TaskReads
     from bot.tasks.service import TaskService
     from bot.telegram.notifier import Notifier
     from bot.telegram.texts import Texts
@@ -22,35 +23,36 @@ if TYPE_CHECKING:
 def make_board(
     settings: Settings,
     *,
-    store: Store,
+    reads: TaskReads,
     texts: Texts,
     worktrees: Worktrees,
     notifier: Notifier,
     service: TaskService,
     answers: ApprovalAnswers,
+    audit: AuditLog | None = None,
     limits: Limits | None = None,
     prs: PullRequests | None = None,
 ) -> Board | None:
     """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
-    server, aiohttp's, is not even imported). ``limits``: by default, from the open-file limit."""
+    server, aiohttp's, is not even imported). ``audit``: the task page's audit section (None:
+    none shown); ``limits``: by default, from the open-file limit."""
     if settings.board_port is None or settings.bot_token is None:
         return None
     from bot.board.actions import BoardActions
     from bot.board.auth import BoardAuth
     from bot.board.server import Board
     from bot.board.views import BoardData
-    from bot.tasks.audit import AuditLog
     from bot.worktrees.card import WorktreeCard
 
-    card = WorktreeCard(service, worktrees, notifier, texts, store.redact)
+    card = WorktreeCard(service, worktrees, notifier, texts, reads.redact)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
         data=BoardData(
-            store,
+            reads,
             texts,
             worktrees,
             service.preflight.desk if service.preflight else None,
-            AuditLog(store, texts),
+            audit,
         ),
         actions=BoardActions(
             answers=answers,

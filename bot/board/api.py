@@ -65,10 +65,10 @@ class BoardApi:
         return web.json_response(await self._data.page(user_id, task))
 
     async def transcript(self, request: web.Request) -> web.StreamResponse:
-        _user, task = await self._own(request)
+        user_id, task = await self._own(request)
         start, limit = query_int(request, "cursor", 0), query_int(request, "limit", 500)
-        items, cursor = await self._data.transcript(task.id, start, limit)
-        more = cursor != start and bool(await self._data.store.transcript.after(task.id, cursor, 1))
+        items, cursor = await self._data.transcript(user_id, task.id, start, limit)
+        more = cursor != start and bool(await self._data.reads.lines(user_id, task.id, cursor, 1))
         return web.json_response({"items": items, "cursor": cursor, "more": more})
 
     async def diff(self, request: web.Request) -> web.StreamResponse:
@@ -85,8 +85,7 @@ class BoardApi:
         user_id, task = await self._own(request)
         body = await self._json(request)
         qid, option = body_int(body, "qid", 0), body_int(body, "option", -1)
-        question = await self._data.store.questions.get(qid)
-        if question is None or question.task_id != task.id:
+        if await self._data.reads.question(user_id, task.id, qid) is None:
             raise UserInputError("callback.stale")
         if "option" in body:
             key = await self._actions.pick(user_id, qid, option)

@@ -3,7 +3,7 @@
 The bot appends a turn's events to the transcript table (``bot.turns.transcribe``: at most
 0.3 s after an event) and a scale-out worker writes the same table from another process, so no
 in-process hook sees every change; the board polls instead, but once for all pages: ``Pulse``
-reads one cheap mark of the store (``store.pulse``: the newest transcript line, task change and
+reads one cheap mark of the store (``TaskReads.mark``: the newest transcript line, task change and
 question) every ``POLL_S``, and only when it moved do the open streams read what they show. What
 several streams ask in the same generation (the same task's new lines from the same cursor, the
 same user's list) is read once and shared. An update reaches a page within ``POLL_S`` plus the
@@ -27,7 +27,7 @@ from aiohttp import web
 
 from bot.board.limits import StreamQuota
 from bot.board.views import BoardData
-from bot.store import Store
+from bot.tasks.reads import TaskReads
 
 log = logging.getLogger(__name__)
 POLL_S = 0.3
@@ -39,8 +39,8 @@ T = TypeVar("T")
 class Pulse:
     """A generation number that moves when the store's mark does; ``run`` polls it."""
 
-    def __init__(self, store: Store, closing: asyncio.Event) -> None:
-        self._store = store
+    def __init__(self, reads: TaskReads, closing: asyncio.Event) -> None:
+        self._reads = reads
         self._closing = closing
         self.generation = 0
         self._moved = asyncio.Event()
@@ -51,7 +51,7 @@ class Pulse:
         while not self._closing.is_set():
             mark: object
             try:
-                mark = await self._store.pulse.mark()
+                mark = await self._reads.mark()
             except Exception:  # deliberate: a failed read is tried again, the pages wait
                 log.exception("reading the board's pulse failed")
                 mark = seen
@@ -103,7 +103,8 @@ class Streams:
             while True:  # a long transcript comes in pages, all at once
                 start = cursor
                 items, cursor = await pulse.shared(
-                    ("lines", task_id, start), functools.partial(data.transcript, task_id, start)
+                    ("lines", user_id, task_id, start),
+                    functools.partial(data.transcript, user_id, task_id, start),
                 )
                 if items:
                     await _send(response, "lines", {"items": items, "cursor": cursor})

@@ -48,7 +48,7 @@ class Board:
         self._port = port
         self._public_url = public_url.rstrip("/") if public_url else None
         self._closing = asyncio.Event()
-        self._pulse = Pulse(data.store, self._closing)
+        self._pulse = Pulse(data.reads, self._closing)
         self.bound_port: int | None = None  # None: not listening
         self._limits = limits or Limits.for_open_files()
         self._doors = Doors(self._limits)

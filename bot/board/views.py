@@ -14,14 +14,14 @@ from typing import Any
 from bot.approvals.view import DONE
 from bot.board.checkout import checkout_patch, patch_since
 from bot.board.holds import held_rows
-from bot.errors import UserInputError
+from bot.errors import TaskNotFound, UserInputError
 from bot.events import DETAIL_CHARS
 from bot.git import Worktrees
-from bot.models import Task, TaskStatus, Turn, WaitState, WorktreeState
+from bot.models import CheckResult, Task, TaskStatus, Turn, WaitState, WorktreeState
 from bot.preflight.desk import PreflightDesk
-from bot.store import PendingQuestion, Store
-from bot.store.transcript import TranscriptLine
+from bot.rows import PendingQuestion, TranscriptLine
 from bot.tasks.audit import AuditLog
+from bot.tasks.reads import PrRow, TaskPage, TaskReads
 from bot.telegram.render import plain, usd
 from bot.telegram.texts import Texts
 from bot.turns.baseline import RECORD_KIND, from_record
@@ -41,7 +41,7 @@ WORK_MEMO = 256
 
 @dataclass(frozen=True, slots=True)
 class BoardData:
-    store: Store
+    reads: TaskReads
     texts: Texts
     worktrees: Worktrees
     holds: PreflightDesk | None = None  # None: no preflight here, nothing is ever held
@@ -52,28 +52,22 @@ class BoardData:
 
     async def locale(self, user_id: int) -> str:
         """The user's /lang choice, else English (the board has no Telegram language)."""
-        return (await self.store.users.locales()).get(user_id) or self.texts.pick(None)
+        return await self.reads.chosen_locale(user_id) or self.texts.pick(None)
 
     async def chosen_locale(self, user_id: int) -> str | None:
         """The user's /lang choice; None: they made none."""
-        return (await self.store.users.locales()).get(user_id)
+        return await self.reads.chosen_locale(user_id)
 
     async def own(self, user_id: int, task_id: int) -> Task | None:
-        task = await self.store.tasks.get(task_id)
-        return task if task is not None and task.owner_id == user_id else None
+        return await self.reads.own(user_id, task_id)
 
     async def tasks(self, user_id: int, archived: bool) -> list[dict[str, Any]]:
         """The tasks held by their preflight, then the user's tasks, newest first; archived
         ones only when asked for."""
-        statuses = None if archived else [s for s in TaskStatus if s is not TaskStatus.ARCHIVED]
-        found = await self.store.tasks.list_for(user_id, statuses, LIST_LIMIT)
-        waits = await self.store.waits.of(found)
-        trees = await self.store.worktrees.states_of([t.id for t in found])
+        found = await self.reads.rows(user_id, archived, LIST_LIMIT)
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
-        ran = await self.store.ran.models([t.id for t in found])
-        rows = [self.row(t, waits.get(t.id), locale, trees.get(t.id), ran.get(t.id)) for t in found]
-        return held + rows
+        return held + [self.row(r.task, r.wait, locale, r.worktree, r.ran) for r in found]
 
     def row(
         self,
@@ -111,41 +105,32 @@ class BoardData:
 
     async def page(self, user_id: int, task: Task) -> dict[str, Any]:
         """A task's page but its transcript (read after it, from cursor 0) and diff."""
-        locale = await self.locale(user_id)
-        turns = await self.store.tasks.turns_of(task.id, limit=200)
-        pending = await self.store.questions.pending_of([task.id])
-        checks = []
-        for turn in turns:
-            check = await self.store.checks.for_turn(turn.id)
-            if check is not None:
-                checks.append(
-                    {
-                        "turn": turn.seq,
-                        "command": check.command,
-                        "passed": check.passed,
-                        "exit_code": check.exit_code,
-                        "timed_out": check.timed_out,
-                        "approved": check.approved,
-                        "duration_s": round(check.duration_s, 1),
-                        "output": check.output,
-                    }
-                )
-        tree = await self.worktree(task)
+        found = await self.page_of(user_id, task.id)
+        if found is None:  # gone meanwhile
+            raise TaskNotFound(f"#{task.id}")
+        return found
+
+    def _page(
+        self,
+        found: TaskPage,
+        locale: str,
+        tree: dict[str, Any] | None,
+        audit: list[dict[str, Any]],
+    ) -> dict[str, Any]:
         state = tree["state"] if tree else None
-        waits = await self.store.waits.of([task])
-        ran = await self.store.ran.models([task.id])
+        checks = [{"turn": seq, **_check(check)} for seq, check in found.checks]
         return {
-            "task": self.row(task, waits.get(task.id), locale, state, ran.get(task.id)),
-            "goal": turns[0].prompt if turns else "",
+            "task": self.row(found.task, found.wait, locale, state, found.ran),
+            "goal": found.turns[0].prompt if found.turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
-                for t in turns
+                for t in found.turns
             ],
             "checks": checks,
-            "pending": [question(q) for q in pending],
+            "pending": [question(q) for q in found.pending],
             "worktree": tree,
-            "audit": await self._audit(user_id, task, locale),
-            "pr": await self.pr(task),
+            "audit": audit,
+            "pr": _pr(found.pr),
         }
 
     async def _audit(self, user_id: int, task: Task, locale: str) -> list[dict[str, Any]]:
@@ -172,17 +157,14 @@ class BoardData:
                 self._work[key] = (time.monotonic(), work)
         return {"state": row.state, "base": row.base_branch, "changes": work}
 
-    async def pr(self, task: Task) -> dict[str, Any] | None:
-        """The pull request its card follows (``bot.prs``), or None."""
-        pr = await self.store.prs.get(task.id)
-        if pr is None:
-            return None
-        return {"number": pr.number, "url": pr.url, "state": pr.state, "checks": pr.checks}
-
     async def page_of(self, user_id: int, task_id: int) -> dict[str, Any] | None:
         """The page of the user's task as it is now; None: not theirs, or gone."""
-        task = await self.own(user_id, task_id)
-        return await self.page(user_id, task) if task is not None else None
+        found = await self.reads.page(user_id, task_id)
+        if found is None:
+            return None
+        locale = await self.locale(user_id)
+        tree = await self.worktree(found.task)
+        return self._page(found, locale, tree, await self._audit(user_id, found.task, locale))
 
     async def diff(self, task: Task) -> dict[str, Any]:
         """A worktree task's changes since it started, one entry per file; a task in a plain
@@ -190,7 +172,7 @@ class BoardData:
         checkout's uncommitted changes, which may hold the owner's own edits too ("checkout";
         see ``bot.board.checkout``). Secret values are redacted, as everywhere the bot shows
         what an agent wrote (``Store.redact``)."""
-        redact = self.store.redact
+        redact = self.reads.redact
         if await self.worktrees.get(task.id) is not None:
             try:
                 found = await self.worktrees.diff(task.id)
@@ -199,7 +181,7 @@ class BoardData:
                 return {"files": [], "note": exc.key, "scope": "worktree", "base": base}
             files = split_patch(redact(found.patch))
             return {"files": files, "stat": redact(found.stat), "scope": "worktree"}
-        first = await self.store.transcript.after(task.id, 0, BASELINE_WITHIN)
+        first = await self.reads.lines(task.owner_id, task.id, 0, BASELINE_WITHIN)
         before = next((from_record(x.body) for x in first if x.kind == RECORD_KIND), None)
         if (
             before is not None
@@ -212,13 +194,20 @@ class BoardData:
         return {"files": split_patch(redact(patch)), "scope": "checkout"}
 
     async def transcript(
-        self, task_id: int, cursor: int, limit: int = PAGE
+        self, user_id: int, task_id: int, cursor: int, limit: int = PAGE
     ) -> tuple[list[dict[str, Any]], int]:
-        """Items of at most ``limit`` events after ``cursor``, and the cursor after them
-        (when it moved by ``limit`` events, more may follow at once)."""
-        lines = await self.store.transcript.after(task_id, cursor, min(max(limit, 1), PAGE_MAX))
+        """Items of at most ``limit`` events of the user's task after ``cursor``, and the
+        cursor after them (when it moved by ``limit`` events, more may follow at once)."""
+        lines = await self.reads.lines(user_id, task_id, cursor, min(max(limit, 1), PAGE_MAX))
         items = [item for line in lines if (item := transcript_item(line)) is not None]
         return items, lines[-1].line if lines else cursor
+
+
+def _pr(pr: PrRow | None) -> dict[str, Any] | None:
+    """The pull request its card follows (``bot.prs``), or None."""
+    if pr is None:
+        return None
+    return {"number": pr.number, "url": pr.url, "state": pr.state, "checks": pr.checks}
 
 
 def question(q: PendingQuestion) -> dict[str, Any]:
@@ -290,6 +279,18 @@ def split_patch(patch: str) -> list[dict[str, Any]]:
             }
         )
     return files
+
+
+def _check(check: CheckResult) -> dict[str, Any]:
+    return {
+        "command": check.command,
+        "passed": check.passed,
+        "exit_code": check.exit_code,
+        "timed_out": check.timed_out,
+        "approved": check.approved,
+        "duration_s": round(check.duration_s, 1),
+        "output": check.output,
+    }
 
 
 def _turn(turn: Turn) -> dict[str, Any]:

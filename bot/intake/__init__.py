@@ -1,2 +1,2 @@
-"""Work that arrives outside Telegram updates: the shell, the inbox's task files, restart
-recovery."""
+"""Work that arrives outside Telegram updates: tasks added from a shell or by an MCP client,
+and the inbox's task files."""

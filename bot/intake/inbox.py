@@ -15,11 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from bot.errors import FileRefused, Unreadable, UserInputError
-from bot.models import TaskKind, TaskStatus
-from bot.store import Store, TaskFileRow
-from bot.store.preflights import PreflightHold
-from bot.tasks.export import export
-from bot.tasks.lineage import Lineage
+from bot.models import TaskKind
+from bot.rows import PreflightHold, TaskFileRow
+from bot.tasks.filing import TaskFiling
 from bot.tasks.service import TaskService
 from bot.tasks.taskfile import SHELL_CLIENT, TaskFile, TaskFileError, parse, write_atomic
 from bot.telegram.outbox import Outbox
@@ -34,18 +32,17 @@ MAX_FILE_BYTES = 256 * 1024
 class Inbox:
     def __init__(
         self,
+        *,
         directory: Path,
         service: TaskService,
-        store: Store,
+        filing: TaskFiling,
         outbox: Outbox,
         texts: Texts,
         allowed_users: Collection[int],
-        max_subtasks: int = 5,
     ) -> None:
         self.directory = directory
-        self._max_subtasks = max_subtasks
         self._service = service
-        self._store = store
+        self._filing = filing
         self._outbox = outbox
         self._texts = texts
         self._allowed = allowed_users
@@ -94,9 +91,9 @@ class Inbox:
     async def _start(self, name: str, tf: TaskFile) -> int | PreflightHold:
         owner = self._owner(tf.chat_id)
         chat_id = tf.chat_id or owner
-        locale = (await self._store.users.locales()).get(owner, DEFAULT_LOCALE)
+        locale = (await self._filing.locales()).get(owner, DEFAULT_LOCALE)
         options = tf.options()
-        lineage = await self._parent(tf.parent, owner) if tf.parent is not None else None
+        lineage = await self._filing.lineage(tf.parent, owner) if tf.parent is not None else None
         new = await self._service.plan(
             owner,
             chat_id,
@@ -124,26 +121,6 @@ class Inbox:
             return self._texts.get(locale, "mcp.origin", client=client)
         return self._texts.get(locale, "inbox.origin", name=name)
 
-    async def _parent(self, parent_id: int, owner: int) -> Lineage:
-        """A sub-task's parent: a task of the same owner whose agent may start sub-tasks, and
-        has started fewer than DETACH_MAX_SUBTASKS; with what caps its child's rights
-        (``bot.tasks.lineage``)."""
-        parent = await self._store.tasks.get(parent_id)
-        if parent is None or parent.owner_id != owner or not parent.subtasks:
-            raise TaskFileError(f"parent: #{parent_id} is no task that may start sub-tasks")
-        children = await self._store.tasks.children(parent_id)
-        if len(children) >= self._max_subtasks:
-            raise TaskFileError(
-                f"parent: #{parent_id} has started {len(children)} sub-tasks, the most it may "
-                "(DETACH_MAX_SUBTASKS)"
-            )
-        left = None
-        if parent.max_usd is not None:
-            spent = parent.total_cost_usd + sum(c.total_cost_usd for c in children)
-            left = parent.max_usd - spent
-        in_worktree = await self._store.worktrees.get(parent_id) is not None
-        return Lineage(parent, in_worktree, left)
-
     def _owner(self, chat_id: int | None) -> int:
         """The chat's user when it is a private chat of an allowed user; a group's tasks
         belong to the first allowed user. Anything else is refused."""
@@ -161,7 +138,7 @@ class Inbox:
         write_atomic(target.with_name(target.name + ".reason.txt"), reason + "\n")
         log.warning("inbox file %s rejected: %s", path.name, reason)
         told = [chat_id] if chat_id in self._allowed else sorted(self._allowed)
-        locales = await self._store.users.locales()
+        locales = await self._filing.locales()
         for user in told:
             assert user is not None
             await self._outbox.send(
@@ -176,15 +153,9 @@ class Inbox:
             )
 
     async def _write_back(self) -> None:
-        for task_id in await self._store.task_files.unexported():
-            task = await self._store.tasks.get(task_id)
-            if task is None or task.status.active or task.status is TaskStatus.INTERRUPTED:
-                continue
-            write_atomic(
-                self.directory / "done" / f"{task.id}-{task.slug}.md",
-                await export(self._store, task.id, self._texts),
-            )
-            await self._store.task_files.exported(task.id)
+        for task, text in await self._filing.finished():
+            write_atomic(self.directory / "done" / f"{task.id}-{task.slug}.md", text)
+            await self._filing.written(task)
 
 
 async def _read(path: Path) -> str:

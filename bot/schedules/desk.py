@@ -7,20 +7,19 @@ injectable, so catch-up and firing are tested without waiting for 09:00."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from bot.errors import UserInputError
-from bot.models import NewTask, TaskKind
+from bot.models import NewTask, ScheduleState, TaskKind
+from bot.rows import PreflightHold, Schedule
 from bot.schedules.timer import ScheduleTimer, When
 from bot.schedules.when import describe, parse_at, parse_every, zone
-from bot.store import Schedule, Store
-from bot.store.db import utcnow
-from bot.store.preflights import PreflightHold
-from bot.store.schedules import ACTIVE, DELETED, PAUSED
 from bot.tasks.options import split_options
+from bot.tasks.scheduling import ScheduleBook
 from bot.tasks.service import TaskService
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
@@ -29,6 +28,8 @@ from bot.telegram.texts import Texts
 log = logging.getLogger(__name__)
 DEFAULT_TZ = "UTC"
 EARLY_S = 5.0  # a fire this close before its slot still counts as that slot's run
+ACTIVE = ScheduleState.ACTIVE
+NOW = functools.partial(datetime.now, UTC)  # the clock, but in tests
 
 
 def resolved(options: dict[str, str], prompt: str, new: NewTask) -> str:
@@ -59,15 +60,16 @@ class Listed:
 class ScheduleDesk:
     def __init__(
         self,
-        store: Store,
+        *,
+        book: ScheduleBook,
         timer: ScheduleTimer,
         service: TaskService,
         outbox: Outbox,
         texts: Texts,
         default_tz: str = DEFAULT_TZ,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] = NOW,
     ) -> None:
-        self._store = store
+        self._book = book
         self._timer = timer
         self._service = service
         self._outbox = outbox
@@ -77,11 +79,11 @@ class ScheduleDesk:
 
     # -- the user's side ---------------------------------------------------------------------
     async def tz(self, user_id: int) -> str:
-        return await self._store.users.tz(user_id) or self._default_tz
+        return await self._book.tz(user_id) or self._default_tz
 
     async def set_tz(self, user_id: int, name: str) -> str:
         key = zone(name.strip()).key
-        await self._store.users.set_tz(user_id, key)
+        await self._book.set_tz(user_id, key)
         return key
 
     async def add(self, user_id: int, chat_id: int, locale: str, command: str, text: str) -> Listed:
@@ -98,10 +100,8 @@ class ScheduleDesk:
         new = await self._service.plan(  # a goal missing: its example keeps the typed time
             user_id, chat_id, TaskKind.DETACH, options, prompt, locale, f"{command} {typed_when}"
         )
-        schedule = await self._store.schedules.add(
-            user_id, chat_id, when.cron, when.at, tz, resolved(options, prompt, new), locale
-        )
-        await self._store.audit.record("schedule_added", user_id, None, f"S{schedule.id}")
+        text = resolved(options, prompt, new)
+        schedule = await self._book.add(user_id, chat_id, (when.cron, when.at), tz, text, locale)
         await self._timer.set(schedule.id, when)
         return Listed(schedule, when.next_after(self._clock()))
 
@@ -109,34 +109,26 @@ class ScheduleDesk:
         now = self._clock()
         return [
             Listed(s, when_of(s).next_after(now) if s.state == ACTIVE else None)
-            for s in await self._store.schedules.list_for(user_id, (ACTIVE, PAUSED))
+            for s in await self._book.listed(user_id)
         ]
 
     async def pause(self, user_id: int, schedule_id: int) -> Schedule:
-        schedule = await self._own(user_id, schedule_id)
-        await self._store.schedules.set_state(schedule.id, PAUSED)
+        schedule = await self._book.own(user_id, schedule_id)
+        await self._book.pause(schedule)
         await self._timer.remove(schedule.id)
         return schedule
 
     async def resume(self, user_id: int, schedule_id: int) -> Schedule:
         """Runs missed while paused are not caught up: it goes on from now."""
-        schedule = await self._own(user_id, schedule_id)
-        await self._store.schedules.skip_to(schedule.id, self._clock())
-        await self._store.schedules.set_state(schedule.id, ACTIVE)
+        schedule = await self._book.own(user_id, schedule_id)
+        await self._book.resume(schedule)
         await self._timer.set(schedule.id, when_of(schedule))
         return schedule
 
     async def delete(self, user_id: int, schedule_id: int) -> Schedule:
-        schedule = await self._own(user_id, schedule_id)
-        await self._store.schedules.set_state(schedule.id, DELETED)
+        schedule = await self._book.own(user_id, schedule_id)
+        await self._book.delete(schedule)
         await self._timer.remove(schedule.id)
-        await self._store.audit.record("schedule_deleted", user_id, None, f"S{schedule.id}")
-        return schedule
-
-    async def _own(self, user_id: int, schedule_id: int) -> Schedule:
-        schedule = await self._store.schedules.get(schedule_id)
-        if schedule is None or schedule.owner_id != user_id or schedule.state == DELETED:
-            raise UserInputError("schedule.not_found", ref=f"S{schedule_id}")
         return schedule
 
     # -- the engine's side -------------------------------------------------------------------
@@ -144,10 +136,10 @@ class ScheduleDesk:
         """At start: run once what was missed while down, then register every active schedule
         with the timer. Returns how many missed runs were started."""
         caught_up = 0
-        for schedule in await self._store.schedules.list_for(None, (ACTIVE,)):
+        for schedule in await self._book.active():
             if await self.fire(schedule.id):
                 caught_up += 1
-            fresh = await self._store.schedules.get(schedule.id)
+            fresh = await self._book.get(schedule.id)
             if fresh is not None and fresh.state == ACTIVE:
                 await self._timer.set(schedule.id, when_of(fresh))
         if caught_up:
@@ -165,14 +157,14 @@ class ScheduleDesk:
     async def fire(self, schedule_id: int) -> bool:
         """Start this schedule's run if one is due (one run however many slots were missed);
         False when none is due, or it is paused or gone."""
-        schedule = await self._store.schedules.get(schedule_id)
+        schedule = await self._book.get(schedule_id)
         if schedule is None or schedule.state != ACTIVE:
             return False
         now = self._clock()
         due = when_of(schedule).next_after(schedule.last_run_at or schedule.created_at)
         if due is None or due > now + timedelta(seconds=EARLY_S):
             return False
-        await self._store.schedules.ran(schedule.id, now, done=schedule.cron is None)
+        await self._book.ran(schedule, now)
         try:
             options, prompt = split_options(schedule.text)
             new = await self._service.plan(
@@ -208,10 +200,10 @@ class ScheduleDesk:
             return True
         ref = f"S{schedule.id}"
         if isinstance(started, PreflightHold):  # its owner answers in the chat, as to a command
-            await self._store.audit.record("schedule_held", schedule.owner_id, None, ref)
+            await self._book.started(schedule, None)
             log.info("schedule %s: its run is held by its preflight (hold %s)", ref, started.id)
             return True
-        await self._store.audit.record("schedule_run", schedule.owner_id, started.id, ref)
+        await self._book.started(schedule, started.id)
         log.info("schedule %s started task %s", schedule.id, started.id)
         return True
 

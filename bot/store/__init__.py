@@ -89,7 +89,7 @@ class Store:
         self.pulse = PulseRepo(db)  # whether anything changed (the board's live pages)
         self.drafts = VoiceDraftRepo(db, clock)  # voice notes' transcripts (bot.voice)
         self.topics = TopicRepo(db, clock)  # forum topics: a topic per task
-        self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
+        self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.upkeep.retention``)
         self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
         self.stalls = StallRepo(db, redact)  # stall watchdogs' messages, and Keep waiting
         self.ran = RanRepo(db)  # the model that actually ran each task

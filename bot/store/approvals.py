@@ -13,25 +13,11 @@ import sqlalchemy as sa
 
 from bot.models import ApprovalAnswer, QuestionKind, QuestionStatus
 from bot.redaction import NOTHING, Redactor
+from bot.rows import PendingQuestion
 from bot.store.db import Clock, Connection, Database, aware, utc
 from bot.store.schema import grants, pending_questions
 
 PENDING = QuestionStatus.PENDING
-
-
-@dataclass(frozen=True, slots=True)
-class PendingQuestion:
-    id: int
-    task_id: int
-    turn_id: int | None
-    kind: QuestionKind
-    payload: dict[str, Any]
-    status: str
-    chat_id: int | None
-    message_id: int | None
-    deadline: datetime | None
-    answer: str | None
-    row_id: int | None = None  # the outbox row of its message
 
 
 @dataclass(frozen=True, slots=True)

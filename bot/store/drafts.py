@@ -3,40 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
 
+from bot.rows import DraftStatus, VoiceDraft
 from bot.store.db import Clock, Database
 from bot.store.schema import voice_drafts
-
-
-class DraftStatus(StrEnum):
-    PENDING = "pending"  # shown, waiting for a tap
-    STARTED = "started"
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True, slots=True)
-class VoiceDraft:
-    """``notes``: the keys of what the draft message says besides the text (a cut note, a
-    language the offline recognizer does not know), comma-separated. ``task_id``: the task
-    Start began, or (set when it is made) the task whose topic the note came from, which
-    Start continues."""
-
-    id: int
-    owner_id: int
-    chat_id: int
-    message_id: int
-    locale: str
-    text: str
-    notes: tuple[str, ...]
-    status: DraftStatus
-    row_id: int | None
-    task_id: int | None
 
 
 def _draft(row: Any) -> VoiceDraft:

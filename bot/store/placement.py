@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.models import WorktreeState
+from bot.rows import TaskFileRow
 from bot.store.db import Clock, Database
 from bot.store.schema import task_files, worktrees
 
@@ -85,14 +86,6 @@ class WorktreeRepo:
         )
         async with self._engine.connect() as conn:
             return {r.task_id: r.state for r in await conn.execute(query)}
-
-
-@dataclass(frozen=True, slots=True)
-class TaskFileRow:
-    task_id: int
-    source: str
-    goal: str
-    constraints: str
 
 
 class TaskFileRepo:

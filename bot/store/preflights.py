@@ -6,46 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bot.models import ApprovalMode, NewTask, TaskKind
+from bot.rows import PreflightHold, TaskFileRow
 from bot.store.db import Clock, Database, aware
-from bot.store.placement import TaskFileRow
 from bot.store.schema import preflight_holds
 
 PENDING = "pending"
-
-
-@dataclass(frozen=True, slots=True)
-class PreflightHold:
-    """``status``: pending, then answered / anyway / expired (each starts the task once, then
-    ``task_id`` names it) or cancelled (dropped); ``decision``: ask, refuse, or budget (a go
-    whose estimate is more than the task has left); ``text``: the goal as shown; ``task``: the
-    task to start (None: a hold of before, started from ``text``); ``file``: the task file it
-    came from (its ``task_id`` 0 until it starts)."""
-
-    id: int
-    owner_id: int
-    chat_id: int
-    locale: str
-    reply_to: int | None
-    text: str
-    with_options: bool
-    decision: str
-    question: str
-    answers: tuple[str, ...]
-    reason: str
-    cost_usd: float | None
-    status: str
-    answer: str | None
-    row_id: int | None
-    deadline: datetime | None
-    task_id: int | None = None
-    task: NewTask | None = None
-    file: TaskFileRow | None = None
 
 
 def encode_held(new: NewTask, file: TaskFileRow | None) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
 from bot.models import ScheduleState
+from bot.rows import Schedule
 from bot.store.db import Clock, Database, aware
 from bot.store.schema import schedules
 
@@ -17,22 +17,6 @@ ACTIVE, PAUSED, DONE, DELETED = (
     ScheduleState.DONE,
     ScheduleState.DELETED,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    id: int
-    owner_id: int
-    chat_id: int
-    cron: str | None
-    run_at: datetime | None
-    tz: str
-    text: str
-    locale: str
-    state: str
-    last_run_at: datetime | None
-    runs: int
-    created_at: datetime
 
 
 def _row(r: sa.Row) -> Schedule:  # type: ignore[type-arg]

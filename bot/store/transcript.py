@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 
 from bot.redaction import NOTHING, Redactor
+from bot.rows import TranscriptLine
 from bot.store.db import Clock, Database, inserting, utc
-from bot.store.schema import transcript
+from bot.store.schema import tasks, transcript
 
 
 class Writer(Protocol):
     def write(self, text: str, /) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class TranscriptLine:
-    line: int
-    turn_id: int
-    kind: str
-    body: dict[str, Any]
-    created_at: datetime
 
 
 class TranscriptRepo:
@@ -86,15 +76,20 @@ class TranscriptRepo:
                     out.write(f"{event.created_at:%H:%M:%S} {line}\n")
             last_id = events[-1].line
 
-    async def after(self, task_id: int, cursor: int, limit: int = 200) -> list[TranscriptLine]:
+    async def after(
+        self, task_id: int, cursor: int, limit: int = 200, owner_id: int | None = None
+    ) -> list[TranscriptLine]:
         """A task's events newer than ``cursor`` (an event id; 0: from the start), oldest
-        first, at most ``limit``."""
+        first, at most ``limit``; ``owner_id``: none unless the task is theirs (one query)."""
         query = (
             transcript.select()
             .where(transcript.c.task_id == task_id, transcript.c.id > cursor)
             .order_by(transcript.c.id)
             .limit(limit)
         )
+        if owner_id is not None:
+            theirs = sa.exists().where(tasks.c.id == task_id, tasks.c.owner_id == owner_id)
+            query = query.where(theirs)
         async with self._engine.connect() as conn:
             return [self._line(r) for r in await conn.execute(query)]
 

@@ -9,7 +9,7 @@ The transcript is hostile input (whoever spoke near the phone, or a crafted audi
 is the goal's plain text, never read for ``key=value`` options or commands, and neither is
 the owner's edit (a task with options is a typed ``/detach``).
 
-A draft is a row (``bot.store.drafts``), so its buttons and a reply to it work after a
+A draft is a row (``bot.tasks.drafting``), so its buttons and a reply to it work after a
 restart; the retention forgets drafts older than its days.
 
 A voice note in the forum topic of one of its sender's tasks continues that task: its draft
@@ -31,8 +31,8 @@ from aiogram.exceptions import AiogramError
 
 from bot.errors import TranscriptionFailed, UserInputError
 from bot.models import FollowUpDoor, NotifyPolicy, Task, TaskKind
-from bot.store import Store
-from bot.store.drafts import DraftStatus, VoiceDraft
+from bot.rows import DraftStatus, VoiceDraft
+from bot.tasks.drafting import DraftBook
 from bot.tasks.followup import FollowUp
 from bot.tasks.requests import ChatRequest
 from bot.telegram.callbacks import Id
@@ -76,7 +76,7 @@ class VoiceDrafts:
     def __init__(
         self,
         *,
-        store: Store,
+        book: DraftBook,
         outbox: Outbox,
         texts: Texts,
         tasks: TaskService,
@@ -86,7 +86,7 @@ class VoiceDrafts:
     ) -> None:
         """``recognizer``: None when none is set up (the chat is told how to enable one);
         ``max_s``: DETACH_STT_MAX_S; ``max_bytes``: the largest note downloaded."""
-        self._store = store
+        self._book = book
         self._outbox = outbox
         self._texts = texts
         self._tasks = tasks
@@ -110,7 +110,7 @@ class VoiceDrafts:
         twice is shown once). ``thread_id``: the forum topic the note came from (the draft is
         said there); ``task_id``: the task of that topic, which Start continues (None: Start
         begins a task). Raises TranscriptionFailed with the line the chat gets."""
-        known = await self._store.drafts.of_message(chat_id, message_id)
+        known = await self._book.of_message(chat_id, message_id)
         if known is not None:
             return known
         if self._recognizer is None:
@@ -125,7 +125,7 @@ class VoiceDrafts:
         notes: tuple[str, ...] = ("voice.cut",) if heard.cut else ()
         if self._recognizer.beyond_english is not None and locale != ENGLISH:
             notes += (self._recognizer.beyond_english,)
-        draft = await self._store.drafts.create(
+        draft = await self._book.create(
             owner_id=owner_id,
             chat_id=chat_id,
             message_id=message_id,
@@ -141,13 +141,13 @@ class VoiceDrafts:
     async def tap(self, user_id: int, draft_id: int, action: DraftButton) -> str:
         """A draft's button, by ``user_id``; the key of the tap's short answer. Only the
         draft's owner may tap; a draft already started or cancelled is gone."""
-        draft = await self._store.drafts.get(draft_id)
-        if draft is None or draft.owner_id != user_id or draft.status is not DraftStatus.PENDING:
+        draft = await self._book.pending(user_id, draft_id)
+        if draft is None:
             return "voice.gone"
         if action is DraftButton.EDIT:
             return "voice.edit_hint"
         if action is DraftButton.CANCEL:
-            if await self._store.drafts.settle(draft.id, DraftStatus.CANCELLED):
+            if await self._book.close(draft, DraftStatus.CANCELLED):
                 await self._close(draft, self._line(draft.locale, "voice.cancelled"))
             return "voice.cancelled"
         return await self._start(draft)
@@ -157,26 +157,25 @@ class VoiceDrafts:
         shown again (a new message, in the reply's topic ``thread_id``; the old one loses its
         buttons); False: no words, or the draft was started or cancelled meanwhile."""
         new_text = tidy(text)
-        if not new_text or not await self._store.drafts.set_text(draft.id, new_text):
+        updated = await self._book.retext(draft, new_text) if new_text else None
+        if updated is None:
             return False
         await self._close(draft, self._line(draft.locale, "voice.replaced"))
-        updated = await self._store.drafts.get(draft.id)
-        assert updated is not None
         await self._show(updated, reply_to=None, thread_id=thread_id)
         return True
 
     async def _start(self, draft: VoiceDraft) -> str:
         """Start the draft's task as a plain message would; the draft is closed first (two
         taps start one task), and opened again if the task was refused."""
-        if not await self._store.drafts.settle(draft.id, DraftStatus.STARTED):
+        if not await self._book.close(draft, DraftStatus.STARTED):
             return "voice.gone"
         try:
             task = await self._begin(draft)
         except UserInputError:
-            await self._store.drafts.reopen(draft.id)
+            await self._book.reopen(draft)
             raise
         if task is not None:
-            await self._store.drafts.set_task(draft.id, task.id)
+            await self._book.started(draft, task.id)
             key = "voice.started" if draft.task_id is None else "voice.continued"
             line = self._line(draft.locale, key, label=task.label)
         else:  # held by its preflight: its question is in the chat
@@ -227,12 +226,7 @@ class VoiceDrafts:
 
     async def replied(self, user_id: int, chat_id: int, replied_id: int) -> VoiceDraft | None:
         """The pending draft of ``user_id`` whose message is ``replied_id`` (None: none)."""
-        for draft in await self._store.drafts.pending(chat_id):
-            if draft.owner_id != user_id or draft.row_id is None:
-                continue
-            if await self._store.outbox.message_id_of(draft.row_id) == replied_id:
-                return draft
-        return None
+        return await self._book.replied(user_id, chat_id, replied_id)
 
     async def _show(self, draft: VoiceDraft, reply_to: int | None, thread_id: int | None) -> None:
         quiet = await self._tasks.notify_policy(draft.chat_id) is NotifyPolicy.QUIET
@@ -244,7 +238,7 @@ class VoiceDrafts:
             silent=quiet,
             thread_id=thread_id,
         )
-        await self._store.drafts.set_row(draft.id, row_id)
+        await self._book.shown(draft, row_id)
 
     async def _close(self, draft: VoiceDraft, line: str) -> None:
         """The draft's message with its last word and no buttons."""

@@ -1,0 +1,1 @@
+"""What keeps the record true and small without anybody asking: restart recovery, retention."""
