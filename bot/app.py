@@ -26,8 +26,8 @@ from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake
 from bot.intake.retention import Retention
-from bot.models import ProcessRole
-from bot.ports import LOGIN_MISSING, Executor
+from bot.models import Phrase, ProcessRole
+from bot.ports import NO_LOGIN, Executor
 from bot.preflight.call import ClaudePreflight
 from bot.preflight.check import Asker, Preflight
 from bot.preflight.desk import PreflightDesk
@@ -84,7 +84,7 @@ class App:
     polling: asyncio.Event  # set as the first getUpdates is asked for
 
     @property
-    def status(self) -> list[str]:
+    def status(self) -> list[Phrase]:
         """The engines' start-up probe lines, as /status shows them (once ``settle`` ran)."""
         return self.core.engines.status
 
@@ -219,7 +219,7 @@ def make_planner(core: Core, settings: Settings) -> TaskPlanner:
     )
 
 
-def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> str | None:
+def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> Phrase | None:
     """Why ``engine`` cannot run sandboxed here; None where it can, or where it runs elsewhere
     (a front bot: its workers' CLIs refuse a sandbox they do not have)."""
     executor = executors.get(engine)
@@ -393,7 +393,7 @@ async def _say_missing_engine(app: App) -> None:
     if engine not in app.service.available_engines:
         variable = f"DETACH_{engine.upper()}_BIN"
         text = texts.get(DEFAULT_LOCALE, "setup.engine_missing", engine=engine, variable=variable)
-    elif any(line.startswith(f"{engine} ") and LOGIN_MISSING in line for line in app.status):
+    elif any(line.key == NO_LOGIN and line.params.get("engine") == engine for line in app.status):
         text = texts.get(DEFAULT_LOCALE, "setup.no_login", engine=engine)
     else:
         return

@@ -28,6 +28,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from bot.models import Phrase
+
 
 class DetachError(Exception):
     """Root of every error Detach raises on purpose."""
@@ -162,8 +164,10 @@ class AgentError(DetachError):
 class AgentNotInstalled(AgentError):
     """An engine that cannot run here; ``off``: one that is simply not configured (said so)."""
 
-    def __init__(self, engine: str, binary: str | None, off: str | None = None) -> None:
-        super().__init__(off or f"{engine} CLI not found: {binary or '(not on PATH)'}")
+    def __init__(self, engine: str, binary: str | None, off: Phrase | None = None) -> None:
+        super().__init__(
+            f"{engine} is off" if off else f"{engine} CLI not found: {binary or '(not on PATH)'}"
+        )
         self.engine = engine
         self.binary = binary
         self.off = off

@@ -14,9 +14,9 @@ from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, TurnFinished
-from bot.models import ApprovalMode, Preset, TurnSpec
+from bot.models import ApprovalMode, Phrase, Preset, TurnSpec
 from bot.ports import (
-    LOGIN_MISSING,
+    NO_LOGIN,
     NO_STEERING,
     Approver,
     EngineConfig,
@@ -133,12 +133,13 @@ class ClaudeExecutor:
             raise AgentNotInstalled(self.engine, self._binary)
         return match.group(1)
 
-    async def probe(self) -> str:
-        line = version_line(self.engine, await self.version(), PINNED_VERSION)
+    async def probe(self) -> Phrase:
+        version = version_line(self.engine, await self.version(), PINNED_VERSION)
         problem = await asyncio.to_thread(self.sandbox_problem)
-        line += f", sandbox {'works' if problem is None else 'UNAVAILABLE: ' + problem}"
+        line = Phrase("probe.engine", {"version": version, "sandbox": sandbox.status(problem)})
         if not self.logged_in():
-            line += f"; {LOGIN_MISSING}: {NOT_LOGGED_IN}"
+            how = Phrase("probe.claude_login")
+            line = Phrase(NO_LOGIN, {"engine": self.engine, "line": line, "how": how})
         return line
 
     def logged_in(self) -> bool:
@@ -154,7 +155,7 @@ class ClaudeExecutor:
             settings.is_file() and "apiKeyHelper" in settings.read_text(errors="replace")
         )
 
-    def sandbox_problem(self) -> str | None:
+    def sandbox_problem(self) -> Phrase | None:
         """Claude Code's Bash sandbox needs bubblewrap and socat on the agents' PATH."""
         return sandbox.problem(self._env)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, Bound, StreamBounded
-from bot.models import TurnSpec
+from bot.models import Phrase, TurnSpec
 from executors import pidns
 from executors.procs import RUN_ENV, this_run
 from executors.shield import shielded
@@ -40,11 +40,11 @@ LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child 
 CREATE_WAIT_S = 5.0  # a cancelled spawn: how long its process may take to be created, to stop
 
 
-def version_line(engine: str, version: str, pinned: str) -> str:
+def version_line(engine: str, version: str, pinned: str) -> Phrase:
     """``claude 2.1.197``, with a note when this is not the version the engine was measured
     with."""
-    note = "" if version == pinned else f" (tested with {pinned})"
-    return f"{engine} {version}{note}"
+    params = {"engine": engine, "version": version, "pinned": pinned}
+    return Phrase("probe.version" if version == pinned else "probe.version_untested", params)
 
 
 def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
