@@ -391,14 +391,15 @@ async def _say_missing_engine(app: App) -> None:
     engine = app.settings.base_engine
     texts = app.service.texts
     if engine not in app.service.available_engines:
-        variable = f"DETACH_{engine.upper()}_BIN"
-        text = texts.get(DEFAULT_LOCALE, "setup.engine_missing", engine=engine, variable=variable)
+        key, params = "setup.engine_missing", {"variable": f"DETACH_{engine.upper()}_BIN"}
     elif any(line.key == NO_LOGIN and line.params.get("engine") == engine for line in app.status):
-        text = texts.get(DEFAULT_LOCALE, "setup.no_login", engine=engine)
+        key, params = "setup.no_login", {}
     else:
         return
+    locales = await app.store.users.locales()  # each in the language they chose
     for user_id in sorted(app.settings.allowed_users):
-        await app.outbox.send(user_id, text)
+        locale = locales.get(user_id, DEFAULT_LOCALE)
+        await app.outbox.send(user_id, texts.get(locale, key, engine=engine, **params))
 
 
 async def serve(settings: Settings) -> None:

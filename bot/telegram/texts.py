@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gettext
 import html
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,13 @@ class Texts:
     def wait(self, locale: str, wait: WaitState) -> str:
         """The one name of what a task waits for, on every surface."""
         return self.get(locale, f"wait.{wait.value}")
+
+    def moment(self, locale: str, at: datetime) -> str:
+        """A moment in its own zone as the language writes it (Babel, CLDR): ``Sun 6 Dec 18:30``,
+        ``вс 6 дек. 18:30``."""
+        from babel.dates import format_datetime  # its locale data: only once a date is shown
+
+        return format_datetime(at, "EEE d MMM HH:mm", locale=locale)
 
     def raw(self, locale: str, key: str, **params: Any) -> str:
         """Like ``get`` for params that are already HTML."""
