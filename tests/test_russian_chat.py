@@ -1,0 +1,108 @@
+"""A whole Russian session, end to end: the real bot over HTTP against the fake Bot API, the real
+pinned claude against the scripted model server, every message from a Russian Telegram user.
+/status, /every, /at, a Cyrillic goal and a few mistakes: nothing the chat receives is English,
+but for what is not language (commands, engine names, paths, numbers and units, values)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+
+# words that are no language: names (of engines, tools, programs, zones, languages as their
+# speakers write them), and values a person types (options, /notify's policies, ids)
+NOT_LANGUAGE = {
+    *("Detach", "Claude", "Code", "Codex", "Local", "claude", "codex", "local", "Telegram"),
+    *("Bash", "git", "bubblewrap", "PID", "kill", "apt", "install", "crontab", "worktree"),
+    *("UTC", "Europe", "Berlin", "English"),
+    *("sonnet", "opus", "haiku", "ask", "sandbox", "auto", "readonly", "yes", "no"),
+    *("all", "done", "quiet", "id"),
+    *("s", "m", "h", "ms", "min", "USD"),
+}
+SESSION_GOAL = "напиши файл MARKRU"
+
+
+def english_words(shown: str) -> list[str]:
+    """The words in Latin letters that ``shown`` (Telegram HTML) puts before a reader, outside
+    code, commands, settings' names, paths, links and the slug of the goal's label."""
+    text = re.sub(r"<code>.*?</code>|<pre>.*?</pre>", " ", shown, flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    text = re.sub(r"#\d+ [a-z0-9-]+", " ", text)  # a task's label: its goal's words
+    text = re.sub(r"https?://\S+|\S*/\S*|\b[A-Z][A-Z0-9_]{2,}\b|\S+=\S*|\w+_\w+", " ", text)
+    text = re.sub(r"\S*\d\S*", " ", text)  # numbers, units, model names, references
+    text = text.replace(SESSION_GOAL, " ")
+    words = re.findall(r"[A-Za-z][A-Za-z'/.-]*[A-Za-z]|[A-Za-z]", text)
+    return [w for w in words if w not in NOT_LANGUAGE and not w.startswith("MARK")]
+
+
+def received(fake: FakeTelegram) -> list[str]:
+    """Every text the chat was shown: messages, their edits, captions, button labels, toasts."""
+    shown = []
+    for call in fake.calls:
+        if not call.ok:
+            continue
+        p = call.params
+        shown += [p[k] for k in ("text", "caption") if isinstance(p.get(k), str)]
+        markup = p.get("reply_markup")
+        if isinstance(markup, dict):
+            for row in markup.get("inline_keyboard", []):
+                shown += [b["text"] for b in row]
+    return shown
+
+
+async def test_a_russian_chat_reads_russian_from_start_to_end(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script("MARKRU", [{"text": "Файл написан: в нём одна строка."}])
+    touch = {"name": "Bash", "input": {"command": "touch da.txt", "description": "создать файл"}}
+    anthropic.script("MARKASK", [{"tool_use": touch}, {"text": "Создал файл."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await app.settle()
+
+            async def say(text: str, needle: str, timeout_s: float = 30) -> str:
+                mark = len(fake.calls)
+                await fake.user_message(text, OWNER, language_code="ru")
+                answer = await fake.wait_shown(OWNER, needle, timeout_s, after=mark)
+                return answer.params["text"]
+
+            status = await say("/status", "Движки")
+            assert "песочница" in status or "не установлен" in status
+            added = await say("/every day 09:00 проверь диск", "S1")
+            assert re.search(r"(пн|вт|ср|чт|пт|сб|вс) \d+ \w+\.? 09:00", added), added
+            await say("/at завтра 18:30 напомни про отчёт", "S2")
+            await say("/every иногда проверь", "иногда")
+            await say("/cd nosuchdir", "nosuchdir")
+            await say("/every", "/every")
+            await say(f"/claude {SESSION_GOAL}", "#1 napishi-fayl-markru")
+            await fake.wait_shown(OWNER, "Файл написан", timeout_s=90)
+            await say("/tasks", "napishi-fayl-markru")
+            await say("/result 1", "Файл написан")
+            await say("/claude mode=ask MARKASK создай файл", "#2 markask-sozday-fayl")
+            ask = await fake.wait_shown(OWNER, "touch da.txt", timeout_s=60)
+            allow = next(
+                b["callback_data"]
+                for row in ask.params["reply_markup"]["inline_keyboard"]
+                for b in row
+                if b["text"].startswith("✅")
+            )
+            await fake.press(OWNER, ask.result["message_id"], allow, OWNER, language_code="ru")
+            await fake.wait_shown(OWNER, "Создал файл", timeout_s=60)
+            for command, needle in (
+                ("/help", "/detach"),
+                ("/spend", ""),
+                ("/tz Europe/Berlin", "Europe/Berlin"),
+                ("/schedules", "S2"),
+                ("/limits", ""),
+                ("/pending", ""),
+                ("/model", ""),
+                ("/grants", ""),
+                ("/notify", ""),
+                ("/lang", "Русский"),
+            ):
+                await say(command, needle)
+    english = {text: found for text in received(fake) if (found := english_words(text))}
+    assert english == {}, "\n\n".join(f"{found}: {text}" for text, found in english.items())
