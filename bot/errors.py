@@ -174,9 +174,15 @@ class AgentNotInstalled(AgentError):
 
 
 class AgentCrashed(AgentError):
-    def __init__(self, reason: str, exit_code: int | None, stderr_tail: str) -> None:
+    """``reason`` in English (the log, and the chat when it is the engine's own words);
+    ``said``: the same for the chat, in its language."""
+
+    def __init__(
+        self, reason: str, exit_code: int | None, stderr_tail: str, said: Phrase | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.said = said
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
 

@@ -159,6 +159,7 @@ class CodexExecutor:
                 "set DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
                 None,
                 "",
+                Phrase("agent.codex_sandbox_refused"),
             )
 
     async def probe(self) -> Phrase:
@@ -236,7 +237,9 @@ class CodexExecutor:
                         yield event
                 if not finished:
                     raise await agent.crashed(
-                        "codex ended without completing the turn", self._grace_s
+                        "codex ended without completing the turn",
+                        self._grace_s,
+                        Phrase("agent.no_result", {"engine": self.engine}),
                     )
             finally:
                 running = not finished and agent.proc.returncode is None

@@ -180,6 +180,7 @@ class LocalExecutor:
             "(DETACH_LOCAL_MAX_STEPS); reply to continue from where it stopped",
             None,
             "",
+            Phrase("agent.local_max_steps", {"steps": self._max_steps}),
         )
 
     async def _ask(
@@ -215,11 +216,19 @@ class LocalExecutor:
         if session_id is None:
             return []
         if self._sessions is None:
-            raise AgentCrashed("this bot keeps no conversations for /local", None, "")
+            raise AgentCrashed(
+                "this bot keeps no conversations for /local",
+                None,
+                "",
+                Phrase("agent.local_no_sessions"),
+            )
         stored = await self._sessions.load(session_id)
         if stored is None:
             raise AgentCrashed(
-                "the conversation of this task is no longer stored; start a new task", None, ""
+                "the conversation of this task is no longer stored; start a new task",
+                None,
+                "",
+                Phrase("agent.local_session_gone"),
             )
         return stored
 

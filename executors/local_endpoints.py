@@ -50,7 +50,10 @@ class Endpoints:
         base_url = first("base_url")
         if not base_url:
             raise AgentCrashed(
-                "no endpoint for /local: set DETACH_LOCAL_BASE_URL or a preset's base_url", None, ""
+                "no endpoint for /local: set DETACH_LOCAL_BASE_URL or a preset's base_url",
+                None,
+                "",
+                Phrase("agent.local_no_endpoint"),
             )
         return Endpoint(
             base_url=str(base_url),

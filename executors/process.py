@@ -143,12 +143,14 @@ class AgentProcess:
     stderr: StderrTail
     drain: asyncio.Task[None]
 
-    async def crashed(self, reason: str, grace_s: float) -> AgentCrashed:
+    async def crashed(
+        self, reason: str, grace_s: float, said: Phrase | None = None
+    ) -> AgentCrashed:
         """The error for an agent that ended without a verdict (after it exited, bounded)."""
         await wait_exit(self.proc, grace_s)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.drain), grace_s)
-        return AgentCrashed(reason, self.proc.returncode, self.stderr.text())
+        return AgentCrashed(reason, self.proc.returncode, self.stderr.text(), said)
 
 
 @contextlib.asynccontextmanager
