@@ -108,6 +108,15 @@ async def test_a_russian_chat_reads_russian_from_start_to_end(
             await say("/local MARKLOCAL ответь", "Ответ модели", timeout_s=60)
             chat.stop()  # the endpoint is gone: the next turn fails, saying why in Russian
             await say("/local MARKGONE ответь", "не удаётся связаться", timeout_s=60)
+            anthropic.script("MARKSLOW", [{"stall": 30}])
+            await say("/claude MARKSLOW подожди", "#5 markslow-podozhdi")
+            await fake.wait_shown(OWNER, "выполняется", timeout_s=30)
+            await say("/result 5", "#5")
+            await say("/cancel 5", "#5")
+            await fake.wait_shown(OWNER, "отменена", timeout_s=30)
+            await say("/cancel 5", "#5")
+            await say("/archive 5", "#5")
+            await say("/export 1", "")
             for command, needle in (
                 ("/help", "/detach"),
                 ("/spend", ""),
