@@ -228,6 +228,9 @@ class PreflightFailed(AgentError):
     """The preflight call failed, timed out or answered something that is not a verdict; the
     task starts as it would have without a preflight."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, said: Phrase | None = None) -> None:
+        """``reason`` in English (the log); ``said``: why, for the chat (by default: the
+        model's answer was not a verdict)."""
         super().__init__(reason)
         self.reason = reason
+        self.said = said or Phrase("preflight.why.no_verdict")
