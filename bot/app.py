@@ -39,6 +39,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
+from bot.tasks.audit import AuditLog
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
@@ -323,6 +324,7 @@ async def build(
                     settings.owners,
                 ),
                 waiting=Waiting(store, texts, settings.timezone),
+                audit=AuditLog(store, texts),
             ),
             engines=registry.names(),
             engines_ready=core.engines.ready,

@@ -174,7 +174,7 @@ async def _through_inbox(settings: Settings, store: Store, planned: Planned) -> 
     from datetime import UTC, datetime
 
     from bot.mcp.handoff import START_WAIT_S, taken
-    from bot.tasks.taskfile import TaskFile, drop
+    from bot.tasks.taskfile import SHELL_CLIENT, TaskFile, drop
 
     new, typed = planned.new, planned.options
     tf = TaskFile(
@@ -189,13 +189,14 @@ async def _through_inbox(settings: Settings, store: Store, planned: Planned) -> 
         check=typed.get("check"),
         max_usd=typed.get("max_usd"),
         subtasks=typed.get("subtasks"),
+        client=SHELL_CLIENT,  # the chat says it came from the shell, not from a file
     )
     target = drop(settings.data_dir / "inbox", tf, slugify(new.prompt))
     where = "its own worktree" if new.worktree else "its directory"
     if not _bot_runs(settings):
         print(
-            f"queued as {target}; {_NOT_RUNNING}: the bot starts it in {where}, numbered, and "
-            f"reports in chat {new.chat_id} once you start it (`make run`)"
+            f"queued, not numbered yet; {_NOT_RUNNING}: once you start it (`make run`) the bot "
+            f"numbers it, starts it in {where} and reports in chat {new.chat_id}"
         )
         return
     task = await store.tasks.get(await taken(target, START_WAIT_S))
@@ -321,10 +322,16 @@ def _printable(text: str) -> str:
 def export(args: argparse.Namespace) -> int:
     from bot.tasks.export import export  # the bot's imports, only for this command
 
-    async def work(store: Store) -> None:
+    async def work(store: Store) -> int:
+        from bot.errors import TaskNotFound
         from bot.telegram.texts import Texts
 
-        sys.stdout.write(await export(store, args.id, Texts()))
+        try:
+            sys.stdout.write(await export(store, args.id, Texts()))
+        except TaskNotFound:  # the chat's words name /tasks; a shell names its own command
+            print(f"detach: no task #{args.id} (`detach list` lists them)", file=sys.stderr)
+            return 1
+        return 0
 
     return asyncio.run(with_store(shell_settings(), work, create=False))
 

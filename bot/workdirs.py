@@ -34,7 +34,9 @@ class WorkdirPolicy:
         try:
             real = path.resolve(strict=True)
         except (OSError, RuntimeError):
-            raise UserInputError("workdir.not_found", path=text) from None
+            if str(path) == text:
+                raise UserInputError("workdir.not_found", path=text) from None
+            raise UserInputError("workdir.not_found_at", path=text, tried=str(path)) from None
         if not real.is_dir():
             raise UserInputError("workdir.not_a_directory", path=text)
         if not any(real == root or real.is_relative_to(root) for root in roots or self.allowed):

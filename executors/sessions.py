@@ -24,6 +24,7 @@ from typing import Any
 HEAD_BYTES = 256 * 1024  # read for the directory and the first prompt
 TAIL_BYTES = 256 * 1024  # read for the last answer
 MAX_ROLLOUTS = 20_000  # Codex rollout files looked at, at most
+MODEL_CHARS = 100  # a model name from a session file: hostile input, kept short
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class FoundSession:
     # the directory the file states is the one it is kept under (Claude: its project folder);
     # False: a file that claims another directory than its place, not to be trusted
     consistent: bool = True
+    model: str = ""  # the model its last answer came from, as the file names it ("": unknown)
 
 
 def valid_id(typed: str) -> str | None:
@@ -75,7 +77,8 @@ def find_claude(environ: Mapping[str, str], session_id: str) -> FoundSession | N
         cwd, first = _claude_head(path)
         if cwd is None or claude_dir_name(cwd) != folder.name:
             return FoundSession("claude", session_id, path, cwd or "", "", "", consistent=False)
-        return FoundSession("claude", session_id, path, cwd, first, _claude_last(path))
+        last, model = _claude_last(path)
+        return FoundSession("claude", session_id, path, cwd, first, last, model=model)
     return None
 
 
@@ -91,12 +94,15 @@ def _claude_head(path: Path) -> tuple[str | None, str]:
     return cwd, first
 
 
-def _claude_last(path: Path) -> str:
-    last = ""
+def _claude_last(path: Path) -> tuple[str, str]:
+    """The last answer's words, and the model that gave it."""
+    last, model = "", ""
     for entry in _lines(path, head=False):
         if entry.get("type") == "assistant":
-            last = _text((entry.get("message") or {}).get("content")) or last
-    return last
+            message = entry.get("message") or {}
+            last = _text(message.get("content")) or last
+            model = _model(message) or model
+    return last, model
 
 
 def find_codex(environ: Mapping[str, str], session_id: str) -> FoundSession | None:
@@ -112,10 +118,12 @@ def find_codex(environ: Mapping[str, str], session_id: str) -> FoundSession | No
                 first = _codex_message(payload, "user")
         if cwd is None:
             return None
-        last = ""
+        last, model = "", ""
         for entry in _lines(path, head=False):
             last = _codex_message(_payload(entry), "assistant") or last
-        return FoundSession("codex", session_id, path, cwd, first, last)
+            if entry.get("type") == "turn_context":
+                model = _model(_payload(entry)) or model
+        return FoundSession("codex", session_id, path, cwd, first, last, model=model)
     return None
 
 
@@ -170,6 +178,11 @@ def _lines(path: Path, head: bool) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(entry, dict):
             yield entry
+
+
+def _model(data: dict[str, Any]) -> str:
+    model = data.get("model")
+    return model[:MODEL_CHARS] if isinstance(model, str) else ""
 
 
 def _text(content: Any) -> str:

@@ -35,6 +35,7 @@ from bot.fleet.status import FleetStatus
 from bot.models import Phrase
 from bot.schedules.desk import ScheduleDesk
 from bot.tasks.adoption import Adoption
+from bot.tasks.audit import AuditLog
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
@@ -48,6 +49,7 @@ from bot.voice.drafts import VoiceDrafts
 from bot.worktrees.card import WorktreeCard
 from handlers import (
     approvals,
+    audit,
     basics,
     board,
     buttons,
@@ -75,6 +77,7 @@ COMMANDS = (
     "cancel",
     "archive",
     "grants",
+    "audit",
     "every",
     "at",
     "schedules",
@@ -93,6 +96,7 @@ ROUTERS: tuple[Router, ...] = (
     basics.router,
     tasks.router,
     approvals.router,
+    audit.router,
     money.router,
     schedules.router,
     board.router,
@@ -127,6 +131,7 @@ class Services:
     terminal: TerminalDesk  # hand-off: hold at the terminal, take back
     adoption: Adoption  # /adopt
     waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
+    audit: AuditLog  # /audit: the owner's approvals, grants, budget decisions and cancels
 
 
 def build_dispatcher(

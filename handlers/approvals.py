@@ -8,7 +8,14 @@ from aiogram.types import CallbackQuery, Message
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.stalls import StallAction, StallChoice
-from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
+from bot.approvals.view import (
+    APPROVAL_CHOICES,
+    CHECK_GRANTS,
+    ApprovalAction,
+    GrantAction,
+    QuestionAction,
+    grant_rule,
+)
 from bot.tasks.pending import PendingAsks
 from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, Keyboard
@@ -88,7 +95,7 @@ async def on_revoke_pressed(
     reply: Reply,
 ) -> None:
     grant = await answers.revoke(user_id, callback_data.grant_id)
-    await query.answer(plain(reply.text("grants.revoked", pattern=grant.pattern)))
+    await query.answer(plain(reply.text("grants.revoked", pattern=grant_rule(grant.pattern))))
     text, markup = await _grants_view(answers, reply, user_id)
     if query.message is not None:
         await reply.edit(query.message.message_id, text, markup)
@@ -101,8 +108,7 @@ async def _grants_view(
     if not grants:
         return reply.text("grants.empty"), None
     lines = [reply.text("grants.header")] + [
-        reply.text("grants.line", n=n, pattern=g.pattern, engine=g.engine, cwd=g.cwd)
-        for n, g in enumerate(grants, start=1)
+        _grant_line(reply, n, g.pattern, g.engine, g.cwd) for n, g in enumerate(grants, start=1)
     ]
     rows = [
         [
@@ -114,6 +120,13 @@ async def _grants_view(
         for n, g in enumerate(grants[:20], start=1)
     ]
     return "\n".join(lines), Keyboard.of(rows)
+
+
+def _grant_line(reply: Reply, n: int, pattern: str, engine: str, cwd: str) -> str:
+    """A tool rule with its engine, or a repository's check: its command and directory."""
+    if engine == CHECK_GRANTS:
+        return reply.text("grants.check_line", n=n, command=grant_rule(pattern), cwd=cwd)
+    return reply.text("grants.line", n=n, pattern=pattern, engine=engine, cwd=cwd)
 
 
 def _where(query: CallbackQuery) -> tuple[int, int] | None:

@@ -56,6 +56,8 @@ def _engine_lines(summary: SpendSummary, desk: MoneyDesk, reply: Reply) -> list[
             text += reply.text(
                 "money.spend_engine_cost", total=money(sum(m.cost_usd for m in priced))
             )
+        if ran := sorted({m.model for m in priced if m.model}):  # as the engine named them
+            text += reply.text("money.spend_engine_models", models=", ".join(ran))
         if unpriced:
             text += reply.text(
                 "money.spend_engine_unpriced",

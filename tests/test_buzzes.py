@@ -118,10 +118,11 @@ async def test_a_long_answer_buzzes_once(tmp_path, workdir):
 
             mark = len(fake.calls)
             await fake.user_message("/claude answer as a file", OWNER)
-            await fake.wait_call("sendDocument", timeout_s=20, after=mark)
+            await until(lambda: len(sends(fake, mark)) == 4, timeout_s=20)  # ack, card, 2 files
             assert await app.outbox.idle(10)
-            preview, document = sends(fake, mark)[1:]
-            assert "attached as a file" in preview.params["text"]
+            preview, document, page = sends(fake, mark)[1:]
+            assert document.method == page.method == "sendDocument"  # Markdown, HTML
+            assert "attached as files" in preview.params["text"]
             assert "t:followup:2" in str(preview.params["reply_markup"])  # buttons on it
             assert buzzing(fake, mark) == [preview]  # the file is silent
 

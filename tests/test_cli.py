@@ -63,7 +63,8 @@ def test_add_with_a_worktree_drops_a_task_file_for_the_bot(tmp_path):
     )
     assert added.returncode == 0, added.stderr
     [dropped] = (tmp_path / "data" / "inbox").glob("*.md")
-    assert str(dropped) in added.stdout and "in its own worktree, numbered," in added.stdout
+    assert "starts it in its own worktree" in added.stdout and "not numbered yet" in added.stdout
+    assert str(tmp_path) not in added.stdout  # no inbox path: the task is the goal's
     tf = parse(dropped.read_text())
     assert (tf.goal, tf.model, tf.worktree, tf.cwd) == (
         "Bump the version",

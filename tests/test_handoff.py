@@ -246,6 +246,9 @@ async def test_adopt_a_terminal_session_and_continue_it(
             assert task.session_id == session and task.cwd == str(workdir)
             assert task.status is TaskStatus.DONE and task.engine == "claude"
             assert _command_on(card) == f"cd {workdir} && claude --resume {session}"
+            ran = (await app.store.tasks.last_turn(1)).model  # what the session file names
+            assert ran and ran in card.params["text"].split("\n")[0]
+            assert "cost n/a" not in card.params["text"] and "· –" not in card.params["text"]
             mark = len(fake.calls)
             await fake.user_message(f"/adopt {session}", OWNER)
             await fake.wait_text(OWNER, "is task #1 already", after=mark)
@@ -323,6 +326,8 @@ async def test_adopt_a_codex_thread_and_continue_it(
             task = await app.store.tasks.get(1)
             assert task.engine == "codex" and task.session_id == thread
             assert task.title == "MARK-CXA hello"
+            ran = (await app.store.tasks.last_turn(1)).model  # the rollout's turn_context
+            assert ran and ran in card.params["text"].split("\n")[0]
             await wait_linked(app, OWNER, card.result["message_id"])
             mark = len(fake.calls)
             await fake.user_message(

@@ -45,7 +45,9 @@ async def test_a_tapped_answer_reaches_the_agent(
             query = await fake.press(OWNER, message_id, choices["unit tests"], OWNER)
             assert await answer_of(fake, query) == "Starting"
             ack = await fake.wait_text(OWNER, "#1 mark-tap", timeout_s=20)
-            assert "Preflight answered: unit tests" in ack.params["text"]
+            goal, clarified = ack.params["text"].split("\n")[1:3]  # each on its own line
+            assert goal == "<i>MARK-TAP fix the tests</i>"
+            assert clarified == "🛫 Clarified: Which tests? → unit tests"
             await fake.wait_text(OWNER, "Fixed the unit tests.", timeout_s=60)
             [prompt] = agent_prompts(anthropic, "MARK-TAP")
             assert "Clarified by the owner: Which tests? → unit tests" in prompt

@@ -127,6 +127,7 @@ async def test_a_russian_chat_reads_russian_from_start_to_end(
                 ("/model", ""),
                 ("/grants", ""),
                 ("/notify", ""),
+                ("/audit", ""),
                 ("/lang", "Русский"),
             ):
                 await say(command, needle)

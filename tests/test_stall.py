@@ -82,6 +82,7 @@ async def test_keep_waiting_silences_the_turn_and_a_tool_is_named(tmp_path, work
             await fake.user_message("/detach build all", OWNER)
             said = await fake.wait_text(OWNER, "no word from the agent", timeout_s=20)
             assert "sleep 600 &amp;&amp; make &lt;all&gt;" in said.params["text"]  # escaped
+            assert "at work for 1 s:" in said.params["text"]  # the time it measured, not "1 min"
             keep, stop = buttons(said)["Keep waiting"], buttons(said)["⏹ Stop"]
             for choice in (keep, stop):  # somebody else's taps: refused
                 q = await fake.press(OWNER, said.result["message_id"], choice, OTHER)
@@ -390,7 +391,7 @@ async def _spoke_as_a_watchdog(app) -> tuple[int, int]:  # type: ignore[no-untyp
     task = await app.store.tasks.get(1)
     turn = await app.store.tasks.last_turn(1)
     notifier = app.core.notifier
-    text = notifier.text(task.locale, "stall.model", label=task.label, minutes=1)
+    text = notifier.text(task.locale, "stall.model", label=task.label, elapsed="1 min")
     markup = stall_keyboard(notifier.texts, task.locale, turn.id)
     async with app.store.atomic():
         row_id = await notifier.send(task, text, MessageKind.STATUS, markup=markup)

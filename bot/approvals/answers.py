@@ -11,6 +11,7 @@ from bot.approvals.view import (
     ApprovalChoice,
     approval_keyboard,
     confirm_keyboard,
+    grant_rule,
     question_item,
     question_keyboard,
     question_text,
@@ -119,7 +120,7 @@ class ApprovalAnswers:
             key = (
                 "check.allowed_always" if "check" in question.payload else "approval.allowed_always"
             )
-            outcome = self._texts.get(loc, key, rule=grant.pattern)
+            outcome = self._texts.get(loc, key, rule=grant_rule(grant.pattern))
         await self._store.audit.record("approval_answered", user_id, task.id, f"q{qid}: {answer}")
         self._desk.settle(qid, answer)
         await self._edit(question, f"{text.rsplit(chr(10), 1)[0]}\n\n{outcome}", None, where)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shlex
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -39,6 +42,15 @@ def check_pattern(command: str) -> str:
     grant's cwd), readable in /grants: ``Check 3f2a…: make test``."""
     digest = hashlib.sha256(command.encode()).hexdigest()[:16]
     return f"Check {digest}: {shorten(command, 60, one_line=True)}"
+
+
+def grant_rule(pattern: str) -> str:
+    """A grant's rule as its owner reads it: a check's command without its hash."""
+    found = _CHECK_RULE.fullmatch(pattern)
+    return found[1] if found else pattern
+
+
+_CHECK_RULE = re.compile(r"Check [0-9a-f]{16}: (.*)", re.DOTALL)
 
 
 def check_consent_text(
@@ -114,9 +126,26 @@ def describe(texts: Texts, loc: str, request: ApprovalRequest) -> list[str]:
                 detail=shorten(json.dumps(data, ensure_ascii=False, indent=1), 1200),
             )
         )
-    if isinstance(data.get("description"), str):
-        lines.append(texts.get(loc, "approval.description", description=data["description"]))
+    description = data.get("description")
+    if isinstance(description, str) and description.strip():
+        lines.append(texts.get(loc, "approval.description", description=description.strip()))
+    elif isinstance(data.get("command"), str) and (program := _program(data["command"])):
+        lines.append(texts.get(loc, "approval.runs", program=program))  # Codex gives no reason
     return lines
+
+
+def _program(command: str) -> str | None:
+    """The program a shell command runs (through ``bash -lc '…'`` too), for a description."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    if len(words) > 2 and Path(words[0]).name in _SHELLS and words[1] in ("-c", "-lc"):
+        return _program(words[2])
+    return Path(words[0]).name if words else None
+
+
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash"})
 
 
 def approval_text(texts: Texts, task: Task, request: ApprovalRequest, timeout_s: float) -> str:

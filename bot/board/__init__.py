@@ -37,13 +37,18 @@ def make_board(
     from bot.board.auth import BoardAuth
     from bot.board.server import Board
     from bot.board.views import BoardData
+    from bot.tasks.audit import AuditLog
     from bot.worktrees.card import WorktreeCard
 
     card = WorktreeCard(service, worktrees, notifier, texts, store.redact)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
         data=BoardData(
-            store, texts, worktrees, service.preflight.desk if service.preflight else None
+            store,
+            texts,
+            worktrees,
+            service.preflight.desk if service.preflight else None,
+            AuditLog(store, texts),
         ),
         actions=BoardActions(
             answers=answers,

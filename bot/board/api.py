@@ -27,7 +27,7 @@ PAGE_TEXTS = (
     "engine", "model", "mode", "directory", "new_file", "deleted_file", "passed", "failed",
     "no_output", "turn", "live", "offline", "back", "signin_needed", "filter", "all", "active",
     "finished", "done_toast", "diff_checkout", "merged", "discarded", "worktree_merged",
-    "worktree_discarded", "steer_now", "queue", "always_rule",
+    "worktree_discarded", "steer_now", "queue", "always_rule", "audit",
 )  # fmt: skip
 
 

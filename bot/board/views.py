@@ -21,7 +21,8 @@ from bot.models import Task, TaskStatus, Turn, WaitState, WorktreeState
 from bot.preflight.desk import PreflightDesk
 from bot.store import PendingQuestion, Store
 from bot.store.transcript import TranscriptLine
-from bot.telegram.render import plain
+from bot.tasks.audit import AuditLog
+from bot.telegram.render import plain, usd
 from bot.telegram.texts import Texts
 from bot.turns.baseline import RECORD_KIND, from_record
 from bot.turns.transcript import SAID
@@ -44,6 +45,7 @@ class BoardData:
     texts: Texts
     worktrees: Worktrees
     holds: PreflightDesk | None = None  # None: no preflight here, nothing is ever held
+    audit: AuditLog | None = None  # the task page's audit section (None: none shown)
     # (task, its last change, worktree base) -> (when asked, whether it held work): a stream
     # reads the page at every change of the store; git is asked once per WORK_FRESH_S
     _work: dict[tuple[int, object, str], tuple[float, bool]] = field(default_factory=dict)
@@ -69,13 +71,21 @@ class BoardData:
         trees = await self.store.worktrees.states_of([t.id for t in found])
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
-        return held + [self.row(t, waits.get(t.id), locale, trees.get(t.id)) for t in found]
+        ran = await self.store.ran.models([t.id for t in found])
+        rows = [self.row(t, waits.get(t.id), locale, trees.get(t.id), ran.get(t.id)) for t in found]
+        return held + rows
 
     def row(
-        self, task: Task, wait: WaitState | None, locale: str, worktree: str | None = None
+        self,
+        task: Task,
+        wait: WaitState | None,
+        locale: str,
+        worktree: str | None = None,
+        ran: str | None = None,
     ) -> dict[str, Any]:
         """``wait``: what it waits for; ``worktree``: its worktree's state (active, merged,
-        discarded), None: it has none."""
+        discarded), None: it has none; ``ran``: the model that ran it, as its engine named it
+        (``model``; ``model_asked``: the one the task asked for, None: the engine's default)."""
         return {
             "id": task.id,
             "label": task.label,
@@ -88,10 +98,12 @@ class BoardData:
             "active": task.status.active,
             "running": task.status is TaskStatus.RUNNING,  # a follow-up may go into its turn
             "engine": task.engine,
-            "model": task.model,
+            "model": ran or task.model,
+            "model_asked": task.model,
             "mode": task.approval_mode.value,
             "cwd": task.cwd,
             "cost_usd": round(task.total_cost_usd, 4),
+            "cost_text": "$" + usd(task.total_cost_usd),  # as the chat writes it
             "created_at": _iso(task.created_at),
             "updated_at": _iso(task.updated_at),
             "worktree": worktree,
@@ -121,8 +133,9 @@ class BoardData:
         tree = await self.worktree(task)
         state = tree["state"] if tree else None
         waits = await self.store.waits.of([task])
+        ran = await self.store.ran.models([task.id])
         return {
-            "task": self.row(task, waits.get(task.id), locale, state),
+            "task": self.row(task, waits.get(task.id), locale, state, ran.get(task.id)),
             "goal": turns[0].prompt if turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
@@ -131,7 +144,15 @@ class BoardData:
             "checks": checks,
             "pending": [question(q) for q in pending],
             "worktree": tree,
+            "audit": await self._audit(user_id, task, locale),
         }
+
+    async def _audit(self, user_id: int, task: Task, locale: str) -> list[dict[str, Any]]:
+        """The task's audit lines (approvals, grants, consents, budget decisions, cancels)."""
+        if self.audit is None:
+            return []
+        lines = await self.audit.of_task(user_id, task.id, locale)
+        return [{"at": _iso(x.at), "action": x.action, "text": plain(x.text)} for x in lines]
 
     async def worktree(self, task: Task) -> dict[str, Any] | None:
         """The task's worktree: its state, the branch it merges into, and whether it holds work
@@ -268,9 +289,11 @@ def _turn(turn: Turn) -> dict[str, Any]:
         "seq": turn.seq,
         "status": turn.status.value,
         "cost_usd": turn.cost_usd,
+        "cost_text": None if turn.cost_usd is None else "$" + usd(turn.cost_usd),
         "input_tokens": turn.input_tokens,
         "output_tokens": turn.output_tokens,
         "duration_s": turn.duration_s,
+        "model": turn.model,
         "prompt": turn.prompt,
     }
 

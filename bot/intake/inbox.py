@@ -21,7 +21,7 @@ from bot.store.preflights import PreflightHold
 from bot.tasks.export import export
 from bot.tasks.lineage import Lineage
 from bot.tasks.service import TaskService
-from bot.tasks.taskfile import TaskFile, TaskFileError, parse, write_atomic
+from bot.tasks.taskfile import SHELL_CLIENT, TaskFile, TaskFileError, parse, write_atomic
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
@@ -108,17 +108,21 @@ class Inbox:
             slug=tf.slug,
             lineage=lineage,
         )
-        origin = (
-            self._texts.get(locale, "mcp.origin", client=tf.client)
-            if tf.client
-            else self._texts.get(locale, "inbox.origin", name=name)
-        )
+        origin = self._origin(locale, name, tf.client)
         file = TaskFileRow(0, name, tf.goal, tf.constraints)  # its task's id once it starts
         started = await self._service.start_walk_away(replace(new, origin=origin), options, file)
         if isinstance(started, PreflightHold):
             return started
         log.info("inbox file %s became task %s", name, started.id)
         return started.id
+
+    def _origin(self, locale: str, name: str, client: str | None) -> str:
+        """Where the task came from, under its goal: the shell, an MCP client or a file."""
+        if client == SHELL_CLIENT:
+            return self._texts.get(locale, "inbox.from_shell")
+        if client:
+            return self._texts.get(locale, "mcp.origin", client=client)
+        return self._texts.get(locale, "inbox.origin", name=name)
 
     async def _parent(self, parent_id: int, owner: int) -> Lineage:
         """A sub-task's parent: a task of the same owner whose agent may start sub-tasks, and

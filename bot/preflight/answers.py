@@ -134,7 +134,10 @@ class HoldAnswers:
             clarified = plain(
                 texts, locale, "preflight.clarified", question=hold.question, answer=answer
             )
-            return "\n\n" + clarified, plain(texts, locale, note_key, answer=answer)
+            line = plain(
+                texts, locale, "preflight.clarified_line", question=hold.question, answer=answer
+            )
+            return "\n\n" + clarified, line
         if status == "expired":
             judged = plain(texts, locale, "preflight.best_judgement", question=hold.question)
             return "\n\n" + judged, plain(texts, locale, note_key)

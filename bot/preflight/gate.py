@@ -13,7 +13,7 @@ from bot.money.pricing import dearness
 from bot.preflight.check import Outcome, Preflight
 from bot.preflight.desk import PreflightDesk
 from bot.store import Store
-from bot.telegram.render import plain
+from bot.telegram.render import plain, usd
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
@@ -83,9 +83,9 @@ class PreflightGate:
             return self._plain(locale, "preflight.asked", question=verdict.question)
         if verdict.decision is PreflightDecision.REFUSE:
             return self._plain(locale, "preflight.refused", reason=verdict.reason)
-        usd = "?" if verdict.estimate_usd is None else f"{verdict.estimate_usd:.2f}"
+        amount = "?" if verdict.estimate_usd is None else usd(verdict.estimate_usd)
         minutes = "?" if verdict.estimate_minutes is None else f"{verdict.estimate_minutes:.0f}"
-        return self._plain(locale, "preflight.go", usd=usd, minutes=minutes)
+        return self._plain(locale, "preflight.go", usd=amount, minutes=minutes)
 
     def routed_line(self, locale: str, chosen: Preset, instead: str) -> str:
         """Where the preflight moved the task, and why, in one line."""
@@ -100,7 +100,7 @@ class PreflightGate:
     def over_budget_text(self, locale: str, estimate_usd: float, left_usd: float) -> str:
         """The question before a task whose estimate is more than it has left."""
         return self._plain(
-            locale, "preflight.over_budget", usd=f"{estimate_usd:.2f}", left=f"{left_usd:.2f}"
+            locale, "preflight.over_budget", usd=usd(estimate_usd), left=usd(left_usd)
         )
 
     async def charge(self, task: Task, cost_usd: float | None) -> None:

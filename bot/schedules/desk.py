@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.errors import UserInputError
-from bot.models import TaskKind
+from bot.models import NewTask, TaskKind
 from bot.schedules.timer import ScheduleTimer, When
 from bot.schedules.when import describe, parse_at, parse_every, zone
 from bot.store import Schedule, Store
@@ -29,6 +29,21 @@ from bot.telegram.texts import Texts
 log = logging.getLogger(__name__)
 DEFAULT_TZ = "UTC"
 EARLY_S = 5.0  # a fire this close before its slot still counts as that slot's run
+
+
+def resolved(options: dict[str, str], prompt: str, new: NewTask) -> str:
+    """A schedule's options and goal as they were resolved when it was made (``model=sonet``
+    stored and shown as the preset it matched), so every run and /schedules read the same."""
+    if "model" in options and new.preset:
+        options = {**options, "model": new.preset}
+    return " ".join([*(_typed(k, v) for k, v in options.items()), prompt])
+
+
+def _typed(key: str, value: str) -> str:
+    """One option as ``split_options`` reads it back."""
+    if value and not any(c.isspace() for c in value):
+        return f"{key}={value}"
+    return f"{key}='{value}'" if '"' in value else f'{key}="{value}"'
 
 
 def when_of(schedule: Schedule) -> When:
@@ -79,11 +94,12 @@ class ScheduleDesk:
             else parse_at(text, tz, self._clock())
         )
         options, prompt = split_options(rest)
-        await self._service.plan(
-            user_id, chat_id, TaskKind.DETACH, options, prompt, locale, command
+        typed_when = " ".join(text.split()[: len(text.split()) - len(rest.split())])
+        new = await self._service.plan(  # a goal missing: its example keeps the typed time
+            user_id, chat_id, TaskKind.DETACH, options, prompt, locale, f"{command} {typed_when}"
         )
         schedule = await self._store.schedules.add(
-            user_id, chat_id, when.cron, when.at, tz, rest, locale
+            user_id, chat_id, when.cron, when.at, tz, resolved(options, prompt, new), locale
         )
         await self._store.audit.record("schedule_added", user_id, None, f"S{schedule.id}")
         await self._timer.set(schedule.id, when)

@@ -17,7 +17,8 @@ from bot.store.outbox import OutboxRepo
 from bot.store.placement import TaskFileRepo, TaskFileRow, WorktreeRepo, WorktreeRow
 from bot.store.preflights import PreflightHoldRepo
 from bot.store.pulse import PulseRepo
-from bot.store.records import AuditRepo, LinkRepo, SpendRepo
+from bot.store.ran import RanRepo
+from bot.store.records import AuditEntry, AuditRepo, LinkRepo, SpendRepo
 from bot.store.recovery import RecoveryRepo
 from bot.store.retention import RetentionRepo
 from bot.store.runners import Runner, RunnerRepo
@@ -32,6 +33,7 @@ from bot.store.transcript import TranscriptLine, TranscriptRepo
 from bot.store.waits import WaitRepo
 
 __all__ = [
+    "AuditEntry",
     "Grant",
     "UsageWindow",
     "PendingQuestion",
@@ -88,6 +90,7 @@ class Store:
         self.retention = RetentionRepo(db, clock)  # what is pruned (``bot.intake.retention``)
         self.terminal = TerminalRepo(db, clock)  # hand-off: tasks held at the terminal
         self.stalls = StallRepo(db, redact)  # stall watchdogs' messages, and Keep waiting
+        self.ran = RanRepo(db)  # the model that actually ran each task
 
     @classmethod
     async def open(cls, url: str, clock: Clock = utcnow, redact: Redactor = NOTHING) -> Store:

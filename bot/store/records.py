@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -125,6 +128,17 @@ class SpendRepo:
         return self._clock().date().isoformat()
 
 
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One audit row as its owner reads it back."""
+
+    id: int
+    at: datetime
+    action: str
+    task_id: int | None
+    detail: str
+
+
 class AuditRepo:
     def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
@@ -144,6 +158,23 @@ class AuditRepo:
                     "detail": detail[:2000],
                 },
             )
+
+    async def of_user(
+        self,
+        user_id: int,
+        actions: Collection[str],
+        offset: int = 0,
+        limit: int = 10,
+        task_id: int | None = None,
+    ) -> list[AuditEntry]:
+        """``user_id``'s own rows of ``actions`` (of one task, with ``task_id``), newest first."""
+        query = sa.select(audit).where(audit.c.user_id == user_id, audit.c.action.in_(actions))
+        if task_id is not None:
+            query = query.where(audit.c.task_id == task_id)
+        query = query.order_by(audit.c.id.desc()).offset(offset).limit(limit)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [AuditEntry(r.id, r.at, r.action, r.task_id, r.detail) for r in rows]
 
     async def count(self, action: str, user_id: int | None = None) -> int:
         query = sa.select(sa.func.count()).where(audit.c.action == action)

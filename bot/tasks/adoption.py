@@ -91,7 +91,8 @@ async def record(store: Store, found: FoundSession, where: Path, who: Adoptee) -
         task, turn = await store.tasks.create(new, slugify(title))
         await store.tasks.set_session(task.id, found.session_id)
         answer = found.last_answer.strip() or None
-        task, turn = await store.tasks.finish_turn(turn, TurnOutcome(TaskStatus.DONE, answer))
+        outcome = TurnOutcome(TaskStatus.DONE, answer, model=found.model or None)
+        task, turn = await store.tasks.finish_turn(turn, outcome)
         await store.audit.record("task_adopted", who.owner_id, task.id, found.engine)
     log.info("task %s adopted %s session %s", task.id, found.engine, found.session_id)
     return task, turn

@@ -4,6 +4,7 @@ holds it, and the owner's answer (or the wait's end) that starts it."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -146,8 +147,10 @@ class PreflightStep:
         """A held task, started by the owner's answer (or the wait's end): ``more`` added to
         its goal, ``line`` on its acknowledgement, its preflight's cost its first spend."""
         new = hold.task or await self._planned(hold)
+        origin = html.escape(line, quote=False)  # its own line, right under the goal
         new = replace(
-            self._gate.noted_line(new, line),
+            new,
+            origin=f"{new.origin}\n{origin}" if new.origin else origin,
             prompt=new.prompt + more,
             title=new.title or new.prompt,
             spent_usd=hold.cost_usd or 0.0,

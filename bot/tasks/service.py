@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from bot.errors import TaskStateError, UserInputError
+from bot.errors import UserInputError
 from bot.fleet.takeover import Takeover
 from bot.models import (
     Engine,
@@ -34,6 +34,7 @@ from bot.tasks.preflighting import PreflightStep
 from bot.tasks.requests import ChatRequest, TaskRequests
 from bot.tasks.routing import TaskRouter
 from bot.tasks.steering import SteerDesk
+from bot.tasks.unanswered import no_answer_yet
 from bot.telegram.held import HeldFiles
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
@@ -217,11 +218,7 @@ class TaskService:
         task = await self.get_own(user_id, task_id)
         turn = await self._store.tasks.last_turn(task.id)
         if turn is None or turn.status.active:
-            raise TaskStateError(
-                "tasks.no_result",
-                label=task.label,
-                status=self._texts.status(task.locale, task.status),
-            )
+            raise await no_answer_yet(self._store, self._texts, task, turn)
         work = await self.worktrees.offers(task.id)
         await self._notifier.turn_finished(task, turn, worktree_work=work)
 

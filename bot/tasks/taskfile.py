@@ -40,6 +40,9 @@ SECTIONS = ("Goal", "Constraints", "Question", "Answer", "Result")
 _LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
 
 
+SHELL_CLIENT = "detach add"  # a task file's ``client`` when the shell wrote it
+
+
 class TaskFileError(DetachError):
     """A task file that cannot be read; the message says why, for the rejected/ note."""
 

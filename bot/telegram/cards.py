@@ -99,14 +99,27 @@ def cost_words(texts: Texts, loc: str, turn: Turn) -> str:
     return texts.get(loc, "task.cost", cost=cost) if cost else texts.get(loc, "task.cost_unknown")
 
 
+def ran_words(texts: Texts, loc: str, turn: Turn) -> str:
+    """What the turn cost, after the model that ran it as its engine named it:
+    ``claude-sonnet-4-5 · $0.0123``."""
+    cost = cost_words(texts, loc, turn)
+    if not turn.model:
+        return cost
+    return texts.raw(loc, "task.model_cost", model=html.escape(turn.model), cost=cost)
+
+
 def status_line(texts: Texts, task: Task, turn: Turn, denied: int = 0) -> str:
     """How the turn ended, how long it took and what it cost (a failure: why). A turn done
     with ``denied`` tool calls is not a plain "done": ``⚠️ #3 · done, 1 tool call denied``."""
     loc, label = task.locale, task.label
     took = duration(turn.duration_s)
     cost = money(turn.cost_usd)
-    cost_text = cost_words(texts, loc, turn)
+    cost_text = ran_words(texts, loc, turn)
     status = turn.status
+    if status is TaskStatus.DONE and turn.duration_s is None and turn.model and not denied:
+        # run elsewhere (an adopted session): what is known of it, no dashes for the rest
+        known = cost_text if turn.cost_usd is not None else html.escape(turn.model)
+        return texts.raw(loc, "task.done_elsewhere", label=html.escape(label), ran=known)
     if status is TaskStatus.DONE:
         total = money(task.total_cost_usd) if task.total_cost_usd else None
         total_text = (

@@ -1,11 +1,11 @@
 """A turn's completion card: one message that says what happened (denied tool calls, a spent
 budget's Extend / Stop, a cancel) with the card's buttons, and at most one buzz for it. A long
-answer comes in parts of which only the first notifies, or as a preview and a silent file; a
-turn cancelled by ``/cancel`` turns that command's "cancelling…" reply into its card."""
+answer comes in parts of which only the first notifies, or as its rendered summary and silent
+files (``bot.telegram.summary``); a turn cancelled by ``/cancel`` turns that command's
+"cancelling…" reply into its card."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -16,9 +16,12 @@ from bot.telegram.callbacks import CARD_ACTIONS, WORKTREE_ACTIONS, TaskAction, t
 from bot.telegram.cards import card_header
 from bot.telegram.lifecycle import TaskMessages
 from bot.telegram.markup import Button, Keyboard, Markup
-from bot.telegram.render import MAX_CHUNKS, markdown_chunks, split_text
+from bot.telegram.render import MAX_CHUNKS, TELEGRAM_LIMIT, markdown_chunks
+from bot.telegram.summary import page, summary
 from bot.telegram.terminal import hold_button, terminal_command
 from bot.telegram.texts import Texts
+
+SUMMARY_CHARS = 3000  # a long answer's summary on its card, at most (its HTML)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,19 +169,20 @@ class Completion:
         )
 
     async def _send_document(self, task: Task, header: str, answer: str, markup: Keyboard) -> int:
-        """A preview with the card's buttons (it buzzes), then the whole answer as a file."""
-        summary = self._texts.get(task.locale, "task.document_summary", chars=len(answer))
-        preview = html.escape(split_text(answer, 1500)[0], quote=False)
+        """The answer's summary, rendered, with the card's buttons (it buzzes), then the whole
+        answer as files: its Markdown and a page a phone's browser shows (both silent)."""
+        note = "<i>" + self._texts.get(task.locale, "task.document_summary", chars=len(answer))
+        note += "</i>"
+        room = TELEGRAM_LIMIT - len(header) - len(note) - 8  # the blank lines between
+        shown = summary(answer, min(SUMMARY_CHARS, room))
         row_id = await self._poster.send(
-            task,
-            f"{header}\n\n{preview}\n\n<i>{summary}</i>",
-            kind=MessageKind.RESULT,
-            markup=markup,
+            task, f"{header}\n\n{shown}\n\n{note}", kind=MessageKind.RESULT, markup=markup
         )
         caption = self._texts.get(task.locale, "task.document_caption", label=task.label)
-        await self._poster.send_file(
-            task, answer.encode(), f"{task.id}-{task.slug}.md", caption, follow_on=True
-        )
+        name = f"{task.id}-{task.slug}"
+        await self._poster.send_file(task, answer.encode(), f"{name}.md", caption, follow_on=True)
+        readable = page(answer, task.label).encode()
+        await self._poster.send_file(task, readable, f"{name}.html", caption, follow_on=True)
         return row_id
 
 

@@ -21,6 +21,7 @@ from bot.store import Store
 from bot.store.stalls import StallNotice, StallNoticeState
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import shorten
+from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
 COMMAND_CHARS = 200  # the command a stalled tool runs, as much as the message shows
@@ -157,12 +158,21 @@ class StallWatch:
         return True
 
     def _text(self, state: StallState, quiet_s: float) -> str:
+        texts, loc = self._notifier.texts, self._task.locale
         params: dict[str, object] = {
             "label": self._task.label,
-            "minutes": max(1, round(quiet_s / 60)),
+            "elapsed": elapsed(texts, loc, quiet_s),
         }
         if state is StallState.TOOL:
             what, since = min(self._tools.values(), key=lambda t: t[1])
-            params["minutes"] = max(1, round((time.monotonic() - since) / 60))
+            params["elapsed"] = elapsed(texts, loc, time.monotonic() - since)
             params["command"] = shorten(what, COMMAND_CHARS, one_line=True)
-        return self._notifier.text(self._task.locale, f"stall.{state}", **params)
+        return self._notifier.text(loc, f"stall.{state}", **params)
+
+
+def elapsed(texts: Texts, locale: str, seconds: float) -> str:
+    """How long a turn has been quiet, as it was: ``21 s`` under a minute, ``2 min`` above."""
+    whole = round(seconds)
+    if whole < 60:
+        return texts.get(locale, "stall.seconds", n=max(1, whole))
+    return texts.get(locale, "stall.minutes", n=round(seconds / 60))

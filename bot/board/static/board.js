@@ -178,14 +178,14 @@ function age(iso) {
   return Math.round(s / 86400) + "d";
 }
 
-function usd(v) { return v === null || v === undefined ? "–" : "$" + Number(v).toFixed(v < 1 ? 4 : 2); }
+function usd(text) { return text || "–"; }  // the server writes amounts as the chat does
 
 function taskRow(row) {
   return el("a", { class: "task", href: "/tasks/" + row.id, "data-id": row.id, onclick: go },
     el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)),
       row.worktree === "merged" || row.worktree === "discarded" ? el("span", { class: "badge " + row.worktree }, t(row.worktree)) : null,
       row.label, " · ", row.title),
-    el("div", { class: "meta" }, [row.engine, row.model, row.mode, usd(row.cost_usd), age(row.created_at)].filter(Boolean).join(" · ")),
+    el("div", { class: "meta" }, [row.engine, row.model, row.mode, usd(row.cost_text), age(row.created_at)].filter(Boolean).join(" · ")),
     el("div", { class: "meta" }, row.cwd));
 }
 
@@ -299,19 +299,21 @@ function taskHeader(page, box) {
   }
   const gone = tree && tree.state !== "active" ? el("div", { class: "meta", id: "worktree-state" }, t("worktree_" + tree.state, { base: tree.base })) : null;
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
-    page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_usd)))));
+    page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_text)))));
   const checks = page.checks.map((c) => el("details", { class: "card" },
     el("summary", {}, (c.passed ? "✔ " + t("passed") : "✖ " + t("failed")) + " · " + t("turn") + " " + c.turn + " · " + c.command),
     el("pre", {}, c.output || t("no_output"))));
   box.replaceChildren(...[
     el("h1", {}, el("span", { class: "badge " + task.badge }, badgeText(task)), task.label, " · ", task.title),
     el("div", { class: "meta" }, [t("engine") + ": " + task.engine, task.model && t("model") + ": " + task.model,
-      t("mode") + ": " + task.mode, t("cost") + ": " + usd(task.cost_usd), t("age") + ": " + age(task.created_at)].filter(Boolean).join(" · ")),
+      t("mode") + ": " + task.mode, t("cost") + ": " + usd(task.cost_text), t("age") + ": " + age(task.created_at)].filter(Boolean).join(" · ")),
     el("div", { class: "meta" }, t("directory") + ": " + task.cwd), gone,
     page.pending.length ? el("h2", {}, t("pending")) : null, page.pending.map((q) => pendingCard(q, task.id)),
     el("h2", {}, t("goal")), el("div", { class: "card goal" }, page.goal),
     el("div", { class: "card" }, followup, el("div", { class: "row" }, controls)),
     el("h2", {}, t("turns")), turns, checks.length ? el("h2", {}, t("checks")) : null, checks,
+    (page.audit || []).length ? el("h2", {}, t("audit")) : null,
+    (page.audit || []).length ? el("ul", { id: "audit" }, page.audit.map((a) => el("li", {}, age(a.at) + " · " + a.text))) : null,
   ].flat().filter(Boolean));
 }
 

@@ -1,0 +1,29 @@
+"""The model that actually ran each task, as its engine named it (``turns.model``), read in one
+statement for a whole list: its newest turn's that named one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from bot.store.db import Database
+from bot.store.schema import turns
+
+
+class RanRepo:
+    def __init__(self, engine: Database) -> None:
+        self._engine = engine
+
+    async def models(self, task_ids: Sequence[int]) -> dict[int, str]:
+        """By task: the model of its newest turn that named one (the others are not in it)."""
+        if not task_ids:
+            return {}
+        t = turns.c
+        query = (
+            sa.select(t.task_id, t.model)
+            .where(t.task_id.in_(list(task_ids)), t.model.is_not(None))
+            .order_by(t.seq)  # the newest is read last: it says
+        )
+        async with self._engine.connect() as conn:
+            return {task_id: model for task_id, model in await conn.execute(query)}
