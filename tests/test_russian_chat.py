@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from bot.app import _say_missing_engine as say_missing_engine
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -133,3 +134,23 @@ async def test_a_russian_chat_reads_russian_from_start_to_end(
                 await say(command, needle)
     english = {text: found for text in received(fake) if (found := english_words(text))}
     assert english == {}, "\n\n".join(f"{found}: {text}" for text, found in english.items())
+
+
+async def test_the_start_up_notice_goes_to_each_owner_in_their_language(tmp_path, workdir):
+    """The default engine cannot run here: each allowed user hears it in the language they
+    chose (English for one who chose none)."""
+    other = OWNER + 1
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            str(tmp_path / "no-claude"),
+            workdir,
+            allowed_users=frozenset({OWNER, other}),
+        )
+        async with running_bot(settings, {"PATH": "/usr/bin:/bin"}) as app:
+            await app.store.users.set_locale(OWNER, "ru")
+            await app.settle()
+            await say_missing_engine(app)
+            await fake.wait_text(OWNER, "Detach запущен, но <b>claude</b>")
+            await fake.wait_text(other, "Detach started, but <b>claude</b>")
