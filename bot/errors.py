@@ -200,13 +200,16 @@ class StreamBounded(AgentCrashed):
     in ``part`` (the text, a tool call's arguments, the whole answer, a line) from ``source``
     (an endpoint's URL, a CLI). The turn ends here; nothing past the bound was read."""
 
-    def __init__(self, bound: Bound, limit: float, part: str, source: str) -> None:
-        said = {
+    def __init__(
+        self, bound: Bound, limit: float, part: str, source: str, said: Phrase | None = None
+    ) -> None:
+        """``said``: the same for the chat (``agent.bounded.*``)."""
+        words = {
             Bound.PIECES: f"streamed {part} in more than {limit:g} pieces",
             Bound.SECONDS: f"streamed {part} for more than {limit:g} s",
             Bound.LINE_BYTES: f"printed {part} longer than {limit / 2**20:g} MiB",
         }[bound]
-        super().__init__(f"{source} {said}; the turn stopped there", None, "")
+        super().__init__(f"{source} {words}; the turn stopped there", None, "", said)
         self.bound = bound
         self.limit = limit
         self.part = part

@@ -142,7 +142,11 @@ async def _timed(
         if not timer.expired():
             raise
         source = f"the endpoint {endpoint.base_url}"
-        raise StreamBounded(Bound.SECONDS, bounds.seconds, "one answer", source) from exc
+        said = Phrase(
+            "agent.bounded.answer_seconds",
+            {"url": endpoint.base_url, "limit": f"{bounds.seconds:g}"},
+        )
+        raise StreamBounded(Bound.SECONDS, bounds.seconds, "one answer", source, said) from exc
 
 
 async def _stream(
@@ -165,7 +169,7 @@ async def _stream(
         stream=True,
         stream_options={"include_usage": True},
     )
-    pieces = Pieces(bounds, f"the endpoint {endpoint.base_url}")
+    pieces = Pieces(bounds, endpoint.base_url)
     async with contextlib.aclosing(stream) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
             if pieces.count() % YIELD_PIECES == 0:

@@ -229,7 +229,8 @@ async def _readline(
                 return b""
         return await read
     except ValueError as exc:  # asyncio's LimitOverrunError, re-raised by readline()
-        raise StreamBounded(Bound.LINE_BYTES, LINE_LIMIT, "a line", "the agent") from exc
+        said = Phrase("agent.bounded.line", {"limit": f"{LINE_LIMIT / 2**20:g}"})
+        raise StreamBounded(Bound.LINE_BYTES, LINE_LIMIT, "a line", "the agent", said) from exc
     finally:
         read.cancel()
 
