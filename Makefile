@@ -10,7 +10,7 @@ CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknow
 TEST_WORKERS ?= 2
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
 
-.PHONY: run test test-fast venv dev agents llm locales lint bench clean sandbox sandbox-required browser voice-tools
+.PHONY: run test test-fast venv dev agents llm locales lint bench bench-voice clean sandbox sandbox-required browser voice-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -122,7 +122,7 @@ test: dev agents llm locales sandbox-required browser voice-tools
 test-fast: dev locales
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" -p no:cacheprovider
 
-bench: dev agents locales sandbox
+bench: dev agents locales sandbox bench-voice
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/footprint.py
 	$(PY) bench/memory.py
 	$(PY) bench/pool.py
@@ -130,6 +130,11 @@ bench: dev agents locales sandbox
 	$(PY) bench/workers.py
 	$(PY) bench/board.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
+
+# The offline recognizers' word error rate on espeak-ng phrases, English and Russian (README
+# "Voice notes" has the table); BENCH_VOICE_SHOW=1 prints every transcript.
+bench-voice: dev voice-tools
+	$(PY) bench/voice_wer.py
 
 lint: dev
 	$(VENV)/bin/ruff check bot handlers executors tests

@@ -188,6 +188,7 @@ def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDra
         api_key=settings.stt_api_key,
         timeout_s=settings.stt_timeout_s,
         max_s=settings.stt_max_s,
+        folder=settings.data_dir / "voice",
     )
     return VoiceDrafts(
         store=core.store,

@@ -101,7 +101,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     # a task the preflight routed waits this long before it starts ("Run on <default> instead")
     preflight_route_grace_s: float = Field(default=15, ge=0, le=600)
     # voice notes (bot.voice): a transcription server with OpenAI's API (a local whisper server
-    # or a hosted one), else the offline recognizer (pocketsphinx: US English only)
+    # or a hosted one), else the offline recognizer (Whisper base; pocketsphinx as a fallback)
     stt_base_url: str | None = None  # http://127.0.0.1:8000/v1 → POST …/audio/transcriptions
     stt_model: str = "whisper-1"
     stt_api_key: SecretStr | None = None

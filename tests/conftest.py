@@ -27,6 +27,7 @@ SLOW_MODULES = frozenset(
         "test_cli",
         "test_crash_windows",
         "test_daemon_outlives",
+        "test_every_door",
         "test_fleet",
         "test_fleet_chaos",
         "test_followup_doors",

@@ -23,7 +23,7 @@ from bot.store import Store
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import Texts
 from bot.voice.drafts import VoiceDrafts, VoiceNote
-from bot.voice.offline import OfflineRecognizer
+from bot.voice.offline import POCKETSPHINX, WHISPER_BASE, OfflineRecognizer
 from bot.voice.remote import RemoteRecognizer
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_forum import FakeForum
@@ -32,6 +32,7 @@ from tests.support.harness import OWNER, running_bot
 from tests.support.stt_server import Answer, SttServer
 from tests.test_phone import answer, buttons_data, settings, until
 from tests.test_store import Clock
+from tests.test_voice_offline import MODELS
 
 OTHER = 222  # allowed too, but not the draft's owner
 STRANGER = 999  # not allowed at all
@@ -208,7 +209,7 @@ async def test_without_a_recognizer_the_chat_is_told_how_to_enable_one(tmp_path)
         assert failed.value.key == "voice.no_recognizer"
         for locale in ("en", "ru"):
             line = texts.get(locale, failed.value.key)
-            assert "DETACH_STT_BASE_URL" in line and "pocketsphinx" in line
+            assert "DETACH_STT_BASE_URL" in line and "make run" in line
         assert await store.drafts.of_message(OWNER, 5) is None
     finally:
         await store.close()
@@ -219,19 +220,22 @@ def test_nothing_of_the_recognizer_is_loaded_at_idle():
     """The idle bot's memory (bench/footprint.py) holds no recognizer, nor its numpy."""
     code = (
         "import sys, bot.app, handlers, bot.voice.offline, bot.voice.remote\n"
-        "print(sorted(m for m in ('pocketsphinx', 'soundfile', 'numpy') if m in sys.modules))"
+        "heavy = ('pocketsphinx', 'ctranslate2', 'soundfile', 'numpy')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
-async def test_an_offline_decode_past_its_bound_stops_with_a_clear_line():
-    recognizer = OfflineRecognizer(timeout_s=0.001, max_s=60)
+@pytest.mark.parametrize("engine", [WHISPER_BASE, POCKETSPHINX], ids=lambda e: e.name)
+async def test_an_offline_decode_past_its_bound_stops_with_a_clear_line(engine):
+    recognizer = OfflineRecognizer(engine, folder=MODELS, timeout_s=0.001, max_s=60)
     with pytest.raises(TranscriptionFailed) as failed:
         await recognizer.transcribe(ogg_tone(2.0), "voice.ogg", 2.0)
     assert failed.value.key == "voice.too_slow"
+    sound = OfflineRecognizer(engine, folder=MODELS, timeout_s=30, max_s=60)
     with pytest.raises(TranscriptionFailed) as failed:  # not a sound: said, not crashed
-        await OfflineRecognizer(timeout_s=30, max_s=60).transcribe(b"<html>", "voice.ogg", 1.0)
+        await sound.transcribe(b"<html>", "voice.ogg", 1.0)
     assert failed.value.key == "voice.unreadable"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.errors import TranscriptionFailed
 
-RATE = 16_000  # what pocketsphinx's US English model was trained on
+RATE = 16_000  # what Whisper and pocketsphinx's US English model take
 
 
 @dataclass(frozen=True, slots=True)

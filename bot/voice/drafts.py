@@ -116,13 +116,15 @@ class VoiceDrafts:
         if self._recognizer is None:
             raise TranscriptionFailed("voice.no_recognizer")
         sound = await self._download(bot, note)
-        heard = await self._recognizer.transcribe(sound, note.filename, note.duration_s)
+        heard = await self._recognizer.transcribe(
+            sound, note.filename, note.duration_s, language=locale
+        )
         text = tidy(heard.text)
         if not text:
             raise TranscriptionFailed("voice.no_words")
         notes: tuple[str, ...] = ("voice.cut",) if heard.cut else ()
-        if self._recognizer.english_only and locale != ENGLISH:
-            notes += ("voice.english_only",)
+        if self._recognizer.beyond_english is not None and locale != ENGLISH:
+            notes += (self._recognizer.beyond_english,)
         draft = await self._store.drafts.create(
             owner_id=owner_id,
             chat_id=chat_id,

@@ -21,7 +21,7 @@ MAX_ANSWER_BYTES = 1024 * 1024  # a transcript of minutes is a few kB
 
 
 class RemoteRecognizer:
-    english_only = False
+    beyond_english: str | None = None
 
     def __init__(
         self,
@@ -38,7 +38,14 @@ class RemoteRecognizer:
         self._timeout_s = timeout_s
         self._max_s = max_s
 
-    async def transcribe(self, sound: bytes, filename: str, duration_s: float | None) -> Transcript:
+    async def transcribe(
+        self,
+        sound: bytes,
+        filename: str,
+        duration_s: float | None,
+        language: str | None = None,
+    ) -> Transcript:
+        """``language`` is not sent: the server tells the language itself."""
         sound, filename, cut = await self._bounded(sound, filename, duration_s)
         form = aiohttp.FormData()
         form.add_field("file", sound, filename=filename, content_type="application/octet-stream")

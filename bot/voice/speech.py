@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from pydantic import SecretStr
@@ -25,13 +26,20 @@ class Transcript:
 
 
 class Recognizer(Protocol):
-    """``english_only``: it understands US English and nothing else (the offline one)."""
+    """``beyond_english``: the key of the note a draft carries in a chat whose language is not
+    English (pocketsphinx hears English only; offline Whisper is modest beyond it), or None."""
 
-    english_only: bool
+    beyond_english: str | None
 
-    async def transcribe(self, sound: bytes, filename: str, duration_s: float | None) -> Transcript:
-        """The words of ``sound`` (``duration_s``: Telegram's, when it says). Raises
-        TranscriptionFailed with a key that says what went wrong."""
+    async def transcribe(
+        self,
+        sound: bytes,
+        filename: str,
+        duration_s: float | None,
+        language: str | None = None,
+    ) -> Transcript:
+        """The words of ``sound`` (``duration_s``: Telegram's, when it says; ``language``: the
+        chat's, a hint). Raises TranscriptionFailed with a key that says what went wrong."""
         ...
 
 
@@ -49,15 +57,20 @@ def make_recognizer(
     api_key: SecretStr | None,
     timeout_s: float,
     max_s: float,
+    folder: Path,
 ) -> Recognizer | None:
-    """The server when ``base_url`` is set, else the offline recognizer when its package is
-    installed (looked up, not imported), else None (the chat is told how to enable one)."""
+    """The server when ``base_url`` is set, else the best offline recognizer whose packages are
+    installed (looked up, not imported), else None (the chat is told how to enable one).
+    ``folder``: where the offline recognizer keeps its files."""
     if base_url:
         from bot.voice.remote import RemoteRecognizer
 
         return RemoteRecognizer(base_url, model, api_key, timeout_s=timeout_s, max_s=max_s)
-    from bot.voice.offline import OfflineRecognizer
+    from bot.voice.offline import OfflineRecognizer, best
 
-    if OfflineRecognizer.installed():
-        return OfflineRecognizer(timeout_s=timeout_s, max_s=max_s)
-    return None
+    engine = best()
+    return (
+        None
+        if engine is None
+        else OfflineRecognizer(engine, folder=folder, timeout_s=timeout_s, max_s=max_s)
+    )
