@@ -45,7 +45,7 @@ agents/node_modules/.installed: agents/package.json
 
 # The gettext catalogs aiogram's I18n reads, compiled from the .po sources.
 locales/%/LC_MESSAGES/detach.mo: locales/%/LC_MESSAGES/detach.po $(VENV)/.installed
-	$(VENV)/bin/pybabel compile --statistics -i $< -o $@ -l $*
+	$(VENV)/bin/pybabel --quiet compile -i $< -o $@ -l $*
 
 # The OS sandbox of sandboxed tasks (mode=sandbox, the default of /detach): bubblewrap and socat
 # from Debian's packages, installed when this user may (root, or sudo without a password);

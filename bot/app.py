@@ -25,8 +25,8 @@ from bot.errors import ConfigError
 from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake
-from bot.models import ProcessRole
-from bot.ports import LOGIN_MISSING, Executor
+from bot.models import Phrase, ProcessRole
+from bot.ports import NO_LOGIN, Executor
 from bot.preflight.call import ClaudePreflight
 from bot.preflight.check import Asker, Preflight
 from bot.preflight.desk import PreflightDesk
@@ -92,7 +92,7 @@ class App:
     polling: asyncio.Event  # set as the first getUpdates is asked for
 
     @property
-    def status(self) -> list[str]:
+    def status(self) -> list[Phrase]:
         """The engines' start-up probe lines, as /status shows them (once ``settle`` ran)."""
         return self.core.engines.status
 
@@ -228,7 +228,7 @@ def make_planner(core: Core, settings: Settings) -> TaskPlanner:
     )
 
 
-def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> str | None:
+def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> Phrase | None:
     """Why ``engine`` cannot run sandboxed here; None where it can, or where it runs elsewhere
     (a front bot: its workers' CLIs refuse a sandbox they do not have)."""
     executor = executors.get(engine)
@@ -421,14 +421,15 @@ async def _say_missing_engine(app: App) -> None:
     engine = app.settings.base_engine
     texts = app.service.texts
     if engine not in app.service.available_engines:
-        variable = f"DETACH_{engine.upper()}_BIN"
-        text = texts.get(DEFAULT_LOCALE, "setup.engine_missing", engine=engine, variable=variable)
-    elif any(line.startswith(f"{engine} ") and LOGIN_MISSING in line for line in app.status):
-        text = texts.get(DEFAULT_LOCALE, "setup.no_login", engine=engine)
+        key, params = "setup.engine_missing", {"variable": f"DETACH_{engine.upper()}_BIN"}
+    elif any(line.key == NO_LOGIN and line.params.get("engine") == engine for line in app.status):
+        key, params = "setup.no_login", {}
     else:
         return
+    locales = await app.store.users.locales()  # each in the language they chose
     for user_id in sorted(app.settings.allowed_users):
-        await app.outbox.send(user_id, text)
+        locale = locales.get(user_id, DEFAULT_LOCALE)
+        await app.outbox.send(user_id, texts.get(locale, key, engine=engine, **params))
 
 
 async def serve(settings: Settings) -> None:

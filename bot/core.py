@@ -40,7 +40,8 @@ from bot.store import Store
 from bot.store.ownership import owned, owner
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
-from bot.telegram.texts import Texts
+from bot.telegram.render import plain
+from bot.telegram.texts import DEFAULT_LOCALE, Texts
 from bot.turns.pool import JobPool
 from bot.turns.queue import TurnQueue
 from bot.turns.runner import TurnRunner
@@ -125,7 +126,12 @@ async def build_core(
     outbox = Outbox(store)
     notifier = Notifier(store, texts, outbox)
     engines = make_engines(
-        settings, agent_environ, given_executors, store.engine_sessions, presets.all()
+        settings,
+        agent_environ,
+        given_executors,
+        store.engine_sessions,
+        presets.all(),
+        lambda line: plain(texts.say(DEFAULT_LOCALE, line)),
     )
     background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
     executors = engines.available

@@ -8,10 +8,10 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from bot.errors import AgentNotInstalled
-from bot.models import Preset
+from bot.models import Phrase, Preset
 from bot.ports import EngineConfig, EngineSpec, Executor, SessionStore
 from bot.settings import Settings
 from executors import pidns, registry
@@ -52,10 +52,14 @@ class Engines:
     and ``status`` are filled in place when the probes are done; whatever needs them (a
     task's engine, /status, a turn) waits for ``settled`` first, which is at once after."""
 
-    def __init__(self, candidates: Mapping[str, Executor]) -> None:
+    def __init__(
+        self, candidates: Mapping[str, Executor], logged: Callable[[Phrase], str] = repr
+    ) -> None:
+        """``logged``: a status line as the log says it (in English)."""
         self._candidates = dict(candidates)
+        self._logged = logged
         self.available: dict[str, Executor] = {}  # those that passed their probe
-        self.status: list[str] = []  # one line per engine, as /status shows them
+        self.status: list[Phrase] = []  # one line per engine, as /status says them
         self._done = asyncio.Event()
 
     async def probe(self) -> None:
@@ -69,6 +73,7 @@ class Engines:
             for (name, executor), (ok, line) in zip(self._candidates.items(), probes, strict=True):
                 if ok:
                     self.available[name] = executor
+                log.info("%s", self._logged(line))
                 self.status.append(line)
             self.status.append(containment_line(await contained))
             self.status.append(git_line(await jailed))
@@ -93,47 +98,42 @@ def make_engines(
     given: Mapping[str, Executor] | None = None,
     sessions: SessionStore | None = None,
     presets: Iterable[Preset] = (),
+    logged: Callable[[Phrase], str] = repr,
 ) -> Engines:
     """Every registered engine's executor, not probed yet (``Engines.probe``); ``given``
     replaces the registry (a test's fake engine); ``sessions`` keeps the conversations of
-    engines that keep their own; ``presets``: every model preset (each engine gets its own)."""
+    engines that keep their own; ``presets``: every model preset (each engine gets its own);
+    ``logged``: a status line as the log says it."""
     if given is not None:
-        return Engines(given)
+        return Engines(given, logged)
     presets = tuple(presets)
     return Engines(
         {
             spec.name: spec.make(engine_config(settings, spec, environ, sessions, presets))
             for spec in registry.ENGINES
-        }
+        },
+        logged,
     )
 
 
-def containment_line(problem: str | None) -> str:
+def containment_line(problem: Phrase | None) -> Phrase:
     """/status's line on whether an agent can outlive this process (``executors.pidns``)."""
     if problem is None:
-        return "agents: each in a PID namespace that dies with the bot"
-    return f"agents: may outlive a kill -9 of the bot ({problem})"
+        return Phrase("probe.contained")
+    return Phrase("probe.may_outlive", {"problem": problem})
 
 
-def git_line(confined: bool) -> str:
+def git_line(confined: bool) -> Phrase:
     """/status's line on the bot's own git in task directories (``executors.gitguard``)."""
-    if confined:
-        return "the bot's git: confined (bubblewrap, no network, secrets hidden)"
-    return (
-        "the bot's git: NOT confined (bubblewrap cannot run here): transports closed and "
-        "repositories that fetch on demand refused, but a repository's configuration could run "
-        "a program as the bot"
-    )
+    return Phrase("probe.git_confined" if confined else "probe.git_open")
 
 
-async def _probe(name: str, executor: Executor) -> tuple[bool, str]:
+async def _probe(name: str, executor: Executor) -> tuple[bool, Phrase]:
     try:
         line = await executor.probe()
     except AgentNotInstalled as exc:
         if exc.off:
-            log.info("%s: %s", name, exc.off)
-            return False, f"{name}: {exc.off}"
+            return False, exc.off
         log.warning("%s CLI not found (DETACH_%s_BIN or PATH): unavailable", name, name.upper())
-        return False, f"{name}: not installed"
-    log.info("%s", line)
+        return False, Phrase("probe.not_installed", {"engine": name})
     return True, line

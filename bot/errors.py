@@ -28,6 +28,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from bot.models import Phrase
+
 
 class DetachError(Exception):
     """Root of every error Detach raises on purpose."""
@@ -162,17 +164,25 @@ class AgentError(DetachError):
 class AgentNotInstalled(AgentError):
     """An engine that cannot run here; ``off``: one that is simply not configured (said so)."""
 
-    def __init__(self, engine: str, binary: str | None, off: str | None = None) -> None:
-        super().__init__(off or f"{engine} CLI not found: {binary or '(not on PATH)'}")
+    def __init__(self, engine: str, binary: str | None, off: Phrase | None = None) -> None:
+        super().__init__(
+            f"{engine} is off" if off else f"{engine} CLI not found: {binary or '(not on PATH)'}"
+        )
         self.engine = engine
         self.binary = binary
         self.off = off
 
 
 class AgentCrashed(AgentError):
-    def __init__(self, reason: str, exit_code: int | None, stderr_tail: str) -> None:
+    """``reason`` in English (the log, and the chat when it is the engine's own words);
+    ``said``: the same for the chat, in its language."""
+
+    def __init__(
+        self, reason: str, exit_code: int | None, stderr_tail: str, said: Phrase | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.said = said
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
 
@@ -190,13 +200,16 @@ class StreamBounded(AgentCrashed):
     in ``part`` (the text, a tool call's arguments, the whole answer, a line) from ``source``
     (an endpoint's URL, a CLI). The turn ends here; nothing past the bound was read."""
 
-    def __init__(self, bound: Bound, limit: float, part: str, source: str) -> None:
-        said = {
+    def __init__(
+        self, bound: Bound, limit: float, part: str, source: str, said: Phrase | None = None
+    ) -> None:
+        """``said``: the same for the chat (``agent.bounded.*``)."""
+        words = {
             Bound.PIECES: f"streamed {part} in more than {limit:g} pieces",
             Bound.SECONDS: f"streamed {part} for more than {limit:g} s",
             Bound.LINE_BYTES: f"printed {part} longer than {limit / 2**20:g} MiB",
         }[bound]
-        super().__init__(f"{source} {said}; the turn stopped there", None, "")
+        super().__init__(f"{source} {words}; the turn stopped there", None, "", said)
         self.bound = bound
         self.limit = limit
         self.part = part
@@ -218,6 +231,9 @@ class PreflightFailed(AgentError):
     """The preflight call failed, timed out or answered something that is not a verdict; the
     task starts as it would have without a preflight."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, said: Phrase | None = None) -> None:
+        """``reason`` in English (the log); ``said``: why, for the chat (by default: the
+        model's answer was not a verdict)."""
         super().__init__(reason)
         self.reason = reason
+        self.said = said or Phrase("preflight.why.no_verdict")

@@ -293,6 +293,17 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True)
+class Phrase:
+    """A text not yet in any language, for whoever shows it to say in the reader's
+    (``Texts.say``): a catalog key and its params; a param may be a Phrase itself or a tuple
+    of them (said in the same language, joined by commas). ``count``: the plural form's n."""
+
+    key: str
+    params: Mapping[str, object] = field(default_factory=dict)
+    count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnError:
     """Why a turn did not succeed, stored as a message key and its parameters and localised
     when shown (``turn_error.*`` in the catalogs, or the key of the refusal that stopped it)."""

@@ -13,9 +13,9 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest, Steer
-from bot.models import ApprovalMode, CheckResult, Preset, Task, TurnSpec
+from bot.models import ApprovalMode, CheckResult, Phrase, Preset, Task, TurnSpec
 
-LOGIN_MISSING = "NO LOGIN FOUND"  # in an engine's probe line: it has no way to its model
+NO_LOGIN = "probe.no_login"  # an engine's probe line when it has no way to its model
 
 
 class Approver(Protocol):
@@ -68,12 +68,12 @@ class Executor(Protocol):
         leaves them there: the bot runs each as its own next turn)."""
         ...
 
-    async def probe(self) -> str:
+    async def probe(self) -> Phrase:
         """A status line for /status (version, and anything the engine checks at start); raises
         ``AgentNotInstalled`` when the engine cannot run here."""
         ...
 
-    def sandbox_problem(self) -> str | None:
+    def sandbox_problem(self) -> Phrase | None:
         """Why ``mode=sandbox`` cannot run on this machine (known after ``probe``), or None."""
         ...
 

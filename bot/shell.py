@@ -21,7 +21,8 @@ from bot.money.presets import PresetCatalog
 from bot.redaction import Redactor
 from bot.settings import Settings, key_variables, known_secrets
 from bot.store import Store
-from bot.telegram.render import slugify, usd
+from bot.telegram.render import usd
+from bot.telegram.slugs import slugify
 from bot.turns.transcript import human_line
 from bot.workdirs import WorkdirPolicy
 from executors import registry

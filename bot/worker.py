@@ -16,6 +16,8 @@ from bot.core import Core, build_core, start_core
 from bot.models import ProcessRole
 from bot.ports import Executor
 from bot.settings import Settings
+from bot.telegram.render import plain
+from bot.telegram.texts import DEFAULT_LOCALE
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,8 @@ async def build_worker(
         await core.scheduler.start()  # it runs turns: not with the first one
         await core.engines.ready()  # until then it claims nothing (it has no engine yet)
         assert core.shared is not None
-        log.info("worker %s ready: %s", core.shared.lease.runner_id, "; ".join(core.engines.status))
+        lines = (plain(core.texts.say(DEFAULT_LOCALE, line)) for line in core.engines.status)
+        log.info("worker %s ready: %s", core.shared.lease.runner_id, "; ".join(lines))
         yield core
 
 

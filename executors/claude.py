@@ -14,9 +14,9 @@ from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, TurnFinished
-from bot.models import ApprovalMode, Preset, TurnSpec
+from bot.models import ApprovalMode, Phrase, Preset, TurnSpec
 from bot.ports import (
-    LOGIN_MISSING,
+    NO_LOGIN,
     NO_STEERING,
     Approver,
     EngineConfig,
@@ -133,12 +133,13 @@ class ClaudeExecutor:
             raise AgentNotInstalled(self.engine, self._binary)
         return match.group(1)
 
-    async def probe(self) -> str:
-        line = version_line(self.engine, await self.version(), PINNED_VERSION)
+    async def probe(self) -> Phrase:
+        version = version_line(self.engine, await self.version(), PINNED_VERSION)
         problem = await asyncio.to_thread(self.sandbox_problem)
-        line += f", sandbox {'works' if problem is None else 'UNAVAILABLE: ' + problem}"
+        line = Phrase("probe.engine", {"version": version, "sandbox": sandbox.status(problem)})
         if not self.logged_in():
-            line += f"; {LOGIN_MISSING}: {NOT_LOGGED_IN}"
+            how = Phrase(LOGIN_HOW)
+            line = Phrase(NO_LOGIN, {"engine": self.engine, "line": line, "how": how})
         return line
 
     def logged_in(self) -> bool:
@@ -154,7 +155,7 @@ class ClaudeExecutor:
             settings.is_file() and "apiKeyHelper" in settings.read_text(errors="replace")
         )
 
-    def sandbox_problem(self) -> str | None:
+    def sandbox_problem(self) -> Phrase | None:
         """Claude Code's Bash sandbox needs bubblewrap and socat on the agents' PATH."""
         return sandbox.problem(self._env)
 
@@ -178,7 +179,9 @@ class ClaudeExecutor:
                     await channel.send(user_line(spec.prompt))
                     async for event in self._events(agent.proc, channel):
                         if isinstance(event, TurnFinished) and _logged_out(event):
-                            raise AgentCrashed(NOT_LOGGED_IN, agent.proc.returncode, "")
+                            raise AgentCrashed(
+                                NOT_LOGGED_IN, agent.proc.returncode, "", Phrase(LOGIN_HOW)
+                            )
                         if isinstance(event, TurnFinished) and _no_session(event, spec):
                             raise SessionNotFound(self.engine, str(spec.resume_session_id))
                         yield event
@@ -187,7 +190,11 @@ class ClaudeExecutor:
                             # is stopped on the way out, and its answer is kept
                             await wait_exit(agent.proc, self._grace_s)
                             return
-                    raise await agent.crashed("claude ended without a result", self._grace_s * 2)
+                    raise await agent.crashed(
+                        "claude ended without a result",
+                        self._grace_s * 2,
+                        Phrase("agent.no_result", {"engine": self.engine}),
+                    )
                 finally:
                     await shielded(channel.aclose())
 
@@ -234,6 +241,7 @@ CREDENTIAL_VARIABLES = (
     "CLAUDE_CODE_USE_BEDROCK",
     "CLAUDE_CODE_USE_VERTEX",
 )
+LOGIN_HOW = "agent.claude_login"  # NOT_LOGGED_IN, in the chat's language
 NOT_LOGGED_IN = (
     "Claude Code is not logged in on the machine the bot runs on: run `claude` once in a "
     "terminal there (as the bot's user) and log in, or give the bot ANTHROPIC_API_KEY"
@@ -259,7 +267,10 @@ def _session_uuid(session_id: str) -> uuid.UUID:
         return uuid.UUID(session_id)
     except ValueError as exc:
         raise AgentCrashed(
-            "the stored session id is not a UUID; start a new task", None, ""
+            "the stored session id is not a UUID; start a new task",
+            None,
+            "",
+            Phrase("agent.bad_session_id"),
         ) from exc
 
 

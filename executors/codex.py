@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, SessionStarted, TurnFinished
-from bot.models import ApprovalMode, Preset, TurnSpec
+from bot.models import ApprovalMode, Phrase, Preset, TurnSpec
 from bot.ports import (
     NO_STEERING,
     Approver,
@@ -36,6 +36,7 @@ from executors.codex_protocol import (
     decision_result,
     notification_events,
 )
+from executors.codex_refusal import refusal
 from executors.codex_rpc import Rpc
 from executors.codex_sandbox import PROFILED, kept_dirs, profile_config
 from executors.codex_steer import CodexSteering
@@ -82,12 +83,12 @@ class CodexExecutor:
         self._grace_s = cancel_grace_s
         self.approval_policy = settings.codex_approval_policy
         self.sandbox = settings.codex_sandbox
-        self._sandbox_refused = False
+        self._sandbox_refused: Phrase | None = None
 
-    def refuse_sandbox(self) -> None:
+    def refuse_sandbox(self, reason: Phrase) -> None:
         """The start-up probe found that the sandbox cannot work: refuse sandboxed turns with a
         clear reason instead of letting every command fail."""
-        self._sandbox_refused = True
+        self._sandbox_refused = reason
 
     def argv(self, spec: TurnSpec) -> list[str]:
         if not self._binary:
@@ -125,18 +126,19 @@ class CodexExecutor:
             raise AgentNotInstalled(self.engine, self._binary)
         return match.group(1)
 
-    async def sandbox_works(self) -> bool:
-        """Codex sandboxes commands with bubblewrap, which needs user namespaces."""
+    async def sandbox_refusal(self) -> Phrase | None:
+        """Why Codex's sandbox cannot run a command here (``codex sandbox -- /bin/true``), in
+        the words of Codex's own error; None when it can."""
         code, out = await self._output(
             "sandbox", *sum((["-c", c] for c in QUIET_CONFIG), []), "--", "/bin/true"
         )
         if code != 0:
             log.warning("codex sandbox does not work here (%s)", out.strip()[-200:])
-        return code == 0
+        return None if code == 0 else refusal(out, self._env)
 
-    def sandbox_problem(self) -> str | None:
-        """Codex brings its own bubblewrap; it needs user namespaces (found by the probe)."""
-        return "no user namespaces for Codex's sandbox" if self._sandbox_refused else None
+    def sandbox_problem(self) -> Phrase | None:
+        """Why Codex's sandbox cannot work here (found by the probe), or None."""
+        return self._sandbox_refused
 
     def _policy(self, spec: TurnSpec) -> dict[str, str]:
         if spec.approval_mode is ApprovalMode.SANDBOX:
@@ -151,27 +153,30 @@ class CodexExecutor:
 
     def _check_sandbox(self, spec: TurnSpec) -> None:
         unsandboxed = self._policy(spec).get("sandbox") == "danger-full-access"
-        if self._sandbox_refused and not unsandboxed:
+        if self._sandbox_refused is not None and not unsandboxed:
             raise AgentCrashed(
-                "Codex's sandbox cannot work on this machine (no user namespaces); set "
-                "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
+                f"Codex's sandbox cannot work on this machine ({self._sandbox_refused.key}); "
+                "set DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
                 None,
                 "",
+                Phrase("agent.codex_sandbox_refused"),
             )
 
-    async def probe(self) -> str:
+    async def probe(self) -> Phrase:
         """The version, and whether the sandbox can work here: where it cannot, sandboxed turns
         are refused with a clear reason (not every command failing)."""
         line = version_line(self.engine, await self.version(), PINNED_VERSION)
-        if self.sandbox == "danger-full-access" or await self.sandbox_works():
-            return f"{line}, sandbox {self.sandbox}"
-        self.refuse_sandbox()
+        reason = None if self.sandbox == "danger-full-access" else await self.sandbox_refusal()
+        if reason is None:
+            mode = Phrase("probe.sandbox_mode", {"mode": self.sandbox})
+            return Phrase("probe.engine", {"version": line, "sandbox": mode})
+        self.refuse_sandbox(reason)
         log.warning(
-            "codex sandbox cannot work here (no user namespaces): sandboxed Codex turns "
-            "are refused; set DETACH_CODEX_SANDBOX=danger-full-access to run "
-            "unsandboxed with approvals"
+            "codex sandbox cannot work here (%s): sandboxed Codex turns are refused; set "
+            "DETACH_CODEX_SANDBOX=danger-full-access to run unsandboxed with approvals",
+            reason.key,
         )
-        return f"{line}, sandbox UNAVAILABLE (no user namespaces): sandboxed turns are refused"
+        return Phrase("probe.codex_refused", {"version": line, "reason": reason})
 
     async def run(
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
@@ -232,7 +237,9 @@ class CodexExecutor:
                         yield event
                 if not finished:
                     raise await agent.crashed(
-                        "codex ended without completing the turn", self._grace_s
+                        "codex ended without completing the turn",
+                        self._grace_s,
+                        Phrase("agent.no_result", {"engine": self.engine}),
                     )
             finally:
                 running = not finished and agent.proc.returncode is None

@@ -41,7 +41,7 @@ from bot.events import (
     Usage,
     UsageUpdated,
 )
-from bot.models import ApprovalMode, Preset, TurnSpec
+from bot.models import ApprovalMode, Phrase, Preset, TurnSpec
 from bot.ports import (
     NO_STEERING,
     Approver,
@@ -108,12 +108,12 @@ class LocalExecutor:
         self._retry_budget_s = settings.local_retry_s
 
     # -- the engine's declaration ------------------------------------------------------------
-    async def probe(self) -> str:
-        line = await self._where.probe()
-        sandboxed = "works" if self.sandbox_problem() is None else "UNAVAILABLE"
-        return f"local: {line}, sandbox {sandboxed}"
+    async def probe(self) -> Phrase:
+        endpoints = await self._where.probe()
+        sandboxed = sandbox.status(self.sandbox_problem())
+        return Phrase("probe.local", {"endpoints": endpoints, "sandbox": sandboxed})
 
-    def sandbox_problem(self) -> str | None:
+    def sandbox_problem(self) -> Phrase | None:
         return sandbox.problem(self._environ)
 
     def _key(self, env_name: object) -> str | None:
@@ -180,6 +180,7 @@ class LocalExecutor:
             "(DETACH_LOCAL_MAX_STEPS); reply to continue from where it stopped",
             None,
             "",
+            Phrase("agent.local_max_steps", {"steps": self._max_steps}),
         )
 
     async def _ask(
@@ -215,11 +216,19 @@ class LocalExecutor:
         if session_id is None:
             return []
         if self._sessions is None:
-            raise AgentCrashed("this bot keeps no conversations for /local", None, "")
+            raise AgentCrashed(
+                "this bot keeps no conversations for /local",
+                None,
+                "",
+                Phrase("agent.local_no_sessions"),
+            )
         stored = await self._sessions.load(session_id)
         if stored is None:
             raise AgentCrashed(
-                "the conversation of this task is no longer stored; start a new task", None, ""
+                "the conversation of this task is no longer stored; start a new task",
+                None,
+                "",
+                Phrase("agent.local_session_gone"),
             )
         return stored
 

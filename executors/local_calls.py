@@ -17,7 +17,7 @@ from bot.events import (
     Usage,
     detail_of,
 )
-from bot.models import ApprovalMode, TurnSpec
+from bot.models import ApprovalMode, Phrase, TurnSpec
 from bot.ports import Approver
 from executors.local_history import tool_result
 from executors.local_pieces import Reply
@@ -67,7 +67,10 @@ async def _tool(
         turn.malformed += 1
         if turn.malformed > 1:
             raise AgentCrashed(
-                f"the model sent malformed tool arguments again: {exc}", None, ""
+                f"the model sent malformed tool arguments again: {exc}",
+                None,
+                "",
+                Phrase("agent.malformed_tool_arguments", {"error": str(exc)}),
             ) from exc
         messages.append(tool_result(raw["id"], f"error: {exc}. Call the tool again."))
         return

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed, Bound, StreamBounded
 from bot.events import Retrying, Usage
+from bot.models import Phrase
 from executors.local_pieces import Bounds, Pieces, Reply
 from executors.local_tools import SCHEMAS
 
@@ -79,19 +80,30 @@ async def complete(
             answer.reply = await _timed(client, endpoint, messages, max_tokens, bounds)
             return
         except (AuthenticationError, PermissionDeniedError) as exc:
+            variable = str(endpoint.api_key_env or "api_key_env")
             raise AgentCrashed(
                 f"the endpoint {endpoint.base_url} refused the key ({exc.status_code}): "
                 f"check {endpoint.api_key_env or 'the preset api_key_env'}",
                 None,
                 "",
+                Phrase(
+                    "agent.key_refused",
+                    {"url": endpoint.base_url, "status": exc.status_code, "variable": variable},
+                ),
             ) from exc
         except APITimeoutError as exc:
-            raise AgentCrashed(f"the endpoint {endpoint.base_url} timed out", None, "") from exc
-        except APIConnectionError as exc:
+            said = Phrase("agent.endpoint_timeout", {"url": endpoint.base_url})
             raise AgentCrashed(
-                f"cannot reach the endpoint {endpoint.base_url}: {exc.__cause__ or exc}",
+                f"the endpoint {endpoint.base_url} timed out", None, "", said
+            ) from exc
+        except APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            kind = {"url": endpoint.base_url, "error": type(cause).__name__}  # as /status says
+            raise AgentCrashed(
+                f"cannot reach the endpoint {endpoint.base_url}: {cause}",
                 None,
                 "",
+                Phrase("agent.endpoint_unreachable", kind),
             ) from exc
         except APIStatusError as exc:
             retry = exc.status_code == 429 or exc.status_code >= 500
@@ -130,7 +142,11 @@ async def _timed(
         if not timer.expired():
             raise
         source = f"the endpoint {endpoint.base_url}"
-        raise StreamBounded(Bound.SECONDS, bounds.seconds, "one answer", source) from exc
+        said = Phrase(
+            "agent.bounded.answer_seconds",
+            {"url": endpoint.base_url, "limit": f"{bounds.seconds:g}"},
+        )
+        raise StreamBounded(Bound.SECONDS, bounds.seconds, "one answer", source, said) from exc
 
 
 async def _stream(
@@ -153,7 +169,7 @@ async def _stream(
         stream=True,
         stream_options={"include_usage": True},
     )
-    pieces = Pieces(bounds, f"the endpoint {endpoint.base_url}")
+    pieces = Pieces(bounds, endpoint.base_url)
     async with contextlib.aclosing(stream) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
             if pieces.count() % YIELD_PIECES == 0:

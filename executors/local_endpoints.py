@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled
-from bot.models import Preset, TurnSpec
+from bot.models import Phrase, Preset, TurnSpec
 from executors.local_chat import Endpoint
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 PROBE_TIMEOUT_S = 3.0
 PROBED_ENDPOINTS = 4  # /status asks at most this many endpoints (all at once) at start
-OFF = "off (DETACH_LOCAL_BASE_URL or a local preset's base_url sets its endpoint)"
+OFF = Phrase("probe.local_off")
 
 
 class Endpoints:
@@ -50,7 +50,10 @@ class Endpoints:
         base_url = first("base_url")
         if not base_url:
             raise AgentCrashed(
-                "no endpoint for /local: set DETACH_LOCAL_BASE_URL or a preset's base_url", None, ""
+                "no endpoint for /local: set DETACH_LOCAL_BASE_URL or a preset's base_url",
+                None,
+                "",
+                Phrase("agent.local_no_endpoint"),
             )
         return Endpoint(
             base_url=str(base_url),
@@ -59,7 +62,7 @@ class Endpoints:
             context_window=int(first("context_window")),
         )
 
-    async def probe(self) -> str:
+    async def probe(self) -> tuple[Phrase, ...]:
         """Whether each endpoint answers (DETACH_LOCAL_BASE_URL's first, then the presets'; at
         most ``PROBED_ENDPOINTS``, asked at once, each bounded); ``AgentNotInstalled`` (off)
         when there is none."""
@@ -69,12 +72,15 @@ class Endpoints:
         shown = list(endpoints.items())[:PROBED_ENDPOINTS]
         reached = await asyncio.gather(*(self._reachable(url, key) for url, (key, _) in shown))
         parts = [
-            f"{url} ({answer}{'; ' + ', '.join(names) if names else ''})"
+            Phrase(
+                "probe.endpoint_named" if names else "probe.endpoint",
+                {"url": url, "answer": answer, "names": ", ".join(names)},
+            )
             for (url, (_, names)), answer in zip(shown, reached, strict=True)
         ]
         if len(endpoints) > len(shown):
-            parts.append(f"+{len(endpoints) - len(shown)} more")
-        return ", ".join(parts)
+            parts.append(Phrase("probe.more", count=len(endpoints) - len(shown)))
+        return tuple(parts)
 
     def _listed(self) -> dict[str, tuple[object, list[str]]]:
         """Each endpoint's URL: the variable holding its key, and the presets naming it (none:
@@ -88,7 +94,7 @@ class Endpoints:
             names.append(preset.name)
         return endpoints
 
-    async def _reachable(self, base_url: str, key_env: object) -> str:
+    async def _reachable(self, base_url: str, key_env: object) -> Phrase:
         from openai import APIError, AsyncOpenAI
 
         client = AsyncOpenAI(
@@ -99,8 +105,8 @@ class Endpoints:
         )
         try:
             models = await client.models.list()
-            return f"reachable, {len(models.data)} model(s)"
+            return Phrase("probe.reachable", count=len(models.data))
         except APIError as exc:
-            return f"not reachable now: {type(exc).__name__}"
+            return Phrase("probe.unreachable", {"error": type(exc).__name__})
         finally:
             await client.close()

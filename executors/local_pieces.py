@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.errors import Bound, StreamBounded
 from bot.events import Usage
+from bot.models import Phrase
 
 CHARS_PER_TOKEN = 3.5  # a rough estimate, for fitting and for endpoints that report no usage
 STREAM_CAP = 1_000_000  # characters of an answer's text, or of one tool call's arguments
@@ -61,7 +62,7 @@ class Pieces:
     (in all, or of one part) it is ``StreamBounded``."""
 
     bounds: Bounds
-    source: str
+    url: str  # the endpoint's
     text: list[str] = field(default_factory=list)
     text_size: int = 0
     calls: dict[int, _Streamed] = field(default_factory=dict)
@@ -72,7 +73,10 @@ class Pieces:
         """One more stream chunk: how many so far (``StreamBounded`` past ``bounds.pieces``)."""
         self.chunks += 1
         if self.chunks > self.bounds.pieces:
-            raise StreamBounded(Bound.PIECES, self.bounds.pieces, "one answer", self.source)
+            said = Phrase(
+                "agent.bounded.answer_pieces", {"url": self.url, "limit": self.bounds.pieces}
+            )
+            raise StreamBounded(Bound.PIECES, self.bounds.pieces, "one answer", self.source, said)
         return self.chunks
 
     def add(self, delta: Any) -> bool:
@@ -90,14 +94,22 @@ class Pieces:
                 call.arguments.append(piece.function.arguments or "")
                 call.size += len(piece.function.arguments or "") + len(piece.function.name or "")
                 if len(call.arguments) > self.bounds.part_pieces:
-                    self._over(f"the arguments of {''.join(call.name)[:60]}")
+                    self._over("".join(call.name)[:60])
                 call.over = call.size > STREAM_CAP
                 if call.over:
                     return False
         return self.text_size <= STREAM_CAP
 
-    def _over(self, part: str) -> None:
-        raise StreamBounded(Bound.PIECES, self.bounds.part_pieces, part, self.source)
+    @property
+    def source(self) -> str:
+        return f"the endpoint {self.url}"
+
+    def _over(self, tool: str) -> None:
+        limit = self.bounds.part_pieces
+        said = Phrase(
+            "agent.bounded.arguments_pieces", {"url": self.url, "tool": tool, "limit": limit}
+        )
+        raise StreamBounded(Bound.PIECES, limit, f"the arguments of {tool}", self.source, said)
 
     def reply(self, messages: list[dict[str, Any]]) -> Reply:
         answer = "".join(self.text)[:STREAM_CAP]

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 
+from bot.models import Phrase
 from executors.procs import PROC, Proc, stat_of
 
 ARGS = ("--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent", "--proc", "/proc", "--")
@@ -23,20 +24,20 @@ AGENT_NS_PID = 2  # bubblewrap's init is 1 in the namespace; the command it runs
 
 
 @functools.cache
-def problem() -> str | None:
+def problem() -> Phrase | None:
     """Why agents cannot run in a PID namespace of their own here, or None (probed once)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return "bubblewrap not installed: apt install bubblewrap"
+        return Phrase("sandbox.bwrap_missing")
     try:  # user namespaces may be switched off (containers, hardened kernels)
         done = subprocess.run(
             [bwrap, *ARGS, "true"], capture_output=True, timeout=PROBE_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap cannot run: {exc}"
+        return Phrase("sandbox.bwrap_failed", {"detail": str(exc)})
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip().splitlines()
-        return f"bubblewrap cannot make a PID namespace: {detail[-1] if detail else 'failed'}"
+        return Phrase("sandbox.no_pid_namespace", {"detail": detail[-1] if detail else "–"})
     return None
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, Bound, StreamBounded
-from bot.models import TurnSpec
+from bot.models import Phrase, TurnSpec
 from executors import pidns
 from executors.procs import RUN_ENV, this_run
 from executors.shield import shielded
@@ -40,11 +40,11 @@ LINGER_S = 5.0  # how long a pipe may stay open after its agent exited (a child 
 CREATE_WAIT_S = 5.0  # a cancelled spawn: how long its process may take to be created, to stop
 
 
-def version_line(engine: str, version: str, pinned: str) -> str:
+def version_line(engine: str, version: str, pinned: str) -> Phrase:
     """``claude 2.1.197``, with a note when this is not the version the engine was measured
     with."""
-    note = "" if version == pinned else f" (tested with {pinned})"
-    return f"{engine} {version}{note}"
+    params = {"engine": engine, "version": version, "pinned": pinned}
+    return Phrase("probe.version" if version == pinned else "probe.version_untested", params)
 
 
 def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
@@ -143,12 +143,14 @@ class AgentProcess:
     stderr: StderrTail
     drain: asyncio.Task[None]
 
-    async def crashed(self, reason: str, grace_s: float) -> AgentCrashed:
+    async def crashed(
+        self, reason: str, grace_s: float, said: Phrase | None = None
+    ) -> AgentCrashed:
         """The error for an agent that ended without a verdict (after it exited, bounded)."""
         await wait_exit(self.proc, grace_s)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.drain), grace_s)
-        return AgentCrashed(reason, self.proc.returncode, self.stderr.text())
+        return AgentCrashed(reason, self.proc.returncode, self.stderr.text(), said)
 
 
 @contextlib.asynccontextmanager
@@ -227,7 +229,8 @@ async def _readline(
                 return b""
         return await read
     except ValueError as exc:  # asyncio's LimitOverrunError, re-raised by readline()
-        raise StreamBounded(Bound.LINE_BYTES, LINE_LIMIT, "a line", "the agent") from exc
+        said = Phrase("agent.bounded.line", {"limit": f"{LINE_LIMIT / 2**20:g}"})
+        raise StreamBounded(Bound.LINE_BYTES, LINE_LIMIT, "a line", "the agent", said) from exc
     finally:
         read.cancel()
 

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from bot.models import Phrase
 from executors.denied import holds
 
 PACKAGES = "bubblewrap socat"
@@ -19,11 +20,11 @@ PROBE_TIMEOUT_S = 10.0
 
 
 @functools.cache
-def _problem(path: str) -> str | None:
+def _problem(path: str) -> Phrase | None:
     bwrap = shutil.which("bwrap", path=path)
     missing = [name for name in ("bwrap", "socat") if shutil.which(name, path=path) is None]
     if missing:
-        return f"{' and '.join(missing)} not installed (apt install {PACKAGES})"
+        return Phrase("sandbox.missing", {"names": tuple(missing), "packages": PACKAGES})
     assert bwrap is not None
     try:  # user namespaces may be switched off (containers, hardened kernels)
         done = subprocess.run(
@@ -33,17 +34,26 @@ def _problem(path: str) -> str | None:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap cannot run: {exc}"
+        return Phrase("sandbox.bwrap_failed", {"detail": str(exc)})
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip().splitlines()
-        return f"bubblewrap cannot run here: {detail[-1] if detail else done.returncode}"
+        return Phrase(
+            "sandbox.bwrap_failed", {"detail": detail[-1] if detail else str(done.returncode)}
+        )
     return None
 
 
-def problem(environ: Mapping[str, str]) -> str | None:
+def problem(environ: Mapping[str, str]) -> Phrase | None:
     """Why the sandbox cannot work with this environment's PATH, or None when it works. The
     answer is cached per PATH (a probe runs bubblewrap once)."""
     return _problem(environ.get("PATH", ""))
+
+
+def status(problem: Phrase | None) -> Phrase:
+    """/status's words on the sandbox: it works, or why it cannot."""
+    if problem is None:
+        return Phrase("probe.sandbox_works")
+    return Phrase("probe.sandbox_unavailable", {"reason": problem})
 
 
 def _base_args(private_tmp: bool = True) -> list[str]:

@@ -32,6 +32,7 @@ from aiogram.types import BotCommand, TelegramObject
 
 from bot.approvals.answers import ApprovalAnswers
 from bot.fleet.status import FleetStatus
+from bot.models import Phrase
 from bot.prs.desk import PullRequests
 from bot.schedules.desk import ScheduleDesk
 from bot.tasks.adoption import Adoption
@@ -128,7 +129,7 @@ class Services:
     texts: Texts
     outbox: Outbox
     schedules: ScheduleDesk
-    engine_status: list[str]  # filled in once the engines' probes answered
+    engine_status: list[Phrase]  # filled in once the engines' probes answered
     fleet: FleetStatus
     voice: VoiceDrafts  # voice notes' drafts
     terminal: TerminalDesk  # hand-off: hold at the terminal, take back

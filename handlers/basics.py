@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import html
-
 from aiogram import Router
 from aiogram.filters import Command, CommandObject, CommandStart
 from aiogram.types import CallbackQuery, Message
 
 from bot.fleet.status import FleetStatus, RunnerLine
+from bot.models import Phrase
 from bot.tasks.service import TaskService
 from bot.telegram.access import AccessPolicy
 from bot.telegram.markup import Button, CallbackData, Keyboard
@@ -38,7 +37,7 @@ async def on_help(message: Message, reply: Reply) -> None:
 async def on_status(
     message: Message,
     reply: Reply,
-    engine_status: list[str],
+    engine_status: list[Phrase],
     tasks: TaskService,
     fleet: FleetStatus,
     user_id: int,
@@ -101,15 +100,15 @@ def _name(texts: Texts, locale: str) -> str:
 
 
 async def _status(
-    reply: Reply, engine_status: list[str], tasks: TaskService, fleet: FleetStatus, user_id: int
+    reply: Reply, engine_status: list[Phrase], tasks: TaskService, fleet: FleetStatus, user_id: int
 ) -> str:
     """The engines here and their limits; on a shared database, the runners."""
-    lines = "\n".join(f"• {line}" for line in engine_status)
+    lines = "\n".join(f"• {reply.texts.say(reply.locale, line)}" for line in engine_status)
     limits = [
         reply.text("start.status_limited", engine=engine, resets=resets)
         for engine, resets in await tasks.engine_limits(user_id)
     ]
-    text = [reply.text("start.status"), html.escape(lines), *limits]
+    text = [reply.text("start.status"), lines, *limits]
     runners = await fleet.runners()
     if runners:
         text += ["", reply.text("status.runners"), *(_runner(reply, r) for r in runners)]

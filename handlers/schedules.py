@@ -39,7 +39,7 @@ def _line(desk: ScheduleDesk, reply: Reply, listed: Listed) -> str:
     key = (
         "schedule.line_paused" if listed.schedule.state == ScheduleState.PAUSED else "schedule.line"
     )
-    return reply.text(key, **desk.describe(listed))
+    return reply.text(key, **desk.describe(listed, reply.locale))
 
 
 def _buttons(reply: Reply, listed: Listed) -> list[Button]:
@@ -79,7 +79,7 @@ async def on_schedule(
     listed = await schedules.add(user_id, message.chat.id, reply.locale, name, command.args or "")
     await reply(
         "schedule.added",
-        **schedules.describe(listed),
+        **schedules.describe(listed, reply.locale),
         markup=Keyboard.of([_buttons(reply, listed)]),
     )
 

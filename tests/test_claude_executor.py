@@ -20,6 +20,7 @@ from bot.events import (
     TurnFinished,
 )
 from bot.models import ApprovalMode, TurnSpec
+from bot.telegram.texts import Texts
 from executors.claude import ClaudeExecutor
 from tests.support.processes import matching
 
@@ -371,10 +372,16 @@ async def test_a_cli_that_is_not_logged_in_says_what_to_do_here(claude_bin, agen
 
 
 async def test_status_says_when_no_login_is_found(claude_bin, agent_env, tmp_path):
-    assert "NO LOGIN" not in await ClaudeExecutor(claude_bin, agent_env).probe()
+    texts = Texts()
+
+    async def status(env: dict[str, str]) -> str:
+        return texts.say("en", await ClaudeExecutor(claude_bin, env).probe())
+
+    assert "NO LOGIN" not in await status(agent_env)
     bare = {k: v for k, v in agent_env.items() if k != "ANTHROPIC_API_KEY"}
-    line = await ClaudeExecutor(claude_bin, bare).probe()
+    line = await status(bare)
     assert "NO LOGIN FOUND" in line and "run `claude` once" in line
+    assert "ВХОД НЕ НАЙДЕН" in texts.say("ru", await ClaudeExecutor(claude_bin, bare).probe())
     (Path(bare["HOME"]) / ".claude").mkdir(exist_ok=True)
     (Path(bare["HOME"]) / ".claude" / ".credentials.json").write_text("{}")
-    assert "NO LOGIN" not in await ClaudeExecutor(claude_bin, bare).probe()
+    assert "NO LOGIN" not in await status(bare)

@@ -19,7 +19,8 @@ from bot.events import (
     ToolFinished,
     TurnFinished,
 )
-from bot.models import ApprovalMode, TurnSpec
+from bot.models import ApprovalMode, Phrase, TurnSpec
+from bot.telegram.texts import Texts
 from executors.codex import CodexExecutor, CodexSettings
 from executors.codex_protocol import TurnState, notification_events
 from executors.leftovers import MOUNT_POINTS
@@ -47,7 +48,21 @@ async def collect(
 async def test_version_and_sandbox_probe(codex_bin, codex_env):
     executor = CodexExecutor(codex_bin, codex_env)
     assert await executor.version() == "0.171.0"
-    assert await executor.sandbox_works() is True
+    assert await executor.sandbox_refusal() is None
+
+
+async def test_a_sandbox_refused_for_its_temporary_directory_says_so(codex_bin, codex_env):
+    """Codex refuses to create its helper binaries under a TMPDIR that holds CODEX_HOME, and
+    its sandbox then cannot start: /status says that, in the chat's language, not "no user
+    namespaces"."""
+    executor = CodexExecutor(codex_bin, {**codex_env, "TMPDIR": "/tmp"})
+    line = await executor.probe()
+    reason = executor.sandbox_problem()
+    assert reason is not None and reason.key == "probe.codex_tmp_helpers"
+    english, russian = Texts().say("en", line), Texts().say("ru", line)
+    assert "sandbox UNAVAILABLE" in english and "TMPDIR" in english
+    assert "temporary directory /tmp" in english and "user namespaces" not in english
+    assert "временном каталоге /tmp" in russian and "UNAVAILABLE" not in russian
 
 
 async def test_text_turn(codex_bin, codex_env, openai, workdir):
@@ -167,7 +182,8 @@ async def test_cancel_leaves_no_process_behind(codex_bin, codex_env, openai, wor
 
 async def test_a_sandbox_that_cannot_work_is_refused_clearly(codex_bin, codex_env, workdir):
     executor = CodexExecutor(codex_bin, codex_env)
-    executor.refuse_sandbox()  # what the start-up probe does where user namespaces are blocked
+    # what the start-up probe does where user namespaces are blocked
+    executor.refuse_sandbox(Phrase("probe.codex_no_userns"))
     try:
         await collect(executor, spec("x", workdir))
     except AgentCrashed as exc:
@@ -177,7 +193,7 @@ async def test_a_sandbox_that_cannot_work_is_refused_clearly(codex_bin, codex_en
     unsandboxed = CodexExecutor(
         codex_bin, codex_env, settings=CodexSettings(codex_sandbox="danger-full-access")
     )
-    unsandboxed.refuse_sandbox()
+    unsandboxed.refuse_sandbox(Phrase("probe.codex_no_userns"))
     assert unsandboxed.argv(spec("x", workdir))[1] == "app-server"  # not refused
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.events import SessionStarted, TextEmitted, ToolCalled, ToolFinished, TurnFinished, Usage
-from bot.models import TaskStatus
+from bot.models import Phrase, TaskStatus
 from bot.settings import Settings
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN
@@ -79,8 +79,8 @@ class _Held:
         self.release = asyncio.Event()
         self.prompts: list[str] = []
 
-    async def probe(self) -> str:
-        return "claude held"
+    async def probe(self) -> Phrase:
+        return Phrase("probe.version", {"engine": "claude", "version": "held"})
 
     def sandbox_problem(self) -> None:
         return None

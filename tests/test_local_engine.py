@@ -91,7 +91,7 @@ async def test_a_tool_turn_reads_edits_after_allow_and_a_denied_write_is_told(
             assert edit["detail"] == "path: app.py\nold_text: old\nnew_text: new"  # all of it
             await fake.user_message("/status", OWNER)
             status = await fake.wait_text(OWNER, "local: http://127.0.0.1", timeout_s=10)
-            assert "reachable, 1 model(s)" in status.params["text"]
+            assert "(reachable, 1 model)" in status.params["text"]
     assert (workdir / "app.py").read_text() == "print('new')\n"
     assert not (workdir / "secret.txt").exists()
     requests = chat.requests_for("MARK-TOOLS")

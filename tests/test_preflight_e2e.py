@@ -70,7 +70,10 @@ async def test_garbage_skips_the_preflight(tmp_path, claude_bin, agent_env, anth
             await fake.wait_call("setMyCommands")
             await fake.user_message("MARK-JUNK tidy the logs", OWNER)  # plain text: a task
             ack = await fake.wait_text(OWNER, "#1 mark-junk", timeout_s=20)
-            assert "Preflight skipped (answer is not JSON): started as usual." in ack.params["text"]
+            assert (
+                "Preflight skipped (its model's answer was not a verdict): started as usual."
+                in (ack.params["text"])
+            )
             await fake.wait_text(OWNER, "done", timeout_s=60)
 
 

@@ -163,7 +163,7 @@ async def test_a_preset_only_local_task_runs_is_priced_and_counts_toward_the_cap
             await fake.user_message("/status", OWNER)
             status = await fake.wait_text(OWNER, "Engines", timeout_s=10)
             assert (
-                f"local: {chat.base_url} (reachable, 1 model(s); paid-local)"
+                f"local: {chat.base_url} (reachable, 1 model; paid-local)"
                 in (status.params["text"])
             )
             await fake.user_message("/spend", OWNER)

@@ -13,6 +13,7 @@ import pytest
 
 from bot.events import ApprovalDecision, ToolFinished, TurnFinished
 from bot.models import ApprovalMode, TurnSpec
+from bot.telegram.texts import Texts
 from executors import sandbox
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
@@ -147,7 +148,8 @@ async def test_claude_without_bubblewrap_refuses_to_run_unsandboxed(
     env = {**agent_env, "PATH": path_without_bwrap(tmp_path)}
     anthropic.script("MARK-SBX4", [bash("touch inside.txt"), {"text": "ran"}])
     executor = ClaudeExecutor(claude_bin, env)
-    assert "bwrap" in (executor.sandbox_problem() or "")
+    problem = executor.sandbox_problem()
+    assert problem is not None and "bwrap" in Texts().say("en", problem)
     events = await collect(executor, sandboxed("MARK-SBX4 go", workdir))
     final = events[-1]
     assert isinstance(final, TurnFinished) and final.is_error

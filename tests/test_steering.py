@@ -10,7 +10,7 @@ import pytest
 
 from bot.errors import TaskNotFound
 from bot.events import Steer, TurnFinished, Usage
-from bot.models import NewTask, TaskKind, TaskStatus
+from bot.models import NewTask, Phrase, TaskKind, TaskStatus
 from bot.tasks.steering import SteerAnswer
 from bot.telegram.callbacks import SteerChoice
 from bot.turns.steering import SteerBoard, SteerBox
@@ -59,8 +59,8 @@ class Held:
         self.release = asyncio.Event()
         self.prompts: list[str] = []
 
-    async def probe(self) -> str:
-        return f"{self.engine} held"
+    async def probe(self) -> Phrase:
+        return Phrase("probe.version", {"engine": self.engine, "version": "held"})
 
     def sandbox_problem(self) -> None:
         return None

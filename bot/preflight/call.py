@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.errors import PreflightFailed
-from bot.models import Preset
+from bot.models import Phrase, Preset
 from executors.process import spawn
 from executors.shield import shielded
 from executors.tree import stop_tree
@@ -64,12 +64,14 @@ class ClaudePreflight:
         says its result is an error, or takes longer than ``timeout_s`` (it is stopped then)."""
         binary = shutil.which(self._binary or "claude")
         if binary is None:
-            raise PreflightFailed("claude CLI not found")
+            raise PreflightFailed("claude CLI not found", Phrase("preflight.why.no_cli"))
         try:
             async with asyncio.timeout(self.timeout_s):
                 out = await self._run(binary, prompt, preset)
         except TimeoutError:
-            raise PreflightFailed(f"no answer within {self.timeout_s:g} s") from None
+            raise PreflightFailed(
+                f"no answer within {self.timeout_s:g} s", timed_out(self.timeout_s)
+            ) from None
         return _result(out)
 
     async def _run(self, binary: str, prompt: str, preset: Preset) -> bytes:
@@ -77,12 +79,19 @@ class ClaudePreflight:
             try:
                 proc = await spawn(self.argv(binary, preset), empty, self._env)
             except OSError as exc:
-                raise PreflightFailed(f"cannot start claude: {exc}") from exc
+                raise PreflightFailed(f"cannot start claude: {exc}", FAILED) from exc
             try:
                 out, _ = await proc.communicate(prompt.encode())
             finally:
                 await shielded(stop_tree(proc, 1.0, signal.SIGTERM))
         return out[:OUTPUT_MAX]
+
+
+FAILED = Phrase("preflight.why.failed")  # the call itself failed: its words are in the log
+
+
+def timed_out(timeout_s: float) -> Phrase:
+    return Phrase("preflight.why.timeout", {"seconds": f"{timeout_s:g}"})
 
 
 def _result(out: bytes) -> Answer:
@@ -96,5 +105,5 @@ def _result(out: bytes) -> Answer:
     cost = data.get("total_cost_usd")
     cost_usd = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
     if data.get("is_error") or not isinstance(data.get("result"), str):
-        raise PreflightFailed(f"claude failed: {str(data.get('result'))[:200]}")
+        raise PreflightFailed(f"claude failed: {str(data.get('result'))[:200]}", FAILED)
     return Answer(data["result"], cost_usd)

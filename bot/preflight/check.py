@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.errors import PreflightFailed
-from bot.models import Preset
+from bot.models import Phrase, Preset
 from bot.preflight.call import Answer
 from bot.preflight.prompt import build_prompt, listing
 from bot.preflight.verdict import Verdict, parse_verdict
@@ -28,12 +28,14 @@ class Asker(Protocol):
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """``verdict``, or None and ``skipped`` (why: the task starts as without a preflight);
-    ``cost_usd``: what the call cost, whatever its verdict; ``elapsed_s``: how long it took."""
+    ``cost_usd``: what the call cost, whatever its verdict; ``elapsed_s``: how long it took;
+    ``why``: ``skipped`` for the chat, in its language."""
 
     verdict: Verdict | None
     skipped: str = ""
     cost_usd: float | None = None
     elapsed_s: float = 0.0
+    why: Phrase | None = None
 
 
 class Preflight:
@@ -64,6 +66,6 @@ class Preflight:
             verdict = parse_verdict(answer.text, offered, default)
         except PreflightFailed as exc:
             log.warning("preflight skipped: %s", exc.reason)
-            return Outcome(None, exc.reason, cost, time.monotonic() - started)
+            return Outcome(None, exc.reason, cost, time.monotonic() - started, exc.said)
         log.info("preflight: %s (%.1f s)", verdict.decision, time.monotonic() - started)
         return Outcome(verdict, "", cost, time.monotonic() - started)

@@ -7,13 +7,13 @@ import dataclasses
 import logging
 from collections.abc import Collection
 
-from bot.models import Engine, NewTask, PreflightDecision, Preset, Task
+from bot.models import Engine, NewTask, Phrase, PreflightDecision, Preset, Task
 from bot.money.desk import MoneyDesk
 from bot.money.pricing import dearness
 from bot.preflight.check import Outcome, Preflight
 from bot.preflight.desk import PreflightDesk
 from bot.store import Store
-from bot.telegram.render import usd
+from bot.telegram.render import plain, usd
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,8 @@ class PreflightGate:
         """One plain-text line (the notifier escapes it): what the preflight said."""
         verdict = outcome.verdict
         if verdict is None:
-            return self._plain(locale, "preflight.skipped", reason=outcome.skipped)
+            why = outcome.skipped if outcome.why is None else self._said(locale, outcome.why)
+            return self._plain(locale, "preflight.skipped", reason=why)
         if verdict.decision is PreflightDecision.ASK:
             return self._plain(locale, "preflight.asked", question=verdict.question)
         if verdict.decision is PreflightDecision.REFUSE:
@@ -124,6 +125,9 @@ class PreflightGate:
 
     def _plain(self, locale: str, key: str, **params: str) -> str:
         return self._texts.template(locale, key).format(**params)
+
+    def _said(self, locale: str, phrase: Phrase) -> str:
+        return plain(self._texts.say(locale, phrase))
 
 
 def preflight_preset(presets: Collection[Preset], named: str) -> Preset | None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from bot.errors import PreflightFailed
 from bot.events import Usage
-from bot.models import Preset
-from bot.preflight.call import TIMEOUT_S, Answer
+from bot.models import Phrase, Preset
+from bot.preflight.call import FAILED, TIMEOUT_S, Answer, timed_out
 
 TEXT_MAX = 64_000  # characters of the answer read
 MAX_TOKENS = 1024  # the verdict is one small JSON object
@@ -43,7 +43,9 @@ class LocalPreflight:
 
         base_url = preset.base_url or self._base_url
         if not base_url:
-            raise PreflightFailed("no endpoint for the local preflight model")
+            raise PreflightFailed(
+                "no endpoint for the local preflight model", Phrase("preflight.why.no_endpoint")
+            )
         key_env = preset.api_key_env or self._api_key_env
         key = self._environ.get(key_env) if key_env else None
         client = AsyncOpenAI(
@@ -53,9 +55,11 @@ class LocalPreflight:
             async with asyncio.timeout(self.timeout_s):
                 text, usage = await self._stream(client, prompt, preset)
         except TimeoutError:
-            raise PreflightFailed(f"no answer within {self.timeout_s:g} s") from None
+            raise PreflightFailed(
+                f"no answer within {self.timeout_s:g} s", timed_out(self.timeout_s)
+            ) from None
         except APIError as exc:
-            raise PreflightFailed(f"local model failed: {str(exc)[:200]}") from exc
+            raise PreflightFailed(f"local model failed: {str(exc)[:200]}", FAILED) from exc
         finally:
             await client.close()
         priced = self._price_as(preset)

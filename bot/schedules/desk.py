@@ -207,15 +207,15 @@ class ScheduleDesk:
         log.info("schedule %s started task %s", schedule.id, started.id)
         return True
 
-    def describe(self, listed: Listed) -> dict[str, str]:
-        """The placeholders the locale's schedule lines use."""
+    def describe(self, listed: Listed, locale: str) -> dict[str, str]:
+        """The placeholders the locale's schedule lines use, its next run in ``locale``."""
         s = listed.schedule
         return {
             "ref": f"S{s.id}",
             "when": describe(when_of(s)),
             "tz": s.tz,
             "next": (
-                listed.next_run.astimezone(zone(s.tz)).strftime("%a %d %b %H:%M")
+                self._texts.moment(locale, listed.next_run.astimezone(zone(s.tz)))
                 if listed.next_run
                 else "–"
             ),

@@ -18,7 +18,8 @@ from bot.models import ApprovalMode, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.store import Store, TurnOutcome
 from bot.tasks.service import TaskService
 from bot.telegram.notifier import Notifier
-from bot.telegram.render import shorten, slugify
+from bot.telegram.render import shorten
+from bot.telegram.slugs import slugify
 from bot.workdirs import WorkdirPolicy
 from executors.sessions import FoundSession, find_session, valid_id
 

@@ -44,14 +44,10 @@ def repository_check(top: Path) -> str | None:
     if check is None:
         return None
     if not isinstance(check, str) or not check.strip():
-        raise UserInputError(
-            "error.detach_toml", path=str(path), reason="check must be a non-empty string"
-        )
+        raise UserInputError("error.detach_toml_check_empty", path=str(path))
     length = len(check.strip().encode("utf-16-le")) // 2  # as Telegram counts a message
     if length > MAX_CHECK_CHARS:
         raise UserInputError(
-            "error.detach_toml",
-            path=str(path),
-            reason=f"check has {length} characters, at most {MAX_CHECK_CHARS}",
+            "error.detach_toml_check_long", path=str(path), length=length, most=MAX_CHECK_CHARS
         )
     return check.strip()

@@ -20,7 +20,7 @@ from bot.money.desk import MoneyDesk
 from bot.store import Store
 from bot.telegram.attachments import place
 from bot.telegram.notifier import Notifier
-from bot.telegram.render import given_slug, slugify
+from bot.telegram.slugs import given_slug, slugify
 from bot.turns.pool import Claimed
 from bot.turns.queue import TurnQueue
 

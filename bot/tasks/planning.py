@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bot.errors import FileRefused, UserInputError, clean
 from bot.git import Worktrees
-from bot.models import ApprovalMode, Engine, NewTask, RepoHead, TaskKind
+from bot.models import ApprovalMode, Engine, NewTask, Phrase, RepoHead, TaskKind
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.settings import Settings
 from bot.store import Store
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 AUTO = "auto"  # ``engine=auto``: the engine and preset the preflight picks (only cheaper)
 
 
-def _sandbox_everywhere(_engine: Engine) -> str | None:
+def _sandbox_everywhere(_engine: Engine) -> Phrase | None:
     return None
 
 
@@ -44,7 +44,7 @@ class TaskDefaults:
     session_mode: ApprovalMode = ApprovalMode.ASK
     detach_mode: ApprovalMode = ApprovalMode.SANDBOX
     worktree: bool = False
-    sandbox_problem: Callable[[Engine], str | None] = _sandbox_everywhere
+    sandbox_problem: Callable[[Engine], Phrase | str | None] = _sandbox_everywhere
     plain_text_tasks: bool = True  # a plain message in a private chat starts a /detach task
     max_attachment_bytes: int = 20 * 1024 * 1024
     attachments_staging: Path = Path("data") / "attachments"  # before a task's directory is known
@@ -54,7 +54,9 @@ class TaskDefaults:
 
     @classmethod
     def of(
-        cls, settings: Settings, sandbox_problem: Callable[[Engine], str | None] | None = None
+        cls,
+        settings: Settings,
+        sandbox_problem: Callable[[Engine], Phrase | str | None] | None = None,
     ) -> TaskDefaults:
         """The defaults these settings give, in the bot and in the shell alike;
         ``sandbox_problem``: what this process knows of its sandbox (None: nothing, the bot
@@ -264,7 +266,8 @@ class TaskPlanner:
         if lineage is not None:
             lineage.mode(ApprovalMode.ASK)  # no sandbox here: asking instead must be allowed
         log.warning("%s: no sandbox here (%s); the task runs in ask mode", engine, problem)
-        return ApprovalMode.ASK, self._texts.get(locale, "task.sandbox_unavailable", reason=problem)
+        reason = plain(self._texts.say(locale, problem))
+        return ApprovalMode.ASK, self._texts.get(locale, "task.sandbox_unavailable", reason=reason)
 
     async def _check(
         self, options: dict[str, str], cwd: Path, locale: str, lineage: Lineage | None = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from bot.models import ApprovalMode, Engine, NewTask, Preset
+from bot.models import ApprovalMode, Engine, NewTask, Phrase, Preset
 from bot.tasks.planning import TaskDefaults
 from bot.turns.queue import TurnQueue
 from executors.registry import may_move
@@ -45,7 +45,7 @@ class TaskRouter:
         and holds its mode at least as strongly as its own engine (``may_move``)."""
         if not may_move(new.approval_mode, new.engine, engine):
             return False
-        sandbox_problem: Callable[[Engine], str | None] = self._defaults.sandbox_problem
+        sandbox_problem: Callable[[Engine], Phrase | str | None] = self._defaults.sandbox_problem
         if new.approval_mode is ApprovalMode.SANDBOX and sandbox_problem(engine) is not None:
             return False
         return not new.subtasks or engine in self._defaults.subtask_engines

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import math
 import re
-import unicodedata
 from datetime import datetime
 
 from chatgpt_md_converter import split_html_for_telegram, telegram_format
@@ -30,22 +29,6 @@ STATUS_ICONS = {
     TaskStatus.ARCHIVED: "🗄",
 }
 WAIT_ICON = "⏸"  # a task that waits on its owner or its engine (bot.models.WaitState)
-_STOPWORDS = {"the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "please", "with"}
-
-
-def slugify(text: str, max_words: int = 3, max_chars: int = 24) -> str:
-    """``Fix the login bug!`` -> ``fix-login-bug``; ``task`` when nothing usable is left."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    words = [w for w in re.findall(r"[a-z0-9]+", ascii_text.lower()) if w not in _STOPWORDS]
-    slug = "-".join(words[:max_words])[:max_chars].strip("-")
-    return slug or "task"
-
-
-def given_slug(text: str) -> str:
-    """A slug someone chose (a task file's ``slug:``) kept as it is when it is one, else made
-    from it like any other."""
-    text = text.strip().lower()
-    return text if re.fullmatch(r"[a-z0-9][a-z0-9-]{0,39}", text) else slugify(text)
 
 
 def duration(seconds: float | None) -> str:

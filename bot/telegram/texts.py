@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import gettext
 import html
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from bot.errors import ConfigError
-from bot.models import TurnError, WaitState
+from bot.models import Phrase, TurnError, WaitState
 from bot.telegram.render import plain
 
 DEFAULT_LOCALE = "en"
@@ -78,16 +79,35 @@ class Texts:
     def plural(self, locale: str, key: str, n: int, **params: Any) -> str:
         """A count in the language's plural form (gettext ``msgid_plural`` ``<key>.plural``):
         "1 step", "2 steps"; "1 шаг", "3 шага", "5 шагов". ``{n}`` is the count."""
+        safe = {
+            k: html.escape(v, quote=False) if isinstance(v, str) else v for k, v in params.items()
+        }
+        return self._plural_template(locale, key, n).format(n=n, **safe)
+
+    def _plural_template(self, locale: str, key: str, n: int) -> str:
         plural_key = f"{key}.plural"
         text = self._gettext(locale, key, plural_key, n)
         if text in (key, plural_key) and locale != DEFAULT_LOCALE:
             text = self._gettext(DEFAULT_LOCALE, key, plural_key, n)
         if text in (key, plural_key):
             raise KeyError(f"no message {key!r}")
-        safe = {
-            k: html.escape(v, quote=False) if isinstance(v, str) else v for k, v in params.items()
-        }
-        return text.format(n=n, **safe)
+        return text
+
+    def say(self, locale: str, words: Phrase | str) -> str:
+        """A phrase in ``locale`` (Telegram HTML); a plain string is said as it is, escaped."""
+        if isinstance(words, str):
+            return html.escape(words, quote=False)
+        params = {k: self._said(locale, v) for k, v in words.params.items()}
+        if words.count is None:
+            return self.raw(locale, words.key, **params)
+        return self._plural_template(locale, words.key, words.count).format(n=words.count, **params)
+
+    def _said(self, locale: str, param: object) -> object:
+        if isinstance(param, Phrase | str):
+            return self.say(locale, param)
+        if isinstance(param, tuple):
+            return ", ".join(str(self._said(locale, p)) for p in param)
+        return param
 
     def error(self, locale: str, error: TurnError | None) -> str:
         """Why a turn did not succeed, in plain text (it goes into other texts as a param)."""
@@ -101,6 +121,13 @@ class Texts:
     def wait(self, locale: str, wait: WaitState) -> str:
         """The one name of what a task waits for, on every surface."""
         return self.get(locale, f"wait.{wait.value}")
+
+    def moment(self, locale: str, at: datetime) -> str:
+        """A moment in its own zone as the language writes it (Babel, CLDR): ``Sun 6 Dec 18:30``,
+        ``вс 6 дек. 18:30``."""
+        from babel.dates import format_datetime  # its locale data: only once a date is shown
+
+        return format_datetime(at, "EEE d MMM HH:mm", locale=locale)
 
     def raw(self, locale: str, key: str, **params: Any) -> str:
         """Like ``get`` for params that are already HTML."""

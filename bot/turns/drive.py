@@ -24,7 +24,7 @@ from bot.events import (
     UsageUpdated,
     WindowReported,
 )
-from bot.models import MessageKind, Task, TaskStatus, Turn, TurnError, TurnSpec
+from bot.models import MessageKind, Phrase, Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.pricing import Meter
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
@@ -200,7 +200,8 @@ class Drive:
                     await events.aclose()
                     return _budget_reached(meter)
         if final is None:  # executors end with TurnFinished or raise
-            raise AgentCrashed("the agent ended without a result", None, "")
+            said = Phrase("agent.no_result", {"engine": task.engine})
+            raise AgentCrashed("the agent ended without a result", None, "", said)
         outcome = outcome_of(final, meter)
         if limit is not None and final.is_error:
             outcome = await self._limited(task, outcome, limit)

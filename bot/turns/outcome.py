@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.events import AgentEvent, TurnFinished
-from bot.models import ApprovalMode, Task, TaskKind, TaskStatus, Turn, TurnError
+from bot.models import ApprovalMode, Phrase, Task, TaskKind, TaskStatus, Turn, TurnError
 from bot.money.pricing import Meter
 from bot.store import TurnOutcome
 
@@ -61,11 +61,13 @@ def failure(task: Task, turn: Turn, exc: Exception) -> TurnOutcome:
     """The outcome of a turn that raised: the agent crashed, is missing, or (the one catch-all
     of the pool: a failing turn never kills it) something unexpected."""
     if isinstance(exc, AgentCrashed):
-        return TurnOutcome(
-            TaskStatus.FAILED,
-            stderr_tail=exc.stderr_tail,
-            error=TurnError("turn_error.agent", {"reason": exc.reason}),
+        said = exc.said
+        error = (
+            TurnError("turn_error.agent", {"reason": exc.reason})
+            if said is None
+            else TurnError(said.key, _stored(said))
         )
+        return TurnOutcome(TaskStatus.FAILED, stderr_tail=exc.stderr_tail, error=error)
     if isinstance(exc, AgentNotInstalled):
         return TurnOutcome(
             TaskStatus.FAILED,
@@ -77,6 +79,11 @@ def failure(task: Task, turn: Turn, exc: Exception) -> TurnOutcome:
     return TurnOutcome(
         TaskStatus.FAILED, error=TurnError("turn_error.internal", {"error": type(exc).__name__})
     )
+
+
+def _stored(said: Phrase) -> dict[str, str | int | float]:
+    """A phrase's params as a stored error keeps them (plain values)."""
+    return {k: v for k, v in said.params.items() if isinstance(v, str | int | float)}
 
 
 def preamble(task: Task) -> str | None:

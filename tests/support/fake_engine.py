@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 
 from bot.events import AgentEvent, ApprovalRequest, SteerTaken
-from bot.models import TurnSpec
+from bot.models import Phrase, TurnSpec
 from bot.ports import NO_STEERING, Approver, SteerInbox
 
 
@@ -50,10 +50,10 @@ class FakeEngine:
         self.decisions: list[bool] = []
         self.steered: list[str] = []  # the words of the steers it took in
 
-    async def probe(self) -> str:
-        return f"{self.engine} {self._version}"
+    async def probe(self) -> Phrase:
+        return Phrase("probe.version", {"engine": self.engine, "version": self._version})
 
-    def sandbox_problem(self) -> str | None:
+    def sandbox_problem(self) -> Phrase | str | None:
         return self._sandbox_problem
 
     async def run(

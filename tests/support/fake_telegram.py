@@ -316,13 +316,15 @@ class FakeTelegram:
         await self._push({"message": message})
         return message
 
-    async def press(self, chat_id: int, message_id: int, data: str, user_id: int) -> str:
+    async def press(
+        self, chat_id: int, message_id: int, data: str, user_id: int, language_code: str = "en"
+    ) -> str:
         query_id = f"cb{next(self._ids)}"
         await self._push(
             {
                 "callback_query": {
                     "id": query_id,
-                    "from": self.user(user_id),
+                    "from": self.user(user_id, language_code),
                     "chat_instance": f"ci{chat_id}",
                     "message": self.find_message(chat_id, message_id),
                     "data": data,
