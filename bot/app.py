@@ -40,15 +40,26 @@ from bot.store import Store
 from bot.store.db import Clock, utcnow
 from bot.tasks.adoption import Adoption
 from bot.tasks.card import TaskCard
+from bot.tasks.chat import ChatSettings
+from bot.tasks.creation import TaskCreator
+from bot.tasks.followup import FollowUps
 from bot.tasks.handover import Handover
+from bot.tasks.lifecycle import TaskLifecycle
+from bot.tasks.lookup import TaskLookup
+from bot.tasks.nextturn import NextTurns
 from bot.tasks.pending import PendingAsks
 from bot.tasks.planning import TaskDefaults, TaskPlanner
-from bot.tasks.service import TaskService
+from bot.tasks.preflighting import PreflightStep
+from bot.tasks.requests import TaskRequests
+from bot.tasks.routing import TaskRouter
 from bot.tasks.steering import SteerDesk
 from bot.tasks.terminal import TerminalDesk
+from bot.tasks.usecases import UseCases
 from bot.tasks.waiting import Waiting
+from bot.tasks.worktree import WorktreeCard
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
+from bot.telegram.held import HeldFiles
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
 from bot.telegram.outbox import Outbox
 from bot.telegram.reach import reach_telegram
@@ -59,7 +70,6 @@ from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
-from bot.worktrees.card import WorktreeCard
 from bot.worktrees.revival import Revival
 from executors import registry
 from executors.process import agent_env
@@ -69,14 +79,14 @@ log = logging.getLogger(__name__)
 BOT_NAME = "bot"  # the bot's runner name on a shared database (workers name themselves)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class App:
     settings: Settings
     store: Store
     bot: Bot
     dispatcher: Dispatcher
     pool: JobPool
-    service: TaskService
+    uses: UseCases
     intake: Intake
     outbox: Outbox
     schedules: ScheduleDesk
@@ -107,27 +117,133 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
     )
 
 
-def make_service(
+def make_use_cases(
     core: Core, settings: Settings, environ: Mapping[str, str] | None = None
-) -> TaskService:
+) -> UseCases:
+    """The use cases every door calls, each given its own collaborators: the parts listed."""
     planner = make_planner(core, settings)
-    return TaskService(
-        store=core.store,
-        pool=core.pool,
+    defaults, engines = planner.defaults, planner.engines
+    store, notifier, texts, money = core.store, core.notifier, core.texts, core.money
+    lookup = TaskLookup(store, texts)  # somebody else's task is reported as missing
+    turns = NextTurns(store, notifier, core.queue.kick, defaults.timezone)
+    creator = TaskCreator(
+        store=store,
         queue=core.queue,
-        notifier=core.notifier,
-        texts=core.texts,
-        planner=planner,
-        takeover=core.shared.takeover if core.shared else None,
-        preflight=make_preflight(core, settings, planner.engines, environ),
-        steering=SteerDesk(
-            core.store,
-            core.runner.steering,
-            core.notifier,
-            default=settings.reply_default,
-            choice_s=settings.reply_choice_s,
-            local=core.pool.local,
+        notifier=notifier,
+        money=money,
+        worktrees=core.worktrees,
+        engines=engines,
+    )
+    gate = make_preflight(core, settings, engines, environ)
+    step = (
+        PreflightStep(
+            gate,
+            router=TaskRouter(core.queue, defaults),
+            start=creator.start,
+            plan=planner.plan,
+            lookup=lookup,
+            money=money,
+            engines=engines,
+            store=store,
+            kept=defaults.attachments_staging.parent / "preflight",  # held tasks' files
+        )
+        if gate is not None
+        else None
+    )
+    steering = SteerDesk(
+        store,
+        core.runner.steering,
+        notifier,
+        default=settings.reply_default,
+        choice_s=settings.reply_choice_s,
+        local=core.pool.local,
+    )
+    follow_ups = FollowUps(
+        store=store,
+        turns=turns,
+        notifier=notifier,
+        money=money,
+        validate=planner.validate_prompt,
+        steering=steering,
+        running=core.pool.is_running,
+        reopen=core.worktrees.reopen,
+    )
+    chat = ChatSettings(
+        store=store,
+        policies=notifier.policies,
+        queue=core.queue,
+        workdirs=core.workdirs,
+        current_dir=planner.current_dir,
+        engines=engines,
+        timezone=defaults.timezone,
+    )
+    return UseCases(
+        create=TaskRequests(
+            planner=planner, creator=creator, lookup=lookup, step=step, store=store
         ),
+        follow_up=follow_ups,
+        lookup=lookup,
+        lifecycle=TaskLifecycle(
+            lookup=lookup,
+            turns=turns,
+            money=money,
+            store=store,
+            pool=core.pool,
+            notifier=notifier,
+            texts=texts,
+            takeover=core.shared.takeover if core.shared else None,
+        ),
+        card=TaskCard(
+            lookup=lookup,
+            turns=turns,
+            money=money,
+            worktrees=core.worktrees,
+            store=store,
+            notifier=notifier,
+            texts=texts,
+        ),
+        worktree_card=WorktreeCard(
+            lookup=lookup,
+            worktrees=core.worktrees,
+            notifier=notifier,
+            texts=texts,
+            redact=store.redact,
+        ),
+        handover=Handover(
+            lookup=lookup,
+            chat=chat,
+            money=money,
+            engines=engines,
+            store=store,
+            queue=core.queue,
+            notifier=notifier,
+            texts=texts,
+            git=core.worktrees.guard,
+        ),
+        terminal=TerminalDesk(
+            lookup=lookup,
+            turns=turns,
+            chat=chat,
+            follow_ups=follow_ups,
+            store=store,
+            notifier=notifier,
+            texts=texts,
+            worktrees=Revival(core.worktrees, notifier, texts),
+        ),
+        adoption=Adoption(
+            workdirs=core.workdirs,
+            engines=engines,
+            session_mode=defaults.session_mode,
+            store=store,
+            notifier=notifier,
+            environ=os.environ if environ is None else environ,
+            owners=settings.owners,
+        ),
+        chat=chat,
+        money_desk=money,
+        held_files=HeldFiles(defaults.attachments_staging.parent / "held"),
+        preflight=step,
+        steering=steering,
     )
 
 
@@ -178,7 +294,7 @@ def make_preflight(
     )
 
 
-def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDrafts:
+def make_voice(core: Core, settings: Settings, uses: UseCases) -> VoiceDrafts:
     """Voice notes' drafts: a transcription server (DETACH_STT_BASE_URL), else the offline
     recognizer when installed (nothing of it is loaded before the first note)."""
     recognizer = make_recognizer(
@@ -192,10 +308,10 @@ def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDra
         store=core.store,
         outbox=core.outbox,
         texts=core.texts,
-        tasks=service,
+        tasks=uses,
         recognizer=recognizer,
         max_s=settings.stt_max_s,
-        max_bytes=service.max_attachment_bytes,
+        max_bytes=uses.create.max_attachment_bytes,
     )
 
 
@@ -256,20 +372,20 @@ async def build(
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
-        service = make_service(core, settings, environ)
-        stack.push_async_callback(service.aclose)  # routed turns' grace timers, before the store
-        if service.steering is not None:  # its follow-ups' timers end before the store
-            stack.push_async_callback(service.steering.aclose)
-        if service.preflight is not None:  # held tasks whose question waited too long
-            background(stack, service.preflight.desk.run_forever, "preflight")
+        uses = make_use_cases(core, settings, environ)
+        stack.push_async_callback(uses.create.aclose)  # routed turns' timers, before the store
+        if uses.steering is not None:  # its follow-ups' timers end before the store
+            stack.push_async_callback(uses.steering.aclose)
+        if uses.preflight is not None:  # held tasks whose question waited too long
+            background(stack, uses.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
-        schedules = ScheduleDesk(store, timer, service, outbox, texts, settings.timezone, clock)
+        schedules = ScheduleDesk(store, timer, uses.create, outbox, texts, settings.timezone, clock)
         answers = ApprovalAnswers(
             store, core.desk, notifier, texts, core.shared.takeover if core.shared else None
         )
         inbox = Inbox(
             settings.data_dir / "inbox",
-            service,
+            uses.create,
             store,
             outbox,
             texts,
@@ -283,23 +399,20 @@ async def build(
             settings.intake_interval_s,
             inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
-            steers=service.steering.carry_asked if service.steering is not None else None,
+            steers=uses.steering.carry_asked if uses.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
-        retention = Retention(store, settings.retention_days, service.held)
+        retention = Retention(store, settings.retention_days, uses.held_files)
         background(stack, retention.run_forever, "retention")
         dispatcher = build_dispatcher(
             Services(
-                tasks=service,
-                card=TaskCard(service, store, notifier, texts),
-                worktree_card=WorktreeCard(service, core.worktrees, notifier, texts, store.redact),
-                handover=Handover(service, store, core.queue, notifier, core.worktrees.guard),
+                uses=uses,
                 answers=answers,
                 pending=PendingAsks(
                     store,
                     texts,
                     answers,
-                    service.preflight.desk if service.preflight is not None else None,
+                    uses.preflight.desk if uses.preflight is not None else None,
                 ),
                 access=AccessPolicy(settings.allowed_users, store, texts),
                 texts=texts,
@@ -307,21 +420,7 @@ async def build(
                 schedules=schedules,
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
-                voice=make_voice(core, settings, service),
-                terminal=TerminalDesk(
-                    service,
-                    store,
-                    notifier,
-                    texts,
-                    worktrees=Revival(core.worktrees, notifier, texts),
-                ),
-                adoption=Adoption(
-                    service,
-                    store,
-                    notifier,
-                    os.environ if environ is None else environ,
-                    settings.owners,
-                ),
+                voice=make_voice(core, settings, uses),
                 waiting=Waiting(store, texts, settings.timezone),
             ),
             engines=registry.names(),
@@ -335,8 +434,7 @@ async def build(
             store=store,
             texts=texts,
             worktrees=core.worktrees,
-            notifier=notifier,
-            service=service,
+            uses=uses,
             answers=answers,
         )
         dispatcher["board"] = board  # /board makes its sign-in links
@@ -346,17 +444,17 @@ async def build(
                 core.notifier.open_board_at(board.url)
         await stack.enter_async_context(timer.serve(schedules.on_fire))
         app = App(
-            settings,
-            store,
-            bot,
-            dispatcher,
-            core.pool,
-            service,
-            intake,
-            outbox,
-            schedules,
-            core,
-            polling,
+            settings=settings,
+            store=store,
+            bot=bot,
+            dispatcher=dispatcher,
+            pool=core.pool,
+            uses=uses,
+            intake=intake,
+            outbox=outbox,
+            schedules=schedules,
+            core=core,
+            polling=polling,
         )
         if settle:
             await app.settle()
@@ -389,8 +487,8 @@ async def _say_missing_engine(app: App) -> None:
     """The default engine is not usable here, or finds no login: each allowed user hears it
     at start, not only the log (what to do, and /status)."""
     engine = app.settings.base_engine
-    texts = app.service.texts
-    if engine not in app.service.available_engines:
+    texts = app.core.texts
+    if engine not in app.uses.create.engines:
         variable = f"DETACH_{engine.upper()}_BIN"
         text = texts.get(DEFAULT_LOCALE, "setup.engine_missing", engine=engine, variable=variable)
     elif any(line.startswith(f"{engine} ") and LOGIN_MISSING in line for line in app.status):

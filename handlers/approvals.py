@@ -9,8 +9,8 @@ from aiogram.types import CallbackQuery, Message
 from bot.approvals.answers import ApprovalAnswers
 from bot.approvals.stalls import StallAction, StallChoice
 from bot.approvals.view import APPROVAL_CHOICES, ApprovalAction, GrantAction, QuestionAction
+from bot.tasks.lifecycle import TaskLifecycle
 from bot.tasks.pending import PendingAsks
-from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, Keyboard
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
@@ -61,7 +61,7 @@ async def on_stall_pressed(
     query: CallbackQuery,
     callback_data: StallAction,
     answers: ApprovalAnswers,
-    tasks: TaskService,
+    lifecycle: TaskLifecycle,
     user_id: int,
     reply: Reply,
 ) -> None:
@@ -69,7 +69,9 @@ async def on_stall_pressed(
     if callback_data.choice is StallChoice.WAIT:
         await query.answer(reply.text(await answers.keep_waiting(user_id, callback_data.turn_id)))
         return
-    task = await tasks.cancel(user_id, await answers.stalled_task(user_id, callback_data.turn_id))
+    task = await lifecycle.cancel(
+        user_id, await answers.stalled_task(user_id, callback_data.turn_id)
+    )
     await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
 
 

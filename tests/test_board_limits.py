@@ -142,10 +142,9 @@ async def board_beside(app: App, limits: Limits) -> AsyncIterator[Board]:
     board = make_board(
         app.settings,
         store=app.store,
-        texts=app.service.texts,
+        texts=app.core.texts,
         worktrees=app.core.worktrees,
-        notifier=app.core.notifier,
-        service=app.service,
+        uses=app.uses,
         answers=app.dispatcher["answers"],
         limits=limits,
     )

@@ -291,9 +291,7 @@ async def test_a_hold_made_before_the_upgrade_starts_from_its_command_as_typed(t
                     text="max_usd=2 MARK-OLD tidy the logs", with_options=True,
                     decision="refuse", reason="old",
                 )  # fmt: skip
-                assert (
-                    await app.service.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
-                )
+                assert await app.uses.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
                 await fake.wait_text(OWNER, "done as typed", timeout_s=20)
                 task = await app.store.tasks.get(1)
                 assert (task.max_usd, task.title) == (2.0, "MARK-OLD tidy the logs")

@@ -13,8 +13,7 @@ if TYPE_CHECKING:
     from bot.git import Worktrees
     from bot.settings import Settings
     from bot.store import Store
-    from bot.tasks.service import TaskService
-    from bot.telegram.notifier import Notifier
+    from bot.tasks.usecases import UseCases
     from bot.telegram.texts import Texts
 
 
@@ -24,8 +23,7 @@ def make_board(
     store: Store,
     texts: Texts,
     worktrees: Worktrees,
-    notifier: Notifier,
-    service: TaskService,
+    uses: UseCases,
     answers: ApprovalAnswers,
     limits: Limits | None = None,
 ) -> Board | None:
@@ -37,19 +35,11 @@ def make_board(
     from bot.board.auth import BoardAuth
     from bot.board.server import Board
     from bot.board.views import BoardData
-    from bot.worktrees.card import WorktreeCard
 
-    card = WorktreeCard(service, worktrees, notifier, texts, store.redact)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
-        data=BoardData(
-            store, texts, worktrees, service.preflight.desk if service.preflight else None
-        ),
-        actions=BoardActions(
-            answers=answers,
-            tasks=service,
-            worktree_card=card,
-        ),
+        data=BoardData(store, texts, worktrees, uses.preflight.desk if uses.preflight else None),
+        actions=BoardActions(answers=answers, uses=uses),
         host=settings.board_host,
         port=settings.board_port,
         public_url=settings.public_url,

@@ -20,7 +20,7 @@ from bot.store import Store, TaskFileRow
 from bot.store.preflights import PreflightHold
 from bot.tasks.export import export
 from bot.tasks.lineage import Lineage
-from bot.tasks.service import TaskService
+from bot.tasks.requests import TaskRequests
 from bot.tasks.taskfile import TaskFile, TaskFileError, parse, write_atomic
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
@@ -35,7 +35,7 @@ class Inbox:
     def __init__(
         self,
         directory: Path,
-        service: TaskService,
+        service: TaskRequests,
         store: Store,
         outbox: Outbox,
         texts: Texts,
@@ -114,7 +114,7 @@ class Inbox:
             else self._texts.get(locale, "inbox.origin", name=name)
         )
         file = TaskFileRow(0, name, tf.goal, tf.constraints)  # its task's id once it starts
-        started = await self._service.start_walk_away(replace(new, origin=origin), options, file)
+        started = await self._service.walk_away(replace(new, origin=origin), options, file)
         if isinstance(started, PreflightHold):
             return started
         log.info("inbox file %s became task %s", name, started.id)

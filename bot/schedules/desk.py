@@ -21,7 +21,7 @@ from bot.store.db import utcnow
 from bot.store.preflights import PreflightHold
 from bot.store.schedules import ACTIVE, DELETED, PAUSED
 from bot.tasks.options import split_options
-from bot.tasks.service import TaskService
+from bot.tasks.requests import TaskRequests
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
@@ -46,7 +46,7 @@ class ScheduleDesk:
         self,
         store: Store,
         timer: ScheduleTimer,
-        service: TaskService,
+        service: TaskRequests,
         outbox: Outbox,
         texts: Texts,
         default_tz: str = DEFAULT_TZ,
@@ -168,7 +168,7 @@ class ScheduleDesk:
                 schedule.locale,
                 "every" if schedule.cron else "at",
             )
-            started = await self._service.start_walk_away(
+            started = await self._service.walk_away(
                 replace(
                     new,
                     origin=self._texts.get(

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from bot.errors import TaskStateError
 from bot.fleet.takeover import Takeover
-from bot.models import Task, TaskStatus
+from bot.models import MessageKind, Task, TaskStatus
+from bot.money.desk import MoneyDesk
 from bot.store import Store
+from bot.tasks.lookup import TaskLookup, parse_task_id
+from bot.tasks.nextturn import NextTurns
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 from bot.turns.pool import JobPool
-
-if TYPE_CHECKING:
-    from bot.tasks.service import TaskService
 
 log = logging.getLogger(__name__)
 ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
@@ -25,15 +24,20 @@ ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a pace
 class TaskLifecycle:
     def __init__(
         self,
-        tasks: TaskService,
         *,
+        lookup: TaskLookup,
+        turns: NextTurns,
+        money: MoneyDesk,
         store: Store,
         pool: JobPool,
         notifier: Notifier,
         texts: Texts,
         takeover: Takeover | None,
     ) -> None:
-        self._tasks = tasks
+        """``takeover``: on a shared database, cancels at once a task whose runner is gone."""
+        self._lookup = lookup
+        self._turns = turns
+        self._money = money
         self._store = store
         self._pool = pool
         self._notifier = notifier
@@ -44,11 +48,11 @@ class TaskLifecycle:
         """Drop the task's queued turns and stop its running one. ``reply_to``: the ``/cancel``
         message, answered in the task's chat with one message that ends true: "cancelling…"
         while the turn stops, which its card then replaces, or "cancelled" at once."""
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         async with self._store.atomic():  # the turn's card, which takes the reply over, waits
             dropped = await self._store.tasks.cancel_queued(task.id)
             stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
-            now = await self._tasks.get_own(user_id, task.id)
+            now = await self._lookup.get_own(user_id, task.id)
             stopping = stopping and now.status is TaskStatus.RUNNING  # else it had ended
             if not stopping and not dropped:
                 raise TaskStateError(
@@ -74,31 +78,28 @@ class TaskLifecycle:
             TaskStatus.CANCELLED,
             only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
         )
-        now = await self._tasks.get_own(user_id, task.id)
+        now = await self._lookup.get_own(user_id, task.id)
         await self._notifier.ack_status(now)
         await self._notifier.buttons_follow(now)
         if reply_to is not None:
             await self._notifier.cancelled_queued(now, dropped, reply_to)
 
     async def archive(
-        self,
-        user_id: int,
-        ref: str,
-        one: int | None,
-        announce: Callable[[int], Awaitable[object]] | None = None,
+        self, user_id: int, ref: str, announce: Callable[[int], Awaitable[object]] | None = None
     ) -> int:
-        """Archive the idle task ``one``, or (None) all finished ones in one statement, in one
-        transaction with all that tells of it: ``announce(count)`` first (the answer the owner
-        waits for goes out before the cards' edits), then the tasks' topics closed and the
-        cards of the newest ``ARCHIVE_FOLLOW_MAX`` updated in one batch (older cards' buttons
-        answer that the task is archived). ``ref``: what the owner typed, for the audit."""
+        """Archive the idle task ``ref`` (``12``, ``#12``), or ``all`` finished ones in one
+        statement, in one transaction with all that tells of it: ``announce(count)`` first (the
+        answer the owner waits for goes out before the cards' edits), then the tasks' topics
+        closed and the cards of the newest ``ARCHIVE_FOLLOW_MAX`` updated in one batch (older
+        cards' buttons answer that the task is archived)."""
+        one = None if ref == "all" else parse_task_id(ref, "archive")
         async with self._store.atomic():
             if one is None:
                 archived = await self._store.tasks.archive_finished(user_id)
             else:
-                task = await self._tasks.get_idle(user_id, one)
+                task = await self._lookup.get_idle(user_id, one)
                 await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-                archived = [await self._tasks.get_own(user_id, task.id)]
+                archived = [await self._lookup.get_own(user_id, task.id)]
             if announce is not None:
                 await announce(len(archived))
             await self._notifier.archived(archived, ARCHIVE_FOLLOW_MAX)
@@ -107,10 +108,10 @@ class TaskLifecycle:
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
         task = await self._interrupted(user_id, task_id)
-        await self._tasks.money.check_daily_cap(user_id)
+        await self._money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
         preamble = self._texts.get(task.locale, "task.interrupted_preamble")
-        await self._tasks.queue_turn(
+        await self._turns.queue(
             task,
             user_id,
             f"{preamble}\n\n{last.prompt if last else ''}",
@@ -127,14 +128,15 @@ class TaskLifecycle:
             task.id, TaskStatus.FAILED, only_from=[TaskStatus.INTERRUPTED]
         )
         await self._store.audit.record("marked_failed", user_id, task.id)
-        await self._tasks.say(task, "task.marked_failed")
-        now = await self._tasks.get_own(user_id, task.id)
+        line = self._texts.get(task.locale, "task.marked_failed", label=task.label)
+        await self._notifier.send(task, line, kind=MessageKind.STATUS)
+        now = await self._lookup.get_own(user_id, task.id)
         await self._notifier.ack_status(now)
         await self._notifier.buttons_follow(now)
         return task
 
     async def _interrupted(self, user_id: int, task_id: int) -> Task:
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         if task.status is not TaskStatus.INTERRUPTED:
             raise TaskStateError(
                 "error.not_interrupted",
