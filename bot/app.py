@@ -359,14 +359,21 @@ async def build(
     async with contextlib.AsyncExitStack() as stack:
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
-        core = await build_core(settings, stack, settings.role, BOT_NAME, environ, executors)
+        core = await build_core(
+            settings,
+            stack,
+            role=settings.role,
+            name=BOT_NAME,
+            environ=environ,
+            given_executors=executors,
+        )
         store, texts, outbox, notifier = core.store, core.texts, core.outbox, core.notifier
         delivery = Delivery(
-            store,
-            outbox,
-            bot,
-            settings.outbox_chat_interval_s,
-            settings.outbox_group_interval_s,
+            store=store,
+            outbox=outbox,
+            bot=bot,
+            chat_interval_s=settings.outbox_chat_interval_s,
+            group_interval_s=settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
             topics=Topics(store, bot, texts, settings.topics),
         )
@@ -379,30 +386,38 @@ async def build(
         if uses.preflight is not None:  # held tasks whose question waited too long
             background(stack, uses.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
-        schedules = ScheduleDesk(store, timer, uses.create, outbox, texts, settings.timezone, clock)
+        schedules = ScheduleDesk(
+            store=store,
+            timer=timer,
+            service=uses.create,
+            outbox=outbox,
+            texts=texts,
+            default_tz=settings.timezone,
+            clock=clock,
+        )
         answers = ApprovalAnswers(
             store, core.desk, notifier, texts, core.shared.takeover if core.shared else None
         )
         inbox = Inbox(
-            settings.data_dir / "inbox",
-            uses.create,
-            store,
-            outbox,
-            texts,
-            settings.allowed_users,
-            settings.max_subtasks,
+            directory=settings.data_dir / "inbox",
+            service=uses.create,
+            store=store,
+            outbox=outbox,
+            texts=texts,
+            allowed_users=settings.allowed_users,
+            max_subtasks=settings.max_subtasks,
         )
         intake = Intake(
-            store,
-            core.queue,
-            notifier,
-            settings.intake_interval_s,
-            inbox,
+            store=store,
+            queue=core.queue,
+            notifier=notifier,
+            interval_s=settings.intake_interval_s,
+            inbox=inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
             steers=uses.steering.carry_asked if uses.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
-        retention = Retention(store, settings.retention_days, uses.held_files)
+        retention = Retention(store, settings.retention_days, held=uses.held_files)
         background(stack, retention.run_forever, "retention")
         dispatcher = build_dispatcher(
             Services(

@@ -34,6 +34,7 @@ MAX_FILE_BYTES = 256 * 1024
 class Inbox:
     def __init__(
         self,
+        *,
         directory: Path,
         service: TaskRequests,
         store: Store,

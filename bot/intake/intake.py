@@ -28,6 +28,7 @@ class Intake:
 
     def __init__(
         self,
+        *,
         store: Store,
         queue: TurnQueue,
         notifier: Notifier,

@@ -44,6 +44,7 @@ class Retention:
         self,
         store: Store,
         days: float,
+        *,
         held: HeldFiles | None = None,
         clock: Clock = utcnow,
         batch: int = BATCH,

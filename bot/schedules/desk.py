@@ -44,6 +44,7 @@ class Listed:
 class ScheduleDesk:
     def __init__(
         self,
+        *,
         store: Store,
         timer: ScheduleTimer,
         service: TaskRequests,
