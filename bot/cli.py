@@ -237,14 +237,28 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     """`detach mcp`: the MCP server, on this machine's settings and the bot's database."""
-    from bot.mcp.command import money_of, plan, serve
+    from bot.mcp.command import plan, serve
+    from bot.money.desk import MoneyDesk
+    from bot.money.presets import PresetCatalog
+    from bot.tasks.clients import ClientTasks
+    from executors import registry
 
     settings = shell_settings()
     place, endpoint = plan(settings, args.http)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
 
     async def work(store: Store) -> None:
-        await serve(store, place, endpoint, args.parent, money_of(settings, store))
+        # the daily cap a follow-up keeps, as the bot counts it
+        money = MoneyDesk(store, catalog, settings.daily_cap_usd, settings.task_cap_usd)
+        tasks = ClientTasks(
+            store,
+            owner=place.owner,
+            money=money,
+            limits=(settings.max_subtasks, settings.max_prompt_chars),
+            timezone=settings.timezone,
+        )
+        await serve(tasks, place, endpoint, args.parent)
 
     return asyncio.run(with_store(settings, work, create=False))
 
