@@ -421,3 +421,25 @@ def test_the_keyword_check_catches_a_crowded_constructor_and_call():
     )
     assert len(crowded_constructors(crowded, "x")) == len(crowded_calls(crowded, "x")) == 1
     assert crowded_constructors(roomy, "x") == crowded_calls(roomy, "x") == []
+
+
+# The doors translate and render; what they read and write goes through a use case
+# (``bot.tasks``), never the store. (The board's pages, the intake, schedules and voice drafts
+# are listed as they move.)
+STORELESS_DOORS = ("handlers", "bot/shell.py", "bot/cli.py", "bot/mcp", "bot/board/actions.py")
+
+
+def door_modules() -> list[Path]:
+    found: list[Path] = []
+    for door in STORELESS_DOORS:
+        path = ROOT / door
+        found += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return found
+
+
+@pytest.mark.parametrize("path", door_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_door_imports_use_cases_never_the_store(path):
+    stored = [
+        e for e in project_imports(path) if e[1] == "bot.store" or e[1].startswith("bot.store.")
+    ]
+    assert stored == []
