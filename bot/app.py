@@ -44,6 +44,7 @@ from bot.tasks.chat import ChatSettings
 from bot.tasks.creation import TaskCreator
 from bot.tasks.followup import FollowUps
 from bot.tasks.handover import Handover
+from bot.tasks.heldanswer import HeldAnswers
 from bot.tasks.lifecycle import TaskLifecycle
 from bot.tasks.lookup import TaskLookup
 from bot.tasks.nextturn import NextTurns
@@ -177,10 +178,10 @@ def make_use_cases(
         engines=engines,
         timezone=defaults.timezone,
     )
+    create = TaskRequests(planner=planner, creator=creator, lookup=lookup, step=step, store=store)
+    held_files = HeldFiles(defaults.attachments_staging.parent / "held")
     return UseCases(
-        create=TaskRequests(
-            planner=planner, creator=creator, lookup=lookup, step=step, store=store
-        ),
+        create=create,
         follow_up=follow_ups,
         lookup=lookup,
         lifecycle=TaskLifecycle(
@@ -241,7 +242,10 @@ def make_use_cases(
         ),
         chat=chat,
         money_desk=money,
-        held_files=HeldFiles(defaults.attachments_staging.parent / "held"),
+        held_files=held_files,
+        held_answers=HeldAnswers(
+            held_files=held_files, create=create, follow_up=follow_ups, lookup=lookup
+        ),
         preflight=step,
         steering=steering,
     )

@@ -9,16 +9,11 @@ from pathlib import Path
 from aiogram import Router
 from aiogram.types import CallbackQuery, Message
 
-from bot.models import Task, TaskKind
-from bot.tasks.followup import FollowUp
-from bot.tasks.requests import ChatRequest
-from bot.tasks.usecases import UseCases
+from bot.tasks.heldanswer import HeldAnswers
 from bot.telegram.held import Held, HeldAction, HeldFiles, question_key, shown_names
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from handlers.taps import Tapped
-
-PLAIN = ""  # the command of a plain message (all of it is the goal)
 
 router = Router(name="held")
 
@@ -48,55 +43,27 @@ async def start_held(
     file_message_id: int,
     words: str,
     more: list[Path],
-    uses: UseCases,
+    held_answers: HeldAnswers,
     reply: Reply,
 ) -> None:
-    """The reply to a question (or to the file's own message): the held files (and any the
-    reply carries) start the task with the reply's words, as any chat task does (its preflight
-    may hold it); the question is edited to say which task took them, or that it is held."""
+    """The reply to a question (or to the file's own message) answers the held files
+    (``HeldAnswers``); the question is edited to say which task took them, or that it is held."""
     chat_id, user_id = message.chat.id, message.from_user.id if message.from_user else 0
-    held = await uses.held_files.take(chat_id, file_message_id, user_id)
-    if held is None:
+    done = await held_answers.start(
+        user_id, chat_id, file_message_id, words, message.message_id, more
+    )
+    if done is None:
         await reply("attachment.gone")
         return
-    files = held.files + more
-    task: Task | None
-    if held.task_id:
-        asked = FollowUp(
-            user_id=user_id,
-            task_id=held.task_id,
-            prompt=words,
-            reply_to=message.message_id,
-            attachments=files,
-        )
-        await uses.follow_up.follow_up(asked)
-        task = await uses.lookup.get_own(user_id, held.task_id)
-    else:
-        command = held.command or "detach"
-        task = await uses.create.from_chat(
-            ChatRequest(
-                user_id,
-                chat_id,
-                TaskKind.DETACH if command == "detach" else TaskKind.SESSION,
-                f"{held.text} {words}".strip(),
-                held.locale,
-                command,
-                engine=None if command == "detach" else command,
-                reply_to=message.message_id,
-                with_options=held.command != PLAIN,
-                attachments=files,
-            )
-        )
-    uses.held_files.forget(chat_id, file_message_id)
-    more.clear()
-    if held.question_row is not None:
-        names = shown_names(files)
+    more.clear()  # moved with the held ones: nothing left for the staging clean-up
+    if done.held.question_row is not None:
+        names = shown_names(done.files)
         text = (
-            reply.text("attachment.started", names=names, label=task.label)
-            if task is not None
+            reply.text("attachment.started", names=names, label=done.task.label)
+            if done.task is not None
             else reply.text("attachment.held", names=names)
         )
-        await reply.outbox.edit(chat_id, None, text, row_id=held.question_row)
+        await reply.outbox.edit(chat_id, None, text, row_id=done.held.question_row)
 
 
 async def held_for(message: Message, keep: HeldFiles, user_id: int) -> int | None:

@@ -9,12 +9,13 @@ from aiogram.types import Message
 
 from bot.models import Task, TaskKind
 from bot.tasks.followup import FollowUp
+from bot.tasks.heldanswer import PLAIN
 from bot.tasks.requests import ChatRequest
 from bot.tasks.usecases import UseCases
 from bot.telegram.attachments import staged
 from bot.telegram.held import Held
 from bot.telegram.reply import Reply
-from handlers.held import PLAIN, held_back, held_for, start_held
+from handlers.held import held_back, held_for, start_held
 
 LINK_WAIT_S = 3.0  # a reply to the bot's message that is not linked yet waits this long
 
@@ -56,7 +57,7 @@ async def on_reply(
     asked_about = await held_for(message, uses.held_files, user_id) if text.strip() else None
     if asked_about is not None:
         async with staged(message, uses.create) as files:
-            await start_held(message, asked_about, text, files, uses, reply)
+            await start_held(message, asked_about, text, files, uses.held_answers, reply)
         return
     step = uses.preflight
     if own and step and await step.answered(user_id, message.chat.id, replied.message_id, text):

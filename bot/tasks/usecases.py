@@ -13,6 +13,7 @@ from bot.tasks.card import TaskCard
 from bot.tasks.chat import ChatSettings
 from bot.tasks.followup import FollowUps
 from bot.tasks.handover import Handover
+from bot.tasks.heldanswer import HeldAnswers
 from bot.tasks.lifecycle import TaskLifecycle
 from bot.tasks.lookup import TaskLookup
 from bot.tasks.preflighting import PreflightStep
@@ -37,5 +38,6 @@ class UseCases:
     chat: ChatSettings  # /cd, /notify, /tz, the engines' limits
     money_desk: MoneyDesk  # /model, /spend
     held_files: HeldFiles  # a file sent without words, held for them
+    held_answers: HeldAnswers  # the words that start (or continue) a task with them
     preflight: PreflightStep | None  # held tasks' answers (None: no preflight model here)
     steering: SteerDesk | None  # Steer now / Queue (None: follow-ups only queue)
