@@ -1,4 +1,5 @@
-"""The composition root: every object is built here from Settings, and owned by one exit stack."""
+"""The composition root: every object is built here from Settings (the use cases by
+``bot.assembly``), and owned by one exit stack."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import signal
 import time
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from aiogram import Bot, Dispatcher
@@ -19,6 +19,7 @@ from aiogram.client.telegram import TelegramAPIServer
 
 from bot import config, lazy_types
 from bot.approvals.answers import ApprovalAnswers
+from bot.assembly import make_use_cases
 from bot.board import make_board
 from bot.core import Core, background, build_core, start_core
 from bot.errors import ConfigError
@@ -26,41 +27,17 @@ from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake
 from bot.intake.retention import Retention
-from bot.models import ProcessRole
 from bot.ports import LOGIN_MISSING, Executor
-from bot.preflight.call import ClaudePreflight
-from bot.preflight.check import Asker, Preflight
-from bot.preflight.desk import PreflightDesk
-from bot.preflight.gate import PreflightGate, preflight_preset
-from bot.preflight.local_call import LocalPreflight
 from bot.schedules.desk import ScheduleDesk
 from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
-from bot.tasks.adoption import Adoption
-from bot.tasks.card import TaskCard
-from bot.tasks.chat import ChatSettings
-from bot.tasks.creation import TaskCreator
-from bot.tasks.followup import FollowUps
-from bot.tasks.handover import Handover
-from bot.tasks.heldanswer import HeldAnswers
-from bot.tasks.lifecycle import TaskLifecycle
-from bot.tasks.lookup import TaskLookup
-from bot.tasks.nextturn import NextTurns
 from bot.tasks.pending import PendingAsks
-from bot.tasks.planning import TaskDefaults, TaskPlanner
-from bot.tasks.preflighting import PreflightStep
-from bot.tasks.requests import TaskRequests
-from bot.tasks.routing import TaskRouter
-from bot.tasks.steering import SteerDesk
-from bot.tasks.terminal import TerminalDesk
 from bot.tasks.usecases import UseCases
 from bot.tasks.waiting import Waiting
-from bot.tasks.worktree import WorktreeCard
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
-from bot.telegram.held import HeldFiles
 from bot.telegram.journal import JournaledDispatcher, after_first_poll
 from bot.telegram.outbox import Outbox
 from bot.telegram.reach import reach_telegram
@@ -71,9 +48,7 @@ from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
-from bot.worktrees.revival import Revival
 from executors import registry
-from executors.process import agent_env
 from handlers import Services, build_dispatcher, release_routers
 
 log = logging.getLogger(__name__)
@@ -118,186 +93,6 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
     )
 
 
-def make_use_cases(
-    core: Core, settings: Settings, environ: Mapping[str, str] | None = None
-) -> UseCases:
-    """The use cases every door calls, each given its own collaborators: the parts listed."""
-    planner = make_planner(core, settings)
-    defaults, engines = planner.defaults, planner.engines
-    store, notifier, texts, money = core.store, core.notifier, core.texts, core.money
-    lookup = TaskLookup(store, texts)  # somebody else's task is reported as missing
-    turns = NextTurns(store, notifier, core.queue.kick, defaults.timezone)
-    creator = TaskCreator(
-        store=store,
-        queue=core.queue,
-        notifier=notifier,
-        money=money,
-        worktrees=core.worktrees,
-        engines=engines,
-    )
-    gate = make_preflight(core, settings, engines, environ)
-    step = (
-        PreflightStep(
-            gate,
-            router=TaskRouter(core.queue, defaults),
-            start=creator.start,
-            plan=planner.plan,
-            lookup=lookup,
-            money=money,
-            engines=engines,
-            store=store,
-            kept=defaults.attachments_staging.parent / "preflight",  # held tasks' files
-        )
-        if gate is not None
-        else None
-    )
-    steering = SteerDesk(
-        store,
-        core.runner.steering,
-        notifier,
-        default=settings.reply_default,
-        choice_s=settings.reply_choice_s,
-        local=core.pool.local,
-    )
-    follow_ups = FollowUps(
-        store=store,
-        turns=turns,
-        notifier=notifier,
-        money=money,
-        validate=planner.validate_prompt,
-        steering=steering,
-        running=core.pool.is_running,
-        reopen=core.worktrees.reopen,
-    )
-    chat = ChatSettings(
-        store=store,
-        policies=notifier.policies,
-        queue=core.queue,
-        workdirs=core.workdirs,
-        current_dir=planner.current_dir,
-        engines=engines,
-        timezone=defaults.timezone,
-    )
-    create = TaskRequests(planner=planner, creator=creator, lookup=lookup, step=step, store=store)
-    held_files = HeldFiles(defaults.attachments_staging.parent / "held")
-    return UseCases(
-        create=create,
-        follow_up=follow_ups,
-        lookup=lookup,
-        lifecycle=TaskLifecycle(
-            lookup=lookup,
-            turns=turns,
-            money=money,
-            store=store,
-            pool=core.pool,
-            notifier=notifier,
-            texts=texts,
-            takeover=core.shared.takeover if core.shared else None,
-        ),
-        card=TaskCard(
-            lookup=lookup,
-            turns=turns,
-            money=money,
-            worktrees=core.worktrees,
-            store=store,
-            notifier=notifier,
-            texts=texts,
-        ),
-        worktree_card=WorktreeCard(
-            lookup=lookup,
-            worktrees=core.worktrees,
-            notifier=notifier,
-            texts=texts,
-            redact=store.redact,
-        ),
-        handover=Handover(
-            lookup=lookup,
-            chat=chat,
-            money=money,
-            engines=engines,
-            store=store,
-            queue=core.queue,
-            notifier=notifier,
-            texts=texts,
-            git=core.worktrees.guard,
-        ),
-        terminal=TerminalDesk(
-            lookup=lookup,
-            turns=turns,
-            chat=chat,
-            follow_ups=follow_ups,
-            store=store,
-            notifier=notifier,
-            texts=texts,
-            worktrees=Revival(core.worktrees, notifier, texts),
-        ),
-        adoption=Adoption(
-            workdirs=core.workdirs,
-            engines=engines,
-            session_mode=defaults.session_mode,
-            store=store,
-            notifier=notifier,
-            environ=os.environ if environ is None else environ,
-            owners=settings.owners,
-        ),
-        chat=chat,
-        money_desk=money,
-        held_files=held_files,
-        held_answers=HeldAnswers(
-            held_files=held_files, create=create, follow_up=follow_ups, lookup=lookup
-        ),
-        preflight=step,
-        steering=steering,
-    )
-
-
-def make_preflight(
-    core: Core,
-    settings: Settings,
-    engines: Collection[str],
-    environ: Mapping[str, str] | None,
-) -> PreflightGate | None:
-    """The preflight of walk-away tasks: its model (DETACH_PREFLIGHT_MODEL, a Claude preset
-    through the claude CLI, or a /local preset through its endpoint); None when no Claude
-    preset is known here and nothing asks for a preflight."""
-    preset = preflight_preset(core.money.catalog.all(), settings.preflight_model)
-    wanted = settings.preflight or settings.preflight_model or settings.default_engine == "auto"
-    if preset is None or preset.engine not in ("claude", "local"):
-        if wanted:
-            raise ConfigError(
-                f"DETACH_PREFLIGHT_MODEL {settings.preflight_model!r}: "
-                "not a Claude or /local preset"
-            )
-        return None
-    env = agent_env(os.environ if environ is None else environ, settings.secret_values())
-    asker: Asker
-    if preset.engine == "local":
-        asker = LocalPreflight(
-            os.environ if environ is None else environ,
-            settings.local_base_url,
-            settings.local_api_key_env,
-            lambda p: p if p.priced else core.money.counted_as(p.engine),
-        )
-    else:
-        asker = ClaudePreflight(settings.claude_bin, env)
-    return PreflightGate(
-        Preflight(asker, preset),
-        enabled=settings.preflight,
-        money=core.money,
-        store=core.store,
-        texts=core.texts,
-        engines=engines,
-        desk=PreflightDesk(
-            core.store,
-            core.outbox,
-            core.texts,
-            settings.preflight_wait_s,
-            core.notifier.policies,
-        ),
-        route_grace_s=settings.preflight_route_grace_s,
-    )
-
-
 def make_voice(core: Core, settings: Settings, uses: UseCases) -> VoiceDrafts:
     """Voice notes' drafts: a transcription server (DETACH_STT_BASE_URL), else the offline
     recognizer when installed (nothing of it is loaded before the first note)."""
@@ -317,33 +112,6 @@ def make_voice(core: Core, settings: Settings, uses: UseCases) -> VoiceDrafts:
         max_s=settings.stt_max_s,
         max_bytes=uses.create.max_attachment_bytes,
     )
-
-
-def make_planner(core: Core, settings: Settings) -> TaskPlanner:
-    # a front bot accepts every engine (its workers have the CLIs)
-    engines = (
-        set(registry.names())
-        if settings.role is ProcessRole.FRONT
-        else core.engines.available.keys()
-    )
-    return TaskPlanner(
-        store=core.store,
-        texts=core.texts,
-        money=core.money,
-        workdirs=core.workdirs,
-        worktrees=core.worktrees,
-        engines=engines,
-        defaults=TaskDefaults.of(
-            settings, functools.partial(sandbox_problem, core.engines.available)
-        ),
-    )
-
-
-def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> str | None:
-    """Why ``engine`` cannot run sandboxed here; None where it can, or where it runs elsewhere
-    (a front bot: its workers' CLIs refuse a sandbox they do not have)."""
-    executor = executors.get(engine)
-    return executor.sandbox_problem() if executor is not None else None
 
 
 @contextlib.asynccontextmanager
