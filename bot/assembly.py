@@ -18,6 +18,7 @@ from bot.preflight.gate import PreflightGate, preflight_preset
 from bot.preflight.local_call import LocalPreflight
 from bot.settings import Settings
 from bot.tasks.adoption import Adoption
+from bot.tasks.cancel import Cancellation
 from bot.tasks.card import TaskCard
 from bot.tasks.chat import ChatSettings
 from bot.tasks.creation import TaskCreator
@@ -111,11 +112,17 @@ def make_use_cases(
             lookup=lookup,
             turns=turns,
             money=money,
+            cancellation=Cancellation(
+                lookup=lookup,
+                store=store,
+                notifier=notifier,
+                texts=texts,
+                stop_here=core.pool.cancel,
+                takeover=core.shared.takeover if core.shared else None,
+            ),
             store=store,
-            pool=core.pool,
             notifier=notifier,
             texts=texts,
-            takeover=core.shared.takeover if core.shared else None,
         ),
         card=TaskCard(
             lookup=lookup,

@@ -225,8 +225,11 @@ class McpDesk:
 
     async def cancel(self, task_id: int, client: str) -> dict[str, Any]:
         """Cancel the task's queued turns and stop its running one (the bot stops it)."""
-        task, stopping, dropped = await self._tasks.cancel(task_id, client)
-        return {**_brief(task), "stopping": stopping, "dropped_turns": dropped}
+        try:
+            done = await self._tasks.cancel(task_id, client)
+        except UserInputError as exc:  # neither running nor queued
+            raise ToolRefused(self._said(exc)) from None
+        return {**_brief(done.now), "stopping": done.stopping, "dropped_turns": done.dropped}
 
     async def list(self, active_only: bool = False, limit: int = 20) -> dict[str, Any]:
         if not 1 <= limit <= 100:

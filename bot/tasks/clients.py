@@ -15,6 +15,7 @@ from bot.store import Store, TranscriptLine
 
 if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not at start
     from bot.money.desk import MoneyDesk
+    from bot.tasks.cancel import Cancellation, Cancelled
     from bot.tasks.followup import FollowedUp, FollowUp, FollowUps
     from bot.telegram.notifier import Notifier
 
@@ -104,28 +105,11 @@ class ClientTasks:
         assert done is not None  # it answers no message: never a repeat
         return done
 
-    async def cancel(self, task_id: int, client: str) -> tuple[Task, bool, int]:
-        """Drop the task's queued turns and ask its runner to stop the running one: the task,
-        whether it is stopping, and how many turns were dropped. One that had not started is
-        cancelled at once."""
+    async def cancel(self, task_id: int, client: str) -> Cancelled:
+        """The task cancelled as from the chat (``Cancellation``), the client in its audit
+        line; raises ``UserInputError`` as the chat's /cancel does (not running or queued)."""
         task = await self.own(task_id)
-        notifier = self.notifier()
-        async with self._store.atomic():
-            dropped = await self._store.tasks.cancel_queued(task.id)
-            stopping = await self._store.claims.request_stop(task.id)
-            if not dropped and not stopping:
-                raise ToolRefused(f"{task.label} is not running or queued ({task.status.value})")
-            if not stopping:
-                await self._store.tasks.set_status(
-                    task.id,
-                    TaskStatus.CANCELLED,
-                    only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
-                )
-                task = await self.own(task_id)
-                await notifier.ack_status(task)
-                await notifier.buttons_follow(task)
-            await self._store.audit.record("task_cancelled", task.owner_id, task.id, client)
-        return task, stopping, dropped
+        return await self._cancellation().cancel(task.owner_id, task.id, detail=client)
 
     async def subtask_budget(self) -> str | None:
         """A new sub-task's budget: what is left of the parent's (its own spend and its other
@@ -156,6 +140,18 @@ class ClientTasks:
 
             self._notifier = Notifier(self._store, Texts(), Outbox(self._store))
         return self._notifier
+
+    def _cancellation(self) -> Cancellation:
+        from bot.tasks.cancel import Cancellation
+        from bot.tasks.lookup import TaskLookup
+
+        notifier = self.notifier()
+        return Cancellation(
+            lookup=TaskLookup(self._store, notifier.texts),
+            store=self._store,
+            notifier=notifier,
+            texts=notifier.texts,
+        )
 
     def _follow_ups(self) -> FollowUps:
         from bot.tasks.followup import FollowUps

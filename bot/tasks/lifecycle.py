@@ -7,15 +7,14 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bot.errors import TaskStateError
-from bot.fleet.takeover import Takeover
 from bot.models import MessageKind, Task, TaskStatus
 from bot.money.desk import MoneyDesk
 from bot.store import Store
+from bot.tasks.cancel import Cancellation
 from bot.tasks.lookup import TaskLookup, parse_task_id
 from bot.tasks.nextturn import NextTurns
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
-from bot.turns.pool import JobPool
 
 log = logging.getLogger(__name__)
 ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
@@ -28,61 +27,22 @@ class TaskLifecycle:
         lookup: TaskLookup,
         turns: NextTurns,
         money: MoneyDesk,
+        cancellation: Cancellation,
         store: Store,
-        pool: JobPool,
         notifier: Notifier,
         texts: Texts,
-        takeover: Takeover | None,
     ) -> None:
-        """``takeover``: on a shared database, cancels at once a task whose runner is gone."""
         self._lookup = lookup
         self._turns = turns
         self._money = money
+        self._cancellation = cancellation
         self._store = store
-        self._pool = pool
         self._notifier = notifier
         self._texts = texts
-        self._takeover = takeover
 
     async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
-        """Drop the task's queued turns and stop its running one. ``reply_to``: the ``/cancel``
-        message, answered in the task's chat with one message that ends true: "cancelling…"
-        while the turn stops, which its card then replaces, or "cancelled" at once."""
-        task = await self._lookup.get_own(user_id, task_id)
-        async with self._store.atomic():  # the turn's card, which takes the reply over, waits
-            dropped = await self._store.tasks.cancel_queued(task.id)
-            stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
-            now = await self._lookup.get_own(user_id, task.id)
-            stopping = stopping and now.status is TaskStatus.RUNNING  # else it had ended
-            if not stopping and not dropped:
-                raise TaskStateError(
-                    "error.not_active",
-                    label=task.label,
-                    status=self._texts.status(task.locale, now.status),
-                )
-            if stopping and reply_to is not None:
-                await self._notifier.cancelling(task, reply_to)
-            if stopping and self._takeover is not None:
-                await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
-            if not stopping:
-                await self._cancelled(user_id, now, dropped, reply_to)
-            await self._store.audit.record("task_cancelled", user_id, task.id)
-        return task
-
-    async def _cancelled(
-        self, user_id: int, task: Task, dropped: int, reply_to: int | None
-    ) -> None:
-        """A task that had not started (or waited for a limit) is cancelled now."""
-        await self._store.tasks.set_status(
-            task.id,
-            TaskStatus.CANCELLED,
-            only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
-        )
-        now = await self._lookup.get_own(user_id, task.id)
-        await self._notifier.ack_status(now)
-        await self._notifier.buttons_follow(now)
-        if reply_to is not None:
-            await self._notifier.cancelled_queued(now, dropped, reply_to)
+        """``Cancellation.cancel``: the task as it was asked."""
+        return (await self._cancellation.cancel(user_id, task_id, reply_to)).task
 
     async def archive(
         self, user_id: int, ref: str, announce: Callable[[int], Awaitable[object]] | None = None
