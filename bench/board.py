@@ -63,7 +63,7 @@ async def turns(app, workdir: Path) -> list[float]:  # type: ignore[no-untyped-d
     took = []
     for n in range(TURNS):
         began = time.perf_counter()
-        task = await app.service.start(
+        task = await app.uses.create.start(
             NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, f"turn {n}", workdir)
         )
         while (await app.store.tasks.get(task.id)).status is not TaskStatus.DONE:
@@ -132,7 +132,7 @@ async def main() -> None:
             settings, session=RecordingSession(), executors={"claude": engine}
         ) as app:
             board = app.dispatcher["board"]
-            seeded = await app.service.start(
+            seeded = await app.uses.create.start(
                 NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "a long one", workdir)
             )
             while (await app.store.tasks.get(seeded.id)).status is not TaskStatus.DONE:

@@ -91,11 +91,13 @@ async def shared(url: str, pool_class: Any) -> tuple[float, int]:
         _, turn = await store.tasks.create(task, f"t{n}")
         await store.claims.mark_submitted(turn.id)
     counter = Counter()
-    lease = Lease(store, "bench", "host", "worker", 30, lambda: ["claude"])
+    lease = Lease(
+        store, name="bench", host="host", role="worker", lease_s=30, engines=lambda: ["claude"]
+    )
     await lease.open()
     dsn = url.replace("postgresql+asyncpg://", "postgresql://")
     async with pool_class("bench", CAP, 60, store.claims.announce).serve(counter) as pool:
-        dispatcher = Dispatcher(store, pool, lease, lambda: ["claude"], dsn)
+        dispatcher = Dispatcher(store, pool, lease, engines=lambda: ["claude"], listen_dsn=dsn)
         began = time.perf_counter()
         claiming = asyncio.create_task(dispatcher.run_forever())
         await store.claims.announce()

@@ -1,4 +1,5 @@
-"""The composition root: every object is built here from Settings, and owned by one exit stack."""
+"""The composition root: every object is built here from Settings (the use cases by
+``bot.assembly``), and owned by one exit stack."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from aiogram import Bot, Dispatcher
@@ -19,19 +20,15 @@ from aiogram.client.telegram import TelegramAPIServer
 
 from bot import config, lazy_types
 from bot.approvals.answers import ApprovalAnswers
+from bot.assembly import make_use_cases
 from bot.board import make_board
 from bot.core import Core, background, build_core, start_core
 from bot.errors import ConfigError
 from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
 from bot.intake.intake import Intake
-from bot.models import Phrase, ProcessRole
+from bot.models import Phrase
 from bot.ports import NO_LOGIN, Executor
-from bot.preflight.call import ClaudePreflight
-from bot.preflight.check import Asker, Preflight
-from bot.preflight.desk import PreflightDesk
-from bot.preflight.gate import PreflightGate, preflight_preset
-from bot.preflight.local_call import LocalPreflight
 from bot.prs.build import make_prs
 from bot.prs.follow import PrFollower
 from bot.schedules.desk import ScheduleDesk
@@ -39,20 +36,14 @@ from bot.schedules.timer import ScheduleTimer
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.db import Clock, utcnow
-from bot.tasks.adoption import Adoption
 from bot.tasks.arrivals import Arrivals
 from bot.tasks.audit import AuditLog
-from bot.tasks.card import TaskCard
 from bot.tasks.drafting import DraftBook
 from bot.tasks.filing import TaskFiling
-from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
-from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.reads import TaskReads
 from bot.tasks.scheduling import ScheduleBook
-from bot.tasks.service import TaskService
-from bot.tasks.steering import SteerDesk
-from bot.tasks.terminal import TerminalDesk
+from bot.tasks.usecases import UseCases
 from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.delivery import Delivery
@@ -67,24 +58,21 @@ from bot.turns.pool import JobPool
 from bot.upkeep.retention import Retention
 from bot.voice.drafts import VoiceDrafts
 from bot.voice.speech import make_recognizer
-from bot.worktrees.card import WorktreeCard
-from bot.worktrees.revival import Revival
 from executors import registry
-from executors.process import agent_env
 from handlers import Services, build_dispatcher, release_routers
 
 log = logging.getLogger(__name__)
 BOT_NAME = "bot"  # the bot's runner name on a shared database (workers name themselves)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class App:
     settings: Settings
     store: Store
     bot: Bot
     dispatcher: Dispatcher
     pool: JobPool
-    service: TaskService
+    uses: UseCases
     intake: Intake
     outbox: Outbox
     schedules: ScheduleDesk
@@ -115,78 +103,7 @@ def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
     )
 
 
-def make_service(
-    core: Core, settings: Settings, environ: Mapping[str, str] | None = None
-) -> TaskService:
-    planner = make_planner(core, settings)
-    return TaskService(
-        store=core.store,
-        pool=core.pool,
-        queue=core.queue,
-        notifier=core.notifier,
-        texts=core.texts,
-        planner=planner,
-        takeover=core.shared.takeover if core.shared else None,
-        preflight=make_preflight(core, settings, planner.engines, environ),
-        steering=SteerDesk(
-            core.store,
-            core.runner.steering,
-            core.notifier,
-            default=settings.reply_default,
-            choice_s=settings.reply_choice_s,
-            local=core.pool.local,
-        ),
-    )
-
-
-def make_preflight(
-    core: Core,
-    settings: Settings,
-    engines: Collection[str],
-    environ: Mapping[str, str] | None,
-) -> PreflightGate | None:
-    """The preflight of walk-away tasks: its model (DETACH_PREFLIGHT_MODEL, a Claude preset
-    through the claude CLI, or a /local preset through its endpoint); None when no Claude
-    preset is known here and nothing asks for a preflight."""
-    preset = preflight_preset(core.money.catalog.all(), settings.preflight_model)
-    wanted = settings.preflight or settings.preflight_model or settings.default_engine == "auto"
-    if preset is None or preset.engine not in ("claude", "local"):
-        if wanted:
-            raise ConfigError(
-                f"DETACH_PREFLIGHT_MODEL {settings.preflight_model!r}: "
-                "not a Claude or /local preset"
-            )
-        return None
-    env = agent_env(os.environ if environ is None else environ, settings.secret_values())
-    asker: Asker
-    if preset.engine == "local":
-        asker = LocalPreflight(
-            os.environ if environ is None else environ,
-            settings.local_base_url,
-            settings.local_api_key_env,
-            lambda p: p if p.priced else core.money.counted_as(p.engine),
-        )
-    else:
-        asker = ClaudePreflight(settings.claude_bin, env)
-    return PreflightGate(
-        Preflight(asker, preset),
-        enabled=settings.preflight,
-        money=core.money,
-        store=core.store,
-        texts=core.texts,
-        engines=engines,
-        desk=PreflightDesk(
-            core.store,
-            core.outbox,
-            core.texts,
-            settings.preflight_wait_s,
-            core.notifier.policies,
-        ),
-        route_grace_s=settings.preflight_route_grace_s,
-    )
-
-
-def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDrafts:
+def make_voice(core: Core, settings: Settings, uses: UseCases) -> VoiceDrafts:
     """Voice notes' drafts: a transcription server (DETACH_STT_BASE_URL), else the offline
     recognizer when installed (nothing of it is loaded before the first note)."""
     recognizer = make_recognizer(
@@ -201,38 +118,11 @@ def make_voice(core: Core, settings: Settings, service: TaskService) -> VoiceDra
         book=DraftBook(core.store),
         outbox=core.outbox,
         texts=core.texts,
-        tasks=service,
+        tasks=uses,
         recognizer=recognizer,
         max_s=settings.stt_max_s,
-        max_bytes=service.max_attachment_bytes,
+        max_bytes=uses.create.max_attachment_bytes,
     )
-
-
-def make_planner(core: Core, settings: Settings) -> TaskPlanner:
-    # a front bot accepts every engine (its workers have the CLIs)
-    engines = (
-        set(registry.names())
-        if settings.role is ProcessRole.FRONT
-        else core.engines.available.keys()
-    )
-    return TaskPlanner(
-        store=core.store,
-        texts=core.texts,
-        money=core.money,
-        workdirs=core.workdirs,
-        worktrees=core.worktrees,
-        engines=engines,
-        defaults=TaskDefaults.of(
-            settings, functools.partial(sandbox_problem, core.engines.available)
-        ),
-    )
-
-
-def sandbox_problem(executors: Mapping[str, Executor], engine: str) -> Phrase | None:
-    """Why ``engine`` cannot run sandboxed here; None where it can, or where it runs elsewhere
-    (a front bot: its workers' CLIs refuse a sandbox they do not have)."""
-    executor = executors.get(engine)
-    return executor.sandbox_problem() if executor is not None else None
 
 
 @contextlib.asynccontextmanager
@@ -252,31 +142,37 @@ async def build(
     async with contextlib.AsyncExitStack() as stack:
         bot = make_bot(settings, session)
         stack.push_async_callback(bot.session.close)
-        core = await build_core(settings, stack, settings.role, BOT_NAME, environ, executors)
+        core = await build_core(
+            settings,
+            stack,
+            role=settings.role,
+            name=BOT_NAME,
+            environ=environ,
+            given_executors=executors,
+        )
         store, texts, outbox, notifier = core.store, core.texts, core.outbox, core.notifier
         delivery = Delivery(
-            store,
-            outbox,
-            bot,
-            settings.outbox_chat_interval_s,
-            settings.outbox_group_interval_s,
+            store=store,
+            outbox=outbox,
+            bot=bot,
+            chat_interval_s=settings.outbox_chat_interval_s,
+            group_interval_s=settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
             topics=Topics(store, bot, texts, settings.topics),
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
-        service = make_service(core, settings, environ)
-        stack.push_async_callback(service.aclose)  # routed turns' grace timers, before the store
-        if service.steering is not None:  # its follow-ups' timers end before the store
-            stack.push_async_callback(service.steering.aclose)
-        if service.preflight is not None:  # held tasks whose question waited too long
-            background(stack, service.preflight.desk.run_forever, "preflight")
+        uses = make_use_cases(core, settings, environ)
+        stack.push_async_callback(uses.create.aclose)  # routed turns' timers, before the store
+        if uses.steering is not None:  # its follow-ups' timers end before the store
+            stack.push_async_callback(uses.steering.aclose)
+        if uses.preflight is not None:  # held tasks whose question waited too long
+            background(stack, uses.preflight.desk.run_forever, "preflight")
         timer = ScheduleTimer(core.scheduler)
-        book = ScheduleBook(store, clock)
         schedules = ScheduleDesk(
-            book=book,
+            book=ScheduleBook(store, clock),
             timer=timer,
-            service=service,
+            service=uses.create,
             outbox=outbox,
             texts=texts,
             default_tz=settings.timezone,
@@ -287,7 +183,7 @@ async def build(
         )
         inbox = Inbox(
             directory=settings.data_dir / "inbox",
-            service=service,
+            service=uses.create,
             filing=TaskFiling(store, texts, settings.max_subtasks),
             outbox=outbox,
             texts=texts,
@@ -299,10 +195,10 @@ async def build(
             interval_s=settings.intake_interval_s,
             inbox=inbox,
             alive=settings.data_dir / config.ALIVE_FILE,
-            steers=service.steering.carry_asked if service.steering is not None else None,
+            steers=uses.steering.carry_asked if uses.steering is not None else None,
         )
         # the database does not grow without bound: delivered rows, old transcripts
-        retention = Retention(store, settings.retention_days, held=service.held)
+        retention = Retention(store, settings.retention_days, held=uses.held_files)
         background(stack, retention.run_forever, "retention")
         agent_environ = os.environ if environ is None else environ
         prs = make_prs(
@@ -315,16 +211,13 @@ async def build(
         )
         dispatcher = build_dispatcher(
             Services(
-                tasks=service,
-                card=TaskCard(service, store, notifier, texts),
-                worktree_card=WorktreeCard(service, core.worktrees, notifier, texts, store.redact),
-                handover=Handover(service, store, core.queue, notifier, core.worktrees.guard),
+                uses=uses,
                 answers=answers,
                 pending=PendingAsks(
                     store,
                     texts,
                     answers,
-                    service.preflight.desk if service.preflight is not None else None,
+                    uses.preflight.desk if uses.preflight is not None else None,
                 ),
                 access=AccessPolicy(settings.allowed_users, store, texts),
                 texts=texts,
@@ -332,21 +225,7 @@ async def build(
                 schedules=schedules,
                 engine_status=core.engines.status,
                 fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
-                voice=make_voice(core, settings, service),
-                terminal=TerminalDesk(
-                    service,
-                    store,
-                    notifier,
-                    texts,
-                    worktrees=Revival(core.worktrees, notifier, texts),
-                ),
-                adoption=Adoption(
-                    service,
-                    store,
-                    notifier,
-                    os.environ if environ is None else environ,
-                    settings.owners,
-                ),
+                voice=make_voice(core, settings, uses),
                 waiting=Waiting(store, texts, settings.timezone),
                 audit=AuditLog(store, texts),
                 prs=prs,
@@ -364,8 +243,7 @@ async def build(
             audit=AuditLog(store, texts),
             texts=texts,
             worktrees=core.worktrees,
-            notifier=notifier,
-            service=service,
+            uses=uses,
             answers=answers,
             prs=prs,
         )
@@ -376,17 +254,17 @@ async def build(
                 core.notifier.open_board_at(board.url)
         await stack.enter_async_context(timer.serve(schedules.on_fire))
         app = App(
-            settings,
-            store,
-            bot,
-            dispatcher,
-            core.pool,
-            service,
-            intake,
-            outbox,
-            schedules,
-            core,
-            polling,
+            settings=settings,
+            store=store,
+            bot=bot,
+            dispatcher=dispatcher,
+            pool=core.pool,
+            uses=uses,
+            intake=intake,
+            outbox=outbox,
+            schedules=schedules,
+            core=core,
+            polling=polling,
         )
         if settle:
             await app.settle()
@@ -419,8 +297,8 @@ async def _say_missing_engine(app: App) -> None:
     """The default engine is not usable here, or finds no login: each allowed user hears it
     at start, not only the log (what to do, and /status)."""
     engine = app.settings.base_engine
-    texts = app.service.texts
-    if engine not in app.service.available_engines:
+    texts = app.core.texts
+    if engine not in app.uses.create.engines:
         key, params = "setup.engine_missing", {"variable": f"DETACH_{engine.upper()}_BIN"}
     elif any(line.key == NO_LOGIN and line.params.get("engine") == engine for line in app.status):
         key, params = "setup.no_login", {}

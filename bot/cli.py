@@ -11,14 +11,17 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot import config, shell
 from bot.errors import ConfigError, DetachError, UserInputError
 from bot.models import ApprovalMode
-from bot.shell import shell_settings, with_store
-from bot.store import Store
+from bot.shell import shell_settings, with_console
 from bot.telegram.render import plain
 from executors import registry
+
+if TYPE_CHECKING:
+    from bot.tasks.console import ConsoleTasks
 
 NO_TOKEN = """Detach needs a Telegram bot token.
 
@@ -237,16 +240,20 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     """`detach mcp`: the MCP server, on this machine's settings and the bot's database."""
-    from bot.mcp.command import money_of, plan, serve
+    from bot.mcp.command import plan, serve
+    from bot.money.presets import PresetCatalog
 
     settings = shell_settings()
     place, endpoint = plan(settings, args.http)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
 
-    async def work(store: Store) -> None:
-        await serve(store, place, endpoint, args.parent, money_of(settings, store))
+    async def work(console: ConsoleTasks) -> None:
+        # the daily cap a follow-up keeps, as the bot counts it
+        money = console.money(settings, catalog)
+        await serve(console.clients(place.owner, money, settings), place, endpoint, args.parent)
 
-    return asyncio.run(with_store(settings, work, create=False))
+    return asyncio.run(with_console(settings, work, create=False))
 
 
 def _board(args: argparse.Namespace) -> int:

@@ -72,7 +72,7 @@ class Shared:
     dispatcher: Dispatcher | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Core:
     store: Store
     texts: Texts
@@ -94,6 +94,7 @@ class Core:
 async def build_core(
     settings: Settings,
     stack: contextlib.AsyncExitStack,
+    *,
     role: ProcessRole,
     name: str,
     environ: Mapping[str, str] | None = None,
@@ -130,8 +131,8 @@ async def build_core(
         agent_environ,
         given_executors,
         store.engine_sessions,
-        presets.all(),
-        lambda line: plain(texts.say(DEFAULT_LOCALE, line)),
+        presets=presets.all(),
+        logged=lambda line: plain(texts.say(DEFAULT_LOCALE, line)),
     )
     background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
     executors = engines.available
@@ -152,7 +153,14 @@ async def build_core(
     workdirs = WorkdirPolicy(
         settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
     )
-    lease = Lease(store, name, host, role.value, settings.worker_lease_s, executors.keys)
+    lease = Lease(
+        store,
+        name=name,
+        host=host,
+        role=role.value,
+        lease_s=settings.worker_lease_s,
+        engines=executors.keys,
+    )
     tag = process_tag(settings, identity)
     runner = TurnRunner(
         store=store,
@@ -182,25 +190,27 @@ async def build_core(
         dispatcher = (
             None
             if role is ProcessRole.FRONT
-            else Dispatcher(store, pool, lease, executors.keys, listen_dsn(settings))
+            else Dispatcher(
+                store, pool, lease, engines=executors.keys, listen_dsn=listen_dsn(settings)
+            )
         )
         shared = Shared(lease, Fleet(store, lease, takeover, pool), takeover, dispatcher)
     return Core(
-        store,
-        texts,
-        outbox,
-        notifier,
-        engines,
-        scheduler,
-        pool,
-        queue,
-        desk,
-        money,
-        workdirs,
-        worktrees,
-        runner,
-        tag,
-        shared,
+        store=store,
+        texts=texts,
+        outbox=outbox,
+        notifier=notifier,
+        engines=engines,
+        scheduler=scheduler,
+        pool=pool,
+        queue=queue,
+        desk=desk,
+        money=money,
+        workdirs=workdirs,
+        worktrees=worktrees,
+        runner=runner,
+        tag=tag,
+        shared=shared,
     )
 
 

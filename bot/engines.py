@@ -97,6 +97,7 @@ def make_engines(
     environ: Mapping[str, str],
     given: Mapping[str, Executor] | None = None,
     sessions: SessionStore | None = None,
+    *,
     presets: Iterable[Preset] = (),
     logged: Callable[[Phrase], str] = repr,
 ) -> Engines:

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot import config
-from bot.errors import ConfigError
-from bot.models import ApprovalMode, OutboxOp, TaskKind, TaskStatus
+from bot.errors import ConfigError, TaskNotFound
+from bot.models import ApprovalMode, TaskKind
 from bot.money.presets import PresetCatalog
 from bot.redaction import Redactor
 from bot.settings import Settings, key_variables, known_secrets
-from bot.store import Store
 from bot.telegram.render import usd
 from bot.telegram.slugs import slugify
 from bot.turns.transcript import human_line
@@ -28,6 +27,7 @@ from bot.workdirs import WorkdirPolicy
 from executors import registry
 
 if TYPE_CHECKING:
+    from bot.tasks.console import ConsoleTasks
     from bot.tasks.planning import Planned, TaskPlanner
 
 
@@ -40,8 +40,8 @@ def shell_settings() -> Settings:
     return settings
 
 
-async def with_store(
-    settings: Settings, work: Callable[[Store], Awaitable[int | None]], create: bool = True
+async def with_console(
+    settings: Settings, work: Callable[[ConsoleTasks], Awaitable[int | None]], create: bool = True
 ) -> int:
     """Run ``work`` on the bot's database; a command that only reads (``create=False``) does
     not create one where there is none, and says where it looked."""
@@ -53,11 +53,10 @@ async def with_store(
         )
     presets = PresetCatalog.load(settings.config, registry.builtin_presets())
     secrets = known_secrets(settings, os.environ, key_variables(settings, presets.all()))
-    store = await Store.open(url, redact=Redactor.of(secrets))
-    try:
-        return int(await work(store) or 0)
-    finally:
-        await store.close()
+    from bot.tasks.console import ConsoleTasks  # the bot's imports, once a command runs
+
+    async with ConsoleTasks.opened(url, Redactor.of(secrets)) as console:
+        return int(await work(console) or 0)
 
 
 def add(args: argparse.Namespace) -> int:
@@ -70,54 +69,38 @@ def add(args: argparse.Namespace) -> int:
     owner = args.chat if args.chat in settings.allowed_users else min(settings.allowed_users)
     text = " ".join(typed_options([*flag_options(args), *args.goal]))
 
-    async def work(store: Store) -> None:
-        planned = await plan_add(settings, store, owner, args.chat or owner, text, Path.cwd())
+    async def work(console: ConsoleTasks) -> None:
+        planned = await plan_add(settings, console, owner, args.chat or owner, text, Path.cwd())
         if planned.new.note:
             print(f"detach: note: {planned.new.note}", file=sys.stderr)
-        await hand_off(settings, store, planned)
+        await hand_off(settings, console, planned)
 
-    return asyncio.run(with_store(settings, work))
+    return asyncio.run(with_console(settings, work))
 
 
 async def plan_add(
-    settings: Settings, store: Store, owner: int, chat_id: int, text: str, here: Path
+    settings: Settings, console: ConsoleTasks, owner: int, chat_id: int, text: str, here: Path
 ) -> Planned:
     """What ``detach add`` asks for, planned by the chat's own road
     (``TaskPlanner.plan_text``): a NewTask, or the ``UserInputError`` the chat would answer.
     ``here``: the directory where ``text`` names none (the shell's)."""
-    planner = shell_planner(settings, store)
-    locale = (await store.users.locales()).get(owner, "en")
+    planner = shell_planner(settings, console)
+    locale = await console.locale_of(owner)
     planned = await planner.plan_text(
         owner, chat_id, TaskKind.DETACH, text, locale, "detach", defaults={"cwd": str(here)}
     )
     return dataclasses.replace(planned, new=dataclasses.replace(planned.new, announced=False))
 
 
-def shell_planner(settings: Settings, store: Store) -> TaskPlanner:
-    """The bot's planner as the shell has it: the same defaults, caps, directories and
-    presets; every engine the bot knows (whether it is installed is the bot's to say) and no
-    sandbox probe (the bot decides when it takes the task)."""
+def shell_planner(settings: Settings, console: ConsoleTasks) -> TaskPlanner:
+    """The bot's planner as the shell has it (``ConsoleTasks.planner``), its git guarded as
+    the bot's is."""
     from bot.core import read_denial
-    from bot.git import Worktrees
-    from bot.money.desk import MoneyDesk
-    from bot.tasks.planning import TaskDefaults, TaskPlanner
-    from bot.telegram.texts import Texts
     from executors.gitguard import GitGuard
 
     guard = GitGuard(read_denial(settings, os.environ).paths)
-    worktrees = Worktrees(store, settings.data_dir / "worktrees", guard)
     catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
-    return TaskPlanner(
-        store=store,
-        texts=Texts(),
-        money=MoneyDesk(store, catalog, settings.daily_cap_usd, settings.task_cap_usd),
-        workdirs=WorkdirPolicy(
-            settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
-        ),
-        worktrees=worktrees,
-        engines=registry.names(),
-        defaults=TaskDefaults.of(settings),
-    )
+    return console.planner(settings, guard, catalog)
 
 
 def flag_options(args: argparse.Namespace) -> list[str]:
@@ -148,7 +131,7 @@ def typed_options(words: list[str]) -> list[str]:
     return out
 
 
-async def hand_off(settings: Settings, store: Store, planned: Planned) -> None:
+async def hand_off(settings: Settings, console: ConsoleTasks, planned: Planned) -> None:
     """The planned task to the bot: a worktree or sandboxed one, or any when the bot's preflight
     is on (it may hold the task), as a task file (the bot cuts the worktree and knows its
     sandbox; it plans the file by the same road), which a running bot takes at once; any other
@@ -156,11 +139,9 @@ async def hand_off(settings: Settings, store: Store, planned: Planned) -> None:
     new = planned.new
     preflighted = settings.preflight or settings.default_engine == "auto"  # the bot may hold it
     if new.worktree or new.approval_mode is ApprovalMode.SANDBOX or preflighted:
-        await _through_inbox(settings, store, planned)
+        await _through_inbox(settings, console, planned)
         return
-    until = (await store.limits.active()).get(new.engine)
-    task, _ = await store.tasks.create(new, slugify(new.prompt), waits=until is not None)
-    await store.audit.record("task_created", new.owner_id, task.id, "shell")
+    task, until = await console.queue(new)
     if until is not None:
         print(
             f"{task.label} waits for {new.engine}'s usage limit (until {until:%Y-%m-%d %H:%M} UTC)"
@@ -168,7 +149,7 @@ async def hand_off(settings: Settings, store: Store, planned: Planned) -> None:
     print(f"{task.label} queued; {_who_reports(settings, task.chat_id)}")
 
 
-async def _through_inbox(settings: Settings, store: Store, planned: Planned) -> None:
+async def _through_inbox(settings: Settings, console: ConsoleTasks, planned: Planned) -> None:
     """A task file with the options as typed (the directory resolved); a running bot takes
     it within seconds (its number is printed, or its reason for refusing it)."""
     from datetime import UTC, datetime
@@ -199,7 +180,7 @@ async def _through_inbox(settings: Settings, store: Store, planned: Planned) -> 
             f"numbers it, starts it in {where} and reports in chat {new.chat_id}"
         )
         return
-    task = await store.tasks.get(await taken(target, START_WAIT_S))
+    task = await console.get(await taken(target, START_WAIT_S))
     assert task is not None  # the bot took it: it is a task now
     print(f"{task.label} queued in {where}; the running bot reports in chat {task.chat_id}")
 
@@ -210,7 +191,7 @@ def adopt(args: argparse.Namespace) -> int:
     sends its card. Prints its label."""
     import os
 
-    from bot.tasks.adoption import Adoptee, adopted_mode, locate, record
+    from bot.tasks.adoption import Adoptee, adopted_mode, locate
 
     settings = shell_settings()
     if not settings.allowed_users:
@@ -222,17 +203,17 @@ def adopt(args: argparse.Namespace) -> int:
     cwd = Path(args.cwd).expanduser() if args.cwd else None
     found, where = locate(os.environ, policy, registry.names(), args.id, cwd)
 
-    async def work(store: Store) -> None:
-        locale = (await store.users.locales()).get(owner, "en")  # the owner's /lang
+    async def work(console: ConsoleTasks) -> None:
+        locale = await console.locale_of(owner)  # the owner's /lang
         mode = adopted_mode(settings.approval_mode)
         who = Adoptee(owner, args.chat or owner, locale, mode, announced=False)
-        task, _ = await record(store, found, where, who)
+        task = await console.adopt(found, where, who)
         print(
             f"{task.label} adopted ({found.engine} session in {where}); "
             f"{_who_reports(settings, task.chat_id)}"
         )
 
-    return asyncio.run(with_store(settings, work))
+    return asyncio.run(with_console(settings, work))
 
 
 _NOT_RUNNING = "no bot is running on this machine (no heartbeat in its data directory)"
@@ -263,36 +244,37 @@ def _workdir(settings: Settings, typed: str | None) -> Path:
 
 
 def list_tasks(_args: argparse.Namespace) -> int:
-    async def work(store: Store) -> None:
-        for task in await store.tasks.list_for(None, limit=50):
+    async def work(console: ConsoleTasks) -> None:
+        for task in await console.recent():
             print(
                 f"{task.label:32} {task.status.value:12} {task.engine:7} "
                 f"{task.created_at:%Y-%m-%d %H:%M} ${usd(task.total_cost_usd)}"
             )
 
-    return asyncio.run(with_store(shell_settings(), work, create=False))
+    return asyncio.run(with_console(shell_settings(), work, create=False))
 
 
 def show(args: argparse.Namespace) -> int:
-    async def work(store: Store) -> int:
-        task = await store.tasks.get(args.id)
-        if task is None:
+    async def work(console: ConsoleTasks) -> int:
+        shown = await console.shown(args.id)
+        if shown is None:
             print(f"detach: no task #{args.id}", file=sys.stderr)
             return 1
+        task = shown.task
         print(
             f"{task.label}  [{task.status.value}]  engine={task.engine} "
             f"model={task.model or 'default'}\ngoal: {task.title}\ncwd: {task.cwd}\n"
             f"session: {task.session_id}\nmode: {task.approval_mode.value}"
             + (f"\ncheck: {task.check}" if task.check else "")
         )
-        check = await store.checks.last(task.id)
+        check = shown.check
         if check is not None:
             verdict = "passed" if check.passed else f"failed (exit {check.exit_code})"
             print(
                 f"check {verdict} in round {check.round}, {check.duration_s:.1f} s:\n"
                 + "\n".join("  " + line for line in check.tail(1500).splitlines()[-20:])
             )
-        turn = await store.tasks.last_turn(task.id)
+        turn = shown.turn
         if turn:
             from bot.telegram.texts import DEFAULT_LOCALE, Texts
 
@@ -304,13 +286,13 @@ def show(args: argparse.Namespace) -> int:
                     f"{turn.result_text or error}"
                 )
             )
-        for line in await store.transcript.tail(task.id, 20):
+        for line in shown.lines:
             readable = human_line(line.kind, line.body)
             if readable is not None:
                 print(_printable(f"  {readable}"))
         return 0
 
-    return asyncio.run(with_store(shell_settings(), work, create=False))
+    return asyncio.run(with_console(shell_settings(), work, create=False))
 
 
 def _printable(text: str) -> str:
@@ -320,29 +302,15 @@ def _printable(text: str) -> str:
 
 
 def export(args: argparse.Namespace) -> int:
-    from bot.tasks.export import export  # the bot's imports, only for this command
-
-    async def work(store: Store) -> int:
-        from bot.errors import TaskNotFound
-        from bot.telegram.texts import Texts
-
+    async def work(console: ConsoleTasks) -> int:
         try:
-            sys.stdout.write(await export(store, args.id, Texts()))
+            sys.stdout.write(await console.export(args.id))
         except TaskNotFound:  # the chat's words name /tasks; a shell names its own command
             print(f"detach: no task #{args.id} (`detach list` lists them)", file=sys.stderr)
             return 1
         return 0
 
-    return asyncio.run(with_store(shell_settings(), work, create=False))
-
-
-async def _close_topic(store: Store, task_id: int) -> None:
-    """An archived task's forum topic is closed (renamed in a private chat) as ``/archive``
-    does: a row in the outbox, which the running bot delivers within a second."""
-    _, key = await store.topics.key_of(task_id)
-    task = await store.tasks.get(task_id)
-    if key is not None and task is not None:
-        await store.outbox.add(task.chat_id, OutboxOp.CLOSE_TOPIC, {}, task_id, None)
+    return asyncio.run(with_console(shell_settings(), work, create=False))
 
 
 def archive(args: argparse.Namespace) -> int:
@@ -350,20 +318,15 @@ def archive(args: argparse.Namespace) -> int:
         print("detach: give a task id or --all", file=sys.stderr)
         return 1
 
-    async def work(store: Store) -> int:
+    async def work(console: ConsoleTasks) -> int:
         if args.all:
-            archived = await store.tasks.archive_finished(None)
-            for done in archived:
-                await _close_topic(store, done.id)
-            print(f"archived {len(archived)} task(s)")
+            print(f"archived {await console.archive_all()} task(s)")
             return 0
-        task = await store.tasks.get(args.id)
-        if task is None or task.status.active:
+        task = await console.archive(args.id)
+        if task is None:
             print(f"detach: task #{args.id} is missing or still active", file=sys.stderr)
             return 1
-        await store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-        await _close_topic(store, task.id)
         print(f"archived {task.label}")
         return 0
 
-    return asyncio.run(with_store(shell_settings(), work, create=False))
+    return asyncio.run(with_console(shell_settings(), work, create=False))

@@ -30,7 +30,9 @@ async def build_worker(
     worker stops what its earlier run left behind and takes that run's turns over at once.
     ``executors`` replace the engines (as ``bot.app.build``'s do)."""
     async with contextlib.AsyncExitStack() as stack:
-        core = await build_core(settings, stack, ProcessRole.WORKER, name, None, executors)
+        core = await build_core(
+            settings, stack, role=ProcessRole.WORKER, name=name, given_executors=executors
+        )
         await start_core(core, stack)
         await core.scheduler.start()  # it runs turns: not with the first one
         await core.engines.ready()  # until then it claims nothing (it has no engine yet)

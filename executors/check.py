@@ -35,6 +35,7 @@ class ShellCheck:
         environ: Mapping[str, str],
         secrets: Iterable[str],
         timeout_s: float,
+        *,
         grace_s: float = 2.0,
         nice: int = 0,
         denied: Callable[[], Iterable[Path]] = tuple,

@@ -35,19 +35,14 @@ from bot.fleet.status import FleetStatus
 from bot.models import Phrase
 from bot.prs.desk import PullRequests
 from bot.schedules.desk import ScheduleDesk
-from bot.tasks.adoption import Adoption
 from bot.tasks.audit import AuditLog
-from bot.tasks.card import TaskCard
-from bot.tasks.handover import Handover
 from bot.tasks.pending import PendingAsks
-from bot.tasks.service import TaskService
-from bot.tasks.terminal import TerminalDesk
+from bot.tasks.usecases import UseCases
 from bot.tasks.waiting import Waiting
 from bot.telegram.access import AccessPolicy
 from bot.telegram.outbox import Outbox
 from bot.telegram.texts import DEFAULT_LOCALE, Texts
 from bot.voice.drafts import VoiceDrafts
-from bot.worktrees.card import WorktreeCard
 from handlers import (
     approvals,
     audit,
@@ -116,13 +111,10 @@ ROUTERS: tuple[Router, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """What handlers are given by name (aiogram's workflow data: a handler's parameter named
-    ``tasks`` receives the task service, and so on)."""
+    """What handlers are given by name (aiogram's workflow data): these, and each use case under
+    its field's name in ``UseCases`` (a parameter named ``lookup`` receives ``uses.lookup``)."""
 
-    tasks: TaskService
-    card: TaskCard
-    worktree_card: WorktreeCard
-    handover: Handover
+    uses: UseCases
     answers: ApprovalAnswers
     pending: PendingAsks  # /pending: what waits on the owner, shown again with its buttons
     access: AccessPolicy
@@ -132,8 +124,6 @@ class Services:
     engine_status: list[Phrase]  # filled in once the engines' probes answered
     fleet: FleetStatus
     voice: VoiceDrafts  # voice notes' drafts
-    terminal: TerminalDesk  # hand-off: hold at the terminal, take back
-    adoption: Adoption  # /adopt
     waiting: Waiting  # what waits on the owner (/tasks), the engines' usage windows (/limits)
     audit: AuditLog  # /audit: the owner's approvals, grants, budget decisions and cancels
     prs: PullRequests | None = None  # ⬆️ Push and Open PR (bot.prs)
@@ -157,6 +147,7 @@ def build_dispatcher(
     if held:
         raise RuntimeError(f"routers {held} serve another dispatcher: one at a time per process")
     fields = {f: getattr(services, f) for f in Services.__dataclass_fields__}
+    fields |= {f: getattr(services.uses, f) for f in UseCases.__dataclass_fields__}
     dp = make(**fields, engine_commands=tuple(engines))
     access, texts, outbox = services.access, services.texts, services.outbox
     dp.update.outer_middleware(WaitFor(engines_ready))

@@ -16,8 +16,8 @@ from bot.approvals.view import (
     QuestionAction,
     grant_rule,
 )
+from bot.tasks.lifecycle import TaskLifecycle
 from bot.tasks.pending import PendingAsks
-from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, Keyboard
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
@@ -68,7 +68,7 @@ async def on_stall_pressed(
     query: CallbackQuery,
     callback_data: StallAction,
     answers: ApprovalAnswers,
-    tasks: TaskService,
+    lifecycle: TaskLifecycle,
     user_id: int,
     reply: Reply,
 ) -> None:
@@ -76,7 +76,9 @@ async def on_stall_pressed(
     if callback_data.choice is StallChoice.WAIT:
         await query.answer(reply.text(await answers.keep_waiting(user_id, callback_data.turn_id)))
         return
-    task = await tasks.cancel(user_id, await answers.stalled_task(user_id, callback_data.turn_id))
+    task = await lifecycle.cancel(
+        user_id, await answers.stalled_task(user_id, callback_data.turn_id)
+    )
     await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
 
 

@@ -8,7 +8,7 @@ from aiogram.types import CallbackQuery, Message
 
 from bot.fleet.status import FleetStatus, RunnerLine
 from bot.models import Phrase
-from bot.tasks.service import TaskService
+from bot.tasks.chat import ChatSettings
 from bot.telegram.access import AccessPolicy
 from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.render import duration
@@ -38,23 +38,23 @@ async def on_status(
     message: Message,
     reply: Reply,
     engine_status: list[Phrase],
-    tasks: TaskService,
+    chat: ChatSettings,
     fleet: FleetStatus,
     user_id: int,
 ) -> None:
-    await reply.send(await _status(reply, engine_status, tasks, fleet, user_id))
+    await reply.send(await _status(reply, engine_status, chat, fleet, user_id))
 
 
 @router.message(Command("notify"))
 async def on_notify(
-    message: Message, command: CommandObject, tasks: TaskService, reply: Reply
+    message: Message, command: CommandObject, chat: ChatSettings, reply: Reply
 ) -> None:
     """/notify all|done|quiet: which task messages make the phone buzz."""
     typed = (command.args or "").strip()
     if typed:
-        policy = await tasks.set_notify_policy(message.chat.id, typed)
+        policy = await chat.set_notify_policy(message.chat.id, typed)
     else:
-        policy = await tasks.notify_policy(message.chat.id)
+        policy = await chat.notify_policy(message.chat.id)
     await reply("notify.current", policy=policy.value)
 
 
@@ -100,13 +100,13 @@ def _name(texts: Texts, locale: str) -> str:
 
 
 async def _status(
-    reply: Reply, engine_status: list[Phrase], tasks: TaskService, fleet: FleetStatus, user_id: int
+    reply: Reply, engine_status: list[Phrase], chat: ChatSettings, fleet: FleetStatus, user_id: int
 ) -> str:
     """The engines here and their limits; on a shared database, the runners."""
     lines = "\n".join(f"• {reply.texts.say(reply.locale, line)}" for line in engine_status)
     limits = [
         reply.text("start.status_limited", engine=engine, resets=resets)
-        for engine, resets in await tasks.engine_limits(user_id)
+        for engine, resets in await chat.engine_limits(user_id)
     ]
     text = [reply.text("start.status"), lines, *limits]
     runners = await fleet.runners()

@@ -15,11 +15,12 @@ from bot.preflight.message import PreflightAction
 from bot.preflight.routed import RunDefault
 from bot.tasks.card import TaskCard
 from bot.tasks.handover import Handover
-from bot.tasks.service import TaskService
+from bot.tasks.lifecycle import TaskLifecycle
+from bot.tasks.preflighting import PreflightStep
+from bot.tasks.worktree import WorktreeCard
 from bot.telegram.callbacks import ACTIONS, RUN_ON, TaskAction, TaskButton, run_on_engine
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
-from bot.worktrees.card import WorktreeCard
 from handlers.taps import Tapped
 
 router = Router(name="buttons")
@@ -44,7 +45,7 @@ async def on_run_on(
 async def on_task_action(
     query: CallbackQuery,
     callback_data: TaskAction,
-    tasks: TaskService,
+    lifecycle: TaskLifecycle,
     card: TaskCard,
     worktree_card: WorktreeCard,
     handover: Handover,
@@ -56,12 +57,12 @@ async def on_task_action(
         await query.answer(plain(reply.text("task.wait_chosen", label=task.label)))
         return
     if callback_data.action == TaskButton.CANCEL:
-        task = await tasks.cancel(user_id, callback_data.task_id)
+        task = await lifecycle.cancel(user_id, callback_data.task_id)
         await query.answer(plain(reply.text("task.cancel_requested", label=task.label)))
         return
     actions: dict[TaskButton, Callable[[int, int], Awaitable[object]]] = {
-        TaskButton.RESUME: tasks.resume_interrupted,
-        TaskButton.FAIL: tasks.mark_failed,
+        TaskButton.RESUME: lifecycle.resume_interrupted,
+        TaskButton.FAIL: lifecycle.mark_failed,
         TaskButton.FOLLOWUP: card.ask_follow_up,
         TaskButton.TRANSCRIPT: card.send_transcript,
         TaskButton.RETRY: card.retry,
@@ -69,7 +70,7 @@ async def on_task_action(
         TaskButton.MERGE: worktree_card.merge,
         TaskButton.DISCARD: partial(worktree_card.discard, confirmed=False),
         TaskButton.DISCARD_YES: partial(worktree_card.discard, confirmed=True),
-        TaskButton.ARCHIVE: lambda user, task_id: tasks.archive(user, str(task_id)),
+        TaskButton.ARCHIVE: lambda user, task_id: lifecycle.archive(user, str(task_id)),
     }
     done = await actions[TaskButton(callback_data.action)](user_id, callback_data.task_id)
     toast = f"toast.{callback_data.action.removesuffix('_yes')}"
@@ -81,12 +82,12 @@ async def on_task_action(
 async def on_preflight(
     query: CallbackQuery,
     callback_data: PreflightAction,
-    tasks: TaskService,
+    preflight: PreflightStep | None,
     reply: Reply,
     user_id: int,
 ) -> None:
     """A preflight's suggested answer or "Start anyway": the held task starts."""
-    step = tasks.preflight
+    step = preflight
     key = (
         await step.tap(user_id, callback_data.hold_id, callback_data.choice)
         if step is not None
@@ -99,13 +100,13 @@ async def on_preflight(
 async def on_run_default(
     query: CallbackQuery,
     callback_data: RunDefault,
-    tasks: TaskService,
+    preflight: PreflightStep | None,
     reply: Reply,
     user_id: int,
 ) -> None:
     """ "Run on <default> instead" under a routed task: back where it was planned, unless it
     has started."""
-    step, data = tasks.preflight, callback_data
+    step, data = preflight, callback_data
     key = (
         await step.run_default(user_id, data.task_id, data.engine, data.preset)
         if step is not None

@@ -9,21 +9,17 @@ from pathlib import Path
 from aiogram import Router
 from aiogram.types import CallbackQuery, Message
 
-from bot.models import Task, TaskKind
-from bot.tasks.requests import ChatRequest
-from bot.tasks.service import TaskService
+from bot.tasks.heldanswer import HeldAnswers
 from bot.telegram.held import Held, HeldAction, HeldFiles, question_key, shown_names
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from handlers.taps import Tapped
 
-PLAIN = ""  # the command of a plain message (all of it is the goal)
-
 router = Router(name="held")
 
 
 async def held_back(
-    message: Message, files: list[Path], words: str, tasks: TaskService, reply: Reply, held: Held
+    message: Message, files: list[Path], words: str, keep: HeldFiles, reply: Reply, held: Held
 ) -> bool:
     """Files with no ``words``: keep them (staged) for ``message``, ask what to do with them,
     and say so (True); else nothing happens here (False)."""
@@ -32,13 +28,13 @@ async def held_back(
     user_id = message.from_user.id if message.from_user else 0
     held = Held(list(files), held.command, held.text, held.task_id, held.locale)
     names = shown_names(held.files)
-    tasks.held.hold(message.chat.id, message.message_id, user_id, held)
+    keep.hold(message.chat.id, message.message_id, user_id, held)
     files.clear()  # moved: nothing left for the staging clean-up
-    hours = int(tasks.held.hold_s // 3600)
+    hours = int(keep.hold_s // 3600)
     markup = HeldFiles.keyboard(reply.text("button.drop"), message.message_id, held.task_id)
     text = reply.text("attachment.ask", names=names, hours=hours)
     row = await reply.outbox.send(reply.chat_id, text, markup=markup, reply_to=message.message_id)
-    await tasks.held.asked(message.chat.id, message.message_id, row)
+    await keep.asked(message.chat.id, message.message_id, row)
     return True
 
 
@@ -47,51 +43,30 @@ async def start_held(
     file_message_id: int,
     words: str,
     more: list[Path],
-    tasks: TaskService,
+    held_answers: HeldAnswers,
     reply: Reply,
 ) -> None:
-    """The reply to a question (or to the file's own message): the held files (and any the
-    reply carries) start the task with the reply's words, as any chat task does (its preflight
-    may hold it); the question is edited to say which task took them, or that it is held."""
+    """The reply to a question (or to the file's own message) answers the held files
+    (``HeldAnswers``); the question is edited to say which task took them, or that it is held."""
     chat_id, user_id = message.chat.id, message.from_user.id if message.from_user else 0
-    held = await tasks.held.take(chat_id, file_message_id, user_id)
-    if held is None:
+    done = await held_answers.start(
+        user_id, chat_id, file_message_id, words, message.message_id, more
+    )
+    if done is None:
         await reply("attachment.gone")
         return
-    files = held.files + more
-    task: Task | None
-    if held.task_id:
-        await tasks.follow_up(user_id, held.task_id, words, message.message_id, files)
-        task = await tasks.get_own(user_id, held.task_id)
-    else:
-        command = held.command or "detach"
-        task = await tasks.request_from_chat(
-            ChatRequest(
-                user_id,
-                chat_id,
-                TaskKind.DETACH if command == "detach" else TaskKind.SESSION,
-                f"{held.text} {words}".strip(),
-                held.locale,
-                command,
-                engine=None if command == "detach" else command,
-                reply_to=message.message_id,
-                with_options=held.command != PLAIN,
-                attachments=files,
-            )
-        )
-    tasks.held.forget(chat_id, file_message_id)
-    more.clear()
-    if held.question_row is not None:
-        names = shown_names(files)
+    more.clear()  # moved with the held ones: nothing left for the staging clean-up
+    if done.held.question_row is not None:
+        names = shown_names(done.files)
         text = (
-            reply.text("attachment.started", names=names, label=task.label)
-            if task is not None
+            reply.text("attachment.started", names=names, label=done.task.label)
+            if done.task is not None
             else reply.text("attachment.held", names=names)
         )
-        await reply.outbox.edit(chat_id, None, text, row_id=held.question_row)
+        await reply.outbox.edit(chat_id, None, text, row_id=done.held.question_row)
 
 
-async def held_for(message: Message, tasks: TaskService, user_id: int) -> int | None:
+async def held_for(message: Message, keep: HeldFiles, user_id: int) -> int | None:
     """The user's file message whose held files a reply (with words) answers: the one the
     bot's question names in its button, or the file's own message; None: neither."""
     replied = message.reply_to_message
@@ -100,7 +75,7 @@ async def held_for(message: Message, tasks: TaskService, user_id: int) -> int | 
     if message.bot is not None and replied.from_user.id == message.bot.id:
         key = question_key(replied.reply_markup)
         return key.message_id if key is not None else None
-    if await tasks.held.take(message.chat.id, replied.message_id, user_id) is not None:
+    if await keep.take(message.chat.id, replied.message_id, user_id) is not None:
         return replied.message_id
     return None
 
@@ -109,15 +84,15 @@ async def held_for(message: Message, tasks: TaskService, user_id: int) -> int | 
 async def on_drop(
     query: CallbackQuery,
     callback_data: HeldAction,
-    tasks: TaskService,
+    held_files: HeldFiles,
     user_id: int,
     reply: Reply,
 ) -> None:
     """Drop: the held files are forgotten and the question says so."""
     chat_id = query.message.chat.id if query.message else reply.chat_id
-    held = await tasks.held.take(chat_id, callback_data.message_id, user_id)
+    held = await held_files.take(chat_id, callback_data.message_id, user_id)
     if held is not None:
-        tasks.held.forget(chat_id, callback_data.message_id)
+        held_files.forget(chat_id, callback_data.message_id)
     text = reply.text("attachment.dropped" if held else "attachment.gone")
     if query.message is not None:
         await reply.edit(query.message.message_id, text)

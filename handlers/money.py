@@ -11,7 +11,6 @@ from bot.models import SpendLine
 from bot.money.desk import MoneyDesk, SpendSummary
 from bot.money.presets import Preset
 from bot.tasks.card import TaskCard
-from bot.tasks.service import TaskService
 from bot.telegram.markup import Button, CallbackData, Keyboard
 from bot.telegram.render import money, tokens
 from bot.telegram.reply import Reply
@@ -74,9 +73,9 @@ def _engine_lines(summary: SpendSummary, desk: MoneyDesk, reply: Reply) -> list[
 
 @router.message(Command("model"))
 async def on_model(
-    message: Message, command: CommandObject, tasks: TaskService, reply: Reply
+    message: Message, command: CommandObject, money_desk: MoneyDesk, reply: Reply
 ) -> None:
-    desk: MoneyDesk = tasks.money
+    desk = money_desk
     typed = (command.args or "").strip()
     if not typed:
         current = await desk.chat_preset(message.chat.id)
@@ -103,9 +102,9 @@ async def on_model(
 
 @router.callback_query(Tapped(ModelAction))
 async def on_model_pressed(
-    query: CallbackQuery, callback_data: ModelAction, tasks: TaskService, reply: Reply
+    query: CallbackQuery, callback_data: ModelAction, money_desk: MoneyDesk, reply: Reply
 ) -> None:
-    preset = await tasks.money.set_chat_preset(reply.chat_id, callback_data.name)
+    preset = await money_desk.set_chat_preset(reply.chat_id, callback_data.name)
     await query.answer()
     if query.message is not None:
         await reply.edit(
@@ -117,8 +116,8 @@ async def on_model_pressed(
 
 
 @router.message(Command("spend"))
-async def on_spend(message: Message, tasks: TaskService, user_id: int, reply: Reply) -> None:
-    summary = await tasks.money.summary(user_id)
+async def on_spend(message: Message, money_desk: MoneyDesk, user_id: int, reply: Reply) -> None:
+    summary = await money_desk.summary(user_id)
     cap = (
         reply.text("money.spend_cap", cap=money(summary.cap_usd))
         if summary.cap_usd is not None
@@ -132,7 +131,7 @@ async def on_spend(message: Message, tasks: TaskService, user_id: int, reply: Re
         for day, total in summary.days
         if total
     ]
-    lines += _engine_lines(summary, tasks.money, reply)
+    lines += _engine_lines(summary, money_desk, reply)
     if summary.top:
         lines.append(reply.text("money.spend_top"))
         lines += [

@@ -13,9 +13,12 @@ from aiogram.types import Message
 
 from bot.models import TaskKind
 from bot.tasks.card import TaskCard
+from bot.tasks.chat import ChatSettings
+from bot.tasks.lifecycle import TaskLifecycle
+from bot.tasks.lookup import TaskLookup, parse_task_id
 from bot.tasks.options import split_options
 from bot.tasks.requests import ChatRequest
-from bot.tasks.service import TaskService, parse_task_id
+from bot.tasks.usecases import UseCases
 from bot.tasks.waiting import Waiting
 from bot.telegram.attachments import staged
 from bot.telegram.held import Held
@@ -40,7 +43,7 @@ class TaskCommand(Filter):
 async def on_task_command(
     message: Message,
     command: CommandObject,
-    tasks: TaskService,
+    uses: UseCases,
     user_id: int,
     locale: str,
     reply: Reply,
@@ -50,12 +53,12 @@ async def on_task_command(
     name = command.command.lower()
     kind = TaskKind.DETACH if name == "detach" else TaskKind.SESSION
     engine = None if name == "detach" else name
-    async with staged(message, tasks) as files:
+    async with staged(message, uses.create) as files:
         words = split_options(command.args or "")[1]
         asked = Held(files, name, command.args or "", None, locale)
-        if await held_back(message, files, words, tasks, reply, asked):
+        if await held_back(message, files, words, uses.held_files, reply, asked):
             return
-        await tasks.request_from_chat(
+        await uses.create.from_chat(
             ChatRequest(
                 user_id,
                 message.chat.id,
@@ -71,23 +74,23 @@ async def on_task_command(
 
 
 @router.message(Command("cd"))
-async def on_cd(message: Message, command: CommandObject, tasks: TaskService, reply: Reply) -> None:
+async def on_cd(message: Message, command: CommandObject, chat: ChatSettings, reply: Reply) -> None:
     if not (command.args or "").strip():
-        await reply("workdir.current", cwd=str(await tasks.current_dir(message.chat.id)))
+        await reply("workdir.current", cwd=str(await chat.current_dir(message.chat.id)))
         return
-    cwd = await tasks.change_dir(message.chat.id, command.args or "")
+    cwd = await chat.change_dir(message.chat.id, command.args or "")
     await reply("workdir.set", cwd=str(cwd))
 
 
 @router.message(Command("tasks"))
 async def on_tasks(
-    message: Message, tasks: TaskService, waiting: Waiting, user_id: int, reply: Reply
+    message: Message, lookup: TaskLookup, waiting: Waiting, user_id: int, reply: Reply
 ) -> None:
     """The tasks held by their preflight, then the open tasks, those that wait first, each
     named by what it waits for (as on every surface) or its status."""
-    waits = await waiting.of(user_id, await tasks.list(user_id), reply.locale)
+    waits = await waiting.of(user_id, await lookup.list(user_id), reply.locale)
     if not waits.tasks and not waits.held:
-        await _nothing_open(tasks, user_id, reply)
+        await _nothing_open(lookup, user_id, reply)
         return
     now = datetime.now(UTC)
     lines = [reply.text("tasks.header"), *waits.held]
@@ -117,56 +120,65 @@ async def on_limits(
 
 
 async def _task_ref(
-    message: Message, command: CommandObject, tasks: TaskService, user_id: int
+    message: Message, command: CommandObject, lookup: TaskLookup, user_id: int
 ) -> str:
     """The task a command names: its argument, or, with none, in a forum topic, the topic's
     task (the user's newest there); "" when neither."""
     typed = (command.args or "").strip()
     if typed or not message.is_topic_message or message.message_thread_id is None:
         return typed
-    task = await tasks.task_in_topic(message.chat.id, message.message_thread_id, user_id)
+    task = await lookup.task_in_topic(message.chat.id, message.message_thread_id, user_id)
     return str(task.id) if task is not None else ""
 
 
 @router.message(Command("result"))
 async def on_result(
-    message: Message, command: CommandObject, tasks: TaskService, user_id: int
+    message: Message, command: CommandObject, lookup: TaskLookup, card: TaskCard, user_id: int
 ) -> None:
-    ref = await _task_ref(message, command, tasks, user_id)
-    await tasks.show_result(user_id, parse_task_id(ref, "result"))
+    ref = await _task_ref(message, command, lookup, user_id)
+    await card.show_result(user_id, parse_task_id(ref, "result"))
 
 
 @router.message(Command("export"))
 async def on_export(
-    message: Message, command: CommandObject, card: TaskCard, tasks: TaskService, user_id: int
+    message: Message, command: CommandObject, card: TaskCard, lookup: TaskLookup, user_id: int
 ) -> None:
-    ref = await _task_ref(message, command, tasks, user_id)
+    ref = await _task_ref(message, command, lookup, user_id)
     await card.send_task_file(user_id, parse_task_id(ref, "export"))
 
 
 @router.message(Command("cancel"))
 async def on_cancel(
-    message: Message, command: CommandObject, tasks: TaskService, user_id: int
+    message: Message,
+    command: CommandObject,
+    lookup: TaskLookup,
+    lifecycle: TaskLifecycle,
+    user_id: int,
 ) -> None:
-    # answered in the task's chat by the service: one message, edited to the end
-    ref = await _task_ref(message, command, tasks, user_id)
-    await tasks.cancel(user_id, parse_task_id(ref, "cancel"), reply_to=message.message_id)
+    # answered in the task's chat by the use case: one message, edited to the end
+    ref = await _task_ref(message, command, lookup, user_id)
+    await lifecycle.cancel(user_id, parse_task_id(ref, "cancel"), reply_to=message.message_id)
 
 
 @router.message(Command("archive"))
 async def on_archive(
-    message: Message, command: CommandObject, tasks: TaskService, user_id: int, reply: Reply
+    message: Message,
+    command: CommandObject,
+    lookup: TaskLookup,
+    lifecycle: TaskLifecycle,
+    user_id: int,
+    reply: Reply,
 ) -> None:
     async def say(count: int) -> int:  # with the archive, before its cards' edits
         return await reply.send(reply.texts.plural(reply.locale, "task.archived_count", count))
 
-    ref = await _task_ref(message, command, tasks, user_id) or "?"
-    await tasks.archive(user_id, ref, announce=say)
+    ref = await _task_ref(message, command, lookup, user_id) or "?"
+    await lifecycle.archive(user_id, ref, announce=say)
 
 
-async def _nothing_open(tasks: TaskService, user_id: int, reply: Reply) -> None:
+async def _nothing_open(lookup: TaskLookup, user_id: int, reply: Reply) -> None:
     """No open task: how many are archived, else how to start one."""
-    archived = await tasks.archived_count(user_id)
+    archived = await lookup.archived_count(user_id)
     if archived:
         await reply("tasks.none_open", archived=archived)
     else:

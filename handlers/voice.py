@@ -10,7 +10,7 @@ from aiogram import F, Router
 from aiogram.filters import Filter
 from aiogram.types import CallbackQuery, Message
 
-from bot.tasks.service import TaskService
+from bot.tasks.lookup import TaskLookup
 from bot.telegram.render import plain
 from bot.telegram.reply import Reply
 from bot.voice.drafts import VoiceAction, VoiceDraft, VoiceDrafts, VoiceNote
@@ -50,7 +50,7 @@ class DraftReply(Filter):
 
 @router.message(F.chat.type == "private", F.voice | F.audio | AUDIO_DOCUMENT)
 async def on_voice(
-    message: Message, voice: VoiceDrafts, tasks: TaskService, user_id: int, locale: str
+    message: Message, voice: VoiceDrafts, lookup: TaskLookup, user_id: int, locale: str
 ) -> None:
     """A note's draft; in the topic of one of the sender's tasks it is said there, and its
     Start continues that task."""
@@ -58,7 +58,7 @@ async def on_voice(
     if note is None or message.bot is None:
         return
     thread = message.message_thread_id if message.is_topic_message else None
-    task = await tasks.task_in_topic(message.chat.id, thread, user_id) if thread else None
+    task = await lookup.task_in_topic(message.chat.id, thread, user_id) if thread else None
     await voice.take(
         message.bot,
         note,

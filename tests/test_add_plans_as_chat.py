@@ -20,6 +20,7 @@ from bot.app import App
 from bot.errors import UserInputError
 from bot.models import NewTask, Task
 from bot.shell import plan_add, typed_options
+from bot.tasks.console import ConsoleTasks
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 from tests.conftest import ROOT
@@ -99,8 +100,9 @@ async def through_chat(app: App, fake: FakeTelegram, text: str) -> dict[str, obj
 async def through_add(app: App, text: str) -> dict[str, object] | str:
     """`detach add <text>` planned: its NewTask, or its error as the chat would say it."""
     try:
+        console = ConsoleTasks(app.store)
         planned = await plan_add(
-            app.settings, app.store, OWNER, OWNER, text, app.settings.default_workdir
+            app.settings, console, OWNER, OWNER, text, app.settings.default_workdir
         )
     except UserInputError as exc:
         return plain(Texts().get("en", exc.key, **exc.params))

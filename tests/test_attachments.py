@@ -58,7 +58,7 @@ async def test_a_caption_less_photo_asks_and_a_reply_starts_the_task(tmp_path, w
             # unanswered past the bound: dropped by the clean-up; a late reply is told so
             await fake.user_document(b"y", "late.txt", OWNER)
             late = (await fake.wait_text(OWNER, "late.txt")).result["message_id"]
-            assert app.service.held.prune(now=time.time() + app.service.held.hold_s + 1) == 1
+            assert app.uses.held_files.prune(now=time.time() + app.uses.held_files.hold_s + 1) == 1
             await fake.user_message("summarise", OWNER, reply_to_message_id=late)
             await fake.wait_text(OWNER, "no longer kept")
             assert len(await app.store.tasks.list_for(None)) == 1

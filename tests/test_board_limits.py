@@ -144,11 +144,10 @@ async def board_beside(app: App, limits: Limits) -> AsyncIterator[Board]:
     board = make_board(
         app.settings,
         reads=TaskReads(app.store),
-        audit=AuditLog(app.store, app.service.texts),
-        texts=app.service.texts,
+        audit=AuditLog(app.store, app.core.texts),
+        texts=app.core.texts,
         worktrees=app.core.worktrees,
-        notifier=app.core.notifier,
-        service=app.service,
+        uses=app.uses,
         answers=app.dispatcher["answers"],
         limits=limits,
     )

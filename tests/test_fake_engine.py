@@ -109,11 +109,11 @@ async def test_a_new_task_with_a_free_slot_is_created_running_and_waits_when_non
         def new(prompt: str) -> NewTask:
             return NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, prompt, workdir)
 
-        first = await app.service.start(new("first"))
+        first = await app.uses.create.start(new("first"))
         row = await app.store.tasks.get(first.id)
         assert row.status is TaskStatus.RUNNING
         assert (await app.store.tasks.first_turn(first.id)).runner == app.pool.identity
-        second = await app.service.start(new("second"))
+        second = await app.uses.create.start(new("second"))
         assert (await app.store.tasks.get(second.id)).status is TaskStatus.QUEUED
         async with asyncio.timeout(10):
             while engine.prompts != ["first"]:

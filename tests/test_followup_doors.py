@@ -28,6 +28,7 @@ from tests.support.fake_telegram import Call, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.support.postgres import STORE_KINDS, opened_store
 from tests.support.stt_server import Answer, SttServer
+from tests.test_mcp import client_tasks
 from tests.test_phone import buttons_data, buttons_of, until
 from tests.test_store import new
 
@@ -239,7 +240,9 @@ async def test_an_mcp_follow_up_steered_in_is_carried_out_by_the_bot(tmp_path, w
             await fake.user_message("/claude mode=auto build it", OWNER)
             await running(app)
             place = McpPlace(data_dir, OWNER, OWNER, ("claude",), 1000, data_dir / "bot.alive")
-            async with Client(build_server(McpDesk(app.store, place))) as client:
+            async with Client(
+                build_server(McpDesk(client_tasks(app.store, place), place))
+            ) as client:
                 mark = len(fake.calls)
                 steered = await client.call_tool(
                     "followup", {"task_id": 1, "prompt": "MCP-WORDS", "steer": True}

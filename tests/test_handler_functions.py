@@ -127,19 +127,19 @@ def settings(data: Path, claude_bin: str, workdir: Path) -> Settings:
 
 async def test_notify_reads_and_sets_the_chats_policy_through_the_real_service(app):
     reply, outbox = said_reply()
-    await on_notify(message("/notify quiet"), command("/notify quiet"), app.service, reply)
-    assert await app.service.notify_policy(OWNER) is NotifyPolicy.QUIET
-    await on_notify(message("/notify"), command("/notify"), app.service, reply)
+    await on_notify(message("/notify quiet"), command("/notify quiet"), app.uses.chat, reply)
+    assert await app.uses.chat.notify_policy(OWNER) is NotifyPolicy.QUIET
+    await on_notify(message("/notify"), command("/notify"), app.uses.chat, reply)
     quiet = TEXTS.get("en", "notify.current", policy="quiet")
     assert [text for _, text in outbox.sent] == [quiet, quiet]
     with pytest.raises(UserInputError) as bad:  # the errors router answers it
-        await on_notify(message("/notify loud"), command("/notify loud"), app.service, reply)
+        await on_notify(message("/notify loud"), command("/notify loud"), app.uses.chat, reply)
     assert bad.value.key == "error.bad_notify"
 
 
 async def test_tasks_schedules_and_tz_with_nothing_there_yet(app):
     reply, outbox = said_reply()
-    await on_tasks(message("/tasks"), app.service, app.dispatcher["waiting"], OWNER, reply)
+    await on_tasks(message("/tasks"), app.uses.lookup, app.dispatcher["waiting"], OWNER, reply)
     await on_schedule(message("/every"), command("/every"), app.schedules, OWNER, reply)
     await on_tz(message("/tz"), command("/tz"), app.schedules, OWNER, reply)
     assert [text for _, text in outbox.sent] == [

@@ -29,6 +29,7 @@ from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server
 from bot.models import ApprovalMode, NewTask, TaskKind, TurnSpec
 from bot.store import Store
+from bot.tasks.clients import ClientTasks
 from executors.claude import ClaudeExecutor
 from tests.conftest import ROOT
 from tests.support.fake_engine import FakeEngine
@@ -132,7 +133,9 @@ async def test_cancel_from_mcp_stops_the_turn_running_in_the_bot(
         settings = make_settings(data_dir, fake, claude_bin, workdir)
         async with running_bot(settings, agent_env) as app:
             place = McpPlace(data_dir, OWNER, OWNER, ("claude",), 1000, data_dir / "bot.alive")
-            async with Client(build_server(McpDesk(app.store, place))) as client:
+            async with Client(
+                build_server(McpDesk(client_tasks(app.store, place), place))
+            ) as client:
                 started = await client.call_tool(
                     "start", {"goal": "MARK-STALL wait for it", "mode": "ask"}
                 )
@@ -207,6 +210,11 @@ class NoApprovals:
 
 
 # -- each tool's bad input ---------------------------------------------------------------------
+def client_tasks(store: Store, place: McpPlace) -> ClientTasks:
+    """The client's use case as `detach mcp` builds it for ``place``."""
+    return ClientTasks(store, owner=place.owner, limits=(5, place.max_prompt_chars))
+
+
 @contextlib.asynccontextmanager
 async def desk_client(tmp_path: Path) -> AsyncIterator[tuple[Client, Store, Path]]:
     """The server in-process, on a real SQLite file, with a task of the owner and one of
@@ -222,7 +230,7 @@ async def desk_client(tmp_path: Path) -> AsyncIterator[tuple[Client, Store, Path
         new = NewTask(owner, owner, "claude", TaskKind.DETACH, "goal", tmp_path)
         await store.tasks.create(new, "goal")
     try:
-        async with Client(build_server(McpDesk(store, place))) as client:
+        async with Client(build_server(McpDesk(client_tasks(store, place), place))) as client:
             yield client, store, alive
     finally:
         await store.close()

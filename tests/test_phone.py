@@ -339,7 +339,7 @@ async def test_files_go_into_the_task_directory_and_their_paths_reach_the_agent(
             # a refused command keeps no staged copy of its file
             await fake.user_document(b"no", "refused.txt", OWNER, caption="/claude model=nosuch x")
             await fake.wait_text(OWNER, "nosuch")
-            await until(lambda: not list(app.service.attachments_staging.iterdir()))
+            await until(lambda: not list(app.uses.create.attachments_staging.iterdir()))
 
 
 async def test_a_file_sent_as_a_reply_reaches_the_real_model(

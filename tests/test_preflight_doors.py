@@ -36,6 +36,7 @@ from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_approvals_e2e import answer_of, buttons
 from tests.test_check_consent import MACHINE
 from tests.test_checks import finished
+from tests.test_mcp import client_tasks
 from tests.test_phone import buttons_of, until
 
 PREFLIGHT = "You are the preflight of an unattended coding agent"
@@ -106,7 +107,7 @@ async def by_detach_add(bench: Bench, goal: str) -> None:
 async def by_mcp(bench: Bench, goal: str) -> None:
     data = bench.tmp_path / "data"
     place = McpPlace(data, OWNER, OWNER, ("claude",), 1000, data / "bot.alive")
-    async with Client(build_server(McpDesk(bench.app.store, place))) as client:
+    async with Client(build_server(McpDesk(client_tasks(bench.app.store, place), place))) as client:
         started = await client.call_tool("start", {"goal": goal})
     assert started.is_error, started  # no task to name: the caller is told why
     bench.said.append(started.content[0].text)
@@ -291,9 +292,7 @@ async def test_a_hold_made_before_the_upgrade_starts_from_its_command_as_typed(t
                     text="max_usd=2 MARK-OLD tidy the logs", with_options=True,
                     decision="refuse", reason="old",
                 )  # fmt: skip
-                assert (
-                    await app.service.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
-                )
+                assert await app.uses.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
                 await fake.wait_text(OWNER, "done as typed", timeout_s=20)
                 task = await app.store.tasks.get(1)
                 assert (task.max_usd, task.title) == (2.0, "MARK-OLD tidy the logs")

@@ -143,7 +143,7 @@ async def test_a_task_file_over_its_budget_is_held_and_starts_anyway_with_its_fi
             said = "\n".join(session.texts())
             assert "estimates this task at about $0.80" in said, said
             assert "MARK-INBOX Tidy the README." in said  # which task it holds
-            assert await app.service.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
+            assert await app.uses.preflight.tap(OWNER, hold.id, ANYWAY) == "preflight.starting"
             assert (await app.store.tasks.get(1)).title.startswith("MARK-INBOX Tidy")
             async with asyncio.timeout(60):
                 while not list((inbox / "done").glob("1-*.md")):

@@ -10,7 +10,8 @@ import pytest
 
 from bot.errors import TaskNotFound
 from bot.events import Steer, TurnFinished, Usage
-from bot.models import NewTask, Phrase, TaskKind, TaskStatus
+from bot.models import NewTask, Phrase, TaskKind, TaskStatus, Turn
+from bot.tasks.followup import FollowUp
 from bot.tasks.steering import SteerAnswer
 from bot.telegram.callbacks import SteerChoice
 from bot.turns.steering import SteerBoard, SteerBox
@@ -78,6 +79,13 @@ async def until(check, timeout_s: float = 10) -> None:  # type: ignore[no-untype
             await asyncio.sleep(0.02)
 
 
+async def follow(app, task_id: int, words: str, reply_to: int) -> Turn | None:  # type: ignore[no-untyped-def]
+    """A reply to the task, as the chat's handler makes it: its turn (None: a repeat)."""
+    asked = FollowUp(user_id=OWNER, task_id=task_id, prompt=words, reply_to=reply_to)
+    done = await app.uses.follow_up.follow_up(asked)
+    return done.turn if done is not None else None
+
+
 def edits(app) -> list[str]:  # type: ignore[no-untyped-def]
     session: RecordingSession = app.bot.session
     return [c.text for c in session.calls if type(c).__name__ == "EditMessageText"]
@@ -91,20 +99,20 @@ async def test_a_steer_the_turn_never_takes_runs_once_as_the_next_turn(tmp_path,
     async with app_in_own_task(
         _settings(tmp_path, workdir), session=RecordingSession(), executors={"claude": engine}
     ) as app:
-        task = await app.service.start(
+        task = await app.uses.create.start(
             NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
         )
         await until(lambda: _is(engine.prompts, ["first"]))
-        turn = await app.service.follow_up(OWNER, task.id, "steer words", reply_to=90001)
-        assert turn is not None and app.service.steering is not None
+        turn = await follow(app, task.id, "steer words", 90001)
+        assert turn is not None and app.uses.steering is not None
         with pytest.raises(TaskNotFound):
-            await app.service.steering.choose(STRANGER, turn.id, SteerChoice.STEER)
-        answer = await app.service.steering.choose(OWNER, turn.id, SteerChoice.STEER)
+            await app.uses.steering.choose(STRANGER, turn.id, SteerChoice.STEER)
+        answer = await app.uses.steering.choose(OWNER, turn.id, SteerChoice.STEER)
         assert answer is SteerAnswer.SENT
         engine.release.set()
         await until(lambda: _done(app, task.id))
         assert engine.prompts == ["first", "steer words"]
-        assert await app.service.steering.choose(OWNER, turn.id, SteerChoice.STEER) == "gone"
+        assert await app.uses.steering.choose(OWNER, turn.id, SteerChoice.STEER) == "gone"
         assert await app.outbox.idle(10)
         assert any("the turn ended first: it runs as the next turn" in t for t in edits(app))
 
@@ -117,14 +125,16 @@ async def test_a_steer_tapped_after_its_turn_ended_is_the_next_turn(tmp_path, wo
     async with app_in_own_task(
         settings, session=RecordingSession(), executors={"claude": first, "codex": other}
     ) as app:
-        a = await app.service.start(NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "a", workdir))
+        a = await app.uses.create.start(
+            NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "a", workdir)
+        )
         await until(lambda: _is(first.prompts, ["a"]))
-        await app.service.start(NewTask(OWNER, OWNER, "codex", TaskKind.SESSION, "b", workdir))
-        turn = await app.service.follow_up(OWNER, a.id, "late words", reply_to=90002)
-        assert turn is not None and app.service.steering is not None
+        await app.uses.create.start(NewTask(OWNER, OWNER, "codex", TaskKind.SESSION, "b", workdir))
+        turn = await follow(app, a.id, "late words", 90002)
+        assert turn is not None and app.uses.steering is not None
         first.release.set()
         await until(lambda: _is(other.prompts, ["b"]))  # the slot went to the older task
-        answer = await app.service.steering.choose(OWNER, turn.id, SteerChoice.STEER)
+        answer = await app.uses.steering.choose(OWNER, turn.id, SteerChoice.STEER)
         assert answer is SteerAnswer.NEXT
         other.release.set()
         await until(lambda: _done(app, a.id))
@@ -150,11 +160,11 @@ async def test_a_turn_running_in_another_process_is_not_steered_from_here(tmp_pa
     async with app_in_own_task(
         _settings(tmp_path, workdir), session=RecordingSession(), executors={"claude": engine}
     ) as app:
-        task = await app.service.start(
+        task = await app.uses.create.start(
             NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
         )
         await until(lambda: _is(engine.prompts, ["first"]))
-        turn = await app.service.follow_up(OWNER, task.id, "words", reply_to=90003)
+        turn = await follow(app, task.id, "words", 90003)
         assert turn is not None
         front = SteerDesk(
             app.store, SteerBoard(), app.core.notifier, default="queue", choice_s=10, local=False
@@ -175,14 +185,14 @@ async def test_untapped_the_default_queue_keeps_it_behind_and_drops_the_choice(t
     async with app_in_own_task(
         settings, session=RecordingSession(), executors={"claude": engine}
     ) as app:
-        task = await app.service.start(
+        task = await app.uses.create.start(
             NewTask(OWNER, OWNER, "claude", TaskKind.SESSION, "first", workdir)
         )
         await until(lambda: _is(engine.prompts, ["first"]))
-        turn = await app.service.follow_up(OWNER, task.id, "later", reply_to=90004)
-        assert turn is not None and app.service.steering is not None
+        turn = await follow(app, task.id, "later", 90004)
+        assert turn is not None and app.uses.steering is not None
         with pytest.raises(TaskNotFound):  # somebody else's tap leaves the owner's default
-            await app.service.steering.choose(STRANGER, turn.id, SteerChoice.STEER)
+            await app.uses.steering.choose(STRANGER, turn.id, SteerChoice.STEER)
 
         async def said_queued() -> bool:
             await app.outbox.idle(1)

@@ -310,15 +310,15 @@ async def test_a_worktree_is_cut_from_the_head_the_planner_found(
     repo = make_repo(workdir / "repo")
     settings = bot_settings(tmp_path, claude_bin, workdir)
     async with app_in_own_task(settings, session=RecordingSession(), environ=agent_env) as app:
-        new = await app.service.plan(
+        new = await app.uses.create.plan(
             OWNER, OWNER, TaskKind.DETACH, {"cwd": "repo"}, "say ok", "en", "detach"
         )
         seen = sh_git(repo, "rev-parse", "HEAD")
         assert new.worktree and new.head is not None and new.head.commit == seen
         (repo / "README.md").write_text("moved on\n")
         sh_git(repo, "commit", "-qam", "a commit between plan and start")
-        planned = await app.service.start(new)
-        unplanned = await app.service.start(replace(new, head=None))
+        planned = await app.uses.create.start(new)
+        unplanned = await app.uses.create.start(replace(new, head=None))
         rows = [await app.store.worktrees.get(t.id) for t in (planned, unplanned)]
         assert rows[0] is not None and rows[0].base_commit == seen
         assert sh_git(Path(rows[0].path), "rev-parse", "HEAD") == seen

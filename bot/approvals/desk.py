@@ -252,7 +252,7 @@ class ApprovalDesk:
         self, task: Task, turn_id: int, spent_usd: float, cap_usd: float, extend_usd: float
     ) -> CardAsk:
         """A budget breach parks the task with "extend or stop", asked on the turn's card (one
-        message); the answer arrives through the task service (it queues the resumed turn), so
+        message); the answer arrives through the use cases (they queue the resumed turn), so
         nothing waits here. The caller records which message asks (``questions.set_row``).
         An older one of the task still open (a follow-up moved it on, and hit the budget
         again) is closed first: only the newest decision is shown and tappable."""

@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from bot.settings import Settings
     from bot.tasks.audit import AuditLog
     from bot.tasks.reads import TaskReads
-    from bot.tasks.service import TaskService
-    from bot.telegram.notifier import Notifier
+    from bot.tasks.usecases import UseCases
     from bot.telegram.texts import Texts
 
 
@@ -26,8 +25,7 @@ def make_board(
     reads: TaskReads,
     texts: Texts,
     worktrees: Worktrees,
-    notifier: Notifier,
-    service: TaskService,
+    uses: UseCases,
     answers: ApprovalAnswers,
     audit: AuditLog | None = None,
     limits: Limits | None = None,
@@ -42,24 +40,17 @@ def make_board(
     from bot.board.auth import BoardAuth
     from bot.board.server import Board
     from bot.board.views import BoardData
-    from bot.worktrees.card import WorktreeCard
 
-    card = WorktreeCard(service, worktrees, notifier, texts, reads.redact)
     return Board(
         auth=BoardAuth(settings.bot_token.get_secret_value(), settings.allowed_users),
         data=BoardData(
             reads,
             texts,
             worktrees,
-            service.preflight.desk if service.preflight else None,
+            uses.preflight.desk if uses.preflight else None,
             audit,
         ),
-        actions=BoardActions(
-            answers=answers,
-            tasks=service,
-            worktree_card=card,
-            prs=prs,
-        ),
+        actions=BoardActions(answers=answers, uses=uses, prs=prs),
         host=settings.board_host,
         port=settings.board_port,
         public_url=settings.public_url,

@@ -29,6 +29,7 @@ class Dispatcher:
         store: Store,
         pool: JobPool,
         lease: Lease,
+        *,
         engines: Callable[[], Collection[str]],
         listen_dsn: str | None,
         poll_s: float = POLL_S,

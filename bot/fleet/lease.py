@@ -28,6 +28,7 @@ class Lease:
     def __init__(
         self,
         store: Store,
+        *,
         name: str,
         host: str,
         role: str,

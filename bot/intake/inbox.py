@@ -18,7 +18,7 @@ from bot.errors import FileRefused, Unreadable, UserInputError
 from bot.models import TaskKind
 from bot.rows import PreflightHold, TaskFileRow
 from bot.tasks.filing import TaskFiling
-from bot.tasks.service import TaskService
+from bot.tasks.requests import TaskRequests
 from bot.tasks.taskfile import SHELL_CLIENT, TaskFile, TaskFileError, parse, write_atomic
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
@@ -34,7 +34,7 @@ class Inbox:
         self,
         *,
         directory: Path,
-        service: TaskService,
+        service: TaskRequests,
         filing: TaskFiling,
         outbox: Outbox,
         texts: Texts,
@@ -107,7 +107,7 @@ class Inbox:
         )
         origin = self._origin(locale, name, tf.client)
         file = TaskFileRow(0, name, tf.goal, tf.constraints)  # its task's id once it starts
-        started = await self._service.start_walk_away(replace(new, origin=origin), options, file)
+        started = await self._service.walk_away(replace(new, origin=origin), options, file)
         if isinstance(started, PreflightHold):
             return started
         log.info("inbox file %s became task %s", name, started.id)

@@ -12,10 +12,8 @@ from bot import config
 from bot.errors import ConfigError
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server, http_token, serve_http
-from bot.money.desk import MoneyDesk
-from bot.money.presets import PresetCatalog
 from bot.settings import Settings
-from bot.store import Store
+from bot.tasks.clients import ClientTasks
 from executors import registry
 
 
@@ -51,30 +49,19 @@ def plan(settings: Settings, http: str | None) -> tuple[McpPlace, Endpoint | Non
     return place, endpoint
 
 
-def money_of(settings: Settings, store: Store) -> MoneyDesk:
-    """The daily cap a follow-up keeps, as the bot counts it."""
-    catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
-    return MoneyDesk(store, catalog, settings.daily_cap_usd, settings.task_cap_usd)
-
-
 async def serve(
-    store: Store,
-    place: McpPlace,
-    endpoint: Endpoint | None,
-    parent_id: int | None,
-    money: MoneyDesk | None = None,
+    tasks: ClientTasks, place: McpPlace, endpoint: Endpoint | None, parent_id: int | None
 ) -> None:
     """Serve until the client goes (stdio) or the process is stopped (HTTP); under
     ``parent_id`` (`--parent`) the owner and chat are that task's."""
     if parent_id is not None:
-        parent = await store.tasks.get(parent_id)
-        if parent is None or not parent.subtasks or parent.parent_id is not None:
-            # a sub-task starts none of its own (bot.tasks.lineage.MAX_DEPTH)
-            raise ConfigError(f"task #{parent_id} may not start sub-tasks")
+        tasks = await tasks.scoped_to(parent_id)
+        parent = tasks.parent
+        assert parent is not None
         place = dataclasses.replace(
             place, owner=parent.owner_id, chat_id=parent.chat_id, parent=parent
         )
-    server = build_server(McpDesk(store, place, money=money))
+    server = build_server(McpDesk(tasks, place))
     if endpoint is None:
         await server.run_stdio_async()
         return

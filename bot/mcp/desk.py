@@ -12,7 +12,6 @@ Telegram: no call here answers one."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -30,15 +29,12 @@ from bot.mcp.handoff import (
     plain_goal,
     taken,
 )
-from bot.models import ApprovalMode, Task, TaskStatus, Turn
-from bot.store import Store
+from bot.models import ApprovalMode, Task, Turn
 from bot.tasks.taskfile import TaskFile, drop
 from bot.turns.transcript import human_line
 
 if TYPE_CHECKING:
-    from bot.money.desk import MoneyDesk
-    from bot.tasks.followup import FollowUps
-    from bot.telegram.notifier import Notifier
+    from bot.tasks.clients import ClientTasks
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +50,7 @@ CHECK_REFUSED = (
 
 @dataclass(frozen=True, slots=True)
 class McpPlace:
-    """Where the bot lives and whom the tasks belong to."""
+    """Where the bot lives and whom the tasks belong to (``ClientTasks``: which it may touch)."""
 
     data_dir: Path
     owner: int
@@ -71,20 +67,11 @@ class McpPlace:
 
 
 class McpDesk:
-    def __init__(
-        self,
-        store: Store,
-        place: McpPlace,
-        notifier: Notifier | None = None,
-        money: MoneyDesk | None = None,
-    ) -> None:
-        """``notifier`` tells the owner's chat about follow-ups and cancels (its outbox rows
-        are delivered by the bot); built from the catalogs on first use when not given.
-        ``money``: the daily cap a follow-up keeps (None: none checked)."""
-        self._store = store
+    def __init__(self, tasks: ClientTasks, place: McpPlace) -> None:
+        """``tasks``: the use case of a client's tasks (``place.parent``'s sub-tasks under
+        ``--parent``: ``ClientTasks.scoped_to``)."""
+        self._tasks = tasks
         self._place = place
-        self._notifier = notifier
-        self._money = money
 
     # -- the tools ---------------------------------------------------------------------------
     async def start(
@@ -111,7 +98,7 @@ class McpDesk:
         if check is not None and self._place.parent is not None:
             raise ToolRefused(CHECK_REFUSED)
         bot_runs(self._place.alive_file, self._place.alive_stale_s)
-        budget = await self._subtask_budget() if self._place.parent is not None else None
+        budget = await self._tasks.subtask_budget() if self._place.parent is not None else None
         inbox = self._place.data_dir / "inbox"
         tf = TaskFile(
             goal=plain_goal(goal),
@@ -135,7 +122,7 @@ class McpDesk:
 
     async def status(self, task_id: int) -> dict[str, Any]:
         task = await self._own(task_id)
-        turns = await self._store.tasks.turns_of(task.id)
+        turns = await self._tasks.turns(task)
         last = turns[-1] if turns else None
         found: dict[str, Any] = {
             **_brief(task),
@@ -146,7 +133,7 @@ class McpDesk:
             "created_at": task.created_at.isoformat(),
             "cost_usd": round(task.total_cost_usd, 6),
             "turns": len(turns),
-            "waiting_for_approval": await self._store.questions.pending_count(task.id) > 0,
+            "waiting_for_approval": await self._tasks.asks_approval(task),
         }
         if last is not None:
             found["last_turn"] = _turn(last)
@@ -155,7 +142,7 @@ class McpDesk:
     async def pr(self, task_id: int) -> dict[str, Any]:
         """The task's pull request as its card follows it (the owner opens it, in Telegram)."""
         task = await self._own(task_id)
-        pr = await self._store.prs.get(task.id)
+        pr = await self._tasks.pr(task)
         if pr is None:
             return {**_brief(task), "pr": None, "note": "no PR: its owner opens one from the card"}
         found = {"number": pr.number, "url": pr.url, "state": pr.state.value}
@@ -183,7 +170,7 @@ class McpDesk:
         found: dict[str, Any] = {**_brief(task), "cursor": cursor, "lines": lines}
         found["done"] = not task.status.active
         if found["done"]:
-            last = await self._store.tasks.last_turn(task.id)
+            last = await self._tasks.last_turn(task)
             if last is not None:
                 found["last_turn"] = _turn(last)
         elif not lines:
@@ -193,7 +180,7 @@ class McpDesk:
     async def _read(self, task_id: int, cursor: int, lines: list[str]) -> tuple[int, int, bool]:
         """Events after ``cursor`` appended to ``lines`` as text: how many were read, the new
         cursor, and whether a whole page came (more may follow at once)."""
-        events = await self._store.transcript.after(task_id, cursor, PAGE_MAX)
+        events = await self._tasks.events(task_id, cursor, PAGE_MAX)
         for event in events:
             cursor = event.line
             line = human_line(event.kind, event.body)
@@ -206,7 +193,7 @@ class McpDesk:
         task = await self._own(task_id)
         if cursor < 0 or not 1 <= limit <= PAGE_MAX:
             raise ToolRefused(f"cursor must be 0 or more and limit 1 to {PAGE_MAX}")
-        events = await self._store.transcript.after(task.id, cursor, limit)
+        events = await self._tasks.events(task.id, cursor, limit)
         lines = [line for e in events if (line := human_line(e.kind, e.body))]
         next_cursor = events[-1].line if events else cursor
         return {
@@ -224,10 +211,6 @@ class McpDesk:
         DETACH_REPLY_DEFAULT says) into it, which the bot carries out."""
         prompt = self._prompt(prompt, "prompt")
         task = await self._own(task_id)
-        if task.status is TaskStatus.ARCHIVED:
-            raise ToolRefused(f"{task.label} is archived")
-        if await self._store.terminal.get(task.id) is not None:
-            raise ToolRefused(f"{task.label} is held at the terminal; its owner takes it back")
         bot_runs(self._place.alive_file, self._place.alive_stale_s)
         from bot.models import FollowUpDoor
         from bot.tasks.followup import FollowUp
@@ -242,44 +225,25 @@ class McpDesk:
             client=one_line(client),
         )
         try:
-            done = await self._followups().follow_up(asked)
+            done = await self._tasks.follow_up(asked)
         except UserInputError as exc:  # over the daily cap, say
             raise ToolRefused(self._said(exc)) from None
-        assert done is not None  # it answers no message: never a repeat
         task = await self._own(task_id)
         found = {**_brief(task), "turn": done.turn.seq, "behind_running_turn": done.behind}
         return found | ({"steer": str(done.steer)} if done.steer is not None else {})
 
     async def cancel(self, task_id: int, client: str) -> dict[str, Any]:
         """Cancel the task's queued turns and stop its running one (the bot stops it)."""
-        task = await self._own(task_id)
-        notifier = self._notify()
-        async with self._store.atomic():
-            dropped = await self._store.tasks.cancel_queued(task.id)
-            stopping = await self._store.claims.request_stop(task.id)
-            if not dropped and not stopping:
-                raise ToolRefused(f"{task.label} is not running or queued ({task.status.value})")
-            if not stopping:
-                await self._store.tasks.set_status(
-                    task.id,
-                    TaskStatus.CANCELLED,
-                    only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
-                )
-                task = await self._own(task_id)
-                await notifier.ack_status(task)
-                await notifier.buttons_follow(task)
-            await self._store.audit.record("task_cancelled", task.owner_id, task.id, client)
-        return {**_brief(task), "stopping": stopping, "dropped_turns": dropped}
+        try:
+            done = await self._tasks.cancel(task_id, client)
+        except UserInputError as exc:  # neither running nor queued
+            raise ToolRefused(self._said(exc)) from None
+        return {**_brief(done.now), "stopping": done.stopping, "dropped_turns": done.dropped}
 
     async def list(self, active_only: bool = False, limit: int = 20) -> dict[str, Any]:
         if not 1 <= limit <= 100:
             raise ToolRefused("limit must be 1 to 100")
-        statuses = [s for s in TaskStatus if s.active] if active_only else None
-        if self._place.parent is not None:
-            children = await self._store.tasks.children(self._place.parent.id)
-            found = [t for t in children if statuses is None or t.status in statuses][-limit:]
-        else:
-            found = await self._store.tasks.list_for(self._place.owner, statuses, limit)
+        found = await self._tasks.listed(active_only, limit)
         return {"tasks": [{**_brief(t), "title": t.title} for t in found]}
 
     # -- helpers -----------------------------------------------------------------------------
@@ -295,68 +259,13 @@ class McpDesk:
         return text
 
     async def _own(self, task_id: int) -> Task:
-        """The owner's task (under ``--parent``: one of the parent's sub-tasks)."""
-        task = await self._store.tasks.get(task_id) if 0 < task_id < 2**53 else None
-        parent = self._place.parent
-        if (
-            task is None
-            or task.owner_id != self._place.owner
-            or (parent is not None and task.parent_id != parent.id)
-        ):
-            raise ToolRefused(f"no task #{task_id} (see list)")
-        return task
-
-    async def _subtask_budget(self) -> str | None:
-        """A sub-task's budget: what is left of the parent's (its own spend and its other
-        sub-tasks' count); refused when none is left or it started the most it may."""
-        parent = self._place.parent
-        assert parent is not None
-        children = await self._store.tasks.children(parent.id)
-        if len(children) >= self._place.max_subtasks:
-            raise ToolRefused(
-                f"this task has started {len(children)} sub-tasks, the most it may "
-                "(DETACH_MAX_SUBTASKS); finish the work yourself"
-            )
-        now = await self._store.tasks.get(parent.id)
-        if now is None or now.max_usd is None:
-            return None
-        left = now.max_usd - now.total_cost_usd - sum(c.total_cost_usd for c in children)
-        if left <= 0.001:
-            raise ToolRefused("this task's budget is spent: no sub-task can start")
-        return f"{left:.4f}"
-
-    def _notify(self) -> Notifier:
-        if self._notifier is None:  # aiogram's types load here, not when the server starts
-            from bot.telegram.notifier import Notifier
-            from bot.telegram.outbox import Outbox
-            from bot.telegram.texts import Texts
-
-            self._notifier = Notifier(self._store, Texts(), Outbox(self._store))
-        return self._notifier
-
-    def _followups(self) -> FollowUps:
-        """The one follow-up use case, as a process that runs no turn has it: the bot submits
-        the turn and steers it (``SteerRequests``)."""
-        from bot.tasks.followup import FollowUps
-        from bot.tasks.nextturn import NextTurns
-        from bot.tasks.planning import valid_prompt
-        from bot.tasks.steering import SteerRequests
-
-        notifier, place = self._notify(), self._place
-        return FollowUps(
-            store=self._store,
-            turns=NextTurns(self._store, notifier, None, place.timezone),
-            notifier=notifier,
-            money=self._money,
-            validate=functools.partial(valid_prompt, max_chars=place.max_prompt_chars),
-            steering=SteerRequests(self._store, notifier),
-        )
+        return await self._tasks.own(task_id)
 
     def _said(self, exc: UserInputError) -> str:
         from bot.telegram.render import plain
         from bot.telegram.texts import DEFAULT_LOCALE
 
-        return plain(self._notify().texts.get(DEFAULT_LOCALE, exc.key, **exc.params))
+        return plain(self._tasks.notifier().texts.get(DEFAULT_LOCALE, exc.key, **exc.params))
 
 
 def _brief(task: Task) -> dict[str, Any]:

@@ -61,7 +61,7 @@ class HoldAnswers:
         self._starter: HoldStarter | None = None
 
     def bind(self, starter: HoldStarter) -> None:
-        """What starts a held task (the task service's preflight step)."""
+        """What starts a held task (the preflight step, ``bot.tasks.preflighting``)."""
         self._starter = starter
 
     async def on_button(self, user_id: int, hold_id: int, choice: int) -> str:

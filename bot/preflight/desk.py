@@ -5,7 +5,7 @@ it again for /pending and the board.
 A hold is a row (``bot.store.preflights``), so a question survives a restart. What settles it
 and starts the task is ``bot.preflight.answers``; what the message looks like is
 ``bot.preflight.message``; a routed task's acknowledgement is ``bot.preflight.routed``. This
-desk is the one face the task service and the handlers use for all of them."""
+desk is the one face the use cases and the handlers use for all of them."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class PreflightDesk:
         self._routed = RoutedAck(store, outbox, texts)
 
     def bind(self, starter: HoldStarter) -> None:
-        """What starts (or forgets) a held task: the task service's preflight step."""
+        """What starts (or forgets) a held task: the preflight step (``bot.tasks.preflighting``)."""
         self._answers.bind(starter)
 
     async def hold(

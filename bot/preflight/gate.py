@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 class PreflightGate:
     """``enabled``: DETACH_PREFLIGHT, the default of a task's ``preflight=yes|no`` (walk-away
-    tasks only, whichever door they come by: the task service asks); ``engines``: the engines
+    tasks only, whichever door they come by: the create use case asks); ``engines``: the engines
     tasks may use here (the presets offered to the model are theirs)."""
 
     def __init__(

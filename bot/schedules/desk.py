@@ -19,8 +19,8 @@ from bot.rows import PreflightHold, Schedule
 from bot.schedules.timer import ScheduleTimer, When
 from bot.schedules.when import describe, parse_at, parse_every, zone
 from bot.tasks.options import split_options
+from bot.tasks.requests import TaskRequests
 from bot.tasks.scheduling import ScheduleBook
-from bot.tasks.service import TaskService
 from bot.telegram.outbox import Outbox
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
@@ -63,7 +63,7 @@ class ScheduleDesk:
         *,
         book: ScheduleBook,
         timer: ScheduleTimer,
-        service: TaskService,
+        service: TaskRequests,
         outbox: Outbox,
         texts: Texts,
         default_tz: str = DEFAULT_TZ,
@@ -176,7 +176,7 @@ class ScheduleDesk:
                 schedule.locale,
                 "every" if schedule.cron else "at",
             )
-            started = await self._service.start_walk_away(
+            started = await self._service.walk_away(
                 replace(
                     new,
                     origin=self._texts.get(

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import UserInputError
-from bot.models import ApprovalMode, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
 from bot.store import Store, TurnOutcome
-from bot.tasks.service import TaskService
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import shorten
 from bot.telegram.slugs import slugify
@@ -106,13 +105,20 @@ class Adoption:
 
     def __init__(
         self,
-        tasks: TaskService,
+        *,
+        workdirs: WorkdirPolicy,
+        engines: Collection[Engine],
+        session_mode: ApprovalMode,
         store: Store,
         notifier: Notifier,
         environ: Mapping[str, str],
         owners: Collection[int],
     ) -> None:
-        self._tasks = tasks
+        """``engines``: those tasks may use here; ``session_mode``: the chat sessions' mode
+        (an adopted session's is ``adopted_mode`` of it)."""
+        self._workdirs = workdirs
+        self._engines = engines
+        self._session_mode = session_mode
         self._store = store
         self._notifier = notifier
         self._environ = environ  # where the agents' session files are (their HOME)
@@ -122,12 +128,11 @@ class Adoption:
         if user_id not in self._owners:
             log.warning("user %s may not adopt this machine's sessions", user_id)
             raise UserInputError("adopt.not_owner")
-        tasks = self._tasks
         # the session files are walked and read on a thread: never on the event loop
         found, where = await asyncio.to_thread(
-            locate, self._environ, tasks.workdirs, tasks.available_engines, typed
+            locate, self._environ, self._workdirs, tuple(self._engines), typed
         )
-        who = Adoptee(user_id, chat_id, locale, adopted_mode(tasks.planner.defaults.session_mode))
+        who = Adoptee(user_id, chat_id, locale, adopted_mode(self._session_mode))
         async with self._store.atomic():  # the task exists with its card, or not at all
             task, turn = await record(self._store, found, where, who)
             await self._notifier.turn_finished(task, turn)

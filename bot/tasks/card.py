@@ -1,5 +1,5 @@
 """What the buttons under a task offer beyond start and cancel: follow up, transcript, retry,
-and the answer to a budget question (extend and continue, or stop)."""
+the answer to a budget question (extend and continue, or stop), and /result's card again."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import io
 
 from bot.approvals.copies import edit_copies, first_line
 from bot.errors import UserInputError
+from bot.git import Worktrees
 from bot.models import (
     ApprovalAnswer,
     MessageKind,
@@ -17,9 +18,12 @@ from bot.models import (
     TaskStatus,
     Turn,
 )
+from bot.money.desk import MoneyDesk
 from bot.store import PendingQuestion, Store
 from bot.tasks.export import export
-from bot.tasks.service import TaskService
+from bot.tasks.lookup import TaskLookup
+from bot.tasks.nextturn import NextTurns
+from bot.tasks.unanswered import no_answer_yet
 from bot.telegram.markup import ForceReply
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import usd
@@ -30,8 +34,21 @@ MOVED_ON = "callback_approval.expired"  # the reply to a tap on a decision the t
 
 
 class TaskCard:
-    def __init__(self, tasks: TaskService, store: Store, notifier: Notifier, texts: Texts) -> None:
-        self._tasks = tasks
+    def __init__(
+        self,
+        *,
+        lookup: TaskLookup,
+        turns: NextTurns,
+        money: MoneyDesk,
+        worktrees: Worktrees,
+        store: Store,
+        notifier: Notifier,
+        texts: Texts,
+    ) -> None:
+        self._lookup = lookup
+        self._turns = turns
+        self._money = money
+        self._worktrees = worktrees
         self._store = store
         self._notifier = notifier
         self._texts = texts
@@ -66,8 +83,8 @@ class TaskCard:
         return task
 
     async def _extend(self, user_id: int, task: Task, question: PendingQuestion) -> Task:
-        await self._tasks.money.check_daily_cap(user_id)
-        await self._tasks.refuse_held(task)  # before the question is closed: Extend stays
+        await self._money.check_daily_cap(user_id)
+        await self._turns.refuse_held(task)  # before the question is closed: Extend stays
         amount = float(question.payload.get("extend", 0))
 
         async def claim() -> None:
@@ -80,19 +97,19 @@ class TaskCard:
             await self._store.audit.record("budget_extended", user_id, task.id, f"{amount}")
 
         async def say(_turn: Turn) -> None:
-            now = await self._tasks.get_own(user_id, task.id)
+            now = await self._lookup.get_own(user_id, task.id)
             line = self._texts.get(task.locale, "money.extended_line", cap=usd(now.max_usd or 0))
             await self._copies_say(question, line)
             await self._notifier.budget_answered(now, question, line)
 
         prompt = self._texts.get(task.locale, "money.continue_prompt")
         try:
-            await self._tasks.queue_turn(task, user_id, prompt, "budget_continued", say, claim)
+            await self._turns.queue(task, user_id, prompt, "budget_continued", say, claim)
         except UserInputError as exc:
             if exc.key == MOVED_ON:
                 await self._moved_on(task, question)
             raise
-        return await self._tasks.get_own(user_id, task.id)
+        return await self._lookup.get_own(user_id, task.id)
 
     async def _moved_on(self, task: Task, question: PendingQuestion) -> None:
         """The budget decision of a task a follow-up has moved on since is no longer asked:
@@ -113,8 +130,8 @@ class TaskCard:
 
     async def ask_follow_up(self, user_id: int, task_id: int) -> None:
         """A force-reply prompt linked to the task: the reply continues it."""
-        task = await self._tasks.get_own(user_id, task_id)
-        await self._tasks.refuse_held(task)
+        task = await self._lookup.get_own(user_id, task_id)
+        await self._turns.refuse_held(task)
         await self._notifier.send(
             task,
             self._texts.get(task.locale, "task.followup_prompt", label=task.label),
@@ -126,7 +143,7 @@ class TaskCard:
 
     async def send_transcript(self, user_id: int, task_id: int, lines: int = 25) -> None:
         """The last events as a message; the whole transcript as a file when there is more."""
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         total = await self._store.transcript.count(task.id)
         loc = task.locale
         if total == 0:
@@ -157,7 +174,7 @@ class TaskCard:
 
     async def send_task_file(self, user_id: int, task_id: int) -> None:
         """The task as a task file (the detach skill's Markdown format), as a document."""
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         exported = await export(self._store, task.id, self._texts)
         await self._notifier.send_file(
             task,
@@ -168,10 +185,10 @@ class TaskCard:
 
     async def retry(self, user_id: int, task_id: int) -> Task:
         """Run the last request again, in the same session."""
-        task = await self._tasks.get_idle(user_id, task_id)
-        await self._tasks.money.check_daily_cap(user_id)
+        task = await self._lookup.get_idle(user_id, task_id)
+        await self._money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
-        await self._tasks.queue_turn(
+        await self._turns.queue(
             task,
             user_id,
             last.prompt if last else task.title,
@@ -181,3 +198,12 @@ class TaskCard:
             ),
         )
         return task
+
+    async def show_result(self, user_id: int, task_id: int) -> None:
+        """Send the last answer of a task again (as the completion card), or say there is none."""
+        task = await self._lookup.get_own(user_id, task_id)
+        turn = await self._store.tasks.last_turn(task.id)
+        if turn is None or turn.status.active:
+            raise await no_answer_yet(self._store, self._texts, task, turn)
+        work = await self._worktrees.offers(task.id)
+        await self._notifier.turn_finished(task, turn, worktree_work=work)

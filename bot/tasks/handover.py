@@ -6,12 +6,16 @@ and the directory's uncommitted changes. Or keeping the wait (the notice keeps C
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from bot.errors import TaskStateError, UserInputError
 from bot.models import Engine, Task, TaskStatus
+from bot.money.desk import MoneyDesk
 from bot.store import Store
-from bot.tasks.service import TaskService
+from bot.tasks.chat import ChatSettings
+from bot.tasks.lookup import TaskLookup
 from bot.telegram.notifier import Notifier
+from bot.telegram.texts import Texts
 from bot.turns.continuation import handover_prompt
 from bot.turns.outcome import local_time
 from bot.turns.queue import TurnQueue
@@ -23,10 +27,25 @@ log = logging.getLogger(__name__)
 
 class Handover:
     def __init__(
-        self, tasks: TaskService, store: Store, queue: TurnQueue, notifier: Notifier, git: GitGuard
+        self,
+        *,
+        lookup: TaskLookup,
+        chat: ChatSettings,
+        money: MoneyDesk,
+        engines: Collection[Engine],
+        store: Store,
+        queue: TurnQueue,
+        notifier: Notifier,
+        texts: Texts,
+        git: GitGuard,
     ) -> None:
+        """``engines``: those tasks may use here."""
         self._git = git
-        self._tasks = tasks
+        self._lookup = lookup
+        self._chat = chat
+        self._money = money
+        self._engines = engines
+        self._texts = texts
         self._store = store
         self._queue = queue
         self._notifier = notifier
@@ -36,7 +55,7 @@ class Handover:
         refused when it no longer waits, or ``engine`` is unknown, the same, limited too, or
         holds the task's mode more weakly (``may_move``)."""
         task = await self._waiting(user_id, task_id)
-        if engine == task.engine or engine not in self._tasks.available_engines:
+        if engine == task.engine or engine not in self._engines:
             raise UserInputError("error.engine_unavailable", engine=engine)
         if not may_move(task.approval_mode, task.engine, engine):
             raise UserInputError(
@@ -44,7 +63,7 @@ class Handover:
             )
         until = await self._queue.limited_until(engine)
         if until is not None:
-            zone = await self._tasks.zone(user_id)
+            zone = await self._chat.zone(user_id)
             raise UserInputError(
                 "error.engine_limited", engine=engine.capitalize(), resets=local_time(until, zone)
             )
@@ -53,7 +72,7 @@ class Handover:
             raise self._not_waiting(task)
         prompt = await handover_prompt(self._store, self._git, task, turn)
         chat = await self._store.chats.get(task.chat_id)
-        preset = self._tasks.money.preset_for(chat.preset, None, engine)
+        preset = self._money.preset_for(chat.preset, None, engine)
         async with self._store.atomic():
             moved = await self._store.tasks.move_to_engine(
                 task.id,
@@ -81,7 +100,7 @@ class Handover:
         return task
 
     async def _waiting(self, user_id: int, task_id: int) -> Task:
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         if task.status is not TaskStatus.WAITING_FOR_LIMIT:
             raise self._not_waiting(task)
         return task
@@ -90,5 +109,5 @@ class Handover:
         return TaskStateError(
             "error.not_waiting",
             label=task.label,
-            status=self._tasks.texts.status(task.locale, task.status),
+            status=self._texts.status(task.locale, task.status),
         )

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from bot.errors import TaskStateError
-from bot.fleet.takeover import Takeover
-from bot.models import Task, TaskStatus
+from bot.models import MessageKind, Task, TaskStatus
+from bot.money.desk import MoneyDesk
 from bot.store import Store
+from bot.tasks.cancel import Cancellation
+from bot.tasks.lookup import TaskLookup, parse_task_id
+from bot.tasks.nextturn import NextTurns
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
-from bot.turns.pool import JobPool
-
-if TYPE_CHECKING:
-    from bot.tasks.service import TaskService
 
 log = logging.getLogger(__name__)
 ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a paced call)
@@ -25,80 +23,43 @@ ARCHIVE_FOLLOW_MAX = 20  # cards edited by one /archive all (each edit is a pace
 class TaskLifecycle:
     def __init__(
         self,
-        tasks: TaskService,
         *,
+        lookup: TaskLookup,
+        turns: NextTurns,
+        money: MoneyDesk,
+        cancellation: Cancellation,
         store: Store,
-        pool: JobPool,
         notifier: Notifier,
         texts: Texts,
-        takeover: Takeover | None,
     ) -> None:
-        self._tasks = tasks
+        self._lookup = lookup
+        self._turns = turns
+        self._money = money
+        self._cancellation = cancellation
         self._store = store
-        self._pool = pool
         self._notifier = notifier
         self._texts = texts
-        self._takeover = takeover
 
     async def cancel(self, user_id: int, task_id: int, reply_to: int | None = None) -> Task:
-        """Drop the task's queued turns and stop its running one. ``reply_to``: the ``/cancel``
-        message, answered in the task's chat with one message that ends true: "cancelling…"
-        while the turn stops, which its card then replaces, or "cancelled" at once."""
-        task = await self._tasks.get_own(user_id, task_id)
-        async with self._store.atomic():  # the turn's card, which takes the reply over, waits
-            dropped = await self._store.tasks.cancel_queued(task.id)
-            stopping = self._pool.cancel(task.id) or await self._store.claims.request_stop(task.id)
-            now = await self._tasks.get_own(user_id, task.id)
-            stopping = stopping and now.status is TaskStatus.RUNNING  # else it had ended
-            if not stopping and not dropped:
-                raise TaskStateError(
-                    "error.not_active",
-                    label=task.label,
-                    status=self._texts.status(task.locale, now.status),
-                )
-            if stopping and reply_to is not None:
-                await self._notifier.cancelling(task, reply_to)
-            if stopping and self._takeover is not None:
-                await self._takeover.if_lost(task.id)  # its runner is gone: cancelled now
-            if not stopping:
-                await self._cancelled(user_id, now, dropped, reply_to)
-            await self._store.audit.record("task_cancelled", user_id, task.id)
-        return task
-
-    async def _cancelled(
-        self, user_id: int, task: Task, dropped: int, reply_to: int | None
-    ) -> None:
-        """A task that had not started (or waited for a limit) is cancelled now."""
-        await self._store.tasks.set_status(
-            task.id,
-            TaskStatus.CANCELLED,
-            only_from=[TaskStatus.QUEUED, TaskStatus.WAITING_FOR_LIMIT],
-        )
-        now = await self._tasks.get_own(user_id, task.id)
-        await self._notifier.ack_status(now)
-        await self._notifier.buttons_follow(now)
-        if reply_to is not None:
-            await self._notifier.cancelled_queued(now, dropped, reply_to)
+        """``Cancellation.cancel``: the task as it was asked."""
+        return (await self._cancellation.cancel(user_id, task_id, reply_to)).task
 
     async def archive(
-        self,
-        user_id: int,
-        ref: str,
-        one: int | None,
-        announce: Callable[[int], Awaitable[object]] | None = None,
+        self, user_id: int, ref: str, announce: Callable[[int], Awaitable[object]] | None = None
     ) -> int:
-        """Archive the idle task ``one``, or (None) all finished ones in one statement, in one
-        transaction with all that tells of it: ``announce(count)`` first (the answer the owner
-        waits for goes out before the cards' edits), then the tasks' topics closed and the
-        cards of the newest ``ARCHIVE_FOLLOW_MAX`` updated in one batch (older cards' buttons
-        answer that the task is archived). ``ref``: what the owner typed, for the audit."""
+        """Archive the idle task ``ref`` (``12``, ``#12``), or ``all`` finished ones in one
+        statement, in one transaction with all that tells of it: ``announce(count)`` first (the
+        answer the owner waits for goes out before the cards' edits), then the tasks' topics
+        closed and the cards of the newest ``ARCHIVE_FOLLOW_MAX`` updated in one batch (older
+        cards' buttons answer that the task is archived)."""
+        one = None if ref == "all" else parse_task_id(ref, "archive")
         async with self._store.atomic():
             if one is None:
                 archived, newest = await self._store.tasks.archive_all(user_id, ARCHIVE_FOLLOW_MAX)
             else:
-                task = await self._tasks.get_idle(user_id, one)
+                task = await self._lookup.get_idle(user_id, one)
                 await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-                newest = [await self._tasks.get_own(user_id, task.id)]
+                newest = [await self._lookup.get_own(user_id, task.id)]
                 archived = [(task.id, task.chat_id)]
             if announce is not None:
                 await announce(len(archived))
@@ -108,10 +69,10 @@ class TaskLifecycle:
 
     async def resume_interrupted(self, user_id: int, task_id: int) -> Task:
         task = await self._interrupted(user_id, task_id)
-        await self._tasks.money.check_daily_cap(user_id)
+        await self._money.check_daily_cap(user_id)
         last = await self._store.tasks.last_turn(task.id)
         preamble = self._texts.get(task.locale, "task.interrupted_preamble")
-        await self._tasks.queue_turn(
+        await self._turns.queue(
             task,
             user_id,
             f"{preamble}\n\n{last.prompt if last else ''}",
@@ -128,14 +89,15 @@ class TaskLifecycle:
             task.id, TaskStatus.FAILED, only_from=[TaskStatus.INTERRUPTED]
         )
         await self._store.audit.record("marked_failed", user_id, task.id)
-        await self._tasks.say(task, "task.marked_failed")
-        now = await self._tasks.get_own(user_id, task.id)
+        line = self._texts.get(task.locale, "task.marked_failed", label=task.label)
+        await self._notifier.send(task, line, kind=MessageKind.STATUS)
+        now = await self._lookup.get_own(user_id, task.id)
         await self._notifier.ack_status(now)
         await self._notifier.buttons_follow(now)
         return task
 
     async def _interrupted(self, user_id: int, task_id: int) -> Task:
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         if task.status is not TaskStatus.INTERRUPTED:
             raise TaskStateError(
                 "error.not_interrupted",

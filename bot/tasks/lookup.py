@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.errors import TaskNotFound, TaskStateError
+from bot.errors import TaskNotFound, TaskStateError, UserInputError
 from bot.models import Task, TaskStatus
 from bot.store import Store
 from bot.telegram.texts import Texts
@@ -73,3 +73,11 @@ class TaskLookup:
 
     async def archived_count(self, user_id: int) -> int:
         return await self._store.tasks.count_for(user_id, [TaskStatus.ARCHIVED])
+
+
+def parse_task_id(ref: str, command: str) -> int:
+    """``12`` or ``#12`` -> 12; anything else is a clear error naming the command."""
+    text = ref.strip().lstrip("#")
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+        raise UserInputError("error.bad_task_id", command=command)
+    return int(text)

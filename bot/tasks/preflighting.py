@@ -5,39 +5,65 @@ holds it, and the owner's answer (or the wait's end) that starts it."""
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from bot.models import NewTask, Task, TaskKind
+from bot.models import Engine, NewTask, Preset, Task, TaskKind
+from bot.money.desk import MoneyDesk
 from bot.preflight.check import Outcome
 from bot.preflight.desk import PreflightDesk
 from bot.preflight.files import HeldAttachments
 from bot.preflight.gate import PreflightGate
 from bot.store import Store, TaskFileRow
 from bot.store.preflights import PreflightHold
+from bot.tasks.lookup import TaskLookup
 from bot.tasks.options import flag, split_options
 from bot.tasks.planning import AUTO
 from bot.tasks.routing import TaskRouter, moved
 
-if TYPE_CHECKING:
-    from bot.tasks.service import TaskService
+log = logging.getLogger(__name__)
+Plan = Callable[..., Awaitable[NewTask]]  # ``TaskPlanner.plan``
+
+
+class Start(Protocol):
+    """``TaskCreator.start``: a planned task created and its first turn queued."""
+
+    async def __call__(
+        self,
+        new: NewTask,
+        reply_to: int | None = None,
+        attachments: Sequence[Path] = (),
+        hold_s: float = 0.0,
+    ) -> Task: ...
 
 
 class PreflightStep:
     def __init__(
         self,
         gate: PreflightGate,
-        service: TaskService,
+        *,
         router: TaskRouter,
+        start: Start,
+        plan: Plan,
+        lookup: TaskLookup,
+        money: MoneyDesk,
+        engines: Collection[Engine],
         store: Store,
         kept: Path,
     ) -> None:
-        """``kept``: where a held task's attachments wait."""
+        """``start``: what creates a task whose preflight let it go; ``plan``: a held command
+        of before planned again; ``engines``: those tasks may use here; ``kept``: where a held
+        task's attachments wait."""
         self._gate = gate
-        self._service = service
         self._router = router
+        self._start = start
+        self._plan = plan
+        self._lookup = lookup
+        self._money = money
+        self._engines = engines
         self._store = store
         self.desk: PreflightDesk = gate.desk
         self._files = HeldAttachments(kept)
@@ -66,7 +92,7 @@ class PreflightStep:
         gate = self._gate
         if reply_to is not None and (held := await self._held(new.chat_id, reply_to)):
             return held  # Telegram delivered the command again: it is held already
-        await self._service.money.check_daily_cap(new.owner_id)  # not a cent past the cap
+        await self._money.check_daily_cap(new.owner_id)  # not a cent past the cap
         outcome = await gate.check(new)  # bounded; a failure is said, never raised
         planned = new
         if route:
@@ -81,7 +107,7 @@ class PreflightStep:
         new = replace(gate.noted(new, outcome), spent_usd=outcome.cost_usd or 0.0)
         moved = (new.engine, new.preset) != (planned.engine, planned.preset)
         grace_s = gate.route_grace_s if moved else 0.0
-        task = await self._service.start(new, reply_to, attachments, hold_s=grace_s)
+        task = await self._start(new, reply_to, attachments, hold_s=grace_s)
         await gate.charge(task, outcome.cost_usd)
         if grace_s:  # the owner may move it back to where it was planned until it starts
             await gate.desk.offer_default(task, planned.engine, planned.preset)
@@ -95,10 +121,10 @@ class PreflightStep:
         (where it was planned) if it has not started; the key of the tap's answer. The button's
         data is checked as a typed ``model=`` would be: a known preset of that engine, an
         engine here that can run the task with its rights."""
-        task = await self._service.get_own(user_id, task_id)
-        chosen = self._service.money.catalog.get(preset) if preset else None
+        task = await self._lookup.get_own(user_id, task_id)
+        chosen = self._money.catalog.get(preset) if preset else None
         if (preset and (chosen is None or chosen.engine != engine)) or (
-            engine not in self._service.available_engines
+            engine not in self._engines
         ):
             return "preflight.gone"
         planned = NewTask(
@@ -107,16 +133,26 @@ class PreflightStep:
         )  # fmt: skip
         if not self._router.honours(engine, planned):
             return "preflight.gone"
-        moved = await self._service.reroute(task, engine, chosen)
+        moved = await self._reroute(task, engine, chosen)
         if moved is None:
             return "preflight.back_late"
-        routed = self._service.money.catalog.get(task.preset)
+        routed = self._money.catalog.get(task.preset)
         name = preset or engine
         if routed is not None:
             was = self._gate.routed_line(task.locale, routed, name)
             line = self._gate.back_line(task.locale, name)
             await self._gate.desk.moved_back(moved, was, line)
         return "preflight.back_done"
+
+    async def _reroute(self, task: Task, engine: Engine, preset: Preset | None) -> Task | None:
+        """``task``, none of whose turns started, on ``engine`` (``preset``); None: too late."""
+        moved = await self._store.tasks.reroute(
+            task.id, engine, preset.name if preset else None, preset.model if preset else None
+        )
+        if moved is not None:
+            await self._store.audit.record("rerouted", task.owner_id, task.id, engine)
+            log.info("task %s: moved back to %s before it started", task.id, engine)
+        return moved
 
     async def _over_budget(self, new: NewTask, outcome: Outcome) -> str:
         """The message asking before a go whose estimate is more than the task may spend: its
@@ -126,7 +162,7 @@ class PreflightStep:
         if estimate is None:
             return ""
         cost = outcome.cost_usd or 0.0
-        lefts = [await self._service.money.daily_left(new.owner_id)]
+        lefts = [await self._money.daily_left(new.owner_id)]
         lefts.append(new.max_usd - cost if new.max_usd is not None else None)
         left = min((x for x in lefts if x is not None), default=None)
         if left is None or estimate <= left:
@@ -155,7 +191,7 @@ class PreflightStep:
             title=new.title or new.prompt,
             spent_usd=hold.cost_usd or 0.0,
         )
-        task = await self._service.start(new, hold.reply_to, self._files.of(hold.id))
+        task = await self._start(new, hold.reply_to, self._files.of(hold.id))
         self.forget(hold)
         await self._gate.charge(task, hold.cost_usd)
         await record_file(self._store, task, hold.file)
@@ -167,7 +203,7 @@ class PreflightStep:
     async def _planned(self, hold: PreflightHold) -> NewTask:
         """A hold of before (the chat's command as typed): planned again from its text."""
         options, words = split_options(hold.text) if hold.with_options else ({}, hold.text)
-        return await self._service.plan(
+        return await self._plan(
             hold.owner_id, hold.chat_id, TaskKind.DETACH, options, words, hold.locale, "detach"
         )
 

@@ -9,19 +9,16 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot.models import Engine, NewTask, Task, TaskKind
 from bot.store import Store, TaskFileRow
 from bot.store.preflights import PreflightHold
-from bot.tasks.planning import AUTO
-from bot.tasks.preflighting import record_file
+from bot.tasks.creation import TaskCreator
+from bot.tasks.lookup import TaskLookup
+from bot.tasks.planning import AUTO, TaskPlanner
+from bot.tasks.preflighting import PreflightStep, record_file
 from bot.telegram.attachments import mention
 from bot.telegram.held import titled
-
-if TYPE_CHECKING:
-    from bot.tasks.preflighting import PreflightStep
-    from bot.tasks.service import TaskService
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +42,41 @@ class ChatRequest:
 
 
 class TaskRequests:
-    """Plans a requested task and admits it (``step``: None, no preflight model here)."""
+    """Creating a task, from any door: planned, then admitted (started, or held by its
+    preflight). ``step``: None, no preflight model here."""
 
-    def __init__(self, service: TaskService, step: PreflightStep | None, store: Store) -> None:
-        self._service = service
+    def __init__(
+        self,
+        *,
+        planner: TaskPlanner,
+        creator: TaskCreator,
+        lookup: TaskLookup,
+        step: PreflightStep | None,
+        store: Store,
+    ) -> None:
+        self._planner = planner
+        self._creator = creator
+        self._lookup = lookup
         self._store = store
         self.step = step
+        self.start = creator.start  # a planned task, started as is (no preflight)
+        self.plan = planner.plan  # a task's options and words, as the chat's command plans them
+        self.engines = planner.engines  # those a task may run on here
+        defaults = planner.defaults
+        self.plain_text_tasks = defaults.plain_text_tasks
+        self.attachments_staging = defaults.attachments_staging  # the chat's files, staged
+        self.max_attachment_bytes = defaults.max_attachment_bytes
 
-    async def from_chat(self, request: ChatRequest) -> Task | PreflightHold:
-        """The task of ``request``, or its hold. A command Telegram delivers twice starts one
-        task; its attachments go into the task's directory (kept with its hold meanwhile), and
-        the prompt says where."""
-        service, r = self._service, request
-        planned = await service.planner.plan_text(
+    async def aclose(self) -> None:
+        """Routed first turns' grace timers stop."""
+        await self._creator.aclose()
+
+    async def from_chat(self, request: ChatRequest) -> Task | None:
+        """The task of ``request``; None: its preflight holds it until its owner answers. A
+        command Telegram delivers twice starts one task; its attachments go into the task's
+        directory (kept with its hold meanwhile), and the prompt says where."""
+        r = request
+        planned = await self._planner.plan_text(
             r.user_id, r.chat_id, r.kind, r.text, r.locale, r.command, engine=r.engine,
             with_options=r.with_options, attached=mention(list(r.attachments)),
         )  # fmt: skip
@@ -65,11 +84,12 @@ class TaskRequests:
         if r.attachments:  # the chat shows the words and the files' names, not the plumbing
             new = dataclasses.replace(new, title=titled(words, r.attachments))
         if r.reply_to is not None:
-            existing = await service.task_linked(r.chat_id, r.reply_to)
+            existing = await self._lookup.task_linked(r.chat_id, r.reply_to)
             if existing is not None:
                 log.info("message %s already started task %s", r.reply_to, existing)
-                return await service.get_own(r.user_id, existing)
-        return await self._admit(new, options, r.engine is not None, r.reply_to, r.attachments)
+                return await self._lookup.get_own(r.user_id, existing)
+        admitted = await self._admit(new, options, r.engine is not None, r.reply_to, r.attachments)
+        return admitted if isinstance(admitted, Task) else None
 
     async def walk_away(
         self, new: NewTask, options: dict[str, str], file: TaskFileRow | None = None
@@ -96,14 +116,14 @@ class TaskRequests:
         step = self.step
         options = options if engine_given else self._auto(options)
         if step is None or not step.wanted(new.kind, engine_given, options):
-            return await self._service.start(new, reply_to=reply_to, attachments=attachments)
+            return await self._creator.start(new, reply_to=reply_to, attachments=attachments)
         route = options.get("engine", "").lower() == AUTO
         return await step.start(new, reply_to, attachments, route, file)
 
     def _auto(self, options: dict[str, str]) -> dict[str, str]:
         """``options`` with ``engine=auto`` when DETACH_DEFAULT_ENGINE=auto and neither an
         engine nor a model is named (a model named is the owner's choice: it stays)."""
-        if not self._service.planner.defaults.route_by_default:
+        if not self._planner.defaults.route_by_default:
             return options
         if "engine" in options or "model" in options:
             return options

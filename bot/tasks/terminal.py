@@ -1,7 +1,7 @@
 """Hand-off between the phone and a terminal. 🖥 To terminal holds an idle task there: its
 session is the terminal's (``claude --resume <id>`` in its directory), and every turn from the
 phone (a reply, Follow up, Retry, a budget's Extend, an MCP follow-up) is refused with one line
-and a Take back button (``TaskService.refuse_held``). 📱 Take back releases it: the next reply
+and a Take back button (``NextTurns.refuse_held``). 📱 Take back releases it: the next reply
 resumes the session as the terminal left it (the CLI keeps what was said there in its session
 files), and the transcript notes when the task was at the terminal.
 
@@ -16,7 +16,10 @@ from bot.errors import TaskStateError
 from bot.models import MessageKind, Task
 from bot.ports import TaskWorktrees
 from bot.store import Store
-from bot.tasks.service import TaskService
+from bot.tasks.chat import ChatSettings
+from bot.tasks.followup import FollowUp, FollowUps
+from bot.tasks.lookup import TaskLookup
+from bot.tasks.nextturn import NextTurns
 from bot.telegram.notifier import Notifier
 from bot.telegram.terminal import (
     hold_stamp,
@@ -34,16 +37,22 @@ AT_TERMINAL = "AtTerminal"  # the transcript's line: from, to (ISO, UTC)
 class TerminalDesk:
     def __init__(
         self,
-        tasks: TaskService,
+        *,
+        lookup: TaskLookup,
+        turns: NextTurns,
+        chat: ChatSettings,
+        follow_ups: FollowUps,
         store: Store,
         notifier: Notifier,
         texts: Texts,
-        *,
         worktrees: TaskWorktrees | None = None,
     ) -> None:
         """``worktrees``: a task's worktree merged or discarded is cut again where it stood
         before the terminal is given its command (``cd`` to it)."""
-        self._tasks = tasks
+        self._lookup = lookup
+        self._turns = turns
+        self._chat = chat
+        self._follow_ups = follow_ups
         self._store = store
         self._notifier = notifier
         self._texts = texts
@@ -51,21 +60,21 @@ class TerminalDesk:
 
     async def hold(self, user_id: int, task_id: int) -> Task:
         """Hold the owner's idle task at the terminal; its chat gets the command and Take back."""
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         if terminal_command(task) is None:
             raise TaskStateError("terminal.no_session", label=task.label)
         if self._worktrees is not None and not task.status.active:
             await self._worktrees.reopen(task)
         async with self._store.atomic():  # a follow-up queued meanwhile is seen here
-            task = await self._tasks.get_own(user_id, task_id)
+            task = await self._lookup.get_own(user_id, task_id)
             if task.status.active:
                 raise TaskStateError("terminal.busy", label=task.label)
             held = await self._store.terminal.hold(task.id, user_id)
             if held is None:
-                await self._tasks.refuse_held(task)  # says since when
+                await self._turns.refuse_held(task)  # says since when
             assert held is not None
             await self._store.audit.record("terminal_held", user_id, task.id)
-            since = local_time(held.since, await self._tasks.zone(user_id))
+            since = local_time(held.since, await self._chat.zone(user_id))
             text = self._texts.get(task.locale, "terminal.held", label=task.label, since=since)
             text += "\n" + terminal_line(self._texts, task)
             stamp = hold_stamp(held.since)
@@ -83,7 +92,7 @@ class TerminalDesk:
         (plain Take back drops them: the owner chose not to send them);
         ``hold``: the hold the tapped button was made for (0: whichever): a button left from
         an ended hold does not end a later one."""
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         async with self._store.atomic():
             current = await self._store.terminal.get(task.id)
             if current is None or (hold and hold_stamp(current.since) != hold):
@@ -99,7 +108,7 @@ class TerminalDesk:
                 body = {"from": held.since.isoformat(), "to": now.isoformat()}
                 await self._store.transcript.append(task.id, last.id, [(AT_TERMINAL, body)])
             await self._store.audit.record("terminal_taken_back", user_id, task.id)
-            zone = await self._tasks.zone(user_id)
+            zone = await self._chat.zone(user_id)
             text = self._texts.get(
                 task.locale,
                 "terminal.taken_back",
@@ -115,5 +124,9 @@ class TerminalDesk:
         log.info("task %s taken back from the terminal by %s", task.id, user_id)
         if send and send in held.parked:  # all of them, not only the tapped one's
             for message_id in sorted(held.parked):
-                await self._tasks.follow_up(user_id, task.id, held.parked[message_id], message_id)
+                words = held.parked[message_id]
+                asked = FollowUp(
+                    user_id=user_id, task_id=task.id, prompt=words, reply_to=message_id
+                )
+                await self._follow_ups.follow_up(asked)
         return task

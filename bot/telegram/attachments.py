@@ -1,6 +1,6 @@
 """Files sent to the bot (a document or a photo, with a task command, as a plain message or as a
 reply): checked against the size cap, downloaded into a staging directory, and later moved
-into the task's directory under ``.detach/attachments/`` (``bot.tasks.service``)."""
+into the task's directory under ``.detach/attachments/`` (``bot.tasks.creation``)."""
 
 from __future__ import annotations
 

@@ -45,6 +45,7 @@ RECORD_WAIT_S = 10.0  # a stop waits this long for a sent message's record
 class Delivery:
     def __init__(
         self,
+        *,
         store: Store,
         outbox: Outbox,
         bot: Bot,

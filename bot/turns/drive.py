@@ -214,9 +214,9 @@ class Drive:
             leg.task,
             self._progress_interval_s,
             leg.meter,
-            self._progress_delay_s,
-            self._held(leg.spec.turn_id, leg.runner),
-            functools.partial(self._desk.asking, leg.task.id),
+            delay_s=self._progress_delay_s,
+            held=self._held(leg.spec.turn_id, leg.runner),
+            asking=functools.partial(self._desk.asking, leg.task.id),
         )
 
     async def _recorded(self, task: Task, event: object) -> None:

@@ -42,6 +42,7 @@ def believed(until: datetime | None, now: datetime) -> datetime | None:
 class Parking:
     def __init__(
         self,
+        *,
         store: Store,
         queue: TurnQueue,
         notifier: Notifier,

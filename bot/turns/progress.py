@@ -30,6 +30,7 @@ class Progress:
         task: Task,
         interval_s: float,
         meter: Meter,
+        *,
         delay_s: float = 0.0,
         held: Callable[[], Awaitable[bool]] | None = None,
         asking: Callable[[], bool] | None = None,

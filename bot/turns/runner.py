@@ -141,7 +141,12 @@ class TurnRunner:
         )
         self.steering = self._drive.steering  # the inboxes of the turns running here
         self._parking = Parking(
-            store, queue, notifier, engines.available, policy.limit_retry_s, policy.timezone
+            store=store,
+            queue=queue,
+            notifier=notifier,
+            engines=engines.available,
+            retry_s=policy.limit_retry_s,
+            timezone=policy.timezone,
         )
 
     @property

@@ -42,7 +42,7 @@ from bot.telegram.texts import Texts
 from bot.voice.speech import Recognizer, tidy
 
 if TYPE_CHECKING:
-    from bot.tasks.service import TaskService
+    from bot.tasks.usecases import UseCases
 
 log = logging.getLogger(__name__)
 ENGLISH = "en"
@@ -79,7 +79,7 @@ class VoiceDrafts:
         book: DraftBook,
         outbox: Outbox,
         texts: Texts,
-        tasks: TaskService,
+        tasks: UseCases,
         recognizer: Recognizer | None,
         max_s: float,
         max_bytes: int,
@@ -192,13 +192,13 @@ class VoiceDrafts:
                 door=FollowUpDoor.VOICE,
                 reply_to=draft.message_id,
             )
-            done = await self._tasks.followups.follow_up(asked)
+            done = await self._tasks.follow_up.follow_up(asked)
             return (
                 done.task
                 if done is not None
-                else await self._tasks.get_own(draft.owner_id, draft.task_id)
+                else await self._tasks.lookup.get_own(draft.owner_id, draft.task_id)
             )
-        return await self._tasks.request_from_chat(
+        return await self._tasks.create.from_chat(
             ChatRequest(
                 draft.owner_id,
                 draft.chat_id,
@@ -229,7 +229,7 @@ class VoiceDrafts:
         return await self._book.replied(user_id, chat_id, replied_id)
 
     async def _show(self, draft: VoiceDraft, reply_to: int | None, thread_id: int | None) -> None:
-        quiet = await self._tasks.notify_policy(draft.chat_id) is NotifyPolicy.QUIET
+        quiet = await self._tasks.chat.notify_policy(draft.chat_id) is NotifyPolicy.QUIET
         row_id = await self._outbox.send(
             draft.chat_id,
             self._body(draft),

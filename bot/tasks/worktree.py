@@ -11,7 +11,7 @@ from bot.errors import UserInputError
 from bot.git import Worktrees
 from bot.models import MessageKind, Task
 from bot.redaction import Redactor
-from bot.tasks.service import TaskService
+from bot.tasks.lookup import TaskLookup
 from bot.telegram.callbacks import TaskButton, task_keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
@@ -31,7 +31,8 @@ ANSWERED_WHERE_ASKED = frozenset(
 class WorktreeCard:
     def __init__(
         self,
-        tasks: TaskService,
+        *,
+        lookup: TaskLookup,
         worktrees: Worktrees,
         notifier: Notifier,
         texts: Texts,
@@ -39,7 +40,7 @@ class WorktreeCard:
     ) -> None:
         """``redact``: the store's; the agent's patch is redacted before it is escaped (an
         escaped secret would no longer read as the secret)."""
-        self._tasks = tasks
+        self._lookup = lookup
         self._worktrees = worktrees
         self._notifier = notifier
         self._texts = texts
@@ -47,7 +48,7 @@ class WorktreeCard:
 
     async def show_diff(self, user_id: int, task_id: int) -> None:
         """The diff stat and the patch: inline when short, else as a ``.diff`` file."""
-        task = await self._tasks.get_own(user_id, task_id)
+        task = await self._lookup.get_own(user_id, task_id)
         diff = await self._worktrees.diff(task_id)
         loc = task.locale
         if not diff.patch:
@@ -77,7 +78,7 @@ class WorktreeCard:
 
     async def merge(self, user_id: int, task_id: int) -> bool:
         """Merged (said on the card), or False: refused, and why said in the chat."""
-        task = await self._tasks.get_idle(user_id, task_id)
+        task = await self._lookup.get_idle(user_id, task_id)
         loc = task.locale
         try:
             base = await self._worktrees.merge(task_id, f"{task.label}: {task.title[:72]}")
@@ -95,7 +96,7 @@ class WorktreeCard:
 
     async def discard(self, user_id: int, task_id: int, confirmed: bool) -> bool:
         """Discarded (said on the card), or False: it holds work, and a confirmation is asked."""
-        task = await self._tasks.get_idle(user_id, task_id)
+        task = await self._lookup.get_idle(user_id, task_id)
         loc = task.locale
         if await self._worktrees.discard(task_id, confirmed):
             await self._said_on_card(

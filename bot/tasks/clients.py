@@ -1,0 +1,175 @@
+"""What a client of `detach mcp` may do with tasks: its owner's (under ``--parent``: only that
+task's sub-tasks), read, cancelled, continued through the one follow-up use case as a process
+that runs no turn has it (the bot submits the turn and steers it), and a sub-task's budget.
+A task outside that scope is reported as missing; refusals are ``ToolRefused``, in English for
+the calling model."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from bot.errors import ConfigError, ToolRefused
+from bot.models import Task, TaskStatus, Turn
+from bot.store import Store, TranscriptLine
+from bot.store.prs import PrRow
+
+if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not at start
+    from bot.money.desk import MoneyDesk
+    from bot.tasks.cancel import Cancellation, Cancelled
+    from bot.tasks.followup import FollowedUp, FollowUp, FollowUps
+    from bot.telegram.notifier import Notifier
+
+MAX_ID = 2**53  # a client's number beyond this names no task (and no SQLite integer)
+
+
+class ClientTasks:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        owner: int,
+        parent: Task | None = None,
+        money: MoneyDesk | None = None,
+        limits: tuple[int, int] = (5, 4000),
+        timezone: str = "UTC",
+    ) -> None:
+        """``money``: the daily cap a follow-up keeps (None: none checked); ``limits``: the
+        sub-tasks one task may start (DETACH_MAX_SUBTASKS) and a prompt's characters;
+        ``timezone``: for owners who set no /tz."""
+        self._store = store
+        self.owner = owner
+        self.parent = parent
+        self._money = money
+        self._max_subtasks, self._max_chars = limits
+        self._timezone = timezone
+        self._notifier: Notifier | None = None
+
+    async def scoped_to(self, parent_id: int) -> ClientTasks:
+        """These under ``--parent``: the sub-tasks of ``parent_id``, its owner's; ConfigError
+        when it may not start sub-tasks (a sub-task starts none: ``bot.tasks.lineage``)."""
+        parent = await self._store.tasks.get(parent_id)
+        if parent is None or not parent.subtasks or parent.parent_id is not None:
+            raise ConfigError(f"task #{parent_id} may not start sub-tasks")
+        limits = (self._max_subtasks, self._max_chars)
+        return ClientTasks(
+            self._store,
+            owner=parent.owner_id,
+            parent=parent,
+            money=self._money,
+            limits=limits,
+            timezone=self._timezone,
+        )
+
+    async def own(self, task_id: int) -> Task:
+        """The task, in scope; else refused as missing."""
+        task = await self._store.tasks.get(task_id) if 0 < task_id < MAX_ID else None
+        parent = self.parent
+        if (
+            task is None
+            or task.owner_id != self.owner
+            or (parent is not None and task.parent_id != parent.id)
+        ):
+            raise ToolRefused(f"no task #{task_id} (see list)")
+        return task
+
+    async def turns(self, task: Task) -> list[Turn]:
+        return await self._store.tasks.turns_of(task.id)
+
+    async def last_turn(self, task: Task) -> Turn | None:
+        return await self._store.tasks.last_turn(task.id)
+
+    async def asks_approval(self, task: Task) -> bool:
+        return await self._store.questions.pending_count(task.id) > 0
+
+    async def pr(self, task: Task) -> PrRow | None:
+        """The task's pull request as its card follows it; None when its owner opened none."""
+        return await self._store.prs.get(task.id)
+
+    async def events(self, task_id: int, cursor: int, limit: int) -> list[TranscriptLine]:
+        """The transcript's events after ``cursor`` (at most ``limit``)."""
+        return await self._store.transcript.after(task_id, cursor, limit)
+
+    async def listed(self, active_only: bool, limit: int) -> list[Task]:
+        """The newest ``limit`` tasks in scope (``active_only``: queued or running)."""
+        statuses = [s for s in TaskStatus if s.active] if active_only else None
+        if self.parent is not None:
+            children = await self._store.tasks.children(self.parent.id)
+            return [t for t in children if statuses is None or t.status in statuses][-limit:]
+        return await self._store.tasks.list_for(self.owner, statuses, limit)
+
+    async def follow_up(self, asked: FollowUp) -> FollowedUp:
+        """``asked`` (its task in scope), refused while the task is archived or held at the
+        terminal; raises ``UserInputError`` as the chat's follow-up does (the daily cap)."""
+        task = await self.own(asked.task_id)
+        if task.status is TaskStatus.ARCHIVED:
+            raise ToolRefused(f"{task.label} is archived")
+        if await self._store.terminal.get(task.id) is not None:
+            raise ToolRefused(f"{task.label} is held at the terminal; its owner takes it back")
+        done = await self._follow_ups().follow_up(asked)
+        assert done is not None  # it answers no message: never a repeat
+        return done
+
+    async def cancel(self, task_id: int, client: str) -> Cancelled:
+        """The task cancelled as from the chat (``Cancellation``), the client in its audit
+        line; raises ``UserInputError`` as the chat's /cancel does (not running or queued)."""
+        task = await self.own(task_id)
+        return await self._cancellation().cancel(task.owner_id, task.id, detail=client)
+
+    async def subtask_budget(self) -> str | None:
+        """A new sub-task's budget: what is left of the parent's (its own spend and its other
+        sub-tasks'); refused when none is left or it started the most it may."""
+        parent = self.parent
+        assert parent is not None
+        children = await self._store.tasks.children(parent.id)
+        if len(children) >= self._max_subtasks:
+            raise ToolRefused(
+                f"this task has started {len(children)} sub-tasks, the most it may "
+                "(DETACH_MAX_SUBTASKS); finish the work yourself"
+            )
+        now = await self._store.tasks.get(parent.id)
+        if now is None or now.max_usd is None:
+            return None
+        left = now.max_usd - now.total_cost_usd - sum(c.total_cost_usd for c in children)
+        if left <= 0.001:
+            raise ToolRefused("this task's budget is spent: no sub-task can start")
+        return f"{left:.4f}"
+
+    def notifier(self) -> Notifier:
+        """What tells the owner's chat (its outbox rows are the bot's to deliver); built on
+        first use, so aiogram's types load then, not when the server starts."""
+        if self._notifier is None:
+            from bot.telegram.notifier import Notifier
+            from bot.telegram.outbox import Outbox
+            from bot.telegram.texts import Texts
+
+            self._notifier = Notifier(self._store, Texts(), Outbox(self._store))
+        return self._notifier
+
+    def _cancellation(self) -> Cancellation:
+        from bot.tasks.cancel import Cancellation
+        from bot.tasks.lookup import TaskLookup
+
+        notifier = self.notifier()
+        return Cancellation(
+            lookup=TaskLookup(self._store, notifier.texts),
+            store=self._store,
+            notifier=notifier,
+            texts=notifier.texts,
+        )
+
+    def _follow_ups(self) -> FollowUps:
+        from bot.tasks.followup import FollowUps
+        from bot.tasks.nextturn import NextTurns
+        from bot.tasks.planning import valid_prompt
+        from bot.tasks.steering import SteerRequests
+
+        notifier = self.notifier()
+        return FollowUps(
+            store=self._store,
+            turns=NextTurns(self._store, notifier, None, self._timezone),
+            notifier=notifier,
+            money=self._money,
+            validate=functools.partial(valid_prompt, max_chars=self._max_chars),
+            steering=SteerRequests(self._store, notifier),
+        )

@@ -1,0 +1,149 @@
+"""What the machine's shell does with tasks, on the bot's database, for any owner (the shell is
+the machine's): `detach add` queues a planned task, `detach adopt` records a terminal's session,
+`detach list`, `show` and `export` read, `detach archive` archives. The running bot announces
+and runs what is queued here, and delivers the outbox rows written here."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from bot.git import Worktrees
+from bot.models import CheckResult, NewTask, OutboxOp, Task, TaskStatus, Turn
+from bot.money.desk import MoneyDesk
+from bot.money.presets import PresetCatalog
+from bot.redaction import Redactor
+from bot.settings import Settings
+from bot.store import Store, TranscriptLine
+from bot.tasks.adoption import Adoptee, record
+from bot.tasks.clients import ClientTasks
+from bot.tasks.planning import TaskDefaults, TaskPlanner
+from bot.telegram.slugs import slugify
+from bot.workdirs import WorkdirPolicy
+from executors.gitguard import GitGuard
+from executors.sessions import FoundSession
+
+SHOWN_LINES = 20  # the transcript's tail `detach show` prints
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A task as `detach show` prints it: its last check and turn, its transcript's tail."""
+
+    task: Task
+    check: CheckResult | None
+    turn: Turn | None
+    lines: list[TranscriptLine]
+
+
+class ConsoleTasks:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def opened(cls, url: str, redact: Redactor) -> AsyncIterator[ConsoleTasks]:
+        """The use case on the database at ``url``, closed after the block."""
+        store = await Store.open(url, redact=redact)
+        try:
+            yield cls(store)
+        finally:
+            await store.close()
+
+    def planner(self, settings: Settings, guard: GitGuard, catalog: PresetCatalog) -> TaskPlanner:
+        """The bot's planner as the shell has it: the same defaults, caps, directories and
+        presets; every engine the bot knows (whether it is installed is the bot's to say) and
+        no sandbox probe (the bot decides when it takes the task)."""
+        from bot.telegram.texts import Texts
+        from executors import registry
+
+        worktrees = Worktrees(self._store, settings.data_dir / "worktrees", guard)
+        return TaskPlanner(
+            store=self._store,
+            texts=Texts(),
+            money=self.money(settings, catalog),
+            workdirs=WorkdirPolicy(
+                settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
+            ),
+            worktrees=worktrees,
+            engines=registry.names(),
+            defaults=TaskDefaults.of(settings),
+        )
+
+    def money(self, settings: Settings, catalog: PresetCatalog) -> MoneyDesk:
+        """The caps as the bot counts them."""
+        return MoneyDesk(self._store, catalog, settings.daily_cap_usd, settings.task_cap_usd)
+
+    def clients(self, owner: int, money: MoneyDesk, settings: Settings) -> ClientTasks:
+        """What `detach mcp` lets a client do with ``owner``'s tasks."""
+        limits = (settings.max_subtasks, settings.max_prompt_chars)
+        return ClientTasks(
+            self._store, owner=owner, money=money, limits=limits, timezone=settings.timezone
+        )
+
+    async def locale_of(self, user_id: int) -> str:
+        """The user's /lang, else English."""
+        return (await self._store.users.locales()).get(user_id, "en")
+
+    async def queue(self, new: NewTask) -> tuple[Task, datetime | None]:
+        """``new`` queued for the bot, and when its engine's usage limit resets (None: none
+        is reached now: its first turn waits for none)."""
+        until = (await self._store.limits.active()).get(new.engine)
+        task, _ = await self._store.tasks.create(new, slugify(new.prompt), waits=until is not None)
+        await self._store.audit.record("task_created", new.owner_id, task.id, "shell")
+        return task, until
+
+    async def adopt(self, found: FoundSession, where: Path, who: Adoptee) -> Task:
+        task, _ = await record(self._store, found, where, who)
+        return task
+
+    async def get(self, task_id: int) -> Task | None:
+        return await self._store.tasks.get(task_id)
+
+    async def recent(self, limit: int = 50) -> list[Task]:
+        return await self._store.tasks.list_for(None, limit=limit)
+
+    async def shown(self, task_id: int) -> Shown | None:
+        task = await self._store.tasks.get(task_id)
+        if task is None:
+            return None
+        return Shown(
+            task,
+            await self._store.checks.last(task.id),
+            await self._store.tasks.last_turn(task.id),
+            await self._store.transcript.tail(task.id, SHOWN_LINES),
+        )
+
+    async def export(self, task_id: int) -> str:
+        """The task as a task file (``bot.tasks.export``)."""
+        from bot.tasks.export import export
+        from bot.telegram.texts import Texts
+
+        return await export(self._store, task_id, Texts())
+
+    async def archive_all(self) -> int:
+        """Every finished task archived, its forum topic closed; how many."""
+        archived = await self._store.tasks.archive_finished(None)
+        for done in archived:
+            await self._close_topic(done.id)
+        return len(archived)
+
+    async def archive(self, task_id: int) -> Task | None:
+        """The task archived, its forum topic closed; None when it is missing or active."""
+        task = await self._store.tasks.get(task_id)
+        if task is None or task.status.active:
+            return None
+        await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+        await self._close_topic(task.id)
+        return task
+
+    async def _close_topic(self, task_id: int) -> None:
+        """An archived task's forum topic is closed (renamed in a private chat) as /archive
+        does: a row in the outbox, which the running bot delivers within a second."""
+        _, key = await self._store.topics.key_of(task_id)
+        task = await self._store.tasks.get(task_id)
+        if key is not None and task is not None:
+            await self._store.outbox.add(task.chat_id, OutboxOp.CLOSE_TOPIC, {}, task_id, None)
