@@ -148,6 +148,11 @@ def _parser() -> argparse.ArgumentParser:
         "Markdown); drop such a file into DATA_DIR/inbox/ to start a task",
     )
     export_.add_argument("id", type=int)
+    export_.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="print the task's transcript instead, one event a line (docs/transcript-jsonl.md)",
+    )
     export_.set_defaults(func=shell.export)
     board = sub.add_parser(
         "board", help="print a one-time sign-in link to the running bot's board (web view)"

@@ -320,13 +320,17 @@ def _printable(text: str) -> str:
 
 def export(args: argparse.Namespace) -> int:
     from bot.tasks.export import export  # the bot's imports, only for this command
+    from bot.tasks.jsonl import write_jsonl
 
     async def work(store: Store) -> int:
         from bot.errors import TaskNotFound
         from bot.telegram.texts import Texts
 
         try:
-            sys.stdout.write(await export(store, args.id, Texts()))
+            if args.jsonl:
+                await write_jsonl(store, args.id, sys.stdout)
+            else:
+                sys.stdout.write(await export(store, args.id, Texts()))
         except TaskNotFound:  # the chat's words name /tasks; a shell names its own command
             print(f"detach: no task #{args.id} (`detach list` lists them)", file=sys.stderr)
             return 1

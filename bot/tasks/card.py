@@ -19,6 +19,7 @@ from bot.models import (
 )
 from bot.store import PendingQuestion, Store
 from bot.tasks.export import export
+from bot.tasks.jsonl import write_jsonl
 from bot.tasks.service import TaskService
 from bot.telegram.markup import ForceReply
 from bot.telegram.notifier import Notifier
@@ -164,6 +165,18 @@ class TaskCard:
             exported.encode(),
             f"{task.id}-{task.slug}.task.md",
             self._texts.get(task.locale, "task.task_file", label=task.label),
+        )
+
+    async def send_jsonl(self, user_id: int, task_id: int) -> None:
+        """The task's transcript as JSON Lines (``bot/tasks/jsonl.py``), as a document."""
+        task = await self._tasks.get_own(user_id, task_id)
+        out = io.StringIO()
+        count = await write_jsonl(self._store, task.id, out)
+        await self._notifier.send_file(
+            task,
+            out.getvalue().encode(),
+            f"{task.id}-{task.slug}.transcript.jsonl",
+            self._texts.get(task.locale, "task.jsonl_file", label=task.label, count=count),
         )
 
     async def retry(self, user_id: int, task_id: int) -> Task:
