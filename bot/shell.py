@@ -328,7 +328,7 @@ def export(args: argparse.Namespace) -> int:
 
         try:
             if args.jsonl:
-                await write_jsonl(store, args.id, sys.stdout)
+                await write_jsonl(store, args.id, sys.stdout, max(args.after, 0))
             else:
                 sys.stdout.write(await export(store, args.id, Texts()))
         except TaskNotFound:  # the chat's words name /tasks; a shell names its own command

@@ -104,6 +104,10 @@ def test_export_jsonl_in_the_shell_prints_the_same_items(tmp_path: Path):
     asyncio.run(ran())
     exported = detach(tmp_path, "export", "--jsonl", "1")
     assert exported.returncode == 0, exported.stderr
-    check_items(read_lines(exported.stdout))
+    items = read_lines(exported.stdout)
+    check_items(items)
+    # a reader that has the first two asks for what follows: the rest, nothing twice
+    rest = detach(tmp_path, "export", "--jsonl", "1", "--after", str(items[1]["line"]))
+    assert read_lines(rest.stdout) == items[2:]
     missing = detach(tmp_path, "export", "--jsonl", "99")
     assert missing.returncode == 1 and "#99" in missing.stderr
