@@ -13,7 +13,7 @@ from bot.models import TurnSpec
 from bot.store import Store
 from bot.turns.items import TOOL_OUTPUT_CHARS
 from tests.support.fake_engine import FakeEngine
-from tests.support.fake_telegram import FakeTelegram
+from tests.support.fake_forum import FakeForum
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_cli import detach
 
@@ -56,13 +56,15 @@ def check_items(items: list[dict]) -> None:
 async def test_export_jsonl_in_the_chat_sends_the_transcript_a_line_an_event(
     tmp_path: Path, workdir: Path
 ):
-    async with FakeTelegram() as fake:
+    async with FakeForum(private_topics=True) as fake:
         settings = make_settings(
             tmp_path / "data", fake, "claude", workdir, allowed_users=frozenset({OWNER, FRIEND})
         )
         async with running_bot(settings, {}, {"claude": FakeEngine(script)}) as app:
             await fake.wait_call("setMyCommands")
             await fake.user_message("/claude read the logs", OWNER)
+            opened = await fake.wait_call("createForumTopic")
+            thread = int(opened.result["message_thread_id"])
             await fake.wait_text(OWNER, "Done.", timeout_s=20)
             mark = len(fake.calls)
             await fake.user_message("/export 1 jsonl", OWNER)
@@ -74,6 +76,11 @@ async def test_export_jsonl_in_the_chat_sends_the_transcript_a_line_an_event(
             stored = await app.store.transcript.after(1, 0, 100)
             readable = {"TextEmitted", "ToolCalled", "ToolFinished", "TurnFinished"}
             assert [i["line"] for i in items] == [s.line for s in stored if s.kind in readable]
+            # in the task's topic the command needs no number
+            mark = len(fake.calls)
+            await fake.user_message("/export jsonl", OWNER, thread_id=thread)
+            again = await fake.wait_call("sendDocument", after=mark)
+            assert fake.files[again.result["document"]["file_id"]].decode() == data
             # another allowed user: the task is not theirs, so it is as if it did not exist
             mark = len(fake.calls)
             await fake.user_message("/export 1 jsonl", FRIEND)
