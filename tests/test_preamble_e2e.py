@@ -1,7 +1,7 @@
 """The owner's capabilities preamble, end to end: the real bot against the fake Bot API, the
-real claude CLI against the scripted model. DETACH_PREAMBLE_FILE's text reaches the model's
-first request before Detach's own walk-away preamble, a preset's ``preamble`` wins over it, a
-file that cannot be read leaves Detach's alone, and ``/export`` names the file each used."""
+real claude and codex CLIs against the scripted models. DETACH_PREAMBLE_FILE's text reaches the
+model's first request before Detach's own walk-away preamble, a preset's ``preamble`` wins over
+it, a file that cannot be read leaves Detach's alone, and ``/export`` names the file each used."""
 
 from __future__ import annotations
 
@@ -70,3 +70,21 @@ async def test_the_owners_preamble_reaches_the_model_before_detachs_own(
             system = anthropic.requests_for("MARK-LOST")[0]["system"]
             assert "CAPS-" not in system and DETACH in system
             assert (await exported(fake, 3)).preamble == f"{config / 'gone.md'} (not read: missing)"
+
+
+async def test_codex_is_told_the_owners_preamble_before_detachs_own_and_the_prompt(
+    tmp_path: Path, claude_bin, codex_bin, agent_env, codex_env, openai, workdir
+):
+    own = tmp_path / "caps.md"
+    own.write_text(OWN)
+    openai.script("MARK-CXPRE", [{"text": "Codex done."}])
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin, preamble_file=own
+        )
+        async with running_bot(settings, {**agent_env, **codex_env}):
+            await fake.user_message("/detach engine=codex mode=ask MARK-CXPRE go", OWNER)
+            await fake.wait_text(OWNER, "Codex done.", timeout_s=90)
+            said = openai.requests_for("MARK-CXPRE")[0]["user_text"]
+            assert said.index("CAPS-OWN") < said.index(DETACH) < said.index("MARK-CXPRE")
+            assert (await exported(fake, 1)).preamble == f"{own} ({len(OWN)} chars)"
