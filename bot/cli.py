@@ -151,6 +151,18 @@ def _parser() -> argparse.ArgumentParser:
         "Markdown); drop such a file into DATA_DIR/inbox/ to start a task",
     )
     export_.add_argument("id", type=int)
+    export_.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="print the task's transcript instead, one event a line (docs/transcript-jsonl.md)",
+    )
+    export_.add_argument(
+        "--after",
+        type=int,
+        default=0,
+        metavar="LINE",
+        help="with --jsonl: only the events after this line (the last one a reader has)",
+    )
     export_.set_defaults(func=shell.export)
     board = sub.add_parser(
         "board", help="print a one-time sign-in link to the running bot's board (web view)"

@@ -251,6 +251,7 @@ def turn_policy(
         subtask_env=subtask_env(settings),
         private_dir=private_dir(settings),
         agent_nice=settings.agent_nice,
+        preamble=settings.preamble_file,
         read_denial=denial.paths if denial is not None else None,
         git=GitGuard(denial.paths if denial is not None else tuple),
     )

@@ -442,6 +442,7 @@ class Preset:
     api_key_env: str | None = None
     context_window: int | None = None
     priced: bool = True
+    preamble: Path | None = None  # its capabilities preamble (over DETACH_PREAMBLE_FILE)
 
     def cost_usd(self, usage: Usage) -> float:
         return (

@@ -45,6 +45,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     max_concurrent_turns: int = Field(default=2, ge=1, le=64)
     turn_timeout_s: float = Field(default=2700, gt=0)
     config: Path | None = None
+    # the owner's capabilities preamble: told to every turn's agent before Detach's own (a
+    # preset's ``preamble`` wins); read at each turn's start, at most 16 KB
+    preamble_file: Path | None = None
     default_engine: str = "claude"  # "auto": walk-away tasks go where their preflight routes
     max_prompt_chars: int = Field(default=20_000, ge=100)
     cancel_grace_s: float = Field(default=5.0, gt=0)

@@ -304,7 +304,10 @@ def _printable(text: str) -> str:
 def export(args: argparse.Namespace) -> int:
     async def work(console: ConsoleTasks) -> int:
         try:
-            sys.stdout.write(await console.export(args.id))
+            if args.jsonl:
+                await console.export_jsonl(args.id, sys.stdout, max(args.after, 0))
+            else:
+                sys.stdout.write(await console.export(args.id))
         except TaskNotFound:  # the chat's words name /tasks; a shell names its own command
             print(f"detach: no task #{args.id} (`detach list` lists them)", file=sys.stderr)
             return 1

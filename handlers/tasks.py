@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -143,6 +144,12 @@ async def on_result(
 async def on_export(
     message: Message, command: CommandObject, card: TaskCard, lookup: TaskLookup, user_id: int
 ) -> None:
+    words = (command.args or "").split()
+    if words and words[-1].lower() == "jsonl":  # `/export 12 jsonl`: the transcript's events
+        typed = replace(command, args=" ".join(words[:-1]))
+        ref = await _task_ref(message, typed, lookup, user_id)
+        await card.send_jsonl(user_id, parse_task_id(ref, "export"))
+        return
     ref = await _task_ref(message, command, lookup, user_id)
     await card.send_task_file(user_id, parse_task_id(ref, "export"))
 

@@ -187,5 +187,5 @@ def test_the_cli_says_what_is_wrong_in_one_line(tmp_path, monkeypatch, capsys):
     assert err == (
         f"detach: DETACH_CONFIG {path} [presets.fast]: unknown key 'prize' (known: "
         "engine, model, args, price_input, price_output, price_cache_read, price_cache_write, "
-        "base_url, api_key_env, context_window)"
+        "base_url, api_key_env, context_window, preamble)"
     )

@@ -15,25 +15,21 @@ from bot.approvals.view import DONE
 from bot.board.checkout import checkout_patch, patch_since
 from bot.board.holds import held_rows
 from bot.errors import TaskNotFound, UserInputError
-from bot.events import DETAIL_CHARS
 from bot.git import Worktrees
 from bot.models import CheckResult, Task, TaskStatus, Turn, WaitState, WorktreeState
 from bot.preflight.desk import PreflightDesk
-from bot.rows import PendingQuestion, TranscriptLine
+from bot.rows import PendingQuestion
 from bot.tasks.audit import AuditLog
 from bot.tasks.reads import PrRow, TaskPage, TaskReads
 from bot.telegram.render import plain, usd
 from bot.telegram.texts import Texts
 from bot.turns.baseline import RECORD_KIND, from_record
-from bot.turns.transcript import SAID
+from bot.turns.items import transcript_item
 
 LIST_LIMIT = 200
 PAGE = 500  # transcript events per read of a live stream
 PAGE_MAX = 5000  # per request of a page's first load (one request for most tasks)
 BASELINE_WITHIN = 5  # the first turn's baseline is among a transcript's first lines
-TOOL_INPUT_CHARS = 4000
-TOOL_DETAIL_CHARS = DETAIL_CHARS + 16  # the executors cap it (with their "cut" mark)
-TOOL_OUTPUT_CHARS = 20_000
 _FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
 WORK_FRESH_S = 10.0  # how long an idle worktree's "holds work" is reused by a page's stream
 WORK_MEMO = 256
@@ -222,41 +218,6 @@ def question(q: PendingQuestion) -> dict[str, Any]:
         "done": DONE,  # the option that closes a multi-select
         "rule": payload.get("rule"),
     }
-
-
-def transcript_item(line: TranscriptLine) -> dict[str, Any] | None:
-    """One event as the page draws it; None: bookkeeping nobody reads."""
-    body, kind = line.body, line.kind
-    base: dict[str, Any] = {"line": line.line, "turn": line.turn_id, "at": _iso(line.created_at)}
-    if kind == "TextEmitted":
-        return {**base, "kind": "text", "text": str(body.get("text", ""))}
-    if kind == "ToolCalled":
-        return {
-            **base,
-            "kind": "tool",
-            "tool": str(body.get("tool_use_id", "")),
-            "name": str(body.get("name", "?")),
-            "input": str(body.get("summary", ""))[:TOOL_INPUT_CHARS],
-            "detail": str(body.get("detail", ""))[:TOOL_DETAIL_CHARS],
-        }
-    if kind == "ToolFinished":
-        return {
-            **base,
-            "kind": "result",
-            "tool": str(body.get("tool_use_id", "")),
-            "error": bool(body.get("is_error")),
-            "output": str(body.get("output", ""))[:TOOL_OUTPUT_CHARS],
-        }
-    if kind in SAID:  # the owner's words, as they reached the agent
-        steered = kind == "SteerTaken"
-        return {**base, "kind": "said", "text": str(body.get("text", "")), "steered": steered}
-    if kind == "TurnFinished":
-        errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
-        failed = bool(body.get("is_error"))
-        return {**base, "kind": "end", "error": failed, "text": str(errors or "") if failed else ""}
-    if kind == "Retrying":
-        return {**base, "kind": "retry", "text": f"{body.get('status')} #{body.get('attempt')}"}
-    return None
 
 
 def split_patch(patch: str) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ class PresetCatalog:
             except ValidationError as exc:
                 raise ConfigError(_explain(exc, path)) from None
             for name, table in tables.items():
-                presets[name] = table.preset(name)
+                presets[name] = table.preset(name, path.parent)
         return cls(presets)
 
     def names(self) -> list[str]:
@@ -106,8 +106,9 @@ class PresetTable(BaseModel):
     base_url: str | None = None  # an endpoint engine's (``local``)
     api_key_env: str | None = None
     context_window: int | None = Field(default=None, ge=1024)
+    preamble: str | None = None  # a file's path, relative to DETACH_CONFIG's folder
 
-    def preset(self, name: str) -> Preset:
+    def preset(self, name: str, folder: Path = Path()) -> Preset:
         """The preset; one that names no price at all has none known (``priced`` False): its
         tokens are counted as unpriced, not as free."""
         return Preset(
@@ -123,6 +124,7 @@ class PresetTable(BaseModel):
             api_key_env=self.api_key_env,
             context_window=self.context_window,
             priced=bool(self.model_fields_set & set(PRICES)),
+            preamble=folder / Path(self.preamble).expanduser() if self.preamble else None,
         )
 
 

@@ -93,6 +93,18 @@ class TranscriptRepo:
         async with self._engine.connect() as conn:
             return [self._line(r) for r in await conn.execute(query)]
 
+    async def last_of(self, task_id: int, kind: str) -> TranscriptLine | None:
+        """A task's newest event of ``kind``, or None."""
+        query = (
+            transcript.select()
+            .where(transcript.c.task_id == task_id, transcript.c.kind == kind)
+            .order_by(transcript.c.id.desc())
+            .limit(1)
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return self._line(row) if row is not None else None
+
     async def tail(self, task_id: int, limit: int = 50) -> list[TranscriptLine]:
         query = (
             transcript.select()

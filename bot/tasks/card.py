@@ -21,6 +21,7 @@ from bot.models import (
 from bot.money.desk import MoneyDesk
 from bot.store import PendingQuestion, Store
 from bot.tasks.export import export
+from bot.tasks.jsonl import write_jsonl
 from bot.tasks.lookup import TaskLookup
 from bot.tasks.nextturn import NextTurns
 from bot.tasks.unanswered import no_answer_yet
@@ -181,6 +182,18 @@ class TaskCard:
             exported.encode(),
             f"{task.id}-{task.slug}.task.md",
             self._texts.get(task.locale, "task.task_file", label=task.label),
+        )
+
+    async def send_jsonl(self, user_id: int, task_id: int) -> None:
+        """The task's transcript as JSON Lines (``bot/tasks/jsonl.py``), as a document."""
+        task = await self._lookup.get_own(user_id, task_id)
+        out = io.StringIO()
+        count = await write_jsonl(self._store, task.id, out)
+        await self._notifier.send_file(
+            task,
+            out.getvalue().encode(),
+            f"{task.id}-{task.slug}.transcript.jsonl",
+            self._texts.get(task.locale, "task.jsonl_file", label=task.label, count=count),
         )
 
     async def retry(self, user_id: int, task_id: int) -> Task:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TextIO
 
 from bot.git import Worktrees
 from bot.models import CheckResult, NewTask, OutboxOp, Task, TaskStatus, Turn
@@ -123,6 +124,13 @@ class ConsoleTasks:
         from bot.telegram.texts import Texts
 
         return await export(self._store, task_id, Texts())
+
+    async def export_jsonl(self, task_id: int, out: TextIO, after: int = 0) -> int:
+        """The task's transcript as JSON Lines after line ``after`` (``bot.tasks.jsonl``),
+        written to ``out``; how many events."""
+        from bot.tasks.jsonl import write_jsonl
+
+        return await write_jsonl(self._store, task_id, out, after)
 
     async def archive_all(self) -> int:
         """Every finished task archived, its forum topic closed; how many."""

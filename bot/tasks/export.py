@@ -9,6 +9,7 @@ from bot.models import CheckResult, Turn
 from bot.store import Store
 from bot.tasks.taskfile import TaskFile, render
 from bot.telegram.texts import Texts
+from bot.turns.preambles import KIND, said
 
 
 async def export(store: Store, task_id: int, texts: Texts) -> str:
@@ -47,6 +48,7 @@ async def export(store: Store, task_id: int, texts: Texts) -> str:
             status=task.status.value if finished else None,
             check_status=_verdict(check) if check else None,
             check_round=check.round if check else None,
+            preamble=await _preamble(store, task_id) if finished else None,
         )
     )
 
@@ -63,6 +65,12 @@ async def _clarified(
     key = "preflight.clarified" if answer else "preflight.best_judgement"
     added = "\n\n" + texts.template(locale, key).format(question=hold.question, answer=answer)
     return hold.question, answer, goal.removesuffix(added)
+
+
+async def _preamble(store: Store, task_id: int) -> str | None:
+    """Which owner's preamble the last turn that read one was told (None: none chosen)."""
+    line = await store.transcript.last_of(task_id, KIND)
+    return said(line.body) if line is not None else None
 
 
 def _result(turn: Turn, texts: Texts, locale: str) -> str:

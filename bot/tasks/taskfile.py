@@ -4,7 +4,7 @@
 sections ``# Goal``, ``# Constraints``, ``# Question`` and ``# Answer`` (a preflight's question to
 the owner and the answer, when it asked), ``# Result``, and a trailing block ``completed``,
 ``duration_seconds``, ``status`` (and ``check_status``, ``check_round`` for a task with a
-check) once the task has finished."""
+check, ``preamble`` for one told the owner's preamble) once the task has finished."""
 
 from __future__ import annotations
 
@@ -35,7 +35,14 @@ HEAD_KEYS = (
     "parent",
 )
 OPTION_KEYS = ("model", "cwd", "engine", "worktree", "mode", "check", "max_usd", "subtasks")
-TAIL_KEYS = ("completed", "duration_seconds", "status", "check_status", "check_round")
+TAIL_KEYS = (
+    "completed",
+    "duration_seconds",
+    "status",
+    "check_status",
+    "check_round",
+    "preamble",
+)
 SECTIONS = ("Goal", "Constraints", "Question", "Answer", "Result")
 _LINE = re.compile(r"([a-z_]+):[ \t]*(.*)")
 
@@ -73,6 +80,7 @@ class TaskFile:
     status: str | None = None
     check_status: str | None = None  # passed / failed: the last check's verdict
     check_round: int | None = None
+    preamble: str | None = None  # the owner's preamble the last turn was told (path, size)
 
     def options(self) -> dict[str, str]:
         """The task options the file sets (``model``, ``cwd``, ``engine``, ``worktree``,
@@ -216,6 +224,7 @@ def parse(text: str) -> TaskFile:
         status=tail.get("status") or None,
         check_status=tail.get("check_status") or None,
         check_round=_int(tail.get("check_round"), "check_round"),
+        preamble=tail.get("preamble") or None,
     )
 
 
@@ -263,6 +272,7 @@ def render(tf: TaskFile) -> str:
             ("status", tf.status),
             ("check_status", tf.check_status),
             ("check_round", tf.check_round),
+            ("preamble", tf.preamble),
         ]
         out += ["---", *(f"{k}: {v}" for k, v in tail if v is not None)]
     return "\n".join(out) + "\n"

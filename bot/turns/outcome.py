@@ -86,8 +86,10 @@ def _stored(said: Phrase) -> dict[str, str | int | float]:
     return {k: v for k, v in said.params.items() if isinstance(v, str | int | float)}
 
 
-def preamble(task: Task) -> str | None:
-    parts = [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
+def preamble(task: Task, owner: str | None = None) -> str | None:
+    """What the agent is told beside its prompt: the owner's preamble first, then Detach's."""
+    parts = [owner] if owner else []
+    parts += [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
     if task.approval_mode is ApprovalMode.SANDBOX:
         parts.append(SANDBOX_PREAMBLE)
     return "\n\n".join(parts) or None

@@ -17,6 +17,7 @@ from bot.money.presets import Preset
 from bot.ports import TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.turns.outcome import preamble
+from bot.turns.preambles import read_preamble
 from bot.workdirs import WorkdirPolicy
 from executors.gitguard import GitGuard
 
@@ -47,6 +48,7 @@ class TurnPolicy:
     # such as the `--mcp-config` naming that server (bot.mcp.launch)
     private_dir: Path | None = None
     agent_nice: int = 0  # how much nicer than the bot a turn's processes run
+    preamble: Path | None = None  # DETACH_PREAMBLE_FILE (a preset's own wins)
     # what a sandboxed turn may not read (executors/denied.py, wired by the composition root),
     # asked for every turn; None: nothing is denied
     read_denial: Callable[[], tuple[Path, ...]] | None = None
@@ -84,6 +86,10 @@ class TurnSpecs:
     async def spec(
         self, task: Task, turn: Turn, preset: Preset | None, left: float | None
     ) -> TurnSpec:
+        chosen = (preset.preamble if preset else None) or self._policy.preamble
+        owner = await read_preamble(chosen)
+        if owner is not None:
+            await self._store.transcript.append(task.id, turn.id, [owner.entry()])
         return TurnSpec(
             task_id=task.id,
             turn_id=turn.id,
@@ -91,7 +97,7 @@ class TurnSpecs:
             cwd=Path(task.cwd),
             model=task.model,
             resume_session_id=task.session_id,
-            append_system_prompt=preamble(task),
+            append_system_prompt=preamble(task, owner.text if owner else None),
             allowed_tools=await self._allowed_tools(task),
             approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
