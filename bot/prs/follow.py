@@ -68,7 +68,12 @@ class PrFollower:
             return
         log.info("task %s: PR #%s %s, checks %s", task.id, pr.number, now.state, now.checks)
         await self._prs.show(task, now)
-        failed = checks is ChecksState.FAILURE and pr.checks is not ChecksState.FAILURE
+        # right after a push (checks reset to none) GitHub may still report the commit before
+        # it, whose failure was told already: no second notice for it
+        lagging = pull.head_sha != pr.head_sha and pr.checks is ChecksState.NONE
+        failed = (
+            checks is ChecksState.FAILURE and pr.checks is not ChecksState.FAILURE and not lagging
+        )
         if failed and self._prs.config.notify_failed:
             text = self._prs.texts.get(
                 task.locale, "pr.checks_failed", number=pr.number, url=pr.url
