@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.fleet.hosts import HostLine, host_lines
 from bot.store import Runner, Store
 from bot.store.db import utcnow
 
@@ -30,3 +31,9 @@ class FleetStatus:
         now = utcnow()
         found = await self._store.runners.listed(self._lease_s * SEEN_WITHIN_LEASES)
         return [RunnerLine(r, (now - r.heartbeat_at).total_seconds(), r.lapsed(now)) for r in found]
+
+    async def hosts(self) -> list[HostLine]:
+        """/hosts: every host on record, online or not (none in one process)."""
+        if not self.shared:
+            return []
+        return host_lines(await self._store.runners.every(), utcnow())
