@@ -72,7 +72,11 @@ class BoardData:
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
         ran = await self.store.ran.models([t.id for t in found])
-        rows = [self.row(t, waits.get(t.id), locale, trees.get(t.id), ran.get(t.id)) for t in found]
+        hosts = await self.store.ran.hosts([t.id for t in found])
+        rows = [
+            self.row(t, waits.get(t.id), locale, trees.get(t.id), ran.get(t.id), hosts.get(t.id))
+            for t in found
+        ]
         return held + rows
 
     def row(
@@ -82,10 +86,12 @@ class BoardData:
         locale: str,
         worktree: str | None = None,
         ran: str | None = None,
+        host: str | None = None,
     ) -> dict[str, Any]:
         """``wait``: what it waits for; ``worktree``: its worktree's state (active, merged,
         discarded), None: it has none; ``ran``: the model that ran it, as its engine named it
-        (``model``; ``model_asked``: the one the task asked for, None: the engine's default)."""
+        (``model``; ``model_asked``: the one the task asked for, None: the engine's default);
+        ``host``: the host that ran it last (scale-out, None in one process)."""
         return {
             "id": task.id,
             "label": task.label,
@@ -107,6 +113,7 @@ class BoardData:
             "created_at": _iso(task.created_at),
             "updated_at": _iso(task.updated_at),
             "worktree": worktree,
+            "host": host,
         }
 
     async def page(self, user_id: int, task: Task) -> dict[str, Any]:
@@ -134,8 +141,9 @@ class BoardData:
         state = tree["state"] if tree else None
         waits = await self.store.waits.of([task])
         ran = await self.store.ran.models([task.id])
+        host = (await self.store.ran.hosts([task.id])).get(task.id)
         return {
-            "task": self.row(task, waits.get(task.id), locale, state, ran.get(task.id)),
+            "task": self.row(task, waits.get(task.id), locale, state, ran.get(task.id), host),
             "goal": turns[0].prompt if turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
@@ -302,6 +310,7 @@ def _turn(turn: Turn) -> dict[str, Any]:
         "output_tokens": turn.output_tokens,
         "duration_s": turn.duration_s,
         "model": turn.model,
+        "host": turn.host,
         "prompt": turn.prompt,
     }
 
