@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import datetime
 
 from aiogram import Router
 from aiogram.filters import Command
 from aiogram.types import Message
 
-from bot.fleet.hosts import HostLine
-from bot.fleet.status import FleetStatus
-from bot.store.db import utcnow
+from bot.fleet.status import FleetStatus, HostLine
 from bot.telegram.render import duration
 from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
@@ -26,21 +23,21 @@ async def on_hosts(message: Message, fleet: FleetStatus, reply: Reply) -> None:
     if not fleet.shared:
         await reply("hosts.one_process")
         return
-    await reply.send(hosts_text(reply.texts, reply.locale, await fleet.hosts(), utcnow()))
+    await reply.send(hosts_text(reply.texts, reply.locale, await fleet.hosts()))
 
 
-def hosts_text(texts: Texts, loc: str, hosts: Sequence[HostLine], now: datetime) -> str:
+def hosts_text(texts: Texts, loc: str, hosts: Sequence[HostLine]) -> str:
     """Every host, online ones first; what each announced (its engines' probe lines)."""
     if not hosts:
         return texts.get(loc, "hosts.none")
     lines = [texts.get(loc, "hosts.title")]
     for host in hosts:
-        lines += ["", *_host(texts, loc, host, now)]
+        lines += ["", *_host(texts, loc, host)]
     return "\n".join(lines)
 
 
-def _host(texts: Texts, loc: str, host: HostLine, now: datetime) -> list[str]:
-    ago = duration((now - host.since).total_seconds())
+def _host(texts: Texts, loc: str, host: HostLine) -> list[str]:
+    ago = duration(host.since_s)
     if host.online:
         head = texts.get(
             loc, "hosts.online", host=host.host, online=ago, running=host.running, slots=host.slots

@@ -97,7 +97,7 @@ async def test_hosts_show_presence_projects_and_the_host_on_the_card(
             done = await fake.wait_text(OWNER, "answered on a host", timeout_s=90)
             ran = (await app.store.ran.hosts([1]))[1]
             assert ran in ("alpha", "beta")
-            assert f"🖥 on {ran}" in done.params["text"]  # two hosts known: the card names it
+            assert f"📍 ran on {ran}" in done.params["text"]  # two hosts known: the card names it
             board = BoardData(app.store, app.core.texts, app.core.worktrees)
             assert [row["host"] for row in await board.tasks(OWNER, False)] == [ran]
 

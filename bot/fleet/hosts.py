@@ -21,6 +21,7 @@ class HostLine:
     host: str
     online: bool
     since: datetime  # online: since its oldest live runner started; offline: last heard from
+    since_s: float  # seconds from ``since`` to when it was listed
     runners: tuple[str, ...]  # the names of its runners (bot, w1, …)
     engines: tuple[EnginePresence, ...]
     slots: int  # turns it may run at once (its live runners')
@@ -60,10 +61,12 @@ def _line(host: str, runners: list[Runner], now: datetime) -> HostLine:
             if engine.name not in engines or engine.available:
                 engines[engine.name] = engine
     projects = dict(p for r in reversed(shown) for p in r.presence.projects)
+    since = min(r.started_at for r in live) if live else max(r.heartbeat_at for r in runners)
     return HostLine(
         host=host,
         online=bool(live),
-        since=min(r.started_at for r in live) if live else max(r.heartbeat_at for r in runners),
+        since=since,
+        since_s=max(0.0, (now - since).total_seconds()),
         runners=tuple(sorted(r.name for r in runners)),
         engines=tuple(engines[name] for name in sorted(engines)),
         slots=sum(r.presence.slots for r in live),

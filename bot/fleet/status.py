@@ -1,5 +1,6 @@
 """What /status says of the runners on a shared database: each one's name, host, when it was
-last heard from, how many turns it runs and its engines; a lapsed one is marked lost."""
+last heard from, how many turns it runs and its engines; a lapsed one is marked lost. And
+what /hosts says of their hosts (``HostLine``, from bot.fleet.hosts)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from dataclasses import dataclass
 from bot.fleet.hosts import HostLine, host_lines
 from bot.store import Runner, Store
 from bot.store.db import utcnow
+
+__all__ = ["FleetStatus", "HostLine", "RunnerLine"]
 
 SEEN_WITHIN_LEASES = 4  # a runner gone longer than this many leases is no longer listed
 
