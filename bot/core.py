@@ -36,7 +36,7 @@ from bot.ports import Executor
 from bot.prs.token import gh_token
 from bot.redaction import Redactor, redacted_logs
 from bot.settings import Settings, key_variables, known_secrets
-from bot.store import Store
+from bot.store import Presence, Store
 from bot.store.ownership import owned, owner
 from bot.telegram.notifier import Notifier
 from bot.telegram.outbox import Outbox
@@ -109,7 +109,7 @@ async def build_core(
             "scale-out (DETACH_ROLE=front, `detach worker`) needs the shared "
             "PostgreSQL database: set DETACH_DATABASE_URL=postgresql+asyncpg://…"
         )
-    host = socket.gethostname()
+    host = settings.host_name or socket.gethostname()
     # before anything touches the database or the agents: a second bot (or a worker under a
     # taken name) would sweep away the live one's agents and recover its running turns
     await stack.enter_async_context(owned(settings.resolved_database_url, *owner(role, name, host)))
@@ -160,6 +160,7 @@ async def build_core(
         role=role.value,
         lease_s=settings.worker_lease_s,
         engines=executors.keys,
+        presence=lambda: host_presence(settings, role, engines, pool),
     )
     tag = process_tag(settings, identity)
     runner = TurnRunner(
@@ -255,6 +256,16 @@ def turn_policy(
         read_denial=denial.paths if denial is not None else None,
         git=GitGuard(denial.paths if denial is not None else tuple),
     )
+
+
+def host_presence(
+    settings: Settings, role: ProcessRole, engines: Engines, pool: JobPool
+) -> Presence:
+    """What this process's heartbeat announces of its host (a front runs no turns)."""
+    projects = tuple((name, str(path)) for name, path in settings.projects)
+    if role is ProcessRole.FRONT:
+        return Presence(projects=projects)
+    return Presence(engines.presence(), settings.max_concurrent_turns, pool.free_slots, projects)
 
 
 def stable_identity(role: ProcessRole, name: str, host: str) -> str:

@@ -14,6 +14,7 @@ from bot.errors import AgentNotInstalled
 from bot.models import Phrase, Preset
 from bot.ports import EngineConfig, EngineSpec, Executor, SessionStore
 from bot.settings import Settings
+from bot.store import EnginePresence
 from executors import pidns, registry
 from executors.gitguard import GitGuard
 
@@ -60,6 +61,7 @@ class Engines:
         self._logged = logged
         self.available: dict[str, Executor] = {}  # those that passed their probe
         self.status: list[Phrase] = []  # one line per engine, as /status says them
+        self.lines: dict[str, str] = {}  # each candidate's own probe line, logged (/hosts)
         self._done = asyncio.Event()
 
     async def probe(self) -> None:
@@ -73,12 +75,27 @@ class Engines:
             for (name, executor), (ok, line) in zip(self._candidates.items(), probes, strict=True):
                 if ok:
                     self.available[name] = executor
-                log.info("%s", self._logged(line))
+                logged = self._logged(line)
+                log.info("%s", logged)
+                self.lines[name] = logged
                 self.status.append(line)
             self.status.append(containment_line(await contained))
             self.status.append(git_line(await jailed))
         finally:
             self._done.set()
+
+    def presence(self) -> tuple[EnginePresence, ...]:
+        """Each candidate as a host announces it (nothing until the probes answered)."""
+        return tuple(
+            EnginePresence(
+                name,
+                name in self.available,
+                self.lines.get(name, ""),
+                name in self.available and executor.sandbox_problem() is None,
+            )
+            for name, executor in self._candidates.items()
+            if name in self.lines
+        )
 
     @property
     def settled(self) -> bool:

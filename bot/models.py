@@ -275,6 +275,7 @@ class Turn:
     parked_at: datetime | None = None  # when it first waited for its engine's usage limit
     limit_parks: int = 0  # how many times a usage limit sent it back to the queue
     runner: str | None = None  # the process that runs (or ran) it
+    host: str | None = None  # the host that ran it last (scale-out; None in one process)
     model: str | None = None  # the model its tokens were priced as (as the engine named it)
     unpriced: bool = False  # no price known for it: its cost is what the caps counted
 

@@ -91,6 +91,10 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     role: Literal[ProcessRole.ALL, ProcessRole.FRONT] = ProcessRole.ALL
     # a runner (worker or bot) silent this long is gone: another takes its turns over
     worker_lease_s: float = Field(default=30, ge=3, le=3600)
+    # this process's host name on a shared database ("": the machine's name), and the projects
+    # it has: name=path,… (/hosts lists them)
+    host_name: str = Field(default="", max_length=64)
+    projects: Annotated[tuple[tuple[str, Path], ...], NoDecode] = ()
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
     # pull requests from the card (bot.prs): the remote pushed to ("": the one the base branch
@@ -204,6 +208,21 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     def _parse_dirs(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(Path(part.strip()) for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("projects", mode="before")
+    @classmethod
+    def _parse_projects(cls, value: object) -> object:
+        if isinstance(value, str):
+            pairs = []
+            for part in (p.strip() for p in value.split(",")):
+                if not part:
+                    continue
+                name, sep, path = part.partition("=")
+                if not sep or not name.strip() or not path.strip():
+                    raise ValueError(f"{part!r} is not name=path")
+                pairs.append((name.strip(), Path(path.strip())))
+            return tuple(pairs)
         return value
 
     @field_validator("auto_allowed_tools", "sandbox_allowed_domains", mode="before")

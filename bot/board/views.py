@@ -63,7 +63,7 @@ class BoardData:
         found = await self.reads.rows(user_id, archived, LIST_LIMIT)
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
-        return held + [self.row(r.task, r.wait, locale, r.worktree, r.ran) for r in found]
+        return held + [self.row(r.task, r.wait, locale, r.worktree, r.ran, r.host) for r in found]
 
     def row(
         self,
@@ -72,10 +72,12 @@ class BoardData:
         locale: str,
         worktree: str | None = None,
         ran: str | None = None,
+        host: str | None = None,
     ) -> dict[str, Any]:
         """``wait``: what it waits for; ``worktree``: its worktree's state (active, merged,
         discarded), None: it has none; ``ran``: the model that ran it, as its engine named it
-        (``model``; ``model_asked``: the one the task asked for, None: the engine's default)."""
+        (``model``; ``model_asked``: the one the task asked for, None: the engine's default);
+        ``host``: the host that ran it last (scale-out, None in one process)."""
         return {
             "id": task.id,
             "label": task.label,
@@ -97,6 +99,7 @@ class BoardData:
             "created_at": _iso(task.created_at),
             "updated_at": _iso(task.updated_at),
             "worktree": worktree,
+            "host": host,
         }
 
     async def page(self, user_id: int, task: Task) -> dict[str, Any]:
@@ -116,7 +119,7 @@ class BoardData:
         state = tree["state"] if tree else None
         checks = [{"turn": seq, **_check(check)} for seq, check in found.checks]
         return {
-            "task": self.row(found.task, found.wait, locale, state, found.ran),
+            "task": self.row(found.task, found.wait, locale, state, found.ran, found.host),
             "goal": found.turns[0].prompt if found.turns else "",
             "turns": [
                 {**_turn(t), "status_text": plain(self.texts.status(locale, t.status))}
@@ -264,6 +267,7 @@ def _turn(turn: Turn) -> dict[str, Any]:
         "output_tokens": turn.output_tokens,
         "duration_s": turn.duration_s,
         "model": turn.model,
+        "host": turn.host,
         "prompt": turn.prompt,
     }
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from bot.store import Store
+from bot.store import Presence, Store
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,15 @@ class Lease:
         role: str,
         lease_s: float,
         engines: Callable[[], Collection[str]],
+        presence: Callable[[], Presence] | None = None,
     ) -> None:
+        """``host``: this process's host name (DETACH_HOST_NAME); ``presence``: what each
+        heartbeat announces of it (engines, slots, projects)."""
         self._store = store
         self.name, self.host, self.role = name, host, role
         self.lease_s = lease_s
         self._engines = engines
+        self._presence = presence
         self.runner_id = ""
         self._renewed = float("-inf")  # monotonic time of the last renewal
         self._steady_since = float("inf")  # renewals have come without a gap since then
@@ -64,8 +68,9 @@ class Lease:
 
     async def renew(self) -> bool:
         """False when this incarnation was taken over (its turns are no longer its own)."""
+        presence = self._presence() if self._presence is not None else None
         if not await self._store.runners.beat(
-            self.runner_id, sorted(self._engines()), self.lease_s
+            self.runner_id, sorted(self._engines()), self.lease_s, presence
         ):
             log.warning("runner %s: taken over by another process", self.runner_id)
             return False

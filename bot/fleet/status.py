@@ -1,12 +1,16 @@
 """What /status says of the runners on a shared database: each one's name, host, when it was
-last heard from, how many turns it runs and its engines; a lapsed one is marked lost."""
+last heard from, how many turns it runs and its engines; a lapsed one is marked lost. And
+what /hosts says of their hosts (``HostLine``, from bot.fleet.hosts)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.fleet.hosts import HostLine, host_lines
 from bot.store import Runner, Store
 from bot.store.db import utcnow
+
+__all__ = ["FleetStatus", "HostLine", "RunnerLine"]
 
 SEEN_WITHIN_LEASES = 4  # a runner gone longer than this many leases is no longer listed
 
@@ -30,3 +34,9 @@ class FleetStatus:
         now = utcnow()
         found = await self._store.runners.listed(self._lease_s * SEEN_WITHIN_LEASES)
         return [RunnerLine(r, (now - r.heartbeat_at).total_seconds(), r.lapsed(now)) for r in found]
+
+    async def hosts(self) -> list[HostLine]:
+        """/hosts: every host on record, online or not (none in one process)."""
+        if not self.shared:
+            return []
+        return host_lines(await self._store.runners.every(), utcnow())

@@ -22,7 +22,7 @@ from bot.store.ran import RanRepo
 from bot.store.records import AuditEntry, AuditRepo, LinkRepo, SpendRepo
 from bot.store.recovery import RecoveryRepo
 from bot.store.retention import RetentionRepo
-from bot.store.runners import Runner, RunnerRepo
+from bot.store.runners import EnginePresence, Presence, Runner, RunnerRepo
 from bot.store.schedules import Schedule, ScheduleRepo
 from bot.store.settings import ChatSettingsRepo, UserSettingsRepo
 from bot.store.stalls import StallRepo
@@ -39,6 +39,8 @@ __all__ = [
     "UsageWindow",
     "PendingQuestion",
     "PendingCopy",
+    "EnginePresence",
+    "Presence",
     "Runner",
     "Schedule",
     "Store",

@@ -48,6 +48,10 @@ def _claiming(*where: sa.ColumnElement[bool]) -> sa.Update:
             started_at=sa.bindparam("now"),
             runs=turns.c.runs + 1,
             runner=sa.bindparam("runner"),
+            # the host of the claiming runner's lease (none in one process: no lease)
+            host=sa.select(runners.c.host)
+            .where(runners.c.id == sa.bindparam("runner"))
+            .scalar_subquery(),
             stop_requested=False,
         )
         .returning(turns)

@@ -269,6 +269,12 @@ def _v32(conn: Connection) -> None:
     task_prs.create(conn, checkfirst=True)
 
 
+def _v33(conn: Connection) -> None:
+    """Hosts: a runner's heartbeat announces its presence; a turn keeps the host that ran it."""
+    _add_column(conn, "runners", "presence", "TEXT NOT NULL DEFAULT '{}'")
+    _add_column(conn, "turns", "host", "VARCHAR(64)")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -304,6 +310,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v30,
     _v31,
     _v32,
+    _v33,
 ]
 
 

@@ -1,5 +1,6 @@
-"""The model that actually ran each task, as its engine named it (``turns.model``), read in one
-statement for a whole list: its newest turn's that named one."""
+"""The model that actually ran each task, as its engine named it (``turns.model``), and the host
+that ran it (``turns.host``, scale-out), each read in one statement for a whole list: its
+newest turn's that named one."""
 
 from __future__ import annotations
 
@@ -27,3 +28,17 @@ class RanRepo:
         )
         async with self._engine.connect() as conn:
             return {task_id: model for task_id, model in await conn.execute(query)}
+
+    async def hosts(self, task_ids: Sequence[int]) -> dict[int, str]:
+        """By task: the host of its newest turn that ran on one (scale-out; none in one
+        process)."""
+        if not task_ids:
+            return {}
+        t = turns.c
+        query = (
+            sa.select(t.task_id, t.host)
+            .where(t.task_id.in_(list(task_ids)), t.host.is_not(None))
+            .order_by(t.seq)  # the newest is read last: it says
+        )
+        async with self._engine.connect() as conn:
+            return {task_id: host for task_id, host in await conn.execute(query)}

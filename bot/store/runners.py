@@ -5,15 +5,61 @@ takes its turns over, and a runner that comes back finds itself taken and stops 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from bot.models import TaskStatus
+from bot.models import ProcessRole, TaskStatus
 from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import runners, turns
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePresence:
+    name: str
+    available: bool  # installed and passed its probe (logged in where the CLI says so)
+    line: str  # its probe's line: version, login
+    sandbox: bool  # mode=sandbox can run here
+
+
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """What a runner's heartbeat announces of its host (stored as JSON on its lease row)."""
+
+    engines: tuple[EnginePresence, ...] = ()
+    slots: int = 0  # how many turns it may run at once
+    free: int = 0  # of which free now
+    projects: tuple[tuple[str, str], ...] = ()  # name, path on this host
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "engines": [[e.name, e.available, e.line, e.sandbox] for e in self.engines],
+                "slots": self.slots,
+                "free": self.free,
+                "projects": [list(p) for p in self.projects],
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: str | None) -> Presence:
+        """A row's presence; what an older version (or a broken row) wrote reads as none."""
+        try:
+            data = json.loads(raw or "{}")
+            return cls(
+                engines=tuple(
+                    EnginePresence(str(n), bool(a), str(line), bool(sb))
+                    for n, a, line, sb in data.get("engines", [])
+                ),
+                slots=int(data.get("slots", 0)),
+                free=int(data.get("free", 0)),
+                projects=tuple((str(n), str(p)) for n, p in data.get("projects", [])),
+            )
+        except (ValueError, TypeError, AttributeError):
+            return cls()
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +75,7 @@ class Runner:
     stopped_at: datetime | None = None
     taken_at: datetime | None = None
     running: int = 0  # turns it runs now (as the database says)
+    presence: Presence = field(default_factory=Presence)
 
     def lapsed(self, now: datetime) -> bool:
         return self.stopped_at is not None or self.taken_at is not None or self.expires_at < now
@@ -48,6 +95,7 @@ def _runner(row: sa.Row) -> Runner:  # type: ignore[type-arg]
         stopped_at=aware(m["stopped_at"]),
         taken_at=aware(m["taken_at"]),
         running=int(m.get("running") or 0),
+        presence=Presence.decode(m.get("presence")),
     )
 
 
@@ -81,9 +129,16 @@ class RunnerRepo:
                 )
             )
 
-    async def beat(self, runner_id: str, engines: Sequence[str], lease_s: float) -> bool:
-        """Renew the lease for ``lease_s``; False when it was taken over (this incarnation is
-        over)."""
+    async def beat(
+        self,
+        runner_id: str,
+        engines: Sequence[str],
+        lease_s: float,
+        presence: Presence | None = None,
+    ) -> bool:
+        """Renew the lease for ``lease_s`` (announcing ``presence``, when given); False when it
+        was taken over (this incarnation is over)."""
+        shown = {} if presence is None else {"presence": presence.encode()}
         now = self._clock()
         async with self._engine.begin() as conn:
             result = await conn.execute(
@@ -97,6 +152,7 @@ class RunnerRepo:
                     heartbeat_at=now,
                     expires_at=now + timedelta(seconds=lease_s),
                     engines=",".join(engines),
+                    **shown,
                 )
             )
         return result.rowcount == 1
@@ -178,6 +234,29 @@ class RunnerRepo:
         )
         async with self._engine.connect() as conn:
             return [_runner(r) for r in await conn.execute(query)]
+
+    async def every(self) -> list[Runner]:
+        """Every runner still on record (gone ones are forgotten after a while), stopped or
+        not, with how many turns each runs; per host and name, newest first."""
+        running = (
+            sa.select(sa.func.count())
+            .where(turns.c.runner == runners.c.id, turns.c.status == TaskStatus.RUNNING.value)
+            .scalar_subquery()
+        )
+        query = sa.select(runners, running.label("running")).order_by(
+            runners.c.host, runners.c.name, runners.c.started_at.desc()
+        )
+        async with self._engine.connect() as conn:
+            return [_runner(r) for r in await conn.execute(query)]
+
+    async def hosts_known(self) -> int:
+        """How many hosts have runners that run turns on record (a front runs none); a card
+        names its host only when there is more than one."""
+        query = sa.select(sa.func.count(sa.distinct(runners.c.host))).where(
+            runners.c.role != ProcessRole.FRONT.value
+        )
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(query)).scalar() or 0)
 
     async def forget(self, older_than_s: float) -> int:
         """Drop rows of runners gone for a long time that hold no turns (keeps the table small)."""

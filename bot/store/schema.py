@@ -58,6 +58,7 @@ turns = sa.Table(
     sa.Column("output_tokens", sa.Integer),
     sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
     sa.Column("runner", sa.String(128)),  # v10: the process running it (bot or a worker)
+    sa.Column("host", sa.String(64)),  # v33: the host that ran it last (scale-out)
     sa.Column("stop_requested", sa.Boolean, nullable=False, server_default=sa.false()),  # v10
     # v30: a follow-up queued by another process (`detach mcp`) asks to go into the running turn
     sa.Column("steer_requested", sa.Boolean, nullable=False, server_default=sa.false()),
@@ -363,6 +364,8 @@ runners = sa.Table(
     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("stopped_at", sa.DateTime(timezone=True)),  # stopped cleanly
     sa.Column("taken_at", sa.DateTime(timezone=True)),  # its turns were taken over
+    # what its heartbeat announces (JSON, bot.fleet.presence): engines, sandbox, slots, projects
+    sa.Column("presence", sa.Text, nullable=False, server_default="{}"),
 )
 
 # a voice note's transcript, shown with Start / Edit / Cancel until its owner taps one

@@ -77,6 +77,7 @@ def turn_of(row: Any, redact: Redactor = NOTHING) -> Turn:
         parked_at=aware(m["parked_at"]),
         limit_parks=m["limit_parks"],
         runner=m["runner"],
+        host=m.get("host"),
         model=m["model"],
         unpriced=bool(m["unpriced"]),
     )

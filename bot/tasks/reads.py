@@ -25,6 +25,7 @@ class TaskRow:
     wait: WaitState | None
     worktree: str | None
     ran: str | None = None
+    host: str | None = None  # the host its newest turn ran on (scale-out; None: this one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class TaskPage:
     checks: tuple[tuple[int, CheckResult], ...]
     pending: tuple[PendingQuestion, ...]
     pr: PrRow | None = None  # the pull request its card follows (``bot.prs``)
+    host: str | None = None  # the host its newest turn ran on (scale-out)
 
 
 class TaskReads:
@@ -62,7 +64,11 @@ class TaskReads:
         ids = [t.id for t in found]
         trees = await self._store.worktrees.states_of(ids)
         ran = await self._store.ran.models(ids)
-        return [TaskRow(t, waits.get(t.id), trees.get(t.id), ran.get(t.id)) for t in found]
+        hosts = await self._store.ran.hosts(ids)
+        return [
+            TaskRow(t, waits.get(t.id), trees.get(t.id), ran.get(t.id), hosts.get(t.id))
+            for t in found
+        ]
 
     async def page(self, user_id: int, task_id: int) -> TaskPage | None:
         """The page of the user's task as it is now; None: not theirs, or gone."""
@@ -85,6 +91,7 @@ class TaskReads:
             tuple(checks),
             tuple(await self._store.questions.pending_of([task.id])),
             await self._store.prs.get(task.id),
+            (await self._store.ran.hosts([task.id])).get(task.id),
         )
 
     async def lines(

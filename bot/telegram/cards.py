@@ -24,14 +24,18 @@ def card_header(
     children: Sequence[Task],
     changes: str,
     denials: Sequence[str] = (),
+    host: str | None = None,
 ) -> str:
     """The card's text above the answer: what happened (a turn done with tool calls denied
-    says so on its first line, and lists them), what it took, what changed."""
+    says so on its first line, and lists them), what it took, what changed; ``host``: the
+    host that ran it, named when several are known."""
     loc = task.locale
     lines = [
         status_line(texts, task, turn, len(denials)),
         "<i>" + html.escape(shorten(task.title, 100, one_line=True), quote=False) + "</i>",
     ]
+    if host:
+        lines.append(texts.get(loc, "task.host", host=host))
     if check is not None:
         lines.append(check_line(texts, loc, check))
     if children:

@@ -83,7 +83,8 @@ class Completion:
         worktree holds work (Show diff, Merge and Discard are offered only then)."""
         check = await self._store.checks.for_turn(turn.id) if task.check else None
         children = await self._store.tasks.children(task.id) if task.subtasks else []
-        header = card_header(self._texts, task, turn, check, children, changes, denials)
+        host = turn.host if turn.host and await self._store.runners.hosts_known() > 1 else None
+        header = card_header(self._texts, task, turn, check, children, changes, denials, host)
         header += await self._price_note(task, turn)
         if ask is not None:
             header += "\n\n" + ask.line

@@ -1,0 +1,66 @@
+"""``/hosts``: the machines that run tasks on a shared database (bot.fleet.hosts), each with
+whether it is online, its engines, its slots in use and its projects."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from aiogram import Router
+from aiogram.filters import Command
+from aiogram.types import Message
+
+from bot.fleet.status import FleetStatus, HostLine
+from bot.telegram.render import duration
+from bot.telegram.reply import Reply
+from bot.telegram.texts import Texts
+
+router = Router(name="hosts")
+
+
+@router.message(Command("hosts"))
+async def on_hosts(message: Message, fleet: FleetStatus, reply: Reply) -> None:
+    if not fleet.shared:
+        await reply("hosts.one_process")
+        return
+    await reply.send(hosts_text(reply.texts, reply.locale, await fleet.hosts()))
+
+
+def hosts_text(texts: Texts, loc: str, hosts: Sequence[HostLine]) -> str:
+    """Every host, online ones first; what each announced (its engines' probe lines)."""
+    if not hosts:
+        return texts.get(loc, "hosts.none")
+    lines = [texts.get(loc, "hosts.title")]
+    for host in hosts:
+        lines += ["", *_host(texts, loc, host)]
+    return "\n".join(lines)
+
+
+def _host(texts: Texts, loc: str, host: HostLine) -> list[str]:
+    ago = duration(host.since_s)
+    if host.online:
+        head = texts.get(
+            loc, "hosts.online", host=host.host, online=ago, running=host.running, slots=host.slots
+        )
+    else:
+        head = texts.get(loc, "hosts.offline", host=host.host, seen=ago)
+    lines = [head, texts.get(loc, "hosts.runners", names=", ".join(host.runners))]
+    if host.engines:
+        engines = []
+        for e in host.engines:
+            if not e.available:
+                engines.append(texts.get(loc, "hosts.engine_off", name=e.name))
+            elif not e.sandbox:
+                engines.append(texts.get(loc, "hosts.no_sandbox", name=e.line or e.name))
+            else:
+                engines.append(html.escape(e.line or e.name, quote=False))
+        lines.append(texts.raw(loc, "hosts.engines", engines=" · ".join(engines)))
+    if host.projects:
+        projects = ", ".join(
+            f"<b>{html.escape(name)}</b> <code>{html.escape(path)}</code>"
+            for name, path in host.projects
+        )
+        lines.append(texts.raw(loc, "hosts.projects", projects=projects))
+    else:
+        lines.append(texts.get(loc, "hosts.no_projects"))
+    return lines
