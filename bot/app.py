@@ -56,8 +56,8 @@ from bot.telegram.texts import DEFAULT_LOCALE
 from bot.telegram.topics import Topics
 from bot.turns.pool import JobPool
 from bot.upkeep.retention import Retention
+from bot.voice.choice import make_recognizer
 from bot.voice.drafts import VoiceDrafts
-from bot.voice.speech import make_recognizer
 from executors import registry
 from handlers import Services, build_dispatcher, release_routers
 

@@ -1,14 +1,11 @@
-"""What turns a voice note into words: the port the drafts use, its answer, and the choice
-between a transcription server (DETACH_STT_BASE_URL) and the offline recognizer."""
+"""What turns a voice note into words: the port the drafts use and its answer (the choice
+between a transcription server and the offline recognizer: ``bot.voice.choice``)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
-
-from pydantic import SecretStr
 
 from bot.errors import clean
 
@@ -48,29 +45,3 @@ def tidy(text: str) -> str:
     It is hostile input all the same: nothing reads options or commands out of it."""
     text = _SPACES.sub(" ", _CONTROL.sub(" ", clean(text))).strip()
     return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
-
-
-def make_recognizer(
-    *,
-    base_url: str | None,
-    model: str,
-    api_key: SecretStr | None,
-    timeout_s: float,
-    max_s: float,
-    folder: Path,
-) -> Recognizer | None:
-    """The server when ``base_url`` is set, else the best offline recognizer whose packages are
-    installed (looked up, not imported), else None (the chat is told how to enable one).
-    ``folder``: where the offline recognizer keeps its files."""
-    if base_url:
-        from bot.voice.remote import RemoteRecognizer
-
-        return RemoteRecognizer(base_url, model, api_key, timeout_s=timeout_s, max_s=max_s)
-    from bot.voice.offline import OfflineRecognizer, best
-
-    engine = best()
-    return (
-        None
-        if engine is None
-        else OfflineRecognizer(engine, folder=folder, timeout_s=timeout_s, max_s=max_s)
-    )
