@@ -4,6 +4,7 @@ and the archived tasks' cards follow in one batch (each message edited once)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from bot.models import NewTask, TaskKind, TaskStatus
@@ -14,6 +15,7 @@ from bot.telegram.texts import Texts
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_cli import detach
 from tests.test_phone import buttons_of, until
 
 TASKS = 50
@@ -56,3 +58,22 @@ async def test_archive_all_of_50_tasks_answers_under_a_second(tmp_path, workdir)
             assert "archived" in fake.find_message(OWNER, cards[-1])["text"]
             edits = [c for c in fake.calls[mark:] if c.method.startswith("editMessage")]
             assert len({int(c.params["message_id"]) for c in edits}) == len(edits)  # once each
+
+
+async def test_the_shells_archive_all_edits_the_cards_as_the_chats_does(tmp_path, workdir):
+    """`detach archive --all` (another door) keeps `/archive all`'s rule: one statement, and
+    the archived tasks' cards lose their buttons and say so, delivered by the running bot."""
+    engine = FakeEngine(())
+    async with FakeTelegram(flood_burst=1000, flood_per_s=1000) as fake:
+        quick = make_settings(tmp_path / "data", fake, "claude", workdir, outbox_chat_interval_s=0)
+        await seed(quick.resolved_database_url, workdir, 3)
+        async with running_bot(quick, {}, {"claude": engine}) as app:
+            assert await app.outbox.idle(30)
+            cards = [m["message_id"] for m in fake.bot_messages(OWNER) if "Answer" in m["text"]]
+            assert len(cards) == 3 and all(buttons_of(fake, card) for card in cards)
+            done = await asyncio.to_thread(detach, tmp_path, "archive", "--all")
+            assert done.returncode == 0 and "archived 3 task(s)" in done.stdout, done.stderr
+            for card in cards:
+                await until(lambda card=card: buttons_of(fake, card) == [], 10)
+                assert "archived" in fake.find_message(OWNER, card)["text"]
+            assert (await app.store.tasks.get(3)).status is TaskStatus.ARCHIVED

@@ -431,15 +431,15 @@ class TaskRepo:
             return int((await conn.execute(query)).scalar_one())
 
     async def archive_all(
-        self, owner_id: int, newest: int
+        self, owner_id: int | None, newest: int
     ) -> tuple[list[tuple[int, int]], list[Task]]:
-        """Archive every finished task of ``owner_id`` in one statement; returns each one's
-        (id, chat id), oldest first, and the newest ``newest`` of them as they are now (only
-        those are read whole: 1,000 tasks archive in one light statement)."""
-        query = tasks.update().where(
-            tasks.c.status.not_in([*ACTIVE_STATUSES, TaskStatus.ARCHIVED]),
-            tasks.c.owner_id == owner_id,
-        )
+        """Archive every finished task of ``owner_id`` (None: of everyone; the machine's
+        shell) in one statement; returns each one's (id, chat id), oldest first, and the newest
+        ``newest`` of them as they are now (only those are read whole: 1,000 tasks archive in
+        one light statement)."""
+        query = tasks.update().where(tasks.c.status.not_in([*ACTIVE_STATUSES, TaskStatus.ARCHIVED]))
+        if owner_id is not None:
+            query = query.where(tasks.c.owner_id == owner_id)
         values = {"status": TaskStatus.ARCHIVED.value, "updated_at": self._clock()}
         async with self._engine.begin() as conn:
             result = await conn.execute(query.values(values).returning(tasks.c.id, tasks.c.chat_id))

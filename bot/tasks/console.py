@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bot.git import Worktrees
-from bot.models import CheckResult, NewTask, OutboxOp, Task, TaskStatus, Turn
+from bot.models import CheckResult, NewTask, Task, TaskStatus, Turn
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
 from bot.redaction import Redactor
@@ -26,6 +26,9 @@ from bot.telegram.slugs import slugify
 from bot.workdirs import WorkdirPolicy
 from executors.gitguard import GitGuard
 from executors.sessions import FoundSession
+
+if TYPE_CHECKING:
+    from bot.telegram.notifier import Notifier
 
 SHOWN_LINES = 20  # the transcript's tail `detach show` prints
 
@@ -133,25 +136,31 @@ class ConsoleTasks:
         return await write_jsonl(self._store, task_id, out, after)
 
     async def archive_all(self) -> int:
-        """Every finished task archived, its forum topic closed; how many."""
-        archived = await self._store.tasks.archive_finished(None)
-        for done in archived:
-            await self._close_topic(done.id)
-        return len(archived)
+        """Every finished task archived in one statement, as `/archive all` does
+        (``bot.tasks.lifecycle``): forum topics closed, the newest cards' buttons gone and
+        "archived" said on them (outbox rows the running bot delivers); how many."""
+        from bot.tasks.lifecycle import ARCHIVE_FOLLOW_MAX
+
+        async with self._store.atomic():
+            placed, newest = await self._store.tasks.archive_all(None, ARCHIVE_FOLLOW_MAX)
+            await self._notifier().archived(placed, newest)
+        return len(placed)
 
     async def archive(self, task_id: int) -> Task | None:
-        """The task archived, its forum topic closed; None when it is missing or active."""
+        """The task archived as `/archive <id>` does; None when it is missing or active."""
         task = await self._store.tasks.get(task_id)
         if task is None or task.status.active:
             return None
-        await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
-        await self._close_topic(task.id)
+        async with self._store.atomic():
+            await self._store.tasks.set_status(task.id, TaskStatus.ARCHIVED)
+            now = await self._store.tasks.get(task.id)
+            await self._notifier().archived([(task.id, task.chat_id)], [now] if now else [])
         return task
 
-    async def _close_topic(self, task_id: int) -> None:
-        """An archived task's forum topic is closed (renamed in a private chat) as /archive
-        does: a row in the outbox, which the running bot delivers within a second."""
-        _, key = await self._store.topics.key_of(task_id)
-        task = await self._store.tasks.get(task_id)
-        if key is not None and task is not None:
-            await self._store.outbox.add(task.chat_id, OutboxOp.CLOSE_TOPIC, {}, task_id, None)
+    def _notifier(self) -> Notifier:
+        """What tells the chat, as the bot's own (its outbox rows; the bot sends them)."""
+        from bot.telegram.notifier import Notifier
+        from bot.telegram.outbox import Outbox
+        from bot.telegram.texts import Texts
+
+        return Notifier(self._store, Texts(), Outbox(self._store))
