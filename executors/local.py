@@ -28,8 +28,6 @@ from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from bot.errors import AgentCrashed
 from bot.events import (
     AgentEvent,
@@ -46,7 +44,6 @@ from bot.ports import (
     NO_STEERING,
     Approver,
     EngineConfig,
-    EngineSettings,
     EngineSpec,
     Isolation,
     SessionStore,
@@ -54,11 +51,12 @@ from bot.ports import (
 )
 from executors import sandbox
 from executors.local_calls import CallContext, TurnState, run_calls
-from executors.local_chat import ANSWER_S, Answer, Endpoint, complete
+from executors.local_chat import Answer, Endpoint, complete
 from executors.local_commands import command_runner
 from executors.local_endpoints import Endpoints
 from executors.local_history import assistant, fit, system_prompt
 from executors.local_pieces import Bounds
+from executors.local_settings import LocalSettings
 from executors.local_tools import ToolBox
 from executors.shield import shielded
 
@@ -68,21 +66,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EMPTY_ANSWER = "the model answered nothing; reply to ask it again"
-
-
-class LocalSettings(EngineSettings):
-    """DETACH_LOCAL_*: the endpoint used when the task's preset names none (presets of engine
-    ``local`` carry their own), and the bounds of a turn."""
-
-    local_base_url: str | None = None
-    local_model: str | None = None
-    local_api_key_env: str | None = None  # the variable that holds its key (none: no key)
-    local_context_window: int = Field(default=32_768, ge=1024)
-    local_max_steps: int = Field(default=40, ge=1, le=500)  # model calls per turn
-    local_max_tokens: int = Field(default=4096, ge=16)  # one model call's answer at most
-    local_answer_timeout_s: float = Field(default=ANSWER_S, gt=0)  # one answer streams this long
-    local_command_timeout_s: float = Field(default=300, gt=0)
-    local_retry_s: float = Field(default=120, gt=0)  # 429s and 5xx are retried this long
 
 
 class LocalExecutor:

@@ -13,7 +13,7 @@ from bot.models import Phrase, Preset, TurnSpec
 from executors.local_chat import Endpoint
 
 if TYPE_CHECKING:
-    from executors.local import LocalSettings
+    from executors.local_settings import LocalSettings
 
 PROBE_TIMEOUT_S = 3.0
 PROBED_ENDPOINTS = 4  # /status asks at most this many endpoints (all at once) at start
