@@ -8,6 +8,7 @@ import time
 from datetime import datetime
 
 from bot.store import Store
+from bot.store.claim_queries import ClaimedBy
 from bot.store.db import utcnow
 from bot.turns.pool import Claimed, JobPool
 
@@ -63,13 +64,13 @@ class TurnQueue:
         """Submit a turn its creator marked submitted (a new task's first: nothing to wait for)."""
         await self._pool.submit(task_id, turn_id)
 
-    async def claim_here(self, turn_id: int) -> Claimed | None:
-        """One process with a slot free: claim a new task's first turn in its creator's
-        transaction (the task is created running, one commit and one hop fewer before its agent
+    def claim_here(self) -> ClaimedBy | None:
+        """One process with a slot free: a new task's first turn is inserted claimed (the task
+        created running: no claim's UPDATEs, one commit and several hops fewer before its agent
         starts); hand it to ``start`` once that committed. None: submit it as usual."""
         if not self._pool.local or self._pool.free_slots <= 0:
             return None
-        return await self._store.claims.claim_turn(turn_id, self._pool.identity)
+        return ClaimedBy(self._pool.identity)
 
     def start(self, claimed: Claimed) -> None:
         """Run a turn ``claim_here`` claimed (its transaction committed)."""
