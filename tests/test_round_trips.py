@@ -25,10 +25,10 @@ from tests.support.harness import OWNER, make_settings, running_bot
 # today's numbers (lower them with each cut; never raise one without its reason)
 ACCEPT_STATEMENTS = 1  # INSERT update_journal
 CREATE_STATEMENTS = 5  # INSERT tasks (running), turns (claimed), message_links, audit, outbox
-# the journal's row; the handler's 2 reads and the creation's 5; the job's 3 reads (the card,
-# the worktree, the grants)
-BEFORE_SPAWN_STATEMENTS = 11
-BEFORE_SPAWN_COMMITS = 3  # the journal's row, the task's creation, the job's card look-up
+# the journal's row; the handler's read of the message's link and the creation's 5; the
+# job's 2 reads (the worktree, the grants); the chat's choices are kept (SQLite)
+BEFORE_SPAWN_STATEMENTS = 9
+BEFORE_SPAWN_COMMITS = 2  # the journal's row, the task's creation
 # the turn, its task, spend and card; the acknowledgement's three reads and two writes; a read
 FINISH_STATEMENTS = 10
 # the asyncio tasks on a turn's way to its agent: polling (the journal's row), the update's

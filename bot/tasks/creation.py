@@ -113,10 +113,11 @@ class TaskCreator:
             if reply_to is not None:
                 await self._store.links.link(new.chat_id, reply_to, task.id, MessageKind.COMMAND)
             await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
-            if new.announced:  # it says queued, as before the claim moved into the insert
-                queued = replace(task, status=TaskStatus.QUEUED)
+            if new.announced:
+                # a claimed one says queued, as before the claim moved into the insert
+                shown = replace(task, status=TaskStatus.QUEUED) if claim is not None else task
                 await self._notifier.acknowledge(
-                    queued, reply_to=reply_to, origin=new.origin, note=new.note
+                    shown, reply_to=reply_to, origin=new.origin, note=new.note
                 )
             failpoints.hit("task.before_commit")
         return task, turn, ((task, turn) if claim is not None else None)

@@ -23,6 +23,7 @@ class TurnQueue:
         self._limits: dict[str, datetime] = {}
         self._limits_read = float("-inf")
         self._held: dict[int, float] = {}  # turn id -> when its hold ends (monotonic)
+        self._created_running: set[int] = set()  # turns claimed at creation, not started yet
 
     async def kick(self, task_id: int, now: datetime | None = None) -> None:
         """Submit the next turn of ``task_id`` if it may start now. Idempotent: whoever asks
@@ -74,7 +75,17 @@ class TurnQueue:
 
     def start(self, claimed: Claimed) -> None:
         """Run a turn ``claim_here`` claimed (its transaction committed)."""
+        self._created_running.add(claimed[1].id)
         self._pool.start(claimed)
+
+    def created_running(self, turn_id: int) -> bool:
+        """Whether ``turn_id`` is a new task's first turn, claimed at its creation and not
+        started yet (asked once, as it starts): nothing about the task was said but its
+        acknowledgement, so there is no follow-up or limit notice to tell it started."""
+        if turn_id not in self._created_running:
+            return False
+        self._created_running.discard(turn_id)
+        return True
 
     def stop(self, task_id: int) -> bool:
         """Stop the turn of ``task_id`` running in this process (a stop asked for elsewhere)."""

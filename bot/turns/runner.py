@@ -208,7 +208,11 @@ class TurnRunner:
             return False
         if turn.parked_at is not None:  # a wait is over: said once, the first time
             await self._notifier.limit_over(task, task.engine.capitalize(), turn.limit_parks <= 1)
-        await self._notifier.turn_started(task)  # its follow-up's and limit's notes follow
+        # its follow-up's and limit's notes follow; a new task's first turn, claimed as it
+        # was created, has none (a follow-up sent since is queued behind it, and says so: a
+        # store read and commit saved before the agent's spawn)
+        if not self._queue.created_running(turn.id):
+            await self._notifier.turn_started(task)
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         return True
 
