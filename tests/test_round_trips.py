@@ -26,8 +26,9 @@ from tests.support.harness import OWNER, make_settings, running_bot
 ACCEPT_STATEMENTS = 1  # INSERT update_journal
 CREATE_STATEMENTS = 5  # INSERT tasks (running), turns (claimed), message_links, audit, outbox
 # the journal's row; the handler's read of the message's link and the creation's 5; the
-# job's 2 reads (the worktree, the grants); the chat's choices are kept (SQLite)
-BEFORE_SPAWN_STATEMENTS = 9
+# job's read of the grants; the chat's choices are kept (SQLite), a new task's worktree is
+# not looked up again
+BEFORE_SPAWN_STATEMENTS = 8
 BEFORE_SPAWN_COMMITS = 2  # the journal's row, the task's creation
 # the turn, its task, spend and card; the acknowledgement's three reads and two writes; a read
 FINISH_STATEMENTS = 10
