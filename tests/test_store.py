@@ -403,8 +403,9 @@ async def test_a_turns_statements_are_built_once(store):
         for n in range(2):
             seen.append([])
             task, turn = await store.tasks.create(new(f"turn {n}"), f"t{n}", submitted=True)
-            await store.chats.get(task.chat_id)
-            await store.chats.notify(task.chat_id)
+            # a chat not read before (on SQLite a chat's choices are kept once read)
+            await store.chats.get(1000 + n)
+            await store.chats.notify(1000 + n)
             await store.links.task_for(task.chat_id, 100 + n)
             await store.links.link(task.chat_id, 100 + n, task.id, "command")
             await store.limits.active()

@@ -5,6 +5,7 @@ runner's writes, and the NOTIFY channel of submitted turns."""
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,6 +14,15 @@ from bot.models import TaskStatus
 from bot.store.schema import runners, tasks, turns
 
 TURNS_CHANNEL = "detach_turns"  # NOTIFY channel: a turn was submitted
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedBy:
+    """A new task's first turn is inserted claimed by ``runner`` (None: the one process),
+    its task running: the claim's two UPDATEs saved. Safe as no other turn of the task can
+    exist yet, and nobody sees the turn before its creator's transaction commits."""
+
+    runner: str | None
 
 
 def held_by(runner: str | sa.BindParameter[str] | None) -> tuple[sa.ColumnElement[bool], ...]:

@@ -60,6 +60,12 @@ class Database:
         """Whether write transactions never overlap (SQLite): no row lock needed to order them."""
         return self._writer is not None
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the current task is inside ``atomic()`` (its reads may see its own writes,
+        not yet committed)."""
+        return self._tx.get() is not None
+
     def begin(self) -> contextlib.AbstractAsyncContextManager[Connection]:
         conn = self._tx.get()
         return _joined(conn) if conn is not None else self._write()

@@ -24,15 +24,31 @@ class ChatSettings:
 
 
 class ChatSettingsRepo:
+    """A chat's choices. On SQLite they are read once per chat and kept: the bot is the only
+    process that writes them (scale-out runners need PostgreSQL; the shell writes tasks, never
+    a chat's choices), and every write goes through here, so this copy is forgotten as it
+    commits. That saves a store round trip on every message's way to its agent. On
+    PostgreSQL, which several processes share, each read goes to the database."""
+
     def __init__(self, engine: Database, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
+        self._kept: dict[int, ChatSettings] | None = {} if engine.one_writer else None
+        self._writes = 0  # a read begun before a write keeps nothing (it may be stale)
 
     async def get(self, chat_id: int) -> ChatSettings:
         """All of a chat's choices in one read (a new task needs its preset and directory)."""
+        kept = self._kept
+        if kept is not None and (settings := kept.get(chat_id)) is not None:
+            return settings
+        writes, shared = self._writes, not self._engine.in_transaction
         async with self._engine.connect() as conn:
             row = (await conn.execute(_chat_settings(), {"chat_id": chat_id})).first()
-        return ChatSettings(row.preset, row.cwd, row.notify) if row else ChatSettings()
+        settings = ChatSettings(row.preset, row.cwd, row.notify) if row else ChatSettings()
+        # read in a transaction: maybe its own uncommitted write, kept only once committed
+        if kept is not None and shared and writes == self._writes:
+            kept[chat_id] = settings
+        return settings
 
     async def preset(self, chat_id: int) -> str | None:
         return (await self.get(chat_id)).preset
@@ -53,7 +69,14 @@ class ChatSettingsRepo:
         await self._set(chat_id, notify=policy)
 
     async def _set(self, chat_id: int, **values: str) -> None:
+        self._forget(chat_id)
         await _choose(self._engine, chat_settings, {"chat_id": chat_id}, values, self._clock())
+        self._engine.after_commit(lambda: self._forget(chat_id))
+
+    def _forget(self, chat_id: int) -> None:
+        self._writes += 1
+        if self._kept is not None:
+            self._kept.pop(chat_id, None)
 
 
 class UserSettingsRepo:

@@ -19,7 +19,7 @@ from bot.models import (
     Turn,
 )
 from bot.redaction import NOTHING, Redactor
-from bot.store.claim_queries import held_by
+from bot.store.claim_queries import ClaimedBy, held_by
 from bot.store.db import Clock, Database, inserting, updating
 from bot.store.schema import tasks, turns
 from bot.store.task_rows import TurnOutcome, redacted_error, task_of, turn_of
@@ -88,13 +88,22 @@ class TaskRepo:
         self._redact = redact
 
     async def create(
-        self, new: NewTask, slug: str, submitted: bool = False, waits: bool = False
+        self,
+        new: NewTask,
+        slug: str,
+        submitted: bool = False,
+        waits: bool = False,
+        claim: ClaimedBy | None = None,
     ) -> tuple[Task, Turn]:
         """A new task and its first turn; ``submitted``: the caller submits that turn to its
         pool right after the commit (a new task has no other turn to wait for), so nobody
         else may (a crash before it: ``unsubmit_queued`` at the next start). ``waits``: its
-        engine's usage limit is reached; the task waits for it from now."""
+        engine's usage limit is reached; the task waits for it from now. ``claim``: the
+        first turn is inserted already claimed by that runner, and its task running."""
         now = self._clock()
+        status = TaskStatus.WAITING_FOR_LIMIT if waits else TaskStatus.QUEUED
+        if claim is not None:
+            status, submitted = TaskStatus.RUNNING, True
         async with self._engine.begin() as conn:
             inserted = await conn.execute(
                 inserting(tasks, returning=True),
@@ -107,7 +116,7 @@ class TaskRepo:
                     "title": (new.title or new.prompt)[:200],
                     "cwd": str(new.cwd),
                     "model": new.model,
-                    "status": (TaskStatus.WAITING_FOR_LIMIT if waits else TaskStatus.QUEUED).value,
+                    "status": status.value,
                     "locale": new.locale,
                     "announced": new.announced,
                     "created_at": now,
@@ -124,7 +133,7 @@ class TaskRepo:
             )
             task = task_of(inserted.one())
             turn = await self._insert_turn(
-                conn, task.id, 1, new.prompt, submitted=submitted, parked=waits
+                conn, task.id, 1, new.prompt, submitted=submitted, parked=waits, claim=claim
             )
         return task, turn
 
@@ -161,21 +170,23 @@ class TaskRepo:
         check_round: int = 1,
         submitted: bool = False,
         parked: bool = False,
+        claim: ClaimedBy | None = None,
     ) -> Turn:
         now = self._clock()
-        result = await conn.execute(
-            inserting(turns, returning=True),
-            {
-                "task_id": task_id,
-                "seq": seq,
-                "prompt": prompt,
-                "check_round": check_round,
-                "status": TaskStatus.QUEUED.value,
-                "created_at": now,
-                "submitted_at": now if submitted else None,
-                "parked_at": now if parked else None,
-            },
-        )
+        row = {
+            "task_id": task_id,
+            "seq": seq,
+            "prompt": prompt,
+            "check_round": check_round,
+            "status": TaskStatus.QUEUED.value,
+            "created_at": now,
+            "submitted_at": now if submitted else None,
+            "parked_at": now if parked else None,
+        }
+        if claim is not None:  # what ``ClaimRepo.claim_turn`` would set, in the insert
+            row |= {"status": TaskStatus.RUNNING.value, "started_at": now, "runs": 1}
+            row |= {"runner": claim.runner, "stop_requested": False}
+        result = await conn.execute(inserting(turns, returning=True), row)
         return turn_of(result.one(), self._redact)
 
     async def get(self, task_id: int) -> Task | None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot import failpoints
 from bot.errors import UserInputError
 from bot.git import Worktrees
-from bot.models import Engine, MessageKind, NewTask, RepoHead, Task, Turn
+from bot.models import Engine, MessageKind, NewTask, RepoHead, Task, TaskStatus, Turn
 from bot.money.desk import MoneyDesk
 from bot.store import Store
 from bot.telegram.attachments import place
@@ -100,9 +100,11 @@ class TaskCreator:
     ) -> tuple[Task, Turn, Claimed | None]:
         """The task exists with its acknowledgement, or not (one transaction); its first turn,
         claimed here when it is submitted and a slot is free."""
+        # a slot is free: the first turn is inserted claimed, and starts once this commits
+        claim = self._queue.claim_here() if admission.submitted else None
         async with self._store.atomic():
             task, turn = await self._store.tasks.create(
-                new, slug, submitted=admission.submitted, waits=admission.waits
+                new, slug, submitted=admission.submitted, waits=admission.waits, claim=claim
             )
             if admission.held:
                 self._queue.hold(turn.id, admission.hold_s)
@@ -112,13 +114,13 @@ class TaskCreator:
                 await self._store.links.link(new.chat_id, reply_to, task.id, MessageKind.COMMAND)
             await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
             if new.announced:
+                # a claimed one says queued, as before the claim moved into the insert
+                shown = replace(task, status=TaskStatus.QUEUED) if claim is not None else task
                 await self._notifier.acknowledge(
-                    task, reply_to=reply_to, origin=new.origin, note=new.note
+                    shown, reply_to=reply_to, origin=new.origin, note=new.note
                 )
-            # a slot is free: the first turn is claimed here, and starts once this commits
-            claimed = await self._queue.claim_here(turn.id) if admission.submitted else None
             failpoints.hit("task.before_commit")
-        return task, turn, claimed
+        return task, turn, ((task, turn) if claim is not None else None)
 
     async def _release(
         self, task_id: int, turn_id: int, claimed: Claimed | None, admission: Admission

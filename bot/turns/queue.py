@@ -8,6 +8,7 @@ import time
 from datetime import datetime
 
 from bot.store import Store
+from bot.store.claim_queries import ClaimedBy
 from bot.store.db import utcnow
 from bot.turns.pool import Claimed, JobPool
 
@@ -22,6 +23,7 @@ class TurnQueue:
         self._limits: dict[str, datetime] = {}
         self._limits_read = float("-inf")
         self._held: dict[int, float] = {}  # turn id -> when its hold ends (monotonic)
+        self._created_running: set[int] = set()  # turns claimed at creation, not started yet
 
     async def kick(self, task_id: int, now: datetime | None = None) -> None:
         """Submit the next turn of ``task_id`` if it may start now. Idempotent: whoever asks
@@ -63,17 +65,27 @@ class TurnQueue:
         """Submit a turn its creator marked submitted (a new task's first: nothing to wait for)."""
         await self._pool.submit(task_id, turn_id)
 
-    async def claim_here(self, turn_id: int) -> Claimed | None:
-        """One process with a slot free: claim a new task's first turn in its creator's
-        transaction (the task is created running, one commit and one hop fewer before its agent
+    def claim_here(self) -> ClaimedBy | None:
+        """One process with a slot free: a new task's first turn is inserted claimed (the task
+        created running: no claim's UPDATEs, one commit and several hops fewer before its agent
         starts); hand it to ``start`` once that committed. None: submit it as usual."""
         if not self._pool.local or self._pool.free_slots <= 0:
             return None
-        return await self._store.claims.claim_turn(turn_id, self._pool.identity)
+        return ClaimedBy(self._pool.identity)
 
     def start(self, claimed: Claimed) -> None:
         """Run a turn ``claim_here`` claimed (its transaction committed)."""
+        self._created_running.add(claimed[1].id)
         self._pool.start(claimed)
+
+    def created_running(self, turn_id: int) -> bool:
+        """Whether ``turn_id`` is a new task's first turn, claimed at its creation and not
+        started yet (asked once, as it starts): nothing about the task was said but its
+        acknowledgement, so there is no follow-up or limit notice to tell it started."""
+        if turn_id not in self._created_running:
+            return False
+        self._created_running.discard(turn_id)
+        return True
 
     def stop(self, task_id: int) -> bool:
         """Stop the turn of ``task_id`` running in this process (a stop asked for elsewhere)."""

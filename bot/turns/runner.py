@@ -176,9 +176,10 @@ class TurnRunner:
     async def _run_claimed(
         self, task: Task, turn: Turn, control: TurnControl, runner: str | None
     ) -> None:
-        if not await self._may_start(task, turn, runner):
+        created = self._queue.created_running(turn.id)  # claimed as its task was created
+        if not await self._may_start(task, turn, runner, created):
             return
-        refusal = await self._specs.refusal(task)
+        refusal = await self._specs.refusal(task, created)
         if refusal is not None:
             await self._finisher.finish(task, turn, refusal, (), runner=runner)
             await self._queue.kick(task.id)
@@ -204,16 +205,21 @@ class TurnRunner:
                 await self._finish_early(run, progress, outcome)
         await self._queue.kick(task.id)
 
-    async def _may_start(self, task: Task, turn: Turn, runner: str | None) -> bool:
+    async def _may_start(self, task: Task, turn: Turn, runner: str | None, created: bool) -> bool:
         """False when the turn's engine is at its usage limit (the turn is parked); else the
-        chat is told the turn started (and that a wait is over, the first time)."""
+        chat is told the turn started (and that a wait is over, the first time). ``created``:
+        a new task's first turn, claimed at its creation."""
         until = await self._queue.limited_until(task.engine)
         if until is not None:  # submitted before its engine's limit was known: it waits too
             await self._parking.park(task, turn, until, runner)
             return False
         if turn.parked_at is not None:  # a wait is over: said once, the first time
             await self._notifier.limit_over(task, task.engine.capitalize(), turn.limit_parks <= 1)
-        await self._notifier.turn_started(task)  # its follow-up's and limit's notes follow
+        # its follow-up's and limit's notes follow; a new task's first turn, claimed as it
+        # was created, has none (a follow-up sent since is queued behind it, and says so: a
+        # store read and commit saved before the agent's spawn)
+        if not created:
+            await self._notifier.turn_started(task)
         log.info("task %s turn %s: running (%s)", task.id, turn.id, task.engine)
         return True
 

@@ -135,10 +135,13 @@ class TurnSpecs:
         args = (*command[1:], "--parent", str(task.id))
         return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)
 
-    async def refusal(self, task: Task) -> TurnOutcome | None:
+    async def refusal(self, task: Task, created: bool = False) -> TurnOutcome | None:
         """Work that must not start: over the daily cap (turns queued from the shell or before
         the cap was reached), a task whose budget is already spent, or whose directory is not
-        there (allowed no longer, or a worktree that cannot be cut again)."""
+        there (allowed no longer, or a worktree that cannot be cut again). ``created``: the
+        first turn of a task created a moment ago in this process, whose worktree (if any)
+        was just cut and is not merged or discarded (its card, which offers that, comes
+        after this turn): not looked up again (a store read before the agent's spawn)."""
         over = await self._money.over_daily_cap(task.owner_id)
         if over is not None:
             return TurnOutcome(
@@ -150,7 +153,7 @@ class TurnSpecs:
                 TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_spent")
             )
         try:
-            if self._worktrees is not None:
+            if self._worktrees is not None and not created:
                 await self._worktrees.reopen(task)  # merged or discarded: cut again, same path
             if self._workdirs is not None:
                 self._workdirs.check(Path(task.cwd))  # the allow-list may have changed since

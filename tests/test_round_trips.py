@@ -1,0 +1,141 @@
+"""How many store round trips one text turn makes (issue #54): every statement on aiosqlite is
+a hop to its connection's thread and back (about 0.5 ms idle), so their number, per phase of a
+turn, is capped here at what it is today; a change that adds one fails this test and has to
+lower a cut elsewhere or raise the cap with its reason.
+
+Phases: accepting the update (the journal's row), creating the task (task, first turn, link,
+audit line, acknowledgement and the claim in one transaction), everything the store is asked
+from the update until the agent is spawned, and finishing the turn (outcome, task, spend and
+card in one transaction). Counted through SQLAlchemy's events on the real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from bot.events import SessionStarted, TextEmitted, TurnFinished, Usage
+from tests.support.fake_engine import FakeEngine
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+
+# today's numbers (lower them with each cut; never raise one without its reason)
+ACCEPT_STATEMENTS = 1  # INSERT update_journal
+CREATE_STATEMENTS = 5  # INSERT tasks (running), turns (claimed), message_links, audit, outbox
+# the journal's row; the handler's read of the message's link and the creation's 5; the
+# job's read of the grants; the chat's choices are kept (SQLite), a new task's worktree is
+# not looked up again
+BEFORE_SPAWN_STATEMENTS = 8
+BEFORE_SPAWN_COMMITS = 2  # the journal's row, the task's creation
+# the turn, its task, spend and card; the acknowledgement's three reads and two writes; a read
+FINISH_STATEMENTS = 10
+# the asyncio tasks on a turn's way to its agent: polling (the journal's row), the update's
+# handler (the task's creation) and the turn's job (its start); the outbox's delivery, the
+# intake's periodic pass and the transcript's batches run beside it, at their own pace
+PATH = {"Dispatcher._polling", "JournaledDispatcher._process_update", "AsyncScheduler._run_job"}
+
+
+@dataclass
+class Trips:
+    """The statements run, grouped by transaction (per connection, until commit/rollback)."""
+
+    done: list[list[str]] = field(default_factory=list)
+    open: dict[int, list[str]] = field(default_factory=dict)
+    path: list[str] = field(default_factory=list)  # the PATH's statements, in order
+    on_path: set[int] = field(default_factory=set)  # connections that ran a PATH statement
+    statements: int = 0  # of the tasks on the PATH only
+    commits: int = 0  # of transactions that ran a statement of the PATH
+    spawned_at: tuple[int, int] | None = None  # (statements, commits) when the agent spawned
+
+    def execute(self, conn: Any, _c: Any, statement: str, *_rest: Any) -> None:
+        task = asyncio.current_task()
+        who = task.get_coro().__qualname__ if task is not None else ""  # type: ignore[union-attr]
+        if who in PATH:
+            self.statements += 1
+            self.path.append(statement.split("\n")[0][:60])
+            self.on_path.add(id(conn))
+        self.open.setdefault(id(conn), []).append(" ".join(statement.split())[:80])
+
+    def commit(self, conn: Any) -> None:
+        if id(conn) in self.on_path:
+            self.commits += 1
+            self.path.append("COMMIT")
+        self._close(conn)
+
+    def rollback(self, conn: Any) -> None:
+        self._close(conn)
+
+    def _close(self, conn: Any) -> None:
+        self.on_path.discard(id(conn))
+        statements = self.open.pop(id(conn), None)
+        if statements:
+            self.done.append(statements)
+
+    def transaction(self, marker: str) -> list[str]:
+        found = [t for t in self.done if any(s.startswith(marker) for s in t)]
+        assert len(found) == 1, (marker, self.done)
+        return found[0]
+
+
+class SpawnMarking(FakeEngine):
+    """The scripted engine, noting how many statements ran when its agent was spawned."""
+
+    trips: Trips | None = None
+
+    async def run(self, spec: Any, approver: Any, steering: Any = None) -> Any:  # type: ignore[override]
+        if self.trips is not None:
+            self.trips.spawned_at = (self.trips.statements, self.trips.commits)
+        async for event in super().run(spec, approver, steering):
+            yield event
+
+
+SCRIPT = (
+    SessionStarted("s1", "m"),
+    TextEmitted("hello"),
+    TurnFinished(False, "the answer", "s1", 0.01, Usage(1, 1)),
+)
+
+
+async def _turn(fake: FakeTelegram, engine: SpawnMarking, sync: sa.Engine, n: int) -> Trips:
+    trips = engine.trips = Trips()
+    events = {"before_cursor_execute": trips.execute, "commit": trips.commit}
+    events["rollback"] = trips.rollback
+    for name, listener in events.items():
+        sa.event.listen(sync, name, listener)
+    try:
+        mark = len(fake.calls)
+        await fake.user_message(f"/claude mode=ask hello {n}", OWNER)
+        await fake.wait_text(OWNER, "the answer", 30, after=mark)
+        for _ in range(200):  # bounded: the finishing transaction commits after the card
+            if any(any(s.startswith("INSERT INTO spend") for s in t) for t in trips.done):
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        for name, listener in events.items():
+            sa.event.remove(sync, name, listener)
+    return trips
+
+
+async def test_a_text_turn_makes_no_more_round_trips_than_today(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    engine = SpawnMarking(SCRIPT)
+    async with FakeTelegram(flood_burst=1000, flood_per_s=1000) as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", work, outbox_chat_interval_s=0)
+        async with running_bot(settings, {}, {"claude": engine}) as app:
+            await fake.wait_call("setMyCommands")
+            sync = app.store.engine.sync_engine
+            for n in range(2):  # the second: what every turn after the first costs
+                trips = await _turn(fake, engine, sync, n)
+    assert len(trips.transaction("INSERT INTO update_journal")) <= ACCEPT_STATEMENTS
+    created = trips.transaction("INSERT INTO tasks")
+    assert len(created) <= CREATE_STATEMENTS, created
+    assert trips.spawned_at is not None
+    statements, commits = trips.spawned_at
+    assert statements <= BEFORE_SPAWN_STATEMENTS, trips.path
+    assert commits <= BEFORE_SPAWN_COMMITS, trips.path
+    finished = trips.transaction("INSERT INTO spend")
+    assert len(finished) <= FINISH_STATEMENTS, finished
