@@ -17,7 +17,8 @@ from mcp import Client
 
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server
-from bot.models import NewTask, TaskKind
+from bot.models import NewTask, OutboxOp, TaskKind
+from bot.redaction import Redactor
 from bot.store import Store
 from bot.tasks.clients import ClientTasks, NoteRules
 from bot.turns.items import transcript_item
@@ -116,3 +117,19 @@ async def test_a_burst_of_notes_is_refused_with_the_reason(tmp_path):
 async def test_notify_is_refused_where_the_server_serves_no_task(tmp_path):
     async with task_server(tmp_path, parent=False) as (client, _):
         assert "agent of a task" in await refused(client, "notify", {"text": "hello"})
+
+
+async def test_a_row_another_process_queued_is_sent_redacted_by_the_bot(tmp_path):
+    """`detach mcp` knows fewer secrets than the bot: the bot redacts what it delivers."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite"
+    secret = "sk-THE-BOTS-OWN-SECRET-42"
+    mcp = await Store.open(url)
+    bot = await Store.open(url, redact=Redactor.of([secret]))
+    try:
+        payload = {"text": f"📣 #1: leaked {secret}", "silent": True}
+        await mcp.outbox.add(OWNER, OutboxOp.SEND, payload, None, None)
+        (row,) = await bot.outbox.due()
+        assert secret not in row.payload["text"] and "[redacted]" in row.payload["text"]
+    finally:
+        await mcp.close()
+        await bot.close()
