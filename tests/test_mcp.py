@@ -39,7 +39,7 @@ from tests.support.recording_session import RecordingSession
 from tests.test_checks import finished, settings
 from tests.test_handlers import feed, message
 
-TOOLS = ("start", "status", "pr", "watch", "output", "followup", "cancel", "list")
+TOOLS = ("start", "status", "pr", "watch", "output", "followup", "cancel", "list", "notify")
 
 
 def tool_use(name: str, **args: object) -> dict:

@@ -246,6 +246,10 @@ class McpDesk:
         found = await self._tasks.listed(active_only, limit)
         return {"tasks": [{**_brief(t), "title": t.title} for t in found]}
 
+    async def notify(self, text: str, urgent: bool = False) -> dict[str, Any]:
+        """A short note of this task's agent to its owner (``ClientTasks.notify``)."""
+        return await self._tasks.notify(text, urgent)
+
     # -- helpers -----------------------------------------------------------------------------
     def _prompt(self, text: str, name: str) -> str:
         text = text.replace("\x00", "").strip()

@@ -41,6 +41,8 @@ def subtask_env(settings: Settings) -> dict[str, str]:
         "DETACH_ALLOWED_USERS": ",".join(str(u) for u in sorted(settings.allowed_users)),
         "DETACH_MAX_PROMPT_CHARS": str(settings.max_prompt_chars),
         "DETACH_MAX_SUBTASKS": str(settings.max_subtasks),
+        "DETACH_NOTIFY_GAP_S": str(settings.notify_gap_s),
+        "DETACH_NOTIFY_MAX": str(settings.notify_max),
     }
     env[ENV_FILE_VAR] = str(_secrets_file(settings, settings.resolved_database_url))
     return {k: v for k, v in env.items() if v}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -77,14 +77,17 @@ class OutboxRepo:
 
     async def due(self, limit: int = 500) -> list[OutboxRow]:
         """The oldest pending row of each chat, where it is due: a row waiting to retry holds
-        back the rows queued after it in its chat, so a chat's order survives retries."""
+        back the rows queued after it in its chat, so a chat's order survives retries. Its
+        payload redacted again with the secrets this process knows: a row another process
+        queued (`detach mcp`, which knows fewer) is sent redacted by the bot's."""
         now = self._clock()
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(_pending(), {"limit": limit}))
         first: dict[int, Any] = {}
         for row in rows:
             first.setdefault(row.chat_id, row)
-        return [_row(r) for r in first.values() if _aware(r.not_before) <= now]
+        due = [_row(r) for r in first.values() if _aware(r.not_before) <= now]
+        return [replace(r, payload=self._redact(r.payload)) for r in due]
 
     async def retire(self, row_id: int) -> None:
         """A message whose moment passed: never sent if it is still pending."""

@@ -7,7 +7,9 @@ the calling model."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import ConfigError, ToolRefused
 from bot.models import Task, TaskStatus, Turn
@@ -21,6 +23,16 @@ if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not 
     from bot.telegram.notifier import Notifier
 
 MAX_ID = 2**53  # a client's number beyond this names no task (and no SQLite integer)
+NOTE_CHARS = 500  # an agent's note: one short text
+NOTED = "Notified"  # its transcript event (``bot.turns.transcript``, ``bot.turns.items``)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRules:
+    """How often an agent may ``notify`` (DETACH_NOTIFY_GAP_S, DETACH_NOTIFY_MAX)."""
+
+    gap_s: float = 30.0
+    most: int = 10
 
 
 class ClientTasks:
@@ -33,6 +45,7 @@ class ClientTasks:
         money: MoneyDesk | None = None,
         limits: tuple[int, int] = (5, 4000),
         timezone: str = "UTC",
+        notes: NoteRules = NoteRules(),
     ) -> None:
         """``money``: the daily cap a follow-up keeps (None: none checked); ``limits``: the
         sub-tasks one task may start (DETACH_MAX_SUBTASKS) and a prompt's characters;
@@ -43,6 +56,7 @@ class ClientTasks:
         self._money = money
         self._max_subtasks, self._max_chars = limits
         self._timezone = timezone
+        self._notes = notes
         self._notifier: Notifier | None = None
 
     async def scoped_to(self, parent_id: int) -> ClientTasks:
@@ -59,6 +73,7 @@ class ClientTasks:
             money=self._money,
             limits=limits,
             timezone=self._timezone,
+            notes=self._notes,
         )
 
     async def own(self, task_id: int) -> Task:
@@ -134,6 +149,47 @@ class ClientTasks:
         if left <= 0.001:
             raise ToolRefused("this task's budget is spent: no sub-task can start")
         return f"{left:.4f}"
+
+    async def notify(self, text: str, urgent: bool) -> dict[str, Any]:
+        """A note of the parent's agent to its owner, in the task's thread and transcript:
+        silent unless ``urgent`` (``Notifier.agent_note``: the two-buzz rule); refused (the
+        reason for the model) when empty, too long, too soon after the last or beyond the
+        most a task may send. The text is the agent's: escaped in the chat, redacted by the
+        store and the outbox."""
+        parent = self.parent
+        if parent is None:
+            raise ToolRefused("notify is for the agent of a task; this server serves none")
+        text = text.replace("\x00", "").strip()
+        if not text:
+            raise ToolRefused("the note is empty")
+        if len(text) > NOTE_CHARS:
+            raise ToolRefused(
+                f"the note has {len(text)} characters; at most {NOTE_CHARS}: say it shortly"
+            )
+        last = await self._store.transcript.last_of(parent.id, NOTED)
+        sent = int(last.body.get("n", 0)) if last is not None else 0
+        if sent >= self._notes.most:
+            raise ToolRefused(
+                f"this task has sent {sent} notes, the most it may (DETACH_NOTIFY_MAX); "
+                "put the rest in your answer"
+            )
+        if last is not None and last.created_at is not None:
+            waited = (datetime.now(UTC) - last.created_at).total_seconds()
+            if waited < self._notes.gap_s:
+                raise ToolRefused(
+                    f"the last note went {waited:.0f} s ago; at most one per "
+                    f"{self._notes.gap_s:.0f} s (DETACH_NOTIFY_GAP_S): nothing was sent, "
+                    "send it later or put it in your answer"
+                )
+        task = await self._store.tasks.get(parent.id)
+        turn = await self._store.tasks.last_turn(parent.id)
+        if task is None or turn is None or not task.status.active:
+            raise ToolRefused(f"{parent.label} runs no turn: nothing was sent")
+        loud = await self.notifier().agent_note(task, text, urgent)
+        body = {"text": text, "urgent": urgent, "n": sent + 1, "buzzed": loud}
+        await self._store.transcript.append(task.id, turn.id, [(NOTED, body)])
+        left = self._notes.most - sent - 1
+        return {"sent": True, "buzzed": loud, "notes_left": left}
 
     def notifier(self) -> Notifier:
         """What tells the owner's chat (its outbox rows are the bot's to deliver); built on

@@ -20,7 +20,7 @@ from bot.redaction import Redactor
 from bot.settings import Settings
 from bot.store import Store, TranscriptLine
 from bot.tasks.adoption import Adoptee, record
-from bot.tasks.clients import ClientTasks
+from bot.tasks.clients import ClientTasks, NoteRules
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.telegram.slugs import slugify
 from bot.workdirs import WorkdirPolicy
@@ -84,8 +84,14 @@ class ConsoleTasks:
     def clients(self, owner: int, money: MoneyDesk, settings: Settings) -> ClientTasks:
         """What `detach mcp` lets a client do with ``owner``'s tasks."""
         limits = (settings.max_subtasks, settings.max_prompt_chars)
+        notes = NoteRules(settings.notify_gap_s, settings.notify_max)
         return ClientTasks(
-            self._store, owner=owner, money=money, limits=limits, timezone=settings.timezone
+            self._store,
+            owner=owner,
+            money=money,
+            limits=limits,
+            timezone=settings.timezone,
+            notes=notes,
         )
 
     async def locale_of(self, user_id: int) -> str:

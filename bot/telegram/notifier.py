@@ -31,6 +31,7 @@ from bot.telegram.texts import Texts
 from bot.telegram.turnnotes import TurnNotes, followup_via
 
 log = logging.getLogger(__name__)
+TASK_BUZZES = 2  # the two-buzz rule: an agent's urgent note buzzes only below this many
 # what notifies under the default policy: what needs the person, and the final card
 
 
@@ -376,6 +377,28 @@ class Notifier:
             silent=await self._silent(task.chat_id, kind, follow_on),
             about=about,
         )
+
+    async def agent_note(self, task: Task, text: str, urgent: bool) -> bool:
+        """The agent's own note (its ``notify``), in the task's thread: a reply to its
+        acknowledgement (in its topic, if it has one), escaped. Silent unless ``urgent``, and
+        then only while the task has buzzed fewer than ``TASK_BUZZES`` times (the two-buzz
+        rule) and the chat is not /notify quiet. Returns whether it buzzes."""
+        ack = await self._store.outbox.first_send(task.id, MessageKind.ACK)
+        reply_to = await self._outbox.delivered(ack[0], timeout_s=5.0) if ack else None
+        loud = urgent and not await self._silent(task.chat_id, MessageKind.QUESTION)
+        if loud:
+            sent = await self._store.outbox.sends_about(task.id, list(MessageKind))
+            loud = sum(not row.payload.get("silent") for row in sent) < TASK_BUZZES
+        key = "task.agent_note_urgent" if urgent else "task.agent_note"
+        await self._outbox.send(
+            task.chat_id,
+            self._texts.get(task.locale, key, label=task.label, text=text),
+            reply_to=reply_to,
+            task_id=task.id,
+            link_kind=MessageKind.STATUS,
+            silent=not loud,
+        )
+        return loud
 
     async def send_and_wait(
         self, task: Task, text: str, kind: MessageKind, markup: Keyboard | None = None

@@ -40,6 +40,13 @@ def transcript_item(line: TranscriptLine, clip: bool = True) -> dict[str, Any] |
         errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
         failed = bool(body.get("is_error"))
         return {**base, "kind": "end", "error": failed, "text": str(errors or "") if failed else ""}
+    if kind == "Notified":  # the agent's note to its owner
+        return {
+            **base,
+            "kind": "note",
+            "text": str(body.get("text", "")),
+            "urgent": bool(body.get("urgent")),
+        }
     if kind == "Retrying":
         return {**base, "kind": "retry", "text": f"{body.get('status')} #{body.get('attempt')}"}
     return None

@@ -86,12 +86,21 @@ def _stored(said: Phrase) -> dict[str, str | int | float]:
     return {k: v for k, v in said.params.items() if isinstance(v, str | int | float)}
 
 
+NOTIFY_PREAMBLE = (
+    "You have a `notify` tool (MCP server `detach`): one short note to your owner's "
+    "Telegram now, silent unless urgent=true. Use it rarely, for what the owner should know "
+    "before you finish; your final answer reaches them anyway."
+)
+
+
 def preamble(task: Task, owner: str | None = None) -> str | None:
     """What the agent is told beside its prompt: the owner's preamble first, then Detach's."""
     parts = [owner] if owner else []
     parts += [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
     if task.approval_mode is ApprovalMode.SANDBOX:
         parts.append(SANDBOX_PREAMBLE)
+    if task.subtasks:  # its `detach mcp --parent` server has `notify`
+        parts.append(NOTIFY_PREAMBLE)
     return "\n\n".join(parts) or None
 
 

@@ -36,15 +36,26 @@ def human_line(kind: str, body: dict[str, Any]) -> str | None:
             errors = "; ".join(str(e) for e in body.get("errors") or ()) or body.get("subtype")
             return f"✖ the turn failed: {shorten(str(errors or ''), TOOL_CHARS, one_line=True)}"
         return "✔ the turn ended"
-    if kind == "SteerTaken":  # the owner's message, taken into the running turn
-        return f"➡️ {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
-    if kind == PROMPTED:  # the owner's message (or a retry's), as its own turn
-        return f"↪️ {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
+    mark = _words_mark(kind, body)
+    if mark is not None:
+        return f"{mark} {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
     if kind == "Retrying":
         return f"⟳ the endpoint answered {body.get('status')}; retry {body.get('attempt')}"
     if kind == "AtTerminal":  # hand-off: the session was written at a terminal meanwhile
         return f"🖥 at the terminal from {_minute(body.get('from'))} to {_minute(body.get('to'))}"
     return None  # session ids, usage counters: bookkeeping
+
+
+def _words_mark(kind: str, body: dict[str, Any]) -> str | None:
+    """The mark of an event that is somebody's words: the owner's message taken into the
+    running turn, or as its own turn (a retry's too), or the agent's note (``notify``)."""
+    if kind == "SteerTaken":
+        return "➡️"
+    if kind == PROMPTED:
+        return "↪️"
+    if kind == "Notified":
+        return "📣❗" if body.get("urgent") else "📣"
+    return None
 
 
 def _minute(iso: object) -> str:

@@ -241,6 +241,7 @@ function transcriptItem(item, tools) {
     return el("div", { class: "item text md-body" }, MD.render(item.text));
   }
   if (item.kind === "said") return el("div", { class: "item said" }, (item.steered ? "➡️ " : "↪️ ") + item.text);
+  if (item.kind === "note") return el("div", { class: "item note" + (item.urgent ? " urgent" : "") }, (item.urgent ? "📣❗ " : "📣 ") + item.text);
   if (item.kind === "end") return el("div", { class: "item end" + (item.error ? " error" : "") }, item.error ? "✖ " + item.text : "✔");
   return el("div", { class: "item " + item.kind }, "⟳ " + item.text);
 }
