@@ -31,7 +31,7 @@ from bot.telegram.texts import Texts
 from bot.telegram.turnnotes import TurnNotes, followup_via
 
 log = logging.getLogger(__name__)
-TASK_BUZZES = 2  # the two-buzz rule: an agent's urgent note buzzes only below this many
+TASK_BUZZES = 2  # the two-buzz rule: a task's messages buzz at most this many times
 # what notifies under the default policy: what needs the person, and the final card
 
 
@@ -381,14 +381,16 @@ class Notifier:
     async def agent_note(self, task: Task, text: str, urgent: bool) -> bool:
         """The agent's own note (its ``notify``), in the task's thread: a reply to its
         acknowledgement (in its topic, if it has one), escaped. Silent unless ``urgent``, and
-        then only while the task has buzzed fewer than ``TASK_BUZZES`` times (the two-buzz
-        rule) and the chat is not /notify quiet. Returns whether it buzzes."""
+        then only while the task and its outcome card together stay within ``TASK_BUZZES``
+        (the two-buzz rule: one is kept for the card) and the chat is not /notify quiet.
+        Returns whether it buzzes."""
         ack = await self._store.outbox.first_send(task.id, MessageKind.ACK)
         reply_to = await self._outbox.delivered(ack[0], timeout_s=5.0) if ack else None
         loud = urgent and not await self._silent(task.chat_id, MessageKind.QUESTION)
         if loud:
             sent = await self._store.outbox.sends_about(task.id, list(MessageKind))
-            loud = sum(not row.payload.get("silent") for row in sent) < TASK_BUZZES
+            buzzed = sum(not row.payload.get("silent") for row in sent)
+            loud = buzzed + 1 < TASK_BUZZES  # the outcome's card buzzes too
         key = "task.agent_note_urgent" if urgent else "task.agent_note"
         await self._outbox.send(
             task.chat_id,
