@@ -23,7 +23,7 @@ from bot.prs.push import Pusher
 from bot.prs.remote import Remote, github_slug, scheme_of, shown
 from bot.telegram.callbacks import TaskAction
 from tests.support.fake_github import FakeGitHub
-from tests.support.harness import app_in_own_task, wait_sent
+from tests.support.harness import OWNER, app_in_own_task, wait_sent
 from tests.support.recording_session import RecordingSession
 from tests.test_handlers import feed, message, press
 from tests.test_worktrees import bot_settings, make_repo, sh_git
@@ -462,7 +462,13 @@ async def test_the_boards_task_page_pushes_and_opens_the_pr(tmp_path, workdir, g
                 "url": "https://github.example/octo/app/pull/7",
                 "state": "open",
                 "checks": "none",
+                "state_text": "open",  # the card's words, in the owner's language
+                "checks_text": "none yet",
             }
+            await app.store.users.set_locale(OWNER, "ru")  # /lang ru: the board speaks it too
+            async with http.get(url) as response:
+                shown = (await response.json())["pr"]
+            assert (shown["state_text"], shown["checks_text"]) == ("открыт", "пока нет")
             assert not (tmp_path / "fired").exists()
 
 

@@ -109,6 +109,22 @@ class BoardData:
             raise TaskNotFound(f"#{task.id}")
         return found
 
+    def _pr(self, pr: PrRow | None, locale: str) -> dict[str, Any] | None:
+        """The pull request its card follows (``bot.prs``), in the words of the card's line;
+        None: it has none."""
+        if pr is None:
+            return None
+        state = plain(self.texts.get(locale, f"pr.state_{pr.state}"))
+        checks = plain(self.texts.get(locale, f"pr.checks_{pr.checks}"))
+        return {
+            "number": pr.number,
+            "url": pr.url,
+            "state": pr.state,
+            "checks": pr.checks,
+            "state_text": state,
+            "checks_text": checks,
+        }
+
     def _page(
         self,
         found: TaskPage,
@@ -129,7 +145,7 @@ class BoardData:
             "pending": [question(q) for q in found.pending],
             "worktree": tree,
             "audit": audit,
-            "pr": _pr(found.pr),
+            "pr": self._pr(found.pr, locale),
         }
 
     async def _audit(self, user_id: int, task: Task, locale: str) -> list[dict[str, Any]]:
@@ -200,13 +216,6 @@ class BoardData:
         lines = await self.reads.lines(user_id, task_id, cursor, min(max(limit, 1), PAGE_MAX))
         items = [item for line in lines if (item := transcript_item(line)) is not None]
         return items, lines[-1].line if lines else cursor
-
-
-def _pr(pr: PrRow | None) -> dict[str, Any] | None:
-    """The pull request its card follows (``bot.prs``), or None."""
-    if pr is None:
-        return None
-    return {"number": pr.number, "url": pr.url, "state": pr.state, "checks": pr.checks}
 
 
 def question(q: PendingQuestion) -> dict[str, Any]:

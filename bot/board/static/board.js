@@ -301,7 +301,7 @@ function taskHeader(page, box) {
     controls.push(el("button", { class: "secondary", id: "open-pr", onclick: () => act("/api/tasks/" + task.id + "/open_pr") }, t("open_pr")));
   }
   const pr = page.pr;  // the pull request its card follows
-  if (pr && /^https?:\/\//.test(pr.url)) controls.push(el("a", { id: "pr", href: pr.url, target: "_blank", rel: "noopener" }, "PR #" + pr.number + " · " + pr.state + " · " + pr.checks));
+  if (pr && /^https?:\/\//.test(pr.url)) controls.push(el("a", { id: "pr", href: pr.url, target: "_blank", rel: "noopener" }, "PR #" + pr.number + " · " + (pr.state_text || pr.state) + " · " + (pr.checks_text || pr.checks)));
   const gone = tree && tree.state !== "active" ? el("div", { class: "meta", id: "worktree-state" }, t("worktree_" + tree.state, { base: tree.base })) : null;
   const turns = el("table", {}, el("tr", {}, el("th", {}, t("turn")), el("th", {}), el("th", {}, t("cost"))),
     page.turns.map((turn) => el("tr", {}, el("td", {}, "#" + turn.seq), el("td", {}, turn.status_text), el("td", {}, usd(turn.cost_text)))));
