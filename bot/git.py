@@ -195,6 +195,12 @@ class Worktrees:
     async def get(self, task_id: int) -> WorktreeRow | None:
         return await self._store.worktrees.get(task_id)
 
+    async def pull_request(self, task_id: int) -> tuple[int, str] | None:
+        """The number and address of the pull request its branch was pushed to (``bot.prs``),
+        or None."""
+        pr = await self._store.prs.get(task_id)
+        return (pr.number, pr.url) if pr is not None else None
+
     async def active(self, task_id: int) -> WorktreeRow:
         row = await self._store.worktrees.get(task_id)
         if row is None:

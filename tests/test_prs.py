@@ -292,6 +292,9 @@ async def test_open_pr_follow_its_checks_and_merge_and_push_to_it_again(
         assert "No open pull request" in listed.new_texts()
         asked = await feed(app, press(TaskAction(action="discard", task_id=1).pack()))
         assert "Discard it anyway?" in asked.new_texts()  # its branch lives on remotely
+        assert 'pull request <a href="https://github.example/octo/app/pull/7">#7</a>' in (
+            asked.new_texts()
+        )  # and the question names the PR that stays
         assert (await app.store.worktrees.get(1)).state == "active"
         news = [c.text for c in session.sent() if "PR #7" in c.text]
         assert news == [failed.text]  # the PR line only ever edited; one buzz: the failure

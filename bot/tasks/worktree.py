@@ -103,9 +103,15 @@ class WorktreeCard:
                 task, self._texts.get(loc, "worktree.discarded", label=task.label)
             )
             return True
+        asked = self._texts.get(loc, "worktree.confirm_discard", label=task.label)
+        pr = await self._worktrees.pull_request(task.id)
+        if pr is not None:  # its branch lives on remotely: say that the PR stays
+            asked += "\n" + self._texts.get(
+                loc, "worktree.discard_keeps_pr", number=pr[0], url=pr[1]
+            )
         await self._notifier.send(
             task,
-            self._texts.get(loc, "worktree.confirm_discard", label=task.label),
+            asked,
             kind=MessageKind.STATUS,
             markup=task_keyboard(
                 self._texts, loc, task.id, [TaskButton.DISCARD_YES, TaskButton.DIFF]
