@@ -404,6 +404,17 @@ async def test_github_refusals_become_their_lines(tmp_path, github):
     assert _refusal(remote, output).key == "pr.protected"
     login = "fatal: Authentication failed for 'https://github.com/o/r.git/'\n"
     assert _refusal(remote, login).key == "pr.no_login_push"
+    forbidden = (
+        "remote: Permission to o/r.git denied.\n"
+        "fatal: unable to access: The requested URL returned error: 403\n"
+    )
+    assert _refusal(remote, forbidden).key == "pr.no_login_push"
+    # a rejected ref whose ids hold "403" is a rejection (it failed once so, by chance)
+    behind = (
+        "To /tmp/pytest-403/remote.git\n!\t4031ab2:refs/heads/x\t[rejected] (fetch first)\n"
+        "error: failed to push some refs to '/tmp/pytest-403/remote.git'\n"
+    )
+    assert _refusal(remote, behind).key == "pr.rejected"
 
 
 async def test_the_mcp_pr_tool_reads_a_tasks_pull_request(tmp_path):

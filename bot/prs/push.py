@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -49,7 +50,8 @@ PASSED = (
     "NO_PROXY",
     "no_proxy",
 )
-LOGIN = ("authentication failed", "could not read username", "permission denied", "403")
+LOGIN = ("authentication failed", "could not read username", "permission denied")
+_FORBIDDEN = re.compile(r"\b403\b")  # HTTP's "forbidden", as git quotes it in an error line
 REASON_CHARS = 300
 
 
@@ -153,6 +155,9 @@ def _refusal(remote: Remote, output: str) -> UserInputError:
     low = output.lower()
     if "protected branch" in low:
         return UserInputError("pr.protected", remote=remote.name, reason=reason)
-    if any(word in low for word in LOGIN):
+    # a ref refused means the login worked; a login's words are read in git's errors only (a
+    # commit id or a path may hold "403")
+    said = "\n".join(errors).lower()
+    if not rejected and (any(word in said for word in LOGIN) or _FORBIDDEN.search(said)):
         return UserInputError("pr.no_login_push", remote=remote.name, reason=reason)
     return UserInputError("pr.rejected", remote=remote.name, reason=reason)
