@@ -18,27 +18,22 @@ class RanRepo:
 
     async def models(self, task_ids: Sequence[int]) -> dict[int, str]:
         """By task: the model of its newest turn that named one (the others are not in it)."""
-        if not task_ids:
-            return {}
-        t = turns.c
-        query = (
-            sa.select(t.task_id, t.model)
-            .where(t.task_id.in_(list(task_ids)), t.model.is_not(None))
-            .order_by(t.seq)  # the newest is read last: it says
-        )
-        async with self._engine.connect() as conn:
-            return {task_id: model for task_id, model in await conn.execute(query)}
+        return await self._newest(turns.c.model, task_ids)
 
     async def hosts(self, task_ids: Sequence[int]) -> dict[int, str]:
         """By task: the host of its newest turn that ran on one (scale-out; none in one
         process)."""
+        return await self._newest(turns.c.host, task_ids)
+
+    async def _newest(self, column: sa.Column[str], task_ids: Sequence[int]) -> dict[int, str]:
+        """By task: ``column`` of its newest turn where it is set, in one statement."""
         if not task_ids:
             return {}
         t = turns.c
         query = (
-            sa.select(t.task_id, t.host)
-            .where(t.task_id.in_(list(task_ids)), t.host.is_not(None))
+            sa.select(t.task_id, column)
+            .where(t.task_id.in_(list(task_ids)), column.is_not(None))
             .order_by(t.seq)  # the newest is read last: it says
         )
         async with self._engine.connect() as conn:
-            return {task_id: host for task_id, host in await conn.execute(query)}
+            return {task_id: value for task_id, value in await conn.execute(query)}
