@@ -27,7 +27,7 @@ from bot.ports import (
 )
 from executors import gitguard, sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.claude_sandbox import mcp_config_file, sandbox_settings
+from executors.claude_sandbox import mcp_config_file, own_tmp, sandbox_settings
 from executors.claude_steer import ClaudeSteering, replayed_text, user_line
 from executors.process import (
     JsonLines,
@@ -171,9 +171,10 @@ class ClaudeExecutor:
         env = {**env, **await gitguard.cli_env(spec.cwd, spec.deny_read, sandboxed)}
         with mcp_config_file(spec) as mcp_config:
             argv = self.argv(spec, mcp_config)
-            async with agent_process(
-                self.engine, self._binary, argv, spec, env, self._grace_s
-            ) as agent:
+            async with (
+                own_tmp(env) as env,
+                agent_process(self.engine, self._binary, argv, spec, env, self._grace_s) as agent,
+            ):
                 channel = _Channel(agent.proc, approver, steering)
                 try:
                     await channel.send(user_line(spec.prompt))

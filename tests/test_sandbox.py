@@ -5,6 +5,7 @@ to run rather than run unsandboxed."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
 from pathlib import Path
@@ -106,6 +107,7 @@ async def test_claude_asks_before_leaving_the_sandbox(
         ClaudeExecutor(claude_bin, agent_env), sandboxed("MARK-SBX2 go", workdir), approver
     )
     asked = [(r.tool_name, r.tool_input.get("host") or r.blocked_path) for r in approver.requests]
+    assert len(asked) == 3, (asked, tool_outputs(events))
     assert asked[0] == ("Bash", str(outside))
     assert approver.requests[0].tool_input.get("dangerouslyDisableSandbox") is True
     assert asked[1][0] == "Write"
@@ -137,9 +139,33 @@ async def test_claude_allows_a_listed_host_without_asking(
         sandboxed("MARK-SBX3 go", workdir, domains=("127.0.0.2",)),
         approver,
     )
-    assert [r.tool_input for r in approver.requests] == [{"host": "other.invalid"}]
     outputs = [e.output for e in events if isinstance(e, ToolFinished)]
+    assert [r.tool_input for r in approver.requests] == [{"host": "other.invalid"}], outputs
     assert "502" in outputs[0] and "403" in outputs[1]
+
+
+async def test_two_sandboxed_turns_at_once_each_go_through_their_own_proxy(
+    claude_bin, agent_env, anthropic, tmp_path
+):
+    """Every agent is pid 2 in its PID namespace, and the sandbox runtime names its proxy's
+    sockets by pid: in a shared temporary directory the second turn took the first's, and its
+    commands' traffic went through the other turn's proxy (its allowed hosts, its answers)."""
+    env = {k: v for k, v in agent_env.items() if k.lower() != "no_proxy"}
+    curl = "sleep 1; curl -sS -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.2:9/"
+    turns = []
+    for name, domains in (("MARK-SBXA", ("127.0.0.2",)), ("MARK-SBXB", ())):
+        anthropic.script(name, [bash(curl), bash(curl), {"text": "tried"}])
+        workdir = tmp_path / name
+        workdir.mkdir()
+        turns.append((sandboxed(f"{name} go", workdir, domains=domains), Scripted()))
+    results = await asyncio.gather(
+        *(collect(ClaudeExecutor(claude_bin, env), turn, approver) for turn, approver in turns)
+    )
+    (_, listed), (_, unlisted) = turns
+    assert listed.requests == []  # its host is allowed: its own proxy tries it
+    assert [r.tool_input for r in unlisted.requests] == [{"host": "127.0.0.2"}] * 2
+    assert tool_outputs(results[0]).split() == ["502", "502"]
+    assert tool_outputs(results[1]).split() == ["403", "403"]
 
 
 async def test_claude_without_bubblewrap_refuses_to_run_unsandboxed(
