@@ -404,6 +404,8 @@ class TurnSpec:
     # variables its commands never get, whatever their names (every preset's api_key_env):
     # with the key-like names of executors.denied.secret_names
     secret_names: tuple[str, ...] = ()
+    # what the CLI's own git gets, read with the turn's baseline (None: the executor reads it)
+    git_env: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,7 +211,7 @@ class CodexExecutor:
         # the CLI runs git in its directory at start, outside any sandbox: what an agent
         # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
         sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
-        env = {**env, **await gitguard.cli_env(spec.cwd, spec.deny_read, sandboxed)}
+        env = {**env, **await gitguard.turn_cli_env(spec, sandboxed)}
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
         async with agent_process(
             self.engine,

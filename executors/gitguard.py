@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.models import TurnSpec
 from executors import sandbox
 from executors.gitscope import BASE, FIXED, Scope, foreign, from_listing, marked_top
 
@@ -140,6 +141,13 @@ async def cli_env(cwd: Path, denied: Iterable[Path], sandboxed: bool) -> dict[st
         return {}
     kept = tuple(denied)
     return (await GitGuard(lambda: kept).scope(cwd)).cli_env(sandboxed)
+
+
+async def turn_cli_env(spec: TurnSpec, sandboxed: bool) -> dict[str, str]:
+    """``cli_env`` for a turn: as read with its baseline (``spec.git_env``), or read now."""
+    if spec.git_env is not None:
+        return dict(spec.git_env)
+    return await cli_env(spec.cwd, spec.deny_read, sandboxed)
 
 
 def _top_and_foreign(cwd: Path) -> tuple[Path | None, str | None]:

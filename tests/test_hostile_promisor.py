@@ -24,6 +24,7 @@ import pytest
 
 from bot.board.checkout import checkout_patch
 from bot.errors import UserInputError
+from bot.events import SessionStarted, TurnFinished, Usage
 from bot.git import Worktrees, top_level
 from bot.store import Store
 from bot.turns.baseline import take, turn_changes
@@ -31,6 +32,7 @@ from bot.turns.gitinfo import diff_stat, diff_text
 from executors.gitguard import GitGuard, cli_env
 from executors.gitscope import BASE, FETCHES
 from tests.support.chat_mock import ChatMock
+from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_mcp import tool_use
@@ -305,3 +307,32 @@ async def test_a_sandboxed_local_run_makes_one_and_the_card_runs_nothing(
     assert not marker.exists() and not (workdir / "LEAK").exists()
     assert not leaked(chat.requests)
     assert live(workdir, marker)
+
+
+async def test_a_turn_reads_the_scope_once_and_its_agent_gets_that_scopes_git(tmp_path, canary):
+    """The baseline's reading of a repository's configuration is what the agent's own git
+    gets (one ``git config --list`` before the spawn, not two): the same environment as read
+    apart, and in a refused repository every transport closed, in either mode."""
+    marker = tmp_path / "REMOTE-RAN"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    checkout(plain)
+    refused = made(tmp_path / "plain" / "inner", canary, marker)
+    script = (
+        SessionStarted("s1", "m"),
+        TurnFinished(False, "looked", "s1", 0.0, Usage(1, 1)),
+    )
+    engine = FakeEngine(script)
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", plain)
+        async with running_bot(settings, {}, {"claude": engine}):
+            for cwd, mode in ((plain, "sandbox"), (refused, "sandbox"), (refused, "ask")):
+                mark = len(fake.calls)
+                await fake.user_message(f"/claude cwd={cwd} mode={mode} worktree=no look", OWNER)
+                await fake.wait_text(OWNER, "looked", 30, after=mark)
+    given = [(spec.cwd, dict(spec.git_env or {})) for spec in engine.specs]
+    read = [await cli_env(plain, (), True), await cli_env(refused, (), True)]
+    assert given[0] == (plain, read[0]) and "GIT_ALLOW_PROTOCOL" not in read[0]
+    assert given[1] == (refused, read[1]) and read[1]["GIT_ALLOW_PROTOCOL"] == ""
+    assert given[2][1]["GIT_ALLOW_PROTOCOL"] == "" and given[2][1]["GIT_NO_LAZY_FETCH"] == "1"
+    assert not marker.exists()

@@ -21,9 +21,9 @@ from typing import Any
 from bot.git import in_repository
 from bot.redaction import Redactor
 from bot.telegram.render import shorten
-from bot.turns.gitinfo import Within, diff_stat, listed, output, scoped
+from bot.turns.gitinfo import TIMEOUT_S, Within, diff_stat, listed, output, scoped
 from executors.gitguard import GitGuard
-from executors.gitscope import PLAIN_DIFF
+from executors.gitscope import PLAIN_DIFF, Scope
 from executors.reading import read_regular
 
 HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
@@ -138,11 +138,21 @@ def _texts(top: Path, paths: list[str], secrets: tuple[str, ...]) -> dict[str, s
 
 async def take(guard: GitGuard, cwd: str) -> Baseline:
     """The state of the repository holding ``cwd`` now (three git processes)."""
+    return (await opening(guard, cwd))[0]
+
+
+async def opening(guard: GitGuard, cwd: str) -> tuple[Baseline, Scope | None]:
+    """``take``, with the repository's Scope as it was read for it (None: no repository):
+    what the agent's own git gets (``Scope.cli_env``) is read once a turn, not twice."""
     if not await in_repository(Path(cwd)):
-        return Baseline(None)
-    within = await scoped(guard, cwd)
-    if within is None:
-        return Baseline(None)
+        return Baseline(None), None
+    scope = await guard.scope(cwd, TIMEOUT_S)
+    if scope.refusal is not None:
+        return Baseline(None), scope
+    return await _state(cwd, Within(guard, scope)), scope
+
+
+async def _state(cwd: str, within: Within) -> Baseline:
     top, status = await asyncio.gather(
         output(cwd, within, "rev-parse", "--show-toplevel"),
         output(cwd, within, "status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames"),

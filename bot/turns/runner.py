@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bot.approvals.desk import ApprovalDesk
 from bot.engines import Engines
 from bot.errors import TurnTaken
 from bot.models import (
+    ApprovalMode,
     CheckResult,
     Preset,
     Task,
@@ -27,7 +28,7 @@ from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
-from bot.turns.baseline import Baseline, recorded, take
+from bot.turns.baseline import Baseline, opening, recorded
 from bot.turns.checking import TurnCheck
 from bot.turns.drive import Drive, Driven
 from bot.turns.finish import TurnFinisher
@@ -228,10 +229,16 @@ class TurnRunner:
         failure or a stop on the way still needs."""
         task, turn = run.task, run.turn
         await self._check.ask_early(task, turn.id)  # the owner answers while it works
-        spec = await self._specs.spec(task, turn, run.preset, run.left)
         async with self._agents.one(task.id), contextlib.AsyncExitStack() as agent:
-            # what was there is not the turn's doing
-            progress.before = before = await take(self._policy.git, task.cwd)
+            # what was there is not the turn's doing; the agent's git gets the same scope
+            spec, (before, scope) = await asyncio.gather(
+                self._specs.spec(task, turn, run.preset, run.left),
+                opening(self._policy.git, task.cwd),
+            )
+            progress.before = before
+            if scope is not None:
+                sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
+                spec = replace(spec, git_env=tuple(scope.cli_env(sandboxed).items()))
             start = await recorded(before, turn.seq, self._policy.secrets)
             start += prompted(turn.seq, turn.prompt)
             await self._store.transcript.append(task.id, turn.id, start)
