@@ -207,7 +207,8 @@ def adopt(args: argparse.Namespace) -> int:
         locale = await console.locale_of(owner)  # the owner's /lang
         mode = adopted_mode(settings.approval_mode)
         who = Adoptee(owner, args.chat or owner, locale, mode, announced=False)
-        task = await console.adopt(found, where, who)
+        catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
+        task = await console.adopt(found, where, who, catalog)
         print(
             f"{task.label} adopted ({found.engine} session in {where}); "
             f"{_who_reports(settings, task.chat_id)}"

@@ -16,6 +16,7 @@ from bot.git import Worktrees
 from bot.models import CheckResult, NewTask, Task, TaskStatus, Turn
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
+from bot.money.pricing import PriceList
 from bot.redaction import Redactor
 from bot.settings import Settings
 from bot.store import Store, TranscriptLine
@@ -106,8 +107,11 @@ class ConsoleTasks:
         await self._store.audit.record("task_created", new.owner_id, task.id, "shell")
         return task, until
 
-    async def adopt(self, found: FoundSession, where: Path, who: Adoptee) -> Task:
-        task, _ = await record(self._store, found, where, who)
+    async def adopt(
+        self, found: FoundSession, where: Path, who: Adoptee, catalog: PresetCatalog
+    ) -> Task:
+        """The session recorded as ``who``'s task, its tokens priced at ``catalog``'s prices."""
+        task, _ = await record(self._store, found, where, who, PriceList(catalog.all()))
         return task
 
     async def get(self, task_id: int) -> Task | None:
