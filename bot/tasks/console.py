@@ -36,12 +36,14 @@ SHOWN_LINES = 20  # the transcript's tail `detach show` prints
 
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """A task as `detach show` prints it: its last check and turn, its transcript's tail."""
+    """A task as `detach show` prints it: its last check and turn, its transcript's tail,
+    the model that ran it (``ran``: as its engine named it; None: none named)."""
 
     task: Task
     check: CheckResult | None
     turn: Turn | None
     lines: list[TranscriptLine]
+    ran: str | None = None
 
 
 class ConsoleTasks:
@@ -117,8 +119,11 @@ class ConsoleTasks:
     async def get(self, task_id: int) -> Task | None:
         return await self._store.tasks.get(task_id)
 
-    async def recent(self, limit: int = 50) -> list[Task]:
-        return await self._store.tasks.list_for(None, limit=limit)
+    async def recent(self, limit: int = 50) -> list[tuple[Task, str | None]]:
+        """The newest tasks, each with the model that ran it (one read for all, as the board)."""
+        found = await self._store.tasks.list_for(None, limit=limit)
+        ran = await self._store.ran.models([t.id for t in found])
+        return [(t, ran.get(t.id)) for t in found]
 
     async def shown(self, task_id: int) -> Shown | None:
         task = await self._store.tasks.get(task_id)
@@ -129,6 +134,7 @@ class ConsoleTasks:
             await self._store.checks.last(task.id),
             await self._store.tasks.last_turn(task.id),
             await self._store.transcript.tail(task.id, SHOWN_LINES),
+            (await self._store.ran.models([task.id])).get(task.id),
         )
 
     async def export(self, task_id: int) -> str:
