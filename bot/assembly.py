@@ -169,6 +169,7 @@ def make_use_cases(
             notifier=notifier,
             environ=os.environ if environ is None else environ,
             owners=settings.owners,
+            prices=money.prices,
         ),
         chat=chat,
         money_desk=money,

@@ -2,6 +2,7 @@
 
     DetachError
     ├── ConfigError            settings are missing or invalid (no bot token, no agent CLI)
+    │   └── WeightsRefused     a model file is not the one pinned by content (path, expected, found)
     ├── UserInputError         bad input from a person; carries a locale key and its arguments
     │   ├── TaskNotFound       unknown id, or a task of somebody else (never tell which)
     │   ├── TaskStateError     the task cannot do that now (e.g. archive a running task)
@@ -37,6 +38,17 @@ class DetachError(Exception):
 
 class ConfigError(DetachError):
     """Settings are missing or invalid."""
+
+
+class WeightsRefused(ConfigError):
+    """A model file whose SHA-256 (``found``) is not the pinned one (``expected``; "" when
+    none is pinned for it): never loaded."""
+
+    def __init__(self, path: str, expected: str, found: str) -> None:
+        super().__init__(f"{path}: SHA-256 {found or '?'}, pinned {expected or 'none'}")
+        self.path = path
+        self.expected = expected
+        self.found = found
 
 
 class UserInputError(DetachError):

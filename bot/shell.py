@@ -207,7 +207,8 @@ def adopt(args: argparse.Namespace) -> int:
         locale = await console.locale_of(owner)  # the owner's /lang
         mode = adopted_mode(settings.approval_mode)
         who = Adoptee(owner, args.chat or owner, locale, mode, announced=False)
-        task = await console.adopt(found, where, who)
+        catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
+        task = await console.adopt(found, where, who, catalog)
         print(
             f"{task.label} adopted ({found.engine} session in {where}); "
             f"{_who_reports(settings, task.chat_id)}"
@@ -245,10 +246,11 @@ def _workdir(settings: Settings, typed: str | None) -> Path:
 
 def list_tasks(_args: argparse.Namespace) -> int:
     async def work(console: ConsoleTasks) -> None:
-        for task in await console.recent():
+        for task, ran in await console.recent():
             print(
                 f"{task.label:32} {task.status.value:12} {task.engine:7} "
                 f"{task.created_at:%Y-%m-%d %H:%M} ${usd(task.total_cost_usd)}"
+                + f"  model={task.model or 'default'} ran={_named(ran)}"
             )
 
     return asyncio.run(with_console(shell_settings(), work, create=False))
@@ -263,7 +265,8 @@ def show(args: argparse.Namespace) -> int:
         task = shown.task
         print(
             f"{task.label}  [{task.status.value}]  engine={task.engine} "
-            f"model={task.model or 'default'}\ngoal: {task.title}\ncwd: {task.cwd}\n"
+            f"model={task.model or 'default'} ran={_named(shown.ran)}\n"
+            f"goal: {task.title}\ncwd: {task.cwd}\n"
             f"session: {task.session_id}\nmode: {task.approval_mode.value}"
             + (f"\ncheck: {task.check}" if task.check else "")
         )
@@ -279,7 +282,7 @@ def show(args: argparse.Namespace) -> int:
             from bot.telegram.texts import DEFAULT_LOCALE, Texts
 
             error = Texts().error(DEFAULT_LOCALE, turn.error) if turn.error else ""
-            cost = f"${usd(turn.cost_usd)}" if turn.cost_usd is not None else "n/a"
+            cost = f"${usd(turn.cost_usd)}" if turn.cost_usd is not None else "unknown"
             print(
                 _printable(
                     f"\nturn {turn.seq} [{turn.status.value}] cost {cost}\n"
@@ -293,6 +296,11 @@ def show(args: argparse.Namespace) -> int:
         return 0
 
     return asyncio.run(with_console(shell_settings(), work, create=False))
+
+
+def _named(ran: str | None) -> str:
+    """The model that ran as its engine named it (hostile: one printable word run)."""
+    return _printable(" ".join(ran.split())) if ran else "not yet"
 
 
 def _printable(text: str) -> str:

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.events import Usage
+from executors.session_usage import claude_usage, codex_usage
+
 HEAD_BYTES = 256 * 1024  # read for the directory and the first prompt
 TAIL_BYTES = 256 * 1024  # read for the last answer
 MAX_ROLLOUTS = 20_000  # Codex rollout files looked at, at most
@@ -41,6 +44,7 @@ class FoundSession:
     # False: a file that claims another directory than its place, not to be trusted
     consistent: bool = True
     model: str = ""  # the model its last answer came from, as the file names it ("": unknown)
+    usage: Usage | None = None  # the tokens its model messages used (None: unknown)
 
 
 def valid_id(typed: str) -> str | None:
@@ -78,7 +82,8 @@ def find_claude(environ: Mapping[str, str], session_id: str) -> FoundSession | N
         if cwd is None or claude_dir_name(cwd) != folder.name:
             return FoundSession("claude", session_id, path, cwd or "", "", "", consistent=False)
         last, model = _claude_last(path)
-        return FoundSession("claude", session_id, path, cwd, first, last, model=model)
+        usage = claude_usage(path)
+        return FoundSession("claude", session_id, path, cwd, first, last, model=model, usage=usage)
     return None
 
 
@@ -123,7 +128,8 @@ def find_codex(environ: Mapping[str, str], session_id: str) -> FoundSession | No
             last = _codex_message(_payload(entry), "assistant") or last
             if entry.get("type") == "turn_context":
                 model = _model(_payload(entry)) or model
-        return FoundSession("codex", session_id, path, cwd, first, last, model=model)
+        usage = codex_usage(path)
+        return FoundSession("codex", session_id, path, cwd, first, last, model=model, usage=usage)
     return None
 
 

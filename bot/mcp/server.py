@@ -100,8 +100,9 @@ def build_server(desk: McpDesk) -> MCPServer:
     @server.tool(
         structured_output=False,
         description="A task's state: status (queued, running, waiting_for_limit, done, "
-        "failed, cancelled…), whether it waits for the owner's approval, its cost, and its "
-        "last turn's answer or error.",
+        "failed, cancelled…), whether it waits for the owner's approval, its cost, the model "
+        "asked for and the model that ran (as its engine named it), and its last turn's "
+        "answer or error.",
     )
     async def status(task_id: TaskId) -> str:
         return await _call(desk.status, task_id=task_id)
@@ -187,8 +188,8 @@ def build_server(desk: McpDesk) -> MCPServer:
     @server.tool(
         name="list",
         structured_output=False,
-        description="The owner's tasks, newest first, with their status: find a task_id "
-        "or see what still runs.",
+        description="The owner's tasks, newest first, with their status and the model that "
+        "ran each: find a task_id or see what still runs.",
     )
     async def list_tasks(
         active_only: Annotated[

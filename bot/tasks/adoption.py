@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bot.errors import UserInputError
 from bot.models import ApprovalMode, Engine, NewTask, Task, TaskKind, TaskStatus, Turn
+from bot.money.pricing import Charge, Meter, PriceList
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.telegram.render import shorten
@@ -68,9 +69,20 @@ def locate(
     return found, where
 
 
-async def record(store: Store, found: FoundSession, where: Path, who: Adoptee) -> tuple[Task, Turn]:
+def charged(prices: PriceList, found: FoundSession) -> Charge:
+    """What the session's tokens (as its file counts them) come to at this bot's prices, as
+    the model the file names; no tokens known: no cost (the card says it is unknown)."""
+    meter = Meter(prices, Engine(found.engine), None)
+    meter.named(found.model or None)
+    return meter.charge(found.usage) if found.usage else Charge(None, False, meter.model)
+
+
+async def record(
+    store: Store, found: FoundSession, where: Path, who: Adoptee, prices: PriceList
+) -> tuple[Task, Turn]:
     """The task of an adopted session: done, its session the terminal's, its one turn the
-    session's first prompt with its last answer. Refused when a task has that session."""
+    session's first prompt with its last answer and what its tokens cost. Refused when a task
+    has that session."""
     async with store.atomic():
         existing = await store.terminal.task_with_session(found.engine, found.session_id)
         if existing is not None:
@@ -90,7 +102,16 @@ async def record(store: Store, found: FoundSession, where: Path, who: Adoptee) -
         task, turn = await store.tasks.create(new, slugify(title))
         await store.tasks.set_session(task.id, found.session_id)
         answer = found.last_answer.strip() or None
-        outcome = TurnOutcome(TaskStatus.DONE, answer, model=found.model or None)
+        charge, usage = charged(prices, found), found.usage
+        outcome = TurnOutcome(
+            TaskStatus.DONE,
+            answer,
+            cost_usd=charge.cost_usd,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None,
+            model=found.model or None,
+            unpriced=charge.unpriced,
+        )
         task, turn = await store.tasks.finish_turn(turn, outcome)
         await store.audit.record("task_adopted", who.owner_id, task.id, found.engine)
     log.info("task %s adopted %s session %s", task.id, found.engine, found.session_id)
@@ -113,6 +134,7 @@ class Adoption:
         notifier: Notifier,
         environ: Mapping[str, str],
         owners: Collection[int],
+        prices: PriceList,
     ) -> None:
         """``engines``: those tasks may use here; ``session_mode``: the chat sessions' mode
         (an adopted session's is ``adopted_mode`` of it)."""
@@ -123,6 +145,7 @@ class Adoption:
         self._notifier = notifier
         self._environ = environ  # where the agents' session files are (their HOME)
         self._owners = frozenset(owners)
+        self._prices = prices
 
     async def adopt(self, user_id: int, chat_id: int, locale: str, typed: str) -> Task:
         if user_id not in self._owners:
@@ -134,6 +157,6 @@ class Adoption:
         )
         who = Adoptee(user_id, chat_id, locale, adopted_mode(self._session_mode))
         async with self._store.atomic():  # the task exists with its card, or not at all
-            task, turn = await record(self._store, found, where, who)
+            task, turn = await record(self._store, found, where, who, self._prices)
             await self._notifier.turn_finished(task, turn)
         return task

@@ -7,6 +7,7 @@ the calling model."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,11 @@ class ClientTasks:
 
     async def last_turn(self, task: Task) -> Turn | None:
         return await self._store.tasks.last_turn(task.id)
+
+    async def ran(self, tasks: Sequence[Task]) -> dict[int, str]:
+        """By task: the model its newest turn ran, as its engine named it (one read for all;
+        a task none named is not in it), as the board reads it."""
+        return await self._store.ran.models([t.id for t in tasks])
 
     async def asks_approval(self, task: Task) -> bool:
         return await self._store.questions.pending_count(task.id) > 0

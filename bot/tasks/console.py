@@ -16,6 +16,7 @@ from bot.git import Worktrees
 from bot.models import CheckResult, NewTask, Task, TaskStatus, Turn
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
+from bot.money.pricing import PriceList
 from bot.redaction import Redactor
 from bot.settings import Settings
 from bot.store import Store, TranscriptLine
@@ -35,12 +36,14 @@ SHOWN_LINES = 20  # the transcript's tail `detach show` prints
 
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """A task as `detach show` prints it: its last check and turn, its transcript's tail."""
+    """A task as `detach show` prints it: its last check and turn, its transcript's tail,
+    the model that ran it (``ran``: as its engine named it; None: none named)."""
 
     task: Task
     check: CheckResult | None
     turn: Turn | None
     lines: list[TranscriptLine]
+    ran: str | None = None
 
 
 class ConsoleTasks:
@@ -106,15 +109,21 @@ class ConsoleTasks:
         await self._store.audit.record("task_created", new.owner_id, task.id, "shell")
         return task, until
 
-    async def adopt(self, found: FoundSession, where: Path, who: Adoptee) -> Task:
-        task, _ = await record(self._store, found, where, who)
+    async def adopt(
+        self, found: FoundSession, where: Path, who: Adoptee, catalog: PresetCatalog
+    ) -> Task:
+        """The session recorded as ``who``'s task, its tokens priced at ``catalog``'s prices."""
+        task, _ = await record(self._store, found, where, who, PriceList(catalog.all()))
         return task
 
     async def get(self, task_id: int) -> Task | None:
         return await self._store.tasks.get(task_id)
 
-    async def recent(self, limit: int = 50) -> list[Task]:
-        return await self._store.tasks.list_for(None, limit=limit)
+    async def recent(self, limit: int = 50) -> list[tuple[Task, str | None]]:
+        """The newest tasks, each with the model that ran it (one read for all, as the board)."""
+        found = await self._store.tasks.list_for(None, limit=limit)
+        ran = await self._store.ran.models([t.id for t in found])
+        return [(t, ran.get(t.id)) for t in found]
 
     async def shown(self, task_id: int) -> Shown | None:
         task = await self._store.tasks.get(task_id)
@@ -125,6 +134,7 @@ class ConsoleTasks:
             await self._store.checks.last(task.id),
             await self._store.tasks.last_turn(task.id),
             await self._store.transcript.tail(task.id, SHOWN_LINES),
+            (await self._store.ran.models([task.id])).get(task.id),
         )
 
     async def export(self, task_id: int) -> str:

@@ -120,10 +120,11 @@ def status_line(texts: Texts, task: Task, turn: Turn, denied: int = 0) -> str:
     cost = money(turn.cost_usd)
     cost_text = ran_words(texts, loc, turn)
     status = turn.status
-    if status is TaskStatus.DONE and turn.duration_s is None and turn.model and not denied:
-        # run elsewhere (an adopted session): what is known of it, no dashes for the rest
-        known = cost_text if turn.cost_usd is not None else html.escape(turn.model)
-        return texts.raw(loc, "task.done_elsewhere", label=html.escape(label), ran=known)
+    if status is TaskStatus.DONE and turn.started_at is None and not denied:
+        # run elsewhere (an adopted session): what its file told, the unknown said in words
+        model = html.escape(turn.model) if turn.model else texts.get(loc, "task.model_unknown")
+        ran = texts.raw(loc, "task.model_cost", model=model, cost=cost_words(texts, loc, turn))
+        return texts.raw(loc, "task.done_elsewhere", label=html.escape(label), ran=ran)
     if status is TaskStatus.DONE:
         total = money(task.total_cost_usd) if task.total_cost_usd else None
         total_text = (

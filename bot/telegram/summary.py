@@ -2,12 +2,10 @@
 answer's first section (up to its second heading) or its first paragraphs, rendered to
 Telegram HTML like any message and within a budget of characters: whole blocks while they fit,
 else the first block cut by the converter (tags balanced, never inside a tag or an entity)
-and marked so.
-The page is the whole answer rendered the same way, in a small HTML document."""
+and marked so. The whole answer's page is ``bot.telegram.answer_page``'s."""
 
 from __future__ import annotations
 
-import html
 import re
 
 from chatgpt_md_converter import telegram_format
@@ -63,25 +61,3 @@ def summary(markdown: str, budget: int) -> str:
         return telegram_format(taken).strip()
     cut = markdown_chunks(head[0] if head else markdown, budget - len(CUT_MARK))[0]
     return cut.strip() + CUT_MARK
-
-
-_PAGE = """<!doctype html>
-<html><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>
-body {{ font: 16px/1.5 system-ui, sans-serif; margin: 1em; white-space: pre-wrap;
-  overflow-wrap: anywhere; }}
-pre {{ background: #f4f4f4; padding: .6em; overflow-x: auto; white-space: pre; }}
-code {{ background: #f4f4f4; }}
-blockquote {{ border-left: 3px solid #ccc; margin: 0; padding-left: .8em; }}
-@media (prefers-color-scheme: dark) {{ body {{ background: #111; color: #ddd; }}
-  pre, code {{ background: #222; }} a {{ color: #8cf; }} }}
-</style></head>
-<body>{body}</body></html>
-"""
-
-
-def page(markdown: str, title: str) -> str:
-    """The whole answer as a small HTML document that reads well in a phone's browser."""
-    return _PAGE.format(title=html.escape(title), body=telegram_format(markdown).strip())

@@ -15,6 +15,7 @@ import ctypes
 import ctypes.util
 import functools
 import importlib.util
+import logging
 import os
 import threading
 import time
@@ -24,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.errors import TranscriptionFailed
+from bot.errors import TranscriptionFailed, WeightsRefused
 from bot.voice import sphinx, whisper
 from bot.voice.audio import Pcm, decode
 from bot.voice.speech import Transcript
 
+log = logging.getLogger(__name__)
 Expired = Callable[[], bool]
 
 
@@ -129,6 +131,9 @@ class OfflineRecognizer:
                 raise self._too_slow() from None
             except ImportError as exc:  # a broken install: say so rather than fail silently
                 raise TranscriptionFailed("voice.no_recognizer") from exc
+            except WeightsRefused as exc:  # not the model pinned: never loaded
+                log.error("voice: %s refused: %s", self.engine.name, exc)
+                raise TranscriptionFailed("voice.weights_refused") from exc
             return Transcript(text, pcm.cut)
         finally:
             _give_back()

