@@ -15,23 +15,12 @@ from typing import TYPE_CHECKING
 
 from bot import config, shell
 from bot.errors import ConfigError, DetachError, UserInputError
-from bot.models import ApprovalMode
-from bot.shell import shell_settings, with_console
-from bot.telegram.render import plain
+from bot.models import ApprovalMode, Phrase
+from bot.shell import shell_settings, terminal, with_console
 from executors import registry
 
 if TYPE_CHECKING:
     from bot.tasks.console import ConsoleTasks
-
-NO_TOKEN = """Detach needs a Telegram bot token.
-
-1. In Telegram, talk to @BotFather, send /newbot and copy the token it gives you.
-2. Run `.venv/bin/detach init`: it asks for the token, waits for your /start to the bot and,
-   once you confirm, writes the settings. Or by hand, in {env} (see .env.example):
-     DETACH_BOT_TOKEN=123456789:AA...your-token
-     DETACH_ALLOWED_USERS=<your numeric Telegram user id>   (ask @userinfobot)
-3. Run `make run` again.
-"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,12 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"detach: {exc}", file=sys.stderr)
+        print(f"detach: {terminal().say(exc.words)}", file=sys.stderr)
         return 2
-    except UserInputError as exc:
-        from bot.telegram.texts import Texts  # aiogram's I18n: loaded only when there is a message
-
-        print(f"detach: {plain(Texts().get('en', exc.key, **exc.params))}", file=sys.stderr)
+    except UserInputError as exc:  # the chat's words, in the terminal's language
+        print(f"detach: {terminal().say(Phrase(exc.key, exc.params))}", file=sys.stderr)
         return 1
     except DetachError as exc:
         print(f"detach: {exc}", file=sys.stderr)
@@ -199,15 +186,12 @@ def _init(args: argparse.Namespace) -> int:
 def _run(_args: argparse.Namespace) -> int:
     settings = shell_settings()
     if settings.bot_token is None:
-        home = config.config_home(os.environ) / "env"
-        print(NO_TOKEN.format(env=f"{home} (or ./.env where you run it)"), file=sys.stderr)
+        home = str(config.config_home(os.environ) / "env")
+        env = Phrase("shell.no_token_where", {"home": home})
+        print(terminal()("shell.no_token", env=env), file=sys.stderr)
         return 2
     if not settings.allowed_users:
-        print(
-            "detach: DETACH_ALLOWED_USERS is empty, so nobody could use the bot. Put your "
-            "numeric Telegram user id there (ask @userinfobot).",
-            file=sys.stderr,
-        )
+        print(f"detach: {terminal()('shell.run_no_users')}", file=sys.stderr)
         return 2
     _logging()
     logging.getLogger("detach").info("%s; data in %s", config.describe(), settings.data_dir)
@@ -236,11 +220,7 @@ def _importing() -> Iterator[None]:
 def _worker(args: argparse.Namespace) -> int:
     settings = shell_settings()
     if settings.jobs_database_url is None:
-        print(
-            "detach: a worker needs the bot's PostgreSQL database: set DETACH_DATABASE_URL="
-            "postgresql+asyncpg://… (the same as the bot's)",
-            file=sys.stderr,
-        )
+        print(f"detach: {terminal()('shell.worker_needs_database')}", file=sys.stderr)
         return 2
     _logging()
     with _importing():
