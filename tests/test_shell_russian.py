@@ -5,6 +5,7 @@ read (the task file, its JSON lines) is the same in both."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -15,6 +16,8 @@ import pytest
 
 from bot.telegram.terminal_texts import terminal_locale
 from tests.conftest import ROOT
+from tests.support.fake_telegram import TOKEN, FakeTelegram
+from tests.support.harness import OWNER
 from tests.test_russian_chat import english_words
 
 # what a terminal's words may hold besides the chat's: the program's name before its
@@ -65,6 +68,7 @@ SESSION = (
     (("board",), 2),  # no token
     (("run",), 2),
     (("worker",), 2),  # no PostgreSQL
+    (("mcp", "--http", "где-то"), 2),
 )
 
 
@@ -133,3 +137,52 @@ def test_a_russian_locale_under_an_english_lc_all_reads_english(tmp_path):
     assert "give a task id or --all" in done.stderr
     done = detach(tmp_path, "archive", LANG="C.UTF-8", LC_MESSAGES="ru_RU.UTF-8")
     assert "укажите номер задачи" in done.stderr
+
+
+async def test_detach_init_asks_and_answers_in_russian(tmp_path):
+    """The pairing dialogue at a Russian terminal: its questions, a Russian yes (``д``) to
+    each, and what it wrote, with no English word; the settings file is written."""
+    async with FakeTelegram() as fake:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DETACH_", "XDG_", "LC_"))}
+        env.update(
+            HOME=str(tmp_path),
+            LANG="ru_RU.UTF-8",
+            PYTHONPATH=str(ROOT),
+            PYTHONUNBUFFERED="1",
+            DETACH_TELEGRAM_API_URL=fake.base_url,
+        )
+        proc = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "bot", "init"),
+            cwd=tmp_path,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        seen = ""
+
+        async def until_printed(text: str) -> None:
+            nonlocal seen
+            async with asyncio.timeout(60):
+                while text not in seen:
+                    chunk = await proc.stdout.read(200)  # type: ignore[union-attr]
+                    assert chunk, f"ended before printing {text!r}: {seen}"
+                    seen += chunk.decode()
+
+        async def answer(question: str, typed: str) -> None:
+            await until_printed(question)
+            proc.stdin.write(f"{typed}\n".encode())  # type: ignore[union-attr]
+
+        await answer("Токен бота", TOKEN)
+        await until_printed("Отправьте сейчас /start")
+        await fake.user_message("/start", OWNER, language_code="ru")
+        await answer("Разрешить пользоваться ботом? [д/Н]", "д")
+        await answer("спрашивать дешёвую модель", "да")
+        proc.stdin.close()
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    printed = seen + out.decode()
+    assert proc.returncode == 0, printed
+    assert "Записано в" in printed and english(printed) == [], printed
+    written = (tmp_path / ".config" / "detach" / "env").read_text().splitlines()
+    assert f"DETACH_ALLOWED_USERS={OWNER}" in written and "DETACH_PREFLIGHT=on" in written
