@@ -20,9 +20,10 @@ from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER
 from tests.test_russian_chat import english_words
 
-# what a terminal's words may hold besides the chat's: the program's name before its
-# complaints, a command to type, an option, a bot's handle, a file's name
-NOT_WORDS = re.compile(r"^detach:|`[^`]*`|--\w+|@\w+|\.env\S*", re.M)
+# what a terminal's words may hold besides the chat's: how to call it, the program's (and its
+# command's) name before its complaints, a command to type, an option, a bot's handle, a
+# file's name, a value's type
+NOT_WORDS = re.compile(r"^вызов: .*|^detach( \w+)?:|`[^`]*`|--\w+|@\w+|\.env\S*|\(int\)", re.M)
 
 
 def detach(tmp_path: Path, *args: str, **locale: str) -> subprocess.CompletedProcess[str]:
@@ -69,6 +70,8 @@ SESSION = (
     (("run",), 2),
     (("worker",), 2),  # no PostgreSQL
     (("mcp", "--http", "где-то"), 2),
+    (("show", "пятый"), 2),  # argparse's own refusal
+    (("add",), 2),
 )
 
 
@@ -186,3 +189,17 @@ async def test_detach_init_asks_and_answers_in_russian(tmp_path):
     assert "Записано в" in printed and english(printed) == [], printed
     written = (tmp_path / ".config" / "detach" / "env").read_text().splitlines()
     assert f"DETACH_ALLOWED_USERS={OWNER}" in written and "DETACH_PREFLIGHT=on" in written
+
+
+def test_the_help_and_argparse_speak_the_terminals_language(tmp_path):
+    """Our help texts from the catalogs, argparse's own words (usage, headings, its refusals)
+    from gettext's ``argparse`` domain in ``locales/``."""
+    russian = detach(tmp_path, "add", "--help", LANG="ru_RU.UTF-8").stdout
+    assert "вызов: detach add" in russian and "параметры:" in russian, russian
+    assert "показать эту справку и выйти" in russian and "рабочая папка" in russian
+    english_ = detach(tmp_path, "add", "--help", LANG="C.UTF-8").stdout
+    assert "usage: detach add" in english_ and "working directory" in english_, english_
+    top = detach(tmp_path, "--help", LANG="ru_RU.UTF-8").stdout
+    assert "связать бота с вами" in top and "папка данных: DETACH_DATA_DIR" in top, top
+    refused = detach(tmp_path, "export", "x", LANG="ru_RU.UTF-8").stderr
+    assert "ошибка: аргумент id: недопустимое значение" in refused, refused
