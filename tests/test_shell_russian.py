@@ -203,3 +203,35 @@ def test_the_help_and_argparse_speak_the_terminals_language(tmp_path):
     assert "связать бота с вами" in top and "папка данных: DETACH_DATA_DIR" in top, top
     refused = detach(tmp_path, "export", "x", LANG="ru_RU.UTF-8").stderr
     assert "ошибка: аргумент id: недопустимое значение" in refused, refused
+
+
+def test_show_says_a_failed_turn_and_its_check_in_russian(tmp_path):
+    """`detach show` of a turn that failed (its stored error said in the terminal's language)
+    and of its failed check (a decimal as the language writes it)."""
+    from bot.models import CheckResult, TaskStatus, TurnError
+    from bot.store import Store
+    from bot.store.task_rows import TurnOutcome
+
+    assert detach(tmp_path, "add", "--mode", "ask", "Почини", "тесты").returncode == 0
+
+    async def ended() -> None:
+        store = await Store.open(f"sqlite:///{tmp_path / 'data' / 'detach.sqlite'}")
+        try:
+            turn = await store.tasks.last_turn(1)
+            assert turn is not None
+            error = TurnError("turn_error.timed_out")
+            await store.tasks.finish_turn(turn, TurnOutcome(TaskStatus.FAILED, error=error))
+            check = CheckResult("make test", False, 2, "упало тестов: 2\n", 1.5, 1)
+            await store.checks.record(1, turn.id, check)
+        finally:
+            await store.close()
+
+    asyncio.run(ended())
+    russian = detach(tmp_path, "show", "1", LANG="ru_RU.UTF-8")
+    out = russian.stdout
+    assert russian.returncode == 0, russian.stderr
+    assert "проверка не пройдена (код 2) в раунде 1, 1,5 s:\n  упало тестов: 2" in out, out
+    assert "ход 1 [ошибка] стоимость неизвестна\nистекло время хода" in out, out
+    assert english(out) == [], out
+    english_ = detach(tmp_path, "show", "1", LANG="C.UTF-8").stdout
+    assert "check failed (exit 2) in round 1, 1.5 s:" in english_, english_
