@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bot.tasks.console import ConsoleTasks
 
 
-def _argparse_speaks(say: TerminalTexts) -> None:
+def _argparse_speaks() -> None:
     """argparse's own words (``usage:``, its errors) in the terminal's language: argparse asks
     gettext's default domain, so this process's domain is ``argparse`` from ``locales/``."""
     gettext.bindtextdomain("argparse", LOCALES_DIR)
@@ -34,19 +34,28 @@ def _argparse_speaks(say: TerminalTexts) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _argparse_speaks(terminal())
-    args = _parser(terminal()).parse_args(argv)
     try:
+        _argparse_speaks()
+        args = _parser(terminal()).parse_args(argv)
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"detach: {terminal().say(exc.words)}", file=sys.stderr)
+        print(f"detach: {_said(exc.words)}", file=sys.stderr)
         return 2
     except UserInputError as exc:  # the chat's words, in the terminal's language
-        print(f"detach: {terminal().say(Phrase(exc.key, exc.params))}", file=sys.stderr)
+        print(f"detach: {_said(Phrase(exc.key, exc.params))}", file=sys.stderr)
         return 1
     except DetachError as exc:
         print(f"detach: {exc}", file=sys.stderr)
         return 1
+
+
+def _said(words: Phrase | str) -> str:
+    """``words`` in the terminal's language; where the catalogs cannot be read (not compiled:
+    that is the complaint) a text as it is."""
+    try:
+        return terminal().say(words)
+    except ConfigError:
+        return words if isinstance(words, str) else words.key
 
 
 def _parser(say: TerminalTexts) -> argparse.ArgumentParser:

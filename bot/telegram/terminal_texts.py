@@ -32,13 +32,9 @@ def _texts() -> Texts:
 class TerminalTexts:
     """What the shell prints, in one locale (``terminal_locale``), as plain text."""
 
-    def __init__(self, environ: Mapping[str, str], texts: Texts | None = None) -> None:
+    def __init__(self, environ: Mapping[str, str]) -> None:
         self.locale = terminal_locale(environ)
-        self._texts = texts
-
-    @property
-    def texts(self) -> Texts:
-        return self._texts or _texts()
+        self.texts = _texts()
 
     def __call__(self, key: str, **params: object) -> str:
         """The message ``key`` with ``params`` (a param may be a Phrase, said here too)."""
