@@ -51,6 +51,7 @@ def english(printed: str) -> list[str]:
     return english_words(NOT_WORDS.sub(" ", printed).replace("<", "&lt;"))
 
 
+SLOW = pytest.mark.slow  # real `detach` processes, seconds each (as tests/test_cli.py's)
 # each command, and the exit code it ends with: answers, then mistakes
 SESSION = (
     (("list",), 2),  # no database yet
@@ -75,6 +76,7 @@ SESSION = (
 )
 
 
+@SLOW
 def test_a_russian_terminal_reads_russian_from_start_to_end(tmp_path):
     english_found = {}
     for args, code in SESSION:
@@ -89,6 +91,7 @@ def test_a_russian_terminal_reads_russian_from_start_to_end(tmp_path):
     assert "[в очереди]" in shown and "цель: Составь отчёт" in shown
 
 
+@SLOW
 def test_a_c_locale_reads_english(tmp_path):
     said = {
         args: detach(tmp_path, *args, LANG="C.UTF-8")
@@ -110,6 +113,7 @@ def test_a_c_locale_reads_english(tmp_path):
         assert not re.search("[а-яё]", printed), done
 
 
+@SLOW
 def test_what_machines_read_is_the_same_in_every_language(tmp_path):
     assert detach(tmp_path, "add", "--mode", "ask", "Составь", "отчёт").returncode == 0
     for args in (("export", "1", "--jsonl"), ("export", "1")):  # a queued task: no events yet
@@ -135,6 +139,7 @@ def test_the_locale_is_the_first_variable_set(environ, locale):
     assert terminal_locale(environ) == locale
 
 
+@SLOW
 def test_a_russian_locale_under_an_english_lc_all_reads_english(tmp_path):
     done = detach(tmp_path, "archive", LANG="ru_RU.UTF-8", LC_ALL="C.UTF-8")
     assert "give a task id or --all" in done.stderr
@@ -142,6 +147,7 @@ def test_a_russian_locale_under_an_english_lc_all_reads_english(tmp_path):
     assert "укажите номер задачи" in done.stderr
 
 
+@SLOW
 async def test_detach_init_asks_and_answers_in_russian(tmp_path):
     """The pairing dialogue at a Russian terminal: its questions, a Russian yes (``д``) to
     each, and what it wrote, with no English word; the settings file is written."""
@@ -191,6 +197,7 @@ async def test_detach_init_asks_and_answers_in_russian(tmp_path):
     assert f"DETACH_ALLOWED_USERS={OWNER}" in written and "DETACH_PREFLIGHT=on" in written
 
 
+@SLOW
 def test_the_help_and_argparse_speak_the_terminals_language(tmp_path):
     """Our help texts from the catalogs, argparse's own words (usage, headings, its refusals)
     from gettext's ``argparse`` domain in ``locales/``."""
@@ -205,6 +212,7 @@ def test_the_help_and_argparse_speak_the_terminals_language(tmp_path):
     assert "ошибка: аргумент id: недопустимое значение" in refused, refused
 
 
+@SLOW
 def test_show_says_a_failed_turn_and_its_check_in_russian(tmp_path):
     """`detach show` of a turn that failed (its stored error said in the terminal's language)
     and of its failed check (a decimal as the language writes it)."""
