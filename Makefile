@@ -8,7 +8,7 @@ CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknow
 # pytest-xdist workers: the whole-bot drills mostly wait (paced sends, agents' start-up), so two
 # workers take about two thirds of the time on a 2-core machine; every test holds with it.
 TEST_WORKERS ?= 2
-CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/detach.po))
+CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/*.po))
 
 .PHONY: run test test-fast venv dev agents llm locales lint bench bench-voice clean sandbox sandbox-required browser voice-tools
 
@@ -45,6 +45,9 @@ agents/node_modules/.installed: agents/package.json
 
 # The gettext catalogs aiogram's I18n reads, compiled from the .po sources.
 locales/%/LC_MESSAGES/detach.mo: locales/%/LC_MESSAGES/detach.po $(VENV)/.installed
+	$(VENV)/bin/pybabel --quiet compile -i $< -o $@ -l $*
+# argparse's own words for `detach` (gettext domain "argparse", bound by bot/cli.py)
+locales/%/LC_MESSAGES/argparse.mo: locales/%/LC_MESSAGES/argparse.po $(VENV)/.installed
 	$(VENV)/bin/pybabel --quiet compile -i $< -o $@ -l $*
 
 # The OS sandbox of sandboxed tasks (mode=sandbox, the default of /detach): bubblewrap and socat

@@ -6,175 +6,123 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import gettext
 import logging
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot import config, shell
 from bot.errors import ConfigError, DetachError, UserInputError
-from bot.models import ApprovalMode
-from bot.shell import shell_settings, with_console
-from bot.telegram.render import plain
+from bot.models import ApprovalMode, Phrase
+from bot.shell import shell_settings, terminal, with_console
+from bot.telegram.terminal_texts import TerminalTexts
+from bot.telegram.texts import LOCALES_DIR
 from executors import registry
 
 if TYPE_CHECKING:
     from bot.tasks.console import ConsoleTasks
 
-NO_TOKEN = """Detach needs a Telegram bot token.
 
-1. In Telegram, talk to @BotFather, send /newbot and copy the token it gives you.
-2. Run `.venv/bin/detach init`: it asks for the token, waits for your /start to the bot and,
-   once you confirm, writes the settings. Or by hand, in {env} (see .env.example):
-     DETACH_BOT_TOKEN=123456789:AA...your-token
-     DETACH_ALLOWED_USERS=<your numeric Telegram user id>   (ask @userinfobot)
-3. Run `make run` again.
-"""
+def _argparse_speaks() -> None:
+    """argparse's own words (``usage:``, its errors) in the terminal's language: argparse asks
+    gettext's default domain, so this process's domain is ``argparse`` from ``locales/``."""
+    gettext.bindtextdomain("argparse", LOCALES_DIR)
+    gettext.textdomain("argparse")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     try:
+        _argparse_speaks()
+        args = _parser(terminal()).parse_args(argv)
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"detach: {exc}", file=sys.stderr)
+        print(f"detach: {_said(exc.words)}", file=sys.stderr)
         return 2
-    except UserInputError as exc:
-        from bot.telegram.texts import Texts  # aiogram's I18n: loaded only when there is a message
-
-        print(f"detach: {plain(Texts().get('en', exc.key, **exc.params))}", file=sys.stderr)
+    except UserInputError as exc:  # the chat's words, in the terminal's language
+        print(f"detach: {_said(Phrase(exc.key, exc.params))}", file=sys.stderr)
         return 1
     except DetachError as exc:
         print(f"detach: {exc}", file=sys.stderr)
         return 1
 
 
-def _parser() -> argparse.ArgumentParser:
+def _said(words: Phrase | str) -> str:
+    """``words`` in the terminal's language; where the catalogs cannot be read (not compiled:
+    that is the complaint) a text as it is."""
+    try:
+        return terminal().say(words)
+    except ConfigError:
+        return words if isinstance(words, str) else words.key
+
+
+def _parser(say: TerminalTexts) -> argparse.ArgumentParser:
+    """The commands and their help, in the terminal's language (argparse's own words, usage
+    and errors, come from gettext's ``argparse`` domain in the same ``locales/``)."""
+    settings_place = say.say(config.settings_words(os.environ, Path.cwd()))
+    data_home = str(config.data_home(os.environ))
     parser = argparse.ArgumentParser(
         prog="detach",
-        description=__doc__,
-        epilog=config.describe().replace("; ", "\n")
-        + f"\ndata directory: DETACH_DATA_DIR, else {config.data_home(os.environ)}",
+        description=say("shell.help.detach"),
+        epilog=settings_place.replace("; ", "\n") + "\n" + say("shell.help.data", home=data_home),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(required=True)
-    init = sub.add_parser(
-        "init",
-        help="pair the bot with you: checks the token, waits for your /start in Telegram, and "
-        "after you confirm here writes the token and your id to the settings file",
-    )
-    init.add_argument("--token", help="the bot token (default: asked for)")
+    init = sub.add_parser("init", help=say("shell.help.init"))
+    init.add_argument("--token", help=say("shell.help.init_token"))
     init.set_defaults(func=_init)
-    sub.add_parser("run", help="run the bot (long polling)").set_defaults(func=_run)
-    worker = sub.add_parser(
-        "worker",
-        help="run agent turns from the shared PostgreSQL database "
-        "(scale-out; the bot runs with DETACH_ROLE=front or all)",
-    )
-    worker.add_argument("name", nargs="?", default="1", help="this worker's name on this host")
+    sub.add_parser("run", help=say("shell.help.run")).set_defaults(func=_run)
+    worker = sub.add_parser("worker", help=say("shell.help.worker"))
+    worker.add_argument("name", nargs="?", default="1", help=say("shell.help.worker_name"))
     worker.set_defaults(func=_worker)
-    mcp = sub.add_parser(
-        "mcp",
-        help="serve Detach to other agents over MCP (stdio; --http for streamable HTTP); the "
-        "bot must be running",
-    )
-    mcp.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; clients send "
-        "the bearer token in <config home>/mcp-token (made on first use for 127.0.0.1)",
-    )
-    mcp.add_argument(
-        "--parent",
-        type=int,
-        metavar="TASK",
-        help="serve the agent of task TASK (subtasks=yes): its sub-tasks only (the bot starts "
-        "this itself)",
-    )
+    mcp = sub.add_parser("mcp", help=say("shell.help.mcp"))
+    mcp.add_argument("--http", metavar="HOST:PORT", help=say("shell.help.mcp_http"))
+    mcp.add_argument("--parent", type=int, metavar="TASK", help=say("shell.help.mcp_parent"))
     mcp.set_defaults(func=_mcp)
-    add = sub.add_parser(
-        "add",
-        help="queue a goal, planned as /detach plans it in the chat; the running bot starts "
-        "it, reports, and its number is printed",
-    )
-    add.add_argument(
-        "goal",
-        nargs="+",
-        help="[key=value ...] the goal: the options of /detach (mode=, model=, ...)",
-    )
-    add.add_argument("--model")
-    add.add_argument("--engine", choices=registry.names())
-    add.add_argument("--chat", type=int, help="chat to report to (default: the first allowed user)")
-    add.add_argument(
-        "--cwd",
-        help="working directory (default: the current one); must be inside DETACH_ALLOWED_WORKDIRS",
-    )
-    add.add_argument(
-        "--worktree",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run in its own git worktree and branch (default: in a repository when sandboxed, "
-        "else DETACH_WORKTREES); such a task goes through the inbox, so the bot makes the worktree",
-    )
-    add.add_argument(
-        "--mode",
-        choices=[m.value for m in ApprovalMode],
-        help="approval mode (default: DETACH_DETACH_MODE, sandbox where the bot's sandbox works); "
-        "a sandboxed task goes through the inbox, so the bot decides",
-    )
-    add.add_argument(
-        "--check",
-        help='a command run after the agent, e.g. "pytest -q" (default: check in the '
-        "repository's .detach.toml; --check no for none)",
-    )
-    add.set_defaults(func=shell.add)
-    adopt = sub.add_parser(
-        "adopt",
-        help="make a Claude Code session (or Codex thread) started at a terminal a task: the "
-        "running bot sends its card, and a reply continues it",
-    )
-    adopt.add_argument("id", help="the session id (claude: its .jsonl name; codex: the thread id)")
-    adopt.add_argument("--cwd", help="the session's directory (default: wherever it was)")
-    adopt.add_argument(
-        "--chat", type=int, help="chat to report to (default: the first allowed user)"
-    )
+    _add_parser(sub, say)
+    adopt = sub.add_parser("adopt", help=say("shell.help.adopt"))
+    adopt.add_argument("id", help=say("shell.help.adopt_id"))
+    adopt.add_argument("--cwd", help=say("shell.help.adopt_cwd"))
+    adopt.add_argument("--chat", type=int, help=say("shell.help.chat"))
     adopt.set_defaults(func=shell.adopt)
-    sub.add_parser("list", help="list tasks").set_defaults(func=shell.list_tasks)
-    show = sub.add_parser("show", help="show a task, its turns and transcript tail")
+    sub.add_parser("list", help=say("shell.help.list")).set_defaults(func=shell.list_tasks)
+    show = sub.add_parser("show", help=say("shell.help.show"))
     show.add_argument("id", type=int)
     show.set_defaults(func=shell.show)
-    export_ = sub.add_parser(
-        "export",
-        help="print a task as a task file (the detach skill's "
-        "Markdown); drop such a file into DATA_DIR/inbox/ to start a task",
-    )
+    export_ = sub.add_parser("export", help=say("shell.help.export"))
     export_.add_argument("id", type=int)
-    export_.add_argument(
-        "--jsonl",
-        action="store_true",
-        help="print the task's transcript instead, one event a line (docs/transcript-jsonl.md)",
-    )
-    export_.add_argument(
-        "--after",
-        type=int,
-        default=0,
-        metavar="LINE",
-        help="with --jsonl: only the events after this line (the last one a reader has)",
-    )
+    export_.add_argument("--jsonl", action="store_true", help=say("shell.help.export_jsonl"))
+    after_help = say("shell.help.export_after")
+    export_.add_argument("--after", type=int, default=0, metavar="LINE", help=after_help)
     export_.set_defaults(func=shell.export)
-    board = sub.add_parser(
-        "board", help="print a one-time sign-in link to the running bot's board (web view)"
-    )
-    board.add_argument("--user", type=int, help="whose board (default: the first allowed user)")
-    board.add_argument("--open", action="store_true", help="open it in the browser too")
+    board = sub.add_parser("board", help=say("shell.help.board"))
+    board.add_argument("--user", type=int, help=say("shell.help.board_user"))
+    board.add_argument("--open", action="store_true", help=say("shell.help.board_open"))
     board.set_defaults(func=_board)
-    archive = sub.add_parser("archive", help="archive a finished task, or all of them")
+    archive = sub.add_parser("archive", help=say("shell.help.archive"))
     archive.add_argument("id", nargs="?", type=int)
     archive.add_argument("--all", action="store_true")
     archive.set_defaults(func=shell.archive)
     return parser
+
+
+def _add_parser(sub: Any, say: TerminalTexts) -> None:
+    """``detach add``: a goal and the options of /detach, some of them as flags."""
+    add = sub.add_parser("add", help=say("shell.help.add"))
+    goal = say("shell.help.goal")
+    add.add_argument("goal", nargs="+", metavar=goal, help=say("shell.help.add_goal"))
+    add.add_argument("--model")
+    add.add_argument("--engine", choices=registry.names())
+    add.add_argument("--chat", type=int, help=say("shell.help.chat"))
+    add.add_argument("--cwd", help=say("shell.help.add_cwd"))
+    worktree = say("shell.help.add_worktree")
+    add.add_argument("--worktree", action=argparse.BooleanOptionalAction, help=worktree)
+    modes = [m.value for m in ApprovalMode]
+    add.add_argument("--mode", choices=modes, help=say("shell.help.add_mode"))
+    add.add_argument("--check", help=say("shell.help.add_check"))
+    add.set_defaults(func=shell.add)
 
 
 def _logging() -> None:
@@ -199,15 +147,12 @@ def _init(args: argparse.Namespace) -> int:
 def _run(_args: argparse.Namespace) -> int:
     settings = shell_settings()
     if settings.bot_token is None:
-        home = config.config_home(os.environ) / "env"
-        print(NO_TOKEN.format(env=f"{home} (or ./.env where you run it)"), file=sys.stderr)
+        home = str(config.config_home(os.environ) / "env")
+        env = Phrase("shell.no_token_where", {"home": home})
+        print(terminal()("shell.no_token", env=env), file=sys.stderr)
         return 2
     if not settings.allowed_users:
-        print(
-            "detach: DETACH_ALLOWED_USERS is empty, so nobody could use the bot. Put your "
-            "numeric Telegram user id there (ask @userinfobot).",
-            file=sys.stderr,
-        )
+        print(f"detach: {terminal()('shell.run_no_users')}", file=sys.stderr)
         return 2
     _logging()
     logging.getLogger("detach").info("%s; data in %s", config.describe(), settings.data_dir)
@@ -236,11 +181,7 @@ def _importing() -> Iterator[None]:
 def _worker(args: argparse.Namespace) -> int:
     settings = shell_settings()
     if settings.jobs_database_url is None:
-        print(
-            "detach: a worker needs the bot's PostgreSQL database: set DETACH_DATABASE_URL="
-            "postgresql+asyncpg://… (the same as the bot's)",
-            file=sys.stderr,
-        )
+        print(f"detach: {terminal()('shell.worker_needs_database')}", file=sys.stderr)
         return 2
     _logging()
     with _importing():

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bot.errors import ConfigError
+from bot.models import Phrase
 from bot.settings import Settings
 
 ENV_FILE_VAR = "DETACH_ENV_FILE"
@@ -65,6 +66,17 @@ def describe(environ: Mapping[str, str] | None = None, cwd: Path | None = None) 
         f"settings file: {where}; looked for ${ENV_FILE_VAR}, "
         f"{config_home(environ) / 'env'}, ./.env"
     )
+
+
+def settings_words(environ: Mapping[str, str], cwd: Path) -> Phrase | str:
+    """``describe`` in any language (the shell says it in the terminal's)."""
+    try:
+        path = env_file(environ, cwd)
+    except ConfigError as exc:
+        return exc.words
+    where: Phrase | str = str(path) if path else Phrase("shell.settings_none")
+    params = {"path": where, "var": ENV_FILE_VAR, "home": str(config_home(environ) / "env")}
+    return Phrase("shell.settings_file", params)
 
 
 def load_settings(

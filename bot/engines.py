@@ -61,7 +61,7 @@ class Engines:
         self._logged = logged
         self.available: dict[str, Executor] = {}  # those that passed their probe
         self.status: list[Phrase] = []  # one line per engine, as /status says them
-        self.lines: dict[str, str] = {}  # each candidate's own probe line, logged (/hosts)
+        self.lines: dict[str, Phrase] = {}  # each candidate's own probe line (/hosts)
         self._done = asyncio.Event()
 
     async def probe(self) -> None:
@@ -75,9 +75,8 @@ class Engines:
             for (name, executor), (ok, line) in zip(self._candidates.items(), probes, strict=True):
                 if ok:
                     self.available[name] = executor
-                logged = self._logged(line)
-                log.info("%s", logged)
-                self.lines[name] = logged
+                log.info("%s", self._logged(line))
+                self.lines[name] = line
                 self.status.append(line)
             self.status.append(containment_line(await contained))
             self.status.append(git_line(await jailed))

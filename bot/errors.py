@@ -37,7 +37,12 @@ class DetachError(Exception):
 
 
 class ConfigError(DetachError):
-    """Settings are missing or invalid."""
+    """Settings are missing or invalid; ``words``: the reason in any language (a Phrase, said
+    in the terminal's by the shell), when it was raised with one instead of an English text."""
+
+    def __init__(self, message: str | Phrase) -> None:
+        super().__init__(message if isinstance(message, str) else message.key)
+        self.words: Phrase | str = message
 
 
 class WeightsRefused(ConfigError):

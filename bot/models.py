@@ -303,6 +303,41 @@ class Phrase:
     params: Mapping[str, object] = field(default_factory=dict)
     count: int | None = None
 
+    def encode(self) -> dict[str, object]:
+        """The phrase as JSON data, for another process to say (``decode``); a param JSON
+        has no type for is kept as its text."""
+        params = {k: _encoded(v) for k, v in self.params.items()}
+        return {"key": self.key, "params": params, "count": self.count}
+
+    @classmethod
+    def decode(cls, data: Mapping[str, object]) -> Phrase:
+        """What ``encode`` wrote; malformed data raises KeyError, TypeError or ValueError."""
+        params = data.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise TypeError("a phrase's params are a mapping")
+        count = data.get("count")
+        return cls(
+            str(data["key"]),
+            {str(k): _decoded(v) for k, v in params.items()},
+            None if count is None else int(str(count)),
+        )
+
+
+def _encoded(value: object) -> object:
+    if isinstance(value, Phrase):
+        return value.encode()
+    if isinstance(value, tuple | list):
+        return [_encoded(v) for v in value]
+    return value if value is None or isinstance(value, str | int | float) else str(value)
+
+
+def _decoded(value: object) -> object:
+    if isinstance(value, Mapping):
+        return Phrase.decode(value)
+    if isinstance(value, list):
+        return tuple(_decoded(v) for v in value)
+    return value
+
 
 @dataclass(frozen=True, slots=True)
 class TurnError:

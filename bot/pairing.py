@@ -21,7 +21,9 @@ from aiogram.exceptions import AiogramError, TelegramConflictError, TelegramUnau
 from aiogram.types import Message, User
 
 from bot.errors import ConfigError
+from bot.models import Phrase
 from bot.settings import TOKEN_SHAPE
+from bot.telegram.terminal_texts import TerminalTexts
 
 WAIT_S = 300.0  # how long to wait for the /start
 Ask = Callable[[str], str]
@@ -36,45 +38,39 @@ def pair(
     wait_s: float = WAIT_S,
 ) -> int:
     """Pair, writing ``env_file`` only on the person's yes; returns the exit code. ``ask``
-    and ``say`` are the terminal (a test scripts them); a token typed at a real terminal is not
-    echoed."""
+    and ``say`` are the terminal (a test scripts them), whose locale picks the language; a
+    token typed at a real terminal is not echoed."""
     say = say or partial(print, flush=True)
+    words = TerminalTexts(os.environ)
     if token is None:
-        prompt = "Bot token from @BotFather: "
+        prompt = words("shell.pair_token_prompt")
         token = getpass.getpass(prompt) if ask is input and sys.stdin.isatty() else ask(prompt)
     token = token.strip()
     if not TOKEN_SHAPE.fullmatch(token):
-        raise ConfigError("this is not a bot token: @BotFather's look like 123456789:AAE…")
-    user = asyncio.run(_wait_for_start(token, api_url, say, wait_s))
+        raise ConfigError(Phrase("shell.pair_not_a_token"))
+    user = asyncio.run(_wait_for_start(token, api_url, lambda w: say(words.say(w)), wait_s))
     name = " ".join(p for p in (user.first_name, user.last_name) if p)
     handle = f" (@{user.username})" if user.username else ""
-    answer = ask(
-        f"/start came from {name}{handle}, id {user.id}. Allow them to use the bot? [y/N] "
-    )
-    if answer.strip().lower() not in ("y", "yes"):
-        say("Nothing was written.")
+    if not _yes(ask, words, words("shell.pair_allow", name=name, handle=handle, id=user.id)):
+        say(words("shell.pair_nothing_written"))
         return 1
-    preflight = _yes(
-        ask,
-        "Before each walk-away task, ask a cheap model whether the goal is clear enough and "
-        "sane (DETACH_PREFLIGHT=on: a vague one gets one question first; about a cent a "
-        "task)? [y/N] ",
-    )
+    preflight = _yes(ask, words, words("shell.pair_preflight"))
     allowed = _write(env_file, token, user.id, {"DETACH_PREFLIGHT": "on"} if preflight else {})
-    say(f"Wrote {env_file} (allowed users: {allowed}). Start the bot with `make run`.")
+    say(words("shell.pair_wrote", path=str(env_file), users=allowed))
     return 0
 
 
-def _yes(ask: Ask, prompt: str) -> bool:
-    """The person typed yes; anything else (an empty line, the input closed) is a no."""
+def _yes(ask: Ask, words: TerminalTexts, prompt: str) -> bool:
+    """The person typed yes (in the terminal's language or in English); anything else (an
+    empty line, the input closed) is a no."""
     try:
-        return ask(prompt).strip().lower() in ("y", "yes")
+        return ask(prompt).strip().lower() in words("shell.yes_words").split()
     except EOFError:
         return False
 
 
 async def _wait_for_start(
-    token: str, api_url: str, say: Callable[[str], None], wait_s: float
+    token: str, api_url: str, say: Callable[[Phrase], None], wait_s: float
 ) -> User:
     """The sender of the first /start in a private chat; it is confirmed to Telegram here,
     so the bot does not see it again."""
@@ -84,20 +80,15 @@ async def _wait_for_start(
         try:
             me = await bot.get_me()
         except TelegramUnauthorizedError:
-            raise ConfigError(
-                "Telegram rejected this token (401): copy it again from @BotFather"
-            ) from None
-        say(f"This is @{me.username}. Send /start to @{me.username} in Telegram now.")
+            raise ConfigError(Phrase("shell.pair_rejected")) from None
+        say(Phrase("shell.pair_send_start", {"bot": str(me.username)}))
         offset = None
         async with asyncio.timeout(wait_s):
             while True:
                 try:
                     updates = await bot.get_updates(offset=offset, timeout=10)
                 except TelegramConflictError:
-                    raise ConfigError(
-                        "the bot is running elsewhere (Telegram allows one reader): stop it, "
-                        "then run `detach init` again"
-                    ) from None
+                    raise ConfigError(Phrase("shell.pair_conflict")) from None
                 for update in updates:
                     offset = update.update_id + 1
                     message = update.message
@@ -111,9 +102,7 @@ async def _wait_for_start(
                         await _answer_start(bot, message)
                         return message.from_user
     except TimeoutError:
-        raise ConfigError(
-            f"no /start arrived within {wait_s:.0f} s: run `detach init` again"
-        ) from None
+        raise ConfigError(Phrase("shell.pair_timeout", {"seconds": f"{wait_s:.0f}"})) from None
     finally:
         await session.close()
 

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 
 from bot import config
 from bot.errors import ConfigError, TaskNotFound
-from bot.models import ApprovalMode, TaskKind
+from bot.models import ApprovalMode, CheckResult, Phrase, Task, TaskKind, Turn
 from bot.money.presets import PresetCatalog
 from bot.redaction import Redactor
 from bot.settings import Settings, key_variables, known_secrets
 from bot.telegram.render import usd
 from bot.telegram.slugs import slugify
+from bot.telegram.terminal_texts import TerminalTexts
 from bot.turns.transcript import human_line
 from bot.workdirs import WorkdirPolicy
 from executors import registry
@@ -31,12 +32,17 @@ if TYPE_CHECKING:
     from bot.tasks.planning import Planned, TaskPlanner
 
 
+def terminal() -> TerminalTexts:
+    """The shell's words, in the language of its locale (``LC_ALL``, ``LC_MESSAGES``, ``LANG``)."""
+    return TerminalTexts(os.environ)
+
+
 def shell_settings() -> Settings:
     """The settings, from the one settings file wherever the shell is (``bot.config``);
     notes for the person (an earlier ./data still in use) go to stderr."""
     settings, notes = config.load_settings()
     for note in notes:
-        print(f"detach: note: {note}", file=sys.stderr)
+        print(f"detach: {terminal()('shell.note', note=note)}", file=sys.stderr)
     return settings
 
 
@@ -47,10 +53,9 @@ async def with_console(
     not create one where there is none, and says where it looked."""
     url = settings.resolved_database_url
     if not create and url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
-        raise ConfigError(
-            f"no database at {url.split('///', 1)[-1]}: the bot has not run with these settings "
-            f"yet ({config.describe()})"
-        )
+        where = config.settings_words(os.environ, Path.cwd())
+        path = url.split("///", 1)[-1]
+        raise ConfigError(Phrase("shell.no_database", {"path": path, "settings": where}))
     presets = PresetCatalog.load(settings.config, registry.builtin_presets())
     secrets = known_secrets(settings, os.environ, key_variables(settings, presets.all()))
     from bot.tasks.console import ConsoleTasks  # the bot's imports, once a command runs
@@ -65,14 +70,14 @@ def add(args: argparse.Namespace) -> int:
     shell's directory by default; prints the task's number once it has one."""
     settings = shell_settings()
     if not settings.allowed_users:
-        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to report the task to")
+        raise ConfigError(Phrase("shell.no_users_report"))
     owner = args.chat if args.chat in settings.allowed_users else min(settings.allowed_users)
     text = " ".join(typed_options([*flag_options(args), *args.goal]))
 
     async def work(console: ConsoleTasks) -> None:
         planned = await plan_add(settings, console, owner, args.chat or owner, text, Path.cwd())
         if planned.new.note:
-            print(f"detach: note: {planned.new.note}", file=sys.stderr)
+            print(f"detach: {terminal()('shell.note', note=planned.new.note)}", file=sys.stderr)
         await hand_off(settings, console, planned)
 
     return asyncio.run(with_console(settings, work))
@@ -141,12 +146,13 @@ async def hand_off(settings: Settings, console: ConsoleTasks, planned: Planned) 
     if new.worktree or new.approval_mode is ApprovalMode.SANDBOX or preflighted:
         await _through_inbox(settings, console, planned)
         return
+    say = terminal()
     task, until = await console.queue(new)
     if until is not None:
         print(
-            f"{task.label} waits for {new.engine}'s usage limit (until {until:%Y-%m-%d %H:%M} UTC)"
+            say("shell.waits_limit", label=task.label, engine=new.engine, until=say.moment(until))
         )
-    print(f"{task.label} queued; {_who_reports(settings, task.chat_id)}")
+    print(say("shell.queued", label=task.label, next=_who_reports(settings, task.chat_id)))
 
 
 async def _through_inbox(settings: Settings, console: ConsoleTasks, planned: Planned) -> None:
@@ -173,16 +179,16 @@ async def _through_inbox(settings: Settings, console: ConsoleTasks, planned: Pla
         client=SHELL_CLIENT,  # the chat says it came from the shell, not from a file
     )
     target = drop(settings.data_dir / "inbox", tf, slugify(new.prompt))
-    where = "its own worktree" if new.worktree else "its directory"
+    say = terminal()
+    where = Phrase("shell.where_worktree" if new.worktree else "shell.where_directory")
     if not _bot_runs(settings):
         print(
-            f"queued, not numbered yet; {_NOT_RUNNING}: once you start it (`make run`) the bot "
-            f"numbers it, starts it in {where} and reports in chat {new.chat_id}"
+            say("shell.queued_unnumbered", not_running=_NOT_RUNNING, where=where, chat=new.chat_id)
         )
         return
     task = await console.get(await taken(target, START_WAIT_S))
     assert task is not None  # the bot took it: it is a task now
-    print(f"{task.label} queued in {where}; the running bot reports in chat {task.chat_id}")
+    print(say("shell.queued_in", label=task.label, where=where, chat=task.chat_id))
 
 
 def adopt(args: argparse.Namespace) -> int:
@@ -195,9 +201,9 @@ def adopt(args: argparse.Namespace) -> int:
 
     settings = shell_settings()
     if not settings.allowed_users:
-        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to give the task to")
+        raise ConfigError(Phrase("shell.no_users_give"))
     if args.chat in settings.allowed_users and args.chat not in settings.owners:
-        raise ConfigError(f"--chat {args.chat}: this machine's sessions are its owner's only")
+        raise ConfigError(Phrase("shell.owner_only", {"chat": args.chat}))
     owner = args.chat if args.chat in settings.owners else settings.owners[0]
     policy = WorkdirPolicy(settings.default_workdir, settings.allowed_workdirs)
     cwd = Path(args.cwd).expanduser() if args.cwd else None
@@ -209,15 +215,14 @@ def adopt(args: argparse.Namespace) -> int:
         who = Adoptee(owner, args.chat or owner, locale, mode, announced=False)
         catalog = PresetCatalog.load(settings.config, registry.builtin_presets())
         task = await console.adopt(found, where, who, catalog)
-        print(
-            f"{task.label} adopted ({found.engine} session in {where}); "
-            f"{_who_reports(settings, task.chat_id)}"
-        )
+        who_reports = _who_reports(settings, task.chat_id)
+        said = dict(label=task.label, engine=found.engine, where=str(where), next=who_reports)
+        print(terminal()("shell.adopted", **said))
 
     return asyncio.run(with_console(settings, work))
 
 
-_NOT_RUNNING = "no bot is running on this machine (no heartbeat in its data directory)"
+_NOT_RUNNING = Phrase("shell.not_running")
 
 
 def _bot_runs(settings: Settings) -> bool:
@@ -227,15 +232,12 @@ def _bot_runs(settings: Settings) -> bool:
     return heartbeat_fresh(settings.data_dir / config.ALIVE_FILE)
 
 
-def _who_reports(settings: Settings, chat_id: int) -> str:
+def _who_reports(settings: Settings, chat_id: int) -> Phrase:
     """What happens next to a task the shell queued: the running bot reports it, or none
     runs and the task waits."""
     if _bot_runs(settings):
-        return f"the running bot will report in chat {chat_id}"
-    return (
-        f"{_NOT_RUNNING}: the task waits until you start it (`make run`), then it reports "
-        f"in chat {chat_id}"
-    )
+        return Phrase("shell.bot_reports", {"chat": chat_id})
+    return Phrase("shell.task_waits", {"not_running": _NOT_RUNNING, "chat": chat_id})
 
 
 def _workdir(settings: Settings, typed: str | None) -> Path:
@@ -245,50 +247,33 @@ def _workdir(settings: Settings, typed: str | None) -> Path:
 
 
 def list_tasks(_args: argparse.Namespace) -> int:
+    say = terminal()
+
     async def work(console: ConsoleTasks) -> None:
         for task, ran in await console.recent():
+            status = say.texts.status(say.locale, task.status)
+            models = say("shell.list_models", model=_asked(say, task), ran=_named(say, ran))
             print(
-                f"{task.label:32} {task.status.value:12} {task.engine:7} "
-                f"{task.created_at:%Y-%m-%d %H:%M} ${usd(task.total_cost_usd)}"
-                + f"  model={task.model or 'default'} ran={_named(ran)}"
+                f"{task.label:32} {status:12} {task.engine:7} "
+                f"{say.moment(task.created_at)} ${usd(task.total_cost_usd)}  {models}"
             )
 
     return asyncio.run(with_console(shell_settings(), work, create=False))
 
 
 def show(args: argparse.Namespace) -> int:
+    say = terminal()
+
     async def work(console: ConsoleTasks) -> int:
         shown = await console.shown(args.id)
         if shown is None:
-            print(f"detach: no task #{args.id}", file=sys.stderr)
+            print(f"detach: {say('shell.no_task', id=args.id)}", file=sys.stderr)
             return 1
-        task = shown.task
-        print(
-            f"{task.label}  [{task.status.value}]  engine={task.engine} "
-            f"model={task.model or 'default'} ran={_named(shown.ran)}\n"
-            f"goal: {task.title}\ncwd: {task.cwd}\n"
-            f"session: {task.session_id}\nmode: {task.approval_mode.value}"
-            + (f"\ncheck: {task.check}" if task.check else "")
-        )
-        check = shown.check
-        if check is not None:
-            verdict = "passed" if check.passed else f"failed (exit {check.exit_code})"
-            print(
-                f"check {verdict} in round {check.round}, {check.duration_s:.1f} s:\n"
-                + "\n".join("  " + line for line in check.tail(1500).splitlines()[-20:])
-            )
-        turn = shown.turn
-        if turn:
-            from bot.telegram.texts import DEFAULT_LOCALE, Texts
-
-            error = Texts().error(DEFAULT_LOCALE, turn.error) if turn.error else ""
-            cost = f"${usd(turn.cost_usd)}" if turn.cost_usd is not None else "unknown"
-            print(
-                _printable(
-                    f"\nturn {turn.seq} [{turn.status.value}] cost {cost}\n"
-                    f"{turn.result_text or error}"
-                )
-            )
+        print(_task_lines(say, shown.task, shown.ran))
+        if shown.check is not None:
+            print(_check_lines(say, shown.check))
+        if shown.turn:
+            print(_printable(_turn_lines(say, shown.turn)))
         for line in shown.lines:
             readable = human_line(line.kind, line.body)
             if readable is not None:
@@ -298,9 +283,47 @@ def show(args: argparse.Namespace) -> int:
     return asyncio.run(with_console(shell_settings(), work, create=False))
 
 
-def _named(ran: str | None) -> str:
+def _task_lines(say: TerminalTexts, task: Task, ran: str | None) -> str:
+    """A task's head for ``detach show``: its label, state, engine, goal and where it runs."""
+    status = say.texts.status(say.locale, task.status)
+    model, named = _asked(say, task), _named(say, ran)
+    head = dict(label=task.label, status=status, engine=task.engine, model=model, ran=named)
+    lines = [
+        say("shell.task_head", **head),
+        say("shell.task_goal", goal=task.title),
+        say("shell.task_cwd", cwd=str(task.cwd)),
+        say("shell.task_session", session=task.session_id or "–"),
+        say("shell.task_mode", mode=task.approval_mode.value),
+    ]
+    return "\n".join(lines + ([say("shell.task_check", check=task.check)] if task.check else []))
+
+
+def _check_lines(say: TerminalTexts, check: CheckResult) -> str:
+    """The last check's verdict and the tail of what it printed."""
+    seconds = say.decimal(check.duration_s)
+    if check.passed:
+        head = say("shell.check_passed", round=check.round, seconds=seconds)
+    else:
+        head = say("shell.check_failed", code=check.exit_code, round=check.round, seconds=seconds)
+    return "\n".join([head, *("  " + line for line in check.tail(1500).splitlines()[-20:])])
+
+
+def _turn_lines(say: TerminalTexts, turn: Turn) -> str:
+    """The last turn: its number, state and cost, and its answer (or why it has none)."""
+    error = say.texts.error(say.locale, turn.error) if turn.error else ""
+    cost = f"${usd(turn.cost_usd)}" if turn.cost_usd is not None else say("shell.cost_unknown")
+    status = say.texts.status(say.locale, turn.status)
+    head = say("shell.turn", seq=turn.seq, status=status, cost=cost)
+    return f"\n{head}\n{turn.result_text or error}"
+
+
+def _asked(say: TerminalTexts, task: Task) -> str:
+    return task.model or say("shell.model_default")
+
+
+def _named(say: TerminalTexts, ran: str | None) -> str:
     """The model that ran as its engine named it (hostile: one printable word run)."""
-    return _printable(" ".join(ran.split())) if ran else "not yet"
+    return _printable(" ".join(ran.split())) if ran else say("shell.model_not_yet")
 
 
 def _printable(text: str) -> str:
@@ -310,6 +333,8 @@ def _printable(text: str) -> str:
 
 
 def export(args: argparse.Namespace) -> int:
+    """The task file, or its transcript as JSON lines: both as they are, in no language."""
+
     async def work(console: ConsoleTasks) -> int:
         try:
             if args.jsonl:
@@ -317,7 +342,7 @@ def export(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(await console.export(args.id))
         except TaskNotFound:  # the chat's words name /tasks; a shell names its own command
-            print(f"detach: no task #{args.id} (`detach list` lists them)", file=sys.stderr)
+            print(f"detach: {terminal()('shell.no_task_listed', id=args.id)}", file=sys.stderr)
             return 1
         return 0
 
@@ -325,19 +350,20 @@ def export(args: argparse.Namespace) -> int:
 
 
 def archive(args: argparse.Namespace) -> int:
+    say = terminal()
     if not args.all and args.id is None:
-        print("detach: give a task id or --all", file=sys.stderr)
+        print(f"detach: {say('shell.give_id')}", file=sys.stderr)
         return 1
 
     async def work(console: ConsoleTasks) -> int:
         if args.all:
-            print(f"archived {await console.archive_all()} task(s)")
+            print(say.plural("shell.archived_count", await console.archive_all()))
             return 0
         task = await console.archive(args.id)
         if task is None:
-            print(f"detach: task #{args.id} is missing or still active", file=sys.stderr)
+            print(f"detach: {say('shell.not_archived', id=args.id)}", file=sys.stderr)
             return 1
-        print(f"archived {task.label}")
+        print(say("shell.archived", label=task.label))
         return 0
 
     return asyncio.run(with_console(shell_settings(), work, create=False))

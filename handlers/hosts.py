@@ -10,7 +10,7 @@ from aiogram import Router
 from aiogram.filters import Command
 from aiogram.types import Message
 
-from bot.fleet.status import FleetStatus, HostLine
+from bot.fleet.status import EnginePresence, FleetStatus, HostLine
 from bot.telegram.render import duration
 from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
@@ -46,15 +46,8 @@ def _host(texts: Texts, loc: str, host: HostLine) -> list[str]:
         head = texts.get(loc, "hosts.offline", host=host.host, seen=ago)
     lines = [head, texts.get(loc, "hosts.runners", names=", ".join(host.runners))]
     if host.engines:
-        engines = []
-        for e in host.engines:
-            if not e.available:
-                engines.append(texts.get(loc, "hosts.engine_off", name=e.name))
-            elif not e.sandbox:
-                engines.append(texts.get(loc, "hosts.no_sandbox", name=e.line or e.name))
-            else:
-                engines.append(html.escape(e.line or e.name, quote=False))
-        lines.append(texts.raw(loc, "hosts.engines", engines=" · ".join(engines)))
+        engines = " · ".join(_engine(texts, loc, e) for e in host.engines)
+        lines.append(texts.raw(loc, "hosts.engines", engines=engines))
     if host.projects:
         projects = ", ".join(
             f"<b>{html.escape(name)}</b> <code>{html.escape(path)}</code>"
@@ -64,3 +57,15 @@ def _host(texts: Texts, loc: str, host: HostLine) -> list[str]:
     else:
         lines.append(texts.get(loc, "hosts.no_projects"))
     return lines
+
+
+def _engine(texts: Texts, loc: str, engine: EnginePresence) -> str:
+    """An engine as its host's probe said it, in the reader's language (a line a newer host
+    says in words this bot has no message for: its name)."""
+    if not engine.available:
+        return texts.get(loc, "hosts.engine_off", name=engine.name)
+    try:
+        said = texts.say(loc, engine.line or engine.name)
+    except (KeyError, IndexError, ValueError):
+        said = html.escape(engine.name, quote=False)
+    return said if engine.sandbox else texts.raw(loc, "hosts.no_sandbox", name=said)

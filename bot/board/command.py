@@ -10,6 +10,7 @@ import webbrowser
 
 from bot.board.auth import link_key, make_link_token
 from bot.errors import ConfigError
+from bot.models import Phrase
 from bot.settings import Settings
 
 
@@ -17,18 +18,18 @@ def board_link(settings: Settings, user_id: int | None = None) -> str:
     """The link for ``user_id`` (default: DETACH_MCP_CHAT, else the first allowed user).
     Raises ConfigError when the board is off or the user is not allowed."""
     if settings.bot_token is None:
-        raise ConfigError("DETACH_BOT_TOKEN is not set")
+        raise ConfigError(Phrase("shell.board_no_token"))
     if settings.board_port is None:
-        raise ConfigError("the board is off: set DETACH_BOARD_PORT (e.g. 8765) and restart the bot")
+        raise ConfigError(Phrase("shell.board_off"))
     if not settings.allowed_users:
-        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody could sign in")
+        raise ConfigError(Phrase("shell.board_no_users"))
     user = user_id or settings.mcp_chat or min(settings.allowed_users)
     if user not in settings.allowed_users:
-        raise ConfigError(f"user {user} is not in DETACH_ALLOWED_USERS")
+        raise ConfigError(Phrase("shell.board_not_allowed", {"user": user}))
     if settings.public_url:
         base = settings.public_url.rstrip("/")
     elif settings.board_port == 0:
-        raise ConfigError("DETACH_BOARD_PORT=0 picks a free port at start: set a fixed one")
+        raise ConfigError(Phrase("shell.board_port_zero"))
     else:
         host = "127.0.0.1" if settings.board_host in ("0.0.0.0", "") else settings.board_host
         base = f"http://{host}:{settings.board_port}"

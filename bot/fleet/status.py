@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.fleet.hosts import HostLine, host_lines
-from bot.store import Runner, Store
+from bot.store import EnginePresence, Runner, Store
 from bot.store.db import utcnow
 
-__all__ = ["FleetStatus", "HostLine", "RunnerLine"]
+__all__ = ["EnginePresence", "FleetStatus", "HostLine", "RunnerLine"]
 
 SEEN_WITHIN_LEASES = 4  # a runner gone longer than this many leases is no longer listed
 

@@ -12,6 +12,7 @@ from bot import config
 from bot.errors import ConfigError
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server, http_token, serve_http
+from bot.models import Phrase
 from bot.settings import Settings
 from bot.tasks.clients import ClientTasks
 from executors import registry
@@ -32,7 +33,7 @@ def plan(settings: Settings, http: str | None) -> tuple[McpPlace, Endpoint | Non
     if http:
         host, _, port = http.rpartition(":")
         if not host or not port.isdigit():
-            raise ConfigError(f"--http wants HOST:PORT, e.g. 127.0.0.1:8765, not {http!r}")
+            raise ConfigError(Phrase("shell.mcp_bad_http", {"given": repr(http)}))
         token = http_token(config.config_home(os.environ) / "mcp-token", host)
         endpoint = Endpoint(host, int(port), token)
     place = McpPlace(
@@ -74,7 +75,7 @@ def owner_of(settings: Settings) -> tuple[int, int]:
     allowed user, or a group whose tasks belong to the first allowed user), else the first
     allowed user."""
     if not settings.allowed_users:
-        raise ConfigError("DETACH_ALLOWED_USERS is empty: nobody to report the tasks to")
+        raise ConfigError(Phrase("shell.no_users_report"))
     first = min(settings.allowed_users)
     chat = settings.mcp_chat
     if chat is None:
@@ -82,5 +83,5 @@ def owner_of(settings: Settings) -> tuple[int, int]:
     if chat < 0:
         return first, chat
     if chat not in settings.allowed_users:
-        raise ConfigError(f"DETACH_MCP_CHAT {chat} is not an allowed user")
+        raise ConfigError(Phrase("shell.mcp_chat_not_allowed", {"chat": chat}))
     return chat, chat

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from bot.models import ProcessRole, TaskStatus
+from bot.models import Phrase, ProcessRole, TaskStatus
 from bot.store.db import Clock, Database, aware, utc
 from bot.store.schema import runners, turns
 
@@ -21,7 +21,7 @@ from bot.store.schema import runners, turns
 class EnginePresence:
     name: str
     available: bool  # installed and passed its probe (logged in where the CLI says so)
-    line: str  # its probe's line: version, login
+    line: Phrase | str  # its probe's line (version, login), said in the reader's language
     sandbox: bool  # mode=sandbox can run here
 
 
@@ -37,7 +37,7 @@ class Presence:
     def encode(self) -> str:
         return json.dumps(
             {
-                "engines": [[e.name, e.available, e.line, e.sandbox] for e in self.engines],
+                "engines": [[e.name, e.available, _line(e.line), e.sandbox] for e in self.engines],
                 "slots": self.slots,
                 "free": self.free,
                 "projects": [list(p) for p in self.projects],
@@ -51,15 +51,24 @@ class Presence:
             data = json.loads(raw or "{}")
             return cls(
                 engines=tuple(
-                    EnginePresence(str(n), bool(a), str(line), bool(sb))
+                    EnginePresence(
+                        str(n),
+                        bool(a),
+                        Phrase.decode(line) if isinstance(line, dict) else str(line),
+                        bool(sb),
+                    )
                     for n, a, line, sb in data.get("engines", [])
                 ),
                 slots=int(data.get("slots", 0)),
                 free=int(data.get("free", 0)),
                 projects=tuple((str(n), str(p)) for n, p in data.get("projects", [])),
             )
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, KeyError):
             return cls()
+
+
+def _line(line: Phrase | str) -> object:
+    return line.encode() if isinstance(line, Phrase) else line
 
 
 @dataclass(frozen=True, slots=True)
