@@ -142,6 +142,7 @@ class AgentProcess:
     proc: asyncio.subprocess.Process
     stderr: StderrTail
     drain: asyncio.Task[None]
+    tag: str | None = None  # the tag its processes carry (what stops them)
 
     async def crashed(
         self, reason: str, grace_s: float, said: Phrase | None = None
@@ -151,6 +152,29 @@ class AgentProcess:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.drain), grace_s)
         return AgentCrashed(reason, self.proc.returncode, self.stderr.text(), said)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+async def start_agent(
+    engine: str,
+    argv: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    tag: str | None,
+    nice: int = 0,
+    binary: str | None = None,
+) -> AgentProcess:
+    """Spawn an agent (a missing binary is ``AgentNotInstalled``) and keep its stderr tail."""
+    try:
+        proc = await spawn(argv, cwd, env, tag, nice)
+    except OSError as exc:
+        raise AgentNotInstalled(engine, binary or argv[0]) from exc
+    stderr = StderrTail()
+    drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
+    return AgentProcess(proc, stderr, drain, tag)
 
 
 @contextlib.asynccontextmanager
@@ -162,32 +186,32 @@ async def agent_process(
     env: Mapping[str, str],
     grace_s: float,
     first: signal.Signals = signal.SIGINT,
+    warm: AgentProcess | None = None,
 ) -> AsyncIterator[AgentProcess]:
-    """The skeleton every engine's turn runs in: spawn (a missing binary is
-    ``AgentNotInstalled``), keep the stderr tail, and whatever ends the turn (its end, an error,
-    a cancel) stop the agent's whole tree, shielded from further cancels."""
+    """The skeleton every engine's turn runs in: spawn (or take ``warm``, started for this
+    very argv and environment: ``executors.warm``), keep the stderr tail, and whatever ends the
+    turn (its end, an error, a cancel) stop the agent's whole tree, shielded from further
+    cancels."""
     # the moment the bot hands the agent to the OS (the "started" line below comes after the
     # pipes are connected, while the loop runs others' work: a few ms later, the agent running)
     log.debug("task %s turn %s: %s spawning", spec.task_id, spec.turn_id, engine)
+    agent = warm or await start_agent(
+        engine, argv, str(spec.cwd), env, spec.process_tag, spec.nice, binary
+    )
+    how = "warm, taken" if warm else "started"
+    log.info("task %s turn %s: %s pid %s %s", spec.task_id, spec.turn_id, engine, agent.pid, how)
     try:
-        proc = await spawn(argv, str(spec.cwd), env, spec.process_tag, spec.nice)
-    except OSError as exc:
-        raise AgentNotInstalled(engine, binary) from exc
-    log.info("task %s turn %s: %s pid %s started", spec.task_id, spec.turn_id, engine, proc.pid)
-    stderr = StderrTail()
-    drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
-    try:
-        yield AgentProcess(proc, stderr, drain)
+        yield agent
     finally:
-        await shielded(stop_tree(proc, grace_s, first, spec.process_tag))
-        drain.cancel()
+        await shielded(stop_tree(agent.proc, grace_s, first, agent.tag))
+        agent.drain.cancel()
         log.info(
             "task %s turn %s: %s pid %s ended rc=%s",
             spec.task_id,
             spec.turn_id,
             engine,
-            proc.pid,
-            proc.returncode,
+            agent.pid,
+            agent.proc.returncode,
         )
 
 

@@ -1,0 +1,191 @@
+"""Warm agents (DETACH_WARM_AGENTS, executors.warm): the real pinned claude CLI against the
+scripted Anthropic server. A warm process serves only a task whose start would be identical
+(same directory, mode, settings, deny list, login, repository state), holds no task's data
+before it is given one, and is gone after its TTL and at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bot.events import TextEmitted, TurnFinished
+from bot.models import ApprovalMode, TurnSpec
+from executors.claude import ClaudeExecutor
+from executors.tree import descendants
+from executors.warm import WarmPool
+from tests.test_claude_executor import Scripted
+
+WAIT_S = 30.0
+TAG = "warmtest"
+BOT_TOKEN = "123456:AAH-bot-token-not-for-agents"
+
+
+def spec(prompt: str, cwd: Path, task_id: int = 1, **changes: object) -> TurnSpec:
+    base = TurnSpec(
+        task_id=task_id,
+        turn_id=task_id,
+        prompt=prompt,
+        cwd=cwd,
+        approval_mode=ApprovalMode.ASK,
+        process_tag=f"{TAG}{os.getpid()}:{task_id}.1",
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+async def answer(executor: ClaudeExecutor, turn: TurnSpec) -> str:
+    events = [event async for event in executor.run(turn, Scripted())]
+    final = events[-1]
+    assert isinstance(final, TurnFinished) and not final.is_error, final
+    return "".join(e.text for e in events if isinstance(e, TextEmitted))
+
+
+async def held(pool: WarmPool) -> int:
+    """The warm process's pid, once it is ready (bounded)."""
+    async with asyncio.timeout(WAIT_S):
+        while pool.held_pid is None:
+            await asyncio.sleep(0.05)
+    assert pool.held_pid is not None
+    return pool.held_pid
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def gone(pids: list[int]) -> None:
+    async with asyncio.timeout(WAIT_S):
+        while any(alive(p) for p in pids):
+            await asyncio.sleep(0.05)
+
+
+def tree(pid: int) -> list[int]:
+    return [pid, *(p.pid for p in descendants(pid))]
+
+
+@pytest.fixture
+async def pool():
+    warm = WarmPool(ttl_s=600)
+    yield warm
+    await warm.aclose()
+
+
+@pytest.fixture
+def executor(claude_bin, agent_env, pool) -> ClaudeExecutor:
+    environ = {**agent_env, "DETACH_BOT_TOKEN": BOT_TOKEN, "LEAKY": f"x{BOT_TOKEN}"}
+    return ClaudeExecutor(claude_bin, environ, secrets=[BOT_TOKEN], warm=pool)
+
+
+async def test_the_next_new_task_takes_the_warm_process(executor, pool, anthropic, workdir):
+    anthropic.script("WARM-ONE", [{"text": "first answer"}])
+    anthropic.script("WARM-TWO", [{"text": "second answer"}])
+    assert await answer(executor, spec("WARM-ONE go", workdir, 1)) == "first answer"
+    pid = await held(pool)
+    assert pool.counts.taken == 0
+    assert await answer(executor, spec("WARM-TWO go", workdir, 2)) == "second answer"
+    assert pool.counts.taken == 1
+    await gone([pid])  # used once, then stopped: never used again
+    assert await held(pool) != pid  # the next one is another process
+
+
+def _git(cwd: Path, *args: str) -> None:
+    ident = ("-c", "user.name=t", "-c", "user.email=t@t")
+    subprocess.run(["git", *ident, "-C", str(cwd), *args], check=True, capture_output=True)
+
+
+def _other_dir(workdir: Path) -> dict[str, object]:
+    other = workdir.parent / "other"
+    other.mkdir()
+    return {"cwd": other}
+
+
+def _new_login(workdir: Path) -> dict[str, object]:
+    config = workdir.parent / "home" / ".claude"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "settings.json").write_text('{"env": {"CHANGED": "1"}}')
+    return {}
+
+
+def _new_commit(workdir: Path) -> dict[str, object]:
+    (workdir / "made.txt").write_text("x")
+    _git(workdir, "add", ".")
+    _git(workdir, "commit", "-qm", "made")
+    return {}
+
+
+CHANGES = {
+    "directory": _other_dir,
+    "mode": lambda _: {"approval_mode": ApprovalMode.AUTO},
+    "model": lambda _: {"model": "claude-sonnet-4-5"},
+    "allowed_tools": lambda _: {"allowed_tools": ("Read",)},
+    "deny_list": lambda w: {"deny_read": (w.parent / "secret",)},
+    "settings_file": _new_login,
+    "repository": _new_commit,
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=str)
+async def test_never_used_when_the_start_would_differ(change, executor, pool, anthropic, workdir):
+    _git(workdir, "init", "-q")
+    _git(workdir, "commit", "-q", "--allow-empty", "-m", "first")
+    anthropic.script("DIFF-ONE", [{"text": "first"}])
+    anthropic.script("DIFF-TWO", [{"text": "cold answer"}])
+    await answer(executor, spec("DIFF-ONE go", workdir, 1))
+    pid = await held(pool)
+    second = replace(spec("DIFF-TWO go", workdir, 2), **CHANGES[change](workdir))
+    assert await answer(executor, second) == "cold answer"
+    assert pool.counts.taken == 0 and pool.counts.discarded >= 1
+    await gone([pid])  # the warm one was stopped, not kept beside the cold start
+
+
+async def test_a_resumed_turn_is_never_warm(executor, pool, anthropic, workdir):
+    anthropic.script("RES-ONE", [{"text": "one"}, {"text": "resumed"}])
+    events = [e async for e in executor.run(spec("RES-ONE go", workdir, 1), Scripted())]
+    session = events[-1].session_id
+    await held(pool)
+    resumed = spec("RES-ONE more", workdir, 1, resume_session_id=session)
+    assert await answer(executor, resumed) == "resumed"
+    assert pool.counts.taken == 0
+
+
+async def test_a_warm_process_holds_no_task_data(executor, pool, anthropic, workdir):
+    goal = "GOAL-7f3a9 deploy the thing"
+    anthropic.script("GOAL-7f3a9", [{"text": "done"}])
+    await answer(executor, spec(goal, workdir, 987654))
+    pid = await held(pool)
+    seen = []
+    for each in tree(pid):
+        proc = Path(f"/proc/{each}")
+        seen.append((proc / "cmdline").read_bytes())
+        seen.append((proc / "environ").read_bytes())
+        for fd in (proc / "fd").iterdir():
+            seen.append(os.readlink(fd).encode())
+    everything = b"\n".join(seen)
+    for secret in (b"GOAL-7f3a9", b"987654", BOT_TOKEN.encode(), b"DETACH_BOT_TOKEN"):
+        assert secret not in everything
+    assert f"{TAG}{os.getpid()}:warm.".encode() in everything  # its own tag, not the task's
+
+
+async def test_stopped_after_its_ttl_and_at_shutdown(claude_bin, agent_env, anthropic, workdir):
+    anthropic.script("TTL", [{"text": "ok"}])
+    short = WarmPool(ttl_s=1.0)
+    executor = ClaudeExecutor(claude_bin, agent_env, warm=short)
+    await answer(executor, spec("TTL one", workdir, 1))
+    first = tree(await held(short))
+    await gone(first)  # idle past its TTL: the whole tree stopped
+    assert short.held_pid is None and short.counts.discarded == 1
+    await answer(executor, spec("TTL two", workdir, 2))  # cold (none held), then warm again
+    second = tree(await held(short))
+    await short.aclose()
+    assert not any(alive(pid) for pid in second)
+    await answer(executor, spec("TTL three", workdir, 3))  # after shutdown: nothing starts
+    await asyncio.sleep(0)
+    assert short.held_pid is None and short.counts.started == 2
