@@ -6,6 +6,7 @@ before it is given one, and is gone after its TTL and at shutdown."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 from dataclasses import replace
@@ -17,8 +18,11 @@ import pytest
 from bot.events import TextEmitted, TurnFinished
 from bot.models import ApprovalMode, TurnSpec
 from executors.claude import ClaudeExecutor
+from executors.procs import all_pids, env_of
 from executors.tree import descendants
 from executors.warm import WarmPool
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_claude_executor import Scripted
 
 WAIT_S = 30.0
@@ -189,3 +193,37 @@ async def test_stopped_after_its_ttl_and_at_shutdown(claude_bin, agent_env, anth
     await answer(executor, spec("TTL three", workdir, 3))  # after shutdown: nothing starts
     await asyncio.sleep(0)
     assert short.held_pid is None and short.counts.started == 2
+
+
+def warm_pids(prefix: str) -> list[int]:
+    """The processes carrying a warm tag of this bot (TAG_ENV ``<prefix>:warm.<n>``)."""
+    return [p for p in all_pids() if (env_of(p) or "").startswith(f"{prefix}:warm.")]
+
+
+async def one_warm(prefix: str) -> int:
+    async with asyncio.timeout(WAIT_S):
+        while not (found := warm_pids(prefix)):
+            await asyncio.sleep(0.1)
+    return min(found)  # the agent (its tools, if any, come later)
+
+
+async def test_the_bot_gives_the_next_new_task_the_warm_claude(
+    tmp_path, claude_bin, agent_env, anthropic, workdir, caplog
+):
+    anthropic.script("BOT-ONE", [{"text": "first task done"}])
+    anthropic.script("BOT-TWO", [{"text": "second task done"}])
+    caplog.set_level(logging.INFO, logger="executors.process")
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, warm_agents=True)
+        async with running_bot(settings, agent_env) as app:
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/detach BOT-ONE first", OWNER)
+            await fake.wait_text(OWNER, "first task done", timeout_s=60)
+            pid = await one_warm(app.core.tag)
+            mark = len(fake.calls)
+            await fake.user_message("/detach BOT-TWO second", OWNER)
+            await fake.wait_text(OWNER, "second task done", timeout_s=60, after=mark)
+            assert f"claude pid {pid} warm, taken" in caplog.text
+            again = await one_warm(app.core.tag)  # warmed again for the next one
+            assert again != pid
+        await gone([again])  # the bot's shutdown stopped it
