@@ -127,7 +127,11 @@ async def build_core(
     texts = Texts()
     outbox = Outbox(store)
     notifier = Notifier(store, texts, outbox)
-    warm = WarmPool(settings.warm_ttl_s) if settings.warm_agents else None
+    warm = (
+        WarmPool(settings.warm_ttl_s, saved=private_dir(settings) / "warm.json")
+        if settings.warm_agents
+        else None
+    )
     if warm is not None:  # stopped after the pool's turns (entered later), whole trees
         stack.push_async_callback(warm.aclose)
     engines = make_engines(

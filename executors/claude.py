@@ -148,6 +148,9 @@ class ClaudeExecutor:
         if not self.logged_in():
             how = Phrase(LOGIN_HOW)
             line = Phrase(NO_LOGIN, {"engine": self.engine, "line": line, "how": how})
+        elif self._warm is not None and self._template is None:  # at start-up: the last start
+            self._template = await self._warm.recall(self.engine)
+            self._rewarm()
         return line
 
     def logged_in(self) -> bool:
@@ -174,7 +177,7 @@ class ClaudeExecutor:
             async for event in self._run(spec, approver, steering):
                 yield event
         finally:
-            self._rewarm(spec)
+            self._rewarm()
 
     async def _run(
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox
@@ -229,10 +232,13 @@ class ClaudeExecutor:
     ) -> AgentProcess | None:
         if self._warm is None or not self._warmable(spec):
             return None
-        self._template = warm_template(spec)
+        template = warm_template(spec)
+        if template != self._template:
+            self._template = template
+            self._warm.remember(self.engine, template)  # for the next start-up
         return self._warm.take(await self._warm_key(spec, argv, env))
 
-    def _rewarm(self, spec: TurnSpec) -> None:
+    def _rewarm(self) -> None:
         """After any turn: the last new task's start warmed again, as things are now."""
         if self._warm is not None and self._template is not None:
             self._warm.replenish(functools.partial(self._warm_start, self._template))

@@ -20,14 +20,16 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
+import json
 import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from bot.models import TurnSpec
+from bot.models import ApprovalMode, TurnSpec
 from executors.gitguard import GitGuard
 from executors.process import AgentProcess, start_agent
 from executors.shield import shielded
@@ -137,7 +139,12 @@ class WarmPool:
     """At most one warm agent process. ``take`` hands it over only for an equal key (and stops
     it otherwise); ``replenish`` starts the next in the background; ``aclose`` stops all."""
 
-    def __init__(self, ttl_s: float = 600.0, grace_s: float = STOP_GRACE_S) -> None:
+    def __init__(
+        self, ttl_s: float = 600.0, grace_s: float = STOP_GRACE_S, saved: Path | None = None
+    ) -> None:
+        """``saved``: where each engine's last start is kept (in the bot's private directory),
+        warmed again at the next start-up; None: not kept."""
+        self._saved = saved
         self._ttl_s = ttl_s
         self._grace_s = grace_s
         self._held: _Held | None = None
@@ -169,6 +176,17 @@ class WarmPool:
             return held.agent
         self._discard(held, "its key differs" if held.start.key != key else "it exited")
         return None
+
+    def remember(self, engine: str, template: TurnSpec) -> None:
+        """Keep ``template`` (``warm_template``) as ``engine``'s start for the next start-up."""
+        if self._saved is not None:
+            self._job(asyncio.to_thread(_save, self._saved, engine, template))
+
+    async def recall(self, engine: str) -> TurnSpec | None:
+        """``engine``'s start kept by an earlier run (None: none, or unreadable)."""
+        if self._saved is None:
+            return None
+        return await asyncio.to_thread(_load, self._saved, engine)
 
     def replenish(self, prepare: Callable[[], Awaitable[WarmStart | None]]) -> None:
         """Start the next warm process in the background from what ``prepare`` builds (None:
@@ -255,3 +273,65 @@ def warm_template(spec: TurnSpec) -> TurnSpec:
     """``spec`` without its task: no id, turn, prompt; the tag a warm process carries."""
     tag = f"{spec.process_tag.rpartition(':')[0]}:warm" if spec.process_tag else None
     return replace(spec, task_id=0, turn_id=0, prompt="", process_tag=tag)
+
+
+_KEPT = (  # what a claude start is made of (never a task's: ``warm_template`` removed those)
+    "cwd",
+    "model",
+    "append_system_prompt",
+    "allowed_tools",
+    "approval_mode",
+    "extra_args",
+    "max_budget_usd",
+    "process_tag",
+    "sandbox_domains",
+    "private_dir",
+    "nice",
+    "deny_read",
+    "secret_names",
+)
+
+
+def _save(path: Path, engine: str, template: TurnSpec) -> None:
+    kept = {name: getattr(template, name) for name in _KEPT}
+    data = _read(path)
+    data[engine] = json.loads(json.dumps(kept, default=str))
+    fd = os.open(f"{path}.new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out)
+    os.replace(f"{path}.new", path)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _load(path: Path, engine: str) -> TurnSpec | None:
+    kept = _read(path).get(engine)
+    if not isinstance(kept, dict) or set(kept) != set(_KEPT):
+        return None
+    try:
+        return TurnSpec(
+            task_id=0,
+            turn_id=0,
+            prompt="",
+            cwd=Path(kept["cwd"]),
+            model=kept["model"],
+            append_system_prompt=kept["append_system_prompt"],
+            allowed_tools=tuple(kept["allowed_tools"]),
+            approval_mode=ApprovalMode(kept["approval_mode"]),
+            extra_args=tuple(kept["extra_args"]),
+            max_budget_usd=kept["max_budget_usd"],
+            process_tag=kept["process_tag"],
+            sandbox_domains=tuple(kept["sandbox_domains"]),
+            private_dir=Path(kept["private_dir"]) if kept["private_dir"] else None,
+            nice=int(kept["nice"]),
+            deny_read=tuple(Path(p) for p in kept["deny_read"]),
+            secret_names=tuple(kept["secret_names"]),
+        )
+    except (TypeError, ValueError):
+        return None

@@ -200,11 +200,12 @@ def warm_pids(prefix: str) -> list[int]:
     return [p for p in all_pids() if (env_of(p) or "").startswith(f"{prefix}:warm.")]
 
 
-async def one_warm(prefix: str) -> int:
+async def one_warm(prefix: str, other_than: int = 0) -> int:
+    """A warm agent of this bot (its tools, if any, come later: the lowest pid)."""
     async with asyncio.timeout(WAIT_S):
-        while not (found := warm_pids(prefix)):
+        while not (found := [p for p in warm_pids(prefix) if p != other_than]):
             await asyncio.sleep(0.1)
-    return min(found)  # the agent (its tools, if any, come later)
+    return min(found)
 
 
 async def test_the_bot_gives_the_next_new_task_the_warm_claude(
@@ -224,6 +225,26 @@ async def test_the_bot_gives_the_next_new_task_the_warm_claude(
             await fake.user_message("/detach BOT-TWO second", OWNER)
             await fake.wait_text(OWNER, "second task done", timeout_s=60, after=mark)
             assert f"claude pid {pid} warm, taken" in caplog.text
-            again = await one_warm(app.core.tag)  # warmed again for the next one
-            assert again != pid
+            again = await one_warm(app.core.tag, other_than=pid)  # warmed for the next one
+            await gone([pid])  # the one taken is gone with its turn
         await gone([again])  # the bot's shutdown stopped it
+
+
+async def test_the_last_start_is_warmed_again_after_a_restart(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script("KEPT", [{"text": "kept"}])
+    saved = tmp_path / "private" / "warm.json"
+    saved.parent.mkdir(mode=0o700)
+    before = WarmPool(saved=saved)
+    await answer(ClaudeExecutor(claude_bin, agent_env, warm=before), spec("KEPT one", workdir))
+    await held(before)
+    await before.aclose()
+    assert saved.stat().st_mode & 0o077 == 0 and b"KEPT" not in saved.read_bytes()
+    after = WarmPool(saved=saved)  # the next run of the bot
+    executor = ClaudeExecutor(claude_bin, agent_env, warm=after)
+    await executor.probe()  # at start-up
+    await held(after)
+    assert await answer(executor, spec("KEPT two", workdir, 2)) == "kept"
+    assert after.counts.taken == 1
+    await after.aclose()
