@@ -177,7 +177,9 @@ class ClaudeExecutor:
             async for event in self._run(spec, approver, steering):
                 yield event
         finally:
-            self._rewarm()
+            running = asyncio.current_task()
+            if running is None or not running.cancelling():  # no new agent while stopping
+                self._rewarm()
 
     async def _run(
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox
@@ -236,6 +238,8 @@ class ClaudeExecutor:
         if template != self._template:
             self._template = template
             self._warm.remember(self.engine, template)  # for the next start-up
+        if not self._warm.holding:
+            return None
         return self._warm.take(await self._warm_key(spec, argv, env))
 
     def _rewarm(self) -> None:

@@ -24,13 +24,14 @@ import json
 import logging
 import os
 import time
+from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bot.models import ApprovalMode, TurnSpec
-from executors.gitguard import GitGuard
+from executors.gitscope import marked_top
 from executors.process import AgentProcess, start_agent
 from executors.shield import shielded
 from executors.tree import stop_tree
@@ -38,6 +39,7 @@ from executors.tree import stop_tree
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 5.0
+GIT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +102,7 @@ async def warm_key(
         env=tuple(sorted(env.items())),
         files=contents[1:],
         deny=tuple(str(p) for p in deny),
-        repo=await _repo_state(where, deny),
+        repo=await _repo_state(where, env),
         day=time.strftime("%Y-%m-%d"),
         nice=nice,
     )
@@ -122,10 +124,23 @@ def _fingerprints(paths: Iterable[Path]) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-async def _repo_state(cwd: Path, deny: tuple[Path, ...]) -> str:
-    """The repository's branch, head and changed files as git says them (confined)."""
-    done = await GitGuard(lambda: deny).git(cwd, "status", "--porcelain=v2", "--branch")
-    return f"{done.code}\n{done.out}"
+async def _repo_state(cwd: Path, env: Mapping[str, str]) -> str:
+    """The repository's branch, head and changed files as git says them: run as the CLI runs
+    its own ``git status`` at start (unconfined, with the child's environment, which carries
+    ``gitguard.cli_env``'s overrides); no git outside a repository."""
+    if await asyncio.to_thread(marked_top, cwd) is None:
+        return "no repository"
+    args = ("git", "--no-optional-locks", "-C", str(cwd), "status", "--porcelain=v2", "--branch")
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdin=DEVNULL, stdout=PIPE, stderr=DEVNULL, env=dict(env)
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return "git status timed out"  # never equal to a state git said
+    return f"{proc.returncode}\n{out.decode(errors='replace')}"
 
 
 @dataclass(slots=True)
@@ -156,6 +171,11 @@ class WarmPool:
     @property
     def counts(self) -> WarmCounts:
         return WarmCounts(self._started, self._taken, self._discarded)
+
+    @property
+    def holding(self) -> bool:
+        """Whether a warm process is ready (else a task need not compute its key)."""
+        return self._held is not None
 
     @property
     def held_pid(self) -> int | None:
