@@ -41,7 +41,8 @@ from executors.process import (
 )
 from executors.shield import shielded
 from executors.tree import wait_exit
-from executors.warm import WarmKey, WarmPool, WarmStart, claude_files, warm_key, warm_template
+from executors.warm import WarmPool, WarmStart
+from executors.warm_key import WarmKey, claude_files, warm_key, warm_template
 
 log = logging.getLogger(__name__)
 

@@ -18,45 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
-import json
 import logging
-import os
-import time
-from asyncio.subprocess import DEVNULL, PIPE
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from bot.models import ApprovalMode, TurnSpec
-from executors.gitscope import marked_top
+from bot.models import TurnSpec
+from executors import warm_saved
 from executors.process import AgentProcess, start_agent
 from executors.shield import shielded
 from executors.tree import stop_tree
+from executors.warm_key import WarmKey
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 5.0
-GIT_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class WarmKey:
-    """Everything a cold start of the task would be made of (see the module's contract)."""
-
-    engine: str
-    binary: str
-    cwd: str
-    mode: str
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    files: tuple[tuple[str, str], ...]
-    deny: tuple[str, ...]
-    repo: str
-    day: str
-    nice: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,71 +53,6 @@ class WarmCounts:
     started: int
     taken: int
     discarded: int
-
-
-async def warm_key(
-    *,
-    engine: str,
-    mode: str,
-    argv: Iterable[str],
-    cwd: Path,
-    env: Mapping[str, str],
-    files: Iterable[Path],
-    deny: Iterable[Path],
-    nice: int,
-) -> WarmKey:
-    """The key of a start with these parts (a few file reads and one confined git)."""
-    argv, deny = tuple(argv), tuple(deny)
-    where = await asyncio.to_thread(Path(cwd).resolve)
-    contents = await asyncio.to_thread(_fingerprints, (Path(argv[0]), *files))
-    return WarmKey(
-        engine=engine,
-        binary=contents[0][1],
-        cwd=str(where),
-        mode=mode,
-        argv=argv,
-        env=tuple(sorted(env.items())),
-        files=contents[1:],
-        deny=tuple(str(p) for p in deny),
-        repo=await _repo_state(where, env),
-        day=time.strftime("%Y-%m-%d"),
-        nice=nice,
-    )
-
-
-def _fingerprints(paths: Iterable[Path]) -> tuple[tuple[str, str], ...]:
-    """Each path with the sha256 of its content ("" when absent); the first (the binary,
-    large) by its resolved path, size and mtime."""
-    found: list[tuple[str, str]] = []
-    for n, path in enumerate(paths):
-        try:
-            if n == 0:
-                stat = path.resolve().stat()
-                found.append((str(path), f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"))
-            else:
-                found.append((str(path), hashlib.sha256(path.read_bytes()).hexdigest()))
-        except OSError:
-            found.append((str(path), ""))
-    return tuple(found)
-
-
-async def _repo_state(cwd: Path, env: Mapping[str, str]) -> str:
-    """The repository's branch, head and changed files as git says them: run as the CLI runs
-    its own ``git status`` at start (unconfined, with the child's environment, which carries
-    ``gitguard.cli_env``'s overrides); no git outside a repository."""
-    if await asyncio.to_thread(marked_top, cwd) is None:
-        return "no repository"
-    args = ("git", "--no-optional-locks", "-C", str(cwd), "status", "--porcelain=v2", "--branch")
-    proc = await asyncio.create_subprocess_exec(
-        *args, stdin=DEVNULL, stdout=PIPE, stderr=DEVNULL, env=dict(env)
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return "git status timed out"  # never equal to a state git said
-    return f"{proc.returncode}\n{out.decode(errors='replace')}"
 
 
 @dataclass(slots=True)
@@ -200,13 +112,13 @@ class WarmPool:
     def remember(self, engine: str, template: TurnSpec) -> None:
         """Keep ``template`` (``warm_template``) as ``engine``'s start for the next start-up."""
         if self._saved is not None:
-            self._job(asyncio.to_thread(_save, self._saved, engine, template))
+            self._job(asyncio.to_thread(warm_saved.save, self._saved, engine, template))
 
     async def recall(self, engine: str) -> TurnSpec | None:
         """``engine``'s start kept by an earlier run (None: none, or unreadable)."""
         if self._saved is None:
             return None
-        return await asyncio.to_thread(_load, self._saved, engine)
+        return await asyncio.to_thread(warm_saved.load, self._saved, engine)
 
     def replenish(self, prepare: Callable[[], Awaitable[WarmStart | None]]) -> None:
         """Start the next warm process in the background from what ``prepare`` builds (None:
@@ -275,83 +187,3 @@ class WarmPool:
                 await asyncio.wait_for(
                     asyncio.gather(*pending, return_exceptions=True), 4 * self._grace_s
                 )
-
-
-def claude_files(env: Mapping[str, str], cwd: Path, project: bool) -> tuple[Path, ...]:
-    """What Claude Code reads at start besides its argv: the login, user settings and memory
-    of its config directory, and the project's own when project settings load."""
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    config = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
-    own = tuple(config / name for name in (".credentials.json", "settings.json", "CLAUDE.md"))
-    if not project:
-        return own
-    names = (".claude/settings.json", ".claude/settings.local.json", "CLAUDE.md", "CLAUDE.local.md")
-    return own + tuple(cwd / name for name in names)
-
-
-def warm_template(spec: TurnSpec) -> TurnSpec:
-    """``spec`` without its task: no id, turn, prompt; the tag a warm process carries."""
-    tag = f"{spec.process_tag.rpartition(':')[0]}:warm" if spec.process_tag else None
-    return replace(spec, task_id=0, turn_id=0, prompt="", process_tag=tag)
-
-
-_KEPT = (  # what a claude start is made of (never a task's: ``warm_template`` removed those)
-    "cwd",
-    "model",
-    "append_system_prompt",
-    "allowed_tools",
-    "approval_mode",
-    "extra_args",
-    "max_budget_usd",
-    "process_tag",
-    "sandbox_domains",
-    "private_dir",
-    "nice",
-    "deny_read",
-    "secret_names",
-)
-
-
-def _save(path: Path, engine: str, template: TurnSpec) -> None:
-    kept = {name: getattr(template, name) for name in _KEPT}
-    data = _read(path)
-    data[engine] = json.loads(json.dumps(kept, default=str))
-    fd = os.open(f"{path}.new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(data, out)
-    os.replace(f"{path}.new", path)
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _load(path: Path, engine: str) -> TurnSpec | None:
-    kept = _read(path).get(engine)
-    if not isinstance(kept, dict) or set(kept) != set(_KEPT):
-        return None
-    try:
-        return TurnSpec(
-            task_id=0,
-            turn_id=0,
-            prompt="",
-            cwd=Path(kept["cwd"]),
-            model=kept["model"],
-            append_system_prompt=kept["append_system_prompt"],
-            allowed_tools=tuple(kept["allowed_tools"]),
-            approval_mode=ApprovalMode(kept["approval_mode"]),
-            extra_args=tuple(kept["extra_args"]),
-            max_budget_usd=kept["max_budget_usd"],
-            process_tag=kept["process_tag"],
-            sandbox_domains=tuple(kept["sandbox_domains"]),
-            private_dir=Path(kept["private_dir"]) if kept["private_dir"] else None,
-            nice=int(kept["nice"]),
-            deny_read=tuple(Path(p) for p in kept["deny_read"]),
-            secret_names=tuple(kept["secret_names"]),
-        )
-    except (TypeError, ValueError):
-        return None
