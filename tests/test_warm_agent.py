@@ -248,3 +248,17 @@ async def test_the_last_start_is_warmed_again_after_a_restart(
     assert await answer(executor, spec("KEPT two", workdir, 2)) == "kept"
     assert after.counts.taken == 1
     await after.aclose()
+
+
+async def test_sandboxed_warm_only_for_the_same_allowed_hosts(executor, pool, anthropic, workdir):
+    anthropic.script("SBX-", [{"text": "sandboxed answer"}])
+    sandboxed = {"approval_mode": ApprovalMode.SANDBOX, "sandbox_domains": ("a.example",)}
+    await answer(executor, spec("SBX-1 go", workdir, 1, **sandboxed))
+    first = await held(pool)
+    assert await answer(executor, spec("SBX-2 go", workdir, 2, **sandboxed)) == "sandboxed answer"
+    assert pool.counts.taken == 1  # the same sandbox: warm
+    second = await held(pool)
+    other = {**sandboxed, "sandbox_domains": ("a.example", "b.example")}
+    assert await answer(executor, spec("SBX-3 go", workdir, 3, **other)) == "sandboxed answer"
+    assert pool.counts.taken == 1  # another host allowed: cold, the warm one stopped
+    await gone([first, second])
