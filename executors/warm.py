@@ -173,6 +173,12 @@ class WarmPool:
         if not job.cancelled() and job.exception() is not None:
             log.warning("warm agent: %s", job.exception())
 
+    async def settled(self, timeout_s: float) -> None:
+        """Until the starts and stops under way now are done (at most ``timeout_s``)."""
+        pending = [j for j in self._jobs if not j.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+
     async def aclose(self) -> None:
         """Stop the warm process (whole tree) and what was being started; bounded."""
         self._closed = True

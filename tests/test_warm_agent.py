@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from bot.events import TextEmitted, TurnFinished
-from bot.models import ApprovalMode, TurnSpec
+from bot.models import ApprovalMode, McpServerSpec, TurnSpec
 from executors.claude import ClaudeExecutor
 from executors.procs import all_pids, env_of
 from executors.tree import descendants
@@ -262,3 +262,14 @@ async def test_sandboxed_warm_only_for_the_same_allowed_hosts(executor, pool, an
     assert await answer(executor, spec("SBX-3 go", workdir, 3, **other)) == "sandboxed answer"
     assert pool.counts.taken == 1  # another host allowed: cold, the warm one stopped
     await gone([first, second])
+
+
+async def test_a_task_with_mcp_servers_is_never_warmed(executor, pool, anthropic, workdir):
+    anthropic.script("MCP-TASK", [{"text": "with a server"}])
+    server = McpServerSpec("detach", "/bin/true", ("--parent", "987654"), {})
+    private = workdir.parent / "private"
+    private.mkdir(mode=0o700)
+    with_mcp = spec("MCP-TASK go", workdir, 1, mcp_servers=(server,), private_dir=private)
+    assert await answer(executor, with_mcp) == "with a server"
+    await pool.settled(WAIT_S)  # a start asked for after the turn would be done now
+    assert pool.held_pid is None and pool.counts.started == 0
