@@ -55,6 +55,7 @@ from executors.check import ShellCheck
 from executors.denied import ReadDenial
 from executors.gitguard import GitGuard
 from executors.procs import kill_tagged, this_run
+from executors.warm import WarmPool
 from executors.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,13 @@ async def build_core(
     texts = Texts()
     outbox = Outbox(store)
     notifier = Notifier(store, texts, outbox)
+    warm = (
+        WarmPool(settings.warm_ttl_s, saved=private_dir(settings) / "warm.json")
+        if settings.warm_agents
+        else None
+    )
+    if warm is not None:  # stopped after the pool's turns (entered later), whole trees
+        stack.push_async_callback(warm.aclose)
     engines = make_engines(
         settings,
         agent_environ,
@@ -133,6 +141,7 @@ async def build_core(
         store.engine_sessions,
         presets=presets.all(),
         logged=lambda line: plain(texts.say(DEFAULT_LOCALE, line)),
+        warm=warm,
     )
     background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
     executors = engines.available

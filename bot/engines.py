@@ -27,6 +27,7 @@ def engine_config(
     environ: Mapping[str, str],
     sessions: SessionStore | None = None,
     presets: Iterable[Preset] = (),
+    warm: object | None = None,
 ) -> EngineConfig:
     """An engine's configuration: its ``DETACH_<NAME>_*`` settings (its settings class, a base
     of Settings: ``bot.ports.EngineSettings``), and its own of ``presets``."""
@@ -41,6 +42,7 @@ def engine_config(
         settings=own,
         sessions=sessions,
         presets=tuple(p for p in presets if p.engine == spec.name),
+        warm=warm,
     )
 
 
@@ -116,17 +118,18 @@ def make_engines(
     *,
     presets: Iterable[Preset] = (),
     logged: Callable[[Phrase], str] = repr,
+    warm: object | None = None,
 ) -> Engines:
     """Every registered engine's executor, not probed yet (``Engines.probe``); ``given``
     replaces the registry (a test's fake engine); ``sessions`` keeps the conversations of
     engines that keep their own; ``presets``: every model preset (each engine gets its own);
-    ``logged``: a status line as the log says it."""
+    ``logged``: a status line as the log says it; ``warm``: the warm agents' pool, if on."""
     if given is not None:
         return Engines(given, logged)
     presets = tuple(presets)
     return Engines(
         {
-            spec.name: spec.make(engine_config(settings, spec, environ, sessions, presets))
+            spec.name: spec.make(engine_config(settings, spec, environ, sessions, presets, warm))
             for spec in registry.ENGINES
         },
         logged,

@@ -148,6 +148,9 @@ class EngineConfig:
     # the engine's model presets (built-in, then DETACH_CONFIG's in its order): an endpoint
     # engine (``local``) may be configured by its presets alone
     presets: tuple[Preset, ...] = ()
+    # the pool of warm agents (``executors.warm.WarmPool``, DETACH_WARM_AGENTS) for an engine
+    # that keeps one; None: every turn starts cold
+    warm: object | None = None
 
     def settings_of(self, kind: type[S]) -> S:
         """The engine's settings as its own class (its defaults when none were given)."""

@@ -54,6 +54,10 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
     # agents, their tools and checks run at this lower CPU priority (nice): the bot answers at
     # once while they keep every core busy; 0: the bot's own priority
     agent_nice: int = Field(default=10, ge=0, le=19)
+    # one agent process started ahead for the next new task like the last one (same
+    # directory, mode, settings: executors.warm), stopped after warm_ttl_s unused
+    warm_agents: bool = False
+    warm_ttl_s: float = Field(default=600, gt=0)
     intake_interval_s: float = Field(default=0.5, gt=0)
     progress_interval_s: float = Field(default=3.0, gt=0)
     max_attachment_mb: float = Field(default=20, gt=0, le=20)  # the Bot API serves up to 20 MB

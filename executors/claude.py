@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import shutil
@@ -27,9 +28,10 @@ from bot.ports import (
 )
 from executors import gitguard, sandbox
 from executors.claude_protocol import approval_request, control_error, json_object, parse_event
-from executors.claude_sandbox import mcp_config_file, own_tmp, sandbox_settings
+from executors.claude_sandbox import mcp_config_file, sandbox_settings
 from executors.claude_steer import ClaudeSteering, replayed_text, user_line
 from executors.process import (
+    AgentProcess,
     JsonLines,
     agent_env,
     agent_process,
@@ -39,6 +41,8 @@ from executors.process import (
 )
 from executors.shield import shielded
 from executors.tree import wait_exit
+from executors.warm import WarmPool, WarmStart
+from executors.warm_key import WarmKey, claude_files, warm_key, warm_template
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +63,17 @@ class ClaudeExecutor:
         env: Mapping[str, str],
         secrets: Iterable[str] = (),
         cancel_grace_s: float = 5.0,
+        *,
         project_settings: bool = False,
+        warm: WarmPool | None = None,
     ) -> None:
+        """``warm``: a pool of warm agents (DETACH_WARM_AGENTS), else every turn starts cold."""
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
         self._project_settings = project_settings
+        self._warm = warm
+        self._template: TurnSpec | None = None  # the last new task's start, task-neutral
 
     def argv(self, spec: TurnSpec, mcp_config: Path | None = None) -> list[str]:
         """The CLI's command line; ``mcp_config``: the file naming the turn's MCP servers."""
@@ -140,6 +149,9 @@ class ClaudeExecutor:
         if not self.logged_in():
             how = Phrase(LOGIN_HOW)
             line = Phrase(NO_LOGIN, {"engine": self.engine, "line": line, "how": how})
+        elif self._warm is not None and self._template is None:  # at start-up: the last start
+            self._template = await self._warm.recall(self.engine)
+            self._rewarm()
         return line
 
     def logged_in(self) -> bool:
@@ -162,19 +174,24 @@ class ClaudeExecutor:
     async def run(
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
     ) -> AsyncGenerator[AgentEvent, None]:
-        env = self._env
-        if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
-            env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
-        # the CLI runs git in its directory at start, outside any sandbox: what an agent
-        # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
-        sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
-        env = {**env, **await gitguard.turn_cli_env(spec, sandboxed)}
+        try:
+            async for event in self._run(spec, approver, steering):
+                yield event
+        finally:
+            running = asyncio.current_task()
+            if running is None or not running.cancelling():  # no new agent while stopping
+                self._rewarm()
+
+    async def _run(
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox
+    ) -> AsyncGenerator[AgentEvent, None]:
+        env = await self._turn_env(spec)
         with mcp_config_file(spec) as mcp_config:
             argv = self.argv(spec, mcp_config)
-            async with (
-                own_tmp(env) as env,
-                agent_process(self.engine, self._binary, argv, spec, env, self._grace_s) as agent,
-            ):
+            warm = await self._take_warm(spec, argv, env)
+            async with agent_process(
+                self.engine, self._binary, argv, spec, env, self._grace_s, warm=warm, own_tmp=True
+            ) as agent:
                 channel = _Channel(agent.proc, approver, steering)
                 try:
                     await channel.send(user_line(spec.prompt))
@@ -198,6 +215,56 @@ class ClaudeExecutor:
                     )
                 finally:
                     await shielded(channel.aclose())
+
+    async def _turn_env(self, spec: TurnSpec) -> dict[str, str]:
+        env = self._env
+        if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
+            env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
+        # the CLI runs git in its directory at start, outside any sandbox: what an agent
+        # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
+        sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
+        return {**env, **await gitguard.turn_cli_env(spec, sandboxed)}
+
+    # -- warm agents (executors.warm) ------------------------------------------------------------
+    def _warmable(self, spec: TurnSpec) -> bool:
+        """A new task's turn with no MCP server (whose config names its task) may be warm."""
+        return self._warm is not None and not spec.resume_session_id and not spec.mcp_servers
+
+    async def _take_warm(
+        self, spec: TurnSpec, argv: list[str], env: Mapping[str, str]
+    ) -> AgentProcess | None:
+        if self._warm is None or not self._warmable(spec):
+            return None
+        template = warm_template(spec)
+        if template != self._template:
+            self._template = template
+            self._warm.remember(self.engine, template)  # for the next start-up
+        if not self._warm.holding:
+            return None
+        return self._warm.take(await self._warm_key(spec, argv, env))
+
+    def _rewarm(self) -> None:
+        """After any turn: the last new task's start warmed again, as things are now."""
+        if self._warm is not None and self._template is not None:
+            self._warm.replenish(functools.partial(self._warm_start, self._template))
+
+    async def _warm_start(self, template: TurnSpec) -> WarmStart:
+        env = await self._turn_env(template)
+        argv = self.argv(template)
+        key = await self._warm_key(template, argv, env)
+        return WarmStart(key, tuple(argv), env, template.process_tag, own_tmp=True)
+
+    async def _warm_key(self, spec: TurnSpec, argv: list[str], env: Mapping[str, str]) -> WarmKey:
+        return await warm_key(
+            engine=self.engine,
+            mode=spec.approval_mode.value,
+            argv=argv,
+            cwd=spec.cwd,
+            env=env,
+            files=claude_files(env, spec.cwd, self._project_settings),
+            deny=spec.deny_read,
+            nice=spec.nice,
+        )
 
     @staticmethod
     async def _events(
@@ -349,6 +416,7 @@ def _make(config: EngineConfig) -> ClaudeExecutor:
         config.secrets,
         config.cancel_grace_s,
         project_settings=config.settings_of(ClaudeSettings).claude_project_settings,
+        warm=config.warm if isinstance(config.warm, WarmPool) else None,
     )
 
 

@@ -1,22 +1,18 @@
 """Claude Code's sandbox for a sandboxed turn, as the CLI's inline ``--settings`` (measured with
-2.1.197, docs/sandbox.md), the turn's ``--mcp-config`` file in the bot's private directory, and
-the turn's own temporary directory."""
+2.1.197, docs/sandbox.md), and the turn's ``--mcp-config`` file in the bot's private directory."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
-import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from bot.models import TurnSpec
 from executors.denied import outside, secret_names
-from executors.shield import shielded
 
 
 def sandbox_settings(spec: TurnSpec, environ: Mapping[str, str] | None = None) -> str:
@@ -75,19 +71,3 @@ def mcp_config_file(spec: TurnSpec) -> Iterator[Path | None]:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
-
-
-@contextlib.asynccontextmanager
-async def own_tmp(env: Mapping[str, str]) -> AsyncIterator[dict[str, str]]:
-    """``env`` with a ``TMPDIR`` of the turn's own (0700, removed after the turn). The sandbox
-    runtime names its proxy sockets by pid (``srt-mux-<pid>-0.sock`` in the temporary
-    directory), and every agent is pid 2 in its PID namespace: in a shared /tmp a second
-    sandboxed turn took the first's socket, and its commands' traffic went through the other
-    turn's proxy, with that turn's allowed hosts. Removed in a thread: an unsandboxed turn's
-    commands inherit the directory and may have filled it."""
-    base = env.get("TMPDIR") or tempfile.gettempdir()
-    path = tempfile.mkdtemp(prefix="detach-claude-", dir=base if os.path.isdir(base) else None)
-    try:
-        yield {**env, "TMPDIR": path}
-    finally:
-        await shielded(asyncio.to_thread(shutil.rmtree, path, True))

@@ -8,8 +8,10 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import shutil
 import signal
+import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
@@ -142,6 +144,8 @@ class AgentProcess:
     proc: asyncio.subprocess.Process
     stderr: StderrTail
     drain: asyncio.Task[None]
+    tag: str | None = None  # the tag its processes carry (what stops them)
+    tmp: str | None = None  # its own TMPDIR (``start_agent``'s ``own_tmp``), removed after it
 
     async def crashed(
         self, reason: str, grace_s: float, said: Phrase | None = None
@@ -151,6 +155,55 @@ class AgentProcess:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.drain), grace_s)
         return AgentCrashed(reason, self.proc.returncode, self.stderr.text(), said)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+async def start_agent(
+    engine: str,
+    argv: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    tag: str | None,
+    nice: int = 0,
+    binary: str | None = None,
+    own_tmp: bool = False,
+) -> AgentProcess:
+    """Spawn an agent (a missing binary is ``AgentNotInstalled``) and keep its stderr tail;
+    ``own_tmp``: with a TMPDIR of its own (0700; ``let_go`` removes it). Claude Code's sandbox
+    runtime names its proxy sockets by pid in the temporary directory, and every agent is pid 2
+    in its PID namespace: in a shared /tmp a second sandboxed turn took the first's socket, and
+    its commands' traffic went through the other turn's proxy, with that turn's allowed hosts."""
+    tmp = await asyncio.to_thread(_made_tmp, env) if own_tmp else None
+    try:
+        proc = await spawn(argv, cwd, {**env, "TMPDIR": tmp} if tmp else env, tag, nice)
+    except OSError as exc:
+        await _removed(tmp)
+        raise AgentNotInstalled(engine, binary or argv[0]) from exc
+    except BaseException:
+        await _removed(tmp)
+        raise
+    stderr = StderrTail()
+    drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
+    return AgentProcess(proc, stderr, drain, tag, tmp)
+
+
+async def let_go(agent: AgentProcess) -> None:
+    """After an agent stopped: its own TMPDIR removed (in a thread: an unsandboxed turn's
+    commands inherit it and may have filled it)."""
+    await shielded(_removed(agent.tmp))
+
+
+def _made_tmp(env: Mapping[str, str]) -> str:
+    base = env.get("TMPDIR") or tempfile.gettempdir()
+    return tempfile.mkdtemp(prefix="detach-agent-", dir=base if os.path.isdir(base) else None)
+
+
+async def _removed(path: str | None) -> None:
+    if path is not None:
+        await asyncio.to_thread(shutil.rmtree, path, True)
 
 
 @contextlib.asynccontextmanager
@@ -162,32 +215,34 @@ async def agent_process(
     env: Mapping[str, str],
     grace_s: float,
     first: signal.Signals = signal.SIGINT,
+    warm: AgentProcess | None = None,
+    own_tmp: bool = False,
 ) -> AsyncIterator[AgentProcess]:
-    """The skeleton every engine's turn runs in: spawn (a missing binary is
-    ``AgentNotInstalled``), keep the stderr tail, and whatever ends the turn (its end, an error,
-    a cancel) stop the agent's whole tree, shielded from further cancels."""
+    """The skeleton every engine's turn runs in: spawn (or take ``warm``, started for this
+    very argv and environment: ``executors.warm``), keep the stderr tail, and whatever ends the
+    turn (its end, an error, a cancel) stop the agent's whole tree, shielded from further
+    cancels."""
     # the moment the bot hands the agent to the OS (the "started" line below comes after the
     # pipes are connected, while the loop runs others' work: a few ms later, the agent running)
     log.debug("task %s turn %s: %s spawning", spec.task_id, spec.turn_id, engine)
+    agent = warm or await start_agent(
+        engine, argv, str(spec.cwd), env, spec.process_tag, spec.nice, binary, own_tmp
+    )
+    how = "warm, taken" if warm else "started"
+    log.info("task %s turn %s: %s pid %s %s", spec.task_id, spec.turn_id, engine, agent.pid, how)
     try:
-        proc = await spawn(argv, str(spec.cwd), env, spec.process_tag, spec.nice)
-    except OSError as exc:
-        raise AgentNotInstalled(engine, binary) from exc
-    log.info("task %s turn %s: %s pid %s started", spec.task_id, spec.turn_id, engine, proc.pid)
-    stderr = StderrTail()
-    drain = asyncio.create_task(stderr.drain(proc.stderr))  # type: ignore[arg-type]
-    try:
-        yield AgentProcess(proc, stderr, drain)
+        yield agent
     finally:
-        await shielded(stop_tree(proc, grace_s, first, spec.process_tag))
-        drain.cancel()
+        await shielded(stop_tree(agent.proc, grace_s, first, agent.tag))
+        agent.drain.cancel()
+        await let_go(agent)
         log.info(
             "task %s turn %s: %s pid %s ended rc=%s",
             spec.task_id,
             spec.turn_id,
             engine,
-            proc.pid,
-            proc.returncode,
+            agent.pid,
+            agent.proc.returncode,
         )
 
 
