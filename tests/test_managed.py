@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from pydantic import SecretStr
 
 from bot.models import ApprovalMode, TaskStatus
 from executors import registry
@@ -94,7 +95,13 @@ async def test_cancel_interrupts_the_running_remote_session(
     tmp_path, claude_bin, agent_env, workdir
 ):
     async with ManagedMock() as api, FakeTelegram() as fake:
-        api.script("MARK-LONG", [[{"text": "starting"}, {"wait": 120}, {"text": "never shown"}]])
+        api.script(
+            "MARK-LONG",
+            [
+                [{"text": "starting"}, {"wait": 120}, {"text": "never shown"}],
+                [{"text": "resumed after the stop"}],
+            ],
+        )
         settings = settings_for(tmp_path, fake, claude_bin, workdir, api)
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/managed MARK-LONG a long job", OWNER)
@@ -115,7 +122,16 @@ async def test_cancel_interrupts_the_running_remote_session(
                     await asyncio.sleep(0.05)
             task = await app.store.tasks.get(task_id)
             assert task is not None and task.status is TaskStatus.CANCELLED
-    assert [e["type"] for e in api.sent_events(session.id)] == ["user.message", "user.interrupt"]
+            assert 0.0044 < task.total_cost_usd < 0.0046  # the one request before the stop
+            sent = [e["type"] for e in api.sent_events(session.id)]
+            assert sent == ["user.message", "user.interrupt"]
+            # the session is kept, idle (not archived): a reply continues it
+            mark = len(fake.calls)
+            await fake.user_message(
+                "go on, briefly", OWNER, reply_to_message_id=ack.result["message_id"]
+            )
+            await fake.wait_text(OWNER, "resumed after the stop", timeout_s=30, after=mark)
+    assert not session.archived and len(api.sessions) == 1
     assert session.body["resources"] == []
     assert not any("never shown" in str(e) for e in session.events)
 
@@ -134,6 +150,36 @@ async def test_a_cloud_preset_chooses_the_model_and_its_price(
             assert task.engine == "managed"
     (agent,) = api.agents.values()
     assert agent["model"]["id"] == "claude-opus-4-7"
+
+
+@pytest.mark.parametrize(
+    ("case", "key", "turn", "words"),
+    [
+        ("refused key", "sk-wrong-key-5521", None, "API refused: 401: invalid x-api-key"),
+        (
+            "stop reason",
+            None,
+            [{"text": "trying"}, {"stop": "retries_exhausted"}],
+            "retries_exhausted",
+        ),
+    ],
+)
+async def test_a_remote_failure_fails_the_task_with_the_reason(
+    tmp_path, claude_bin, agent_env, workdir, caplog, case, key, turn, words
+):
+    caplog.set_level(logging.DEBUG)
+    async with ManagedMock() as api, FakeTelegram() as fake:
+        api.script("MARK-FAIL", [turn or [{"text": "unused"}]])
+        settings = settings_for(tmp_path, fake, claude_bin, workdir, api)
+        if key:
+            settings = settings.model_copy(update={"managed_api_key": SecretStr(key)})
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/managed MARK-FAIL do it", OWNER)
+            card = await fake.wait_shown(OWNER, words, timeout_s=30)
+            task = (await app.store.tasks.list_for(OWNER, None, 5))[0]
+            assert task.status is TaskStatus.FAILED, card.params["text"]
+    sent = key or api.api_key
+    assert sent not in caplog.text and sent not in card.params["text"]
 
 
 async def test_the_scripted_api_refuses_what_the_published_one_refuses():
