@@ -136,14 +136,14 @@ async def test_cancel_interrupts_the_running_remote_session(
     assert not any("never shown" in str(e) for e in session.events)
 
 
-async def test_a_cloud_preset_chooses_the_model_and_its_price(
+async def test_engine_option_and_cloud_preset_choose_the_remote_model_and_price(
     tmp_path, claude_bin, agent_env, workdir
 ):
     async with ManagedMock() as api, FakeTelegram() as fake:
         api.script("MARK-MAX", [[{"text": "done on opus"}]])
         settings = settings_for(tmp_path, fake, claude_bin, workdir, api)
         async with running_bot(settings, agent_env) as app:
-            await fake.user_message("/managed model=cloud-max MARK-MAX go", OWNER)
+            await fake.user_message("/detach engine=managed model=cloud-max MARK-MAX go", OWNER)
             card = await fake.wait_text(OWNER, "done on opus", timeout_s=30)
             assert "$0.0075" in card.params["text"]  # 1000 in at $5/M, 100 out at $25/M
             task = (await app.store.tasks.list_for(OWNER, None, 5))[0]
