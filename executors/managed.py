@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from bot.errors import AgentCrashed, AgentNotInstalled
+from bot.errors import AgentError, AgentNotInstalled
 from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import Phrase, Preset, TurnSpec
 from bot.ports import NO_STEERING, Approver, EngineConfig, EngineSpec, SessionStore, SteerInbox
@@ -72,8 +72,10 @@ class ManagedExecutor:
         session_id = spec.resume_session_id or await self._session(spec, api, model)
         yield SessionStarted(session_id, model)
         turn = TurnReading(session_id)
+        sent = False
         try:
             async with api.stream(session_id) as stream:
+                sent = True  # from here the remote turn may run (a cancel mid-send too)
                 await api.send(session_id, _message(spec))
                 log.info("task %s: managed session %s runs", spec.task_id, session_id)
                 async for event in _read(stream, turn):
@@ -82,7 +84,7 @@ class ManagedExecutor:
                         return
             raise ended("the event stream closed before the session was idle")
         finally:
-            if not turn.over:
+            if sent and not turn.over:  # closed early (cancel, timeout, budget) or failed
                 await shielded(_interrupt(api, session_id, spec.task_id))
 
     async def _session(self, spec: TurnSpec, api: ManagedApi, model: str) -> str:
@@ -106,7 +108,7 @@ async def _interrupt(api: ManagedApi, session_id: str, task_id: int) -> None:
         async with asyncio.timeout(INTERRUPT_S):
             await api.interrupt(session_id)
         log.info("task %s: managed session %s interrupted", task_id, session_id)
-    except (AgentCrashed, TimeoutError) as exc:
+    except (AgentError, TimeoutError) as exc:
         log.warning("task %s: managed session %s not interrupted: %s", task_id, session_id, exc)
 
 
