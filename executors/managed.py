@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -58,6 +59,8 @@ class ManagedExecutor:
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
     ) -> AsyncGenerator[AgentEvent, None]:
         """One turn; steers stay in ``steering`` (each runs as the next turn)."""
+        # the SDK's first import takes seconds of CPU: off the loop, which keeps serving chats
+        await asyncio.to_thread(importlib.import_module, "anthropic")
         client = client_for(self._settings)
         try:
             api = ManagedApi(client, self._settings, self._sessions)
