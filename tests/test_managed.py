@@ -60,6 +60,7 @@ async def test_a_remote_task_is_priced_and_a_reply_continues_its_session(
                 [{"text": "it was BLUE"}],
             ],
         )
+        api.script("MARK-SECOND", [[{"text": "second done"}]])
         settings = settings_for(tmp_path, fake, claude_bin, workdir, api)
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/managed MARK-REMOTE look at the repo", OWNER)
@@ -73,13 +74,15 @@ async def test_a_remote_task_is_priced_and_a_reply_continues_its_session(
             )
             await fake.wait_text(OWNER, "it was BLUE", timeout_s=30)
             task = (await app.store.tasks.list_for(OWNER, None, 5))[0]
+            await fake.user_message("/managed MARK-SECOND another task", OWNER)
+            await fake.wait_text(OWNER, "second done", timeout_s=30)
             assert task.engine == "managed" and task.status is TaskStatus.DONE
             assert round(task.total_cost_usd, 6) == 0.0135
             lines = await app.store.transcript.after(task.id, 0, 100)
             calls = [x.body for x in lines if x.kind == "ToolCalled"]
             assert calls and calls[0]["name"] == "bash" and calls[0]["summary"] == "bash ls"
             said = repr([x.body for x in lines])
-    (session,) = api.sessions.values()
+    session, second = api.sessions.values()  # the second task reused the kept agent
     assert session.body["resources"] == [{"type": "github_repository", "url": REPO}]
     messages = [e for e in api.sent_events(session.id) if e["type"] == "user.message"]
     assert [m["content"][0]["text"] for m in messages][1] == "which colour?"
