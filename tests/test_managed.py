@@ -165,6 +165,12 @@ async def test_engine_option_and_cloud_preset_choose_the_remote_model_and_price(
             [{"text": "trying"}, {"stop": "retries_exhausted"}],
             "retries_exhausted",
         ),
+        (
+            "terminated",
+            None,
+            [{"text": "trying"}, {"error": "container lost"}, {"terminate": True}],
+            "remote session ended: container lost",
+        ),
     ],
 )
 async def test_a_remote_failure_fails_the_task_with_the_reason(

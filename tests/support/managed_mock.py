@@ -6,7 +6,8 @@ without the right one, and ``anthropic-beta: managed-agents-2026-04-01`` (400 wi
 
 Scripts are chosen by a substring of a session's first message; turn n of a session (its n-th
 ``user.message``) plays script step n, a list of actions: {"text"}, {"tool", "input",
-"output"}, {"wait": seconds} (a long one is what a cancel interrupts). Each text or tool is one
+"output"}, {"wait": seconds} (a long one is what a cancel interrupts), {"error": message} (a
+``session.error``), {"terminate": true} (``session.status_terminated``). Each text or tool is one
 model request of ``usage`` tokens (default 1000 in, 100 out). The turn then goes idle
 (``end_turn``, or ``stop`` when the action list says {"stop": reason})."""
 
@@ -237,6 +238,13 @@ class ManagedMock:
                 await asyncio.sleep(action["wait"])
             elif "stop" in action:
                 stop = action["stop"]
+            elif "error" in action:
+                error = {"type": "unknown_error", "message": action["error"]}
+                self._emit(session, {"type": "session.error", "error": error})
+            elif "terminate" in action:
+                session.status = "terminated"
+                self._emit(session, {"type": "session.status_terminated"})
+                return
             else:
                 self._model_request(session, action)
         session.status = "idle"
