@@ -188,3 +188,5 @@ class EngineSpec:
     settings: type[EngineSettings] = EngineSettings  # a base of bot.settings.Settings
     # how strongly it holds a task of each mode; a mode it does not name: never routed to
     isolation: Mapping[ApprovalMode, Isolation] = field(default_factory=dict)
+    # a catalog key the task's acknowledgement adds (where its work runs), or none
+    ack_note: str = ""

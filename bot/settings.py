@@ -17,6 +17,7 @@ from executors.claude import ClaudeSettings
 from executors.codex import CodexSettings
 from executors.denied import secret_names
 from executors.local import LocalSettings
+from executors.managed_settings import ManagedSettings
 
 TELEGRAM_API_URL = "https://api.telegram.org"
 TOKEN_SHAPE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{1,100}")
@@ -25,7 +26,7 @@ TOKEN_SHAPE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{1,100}")
 MIN_PASSWORD_CHARS = 8  # as bot.redaction's MIN_SECRET_CHARS
 
 
-class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
+class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, ManagedSettings):
     """Everything Detach reads from its environment; built once, in the composition root.
     Each engine declares its own settings (DETACH_<ENGINE>_*) in its module; they are bases
     of this class, one per engine of ``executors.registry``."""
@@ -267,7 +268,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings):
         """Values that must never reach an agent's environment or a log line (with the
         password inside DETACH_DATABASE_URL, as written and percent-decoded, unless it is so
         short that hiding it would hide every variable holding those letters)."""
-        secrets = [self.bot_token, self.stt_api_key, self.github_token]
+        secrets = [self.bot_token, self.stt_api_key, self.github_token, self.managed_api_key]
         values = [s.get_secret_value() for s in secrets if s is not None and s.get_secret_value()]
         password = urllib.parse.urlsplit(self.database_url or "").password
         if password and len(password) >= MIN_PASSWORD_CHARS:

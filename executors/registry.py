@@ -9,17 +9,23 @@ from __future__ import annotations
 
 from bot.models import ApprovalMode, Preset
 from bot.ports import EngineSpec, Isolation
-from executors import claude, codex, local
+from executors import claude, codex, local, managed
 
 ENGINES: tuple[EngineSpec, ...] = (
     claude.SPEC,
     codex.SPEC,
     local.SPEC,
+    managed.SPEC,
 )
 
 
 def names() -> tuple[str, ...]:
     return tuple(spec.name for spec in ENGINES)
+
+
+def ack_note(engine: str) -> str:
+    """The catalog key ``engine`` adds to a task's acknowledgement ("": none)."""
+    return next((spec.ack_note for spec in ENGINES if spec.name == engine), "")
 
 
 def builtin_presets() -> tuple[Preset, ...]:

@@ -19,6 +19,7 @@ from tests.support.harness import OWNER, make_settings, running_bot
 # speakers write them), and values a person types (options, /notify's policies, ids)
 NOT_LANGUAGE = {
     *("Detach", "Claude", "Code", "Codex", "Local", "claude", "codex", "local", "Telegram"),
+    *("managed", "Managed", "Agents", "Anthropic", "cloud"),  # the remote route
     *("Bash", "git", "bubblewrap", "PID", "kill", "apt", "install", "crontab", "worktree"),
     *("UTC", "Europe", "Berlin", "English"),
     *("sonnet", "opus", "haiku", "ask", "sandbox", "auto", "readonly", "yes", "no"),

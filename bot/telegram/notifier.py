@@ -29,6 +29,7 @@ from bot.telegram.policies import ChatPolicies
 from bot.telegram.render import shorten
 from bot.telegram.texts import Texts
 from bot.telegram.turnnotes import TurnNotes, followup_via
+from executors import registry
 
 log = logging.getLogger(__name__)
 TASK_BUZZES = 2  # the two-buzz rule: a task's messages buzz at most this many times
@@ -117,6 +118,8 @@ class Notifier:
     def _ack_mode(self, task: Task) -> str:
         """How the task may act, when it is not the usual asking: sandboxed, and its check."""
         parts = []
+        if note := registry.ack_note(task.engine):
+            parts.append(self._texts.get(task.locale, note))
         if task.approval_mode is ApprovalMode.SANDBOX:
             parts.append(self._texts.get(task.locale, "task.ack_sandbox"))
         if task.subtasks:
