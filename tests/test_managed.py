@@ -148,6 +148,8 @@ async def test_engine_option_and_cloud_preset_choose_the_remote_model_and_price(
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/detach engine=managed model=cloud-max MARK-MAX go", OWNER)
             card = await fake.wait_text(OWNER, "done on opus", timeout_s=30)
+            sent = " ".join(str(m.get("text")) for m in fake.bot_messages(OWNER))
+            assert "sandboxed" not in sent  # /detach's mode: no sandbox claimed for a remote run
             assert "$0.0075" in card.params["text"]  # 1000 in at $5/M, 100 out at $25/M
             task = (await app.store.tasks.list_for(OWNER, None, 5))[0]
             assert task.engine == "managed"

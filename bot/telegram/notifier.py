@@ -120,7 +120,8 @@ class Notifier:
         parts = []
         if note := registry.ack_note(task.engine):
             parts.append(self._texts.get(task.locale, note))
-        if task.approval_mode is ApprovalMode.SANDBOX:
+        sandboxed = registry.isolation(task.engine, ApprovalMode.SANDBOX) is not None
+        if task.approval_mode is ApprovalMode.SANDBOX and sandboxed:  # the engine has one
             parts.append(self._texts.get(task.locale, "task.ack_sandbox"))
         if task.subtasks:
             parts.append(self._texts.get(task.locale, "task.ack_subtasks"))
