@@ -192,16 +192,16 @@ async def test_a_task_with_subtasks_yes_starts_its_own_and_its_card_lists_them(
     assert '"task_id": 1' not in requests[4]["last_user_text"]
 
 
-async def test_subtasks_yes_is_refused_for_an_engine_that_takes_no_mcp_servers(tmp_path, workdir):
+async def test_subtasks_yes_is_taken_by_every_engine_and_a_bad_value_refused(tmp_path, workdir):
     engines = {"claude": FakeEngine(finished("ok")), "codex": FakeEngine(finished("ok"))}
     async with app_in_own_task(
         settings(tmp_path, workdir), session=RecordingSession(), executors=engines
     ) as app:
-        session = await feed(app, message("/codex subtasks=yes mode=ask go"))
-        assert "subtasks=yes works with claude tasks, not codex" in session.new_texts()
         session = await feed(app, message("/claude subtasks=maybe mode=ask go"))
         assert "subtasks" in session.new_texts()
         assert await app.store.tasks.get(1) is None  # nothing was created
+        await feed(app, message("/codex subtasks=yes mode=ask go"))
+        assert (await app.store.tasks.get(1)).subtasks  # Codex takes MCP servers too
 
 
 class NoApprovals:

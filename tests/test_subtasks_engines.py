@@ -1,0 +1,61 @@
+"""Sub-tasks beyond Claude: a Codex parent (the real codex app-server given `detach mcp
+--parent` through its configuration) and a /local parent (``start_subtask`` and friends in its
+tool list) each start a child in the running bot, wait for its answer and use it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.openai_mock import MODEL
+
+
+def outputs(request: dict[str, Any]) -> list[str]:
+    """The tool results a Responses request carries (function_call_output items)."""
+    found = []
+    for item in request["input"]:
+        if item.get("type") == "function_call_output":
+            out = item.get("output")
+            parts = out if isinstance(out, list) else [{"text": str(out)}]
+            found.append("\n".join(str(p.get("text", "")) for p in parts))
+    return found
+
+
+def plain_model(codex_env: dict[str, str]) -> None:
+    """A model Codex knows no metadata of: it lists MCP tools to the model (a model it knows,
+    like gpt-5.5, finds them with its ``tool_search`` first, which a script cannot)."""
+    config = Path(codex_env["CODEX_HOME"]) / "config.toml"
+    config.write_text(config.read_text().replace(f'model = "{MODEL}"', 'model = "mock-plain"'))
+
+
+async def test_a_codex_parent_starts_a_child_waits_for_it_and_uses_its_answer(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, openai, workdir
+):
+    openai.script(
+        "MARK-CXPARENT",
+        [
+            {
+                "call": "mcp__detach.start",
+                "args": {"goal": "MARK-CXCHILD say it", "engine": "codex"},
+            },
+            {
+                "call": "mcp__detach.watch",
+                "args": {"task_id": 2, "until_done": True, "timeout_s": 90},
+            },
+            {"text": "CXPARENT used the child's answer."},
+        ],
+    )
+    openai.script("MARK-CXCHILD", [{"text": "CXCHILD says 42"}])
+    plain_model(codex_env)
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, {**agent_env, **codex_env}) as app:
+            await fake.user_message("/codex subtasks=yes mode=auto MARK-CXPARENT go", OWNER)
+            await fake.wait_text(OWNER, "CXPARENT used", timeout_s=90)
+            child = await app.store.tasks.get(2)
+            assert child.parent_id == 1 and child.engine == "codex"
+    requests = openai.requests_for("MARK-CXPARENT")
+    assert '"task_id": 2' in outputs(requests[1])[-1]  # start's answer
+    assert "CXCHILD says 42" in outputs(requests[2])[-1]
