@@ -1,15 +1,28 @@
-"""Sub-tasks beyond Claude: a Codex parent (the real codex app-server given `detach mcp
---parent` through its configuration) and a /local parent (``start_subtask`` and friends in its
-tool list) each start a child in the running bot, wait for its answer and use it."""
+"""Sub-tasks for every engine: a Codex parent (the real codex app-server given `detach mcp
+--parent` through its configuration) and a /local parent (the same server's tools,
+``detach__start``…, in its tool list) each start a child in the running bot, wait for its
+answer and use it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.support.openai_mock import MODEL
+from tests.test_local_engine import settings_for, tool, tool_results
+
+
+@pytest.fixture
+def chat() -> Iterator[ChatMock]:
+    mock = ChatMock().start()
+    yield mock
+    mock.stop()
 
 
 def outputs(request: dict[str, Any]) -> list[str]:
@@ -59,3 +72,33 @@ async def test_a_codex_parent_starts_a_child_waits_for_it_and_uses_its_answer(
     requests = openai.requests_for("MARK-CXPARENT")
     assert '"task_id": 2' in outputs(requests[1])[-1]  # start's answer
     assert "CXCHILD says 42" in outputs(requests[2])[-1]
+
+
+async def test_a_local_parent_starts_a_child_waits_for_it_and_uses_its_answer(
+    tmp_path, claude_bin, agent_env, workdir, chat
+):
+    """/local with subtasks=yes: `detach mcp --parent`'s tools in the model's tool list
+    (``detach__start``…), called without asking; the child runs on /local too."""
+    chat.script(
+        "MARK-LPARENT",
+        [
+            tool("detach__start", goal="MARK-LCHILD say it", engine="local"),
+            tool("detach__watch", task_id=2, until_done=True, timeout_s=90),
+            {"text": "LPARENT used the child's answer."},
+        ],
+    )
+    chat.script("MARK-LCHILD", [{"text": "LCHILD says 7"}])
+    async with FakeTelegram() as fake:
+        settings = settings_for(tmp_path, fake, claude_bin, workdir, chat)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/local subtasks=yes mode=ask MARK-LPARENT go", OWNER)
+            await fake.wait_text(OWNER, "LPARENT used", timeout_s=90)
+            child = await app.store.tasks.get(2)
+            assert child.parent_id == 1 and child.engine == "local"
+            assert not [c for c in fake.calls if "wants to use" in str(c.params.get("text"))]
+    requests = chat.requests_for("MARK-LPARENT")
+    assert {"detach__start", "detach__watch", "read_file"} <= set(requests[0]["tools"])
+    results = tool_results(requests[2])
+    assert '"task_id": 2' in results[0]
+    assert "LCHILD says 7" in results[1]
+    assert not chat.requests_for("MARK-LCHILD")[0]["tools"].count("detach__start")
