@@ -85,7 +85,7 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
     anthropic.script("MARK-HCHILD", [{"text": "HCHILD did its part"}])
     async with FakeTelegram() as fake:
         data_dir = tmp_path / "data"
-        settings = make_settings(data_dir, fake, claude_bin, workdir)
+        settings = make_settings(data_dir, fake, claude_bin, workdir, subtask_depth=1)
         async with running_bot(settings, agent_env) as app:
             await fake.user_message(
                 '/detach subtasks=yes max_usd=0.5 check="echo OWNER-CHECK" MARK-HPARENT go',
@@ -104,7 +104,7 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
             await fake.wait_text(OWNER, "HPARENT done.", timeout_s=180)
             parent, child = await app.store.tasks.get(1), await app.store.tasks.get(2)
             assert await app.store.tasks.get(3) is None  # only the one within its rights
-            assert child.parent_id == 1 and not child.subtasks
+            assert child.parent_id == 1 and not child.subtasks  # DETACH_SUBTASK_DEPTH=1
             assert child.approval_mode is ApprovalMode.SANDBOX
             assert await app.store.worktrees.get(2) is not None  # a worktree of its own
             assert Path(child.cwd).is_relative_to(data_dir / "worktrees")

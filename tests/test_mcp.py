@@ -182,7 +182,7 @@ async def test_a_task_with_subtasks_yes_starts_its_own_and_its_card_lists_them(
             card = await fake.wait_text(OWNER, "SUBPARENT finished.", timeout_s=90)
             assert "🧩 Sub-tasks: ✅ #2 mark-subchild-count" in card.params["text"]
             child = await app.store.tasks.get(2)
-            assert child.parent_id == 1 and not child.subtasks
+            assert child.parent_id == 1 and child.subtasks  # DETACH_SUBTASK_DEPTH=2
             assert await app.store.tasks.get(3) is None  # the second was refused
             assert not [c for c in fake.calls if "wants to use" in c.params.get("text", "")]
     requests = anthropic.requests_for("MARK-SUBPARENT")

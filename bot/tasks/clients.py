@@ -15,6 +15,7 @@ from bot.errors import ConfigError, ToolRefused
 from bot.models import Task, TaskStatus, Turn
 from bot.store import Store, TranscriptLine
 from bot.store.prs import PrRow
+from bot.tasks.lineage import spent_below
 
 if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not at start
     from bot.money.desk import MoneyDesk
@@ -63,7 +64,7 @@ class ClientTasks:
         """These under ``--parent``: the sub-tasks of ``parent_id``, its owner's; ConfigError
         when it may not start sub-tasks (a sub-task starts none: ``bot.tasks.lineage``)."""
         parent = await self._store.tasks.get(parent_id)
-        if parent is None or not parent.subtasks or parent.parent_id is not None:
+        if parent is None or not parent.subtasks:  # set by depth at planning: lineage.py
             raise ConfigError(f"task #{parent_id} may not start sub-tasks")
         limits = (self._max_subtasks, self._max_chars)
         return ClientTasks(
@@ -145,7 +146,7 @@ class ClientTasks:
         now = await self._store.tasks.get(parent.id)
         if now is None or now.max_usd is None:
             return None
-        left = now.max_usd - now.total_cost_usd - sum(c.total_cost_usd for c in children)
+        left = now.max_usd - now.total_cost_usd - await spent_below(self._store, parent.id)
         if left <= 0.001:
             raise ToolRefused("this task's budget is spent: no sub-task can start")
         return f"{left:.4f}"

@@ -163,13 +163,13 @@ class TurnSpecs:
 
     async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
         """Remembered grants of the owner for this engine and directory; in auto mode also the
-        tools from settings; in readonly mode nothing."""
+        tools from settings; in readonly mode only its sub-task server's."""
+        # its own sub-tasks (each capped by its rights, read-only ones too): nothing to ask
+        own = (f"mcp__{SUBTASK_SERVER}",) if task.subtasks and self._policy.subtask_command else ()
         if task.approval_mode is ApprovalMode.READONLY:
-            return ()
+            return own
         grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
-        tools = tuple(g.pattern for g in grants)
-        if task.subtasks and self._policy.subtask_command:
-            tools += (f"mcp__{SUBTASK_SERVER}",)  # its own sub-tasks: no approval to ask
+        tools = tuple(g.pattern for g in grants) + own
         if task.approval_mode is ApprovalMode.AUTO:
             tools = self._policy.auto_allowed_tools + tools
         return tools
