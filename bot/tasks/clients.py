@@ -6,7 +6,9 @@ the calling model."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ from bot.tasks.lineage import spent_below
 if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not at start
     from bot.money.desk import MoneyDesk
     from bot.tasks.cancel import Cancellation, Cancelled
+    from bot.tasks.family import TaskFamily
     from bot.tasks.followup import FollowedUp, FollowUp, FollowUps
     from bot.telegram.notifier import Notifier
 
@@ -62,9 +65,9 @@ class ClientTasks:
 
     async def scoped_to(self, parent_id: int) -> ClientTasks:
         """These under ``--parent``: the sub-tasks of ``parent_id``, its owner's; ConfigError
-        when it may not start sub-tasks (a sub-task starts none: ``bot.tasks.lineage``)."""
+        when it neither may start sub-tasks nor is one (``bot.tasks.lineage``)."""
         parent = await self._store.tasks.get(parent_id)
-        if parent is None or not parent.subtasks:  # set by depth at planning: lineage.py
+        if parent is None or not (parent.subtasks or parent.parent_id is not None):
             raise ConfigError(f"task #{parent_id} may not start sub-tasks")
         limits = (self._max_subtasks, self._max_chars)
         return ClientTasks(
@@ -137,6 +140,11 @@ class ClientTasks:
         sub-tasks'); refused when none is left or it started the most it may."""
         parent = self.parent
         assert parent is not None
+        if not parent.subtasks:  # a sub-task at the deepest level: its server is for talk
+            raise ToolRefused(
+                f"{parent.label} is a sub-task at the deepest level (DETACH_SUBTASK_DEPTH): it "
+                "may not start sub-tasks. Nothing was started: do the work yourself"
+            )
         children = await self._store.tasks.children(parent.id)
         if len(children) >= self._max_subtasks:
             raise ToolRefused(
@@ -191,6 +199,26 @@ class ClientTasks:
         await self._store.transcript.append(task.id, turn.id, [(NOTED, body)])
         left = self._notes.most - sent - 1
         return {"sent": True, "buzzed": loud, "notes_left": left}
+
+    # -- the sub-task tree (issue #55) ---------------------------------------------------------
+    def family(self) -> TaskFamily:
+        """What the parent's agent may say to its own parent and siblings; refused outside
+        ``--parent``."""
+        from bot.tasks.family import TaskFamily
+
+        if self.parent is None:
+            raise ToolRefused("this server serves no task: there is no tree to talk in")
+        return TaskFamily(self._store, self.parent)
+
+    async def settled(self, task_id: int, timeout_s: float, poll_s: float = 0.5) -> Task:
+        """The task (in scope) once no longer queued or running, or as it is after
+        ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        task = await self.own(task_id)
+        while task.status.active and time.monotonic() < deadline:
+            await asyncio.sleep(min(poll_s, max(deadline - time.monotonic(), 0)))
+            task = await self.own(task_id)
+        return task
 
     def notifier(self) -> Notifier:
         """What tells the owner's chat (its outbox rows are the bot's to deliver); built on
