@@ -53,10 +53,7 @@ async def test_a_codex_parent_starts_a_child_waits_for_it_and_uses_its_answer(
                 "call": "mcp__detach.start",
                 "args": {"goal": "MARK-CXCHILD say it", "engine": "codex"},
             },
-            {
-                "call": "mcp__detach.watch",
-                "args": {"task_id": 2, "until_done": True, "timeout_s": 90},
-            },
+            {"call": "mcp__detach.wait", "args": {"task_id": 2, "timeout_s": 90}},
             {"text": "CXPARENT used the child's answer."},
         ],
     )
@@ -83,7 +80,7 @@ async def test_a_local_parent_starts_a_child_waits_for_it_and_uses_its_answer(
         "MARK-LPARENT",
         [
             tool("detach__start", goal="MARK-LCHILD say it", engine="local"),
-            tool("detach__watch", task_id=2, until_done=True, timeout_s=90),
+            tool("detach__wait", task_id=2, timeout_s=90),
             {"text": "LPARENT used the child's answer."},
         ],
     )
@@ -97,7 +94,9 @@ async def test_a_local_parent_starts_a_child_waits_for_it_and_uses_its_answer(
             assert child.parent_id == 1 and child.engine == "local"
             assert not [c for c in fake.calls if "wants to use" in str(c.params.get("text"))]
     requests = chat.requests_for("MARK-LPARENT")
-    assert {"detach__start", "detach__watch", "read_file"} <= set(requests[0]["tools"])
+    assert {"detach__start", "detach__wait", "detach__report", "read_file"} <= set(
+        requests[0]["tools"]
+    )
     results = tool_results(requests[2])
     assert '"task_id": 2' in results[0]
     assert "LCHILD says 7" in results[1]
