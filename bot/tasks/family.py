@@ -56,14 +56,13 @@ class TaskFamily:
         """The reports and messages that came to this task after ``cursor``."""
         if cursor < 0:
             raise ToolRefused("cursor must be 0 or a cursor an earlier call returned")
-        notes, read = [], 0
+        notes: list[dict[str, Any]] = []
         while True:
             events = await self._store.transcript.after(self._me.id, cursor, 500)
             for event in events:
                 cursor = event.line
                 if event.kind in KINDS and len(notes) < INBOX_PAGE:
                     notes.append({"kind": event.kind.lower(), **event.body})
-            read += len(events)
             if len(events) < 500 or len(notes) >= INBOX_PAGE:
                 break
         return {"cursor": cursor, "notes": notes}
