@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mcp import Client
 
+from bot.board.views import as_tree
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server
 from bot.models import ApprovalMode, TaskStatus
@@ -176,3 +177,17 @@ async def test_cancelling_the_parent_stops_its_whole_tree(
             assert time.monotonic() - began < 30
             assert await app.store.audit.count("task_cancelled", OWNER) == 3
     assert not anthropic.requests_for("MARK-CROOT")[-1]["last_user_text"].count("CKID never")
+
+
+def test_the_board_lists_a_tree_under_its_root_with_its_depth():
+    rows = [  # newest first, as the store lists them
+        {"id": 6, "parent_id": None},
+        {"id": 5, "parent_id": 2},
+        {"id": 4, "parent_id": 3},
+        {"id": 3, "parent_id": 1},
+        {"id": 2, "parent_id": 1},
+        {"id": 1, "parent_id": None},
+        {"id": 9, "parent_id": 8},  # its parent is not listed (archived): a root
+    ]
+    tree = [(r["id"], r["depth"]) for r in as_tree(rows)]
+    assert tree == [(6, 0), (1, 0), (2, 1), (5, 2), (3, 1), (4, 2), (9, 0)]
