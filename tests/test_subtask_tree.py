@@ -19,6 +19,7 @@ from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server
 from bot.models import ApprovalMode, TaskStatus
 from bot.tasks.clients import ClientTasks
+from bot.turns.transcript import human_line
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_mcp import tool_use
@@ -115,6 +116,8 @@ async def test_siblings_message_each_other_through_their_parent_only(
             await fake.user_message("/claude subtasks=yes mode=auto MARK-SROOT go", OWNER)
             await fake.wait_text(OWNER, "SROOT done.", timeout_s=110)
             b_inbox = await inbox_of(app.store, tmp_path / "data", 2)
+            shown = [human_line(x.kind, x.body) for x in await app.store.transcript.after(2, 0)]
+            assert "📨 message from #3 mark-siba-tell: SIB-HELLO from A" in shown  # watch, board
     a_answers = [r["last_user_text"] for r in anthropic.requests_for("MARK-SIBA")]
     assert '"sent_to": 2' in a_answers[1]
     assert "#1 is no sibling" in a_answers[2] and "Nothing was sent" in a_answers[2]
