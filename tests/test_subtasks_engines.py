@@ -62,10 +62,11 @@ async def test_a_codex_parent_starts_a_child_waits_for_it_and_uses_its_answer(
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
         async with running_bot(settings, {**agent_env, **codex_env}) as app:
-            await fake.user_message("/codex subtasks=yes mode=auto MARK-CXPARENT go", OWNER)
+            await fake.user_message("/codex subtasks=yes mode=ask MARK-CXPARENT go", OWNER)
             await fake.wait_text(OWNER, "CXPARENT used", timeout_s=90)
             child = await app.store.tasks.get(2)
             assert child.parent_id == 1 and child.engine == "codex"
+            assert not [c for c in fake.calls if "wants to use" in str(c.params.get("text"))]
     requests = openai.requests_for("MARK-CXPARENT")
     assert '"task_id": 2' in outputs(requests[1])[-1]  # start's answer
     assert "CXCHILD says 42" in outputs(requests[2])[-1]
