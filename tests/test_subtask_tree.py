@@ -17,8 +17,9 @@ from mcp import Client
 from bot.board.views import as_tree
 from bot.mcp.desk import McpDesk, McpPlace
 from bot.mcp.server import build_server
-from bot.models import ApprovalMode, TaskStatus
-from bot.tasks.clients import ClientTasks
+from bot.models import ApprovalMode, NewTask, TaskKind, TaskStatus
+from bot.store import Store
+from bot.tasks.clients import ClientTasks, TurnPool
 from bot.turns.transcript import human_line
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -194,3 +195,31 @@ def test_the_board_lists_a_tree_under_its_root_with_its_depth():
     ]
     tree = [(r["id"], r["depth"]) for r in as_tree(rows)]
     assert tree == [(6, 0), (1, 0), (2, 1), (5, 2), (3, 1), (4, 2), (9, 0)]
+
+
+async def test_wait_says_when_its_child_starves_behind_waiting_parents(tmp_path):
+    """One turn slot, taken by the parent that waits: its child stays queued, and ``wait``
+    says so soon instead of holding the slot for its whole timeout."""
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+    try:
+        root = NewTask(OWNER, OWNER, "claude", TaskKind.DETACH, "root", tmp_path, subtasks=True)
+        await store.tasks.create(root, "root")
+        await store.tasks.set_status(1, TaskStatus.RUNNING)
+        child = NewTask(OWNER, OWNER, "claude", TaskKind.DETACH, "kid", tmp_path, parent_id=1)
+        await store.tasks.create(child, "kid")
+        pool = TurnPool(max_turns=1, starved_after_s=0.5)
+        tasks = await ClientTasks(store, owner=OWNER, pool=pool).scoped_to(1)
+        place = McpPlace(tmp_path, OWNER, OWNER, ("claude",), 1000, tmp_path / "bot.alive")
+        began = time.monotonic()
+        async with Client(build_server(McpDesk(tasks, place))) as client:
+            result = await client.call_tool("wait", {"task_id": 2, "timeout_s": 60})
+        found = json.loads(result.content[0].text)
+        assert time.monotonic() - began < 10
+        assert found["done"] is False and found["status"] == "queued"
+        assert "every turn slot" in found["note"]
+        await store.tasks.set_status(2, TaskStatus.DONE)
+        async with Client(build_server(McpDesk(tasks, place))) as client:
+            result = await client.call_tool("wait", {"task_id": 2, "timeout_s": 60})
+        assert json.loads(result.content[0].text)["done"] is True
+    finally:
+        await store.close()

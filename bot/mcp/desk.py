@@ -255,12 +255,20 @@ class McpDesk:
     async def wait(self, task_id: int, timeout_s: float = WAIT_MAX_S) -> dict[str, Any]:
         """Block until the task's turn has ended (at most ``timeout_s``, WAIT_MAX_S) and
         return its answer; ``done`` false: it still runs, wait again."""
-        task = await self._tasks.settled(task_id, min(max(timeout_s, 0.0), WAIT_MAX_S))
+        timeout_s = min(max(timeout_s, 0.0), WAIT_MAX_S)
+        task, starves = await self._tasks.settled(task_id, timeout_s)
         found: dict[str, Any] = {**_brief(task), "done": not task.status.active}
         last = await self._tasks.last_turn(task)
         if found["done"] and last is not None:
             found["last_turn"] = _turn(last)
-        elif not found["done"]:
+        elif starves:
+            found["note"] = (
+                "still queued: every turn slot (DETACH_MAX_CONCURRENT_TURNS) is taken, some by "
+                "tasks that wait like you. Waiting longer will not help: finish your turn with "
+                "what you have (the child runs after it; its answer reaches the owner), or "
+                "cancel it"
+            )
+        else:
             found["note"] = "still running: call wait again, or do other work meanwhile"
         return found
 

@@ -39,6 +39,15 @@ class NoteRules:
     most: int = 10
 
 
+@dataclass(frozen=True, slots=True)
+class TurnPool:
+    """How many turns run at once (DETACH_MAX_CONCURRENT_TURNS), and how long a waited-for
+    sub-task may stay queued while all of them run before ``wait`` says it starves."""
+
+    max_turns: int = 2
+    starved_after_s: float = 20.0
+
+
 class ClientTasks:
     def __init__(
         self,
@@ -50,6 +59,7 @@ class ClientTasks:
         limits: tuple[int, int] = (5, 4000),
         timezone: str = "UTC",
         notes: NoteRules = NoteRules(),
+        pool: TurnPool = TurnPool(),
     ) -> None:
         """``money``: the daily cap a follow-up keeps (None: none checked); ``limits``: the
         sub-tasks one task may start (DETACH_MAX_SUBTASKS) and a prompt's characters;
@@ -61,6 +71,7 @@ class ClientTasks:
         self._max_subtasks, self._max_chars = limits
         self._timezone = timezone
         self._notes = notes
+        self._pool = pool
         self._notifier: Notifier | None = None
 
     async def scoped_to(self, parent_id: int) -> ClientTasks:
@@ -78,6 +89,7 @@ class ClientTasks:
             limits=limits,
             timezone=self._timezone,
             notes=self._notes,
+            pool=self._pool,
         )
 
     async def own(self, task_id: int) -> Task:
@@ -210,15 +222,27 @@ class ClientTasks:
             raise ToolRefused("this server serves no task: there is no tree to talk in")
         return TaskFamily(self._store, self.parent)
 
-    async def settled(self, task_id: int, timeout_s: float, poll_s: float = 0.5) -> Task:
+    async def settled(
+        self, task_id: int, timeout_s: float, poll_s: float = 0.5
+    ) -> tuple[Task, bool]:
         """The task (in scope) once no longer queued or running, or as it is after
-        ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
+        ``timeout_s``; and whether the wait ended early because it starves: queued for
+        ``TurnPool.starved_after_s`` while every turn slot runs (waiting ancestors hold them)."""
+        began = time.monotonic()
+        deadline = began + timeout_s
         task = await self.own(task_id)
         while task.status.active and time.monotonic() < deadline:
+            if task.status is TaskStatus.QUEUED and await self._starves(began):
+                return task, True
             await asyncio.sleep(min(poll_s, max(deadline - time.monotonic(), 0)))
             task = await self.own(task_id)
-        return task
+        return task, False
+
+    async def _starves(self, began: float) -> bool:
+        if time.monotonic() - began < self._pool.starved_after_s:
+            return False
+        running = await self._store.tasks.list_for(self.owner, [TaskStatus.RUNNING], 64)
+        return len(running) >= self._pool.max_turns
 
     def notifier(self) -> Notifier:
         """What tells the owner's chat (its outbox rows are the bot's to deliver); built on
