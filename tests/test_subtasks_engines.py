@@ -5,16 +5,19 @@ answer and use it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.models import TaskStatus
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.support.openai_mock import MODEL
+from tests.support.processes import matching
 from tests.test_local_engine import settings_for, tool, tool_results
 
 
@@ -102,3 +105,37 @@ async def test_a_local_parent_starts_a_child_waits_for_it_and_uses_its_answer(
     assert '"task_id": 2' in results[0]
     assert "LCHILD says 7" in results[1]
     assert "detach__report" in chat.requests_for("MARK-LCHILD")[0]["tools"]  # its own server
+
+
+async def test_cancelling_a_local_parent_mid_wait_stops_the_tree_and_its_server(
+    tmp_path, claude_bin, agent_env, workdir, chat
+):
+    """/cancel of a /local parent blocked in ``detach__wait``: its child (stalled at the
+    model) and the parent end cancelled, and the parent's `detach mcp` process is gone."""
+    chat.script(
+        "MARK-LCPARENT",
+        [
+            tool("detach__start", goal="MARK-LCCHILD slow", engine="local"),
+            tool("detach__wait", task_id=2, timeout_s=100),
+            {"text": "never"},
+        ],
+    )
+    chat.script("MARK-LCCHILD", [{"delay": 30, "text": "too late"}])
+    async with FakeTelegram() as fake:
+        settings = settings_for(tmp_path, fake, claude_bin, workdir, chat)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/local subtasks=yes mode=ask MARK-LCPARENT go", OWNER)
+            async with asyncio.timeout(60):
+                while not chat.requests_for("MARK-LCCHILD"):
+                    await asyncio.sleep(0.1)
+            await fake.user_message("/cancel 1", OWNER)
+            async with asyncio.timeout(30):
+                while [t.status for t in await app.store.tasks.list_for(OWNER, None, 5)] != [
+                    TaskStatus.CANCELLED,
+                    TaskStatus.CANCELLED,
+                ]:
+                    await asyncio.sleep(0.1)
+            async with asyncio.timeout(15):
+                while matching("--parent 1"):
+                    await asyncio.sleep(0.1)
+    assert len(chat.requests_for("MARK-LCPARENT")) == 2  # nothing after the wait
