@@ -184,7 +184,7 @@ async def build(
         inbox = Inbox(
             directory=settings.data_dir / "inbox",
             service=uses.create,
-            filing=TaskFiling(store, texts, settings.max_subtasks),
+            filing=TaskFiling(store, texts, settings.max_subtasks, settings.subtask_depth),
             outbox=outbox,
             texts=texts,
             allowed_users=settings.allowed_users,

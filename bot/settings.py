@@ -84,6 +84,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, Manag
     limit_warn_percent: float = Field(default=80, gt=0, le=100)  # a plan's window: one warning
     mcp_chat: int | None = None  # `detach mcp`: whose tasks (default: the first allowed user)
     max_subtasks: int = Field(default=5, ge=0, le=50)  # per task with subtasks=yes
+    subtask_depth: int = Field(default=2, ge=1, le=3)  # levels below a task with subtasks=yes
     # an agent's `notify` notes to the chat: the least gap between two, and the most per task
     notify_gap_s: float = Field(default=30.0, ge=0, le=3600)
     notify_max: int = Field(default=10, ge=0, le=100)

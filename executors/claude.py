@@ -219,7 +219,8 @@ class ClaudeExecutor:
     async def _turn_env(self, spec: TurnSpec) -> dict[str, str]:
         env = self._env
         if spec.mcp_servers:  # -p starts the turn while MCP servers still connect: wait for them
-            env = {**env, "MCP_CONNECTION_NONBLOCKING": "0"}
+            # (`detach mcp` is a Python process: 8-14 s to import on a loaded machine)
+            env = {**env, "MCP_CONNECTION_NONBLOCKING": "0", "MCP_TIMEOUT": "60000"}
         # the CLI runs git in its directory at start, outside any sandbox: what an agent
         # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
         sandboxed = spec.approval_mode is ApprovalMode.SANDBOX

@@ -28,6 +28,7 @@ from bot.ports import (
     SteerInbox,
 )
 from executors import gitguard, leftovers, orphans
+from executors.codex_mcp import mcp_config, servers_settled
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
@@ -100,6 +101,7 @@ class CodexExecutor:
             argv += ["-c", f"model={json.dumps(spec.model)}"]
         if spec.approval_mode in PROFILED:  # a permission profile: codex_sandbox.py
             argv += profile_config(spec, self._env, PROFILED[spec.approval_mode])
+        argv += mcp_config(spec.mcp_servers)
         return argv + list(spec.extra_args)
 
     async def _output(self, *args: str) -> tuple[int, str]:
@@ -312,6 +314,8 @@ class CodexExecutor:
         else:
             thread = await rpc.request("thread/start", {"cwd": str(spec.cwd), **policy})
         thread_id = str(thread["thread"]["id"])
+        if spec.mcp_servers:
+            await servers_settled(rpc, {s.name for s in spec.mcp_servers})
         text = spec.prompt
         if spec.append_system_prompt:
             text = f"{spec.append_system_prompt}\n\n{text}"
@@ -379,6 +383,7 @@ SPEC = EngineSpec(
     make=_make,
     terminal_resume=("codex", "resume"),
     settings=CodexSettings,
+    mcp_client=True,
     presets=(
         Preset("gpt-5.5", "codex", "gpt-5.5", (), 1.25, 10.0, 0.125, 0.0),
         Preset("gpt-6.2-sol", "codex", "gpt-6.2-sol", (), 1.25, 10.0, 0.125, 0.0),

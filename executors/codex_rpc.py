@@ -83,6 +83,14 @@ class Rpc:
         while (message := await self._inbox.get()) is not None:
             yield message
 
+    def unread(self, messages: list[dict[str, Any]]) -> None:
+        """Put ``messages`` (taken from ``incoming``) back before the ones that came since."""
+        later = []
+        while not self._inbox.empty():
+            later.append(self._inbox.get_nowait())
+        for message in [*messages, *later]:
+            self._inbox.put_nowait(message)
+
     def spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)

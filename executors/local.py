@@ -55,9 +55,10 @@ from executors.local_chat import Answer, Endpoint, complete
 from executors.local_commands import command_runner
 from executors.local_endpoints import Endpoints
 from executors.local_history import assistant, fit, system_prompt
+from executors.local_mcp import McpTools, mcp_tools
 from executors.local_pieces import Bounds
 from executors.local_settings import LocalSettings
-from executors.local_tools import ToolBox
+from executors.local_tools import SCHEMAS, ToolBox
 from executors.shield import shielded
 
 if TYPE_CHECKING:
@@ -142,8 +143,21 @@ class LocalExecutor:
         runner = command_runner(
             spec, endpoint, self._environ, self._secrets, self._command_timeout_s
         )
-        ctx = CallContext(spec, approver, ToolBox(spec.cwd, runner, spec.deny_read))
-        model = _Model(client, endpoint, steering)
+        async with mcp_tools(spec.mcp_servers) as extra:
+            ctx = CallContext(spec, approver, ToolBox(spec.cwd, runner, spec.deny_read), extra)
+            model = _Model(client, endpoint, steering, extra)
+            async for event in self._steps(model, ctx, session_id, messages, steering):
+                yield event
+
+    async def _steps(
+        self,
+        model: _Model,
+        ctx: CallContext,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        steering: SteerInbox,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Model calls and their tools until an answer without one, or the most steps."""
         turn = TurnState()
         for step in range(1, self._max_steps + 1):
             answer = Answer()
@@ -184,6 +198,7 @@ class LocalExecutor:
             self._retry_budget_s,
             answer,
             self._bounds,
+            model.tools(),
         )
         async with contextlib.aclosing(call) as retries:
             async for retrying in retries:
@@ -228,6 +243,11 @@ class _Model:
     client: AsyncOpenAI
     endpoint: Endpoint
     steering: SteerInbox
+    mcp: McpTools | None = None
+
+    def tools(self) -> list[dict[str, Any]] | None:
+        """The engine's own tools and the MCP servers'; None: the engine's own."""
+        return [*SCHEMAS, *self.mcp.schemas] if self.mcp is not None else None
 
 
 def _opening(stored: list[dict[str, Any]], spec: TurnSpec) -> list[dict[str, Any]]:
@@ -286,6 +306,7 @@ SPEC = EngineSpec(
     make=_make,
     presets=(),
     settings=LocalSettings,
+    mcp_client=True,
 )
 
 

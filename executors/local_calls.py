@@ -20,8 +20,17 @@ from bot.events import (
 from bot.models import ApprovalMode, Phrase, TurnSpec
 from bot.ports import Approver
 from executors.local_history import tool_result
+from executors.local_mcp import McpTools
 from executors.local_pieces import Reply
-from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
+from executors.local_tools import (
+    WRITES,
+    Call,
+    ToolBox,
+    ToolFailed,
+    allowed,
+    capped,
+    parse_call,
+)
 
 
 @dataclass(slots=True)
@@ -41,6 +50,7 @@ class CallContext:
     spec: TurnSpec
     approver: Approver
     tools: ToolBox
+    mcp: McpTools | None = None  # the turn's MCP servers' tools (sub-tasks), if any
 
 
 async def run_calls(
@@ -61,6 +71,10 @@ async def _tool(
 ) -> AsyncGenerator[AgentEvent, None]:
     """One tool call of the model: checked, approved, run; its result appended."""
     function = raw["function"]
+    if ctx.mcp is not None and function["name"] in ctx.mcp:
+        async for event in _mcp_tool(raw["id"], function, ctx.mcp, messages):
+            yield event
+        return
     try:
         call = parse_call(raw["id"], function["name"], function["arguments"])
     except ToolFailed as exc:
@@ -86,6 +100,20 @@ async def _tool(
         output, failed = f"error: {exc}", True
     yield ToolFinished(call.id, failed, output[:2000])
     messages.append(tool_result(call.id, output))
+
+
+async def _mcp_tool(
+    call_id: str, function: dict[str, Any], mcp: McpTools, messages: list[dict[str, Any]]
+) -> AsyncGenerator[AgentEvent, None]:
+    """A tool of the turn's MCP servers: the bot's own, run without asking."""
+    name, raw = str(function["name"]), str(function.get("arguments") or "")
+    yield ToolCalled(call_id, name, name, detail=raw[:2000])
+    try:
+        output, failed = capped(await mcp.call(name, raw)), False
+    except ToolFailed as exc:
+        output, failed = f"error: {exc}", True
+    yield ToolFinished(call_id, failed, output[:2000])
+    messages.append(tool_result(call_id, output))
 
 
 async def _permit(call: Call, ctx: CallContext, turn: TurnState) -> str | None:

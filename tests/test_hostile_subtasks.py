@@ -1,7 +1,8 @@
 """A child never has more rights than its parent: a hostile agent in a sandboxed task with
 sub-tasks (`/detach subtasks=yes`, the real claude CLI against the scripted model, the real
 `detach mcp --parent`, nobody tapping) asks its sub-task server for more than it has — auto
-mode, ask mode, no worktree, a directory outside its own, a check of its own, a grandchild —
+mode, ask mode, no worktree, a directory outside its own, a check of its own, a grandchild
+(a forged task file) —
 and each ends refused with the reason in the tool's answer; the one sub-task it may start runs
 sandboxed, in a worktree, with the parent's check and at most the parent's budget. The server's
 ``--mcp-config`` file holds no database URL and lies in the bot's private directory."""
@@ -85,7 +86,7 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
     anthropic.script("MARK-HCHILD", [{"text": "HCHILD did its part"}])
     async with FakeTelegram() as fake:
         data_dir = tmp_path / "data"
-        settings = make_settings(data_dir, fake, claude_bin, workdir)
+        settings = make_settings(data_dir, fake, claude_bin, workdir, subtask_depth=1)
         async with running_bot(settings, agent_env) as app:
             await fake.user_message(
                 '/detach subtasks=yes max_usd=0.5 check="echo OWNER-CHECK" MARK-HPARENT go',
@@ -100,11 +101,11 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
             # neither the database's URL nor its file (the checkout's path may say "sqlite")
             assert "sqlite:" not in text and "detach.sqlite" not in text
             assert "DATABASE_URL" not in text and TOKEN not in text
-            server = json.loads(text)["mcpServers"]["detach"]
+            assert json.loads(text)["mcpServers"]["detach"]["args"][-2:] == ["--parent", "1"]
             await fake.wait_text(OWNER, "HPARENT done.", timeout_s=180)
             parent, child = await app.store.tasks.get(1), await app.store.tasks.get(2)
             assert await app.store.tasks.get(3) is None  # only the one within its rights
-            assert child.parent_id == 1 and not child.subtasks
+            assert child.parent_id == 1 and not child.subtasks  # DETACH_SUBTASK_DEPTH=1
             assert child.approval_mode is ApprovalMode.SANDBOX
             assert await app.store.worktrees.get(2) is not None  # a worktree of its own
             assert Path(child.cwd).is_relative_to(data_dir / "worktrees")
@@ -112,18 +113,6 @@ async def test_a_sandboxed_agent_gets_no_sub_task_with_more_rights_than_its_own(
             assert child.check == parent.check == "echo OWNER-CHECK"
             assert child.max_usd is not None and child.max_usd <= 0.5
             assert not [c for c in fake.calls if "wants to use" in str(c.params.get("text"))]
-            grandchild = await asyncio.to_thread(
-                subprocess.run,
-                [server["command"], *server["args"][:-1], "2"],  # --parent 2: the child
-                env=server["env"],
-                cwd=child.cwd,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert grandchild.returncode != 0
-            assert "#2 may not start sub-tasks" in grandchild.stderr
             await forged_files_are_capped_by_the_bot_too(app, data_dir / "inbox", parent)
     answers = [r["last_user_text"] for r in anthropic.requests_for("MARK-HPARENT")]
     assert "may not run in auto mode" in answers[1] and "sandbox" in answers[1]

@@ -39,7 +39,21 @@ from tests.support.recording_session import RecordingSession
 from tests.test_checks import finished, settings
 from tests.test_handlers import feed, message
 
-TOOLS = ("start", "status", "pr", "watch", "output", "followup", "cancel", "list", "notify")
+TOOLS = (
+    "start",
+    "status",
+    "pr",
+    "watch",
+    "output",
+    "followup",
+    "cancel",
+    "list",
+    "notify",
+    "wait",
+    "report",
+    "message",
+    "inbox",
+)
 
 
 def tool_use(name: str, **args: object) -> dict:
@@ -182,7 +196,7 @@ async def test_a_task_with_subtasks_yes_starts_its_own_and_its_card_lists_them(
             card = await fake.wait_text(OWNER, "SUBPARENT finished.", timeout_s=90)
             assert "🧩 Sub-tasks: ✅ #2 mark-subchild-count" in card.params["text"]
             child = await app.store.tasks.get(2)
-            assert child.parent_id == 1 and not child.subtasks
+            assert child.parent_id == 1 and child.subtasks  # DETACH_SUBTASK_DEPTH=2
             assert await app.store.tasks.get(3) is None  # the second was refused
             assert not [c for c in fake.calls if "wants to use" in c.params.get("text", "")]
     requests = anthropic.requests_for("MARK-SUBPARENT")
@@ -192,16 +206,16 @@ async def test_a_task_with_subtasks_yes_starts_its_own_and_its_card_lists_them(
     assert '"task_id": 1' not in requests[4]["last_user_text"]
 
 
-async def test_subtasks_yes_is_refused_for_an_engine_that_takes_no_mcp_servers(tmp_path, workdir):
+async def test_subtasks_yes_is_taken_by_every_engine_and_a_bad_value_refused(tmp_path, workdir):
     engines = {"claude": FakeEngine(finished("ok")), "codex": FakeEngine(finished("ok"))}
     async with app_in_own_task(
         settings(tmp_path, workdir), session=RecordingSession(), executors=engines
     ) as app:
-        session = await feed(app, message("/codex subtasks=yes mode=ask go"))
-        assert "subtasks=yes works with claude tasks, not codex" in session.new_texts()
         session = await feed(app, message("/claude subtasks=maybe mode=ask go"))
         assert "subtasks" in session.new_texts()
         assert await app.store.tasks.get(1) is None  # nothing was created
+        await feed(app, message("/codex subtasks=yes mode=ask go"))
+        assert (await app.store.tasks.get(1)).subtasks  # Codex takes MCP servers too
 
 
 class NoApprovals:

@@ -13,9 +13,11 @@ from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 
+from bot.mcp.handoff import taken
 from bot.models import NewTask, OutboxOp, TaskKind, TaskStatus, TopicMode, TurnSpec
 from bot.store import Store
 from bot.store.outbox import OutboxRow
+from bot.tasks.taskfile import TaskFile, drop
 from bot.telegram.texts import Texts
 from bot.telegram.topics import Topics
 from tests.support.fake_engine import FakeEngine
@@ -262,3 +264,22 @@ async def test_plain_text_in_a_topic_no_task_opened_starts_a_task(tmp_path, work
             assert [s.prompt for s in engine.specs] == ["tidy the notes"]
             said = " ".join(str(c.params.get("text")) for c in fake.calls[mark:])
             assert "unrelated" not in said.lower()
+
+
+async def test_a_sub_task_speaks_in_its_root_tasks_topic(tmp_path, workdir):
+    """A tree is one thread: a sub-task (here a task file naming its parent, as `detach mcp`
+    drops one) opens no topic of its own; its messages go to its parent's."""
+    engine = FakeEngine(script)
+    async with FakeForum(private_topics=True) as fake:
+        async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude subtasks=yes wait for me", OWNER)
+            opened = await fake.wait_call("createForumTopic")
+            thread = int(opened.result["message_thread_id"])
+            await fake.wait_text(OWNER, "wants to use", timeout_s=20)
+            child = TaskFile("child says hi", chat_id=OWNER, parent=1, mode="ask")
+            await taken(drop(tmp_path / "data" / "inbox", child, "mcp"), 20)
+            done = await fake.wait_text(OWNER, "Did: child says hi.", timeout_s=20)
+            assert thread_of(done) == thread
+            assert thread_of(await fake.wait_text(OWNER, "#2 child-says")) == thread
+            assert [c.method for c in fake.calls].count("createForumTopic") == 1

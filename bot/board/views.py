@@ -63,7 +63,8 @@ class BoardData:
         found = await self.reads.rows(user_id, archived, LIST_LIMIT)
         locale = await self.locale(user_id)
         held = await held_rows(self.holds, self.texts, user_id, locale) if self.holds else []
-        return held + [self.row(r.task, r.wait, locale, r.worktree, r.ran, r.host) for r in found]
+        rows = [self.row(r.task, r.wait, locale, r.worktree, r.ran, r.host) for r in found]
+        return held + as_tree(rows)
 
     def row(
         self,
@@ -100,6 +101,8 @@ class BoardData:
             "updated_at": _iso(task.updated_at),
             "worktree": worktree,
             "host": host,
+            "parent_id": task.parent_id,
+            "depth": 0,  # its place in its tree as listed (``as_tree``)
         }
 
     async def page(self, user_id: int, task: Task) -> dict[str, Any]:
@@ -283,3 +286,24 @@ def _turn(turn: Turn) -> dict[str, Any]:
 
 def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at is not None else None
+
+
+def as_tree(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows (newest first) as trees: each task followed by its sub-tasks, oldest first, each
+    with its ``depth``; a sub-task whose parent is not listed stands as a root."""
+    listed = {r["id"] for r in rows}
+    children: dict[int, list[dict[str, Any]]] = {}
+    for r in reversed(rows):
+        if r["parent_id"] in listed:
+            children.setdefault(r["parent_id"], []).append(r)
+    ordered: list[dict[str, Any]] = []
+
+    def place(row: dict[str, Any], depth: int) -> None:
+        ordered.append({**row, "depth": depth})
+        for child in children.get(row["id"], ()):
+            place(child, depth + 1)
+
+    for r in rows:
+        if r["parent_id"] not in listed:
+            place(r, 0)
+    return ordered

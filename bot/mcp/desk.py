@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WATCH_MAX_S = 120.0
+WAIT_MAX_S = 600.0  # `wait`: the agents' tool timeouts are set above it (Codex, /local)
 PAGE_MAX = 500
 ANSWER_CHARS = 20_000
 MODES = tuple(m.value for m in ApprovalMode)
@@ -256,6 +257,36 @@ class McpDesk:
     async def notify(self, text: str, urgent: bool = False) -> dict[str, Any]:
         """A short note of this task's agent to its owner (``ClientTasks.notify``)."""
         return await self._tasks.notify(text, urgent)
+
+    # -- the sub-task tree (issue #55) -------------------------------------------------------
+    async def wait(self, task_id: int, timeout_s: float = WAIT_MAX_S) -> dict[str, Any]:
+        """Block until the task's turn has ended (at most ``timeout_s``, WAIT_MAX_S) and
+        return its answer; ``done`` false: it still runs, wait again."""
+        timeout_s = min(max(timeout_s, 0.0), WAIT_MAX_S)
+        task, starves = await self._tasks.settled(task_id, timeout_s)
+        found: dict[str, Any] = {**_brief(task), "done": not task.status.active}
+        last = await self._tasks.last_turn(task)
+        if found["done"] and last is not None:
+            found["last_turn"] = _turn(last)
+        elif starves:
+            found["note"] = (
+                "still queued: every turn slot (DETACH_MAX_CONCURRENT_TURNS) is taken, some by "
+                "tasks that wait like you. Waiting longer will not help: finish your turn with "
+                "what you have (the child runs after it; its answer reaches the owner), or "
+                "cancel it"
+            )
+        else:
+            found["note"] = "still running: call wait again, or do other work meanwhile"
+        return found
+
+    async def report(self, text: str) -> dict[str, Any]:
+        return await self._tasks.family().report(text)
+
+    async def message(self, task_id: int, text: str) -> dict[str, Any]:
+        return await self._tasks.family().message(task_id, text)
+
+    async def inbox(self, cursor: int = 0) -> dict[str, Any]:
+        return await self._tasks.family().inbox(cursor)
 
     # -- helpers -----------------------------------------------------------------------------
     def _prompt(self, text: str, name: str) -> str:

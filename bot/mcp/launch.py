@@ -41,6 +41,7 @@ def subtask_env(settings: Settings) -> dict[str, str]:
         "DETACH_ALLOWED_USERS": ",".join(str(u) for u in sorted(settings.allowed_users)),
         "DETACH_MAX_PROMPT_CHARS": str(settings.max_prompt_chars),
         "DETACH_MAX_SUBTASKS": str(settings.max_subtasks),
+        "DETACH_MAX_CONCURRENT_TURNS": str(settings.max_concurrent_turns),
         "DETACH_NOTIFY_GAP_S": str(settings.notify_gap_s),
         "DETACH_NOTIFY_MAX": str(settings.notify_max),
     }

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from bot.errors import ConfigError, ToolRefused
-from bot.mcp.desk import PAGE_MAX, WATCH_MAX_S, McpDesk
+from bot.mcp.desk import PAGE_MAX, WAIT_MAX_S, WATCH_MAX_S, McpDesk
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,60 @@ def build_server(desk: McpDesk) -> MCPServer:
     ) -> str:
         return await _call(desk.notify, text=text, urgent=urgent)
 
+    _tree_tools(server, desk)
     return server
+
+
+def _tree_tools(server: MCPServer, desk: McpDesk) -> None:
+    """The sub-task tree's tools (issue #55): wait for a child, report to the parent,
+    message a sibling, read what came."""
+
+    @server.tool(
+        structured_output=False,
+        description="Wait until a sub-task's turn has ended and return its answer "
+        "(last_turn.answer): the simple way to use a child's result. done=false after "
+        f"timeout_s (at most {WAIT_MAX_S:.0f}): call wait again.",
+    )
+    async def wait(
+        task_id: TaskId,
+        timeout_s: Annotated[
+            float,
+            Field(description=f"Longest wait in seconds (at most {WAIT_MAX_S:.0f}).", ge=0),
+        ] = WAIT_MAX_S,
+    ) -> str:
+        return await _call(desk.wait, task_id=task_id, timeout_s=min(timeout_s, WAIT_MAX_S))
+
+    @server.tool(
+        structured_output=False,
+        description="As a sub-task: send a short report (a finding, progress, a question) "
+        "to the task that started you; its agent reads it with inbox. Your final answer "
+        "reaches it anyway.",
+    )
+    async def report(
+        text: Annotated[str, Field(description="The report, plain text.", min_length=1)],
+    ) -> str:
+        return await _call(desk.report, text=text)
+
+    @server.tool(
+        structured_output=False,
+        description="As a sub-task: send a message to a sibling, another sub-task of the "
+        "same parent (its task_id); it reads it with inbox. Anyone else is refused.",
+    )
+    async def message(
+        task_id: TaskId,
+        text: Annotated[str, Field(description="The message, plain text.", min_length=1)],
+    ) -> str:
+        return await _call(desk.message, task_id=task_id, text=text)
+
+    @server.tool(
+        structured_output=False,
+        description="The reports of your sub-tasks and the messages of your siblings that "
+        "came after `cursor` (0 the first time, then the cursor returned last).",
+    )
+    async def inbox(
+        cursor: Annotated[int, Field(description="0, then the cursor returned last.", ge=0)] = 0,
+    ) -> str:
+        return await _call(desk.inbox, cursor=cursor)
 
 
 async def _call(operation: Callable[..., Awaitable[dict[str, Any]]], **kwargs: Any) -> str:

@@ -4,6 +4,7 @@ the process that runs it), or, when none had started, the task cancelled now."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ from bot.errors import TaskStateError
 from bot.fleet.takeover import Takeover
 from bot.models import Task, TaskStatus
 from bot.store import Store
+from bot.tasks.lineage import MAX_DEPTH
 from bot.tasks.lookup import TaskLookup
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
@@ -54,8 +56,32 @@ class Cancellation:
         """Drop the task's queued turns and stop its running one; ``TaskStateError`` when it
         has neither. ``reply_to``: the ``/cancel`` message, answered in the task's chat with one
         message that ends true: "cancelling…" while the turn stops, which its card then
-        replaces, or "cancelled" at once. ``detail``: the audit line's (an MCP client)."""
+        replaces, or "cancelled" at once. ``detail``: the audit line's (an MCP client). Its
+        sub-tasks, and theirs, are cancelled first (a tree stops as one)."""
         task = await self._lookup.get_own(user_id, task_id)
+        below = await self._cancel_below(user_id, task.id, MAX_DEPTH)
+        try:
+            return await self._cancel_one(user_id, task, reply_to, detail)
+        except TaskStateError:
+            if not below:
+                raise
+            return Cancelled(task, await self._lookup.get_own(user_id, task.id), False, 0)
+
+    async def _cancel_below(self, user_id: int, task_id: int, levels: int) -> int:
+        """The task's active sub-tasks, deepest first, cancelled: how many."""
+        count = 0
+        for child in await self._store.tasks.children(task_id) if levels > 0 else ():
+            count += await self._cancel_below(user_id, child.id, levels - 1)
+            if child.status.active:
+                with contextlib.suppress(TaskStateError):  # it ended meanwhile
+                    await self._cancel_one(user_id, child, None, f"with its parent #{task_id}")
+                    count += 1
+        return count
+
+    async def _cancel_one(
+        self, user_id: int, task: Task, reply_to: int | None, detail: str
+    ) -> Cancelled:
+        """One task's queued turns dropped and its running one stopped."""
         async with self._store.atomic():  # the turn's card, which takes the reply over, waits
             dropped = await self._store.tasks.cancel_queued(task.id)
             stopping = self._stop_here(task.id) or await self._store.claims.request_stop(task.id)

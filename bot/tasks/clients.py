@@ -6,7 +6,9 @@ the calling model."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,10 +18,12 @@ from bot.errors import ConfigError, ToolRefused
 from bot.models import Task, TaskStatus, Turn
 from bot.store import Store, TranscriptLine
 from bot.store.prs import PrRow
+from bot.tasks.lineage import spent_below
 
 if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not at start
     from bot.money.desk import MoneyDesk
     from bot.tasks.cancel import Cancellation, Cancelled
+    from bot.tasks.family import TaskFamily
     from bot.tasks.followup import FollowedUp, FollowUp, FollowUps
     from bot.telegram.notifier import Notifier
 
@@ -36,6 +40,15 @@ class NoteRules:
     most: int = 10
 
 
+@dataclass(frozen=True, slots=True)
+class TurnPool:
+    """How many turns run at once (DETACH_MAX_CONCURRENT_TURNS), and how long a waited-for
+    sub-task may stay queued while all of them run before ``wait`` says it starves."""
+
+    max_turns: int = 2
+    starved_after_s: float = 20.0
+
+
 class ClientTasks:
     def __init__(
         self,
@@ -47,6 +60,7 @@ class ClientTasks:
         limits: tuple[int, int] = (5, 4000),
         timezone: str = "UTC",
         notes: NoteRules = NoteRules(),
+        pool: TurnPool = TurnPool(),
     ) -> None:
         """``money``: the daily cap a follow-up keeps (None: none checked); ``limits``: the
         sub-tasks one task may start (DETACH_MAX_SUBTASKS) and a prompt's characters;
@@ -58,13 +72,14 @@ class ClientTasks:
         self._max_subtasks, self._max_chars = limits
         self._timezone = timezone
         self._notes = notes
+        self._pool = pool
         self._notifier: Notifier | None = None
 
     async def scoped_to(self, parent_id: int) -> ClientTasks:
         """These under ``--parent``: the sub-tasks of ``parent_id``, its owner's; ConfigError
-        when it may not start sub-tasks (a sub-task starts none: ``bot.tasks.lineage``)."""
+        when it neither may start sub-tasks nor is one (``bot.tasks.lineage``)."""
         parent = await self._store.tasks.get(parent_id)
-        if parent is None or not parent.subtasks or parent.parent_id is not None:
+        if parent is None or not (parent.subtasks or parent.parent_id is not None):
             raise ConfigError(f"task #{parent_id} may not start sub-tasks")
         limits = (self._max_subtasks, self._max_chars)
         return ClientTasks(
@@ -75,6 +90,7 @@ class ClientTasks:
             limits=limits,
             timezone=self._timezone,
             notes=self._notes,
+            pool=self._pool,
         )
 
     async def own(self, task_id: int) -> Task:
@@ -142,6 +158,11 @@ class ClientTasks:
         sub-tasks'); refused when none is left or it started the most it may."""
         parent = self.parent
         assert parent is not None
+        if not parent.subtasks:  # a sub-task at the deepest level: its server is for talk
+            raise ToolRefused(
+                f"{parent.label} is a sub-task at the deepest level (DETACH_SUBTASK_DEPTH): it "
+                "may not start sub-tasks. Nothing was started: do the work yourself"
+            )
         children = await self._store.tasks.children(parent.id)
         if len(children) >= self._max_subtasks:
             raise ToolRefused(
@@ -151,7 +172,7 @@ class ClientTasks:
         now = await self._store.tasks.get(parent.id)
         if now is None or now.max_usd is None:
             return None
-        left = now.max_usd - now.total_cost_usd - sum(c.total_cost_usd for c in children)
+        left = now.max_usd - now.total_cost_usd - await spent_below(self._store, parent.id)
         if left <= 0.001:
             raise ToolRefused("this task's budget is spent: no sub-task can start")
         return f"{left:.4f}"
@@ -196,6 +217,38 @@ class ClientTasks:
         await self._store.transcript.append(task.id, turn.id, [(NOTED, body)])
         left = self._notes.most - sent - 1
         return {"sent": True, "buzzed": loud, "notes_left": left}
+
+    # -- the sub-task tree (issue #55) ---------------------------------------------------------
+    def family(self) -> TaskFamily:
+        """What the parent's agent may say to its own parent and siblings; refused outside
+        ``--parent``."""
+        from bot.tasks.family import TaskFamily
+
+        if self.parent is None:
+            raise ToolRefused("this server serves no task: there is no tree to talk in")
+        return TaskFamily(self._store, self.parent)
+
+    async def settled(
+        self, task_id: int, timeout_s: float, poll_s: float = 0.5
+    ) -> tuple[Task, bool]:
+        """The task (in scope) once no longer queued or running, or as it is after
+        ``timeout_s``; and whether the wait ended early because it starves: queued for
+        ``TurnPool.starved_after_s`` while every turn slot runs (waiting ancestors hold them)."""
+        began = time.monotonic()
+        deadline = began + timeout_s
+        task = await self.own(task_id)
+        while task.status.active and time.monotonic() < deadline:
+            if task.status is TaskStatus.QUEUED and await self._starves(began):
+                return task, True
+            await asyncio.sleep(min(poll_s, max(deadline - time.monotonic(), 0)))
+            task = await self.own(task_id)
+        return task, False
+
+    async def _starves(self, began: float) -> bool:
+        if time.monotonic() - began < self._pool.starved_after_s:
+            return False
+        running = await self._store.tasks.list_for(self.owner, [TaskStatus.RUNNING], 64)
+        return len(running) >= self._pool.max_turns
 
     def notifier(self) -> Notifier:
         """What tells the owner's chat (its outbox rows are the bot's to deliver); built on

@@ -21,7 +21,7 @@ from bot.redaction import Redactor
 from bot.settings import Settings
 from bot.store import Store, TranscriptLine
 from bot.tasks.adoption import Adoptee, record
-from bot.tasks.clients import ClientTasks, NoteRules
+from bot.tasks.clients import ClientTasks, NoteRules, TurnPool
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.telegram.slugs import slugify
 from bot.workdirs import WorkdirPolicy
@@ -95,6 +95,7 @@ class ConsoleTasks:
             limits=limits,
             timezone=settings.timezone,
             notes=notes,
+            pool=TurnPool(settings.max_concurrent_turns),
         )
 
     async def locale_of(self, user_id: int) -> str:

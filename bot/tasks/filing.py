@@ -8,17 +8,21 @@ from __future__ import annotations
 from bot.models import Task, TaskStatus
 from bot.store import Store
 from bot.tasks.export import export
-from bot.tasks.lineage import Lineage
+from bot.tasks.lineage import Lineage, depth_of, spent_below
 from bot.tasks.taskfile import TaskFileError
 from bot.telegram.texts import Texts
 
 
 class TaskFiling:
-    def __init__(self, store: Store, texts: Texts, max_subtasks: int = 5) -> None:
-        """``max_subtasks``: DETACH_MAX_SUBTASKS, the most sub-tasks one parent starts."""
+    def __init__(
+        self, store: Store, texts: Texts, max_subtasks: int = 5, max_depth: int = 2
+    ) -> None:
+        """``max_subtasks``: DETACH_MAX_SUBTASKS, the most sub-tasks one parent starts;
+        ``max_depth``: DETACH_SUBTASK_DEPTH."""
         self._store = store
         self._texts = texts
         self._max_subtasks = max_subtasks
+        self._max_depth = max_depth
 
     async def locales(self) -> dict[int, str]:
         """Each user's /lang choice (a user who made none: absent)."""
@@ -39,10 +43,11 @@ class TaskFiling:
             )
         left = None
         if parent.max_usd is not None:
-            spent = parent.total_cost_usd + sum(c.total_cost_usd for c in children)
+            spent = parent.total_cost_usd + await spent_below(self._store, parent_id)
             left = parent.max_usd - spent
         in_worktree = await self._store.worktrees.get(parent_id) is not None
-        return Lineage(parent, in_worktree, left)
+        depth = await depth_of(self._store, parent)
+        return Lineage(parent, in_worktree, left, depth, self._max_depth)
 
     async def finished(self) -> list[tuple[Task, str]]:
         """The finished tasks that came as files and are not written back yet, each with its

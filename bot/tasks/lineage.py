@@ -27,8 +27,9 @@ from pathlib import Path
 
 from bot.errors import UserInputError
 from bot.models import ApprovalMode, Task
+from bot.store import Store
 
-MAX_DEPTH = 1  # a sub-task's agent gets no `detach mcp --parent` of its own
+MAX_DEPTH = 3  # DETACH_SUBTASK_DEPTH's ceiling: the walks below never go deeper
 
 _CHILD_MODES: dict[ApprovalMode, frozenset[ApprovalMode]] = {
     ApprovalMode.READONLY: frozenset({ApprovalMode.READONLY}),
@@ -51,6 +52,8 @@ class Lineage:
     parent: Task
     in_worktree: bool
     budget_left_usd: float | None
+    depth: int = 0  # the parent's: 0 for the owner's task, 1 for its sub-task…
+    max_depth: int = 2  # DETACH_SUBTASK_DEPTH
 
     @property
     def cwd(self) -> Path:
@@ -94,6 +97,30 @@ class Lineage:
         return left if asked is None else min(asked, left)
 
     def depth_allowed(self) -> None:
-        """A sub-task may not start sub-tasks of its own (MAX_DEPTH)."""
-        if self.parent.parent_id is not None or not self.parent.subtasks:
+        """The parent may start sub-tasks (its own flag says so, and it lies above the
+        deepest level)."""
+        if not self.parent.subtasks or self.depth >= self.max_depth:
             raise UserInputError("subtask.depth", parent=self.parent.label)
+
+    def child_subtasks(self) -> bool:
+        """Whether the sub-task may start its own: only above DETACH_SUBTASK_DEPTH."""
+        return self.depth + 1 < self.max_depth
+
+
+async def depth_of(store: Store, task: Task) -> int:
+    """How many ancestors ``task`` has (at most MAX_DEPTH + 1 looked up)."""
+    depth, parent_id = 0, task.parent_id
+    while parent_id is not None and depth <= MAX_DEPTH:
+        parent = await store.tasks.get(parent_id)
+        depth, parent_id = depth + 1, parent.parent_id if parent is not None else None
+    return depth
+
+
+async def spent_below(store: Store, task_id: int, levels: int = MAX_DEPTH) -> float:
+    """What ``task_id``'s sub-tasks and theirs spent, ``levels`` deep."""
+    if levels <= 0:
+        return 0.0
+    total = 0.0
+    for child in await store.tasks.children(task_id):
+        total += child.total_cost_usd + await spent_below(store, child.id, levels - 1)
+    return total

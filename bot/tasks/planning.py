@@ -176,7 +176,9 @@ class TaskPlanner:
             check=check,
             check_repository=check_repository,
             note=note,
-            subtasks=self._subtasks(options, engine_name) if lineage is None else False,
+            subtasks=self._subtasks(options, engine_name)
+            if lineage is None
+            else lineage.child_subtasks(),
             parent_id=lineage.parent.id if lineage is not None else None,
         )
 

@@ -2,7 +2,8 @@
 private chat when the owner turned topic mode on in @BotFather, which ``getMe`` reports as
 ``has_topics_enabled``; a supergroup whose ``getChat`` says ``is_forum``) a task's first
 message opens its topic (``createForumTopic``, named by the task's label), and every message of
-the task goes there (``message_thread_id``). ``DETACH_TOPICS=project``: one topic per working
+the task goes there (``message_thread_id``); a sub-task's go to its root task's topic (a tree
+is one thread). ``DETACH_TOPICS=project``: one topic per working
 directory instead; ``off``: the chat itself. A topic that cannot be opened (no right to manage
 topics, topics turned off meanwhile) leaves the task in the chat, as without topics; a topic
 Telegram no longer knows (deleted) sends the message to the chat instead, never loses it.
@@ -73,7 +74,7 @@ class Topics:
         if task is None or self._mode is TopicMode.OFF or not await self._forum(chat_id):
             await self._store.topics.place(task_id, chat_id, None)
             return None, False
-        key, name = self._key_and_name(task)
+        key, name = self._key_and_name(await self._root(task))
         topic = await self._store.topics.get(chat_id, key)
         if topic is not None and topic.thread_id is not None and not topic.closed:
             await self._store.topics.place(task_id, chat_id, key)  # a directory's topic
@@ -89,6 +90,16 @@ class Topics:
         await self._store.topics.place(task_id, chat_id, key)
         log.info("task %s: topic %s opened in chat %s", task_id, thread_id, chat_id)
         return thread_id, True
+
+    async def _root(self, task: Task) -> Task:
+        """The task whose topic a sub-task shares (its tree is one thread): the top of its
+        lineage (a few levels: DETACH_SUBTASK_DEPTH)."""
+        for _ in range(4):
+            parent = await self._store.tasks.get(task.parent_id) if task.parent_id else None
+            if parent is None:
+                break
+            task = parent
+        return task
 
     def _key_and_name(self, task: Task) -> tuple[str, str]:
         if self._mode is TopicMode.PROJECT:

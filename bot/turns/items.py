@@ -47,6 +47,9 @@ def transcript_item(line: TranscriptLine, clip: bool = True) -> dict[str, Any] |
             "text": str(body.get("text", "")),
             "urgent": bool(body.get("urgent")),
         }
+    if kind in ("Reported", "Messaged"):  # within a sub-task tree (bot.tasks.family)
+        said = f"📨 {body.get('from_label', '?')}: {body.get('text', '')}"
+        return {**base, "kind": "note", "text": said, "urgent": False}
     if kind == "Retrying":
         return {**base, "kind": "retry", "text": f"{body.get('status')} #{body.get('attempt')}"}
     return None

@@ -91,6 +91,11 @@ NOTIFY_PREAMBLE = (
     "Telegram now, silent unless urgent=true. Use it rarely, for what the owner should know "
     "before you finish; your final answer reaches them anyway."
 )
+TREE_PREAMBLE = (
+    "You are a sub-task another agent started. Through the `detach` MCP server you may "
+    "`report` to it (it reads reports with `inbox`), `message` a sibling (another sub-task of "
+    "the same parent, by task_id) and read what came to you with `inbox`."
+)
 
 
 def preamble(task: Task, owner: str | None = None) -> str | None:
@@ -99,8 +104,10 @@ def preamble(task: Task, owner: str | None = None) -> str | None:
     parts += [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
     if task.approval_mode is ApprovalMode.SANDBOX:
         parts.append(SANDBOX_PREAMBLE)
-    if task.subtasks:  # its `detach mcp --parent` server has `notify`
+    if task.subtasks or task.parent_id is not None:  # `detach mcp --parent` has `notify`
         parts.append(NOTIFY_PREAMBLE)
+    if task.parent_id is not None:
+        parts.append(TREE_PREAMBLE)
     return "\n\n".join(parts) or None
 
 

@@ -128,9 +128,10 @@ class TurnSpecs:
         return denial()
 
     def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
-        """`detach mcp --parent <task>` for a task whose agent may start sub-tasks."""
+        """`detach mcp --parent <task>` for a task whose agent may start sub-tasks, or is one
+        (it reports to its parent and messages its siblings there)."""
         command = self._policy.subtask_command
-        if not task.subtasks or not command:
+        if not _in_tree(task) or not command:
             return ()
         args = (*command[1:], "--parent", str(task.id))
         return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)
@@ -163,13 +164,18 @@ class TurnSpecs:
 
     async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
         """Remembered grants of the owner for this engine and directory; in auto mode also the
-        tools from settings; in readonly mode nothing."""
+        tools from settings; in readonly mode only its sub-task server's."""
+        # its own sub-tasks (each capped by its rights, read-only ones too): nothing to ask
+        own = (f"mcp__{SUBTASK_SERVER}",) if _in_tree(task) and self._policy.subtask_command else ()
         if task.approval_mode is ApprovalMode.READONLY:
-            return ()
+            return own
         grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)
-        tools = tuple(g.pattern for g in grants)
-        if task.subtasks and self._policy.subtask_command:
-            tools += (f"mcp__{SUBTASK_SERVER}",)  # its own sub-tasks: no approval to ask
+        tools = tuple(g.pattern for g in grants) + own
         if task.approval_mode is ApprovalMode.AUTO:
             tools = self._policy.auto_allowed_tools + tools
         return tools
+
+
+def _in_tree(task: Task) -> bool:
+    """A task with sub-tasks (``subtasks=yes``, or above DETACH_SUBTASK_DEPTH), or one."""
+    return task.subtasks or task.parent_id is not None

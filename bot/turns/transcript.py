@@ -20,6 +20,9 @@ def prompted(seq: int, prompt: str) -> list[tuple[str, dict[str, Any]]]:
     return [] if seq == 1 else [(PROMPTED, {"seq": seq, "text": prompt})]
 
 
+TREE_NOTES = {"Reported": "report from", "Messaged": "message from"}
+
+
 def human_line(kind: str, body: dict[str, Any]) -> str | None:
     """One event of the transcript as a line (None: nothing a person needs to read)."""
     if kind == "TextEmitted":
@@ -39,6 +42,9 @@ def human_line(kind: str, body: dict[str, Any]) -> str | None:
     mark = _words_mark(kind, body)
     if mark is not None:
         return f"{mark} {shorten(str(body.get('text', '')).strip(), SAID_CHARS)}"
+    if kind in TREE_NOTES:  # a sub-task's report, a sibling's message (bot.tasks.family)
+        said = shorten(str(body.get("text", "")).strip(), SAID_CHARS)
+        return f"📨 {TREE_NOTES[kind]} {body.get('from_label', '?')}: {said}"
     if kind == "Retrying":
         return f"⟳ the endpoint answered {body.get('status')}; retry {body.get('attempt')}"
     if kind == "AtTerminal":  # hand-off: the session was written at a terminal meanwhile

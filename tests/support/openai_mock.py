@@ -3,7 +3,8 @@
 Scripts are chosen by a substring of the conversation's user messages; the step used is the
 number of model outputs (assistant messages and tool calls) already in the request's input, so a
 script spans resumed turns. Steps: {"text"}, {"shell": cmd} (with "sandbox_permissions",
-"justification" to ask for escalation), {"patch": text},
+"justification" to ask for escalation), {"patch": text}, {"call": "ns.tool", "args": {...}}
+(a function call; ``mcp__detach.start``: an MCP server's tool, in its namespace),
 {"http_error": status} (its "error_body" as the body's "error"), {"delay": s}, {"echo": true};
 "usage" on any step; "headers" on a streamed answer (e.g. ``x-codex-primary-used-percent``).
 """
@@ -138,6 +139,16 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
                     "call_id": f"call_{n}",
                     "name": "exec_command",
                     "arguments": json.dumps(arguments),
+                }
+            if step.get("call"):
+                namespace, _, name = step["call"].rpartition(".")
+                return {
+                    "type": "function_call",
+                    "id": f"fc_{n}",
+                    "call_id": f"call_{n}",
+                    "name": name,
+                    "arguments": json.dumps(step.get("args") or {}),
+                    **({"namespace": namespace} if namespace else {}),
                 }
             if step.get("patch"):
                 return {

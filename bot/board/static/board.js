@@ -180,8 +180,9 @@ function age(iso) {
 
 function usd(text) { return text || "–"; }  // the server writes amounts as the chat does
 
-function taskRow(row) {
-  return el("a", { class: "task", href: "/tasks/" + row.id, "data-id": row.id, onclick: go },
+function taskRow(row) {  // a sub-task stands under its parent, indented by its depth (CSS)
+  const tree = row.depth ? " sub d" + Math.min(row.depth, 3) : "";
+  return el("a", { class: "task" + tree, href: "/tasks/" + row.id, "data-id": row.id, onclick: go },
     el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)),
       row.worktree === "merged" || row.worktree === "discarded" ? el("span", { class: "badge " + row.worktree }, t(row.worktree)) : null,
       row.label, " · ", row.title),
