@@ -1,5 +1,6 @@
 """A chat's settings as its owner sets them: the working directory (/cd), which task messages
-make the phone buzz (/notify), the owner's time zone (/tz) and the engines' usage limits in it."""
+make the phone buzz (/notify), the owner's time zone (/tz) and the engines' usage limits in it,
+the host its new tasks are pinned to (/host)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from bot.errors import UserInputError
 from bot.models import Engine, NotifyPolicy
 from bot.store import Store
+from bot.tasks.placing import Placement
 from bot.telegram.policies import ChatPolicies
 from bot.turns.outcome import local_time
 from bot.turns.queue import TurnQueue
@@ -26,6 +28,7 @@ class ChatSettings:
         current_dir: Callable[[int], Awaitable[Path]],
         engines: Collection[Engine],
         timezone: str,
+        placement: Placement,
     ) -> None:
         """``current_dir``: the chat's directory (``TaskPlanner.current_dir``); ``engines``:
         those tasks may use here; ``timezone``: for owners who set no /tz."""
@@ -36,6 +39,7 @@ class ChatSettings:
         self.current_dir = current_dir
         self._engines = engines
         self._timezone = timezone
+        self._placement = placement
 
     async def zone(self, user_id: int) -> str:
         """The user's time zone (/tz), else the machine's."""
@@ -67,3 +71,13 @@ class ChatSettings:
         path = self._workdirs.resolve(typed, await self.current_dir(chat_id))
         await self._store.chats.set_cwd(chat_id, str(path))
         return path
+
+    async def host(self, chat_id: int) -> str | None:
+        """The host this chat's new tasks are pinned to (/host; None: any that fits)."""
+        return (await self._store.chats.get(chat_id)).host or None
+
+    async def set_host(self, chat_id: int, typed: str) -> str | None:
+        """``/host <name>|any``: a host the fleet knows, or none."""
+        host = await self._placement.host_named(typed)
+        await self._store.chats.set_host(chat_id, host)
+        return host
