@@ -72,6 +72,8 @@ def _host(texts: Texts, loc: str, host: HostLine) -> list[str]:
             else:
                 engines.append(html.escape(e.line or e.name, quote=False))
         lines.append(texts.raw(loc, "hosts.engines", engines=" · ".join(engines)))
+    if host.windows:
+        lines.append(texts.get(loc, "hosts.windows", windows=_windows(texts, loc, host)))
     if host.projects:
         projects = ", ".join(
             f"<b>{html.escape(name)}</b> <code>{html.escape(path)}</code>"
@@ -81,3 +83,16 @@ def _host(texts: Texts, loc: str, host: HostLine) -> list[str]:
     else:
         lines.append(texts.get(loc, "hosts.no_projects"))
     return lines
+
+
+def _windows(texts: Texts, loc: str, host: HostLine) -> str:
+    """Each engine's windows as used now: ``claude five-hour 40 %``."""
+    shown = []
+    for w in host.windows:
+        try:
+            name = texts.template(loc, f"limits.window.{w.window}")
+        except KeyError:
+            name = w.window
+        used = f"{round(w.used * 100)} %" if w.used is not None else "?"
+        shown.append(f"{w.engine} {name} {used}")
+    return " · ".join(shown)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,9 +17,11 @@ import pytest
 from bot.board.views import BoardData
 from bot.fleet.hosts import HostLine, host_lines
 from bot.models import NewTask, TaskKind, TaskStatus, Turn
-from bot.store import EnginePresence, Presence, Runner, TurnOutcome
+from bot.store import EnginePresence, Presence, Runner, TurnOutcome, UsageWindow
 from bot.store.db import utcnow
 from bot.tasks.reads import TaskReads
+from bot.telegram.texts import Texts
+from handlers.hosts import hosts_text
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.support.postgres import STORE_KINDS, opened_store, postgres_database
@@ -216,3 +219,14 @@ async def test_a_host_claims_only_what_fits_it_pinned_by_project_and_by_session(
     assert (await store.tasks.get(free)).session_id is None
     assert await claims("b", "beta") == ["free"]
     assert not await store.tasks.unpin(free, fresh=True)  # it runs: nothing to unpin
+
+
+def test_hosts_lists_slots_in_use_projects_and_the_usage_windows_of_its_engines():
+    now = utcnow()
+    claude = EnginePresence("claude", True, "claude 2.1", True)
+    window = UsageWindow("claude", "five_hour", 0.4, None, now)
+    line = HostLine("alpha", True, now, 60.0, ("w1",), (claude,), 2, 1, (("web", "/w"),), (window,))
+    text = hosts_text(Texts(), "en", [line])
+    assert "1/2 slots in use" in text and "<b>web</b> <code>/w</code>" in text
+    assert "usage: claude five-hour 40 %" in text
+    assert "usage" not in hosts_text(Texts(), "en", [replace(line, windows=())])

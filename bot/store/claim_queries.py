@@ -89,12 +89,12 @@ def _fits() -> sa.Select[Any]:
 
 
 def _claim_next(head: int | None) -> sa.Update:
-    """The claim of the shared queue, built once (its parameters: runner, engines, on_host, projects,
-    now): the oldest submitted turn the runner may take (``_fits``) becomes its running turn;
-    one that another runner is claiming is skipped. With ``head``, only among the ``head``
-    oldest submitted turns (the partial index ``ix_turns_queue`` gives them): a bounded claim,
-    so a planner without statistics (a table autovacuum has not analyzed yet) cannot make every
-    claim join the whole queue with every task; without, among all of them."""
+    """The claim of the shared queue, built once (its parameters: runner, engines, on_host,
+    projects, now): the oldest submitted turn the runner may take (``_fits``) becomes its
+    running turn; one that another runner is claiming is skipped. With ``head``, only among the
+    ``head`` oldest submitted turns (the partial index ``ix_turns_queue`` gives them): a bounded
+    claim, so a planner without statistics (a table autovacuum has not analyzed yet) cannot make
+    every claim join the whole queue with every task; without, among all of them."""
     blocked = _blocked()
     alive = sa.select(runners.c.id).where(
         runners.c.id == sa.bindparam("runner"),
