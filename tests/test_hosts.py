@@ -230,3 +230,17 @@ def test_hosts_lists_slots_in_use_projects_and_the_usage_windows_of_its_engines(
     assert "1/2 slots in use" in text and "<b>web</b> <code>/w</code>" in text
     assert "usage: claude five-hour 40 %" in text
     assert "usage" not in hosts_text(Texts(), "en", [replace(line, windows=())])
+
+
+async def test_a_lost_host_lets_an_unpinned_task_move_and_keeps_a_pinned_one(store):
+    """Takeover as today: the interrupted unpinned task's next turn may go anywhere (its
+    session's host is forgotten); a pinned one stays with its host."""
+    await store.runners.register("a", "a", "alpha", "worker", 30)
+    for name, new in {"free": task("f"), "pinned": task("p", host="alpha")}.items():
+        created, turn = await store.tasks.create(new, name)
+        await store.claims.mark_submitted(turn.id)
+        assert await store.claims.claim_next("a", ["claude"], "alpha", {})
+        await store.tasks.set_session(created.id, f"sess-{name}")
+    interrupted, _, _ = await store.recovery.interrupt_runners(["a"])
+    hosts = {t.slug: (t.session_host, t.session_id) for t in interrupted}
+    assert hosts == {"free": (None, "sess-free"), "pinned": ("alpha", "sess-pinned")}
