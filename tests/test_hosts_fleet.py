@@ -127,6 +127,8 @@ async def test_pinned_by_project_by_engine_and_a_follow_up_land_on_the_right_hos
             await fake.wait_text(OWNER, "run on <b>alpha</b>", timeout_s=10)
             await fake.user_message("/host nowhere", OWNER)
             await fake.wait_text(OWNER, "No host called", timeout_s=10)
+            await fake.user_message("/detach host=alpha cwd=project:api MARK-X go", OWNER)
+            await fake.wait_text(OWNER, "No host has a project called <b>api</b>", timeout_s=10)
 
             # a pinned task waits for its host, or runs elsewhere when asked
             assert await beta.stop() == 0  # offline at once

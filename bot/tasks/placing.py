@@ -55,7 +55,8 @@ class Placement:
         return name
 
     async def place(self, options: Mapping[str, str], chat_host: str | None) -> Place:
-        """``host=`` (else the chat's default, while the fleet knows it) and ``cwd=project:x``."""
+        """``host=`` (else the chat's default) and ``cwd=project:x`` (a pinned task's host must
+        have the project)."""
         host = await self.host_named(options["host"]) if "host" in options else None
         if "host" not in options and chat_host and self.shared:
             host = chat_host
@@ -65,13 +66,17 @@ class Placement:
         return await self._project(typed.removeprefix(PROJECT).strip(), host)
 
     async def _project(self, name: str, host: str | None) -> Place:
-        if name in self._projects:
+        hosts = await self.hosts()
+        if host is not None:  # pinned: that host must have the project, or it never runs
+            hosts = [h for h in hosts if h.host == host]
+        announced = {n: p for h in hosts for n, p in h.projects}
+        if name in self._projects and (host is None or not self.shared):
             return Place(host, name if self.shared else None, self._projects[name])
-        announced = {n: p for h in await self.hosts() for n, p in h.projects}
         if name not in announced:
-            known = sorted({*self._projects, *announced})
+            known = sorted({*announced, *([] if host else self._projects)})
             raise UserInputError("error.project_unknown", project=name, known=", ".join(known))
-        return Place(host, name, Path(announced[name]), here=False)
+        here = str(self._projects.get(name, "")) == announced[name]
+        return Place(host, name, Path(announced[name]), here=here)
 
     async def online(self, host: str) -> bool:
         return any(h.host == host and h.online for h in await self.hosts())
