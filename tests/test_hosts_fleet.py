@@ -2,7 +2,7 @@
 the machine's PostgreSQL, each its own host (DETACH_HOST_NAME) with its own HOME (a Claude
 session lives on the machine that ran it), its projects at its own paths (DETACH_PROJECTS) and
 its engines: alpha and beta run claude, gamma only codex. Tasks pinned (``host=``, /host), by
-project (``cwd=project:x``, run in that host's directory), by engine and unpinned land where
+project (``cwd=project:x``, /cd project:x; run in that host's directory), by engine and unpinned land where
 they should; a task pinned to a host that is down waits, says so with Run elsewhere, and runs
 when the host is back (or elsewhere, tapped); a follow-up goes on in its session on the host
 that has it, and when that host is gone it says so and a fresh session elsewhere is offered."""
@@ -107,10 +107,14 @@ async def test_pinned_by_project_by_engine_and_a_follow_up_land_on_the_right_hos
             await done(fake, "answer API")
             api = await app.store.tasks.get(2)
             assert await host_of(app, 2) == "beta" and api.cwd == str(roots["beta"] / "api")
-            await fake.user_message("/detach cwd=project:web MARK-WEB go", OWNER)
+            await fake.user_message("/cd project:web", OWNER)  # the chat's directory
+            await fake.wait_text(OWNER, "project:web", timeout_s=10)
+            await fake.user_message("/detach MARK-WEB go", OWNER)
             await done(fake, "answer WEB")
             web, web_host = await app.store.tasks.get(3), await host_of(app, 3)
             assert web.cwd == str(roots[web_host] / ("web" if web_host == "alpha" else "w/site"))
+            await fake.user_message(f"/cd {workdir}", OWNER)
+            await fake.wait_text(OWNER, str(workdir), timeout_s=10)
             await fake.user_message("/detach engine=codex mode=ask MARK-CX go", OWNER)
             await done(fake, "Codex answered.")
             assert await host_of(app, 4) == "gamma"

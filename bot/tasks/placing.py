@@ -54,13 +54,15 @@ class Placement:
             raise UserInputError("error.host_unknown", host=name, known=", ".join(known) or "–")
         return name
 
-    async def place(self, options: Mapping[str, str], chat_host: str | None) -> Place:
-        """``host=`` (else the chat's default) and ``cwd=project:x`` (a pinned task's host must
-        have the project)."""
+    async def place(
+        self, options: Mapping[str, str], chat_host: str | None, chat_cwd: str | None = None
+    ) -> Place:
+        """``host=`` (else the chat's default) and ``cwd=project:x`` (else the chat's /cd
+        project; a pinned task's host must have the project)."""
         host = await self.host_named(options["host"]) if "host" in options else None
         if "host" not in options and chat_host and self.shared:
             host = chat_host
-        typed = options.get("cwd", "")
+        typed = options.get("cwd", chat_cwd or "")
         if not typed.startswith(PROJECT):
             return Place(host)
         return await self._project(typed.removeprefix(PROJECT).strip(), host)

@@ -19,7 +19,7 @@ from bot.tasks.checks import given_check, repository_check
 from bot.tasks.lineage import Lineage
 from bot.tasks.options import approval_mode, flag, split_options
 from bot.tasks.options import engine as option_engine
-from bot.tasks.placing import Place, Placement
+from bot.tasks.placing import PROJECT, Place, Placement
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 from bot.workdirs import WorkdirPolicy
@@ -153,7 +153,7 @@ class TaskPlanner:
         chat = await self._store.chats.get(chat_id)
         preset = self.money.preset_for(chat.preset, options.get("model"), chosen)
         engine_name = chosen or (preset.engine if preset else self.default_engine)
-        place = await self._place(options, chat.host, lineage)
+        place = await self._place(options, chat.host, chat.cwd, lineage)
         cwd = await self._cwd(chat_id, chat.cwd, options.get("cwd"), lineage, place)
         mode, note = self._mode(options, kind, engine_name, locale, lineage)
         worktree = self._worktree(options, mode, lineage) and place.here
@@ -214,12 +214,16 @@ class TaskPlanner:
         return Planned(new, options, words)
 
     async def _place(
-        self, options: dict[str, str], chat_host: str | None, lineage: Lineage | None
+        self,
+        options: dict[str, str],
+        chat_host: str | None,
+        chat_cwd: str | None,
+        lineage: Lineage | None,
     ) -> Place:
         """Its host pin and project; a sub-task works in its parent's directory, so on the
         host its parent ran on."""
         if lineage is None:
-            return await self.placement.place(options, chat_host)
+            return await self.placement.place(options, chat_host, chat_cwd)
         return Place(lineage.parent.session_host or lineage.parent.host)
 
     async def _host_away(self, place: Place, locale: str) -> str | None:
@@ -334,7 +338,7 @@ class TaskPlanner:
         return self._allowed_dir(chat_id, await self._store.chats.cwd(chat_id))
 
     def _allowed_dir(self, chat_id: int, stored: str | None) -> Path:
-        if stored:
+        if stored and not stored.startswith(PROJECT):  # a project: each host's own path
             try:
                 return self.workdirs.check(Path(stored))
             except UserInputError:
