@@ -2,10 +2,11 @@
 the machine's PostgreSQL, each its own host (DETACH_HOST_NAME) with its own HOME (a Claude
 session lives on the machine that ran it), its projects at its own paths (DETACH_PROJECTS) and
 its engines: alpha and beta run claude, gamma only codex. Tasks pinned (``host=``, /host), by
-project (``cwd=project:x``, /cd project:x; run in that host's directory), by engine and unpinned land where
-they should; a task pinned to a host that is down waits, says so with Run elsewhere, and runs
-when the host is back (or elsewhere, tapped); a follow-up goes on in its session on the host
-that has it, and when that host is gone it says so and a fresh session elsewhere is offered."""
+project (``cwd=project:x``, /cd project:x; run in that host's directory), by engine and unpinned
+land where they should; a task pinned to a host that is down waits, says so with Run elsewhere,
+and runs when the host is back (or elsewhere, tapped); a follow-up goes on in its session on the
+host that has it, and when that host is gone it says so and a fresh session elsewhere is
+offered."""
 
 from __future__ import annotations
 
