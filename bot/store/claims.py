@@ -140,8 +140,9 @@ class ClaimRepo:
                 return None
             task, turn = await _running(conn, claimed, now)
             cwd = projects.get(task.project, task.cwd) if task.project else task.cwd
-            if task.session_host != host or cwd != task.cwd:
-                values = {"task_id": task.id, "on_host": host, "to_cwd": cwd}
+            session_host = host or task.session_host  # no host named: as it was
+            if session_host != task.session_host or cwd != task.cwd:
+                values = {"task_id": task.id, "on_host": session_host, "to_cwd": cwd}
                 task = task_of((await conn.execute(queries.placed(), values)).one())
             return task, turn
 
