@@ -16,6 +16,7 @@ import pytest
 
 from bot.board.views import BoardData
 from bot.fleet.hosts import HostLine, host_lines
+from bot.fleet.status import FleetStatus
 from bot.models import NewTask, TaskKind, TaskStatus, Turn
 from bot.store import EnginePresence, Presence, Runner, TurnOutcome, UsageWindow
 from bot.store.db import utcnow
@@ -107,6 +108,10 @@ async def test_hosts_show_presence_projects_and_the_host_on_the_card(
             assert f"📍 ran on {ran}" in done.params["text"]  # two hosts known: the card names it
             board = BoardData(TaskReads(app.store), app.core.texts, app.core.worktrees)
             assert [row["host"] for row in await board.tasks(OWNER, False)] == [ran]
+            fleet = FleetStatus(app.store, LEASE_S, shared=True)
+            listed = await replace(board, fleet=fleet).hosts()  # the board's /api/hosts
+            assert [(h["host"], h["online"]) for h in listed] == [("alpha", True), ("beta", True)]
+            assert {"name": "web", "path": str(web)} in listed[0]["projects"]
 
             assert await workers[1].stop() == 0  # a clean stop: offline at once
             text = await hosts_now(fake)
