@@ -209,6 +209,7 @@ async def build(
             notifier=notifier,
             worktrees=core.worktrees,
         )
+        fleet = FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None)
         dispatcher = build_dispatcher(
             Services(
                 uses=uses,
@@ -224,7 +225,7 @@ async def build(
                 outbox=outbox,
                 schedules=schedules,
                 engine_status=core.engines.status,
-                fleet=FleetStatus(store, settings.worker_lease_s, shared=core.shared is not None),
+                fleet=fleet,
                 voice=make_voice(core, settings, uses),
                 waiting=Waiting(store, texts, settings.timezone),
                 audit=AuditLog(store, texts),
@@ -246,6 +247,7 @@ async def build(
             uses=uses,
             answers=answers,
             prs=prs,
+            fleet=fleet,
         )
         dispatcher["board"] = board  # /board makes its sign-in links
         if board is not None:

@@ -28,6 +28,7 @@ from bot.tasks.heldanswer import HeldAnswers
 from bot.tasks.lifecycle import TaskLifecycle
 from bot.tasks.lookup import TaskLookup
 from bot.tasks.nextturn import NextTurns
+from bot.tasks.placing import Placement
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.tasks.preflighting import PreflightStep
 from bot.tasks.requests import TaskRequests
@@ -50,7 +51,7 @@ def make_use_cases(
     defaults, engines = planner.defaults, planner.engines
     store, notifier, texts, money = core.store, core.notifier, core.texts, core.money
     lookup = TaskLookup(store, texts)  # somebody else's task is reported as missing
-    turns = NextTurns(store, notifier, core.queue.kick, defaults.timezone)
+    turns = NextTurns(store, notifier, core.queue.kick, defaults.timezone, planner.placement)
     creator = TaskCreator(
         store=store,
         queue=core.queue,
@@ -101,6 +102,7 @@ def make_use_cases(
         current_dir=planner.current_dir,
         engines=engines,
         timezone=defaults.timezone,
+        placement=planner.placement,
     )
     create = TaskRequests(planner=planner, creator=creator, lookup=lookup, step=step, store=store)
     held_files = HeldFiles(defaults.attachments_staging.parent / "held")
@@ -246,6 +248,7 @@ def make_planner(core: Core, settings: Settings) -> TaskPlanner:
         defaults=TaskDefaults.of(
             settings, functools.partial(sandbox_problem, core.engines.available)
         ),
+        placement=Placement(core.store, dict(settings.projects), core.shared is not None),
     )
 
 

@@ -201,7 +201,12 @@ async def build_core(
             None
             if role is ProcessRole.FRONT
             else Dispatcher(
-                store, pool, lease, engines=executors.keys, listen_dsn=listen_dsn(settings)
+                store,
+                pool,
+                lease,
+                engines=executors.keys,
+                listen_dsn=listen_dsn(settings),
+                projects={name: str(path) for name, path in settings.projects},
             )
         )
         shared = Shared(lease, Fleet(store, lease, takeover, pool), takeover, dispatcher)

@@ -249,6 +249,9 @@ class Task:
     check_repository: str | None = None
     parent_id: int | None = None  # the task whose agent started this one (`detach mcp`)
     subtasks: bool = False  # its agent may start sub-tasks (``subtasks=yes``)
+    host: str | None = None  # pinned to this host (``host=``, /host); None: any that fits
+    session_host: str | None = None  # where its agent's session lives: follow-ups go there
+    project: str | None = None  # ``cwd=project:x``: each host runs it in its own directory
 
     @property
     def label(self) -> str:
@@ -401,6 +404,9 @@ class NewTask:
     title: str | None = None  # what the chat shows as its goal (the user's words, the files'
     # names), where the prompt says more (where the attachments are); None: the prompt
     spent_usd: float = 0.0  # spent before its first turn (its preflight): counts to max_usd
+    host: str | None = None  # ``host=`` or the chat's /host: runs on that host only
+    project: str | None = None  # ``cwd=project:x``: resolved on the host that claims it
+    host_offline: bool = False  # pinned to a host that is offline: Run elsewhere is offered
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,7 @@ COMMANDS = (
     "notify",
     "status",
     "hosts",
+    "host",
     "board",
     "lang",
     "help",

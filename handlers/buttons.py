@@ -71,6 +71,8 @@ async def on_task_action(
         TaskButton.DISCARD: partial(worktree_card.discard, confirmed=False),
         TaskButton.DISCARD_YES: partial(worktree_card.discard, confirmed=True),
         TaskButton.ARCHIVE: lambda user, task_id: lifecycle.archive(user, str(task_id)),
+        TaskButton.ELSEWHERE: lifecycle.run_elsewhere,
+        TaskButton.FRESH: partial(lifecycle.run_elsewhere, fresh=True),
     }
     done = await actions[TaskButton(callback_data.action)](user_id, callback_data.task_id)
     toast = f"toast.{callback_data.action.removesuffix('_yes')}"

@@ -1,5 +1,6 @@
 """``/hosts``: the machines that run tasks on a shared database (bot.fleet.hosts), each with
-whether it is online, its engines, its slots in use and its projects."""
+whether it is online, its engines, its slots in use and its projects; ``/host``: the chat's
+default host for new tasks."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import html
 from collections.abc import Sequence
 
 from aiogram import Router
-from aiogram.filters import Command
+from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
 from bot.fleet.status import EnginePresence, FleetStatus, HostLine
+from bot.tasks.chat import ChatSettings
 from bot.telegram.render import duration
 from bot.telegram.reply import Reply
 from bot.telegram.texts import Texts
@@ -24,6 +26,21 @@ async def on_hosts(message: Message, fleet: FleetStatus, reply: Reply) -> None:
         await reply("hosts.one_process")
         return
     await reply.send(hosts_text(reply.texts, reply.locale, await fleet.hosts()))
+
+
+@router.message(Command("host"))
+async def on_host(
+    message: Message, command: CommandObject, chat: ChatSettings, reply: Reply
+) -> None:
+    """/host <name>|any: the host this chat's new tasks run on; bare: the current choice."""
+    typed = (command.args or "").strip()
+    host = (
+        await chat.set_host(message.chat.id, typed) if typed else await chat.host(message.chat.id)
+    )
+    if host:
+        await reply("host.pinned", host=host)
+    else:
+        await reply("host.any")
 
 
 def hosts_text(texts: Texts, loc: str, hosts: Sequence[HostLine]) -> str:
@@ -48,6 +65,8 @@ def _host(texts: Texts, loc: str, host: HostLine) -> list[str]:
     if host.engines:
         engines = " · ".join(_engine(texts, loc, e) for e in host.engines)
         lines.append(texts.raw(loc, "hosts.engines", engines=engines))
+    if host.windows:
+        lines.append(texts.get(loc, "hosts.windows", windows=_windows(texts, loc, host)))
     if host.projects:
         projects = ", ".join(
             f"<b>{html.escape(name)}</b> <code>{html.escape(path)}</code>"
@@ -69,3 +88,16 @@ def _engine(texts: Texts, loc: str, engine: EnginePresence) -> str:
     except (KeyError, IndexError, ValueError):
         said = html.escape(engine.name, quote=False)
     return said if engine.sandbox else texts.raw(loc, "hosts.no_sandbox", name=said)
+
+
+def _windows(texts: Texts, loc: str, host: HostLine) -> str:
+    """Each engine's windows as used now: ``claude five-hour 40 %``."""
+    shown = []
+    for w in host.windows:
+        try:
+            name = texts.template(loc, f"limits.window.{w.window}")
+        except KeyError:
+            name = w.window
+        used = f"{round(w.used * 100)} %" if w.used is not None else "?"
+        shown.append(f"{w.engine} {name} {used}")
+    return " · ".join(shown)

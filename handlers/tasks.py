@@ -77,10 +77,10 @@ async def on_task_command(
 @router.message(Command("cd"))
 async def on_cd(message: Message, command: CommandObject, chat: ChatSettings, reply: Reply) -> None:
     if not (command.args or "").strip():
-        await reply("workdir.current", cwd=str(await chat.current_dir(message.chat.id)))
+        await reply("workdir.current", cwd=await chat.shown_dir(message.chat.id))
         return
     cwd = await chat.change_dir(message.chat.id, command.args or "")
-    await reply("workdir.set", cwd=str(cwd))
+    await reply("workdir.set", cwd=cwd)
 
 
 @router.message(Command("tasks"))

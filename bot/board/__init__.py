@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from bot.approvals.answers import ApprovalAnswers
     from bot.board.limits import Limits
     from bot.board.server import Board
+    from bot.fleet.status import FleetStatus
     from bot.git import Worktrees
     from bot.prs.desk import PullRequests
     from bot.settings import Settings
@@ -30,6 +31,7 @@ def make_board(
     audit: AuditLog | None = None,
     limits: Limits | None = None,
     prs: PullRequests | None = None,
+    fleet: FleetStatus | None = None,
 ) -> Board | None:
     """The board these settings ask for; None when DETACH_BOARD_PORT is not set (then its
     server, aiohttp's, is not even imported). ``audit``: the task page's audit section (None:
@@ -49,6 +51,7 @@ def make_board(
             worktrees,
             uses.preflight.desk if uses.preflight else None,
             audit,
+            fleet,
         ),
         actions=BoardActions(answers=answers, uses=uses, prs=prs),
         host=settings.board_host,

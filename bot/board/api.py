@@ -56,6 +56,10 @@ class BoardApi:
         rows = await self._data.tasks(request[SESSION_KEY].user_id, archived)
         return web.json_response({"tasks": rows})
 
+    async def hosts(self, request: web.Request) -> web.StreamResponse:
+        """The hosts of a shared database (every signed-in user sees the machines)."""
+        return web.json_response({"hosts": await self._data.hosts()})
+
     async def tasks_stream(self, request: web.Request) -> web.StreamResponse:
         archived = request.query.get("archived") == "1"
         return await self._streams.tasks(request, request[SESSION_KEY].user_id, archived)

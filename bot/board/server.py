@@ -123,6 +123,7 @@ class Board:
         post("/signout", gate.signout)
         get("/api/me", api.me)
         get("/api/tasks", api.tasks)
+        get("/api/hosts", api.hosts)
         get("/api/stream", api.tasks_stream)
         get("/api/tasks/{id:\\d+}", api.task)
         get("/api/tasks/{id:\\d+}/transcript", api.transcript)

@@ -14,7 +14,9 @@ from typing import Any
 from bot.approvals.view import DONE
 from bot.board.checkout import checkout_patch, patch_since
 from bot.board.holds import held_rows
+from bot.board.hosts import host_row
 from bot.errors import TaskNotFound, UserInputError
+from bot.fleet.status import FleetStatus
 from bot.git import Worktrees
 from bot.models import CheckResult, Task, TaskStatus, Turn, WaitState, WorktreeState
 from bot.preflight.desk import PreflightDesk
@@ -42,6 +44,7 @@ class BoardData:
     worktrees: Worktrees
     holds: PreflightDesk | None = None  # None: no preflight here, nothing is ever held
     audit: AuditLog | None = None  # the task page's audit section (None: none shown)
+    fleet: FleetStatus | None = None  # the hosts of a shared database (None: not listed)
     # (task, its last change, worktree base) -> (when asked, whether it held work): a stream
     # reads the page at every change of the store; git is asked once per WORK_FRESH_S
     _work: dict[tuple[int, object, str], tuple[float, bool]] = field(default_factory=dict)
@@ -53,6 +56,11 @@ class BoardData:
     async def chosen_locale(self, user_id: int) -> str | None:
         """The user's /lang choice; None: they made none."""
         return await self.reads.chosen_locale(user_id)
+
+    async def hosts(self) -> list[dict[str, Any]]:
+        """What /hosts lists, as data: each host online or not, its engines, slots in use,
+        projects and usage windows (none in one process)."""
+        return [host_row(h) for h in await self.fleet.hosts()] if self.fleet else []
 
     async def own(self, user_id: int, task_id: int) -> Task | None:
         return await self.reads.own(user_id, task_id)

@@ -1,15 +1,16 @@
-"""Claiming turns from the shared database: while this runner has a free slot it claims the
-oldest submitted turn of an engine it has (``ClaimRepo.claim_next``: ``SKIP LOCKED``, so each
-turn goes to one runner) and starts it in its pool. It looks when PostgreSQL says a turn was
-submitted (``LISTEN``), when one of its own turns ends, and every ``poll_s`` whatever happens
-(a notification lost while the listening connection was down costs at most that)."""
+"""Claiming turns from the shared database: while this runner has a free slot it claims the oldest
+submitted turn that fits it (an engine it has, pinned to its host or none, a project it has;
+``ClaimRepo.claim_next``: ``SKIP LOCKED``, so each turn goes to one runner) and starts it in its
+pool. It looks when PostgreSQL says a turn was submitted (``LISTEN``), when one of its own turns
+ends, and every ``poll_s`` whatever happens (a notification lost while the listening connection
+was down costs at most that)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from bot.fleet.lease import Lease
@@ -32,15 +33,18 @@ class Dispatcher:
         *,
         engines: Callable[[], Collection[str]],
         listen_dsn: str | None,
+        projects: Mapping[str, str] | None = None,
         poll_s: float = POLL_S,
     ) -> None:
-        """``listen_dsn``: a plain PostgreSQL DSN for the LISTEN connection (None: poll)."""
+        """``listen_dsn``: a plain PostgreSQL DSN for the LISTEN connection (None: poll);
+        ``projects``: this host's (name to directory): it claims turns of those only."""
         self._store = store
         self._pool = pool
         self._lease = lease
         self._engines = engines
         self._dsn = listen_dsn
         self._poll_s = poll_s
+        self._projects = dict(projects or {})
 
     async def run_forever(self) -> None:
         listener = asyncio.create_task(self._listen(), name="listen") if self._dsn else None
@@ -66,7 +70,9 @@ class Dispatcher:
             engines = self._engines()
             if not engines or not self._lease.runner_id:
                 break
-            claimed = await self._store.claims.claim_next(self._lease.runner_id, engines)
+            claimed = await self._store.claims.claim_next(
+                self._lease.runner_id, engines, self._lease.host, self._projects
+            )
             if claimed is None:
                 break
             self._pool.start(claimed)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.models import ProcessRole
-from bot.store import EnginePresence, Runner
+from bot.store import EnginePresence, Runner, UsageWindow
 
 BEATS_PER_LEASE = 6  # as bot.fleet.lease renews
 
@@ -27,6 +27,7 @@ class HostLine:
     slots: int  # turns it may run at once (its live runners')
     running: int  # turns it runs now
     projects: tuple[tuple[str, str], ...]
+    windows: tuple[UsageWindow, ...] = ()  # the usage windows of the engines it has
 
 
 def online(runner: Runner, now: datetime) -> bool:

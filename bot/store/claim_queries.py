@@ -68,22 +68,40 @@ def _claiming(*where: sa.ColumnElement[bool]) -> sa.Update:
     )
 
 
+def _fits() -> sa.Select[Any]:
+    """The turn's task fits the claiming runner (parameters: engines, on_host, projects): its
+    engine is one the runner has; it is pinned to no host or to the runner's; its session
+    lives nowhere yet or on the runner's host; its project (if any) is one the host has."""
+    host: sa.BindParameter[str] = sa.bindparam("on_host")
+    return sa.select(tasks.c.id).where(
+        tasks.c.id == turns.c.task_id,
+        tasks.c.engine.in_(sa.bindparam("engines", expanding=True)),
+        sa.or_(tasks.c.host.is_(None), tasks.c.host == host),
+        sa.or_(
+            tasks.c.session_id.is_(None),
+            tasks.c.session_host.is_(None),
+            tasks.c.session_host == host,
+        ),
+        sa.or_(
+            tasks.c.project.is_(None), tasks.c.project.in_(sa.bindparam("projects", expanding=True))
+        ),
+    )
+
+
 def _claim_next(head: int | None) -> sa.Update:
-    """The claim of the shared queue, built once (its parameters: runner, engines, now): the
-    oldest submitted turn the runner may take becomes its running turn; one that another
-    runner is claiming is skipped. With ``head``, only among the ``head`` oldest submitted
-    turns (the partial index ``ix_turns_queue`` gives them): a bounded claim, so a planner
-    without statistics (a table autovacuum has not analyzed yet) cannot make every claim join
-    the whole queue with every task; without, among all of them."""
+    """The claim of the shared queue, built once (its parameters: runner, engines, on_host,
+    projects, now): the oldest submitted turn the runner may take (``_fits``) becomes its
+    running turn; one that another runner is claiming is skipped. With ``head``, only among the
+    ``head`` oldest submitted turns (the partial index ``ix_turns_queue`` gives them): a bounded
+    claim, so a planner without statistics (a table autovacuum has not analyzed yet) cannot make
+    every claim join the whole queue with every task; without, among all of them."""
     blocked = _blocked()
     alive = sa.select(runners.c.id).where(
         runners.c.id == sa.bindparam("runner"),
         runners.c.taken_at.is_(None),
         runners.c.stopped_at.is_(None),
     )
-    runnable = sa.select(tasks.c.id).where(
-        tasks.c.id == turns.c.task_id, tasks.c.engine.in_(sa.bindparam("engines", expanding=True))
-    )
+    runnable = _fits()
     # 'queued' as a literal in the statement, not a parameter: a prepared statement's generic
     # plan can then use the partial index (whose predicate is that literal)
     queued: sa.ColumnElement[str] = sa.literal_column(f"'{TaskStatus.QUEUED.value}'")
@@ -158,6 +176,18 @@ def task_runs() -> sa.Update:
         tasks.update()
         .where(tasks.c.id == sa.bindparam("task_id"))
         .values(status=TaskStatus.RUNNING.value, updated_at=sa.bindparam("now"))
+        .returning(tasks)
+    )
+
+
+@functools.cache
+def placed() -> sa.Update:
+    """A task claimed on a host: its session lives there from now on, and its directory is
+    that host's (parameters: task_id, on_host, to_cwd)."""
+    return (
+        tasks.update()
+        .where(tasks.c.id == sa.bindparam("task_id"))
+        .values(session_host=sa.bindparam("on_host"), cwd=sa.bindparam("to_cwd"))
         .returning(tasks)
     )
 

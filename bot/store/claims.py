@@ -4,7 +4,7 @@ another process."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -114,14 +114,23 @@ class ClaimRepo:
                 return None
             return await _running(conn, claimed, now)
 
-    async def claim_next(self, runner: str, engines: Collection[str]) -> tuple[Task, Turn] | None:
+    async def claim_next(
+        self,
+        runner: str,
+        engines: Collection[str],
+        host: str = "",
+        projects: Mapping[str, str] | None = None,
+    ) -> tuple[Task, Turn] | None:
         """Scale-out: claim the oldest submitted turn this runner (registered, not taken over)
-        can run (its engine is one of ``engines``, it is its task's oldest queued turn and no
-        turn of the task runs); turns other runners are claiming at that moment are skipped
-        (``FOR UPDATE SKIP LOCKED``), so each turn goes to one runner. One statement for the
-        turn, one for its task. Returns the running task and turn."""
-        now = self._clock()
+        on ``host`` can run (its engine is one of ``engines``, it is pinned to no other host,
+        its session lives nowhere else, its project is one of ``projects``: name to this
+        host's directory; it is its task's oldest queued turn and no turn of the task runs);
+        turns other runners are claiming at that moment are skipped (``FOR UPDATE SKIP
+        LOCKED``), so each turn goes to one runner. Returns the running task and turn, the
+        task's directory this host's."""
+        now, projects = self._clock(), projects or {}
         params = {"runner": runner, "engines": list(engines), "now": now}
+        params |= {"on_host": host, "projects": list(projects)}
         async with self._engine.begin() as conn:
             for claim in queries.CLAIMS:
                 claimed = (await conn.execute(claim, params)).first()
@@ -129,7 +138,13 @@ class ClaimRepo:
                     break
             else:
                 return None
-            return await _running(conn, claimed, now)
+            task, turn = await _running(conn, claimed, now)
+            cwd = projects.get(task.project, task.cwd) if task.project else task.cwd
+            session_host = host or task.session_host  # no host named: as it was
+            if session_host != task.session_host or cwd != task.cwd:
+                values = {"task_id": task.id, "on_host": session_host, "to_cwd": cwd}
+                task = task_of((await conn.execute(queries.placed(), values)).one())
+            return task, turn
 
     async def announce(self) -> None:
         """Wake the runners of a shared PostgreSQL database: a turn was submitted (delivered

@@ -275,6 +275,13 @@ def _v33(conn: Connection) -> None:
     _add_column(conn, "turns", "host", "VARCHAR(64)")
 
 
+def _v34(conn: Connection) -> None:
+    """Pinning: a task's host, its session's host and project; a chat's default host."""
+    for column in ("host", "session_host", "project"):
+        _add_column(conn, "tasks", column, "VARCHAR(64)")
+    _add_column(conn, "chat_settings", "host", "VARCHAR(64)")
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -311,6 +318,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v31,
     _v32,
     _v33,
+    _v34,
 ]
 
 

@@ -5,6 +5,7 @@ taking the same runner's turns over, only one gets each."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -26,8 +27,10 @@ class RecoveryRepo:
     ) -> tuple[list[Task], list[Task], list[int]]:
         """Take over the running turns of dead runners: a turn somebody asked to stop is
         cancelled, every other one interrupted, and so is its task. Each turn's update is
-        conditional on it still running there, so of two takers only one gets it. Returns the
-        interrupted tasks, the cancelled ones and the turns taken."""
+        conditional on it still running there, so of two takers only one gets it. An unpinned
+        task's next turn may go to any host (its session's host may be gone: it goes on in a
+        new session told what happened so far). Returns the interrupted tasks, the cancelled
+        ones and the turns taken."""
         now = self._clock()
         theirs = sa.and_(
             turns.c.status == TaskStatus.RUNNING.value, turns.c.runner.in_(list(runner_ids))
@@ -59,7 +62,7 @@ class RecoveryRepo:
                 rows = await conn.execute(
                     tasks.update()
                     .where(tasks.c.id.in_(ids))
-                    .values(status=status, updated_at=now)
+                    .values(status=status, updated_at=now, session_host=_moves())
                     .returning(tasks)
                 )
                 found[status] = sorted((task_of(r) for r in rows), key=lambda t: t.id)
@@ -102,3 +105,8 @@ class RecoveryRepo:
             )
             rows = await conn.execute(tasks.select().where(tasks.c.id.in_(ids)))
             return [task_of(r) for r in rows]
+
+
+def _moves() -> sa.ColumnElement[Any]:
+    """The session's host a task keeps when its runner is lost: none unless it is pinned."""
+    return sa.case((tasks.c.host.is_(None), sa.null()), else_=tasks.c.session_host)

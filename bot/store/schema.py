@@ -40,6 +40,12 @@ tasks = sa.Table(
     sa.Column("subtasks", sa.Boolean, nullable=False, server_default=sa.false()),
     # v20: the repository whose .detach.toml named the check (NULL: the owner typed it)
     sa.Column("check_repository", sa.Text),
+    # v34 (scale-out): the host the owner pinned it to (``host=``, /host), the host its agent's
+    # session lives on (a follow-up goes there), the project (``cwd=project:x``) each host
+    # resolves to its own directory
+    sa.Column("host", sa.String(64)),
+    sa.Column("session_host", sa.String(64)),
+    sa.Column("project", sa.String(64)),
 )
 
 turns = sa.Table(
@@ -213,6 +219,7 @@ chat_settings = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("cwd", sa.Text),  # v5
     sa.Column("notify", sa.String(8)),  # v13: NotifyPolicy
+    sa.Column("host", sa.String(64)),  # v34: the host its new tasks are pinned to (/host)
 )
 
 user_settings = sa.Table(

@@ -21,6 +21,7 @@ class ChatSettings:
     preset: str | None = None
     cwd: str | None = None
     notify: str | None = None
+    host: str | None = None  # new tasks pinned to it ("" or None: any host)
 
 
 class ChatSettingsRepo:
@@ -44,7 +45,9 @@ class ChatSettingsRepo:
         writes, shared = self._writes, not self._engine.in_transaction
         async with self._engine.connect() as conn:
             row = (await conn.execute(_chat_settings(), {"chat_id": chat_id})).first()
-        settings = ChatSettings(row.preset, row.cwd, row.notify) if row else ChatSettings()
+        settings = (
+            ChatSettings(row.preset, row.cwd, row.notify, row.host) if row else ChatSettings()
+        )
         # read in a transaction: maybe its own uncommitted write, kept only once committed
         if kept is not None and shared and writes == self._writes:
             kept[chat_id] = settings
@@ -61,6 +64,9 @@ class ChatSettingsRepo:
 
     async def set_cwd(self, chat_id: int, cwd: str) -> None:
         await self._set(chat_id, cwd=cwd)
+
+    async def set_host(self, chat_id: int, host: str | None) -> None:
+        await self._set(chat_id, host=host or "")
 
     async def notify(self, chat_id: int) -> str | None:
         return (await self.get(chat_id)).notify
@@ -125,5 +131,6 @@ async def _choose(
 @functools.cache
 def _chat_settings() -> sa.Select[Any]:
     """A chat's choices (parameter: chat_id)."""
-    query = sa.select(chat_settings.c.preset, chat_settings.c.cwd, chat_settings.c.notify)
+    c = chat_settings.c
+    query = sa.select(c.preset, c.cwd, c.notify, c.host)
     return query.where(chat_settings.c.chat_id == sa.bindparam("chat_id"))

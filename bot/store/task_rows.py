@@ -51,6 +51,9 @@ def task_of(row: Any) -> Task:
         check_repository=m["check_repository"],
         parent_id=m["parent_id"],
         subtasks=bool(m["subtasks"]),
+        host=m["host"],
+        session_host=m["session_host"],
+        project=m["project"],
     )
 
 

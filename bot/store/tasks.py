@@ -129,6 +129,8 @@ class TaskRepo:
                     "parent_id": new.parent_id,
                     "subtasks": new.subtasks,
                     "total_cost_usd": new.spent_usd,
+                    "host": new.host,
+                    "project": new.project,
                 },
             )
             task = task_of(inserted.one())
@@ -188,6 +190,20 @@ class TaskRepo:
             row |= {"runner": claim.runner, "stop_requested": False}
         result = await conn.execute(inserting(turns, returning=True), row)
         return turn_of(result.one(), self._redact)
+
+    async def unpin(self, task_id: int, fresh: bool) -> bool:
+        """A queued task runs on any host that fits; ``fresh``: in a new session (the one it
+        had lives on a host that is gone). False once it is not queued."""
+        values: dict[str, Any] = {"host": None}
+        if fresh:
+            values |= {"session_id": None, "session_host": None}
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == task_id, tasks.c.status == TaskStatus.QUEUED.value)
+                .values(**values, updated_at=self._clock())
+            )
+        return result.rowcount == 1
 
     async def get(self, task_id: int) -> Task | None:
         async with self._engine.connect() as conn:

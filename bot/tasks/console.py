@@ -22,6 +22,7 @@ from bot.settings import Settings
 from bot.store import Store, TranscriptLine
 from bot.tasks.adoption import Adoptee, record
 from bot.tasks.clients import ClientTasks, NoteRules, TurnPool
+from bot.tasks.placing import Placement
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.telegram.slugs import slugify
 from bot.workdirs import WorkdirPolicy
@@ -78,6 +79,9 @@ class ConsoleTasks:
             worktrees=worktrees,
             engines=registry.names(),
             defaults=TaskDefaults.of(settings),
+            placement=Placement(
+                self._store, dict(settings.projects), settings.jobs_database_url is not None
+            ),
         )
 
     def money(self, settings: Settings, catalog: PresetCatalog) -> MoneyDesk:

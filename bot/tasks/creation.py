@@ -117,7 +117,11 @@ class TaskCreator:
                 # a claimed one says queued, as before the claim moved into the insert
                 shown = replace(task, status=TaskStatus.QUEUED) if claim is not None else task
                 await self._notifier.acknowledge(
-                    shown, reply_to=reply_to, origin=new.origin, note=new.note
+                    shown,
+                    reply_to=reply_to,
+                    origin=new.origin,
+                    note=new.note,
+                    elsewhere=new.host_offline,
                 )
             failpoints.hit("task.before_commit")
         return task, turn, ((task, turn) if claim is not None else None)

@@ -1,5 +1,5 @@
-"""What ends or takes up a task again from the chat: /cancel, /archive, and Resume / Mark
-failed on a task a restart interrupted."""
+"""What ends or takes up a task again from the chat: /cancel, /archive, Resume / Mark failed on
+a task a restart interrupted, and Run elsewhere for one whose host is offline."""
 
 from __future__ import annotations
 
@@ -82,6 +82,17 @@ class TaskLifecycle:
             ),
         )
         return task
+
+    async def run_elsewhere(self, user_id: int, task_id: int, fresh: bool = False) -> bool:
+        """Run elsewhere (its host is offline): the owner's queued task loses its host pin;
+        ``fresh``: its session too (it lives on a host that is gone). False: not queued."""
+        task = await self._lookup.get_own(user_id, task_id)
+        if not await self._store.tasks.unpin(task.id, fresh):
+            return False
+        await self._store.audit.record("unpinned", user_id, task.id, "fresh" if fresh else "")
+        await self._store.claims.announce()  # the hosts that fit look now
+        log.info("task %s: unpinned by its owner (fresh session: %s)", task.id, fresh)
+        return True
 
     async def mark_failed(self, user_id: int, task_id: int) -> Task:
         task = await self._interrupted(user_id, task_id)

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from bot.errors import TaskHeld
-from bot.models import Task, Turn
+from bot.models import MessageKind, Task, Turn
 from bot.store import Store
+from bot.tasks.placing import Placement
+from bot.telegram.callbacks import TaskButton, task_keyboard
 from bot.telegram.notifier import Notifier
 from bot.telegram.terminal import hold_stamp
 from bot.turns.outcome import local_time
@@ -16,10 +18,19 @@ Kick = Callable[[int], Awaitable[None]]
 
 
 class NextTurns:
-    def __init__(self, store: Store, notifier: Notifier, kick: Kick | None, timezone: str) -> None:
+    def __init__(
+        self,
+        store: Store,
+        notifier: Notifier,
+        kick: Kick | None,
+        timezone: str,
+        placement: Placement | None = None,
+    ) -> None:
         """``kick``: submits a task's next turn at once (None: a process that runs no turn,
-        `detach mcp`; the bot's intake submits it); ``timezone``: for owners who set no /tz."""
+        `detach mcp`; the bot's intake submits it); ``timezone``: for owners who set no /tz;
+        ``placement``: the hosts, to say when a session's host is gone."""
         self._store = store
+        self._placement = placement
         self._notifier = notifier
         self._kick = kick
         self._timezone = timezone
@@ -45,6 +56,7 @@ class NextTurns:
             turn = await self._store.tasks.add_turn(task.id, prompt)
             await self._store.audit.record(action, user_id, task.id, detail)
             await notify(turn)
+            await self._session_gone(task)
             now = await self._store.tasks.get(task.id)
             assert now is not None  # a task is never deleted
             await self._notifier.ack_status(now)
@@ -52,6 +64,17 @@ class NextTurns:
         if self._kick is not None:
             await self._kick(task.id)
         return turn
+
+    async def _session_gone(self, task: Task) -> None:
+        """The task's session lives on a host that is offline: the turn waits for it, and one
+        line says so with a fresh session elsewhere offered."""
+        host = task.session_host if task.session_id else None
+        if self._placement is None or host is None or await self._placement.online(host):
+            return
+        texts = self._notifier.texts
+        line = texts.get(task.locale, "task.session_host_gone", label=task.label, host=host)
+        markup = task_keyboard(texts, task.locale, task.id, [TaskButton.FRESH])
+        await self._notifier.send(task, line, kind=MessageKind.STATUS, markup=markup)
 
     async def refuse_held(self, task: Task, park: tuple[int, str] | None = None) -> None:
         """``TaskHeld`` when ``task`` is held at the terminal (since when, in its owner's

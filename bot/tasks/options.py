@@ -20,6 +20,7 @@ KNOWN = (
     "check",
     "subtasks",
     "preflight",
+    "host",
 )
 _YES, _NO = ("yes", "y", "true", "on", "1"), ("no", "n", "false", "off", "0")
 NONE = ("no", "none", "off")  # ``check=no``: no check, not even the repository's default

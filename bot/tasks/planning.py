@@ -19,6 +19,7 @@ from bot.tasks.checks import given_check, repository_check
 from bot.tasks.lineage import Lineage
 from bot.tasks.options import approval_mode, flag, split_options
 from bot.tasks.options import engine as option_engine
+from bot.tasks.placing import PROJECT, Place, Placement
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 from bot.workdirs import WorkdirPolicy
@@ -110,8 +111,10 @@ class TaskPlanner:
         worktrees: Worktrees,
         engines: Collection[Engine],
         defaults: TaskDefaults,
+        placement: Placement,
     ) -> None:
         self._store = store
+        self.placement = placement
         self._texts = texts
         self.engines = engines  # those tasks may use (here, or on scale-out workers)
         self.defaults = defaults
@@ -150,14 +153,16 @@ class TaskPlanner:
         chat = await self._store.chats.get(chat_id)
         preset = self.money.preset_for(chat.preset, options.get("model"), chosen)
         engine_name = chosen or (preset.engine if preset else self.default_engine)
-        cwd = await self._cwd(chat_id, chat.cwd, options.get("cwd"), lineage)
+        place = await self._place(options, chat.host, chat.cwd, lineage)
+        cwd = await self._cwd(chat_id, chat.cwd, options.get("cwd"), lineage, place)
         mode, note = self._mode(options, kind, engine_name, locale, lineage)
-        worktree = self._worktree(options, mode, lineage)
+        worktree = self._worktree(options, mode, lineage) and place.here
         explicit = "worktree" in options or (lineage is not None and lineage.in_worktree)
         head = await self._head(cwd, explicit) if worktree else None
         max_usd = parse_usd(options.get("max_usd"), self.money.task_cap_usd)
-        check, check_repository, ignored = await self._check(options, cwd, locale, lineage)
-        note = "\n".join(line for line in (note, ignored) if line) or None
+        check, check_repository, ignored = await self._check(options, cwd, locale, lineage, place)
+        away = await self._host_away(place, locale)
+        note = "\n".join(line for line in (note, ignored, away) if line) or None
         return NewTask(
             owner_id=user_id,
             chat_id=chat_id,
@@ -180,6 +185,9 @@ class TaskPlanner:
             if lineage is None
             else lineage.child_subtasks(),
             parent_id=lineage.parent.id if lineage is not None else None,
+            host=place.host,
+            project=place.project,
+            host_offline=away is not None,
         )
 
     async def plan_text(
@@ -207,11 +215,37 @@ class TaskPlanner:
         )
         return Planned(new, options, words)
 
+    async def _place(
+        self,
+        options: dict[str, str],
+        chat_host: str | None,
+        chat_cwd: str | None,
+        lineage: Lineage | None,
+    ) -> Place:
+        """Its host pin and project; a sub-task works in its parent's directory, so on the
+        host its parent ran on."""
+        if lineage is None:
+            return await self.placement.place(options, chat_host, chat_cwd)
+        return Place(lineage.parent.session_host or lineage.parent.host)
+
+    async def _host_away(self, place: Place, locale: str) -> str | None:
+        """The acknowledgement's line when the task's host is offline: it waits for it."""
+        if place.host is None or await self.placement.online(place.host):
+            return None
+        return plain(self._texts.get(locale, "task.host_offline", host=place.host))
+
     async def _cwd(
-        self, chat_id: int, stored: str | None, typed: str | None, lineage: Lineage | None
+        self,
+        chat_id: int,
+        stored: str | None,
+        typed: str | None,
+        lineage: Lineage | None,
+        place: Place,
     ) -> Path:
         """``cwd=`` inside an allowed directory (the chat's by default); a sub-task's inside
-        its parent's (the parent's by default)."""
+        its parent's (the parent's by default); a project's (another host's is its to check)."""
+        if place.cwd is not None:
+            return self.workdirs.resolve(str(place.cwd)) if place.here else place.cwd
         if lineage is not None:
             return self.workdirs.resolve(typed or ".", lineage.cwd, roots=(lineage.cwd,))
         chat_dir = self._allowed_dir(chat_id, stored)
@@ -272,7 +306,12 @@ class TaskPlanner:
         return ApprovalMode.ASK, self._texts.get(locale, "task.sandbox_unavailable", reason=reason)
 
     async def _check(
-        self, options: dict[str, str], cwd: Path, locale: str, lineage: Lineage | None = None
+        self,
+        options: dict[str, str],
+        cwd: Path,
+        locale: str,
+        lineage: Lineage | None = None,
+        place: Place | None = None,
     ) -> tuple[str | None, str | None, str | None]:
         """The check and, when it is the repository's (``.detach.toml``, not typed by the
         owner: it runs once the owner approved it), that repository; and a line for the
@@ -282,6 +321,8 @@ class TaskPlanner:
             return lineage.check(options.get("check")), lineage.parent.check_repository, None
         if "check" in options:
             return given_check(options["check"]), None, None
+        if place is not None and not place.here:  # another host's directory: not ours to read
+            return None, None, None
         top = await self.worktrees.top_level(cwd)
         if top is None:
             return None, None, None
@@ -299,7 +340,7 @@ class TaskPlanner:
         return self._allowed_dir(chat_id, await self._store.chats.cwd(chat_id))
 
     def _allowed_dir(self, chat_id: int, stored: str | None) -> Path:
-        if stored:
+        if stored and not stored.startswith(PROJECT):  # a project: each host's own path
             try:
                 return self.workdirs.check(Path(stored))
             except UserInputError:

@@ -32,6 +32,8 @@ class TaskButton(StrEnum):
     OPEN_PR = "open_pr"
     WAIT = "wait"  # a task that waits for its engine's usage limit: keep waiting
     TO_TERMINAL = "to_terminal"  # hand-off: hold an idle task at the terminal (bot.tasks.terminal)
+    ELSEWHERE = "elsewhere"  # a task pinned to a host that is offline: unpinned (scale-out)
+    FRESH = "fresh"  # a follow-up whose session's host is gone: a fresh session elsewhere
 
 
 ACTIONS = tuple(TaskButton)

@@ -43,6 +43,8 @@ def allowed_actions(task: Task, worktree_active: bool) -> frozenset[str]:
         allowed |= {TaskButton.RESUME, TaskButton.FAIL}
     if task.status is TaskStatus.WAITING_FOR_LIMIT:
         allowed |= {TaskButton.WAIT, RUN_ON}
+    if task.status is TaskStatus.QUEUED and (task.host or task.session_host):
+        allowed |= {TaskButton.ELSEWHERE, TaskButton.FRESH}
     if worktree_active:
         allowed |= WORKTREE
     return frozenset(allowed)
@@ -94,8 +96,10 @@ class TaskMessages:
         now = self.head(task, (await self._store.waits.of([task])).get(task.id))
         if now == head:
             return
+        pinned = task.host is not None and task.status is TaskStatus.QUEUED
+        actions = [TaskButton.ELSEWHERE, TaskButton.CANCEL] if pinned else [TaskButton.CANCEL]
         markup = (
-            task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL])
+            task_keyboard(self._texts, task.locale, task.id, actions)
             if task.status.active
             else None
         )

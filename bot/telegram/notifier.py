@@ -73,9 +73,11 @@ class Notifier:
         reply_to: int | None = None,
         origin: str | None = None,
         note: str | None = None,
+        elsewhere: bool = False,
     ) -> None:
         """``origin`` (already HTML): where a task that no message started came from; ``note``
-        (plain): one line more, such as why the sandbox is not used."""
+        (plain): one line more, such as why the sandbox is not used; ``elsewhere``: its host is
+        offline, Run elsewhere is offered."""
         icon, status = first_status(self._texts, task)
         text = self._texts.get(
             task.locale,
@@ -95,7 +97,12 @@ class Notifier:
             text,
             kind=MessageKind.ACK,
             reply_to=reply_to,
-            markup=task_keyboard(self._texts, task.locale, task.id, [TaskButton.CANCEL]),
+            markup=task_keyboard(
+                self._texts,
+                task.locale,
+                task.id,
+                [TaskButton.ELSEWHERE, TaskButton.CANCEL] if elsewhere else [TaskButton.CANCEL],
+            ),
         )
 
     async def ack_status(self, task: Task) -> None:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from bot.store import Store
 
+ROOT = Path(__file__).resolve().parents[2]
 STARTED: set[Worker] = set()  # every worker a test started: reaped after it, whatever happened
 
 
@@ -111,6 +112,7 @@ def worker_env(
         "DETACH_CLAUDE_BIN": claude_bin,
         "DETACH_WORKDIR": str(workdir),
         "DETACH_CANCEL_GRACE_S": "2",
+        "PYTHONPATH": str(ROOT),  # this checkout's bot, whichever one the venv installed
         **extra,
     }
 
