@@ -7,7 +7,6 @@ without a pin, or a model read into memory with a flipped byte, is refused too."
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -40,15 +39,8 @@ def tampered(folder: Path) -> Path:
 
 def test_the_installed_weights_are_the_pinned_ones():
     good = whisper.joined(whisper.BASE, MODELS)
-    began = time.perf_counter()
     pins.check({n: good / n for n in ("model.bin", "config.json", "vocabulary.txt")},
                dict(whisper.BASE.sha256))  # fmt: skip
-    first_s = time.perf_counter() - began
-    began = time.perf_counter()
-    pins.check({"model.bin": good / "model.bin"}, dict(whisper.BASE.sha256))
-    again_s = time.perf_counter() - began
-    print(f"first check {first_s * 1000:.0f} ms, again {again_s * 1000:.2f} ms")
-    assert again_s < first_s / 10  # the verdict is kept for the process
 
 
 def test_a_flipped_byte_is_refused_before_loading(tmp_path):
