@@ -11,7 +11,6 @@ import uuid
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, SessionNotFound
 from bot.events import AgentEvent, TurnFinished
@@ -27,12 +26,12 @@ from bot.ports import (
     SteerInbox,
 )
 from executors import gitguard, sandbox
-from executors.claude_protocol import approval_request, control_error, json_object, parse_event
+from executors.claude_channel import ClaudeChannel
+from executors.claude_protocol import json_object, parse_event
 from executors.claude_sandbox import mcp_config_file, sandbox_settings
-from executors.claude_steer import ClaudeSteering, replayed_text, user_line
+from executors.claude_steer import replayed_text, user_line
 from executors.process import (
     AgentProcess,
-    JsonLines,
     agent_env,
     agent_process,
     created,
@@ -192,7 +191,7 @@ class ClaudeExecutor:
             async with agent_process(
                 self.engine, self._binary, argv, spec, env, self._grace_s, warm=warm, own_tmp=True
             ) as agent:
-                channel = _Channel(agent.proc, approver, steering)
+                channel = ClaudeChannel(agent.proc, approver, steering)
                 try:
                     await channel.send(user_line(spec.prompt))
                     async for event in self._events(agent.proc, channel):
@@ -269,7 +268,7 @@ class ClaudeExecutor:
 
     @staticmethod
     async def _events(
-        proc: asyncio.subprocess.Process, channel: _Channel
+        proc: asyncio.subprocess.Process, channel: ClaudeChannel
     ) -> AsyncGenerator[AgentEvent, None]:
         """Events from stdout until the result; a line that cannot be understood is logged and
         skipped, never fatal to the turn."""
@@ -341,63 +340,6 @@ def _session_uuid(session_id: str) -> uuid.UUID:
             "",
             Phrase("agent.bad_session_id"),
         ) from exc
-
-
-class _Channel:
-    """The bot's side of the CLI's stdin: the prompt, and answers to control requests."""
-
-    def __init__(
-        self, proc: asyncio.subprocess.Process, approver: Approver, inbox: SteerInbox
-    ) -> None:
-        self._proc = proc
-        self._approver = approver
-        self._lines = JsonLines(proc)
-        self._pending: set[asyncio.Task[None]] = set()
-        self.steering = ClaudeSteering(inbox, self._lines)
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self._lines.write(message)
-
-    def answer(self, data: dict[str, Any]) -> None:
-        """Answer without blocking the reader: a person may take minutes to decide."""
-        task = asyncio.create_task(self._answer(data))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    async def _answer(self, data: dict[str, Any]) -> None:
-        request_id = str(data.get("request_id", ""))
-        request = data.get("request")
-        request = request if isinstance(request, dict) else {}
-        if request.get("subtype") != "can_use_tool":
-            await self.send(control_error(request_id, f"unsupported: {request.get('subtype')}"))
-            return
-        decision = await self._approver.decide(approval_request(request))
-        tool_input = request.get("input")
-        tool_input = tool_input if isinstance(tool_input, dict) else {}
-        if decision.answers is not None:  # AskUserQuestion: allowed, with the answers added
-            tool_input = {**tool_input, "answers": decision.answers}
-        body: dict[str, Any] = (  # always echo updatedInput on allow (2.1.197 requires it)
-            {"behavior": "allow", "updatedInput": tool_input}
-            if decision.allow
-            else {"behavior": "deny", "message": decision.message}
-        )
-        await self.send(
-            {
-                "type": "control_response",
-                "response": {"subtype": "success", "request_id": request_id, "response": body},
-            }
-        )
-
-    def close(self) -> None:
-        self._lines.close()
-
-    async def aclose(self) -> None:
-        await self.steering.aclose()
-        for task in list(self._pending):
-            task.cancel()
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
-        self.close()
 
 
 class ClaudeSettings(EngineSettings):
