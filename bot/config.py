@@ -39,7 +39,7 @@ def env_file(environ: Mapping[str, str], cwd: Path) -> Path | None:
     if given:
         path = Path(given).expanduser()
         if not path.is_file():
-            raise ConfigError(f"{ENV_FILE_VAR}={given}: there is no such file")
+            raise ConfigError(Phrase("config.no_env_file", {"var": ENV_FILE_VAR, "given": given}))
         return path
     for candidate in (config_home(environ) / "env", cwd / ".env"):
         if candidate.is_file():
@@ -81,7 +81,7 @@ def settings_words(environ: Mapping[str, str], cwd: Path) -> Phrase | str:
 
 def load_settings(
     environ: Mapping[str, str] | None = None, cwd: Path | None = None
-) -> tuple[Settings, list[str]]:
+) -> tuple[Settings, list[Phrase]]:
     """The settings (environment variables over the settings file), and notes for the person
     starting Detach (such as an earlier ./data still in use). A mistake in them is a
     ConfigError with one line per setting, saying what to fix."""
@@ -92,30 +92,28 @@ def load_settings(
         settings = Settings(_env_file=path)  # type: ignore[call-arg]
     except ValidationError as exc:
         raise ConfigError(_explain(exc, path)) from None
-    notes: list[str] = []
+    notes: list[Phrase] = []
     if "data_dir" not in settings.model_fields_set:
         old = legacy_data_dir(cwd)
         new = data_home(environ)
         if old is not None and not (new / DATABASE).exists():
-            notes.append(
-                f"using the earlier data directory {old.resolve()}; the default is now {new}. "
-                f"To move it: stop the bot, `mkdir -p {new.parent} && mv {old.resolve()} {new}`; "
-                f"or keep it with DETACH_DATA_DIR={old.resolve()}"
-            )
+            said = {"old": str(old.resolve()), "new": str(new), "parent": str(new.parent)}
+            notes.append(Phrase("config.earlier_data_dir", said))
             settings = settings.model_copy(update={"data_dir": old.resolve()})
         else:
             settings = settings.model_copy(update={"data_dir": new})
     return settings, notes
 
 
-def _explain(exc: ValidationError, path: Path | None) -> str:
-    source = f" (in {path} or the environment)" if path else ""
+def _explain(exc: ValidationError, path: Path | None) -> Phrase:
+    """One line per setting: its variable and what is wrong (pydantic's words, technical)."""
     lines = []
     for error in exc.errors():
         name = "DETACH_" + "_".join(str(part) for part in error["loc"][:1]).upper()
         message = str(error.get("ctx", {}).get("error") or error["msg"])
-        lines.append(f"{name}{source}: {message}")
-    return "\n".join(lines)
+        lines.append(f"{name}: {message}")
+    where: Phrase | str = Phrase("config.in_file", {"path": str(path)}) if path else ""
+    return Phrase("config.invalid", {"where": where, "errors": "\n".join(lines)})
 
 
 def _home(environ: Mapping[str, str]) -> Path:

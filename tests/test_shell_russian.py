@@ -243,3 +243,18 @@ def test_show_says_a_failed_turn_and_its_check_in_russian(tmp_path):
     assert english(out) == [], out
     english_ = detach(tmp_path, "show", "1", LANG="C.UTF-8").stdout
     assert "check failed (exit 2) in round 1, 1.5 s:" in english_, english_
+
+
+@SLOW
+def test_mistakes_in_the_settings_read_in_the_terminals_language(tmp_path):
+    """A setting that is not a number, a settings file named but missing: said in Russian, with
+    the variable to fix; English under ``LANG=C``."""
+    bad = {"DETACH_MAX_CONCURRENT_TURNS": "много"}
+    missing = {"DETACH_ENV_FILE": str(tmp_path / "нет.env")}
+    for extra, needle in ((bad, "DETACH_MAX_CONCURRENT_TURNS"), (missing, "DETACH_ENV_FILE")):
+        ru = detach(tmp_path, "list", LANG="ru_RU.UTF-8", **extra)
+        assert ru.returncode == 2 and needle in ru.stderr, ru.stderr
+        assert re.search("[а-я]", ru.stderr.split(":", 1)[1]), ru.stderr
+        en = detach(tmp_path, "list", LANG="C", **extra)
+        assert en.returncode == 2 and needle in en.stderr, en.stderr
+        assert not re.search("[а-я]", en.stderr.replace(str(tmp_path / "нет.env"), "")), en.stderr
