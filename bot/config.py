@@ -39,7 +39,9 @@ def env_file(environ: Mapping[str, str], cwd: Path) -> Path | None:
     if given:
         path = Path(given).expanduser()
         if not path.is_file():
-            raise ConfigError(Phrase("config.no_env_file", {"var": ENV_FILE_VAR, "given": given}))
+            raise ConfigError(
+                Phrase("setupfile.no_env_file", {"var": ENV_FILE_VAR, "given": given})
+            )
         return path
     for candidate in (config_home(environ) / "env", cwd / ".env"):
         if candidate.is_file():
@@ -98,7 +100,7 @@ def load_settings(
         new = data_home(environ)
         if old is not None and not (new / DATABASE).exists():
             said = {"old": str(old.resolve()), "new": str(new), "parent": str(new.parent)}
-            notes.append(Phrase("config.earlier_data_dir", said))
+            notes.append(Phrase("setupfile.earlier_data_dir", said))
             settings = settings.model_copy(update={"data_dir": old.resolve()})
         else:
             settings = settings.model_copy(update={"data_dir": new})
@@ -106,14 +108,17 @@ def load_settings(
 
 
 def _explain(exc: ValidationError, path: Path | None) -> Phrase:
-    """One line per setting: its variable and what is wrong (pydantic's words, technical)."""
+    """One line per setting: its variable, where it is set, and what is wrong (pydantic's
+    words, technical)."""
+    where: Phrase | str = Phrase("setupfile.in_file", {"path": str(path)}) if path else ""
     lines = []
     for error in exc.errors():
         name = "DETACH_" + "_".join(str(part) for part in error["loc"][:1]).upper()
         message = str(error.get("ctx", {}).get("error") or error["msg"])
-        lines.append(f"{name}: {message}")
-    where: Phrase | str = Phrase("config.in_file", {"path": str(path)}) if path else ""
-    return Phrase("config.invalid", {"where": where, "errors": "\n".join(lines)})
+        lines.append(
+            Phrase("setupfile.invalid", {"name": name, "where": where, "message": message})
+        )
+    return Phrase("setupfile.invalid_lines", {"lines": lines})
 
 
 def _home(environ: Mapping[str, str]) -> Path:

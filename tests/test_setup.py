@@ -23,6 +23,7 @@ from bot import config
 from bot.errors import ConfigError
 from bot.tasks.taskfile import parse
 from bot.telegram.reach import REJECTED, reach_telegram
+from bot.telegram.texts import Texts
 from tests.conftest import ROOT
 from tests.support import fake_claude
 from tests.support.fake_telegram import TOKEN, FakeTelegram
@@ -65,7 +66,7 @@ def test_the_settings_file_is_found_the_same_way_from_anywhere(tmp_path):
     chosen = tmp_path / "chosen.env"
     chosen.write_text("DETACH_ALLOWED_USERS=9\n")
     assert config.env_file({**env, "DETACH_ENV_FILE": str(chosen)}, here) == chosen
-    with pytest.raises(ConfigError, match="no such file"):
+    with pytest.raises(ConfigError, match="setupfile.no_env_file"):
         config.env_file({**env, "DETACH_ENV_FILE": str(tmp_path / "missing")}, here)
     assert str(home_env) in config.describe(env, here)
 
@@ -97,7 +98,8 @@ def test_an_earlier_data_directory_is_kept_with_a_note(tmp_path):
     (checkout / "data" / "detach.sqlite").write_bytes(b"")
     settings, notes = config.load_settings({"HOME": str(home)}, checkout)
     assert settings.data_dir == (checkout / "data").resolve()
-    assert notes and "mv" in notes[0] and "DETACH_DATA_DIR" in notes[0]
+    said = Texts().say("en", notes[0]) if notes else ""
+    assert "mv" in said and "DETACH_DATA_DIR" in said
     fresh, notes = config.load_settings({"HOME": str(home)}, tmp_path)
     assert fresh.data_dir == home / ".local" / "share" / "detach" and notes == []
 

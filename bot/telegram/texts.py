@@ -107,6 +107,8 @@ class Texts:
             return self.say(locale, param)
         if isinstance(param, tuple):
             return ", ".join(str(self._said(locale, p)) for p in param)
+        if isinstance(param, list):  # one a line
+            return "\n".join(str(self._said(locale, p)) for p in param)
         return param
 
     def error(self, locale: str, error: TurnError | None) -> str:
