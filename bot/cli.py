@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot import config, shell
-from bot.errors import ConfigError, DetachError, UserInputError
+from bot.errors import AlreadyRunning, ConfigError, DetachError, UserInputError
 from bot.models import ApprovalMode, Phrase
 from bot.shell import shell_settings, terminal, with_console
 from bot.telegram.terminal_texts import TerminalTexts
@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except UserInputError as exc:  # the chat's words, in the terminal's language
         print(f"detach: {_said(Phrase(exc.key, exc.params))}", file=sys.stderr)
+        return 1
+    except AlreadyRunning as exc:  # in the terminal's language
+        print(f"detach: {_said(exc.words or str(exc))}", file=sys.stderr)
         return 1
     except DetachError as exc:
         print(f"detach: {exc}", file=sys.stderr)

@@ -155,10 +155,11 @@ class AlreadyRunning(DetachError):
     """Another live process is this database's bot (or this worker): ``what`` it is, and
     ``holder`` (its pid, host and since when) in words."""
 
-    def __init__(self, what: str, holder: str) -> None:
+    def __init__(self, what: str, holder: str, words: Phrase | None = None) -> None:
         super().__init__(f"{what} is already running: {holder}; stop it first")
         self.what = what
         self.holder = holder
+        self.words = words  # the same in any language (the shell says it in the terminal's)
 
 
 class StoreError(DetachError):

@@ -102,6 +102,9 @@ async def test_a_second_bot_on_the_same_data_dir_refuses_and_leaves_the_first_al
             refusals = [line for line in lines if "already running" in line]
             assert refusals == [lines[-1]], lines  # one line, the last
             assert f"pid {first.pid} on {HOST} since " in lines[-1], lines
+            code, lines = await _second(tmp_path, {**env, "LANG": "ru_RU.UTF-8"}, "run")
+            assert code != 0 and "уже работает" in lines[-1], lines  # the terminal's language
+            assert f"процесс {first.pid} на {HOST} с " in lines[-1], lines
             assert first.returncode is None
             await asyncio.sleep(1.0)  # what a sweep would have done is done by now
             assert _still_running(agents), "the second bot stopped the first one's agent"

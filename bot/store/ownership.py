@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.errors import AlreadyRunning
-from bot.models import ProcessRole
+from bot.models import Phrase, ProcessRole
 
 log = logging.getLogger(__name__)
 HOLDER_GONE_S = 5.0  # PostgreSQL: how long a lock whose holder just died may take to go
@@ -57,13 +57,34 @@ class Holder:
         since = f" since {self.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if self.since else ""
         return f"{pid} on {self.host or 'an unknown host'}{since}"
 
+    def words(self) -> Phrase:
+        """``describe`` in any language."""
+        since = f"{self.since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if self.since else "?"
+        return Phrase(
+            "ownership.holder", {"pid": self.pid or "?", "host": self.host or "?", "since": since}
+        )
 
-def owner(role: ProcessRole, name: str, host: str) -> tuple[str, str]:
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """What holds a lock, in the log's words (``text``) and in any language (``words``)."""
+
+    text: str
+    words: Phrase
+
+
+def owner(role: ProcessRole, name: str, host: str) -> tuple[str, Role]:
     """The key of a process's lock, and what it is in words: one bot per database (``all`` or
     ``front``: either polls Telegram and fires the schedules), one worker per name and host."""
     if role is ProcessRole.WORKER:
-        return f"worker {host} {name}", f"worker {name} on {host}"
-    return "bot", "a bot on this database"
+        words = Phrase("ownership.worker", {"name": name, "host": host})
+        return f"worker {host} {name}", Role(f"worker {name} on {host}", words)
+    return "bot", Role("a bot on this database", Phrase("ownership.bot"))
+
+
+def _refusal(what: Role, holder: Holder) -> AlreadyRunning:
+    said = Phrase("ownership.running", {"what": what.words, "holder": holder.words()})
+    return AlreadyRunning(what.text, holder.describe(), said)
 
 
 def this_process() -> Holder:
@@ -71,7 +92,7 @@ def this_process() -> Holder:
 
 
 @contextlib.asynccontextmanager
-async def owned(url: str, key: str, what: str) -> AsyncIterator[None]:
+async def owned(url: str, key: str, what: Role) -> AsyncIterator[None]:
     """Hold the lock of ``key`` on the database at ``url`` (a SQLAlchemy URL) while inside;
     ``AlreadyRunning`` (naming ``what`` and its holder) when another process holds it. An
     in-memory SQLite database has nothing to share and takes no lock."""
@@ -94,7 +115,7 @@ async def owned(url: str, key: str, what: str) -> AsyncIterator[None]:
             await asyncio.wait_for(conn.close(), 10)
 
 
-def lock_file(path: Path, what: str) -> int:
+def lock_file(path: Path, what: Role) -> int:
     """The descriptor holding ``path``'s lock (not inherited by children), with this process
     written in it; ``AlreadyRunning`` when another holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -103,7 +124,7 @@ def lock_file(path: Path, what: str) -> int:
     except BlockingIOError:
         holder = _read_holder(fd)
         os.close(fd)
-        raise AlreadyRunning(what, holder.describe()) from None
+        raise _refusal(what, holder) from None
     me = this_process()
     record = {"pid": me.pid, "host": me.host, "since": me.since.isoformat() if me.since else ""}
     os.ftruncate(fd, 0)
@@ -127,7 +148,7 @@ def advisory_key(key: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-async def advisory_lock(url: sa.engine.URL, key: str, what: str) -> Any:
+async def advisory_lock(url: sa.engine.URL, key: str, what: Role) -> Any:
     """A connection of its own holding the advisory lock of ``key``; waits at most
     HOLDER_GONE_S for a holder that is going, then ``AlreadyRunning``."""
     import asyncpg  # scale-out only (the `postgres` extra)
@@ -141,12 +162,12 @@ async def advisory_lock(url: sa.engine.URL, key: str, what: str) -> Any:
     try:
         while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", lock_id):
             if asyncio.get_running_loop().time() >= deadline:
-                raise AlreadyRunning(what, (await _advisory_holder(conn, lock_id)).describe())
+                raise _refusal(what, await _advisory_holder(conn, lock_id))
             await asyncio.sleep(_RETRY_S)
     except BaseException:
         await conn.close()
         raise
-    log.info("holding the advisory lock of %s", what)
+    log.info("holding the advisory lock of %s", what.text)
     return conn
 
 
