@@ -39,9 +39,8 @@ def env_file(environ: Mapping[str, str], cwd: Path) -> Path | None:
     if given:
         path = Path(given).expanduser()
         if not path.is_file():
-            raise ConfigError(
-                Phrase("setupfile.no_env_file", {"var": ENV_FILE_VAR, "given": given})
-            )
+            said = Phrase("setupfile.no_env_file", {"var": ENV_FILE_VAR, "given": given})
+            raise ConfigError(f"{ENV_FILE_VAR}={given}: there is no such file", said)
         return path
     for candidate in (config_home(environ) / "env", cwd / ".env"):
         if candidate.is_file():
@@ -93,7 +92,7 @@ def load_settings(
     try:
         settings = Settings(_env_file=path)  # type: ignore[call-arg]
     except ValidationError as exc:
-        raise ConfigError(_explain(exc, path)) from None
+        raise ConfigError(*_explain(exc, path)) from None
     notes: list[Phrase] = []
     if "data_dir" not in settings.model_fields_set:
         old = legacy_data_dir(cwd)
@@ -107,18 +106,20 @@ def load_settings(
     return settings, notes
 
 
-def _explain(exc: ValidationError, path: Path | None) -> Phrase:
+def _explain(exc: ValidationError, path: Path | None) -> tuple[str, Phrase]:
     """One line per setting: its variable, where it is set, and what is wrong (pydantic's
-    words, technical)."""
+    words, technical); in the log's English, and as a phrase for the terminal's language."""
     where: Phrase | str = Phrase("setupfile.in_file", {"path": str(path)}) if path else ""
-    lines = []
+    source = f" (in {path} or the environment)" if path else ""
+    english, lines = [], []
     for error in exc.errors():
         name = "DETACH_" + "_".join(str(part) for part in error["loc"][:1]).upper()
         message = str(error.get("ctx", {}).get("error") or error["msg"])
+        english.append(f"{name}{source}: {message}")
         lines.append(
             Phrase("setupfile.invalid", {"name": name, "where": where, "message": message})
         )
-    return Phrase("setupfile.invalid_lines", {"lines": lines})
+    return "\n".join(english), Phrase("setupfile.invalid_lines", {"lines": lines})
 
 
 def _home(environ: Mapping[str, str]) -> Path:

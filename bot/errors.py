@@ -40,9 +40,9 @@ class ConfigError(DetachError):
     """Settings are missing or invalid; ``words``: the reason in any language (a Phrase, said
     in the terminal's by the shell), when it was raised with one instead of an English text."""
 
-    def __init__(self, message: str | Phrase) -> None:
+    def __init__(self, message: str | Phrase, words: Phrase | None = None) -> None:
         super().__init__(message if isinstance(message, str) else message.key)
-        self.words: Phrase | str = message
+        self.words: Phrase | str = words or message
 
 
 class WeightsRefused(ConfigError):

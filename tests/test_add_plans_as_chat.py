@@ -38,6 +38,7 @@ VALID = (
     "check=no mode=ask no check at all",
     "max_usd=2.5 mode=ask cap it",
     "subtasks=yes mode=ask split it",
+    "subtasks=yes engine=codex go",  # any engine's parent may start sub-tasks (#55)
     "cwd=sub mode=ask in a subdirectory",
     "worktree=yes cwd=repo mode=ask branch it",
     "cwd=repo mode=ask the repository's own check",
@@ -47,7 +48,7 @@ REFUSED = (
     "engine=gpt go",
     "worktree=maybe go",
     "max_usd=lots go",
-    "subtasks=yes engine=codex go",
+    "subtasks=maybe go",
     "cwd=/etc go",
     "cwd=missing go",
     "model=nonesuch go",

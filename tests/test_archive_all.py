@@ -72,7 +72,7 @@ async def test_the_shells_archive_all_edits_the_cards_as_the_chats_does(tmp_path
             cards = [m["message_id"] for m in fake.bot_messages(OWNER) if "Answer" in m["text"]]
             assert len(cards) == 3 and all(buttons_of(fake, card) for card in cards)
             done = await asyncio.to_thread(detach, tmp_path, "archive", "--all")
-            assert done.returncode == 0 and "archived 3 task(s)" in done.stdout, done.stderr
+            assert done.returncode == 0 and "archived 3 tasks" in done.stdout, done.stderr
             for card in cards:
                 await until(lambda card=card: buttons_of(fake, card) == [], 10)
                 assert "archived" in fake.find_message(OWNER, card)["text"]

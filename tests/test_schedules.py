@@ -190,7 +190,7 @@ async def test_commands_and_buttons(tmp_path, claude_bin, agent_env, workdir):
         assert "<b>Europe/Berlin</b>" in session.new_texts()
         session = await feed(app, message("/every"))
         assert "Usage" in session.new_texts()
-        session = await feed(app, message("/every day 09:00 model=nosuchmodel report"))
+        session = await feed(app, message("/every day 09:00 model=qqqzzz report"))
         assert "No model preset matches" in session.new_texts()  # checked now, not at 9:00
         session = await feed(app, message("/every weekdays 09:00 MARK-SCHED report"))
         added = session.new_texts()
