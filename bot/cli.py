@@ -93,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
         help="serve the agent of task TASK (subtasks=yes): its sub-tasks only (the bot starts "
         "this itself)",
     )
+    mcp.add_argument(
+        "--task",
+        type=int,
+        metavar="TASK",
+        help="serve the agent of task TASK its owner tools only, notify and ask_owner (the "
+        "bot starts this itself)",
+    )
     mcp.set_defaults(func=_mcp)
     add = sub.add_parser(
         "add",
@@ -263,7 +270,8 @@ def _mcp(args: argparse.Namespace) -> int:
     async def work(console: ConsoleTasks) -> None:
         # the daily cap a follow-up keeps, as the bot counts it
         money = console.money(settings, catalog)
-        await serve(console.clients(place.owner, money, settings), place, endpoint, args.parent)
+        clients = console.clients(place.owner, money, settings)
+        await serve(clients, place, endpoint, args.parent, args.task)
 
     return asyncio.run(with_console(settings, work, create=False))
 

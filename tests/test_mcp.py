@@ -39,7 +39,18 @@ from tests.support.recording_session import RecordingSession
 from tests.test_checks import finished, settings
 from tests.test_handlers import feed, message
 
-TOOLS = ("start", "status", "pr", "watch", "output", "followup", "cancel", "list", "notify")
+TOOLS = (
+    "start",
+    "status",
+    "pr",
+    "watch",
+    "output",
+    "followup",
+    "cancel",
+    "list",
+    "notify",
+    "ask_owner",
+)
 
 
 def tool_use(name: str, **args: object) -> dict:

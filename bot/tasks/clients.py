@@ -7,6 +7,7 @@ the calling model."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not 
     from bot.money.desk import MoneyDesk
     from bot.tasks.cancel import Cancellation, Cancelled
     from bot.tasks.followup import FollowedUp, FollowUp, FollowUps
+    from bot.tasks.owner_ask import AskRules
     from bot.telegram.notifier import Notifier
 
 MAX_ID = 2**53  # a client's number beyond this names no task (and no SQLite integer)
@@ -46,10 +48,11 @@ class ClientTasks:
         limits: tuple[int, int] = (5, 4000),
         timezone: str = "UTC",
         notes: NoteRules = NoteRules(),
+        asks: AskRules | None = None,
     ) -> None:
         """``money``: the daily cap a follow-up keeps (None: none checked); ``limits``: the
         sub-tasks one task may start (DETACH_MAX_SUBTASKS) and a prompt's characters;
-        ``timezone``: for owners who set no /tz."""
+        ``timezone``: for owners who set no /tz; ``asks``: how ``ask_owner`` waits."""
         self._store = store
         self.owner = owner
         self.parent = parent
@@ -57,6 +60,7 @@ class ClientTasks:
         self._max_subtasks, self._max_chars = limits
         self._timezone = timezone
         self._notes = notes
+        self._asks = asks
         self._notifier: Notifier | None = None
 
     async def scoped_to(self, parent_id: int) -> ClientTasks:
@@ -74,6 +78,22 @@ class ClientTasks:
             limits=limits,
             timezone=self._timezone,
             notes=self._notes,
+            asks=self._asks,
+        )
+
+    async def for_task(self, task_id: int) -> ClientTasks:
+        """These under ``--task``: the owner tools of ``task_id``'s agent (``notify``,
+        ``ask_owner``), none over other tasks; ConfigError when there is no such task."""
+        task = await self._store.tasks.get(task_id)
+        if task is None:
+            raise ConfigError(f"no task #{task_id}")
+        return ClientTasks(
+            self._store,
+            owner=task.owner_id,
+            parent=task,
+            timezone=self._timezone,
+            notes=self._notes,
+            asks=self._asks,
         )
 
     async def own(self, task_id: int) -> Task:
@@ -190,6 +210,21 @@ class ClientTasks:
         await self._store.transcript.append(task.id, turn.id, [(NOTED, body)])
         left = self._notes.most - sent - 1
         return {"sent": True, "buzzed": loud, "notes_left": left}
+
+    async def ask_owner(self, question: str, answers: Sequence[str]) -> dict[str, Any]:
+        """The parent's agent asks its owner (``bot.tasks.owner_ask``); the call waits for a
+        tap or DETACH_PREFLIGHT_WAIT_S."""
+        parent = self.parent
+        if parent is None:
+            raise ToolRefused("ask_owner is for the agent of a task; this server serves none")
+        from bot.tasks.owner_ask import AskRules, OwnerQuestions
+
+        task = await self._store.tasks.get(parent.id)
+        assert task is not None
+        rules = self._asks or AskRules()
+        return await OwnerQuestions(self._store, self.notifier(), rules).ask(
+            task, question, answers
+        )
 
     def notifier(self) -> Notifier:
         """What tells the owner's chat (its outbox rows are the bot's to deliver); built on

@@ -21,6 +21,7 @@ from bot.settings import Settings
 from bot.store import Store, TranscriptLine
 from bot.tasks.adoption import Adoptee, record
 from bot.tasks.clients import ClientTasks, NoteRules
+from bot.tasks.owner_ask import AskRules
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.telegram.slugs import slugify
 from bot.workdirs import WorkdirPolicy
@@ -92,6 +93,7 @@ class ConsoleTasks:
             limits=limits,
             timezone=settings.timezone,
             notes=notes,
+            asks=AskRules(settings.preflight_wait_s, unattended=settings.ask_unattended),
         )
 
     async def locale_of(self, user_id: int) -> str:

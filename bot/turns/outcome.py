@@ -91,16 +91,22 @@ NOTIFY_PREAMBLE = (
     "Telegram now, silent unless urgent=true. Use it rarely, for what the owner should know "
     "before you finish; your final answer reaches them anyway."
 )
+ASK_PREAMBLE = (
+    "You have an `ask_owner` tool (MCP server `detach`): one question with 1 to 4 short "
+    "answers your owner taps in Telegram; it waits for the tap, or returns no answer after "
+    "a while (then use your judgement). Ask only when a wrong guess would waste the work."
+)
+TOOL_PREAMBLES = {"notify": NOTIFY_PREAMBLE, "ask_owner": ASK_PREAMBLE}
 
 
-def preamble(task: Task, owner: str | None = None) -> str | None:
-    """What the agent is told beside its prompt: the owner's preamble first, then Detach's."""
+def preamble(task: Task, owner: str | None = None, tools: tuple[str, ...] = ()) -> str | None:
+    """What the agent is told beside its prompt: the owner's preamble first, then Detach's,
+    which names the owner ``tools`` it has (``notify``, ``ask_owner``)."""
     parts = [owner] if owner else []
     parts += [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
     if task.approval_mode is ApprovalMode.SANDBOX:
         parts.append(SANDBOX_PREAMBLE)
-    if task.subtasks:  # its `detach mcp --parent` server has `notify`
-        parts.append(NOTIFY_PREAMBLE)
+    parts += [TOOL_PREAMBLES[name] for name in tools if name in TOOL_PREAMBLES]
     return "\n\n".join(parts) or None
 
 

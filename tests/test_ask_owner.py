@@ -1,0 +1,165 @@
+"""The owner tools of every task's agent (issue #55): `notify` and `ask_owner`.
+
+End to end, the real pinned claude of a plain task (no ``subtasks=yes``) gets `detach mcp
+--task N` and calls its tools, driven by the scripted model: a note arrives once and silently,
+an urgent one buzzes; a question with its answers as buttons buzzes, a tap of somebody else is
+refused and the owner's tap returns the answer to the agent; a question nobody answers returns
+"no answer" after DETACH_PREFLIGHT_WAIT_S and its message says so. In-process through the
+SDK's client: the `--task` server has the owner tools and no sub-task tool, bad questions are
+refused, and a task a schedule started is refused under DETACH_ASK_UNATTENDED=no."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from mcp import Client
+
+from bot.mcp.desk import McpDesk, McpPlace
+from bot.mcp.server import build_owner_server
+from bot.models import NewTask, QuestionStatus, TaskKind, TaskStatus
+from bot.store import Store
+from bot.tasks.clients import ClientTasks
+from bot.tasks.owner_ask import AskRules
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
+from tests.test_mcp import refused, tool_use
+from tests.test_notify import silent
+
+
+async def test_a_tap_answers_the_agent_and_nobody_elses_tap_counts(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    question = "MARK-Q which database?"
+    anthropic.script(
+        "MARK-ASKER",
+        [
+            tool_use("ask_owner", question=question, answers=["SQLite", "PostgreSQL"]),
+            {"text": "ASKER finished."},
+        ],
+    )
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, allowed_users=frozenset({OWNER, OTHER})
+        )
+        async with running_bot(settings, agent_env):
+            await fake.user_message("/claude MARK-ASKER work", OWNER)
+            ask = await fake.wait_text(OWNER, "MARK-Q", timeout_s=90)
+            assert not silent(ask)  # it needs the owner: it buzzes
+            keys = buttons(ask)
+            assert list(keys) == ["SQLite", "PostgreSQL"]
+            msg_id = ask.result["message_id"]
+            tap = await fake.press(OWNER, msg_id, keys["PostgreSQL"], OTHER)
+            assert "not your task" in await answer_of(fake, tap)
+            tap = await fake.press(OWNER, msg_id, keys["PostgreSQL"], OWNER)
+            await answer_of(fake, tap)
+            answered = await edited(fake, msg_id, "PostgreSQL")
+            assert "reply_markup" not in answered.params
+            await fake.wait_text(OWNER, "ASKER finished.", timeout_s=90)
+    requests = anthropic.requests_for("MARK-ASKER")
+    assert '"answer": "PostgreSQL"' in requests[1]["last_user_text"]
+    assert "`ask_owner` tool" in requests[0]["system"] and "`notify` tool" in requests[0]["system"]
+    tools = requests[0]["tools"]
+    assert {"mcp__detach__notify", "mcp__detach__ask_owner"} <= set(tools)
+    assert not any(t.startswith("mcp__detach__") and "start" in t for t in tools)  # no sub-tasks
+
+
+async def test_notes_and_a_question_nobody_answers(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-QUIET",
+        [
+            tool_use("notify", text="MARK-NOTE1 plain"),
+            tool_use("notify", text="MARK-NOTE2 look", urgent=True),
+            tool_use("ask_owner", question="MARK-Q2 tabs or spaces?", answers=["tabs", "spaces"]),
+            {"text": "QUIET finished."},
+        ],
+    )
+    async with FakeTelegram() as fake:
+        settings = make_settings(
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            notify_gap_s=0,
+            preflight_wait_s=3,
+        )
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude MARK-QUIET work", OWNER)
+            await fake.wait_text(OWNER, "QUIET finished.", timeout_s=120)
+            notes = [
+                c
+                for c in fake.calls
+                if c.method == "sendMessage" and "📣" in c.params.get("text", "")
+            ]
+            assert [silent(c) for c in notes] == [True, False]  # once each; urgent buzzes
+            ask = await fake.wait_text(OWNER, "MARK-Q2")
+            closed = await edited(fake, ask.result["message_id"], "No answer in time")
+            assert "reply_markup" not in closed.params
+            task = await app.store.tasks.get(1)
+            assert task is not None and task.status is TaskStatus.DONE
+    requests = anthropic.requests_for("MARK-QUIET")
+    assert "no answer: use your judgement" in requests[3]["last_user_text"]
+
+
+QUICK = AskRules(wait_s=1, poll_s=0.05)
+
+
+@contextlib.asynccontextmanager
+async def task_server(
+    tmp_path: Path, rules: AskRules = QUICK
+) -> AsyncIterator[tuple[Client, Store]]:
+    """`detach mcp --task 1` in-process on a real SQLite file, task 1 running a turn."""
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path}/detach.sqlite")
+    new = NewTask(OWNER, OWNER, "claude", TaskKind.DETACH, "goal", tmp_path)
+    task = (await store.tasks.create(new, "goal"))[0]
+    await store.tasks.set_status(task.id, TaskStatus.RUNNING)
+    place = McpPlace(tmp_path, OWNER, OWNER, ("claude",), 500, tmp_path / "alive", parent=task)
+    tasks = ClientTasks(store, owner=OWNER, asks=rules)
+    try:
+        tasks = await tasks.for_task(task.id)
+        async with Client(build_owner_server(McpDesk(tasks, place))) as client:
+            yield client, store
+    finally:
+        await store.close()
+
+
+async def test_the_task_server_has_the_owner_tools_alone(tmp_path):
+    async with task_server(tmp_path) as (client, _):
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"notify", "ask_owner"}
+
+
+async def test_bad_questions_are_refused_with_the_reason(tmp_path):
+    async with task_server(tmp_path) as (client, store):
+        assert "1 to 4 answers" in await refused(
+            client, "ask_owner", {"question": "q?", "answers": []}
+        )
+        assert "at most 500" in await refused(
+            client, "ask_owner", {"question": "x" * 501, "answers": ["a"]}
+        )
+        assert "all different" in await refused(
+            client, "ask_owner", {"question": "q?", "answers": ["a", "a"]}
+        )
+        assert await store.questions.pending_count(1) == 0
+
+
+async def test_a_scheduled_task_may_not_ask_when_the_owner_said_so(tmp_path):
+    rules = AskRules(wait_s=1, poll_s=0.05, unattended=False)
+    async with task_server(tmp_path, rules) as (client, store):
+        await store.audit.record("schedule_run", OWNER, 1, "S1")
+        said = await refused(client, "ask_owner", {"question": "q?", "answers": ["a"]})
+        assert "DETACH_ASK_UNATTENDED=no" in said
+
+
+async def test_a_question_unanswered_in_time_is_closed_and_says_so(tmp_path):
+    async with task_server(tmp_path) as (client, store):
+        result = await client.call_tool("ask_owner", {"question": "q?", "answers": ["a", "b"]})
+        assert not result.is_error and "no answer" in result.content[0].text
+        (row,) = await store.outbox.sends_about(1, ["approval"])
+        assert "q?" in row.payload["text"] and not row.payload["silent"]
+        question = await store.questions.get(1)
+        assert question is not None and question.status == QuestionStatus.EXPIRED
