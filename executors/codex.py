@@ -28,6 +28,7 @@ from bot.ports import (
     SteerInbox,
 )
 from executors import gitguard, leftovers, orphans
+from executors.codex_mcp import mcp_overrides, servers_ready
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
@@ -100,6 +101,7 @@ class CodexExecutor:
             argv += ["-c", f"model={json.dumps(spec.model)}"]
         if spec.approval_mode in PROFILED:  # a permission profile: codex_sandbox.py
             argv += profile_config(spec, self._env, PROFILED[spec.approval_mode])
+        argv += mcp_overrides(spec)  # the owner tools' server (codex_mcp.py)
         return argv + list(spec.extra_args)
 
     async def _output(self, *args: str) -> tuple[int, str]:
@@ -312,6 +314,7 @@ class CodexExecutor:
         else:
             thread = await rpc.request("thread/start", {"cwd": str(spec.cwd), **policy})
         thread_id = str(thread["thread"]["id"])
+        await servers_ready(rpc, spec)  # their tools, searched for, exist from the first step
         text = spec.prompt
         if spec.append_system_prompt:
             text = f"{spec.append_system_prompt}\n\n{text}"

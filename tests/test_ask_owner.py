@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from mcp import Client
 
 from bot.mcp.desk import McpDesk, McpPlace
@@ -163,3 +164,37 @@ async def test_a_question_unanswered_in_time_is_closed_and_says_so(tmp_path):
         assert "q?" in row.payload["text"] and not row.payload["silent"]
         question = await store.questions.get(1)
         assert question is not None and question.status == QuestionStatus.EXPIRED
+
+
+def codex_call(name: str, **arguments: object) -> dict:
+    """A Codex model's call of an owner tool, found first through its ``tool_search``."""
+    return {"call": name, "namespace": "mcp__detach", "arguments": arguments}
+
+
+@pytest.mark.parametrize("mode", ["ask", "sandbox"])  # /codex's default, walk-away's
+async def test_codex_notes_and_asks_through_its_mcp_config(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, openai, workdir, mode
+):
+    openai.script(
+        "MARK-CXASK",
+        [
+            {"search": "notify the owner, ask the owner"},
+            codex_call("notify", text="MARK-CXNOTE started"),
+            codex_call("ask_owner", question="MARK-CXQ which port?", answers=["8080", "9090"]),
+            {"text": "CXASK finished."},
+        ],
+    )
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        async with running_bot(settings, {**agent_env, **codex_env}):
+            await fake.user_message(f"/codex mode={mode} MARK-CXASK work", OWNER)
+            ask = await fake.wait_text(OWNER, "MARK-CXQ", timeout_s=90)
+            assert not silent(ask)
+            note = await fake.wait_text(OWNER, "MARK-CXNOTE")
+            assert silent(note)
+            tap = await fake.press(OWNER, ask.result["message_id"], buttons(ask)["9090"], OWNER)
+            await answer_of(fake, tap)
+            await fake.wait_text(OWNER, "CXASK finished.", timeout_s=90)
+    requests = openai.requests_for("MARK-CXASK")
+    assert '"answer": "9090"' in str(requests[3]["input"][-1])
+    assert "`ask_owner` tool" in requests[0]["user_text"]

@@ -54,13 +54,14 @@ class OpenAIMock(ScriptedServer):
         outputs = [
             i
             for i in items
-            if i.get("type") in ("function_call", "custom_tool_call")
+            if i.get("type") in ("function_call", "custom_tool_call", "tool_search_call")
             or (i.get("type") == "message" and i.get("role") == "assistant")
         ]
         record = {
             "user_text": user_text,
             "input": items,
             "tools": [t.get("name") for t in body.get("tools") or []],
+            "tool_specs": body.get("tools") or [],
         }
         steps = self.record(record, [{"text": "ok"}])
         return steps[min(len(outputs), len(steps) - 1)], record
@@ -138,6 +139,24 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
                     "call_id": f"call_{n}",
                     "name": "exec_command",
                     "arguments": json.dumps(arguments),
+                }
+            if step.get("search"):  # Codex's deferred tools (an MCP server's) looked up first
+                return {
+                    "type": "tool_search_call",
+                    "id": f"ts_{n}",
+                    "call_id": f"call_{n}",
+                    "execution": "client",
+                    "status": "completed",
+                    "arguments": {"query": step["search"], "limit": 8},
+                }
+            if step.get("call"):  # any other tool by name (an MCP server's)
+                return {
+                    "type": "function_call",
+                    "id": f"fc_{n}",
+                    "call_id": f"call_{n}",
+                    "name": step["call"],
+                    "arguments": json.dumps(step.get("arguments") or {}),
+                    **({"namespace": step["namespace"]} if step.get("namespace") else {}),
                 }
             if step.get("patch"):
                 return {
