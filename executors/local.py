@@ -55,6 +55,7 @@ from executors.local_chat import Answer, Endpoint, complete
 from executors.local_commands import command_runner
 from executors.local_endpoints import Endpoints
 from executors.local_history import assistant, fit, system_prompt
+from executors.local_mcp import mcp_tools
 from executors.local_pieces import Bounds
 from executors.local_settings import LocalSettings
 from executors.local_tools import ToolBox
@@ -142,8 +143,18 @@ class LocalExecutor:
         runner = command_runner(
             spec, endpoint, self._environ, self._secrets, self._command_timeout_s
         )
-        ctx = CallContext(spec, approver, ToolBox(spec.cwd, runner, spec.deny_read))
-        model = _Model(client, endpoint, steering)
+        async with mcp_tools(spec) as mcp:  # the owner tools (executors/local_mcp.py)
+            tools = ToolBox(spec.cwd, runner, spec.deny_read)
+            ctx = CallContext(spec, approver, tools, mcp)
+            model = _Model(client, endpoint, steering, mcp.schemas)
+            async for event in self._steps(ctx, model, session_id, messages):
+                yield event
+
+    async def _steps(
+        self, ctx: CallContext, model: _Model, session_id: str, messages: list[dict[str, Any]]
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Model calls and their tools until the model answers without one."""
+        steering = model.steering
         turn = TurnState()
         for step in range(1, self._max_steps + 1):
             answer = Answer()
@@ -184,6 +195,7 @@ class LocalExecutor:
             self._retry_budget_s,
             answer,
             self._bounds,
+            tools=model.tools,
         )
         async with contextlib.aclosing(call) as retries:
             async for retrying in retries:
@@ -228,6 +240,7 @@ class _Model:
     client: AsyncOpenAI
     endpoint: Endpoint
     steering: SteerInbox
+    tools: Sequence[dict[str, Any]] = ()  # the MCP servers' functions, beside the engine's own
 
 
 def _opening(stored: list[dict[str, Any]], spec: TurnSpec) -> list[dict[str, Any]]:

@@ -20,8 +20,17 @@ from bot.events import (
 from bot.models import ApprovalMode, Phrase, TurnSpec
 from bot.ports import Approver
 from executors.local_history import tool_result
+from executors.local_mcp import McpTools
 from executors.local_pieces import Reply
-from executors.local_tools import WRITES, Call, ToolBox, ToolFailed, allowed, parse_call
+from executors.local_tools import (
+    WRITES,
+    Call,
+    ToolBox,
+    ToolFailed,
+    allowed,
+    capped,
+    parse_call,
+)
 
 
 @dataclass(slots=True)
@@ -41,6 +50,7 @@ class CallContext:
     spec: TurnSpec
     approver: Approver
     tools: ToolBox
+    mcp: McpTools = field(default_factory=McpTools)  # the owner tools (executors/local_mcp.py)
 
 
 async def run_calls(
@@ -62,7 +72,7 @@ async def _tool(
     """One tool call of the model: checked, approved, run; its result appended."""
     function = raw["function"]
     try:
-        call = parse_call(raw["id"], function["name"], function["arguments"])
+        call = parse_call(raw["id"], function["name"], function["arguments"], ctx.mcp.names)
     except ToolFailed as exc:
         turn.malformed += 1
         if turn.malformed > 1:
@@ -80,6 +90,8 @@ async def _tool(
         if denial is not None:
             turn.denials.append(call.summary())
             output, failed = denial, True
+        elif call.name in ctx.mcp.names:  # they only talk to the owner: nothing to approve
+            output, failed = capped(await ctx.mcp.call(call.name, call.args)), False
         else:
             output, failed = await ctx.tools.run(call), False
     except ToolFailed as exc:

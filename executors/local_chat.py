@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +61,13 @@ async def complete(
     retry_budget_s: float,
     answer: Answer,
     bounds: Bounds | None = None,
+    *,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> AsyncGenerator[Retrying, None]:
     """One streamed model call, retried on rate limits and server errors: a ``Retrying``
     before each wait (the progress line says so); the reply is left in ``answer``. An answer
-    past ``bounds`` (by default ``Bounds.of(max_tokens, 1200)``) is ``StreamBounded``."""
+    past ``bounds`` (by default ``Bounds.of(max_tokens, 1200)``) is ``StreamBounded``.
+    ``tools``: functions offered beside the engine's own (its MCP servers')."""
     bounds = bounds or Bounds.of(max_tokens, ANSWER_S)
     from openai import (
         APIConnectionError,
@@ -77,7 +80,7 @@ async def complete(
     waited = 0.0
     for attempt in range(len(RETRY_DELAYS_S) + 1):
         try:
-            answer.reply = await _timed(client, endpoint, messages, max_tokens, bounds)
+            answer.reply = await _timed(client, endpoint, messages, max_tokens, bounds, tools)
             return
         except (AuthenticationError, PermissionDeniedError) as exc:
             variable = str(endpoint.api_key_env or "api_key_env")
@@ -132,12 +135,13 @@ async def _timed(
     messages: list[dict[str, Any]],
     max_tokens: int,
     bounds: Bounds,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> Reply:
     """``_stream`` within ``bounds.seconds``, request to last piece."""
     timer = asyncio.timeout(bounds.seconds)
     try:
         async with timer:
-            return await _stream(client, endpoint, messages, max_tokens, bounds)
+            return await _stream(client, endpoint, messages, max_tokens, bounds, tools)
     except TimeoutError as exc:
         if not timer.expired():
             raise
@@ -155,6 +159,7 @@ async def _stream(
     messages: list[dict[str, Any]],
     max_tokens: int,
     bounds: Bounds,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> Reply:
     """The model's text, its tool calls (assembled from the stream's pieces) and its usage
     (estimated from the characters when the endpoint reports none). ``max_tokens`` bounds
@@ -164,7 +169,7 @@ async def _stream(
     stream = await client.chat.completions.create(  # type: ignore[call-overload]
         model=endpoint.model,
         messages=messages,
-        tools=SCHEMAS,
+        tools=[*SCHEMAS, *tools],
         max_tokens=max_tokens,
         stream=True,
         stream_options={"include_usage": True},

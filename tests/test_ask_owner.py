@@ -11,7 +11,7 @@ refused, and a task a schedule started is refused under DETACH_ASK_UNATTENDED=no
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,9 +23,13 @@ from bot.models import NewTask, QuestionStatus, TaskKind, TaskStatus
 from bot.store import Store
 from bot.tasks.clients import ClientTasks
 from bot.tasks.owner_ask import AskRules
+from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
+from tests.test_local_engine import settings_for as local_settings
+from tests.test_local_engine import tool as local_tool
+from tests.test_local_engine import tool_results
 from tests.test_mcp import refused, tool_use
 from tests.test_notify import silent
 
@@ -87,6 +91,7 @@ async def test_notes_and_a_question_nobody_answers(
             workdir,
             notify_gap_s=0,
             preflight_wait_s=3,
+            stall_s=1,  # a question's wait is the owner's time, not the agent's silence
         )
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/claude MARK-QUIET work", OWNER)
@@ -102,6 +107,8 @@ async def test_notes_and_a_question_nobody_answers(
             assert "reply_markup" not in closed.params
             task = await app.store.tasks.get(1)
             assert task is not None and task.status is TaskStatus.DONE
+            said = [c.params.get("text", "") for c in fake.calls if c.method == "sendMessage"]
+            assert not [t for t in said if "no word from the agent" in t and "ask_owner" in t]
     requests = anthropic.requests_for("MARK-QUIET")
     assert "no answer: use your judgement" in requests[3]["last_user_text"]
 
@@ -198,3 +205,56 @@ async def test_codex_notes_and_asks_through_its_mcp_config(
     requests = openai.requests_for("MARK-CXASK")
     assert '"answer": "9090"' in str(requests[3]["input"][-1])
     assert "`ask_owner` tool" in requests[0]["user_text"]
+
+
+@pytest.fixture
+def chat() -> Iterator[ChatMock]:
+    mock = ChatMock().start()
+    yield mock
+    mock.stop()
+
+
+async def test_local_notes_and_asks_through_the_same_server(
+    tmp_path, claude_bin, agent_env, workdir, chat
+):
+    chat.script(
+        "MARK-LCASK",
+        [
+            local_tool("notify", text="MARK-LCNOTE started"),
+            local_tool("ask_owner", question="MARK-LCQ which branch?", answers=["main", "dev"]),
+            {"text": "LCASK finished."},
+        ],
+    )
+    async with FakeTelegram() as fake:
+        settings = local_settings(tmp_path, fake, claude_bin, workdir, chat)
+        async with running_bot(settings, agent_env):
+            await fake.user_message("/local MARK-LCASK work", OWNER)
+            ask = await fake.wait_text(OWNER, "MARK-LCQ", timeout_s=90)
+            assert silent(await fake.wait_text(OWNER, "MARK-LCNOTE"))
+            tap = await fake.press(OWNER, ask.result["message_id"], buttons(ask)["dev"], OWNER)
+            await answer_of(fake, tap)
+            await fake.wait_text(OWNER, "LCASK finished.", timeout_s=90)
+    requests = chat.requests_for("MARK-LCASK")
+    assert '"answer": "dev"' in tool_results(requests[2])[-1]
+    assert "`ask_owner` tool" in str(requests[0]["messages"][0])
+
+
+async def test_a_cancelled_turn_leaves_no_question_open(
+    tmp_path, claude_bin, agent_env, anthropic, workdir
+):
+    anthropic.script(
+        "MARK-ASKCANCEL",
+        [
+            tool_use("ask_owner", question="MARK-Q3 go on?", answers=["yes", "no"]),
+            {"text": "never"},
+        ],
+    )
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with running_bot(settings, agent_env) as app:
+            await fake.user_message("/claude MARK-ASKCANCEL work", OWNER)
+            ask = await fake.wait_text(OWNER, "MARK-Q3", timeout_s=90)
+            await fake.user_message("/cancel 1", OWNER)
+            ended = await edited(fake, ask.result["message_id"], "turn ended", timeout_s=60)
+            assert "reply_markup" not in ended.params
+            assert await app.store.questions.pending_count(1) == 0

@@ -87,12 +87,13 @@ def _stored(said: Phrase) -> dict[str, str | int | float]:
 
 
 NOTIFY_PREAMBLE = (
-    "You have a `notify` tool (MCP server `detach`): one short note to your owner's "
-    "Telegram now, silent unless urgent=true. Use it rarely, for what the owner should know "
-    "before you finish; your final answer reaches them anyway."
+    "You have a `notify` tool (Detach's; mcp__detach__notify where tools have servers): "
+    "one short note to your owner's Telegram now, silent unless urgent=true. Use it "
+    "rarely, for what the owner should know before you finish; your final answer reaches "
+    "them anyway."
 )
 ASK_PREAMBLE = (
-    "You have an `ask_owner` tool (MCP server `detach`): one question with 1 to 4 short "
+    "You have an `ask_owner` tool (Detach's too): one question with 1 to 4 short "
     "answers your owner taps in Telegram; it waits for the tap, or returns no answer after "
     "a while (then use your judgement). Ask only when a wrong guess would waste the work."
 )
