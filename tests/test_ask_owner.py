@@ -165,10 +165,14 @@ async def test_a_scheduled_task_may_not_ask_when_the_owner_said_so(tmp_path):
 
 async def test_a_question_unanswered_in_time_is_closed_and_says_so(tmp_path):
     async with task_server(tmp_path) as (client, store):
-        result = await client.call_tool("ask_owner", {"question": "q?", "answers": ["a", "b"]})
+        asked = {"question": "q <b>now</b>?", "answers": ["a", "b"]}
+        result = await client.call_tool("ask_owner", asked)
         assert not result.is_error and "no answer" in result.content[0].text
         (row,) = await store.outbox.sends_about(1, ["approval"])
-        assert "q?" in row.payload["text"] and not row.payload["silent"]
+        assert "q &lt;b&gt;now&lt;/b&gt;?" in row.payload["text"] and not row.payload["silent"]
+        edit = await store.outbox.get(row.id + 1)  # the agent's words stay escaped
+        assert edit is not None and "No answer in time" in edit.payload["text"]
+        assert "q &lt;b&gt;now&lt;/b&gt;?" in edit.payload["text"]
         question = await store.questions.get(1)
         assert question is not None and question.status == QuestionStatus.EXPIRED
 
