@@ -23,6 +23,7 @@ from bot.models import NewTask, QuestionStatus, TaskKind, TaskStatus
 from bot.store import Store
 from bot.tasks.clients import ClientTasks
 from bot.tasks.owner_ask import AskRules
+from bot.turns.transcript import human_line
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -107,6 +108,12 @@ async def test_notes_and_a_question_nobody_answers(
             assert "reply_markup" not in closed.params
             task = await app.store.tasks.get(1)
             assert task is not None and task.status is TaskStatus.DONE
+            lines = await app.store.transcript.after(1, 0, 500)
+            (asked,) = [line for line in lines if line.kind == "AskedOwner"]
+            assert asked.body["answer"] is None
+            assert human_line(asked.kind, asked.body) == (
+                "❓ MARK-Q2 tabs or spaces? → no answer: use your judgement"
+            )
             said = [c.params.get("text", "") for c in fake.calls if c.method == "sendMessage"]
             assert not [t for t in said if "no word from the agent" in t and "ask_owner" in t]
     requests = anthropic.requests_for("MARK-QUIET")

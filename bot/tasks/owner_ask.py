@@ -34,6 +34,7 @@ ANSWER_CHARS = 60  # a button's caption
 MOST_ANSWERS = 4
 UNATTENDED = "schedule_run"  # the audit action of a task a schedule started
 NO_ANSWER = "no answer: use your judgement"
+ASKED = "AskedOwner"  # its transcript event (``bot.turns.transcript``, ``bot.turns.items``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +95,19 @@ class OwnerQuestions:
             raise
         if answer is None:
             answer = await self._close(task, row, row_id, ApprovalAnswer.TIMEOUT)
+        await self._record(row, answer)
         if answer is None:
             return {"answered": False, "note": NO_ANSWER}
         return {"answered": True, "answer": answer}
+
+    async def _record(self, row: PendingQuestion, answer: str | None) -> None:
+        """The question and its answer in the transcript (the board, /export): ❓ q → a."""
+        if row.turn_id is None:
+            return
+        question = str(row.payload.get("text", ""))
+        said = f"{question} → {answer if answer is not None else NO_ANSWER}"
+        body = {"text": said, "question": question, "answer": answer}
+        await self._store.transcript.append(row.task_id, row.turn_id, [(ASKED, body)])
 
     async def _answer(self, qid: int) -> str | None:
         """The tapped answer, read from the question's row; None: it waited the whole wait, or

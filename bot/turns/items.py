@@ -47,6 +47,8 @@ def transcript_item(line: TranscriptLine, clip: bool = True) -> dict[str, Any] |
             "text": str(body.get("text", "")),
             "urgent": bool(body.get("urgent")),
         }
+    if kind == "AskedOwner":  # the agent's question to its owner, and the answer
+        return {**base, "kind": "note", "text": "❓ " + str(body.get("text", "")), "urgent": False}
     if kind == "Retrying":
         return {**base, "kind": "retry", "text": f"{body.get('status')} #{body.get('attempt')}"}
     return None
