@@ -10,7 +10,9 @@ refused, and a task a schedule started is refused under DETACH_ASK_UNATTENDED=no
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -269,3 +271,22 @@ async def test_a_cancelled_turn_leaves_no_question_open(
             ended = await edited(fake, ask.result["message_id"], "turn ended", timeout_s=60)
             assert "reply_markup" not in ended.params
             assert await app.store.questions.pending_count(1) == 0
+
+
+async def test_the_answer_is_read_back_from_the_row_whoever_closed_it(tmp_path):
+    """The bot (another process) answers the row, or expires it at a restart."""
+    async with task_server(tmp_path, AskRules(wait_s=60, poll_s=0.05)) as (client, store):
+        for qid, close in ((1, "answer"), (2, "restart")):
+            asked = {"question": f"q{qid}?", "answers": ["a", "b"]}
+            call = asyncio.create_task(client.call_tool("ask_owner", asked))
+            async with asyncio.timeout(10):
+                while await store.questions.pending_count(1) == 0:
+                    await asyncio.sleep(0.05)
+            if close == "answer":
+                assert await store.questions.resolve(qid, QuestionStatus.ANSWERED, "b")
+            else:
+                assert len(await store.questions.expire_pending()) == 1
+            result = await asyncio.wait_for(call, 10)
+            said = json.loads(result.content[0].text)
+            expected = {"answered": True, "answer": "b"} if close == "answer" else None
+            assert said == expected or (expected is None and not said["answered"])
