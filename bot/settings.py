@@ -88,6 +88,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, Manag
     # an agent's `notify` notes to the chat: the least gap between two, and the most per task
     notify_gap_s: float = Field(default=30.0, ge=0, le=3600)
     notify_max: int = Field(default=10, ge=0, le=100)
+    # every Claude and Codex task's agent gets `notify` and `ask_owner` (bot.mcp.owner)
+    owner_tools: bool = True
+    ask_unattended: bool = True  # no: a task a schedule started may not `ask_owner`
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
     # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask
     detach_mode: ApprovalMode = ApprovalMode.SANDBOX

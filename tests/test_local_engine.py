@@ -106,6 +106,8 @@ async def test_a_tool_turn_reads_edits_after_allow_and_a_denied_write_is_told(
         "list_files",
         "grep",
         "run",
+        "detach__notify",  # the owner tools, from the task's `detach mcp --task`
+        "detach__ask_owner",
     ]
     assert requests[0]["max_tokens"] == 4096 and requests[0]["stream"] is True
     results = tool_results(requests[-1])

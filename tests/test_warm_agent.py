@@ -215,7 +215,10 @@ async def test_the_bot_gives_the_next_new_task_the_warm_claude(
     anthropic.script("BOT-TWO", [{"text": "second task done"}])
     caplog.set_level(logging.INFO, logger="executors.process")
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, warm_agents=True)
+        # the owner tools' server would make every task one no warm agent takes
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, warm_agents=True, owner_tools=False
+        )
         async with running_bot(settings, agent_env) as app:
             await fake.wait_call("setMyCommands")
             await fake.user_message("/detach BOT-ONE first", OWNER)
