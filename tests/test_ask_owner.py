@@ -53,7 +53,7 @@ async def test_a_tap_answers_the_agent_and_nobody_elses_tap_counts(
             tmp_path / "data", fake, claude_bin, workdir, allowed_users=frozenset({OWNER, OTHER})
         )
         async with running_bot(settings, agent_env):
-            await fake.user_message("/claude MARK-ASKER work", OWNER)
+            await fake.user_message("/detach mode=ask MARK-ASKER work", OWNER)  # the default
             ask = await fake.wait_text(OWNER, "MARK-Q", timeout_s=90)
             assert not silent(ask)  # it needs the owner: it buzzes
             keys = buttons(ask)
@@ -97,7 +97,7 @@ async def test_notes_and_a_question_nobody_answers(
             stall_s=1,  # a question's wait is the owner's time, not the agent's silence
         )
         async with running_bot(settings, agent_env) as app:
-            await fake.user_message("/claude MARK-QUIET work", OWNER)
+            await fake.user_message("/detach mode=ask MARK-QUIET work", OWNER)
             await fake.wait_text(OWNER, "QUIET finished.", timeout_s=120)
             notes = [
                 c
@@ -205,7 +205,9 @@ async def test_codex_notes_and_asks_through_its_mcp_config(
         ],
     )
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin, owner_tools="all"
+        )
         async with running_bot(settings, {**agent_env, **codex_env}):
             await fake.user_message(f"/codex mode={mode} MARK-CXASK work", OWNER)
             ask = await fake.wait_text(OWNER, "MARK-CXQ", timeout_s=90)
@@ -241,7 +243,7 @@ async def test_local_notes_and_asks_through_the_same_server(
         ],
     )
     async with FakeTelegram() as fake:
-        settings = local_settings(tmp_path, fake, claude_bin, workdir, chat)
+        settings = local_settings(tmp_path, fake, claude_bin, workdir, chat, owner_tools="all")
         async with running_bot(settings, agent_env):
             await fake.user_message("/local MARK-LCASK work", OWNER)
             ask = await fake.wait_text(OWNER, "MARK-LCQ", timeout_s=90)
@@ -265,7 +267,7 @@ async def test_a_cancelled_turn_leaves_no_question_open(
         ],
     )
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, owner_tools="all")
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/claude MARK-ASKCANCEL work", OWNER)
             ask = await fake.wait_text(OWNER, "MARK-Q3", timeout_s=90)

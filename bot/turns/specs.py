@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import UserInputError
-from bot.models import ApprovalMode, McpServerSpec, Task, TaskStatus, Turn, TurnError, TurnSpec
+from bot.models import (
+    ApprovalMode,
+    McpServerSpec,
+    OwnerTools,
+    Task,
+    TaskStatus,
+    Turn,
+    TurnError,
+    TurnSpec,
+)
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
 from bot.ports import TaskWorktrees
@@ -45,9 +54,9 @@ class TurnPolicy:
     # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
-    # DETACH_OWNER_TOOLS: every Claude and Codex task's agent gets that server too, with the
-    # owner tools alone (``--task <task id>``: notify, ask_owner)
-    owner_tools: bool = False
+    # DETACH_OWNER_TOOLS: the tasks outside a sub-task tree whose agent gets that server too,
+    # with the owner tools alone (``--task <task id>``: notify, ask_owner)
+    owner_tools: OwnerTools = OwnerTools.NO
     # the bot's own directory (0700, in the data directory): a turn's files no agent may read,
     # such as the `--mcp-config` naming that server (bot.mcp.launch)
     private_dir: Path | None = None
@@ -138,15 +147,18 @@ class TurnSpecs:
         (it reports to its parent and messages its siblings there), else `detach mcp --task
         <task>` (the owner tools) when the task gets those."""
         command = self._policy.subtask_command
-        if not command or not (_in_tree(task) or self._policy.owner_tools):
+        if not self.owner_tools(task):  # every server of a task's agent has them
             return ()
         scope = "--parent" if _in_tree(task) else "--task"
         args = (*command[1:], scope, str(task.id))
         return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)
 
     def owner_tools(self, task: Task) -> tuple[str, ...]:
-        """The owner tools this task's agent has (its preamble names them)."""
-        served = self._policy.subtask_command and (_in_tree(task) or self._policy.owner_tools)
+        """The owner tools this task's agent has (its preamble names them): a task in a
+        sub-task tree always, another as DETACH_OWNER_TOOLS says; none without `detach mcp`."""
+        served = self._policy.subtask_command and (
+            _in_tree(task) or self._policy.owner_tools.serves(task.kind)
+        )
         return OWNER_TOOLS if served else ()
 
     async def refusal(self, task: Task, created: bool = False) -> TurnOutcome | None:
