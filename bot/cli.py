@@ -83,6 +83,7 @@ def _parser(say: TerminalTexts) -> argparse.ArgumentParser:
     mcp = sub.add_parser("mcp", help=say("shell.help.mcp"))
     mcp.add_argument("--http", metavar="HOST:PORT", help=say("shell.help.mcp_http"))
     mcp.add_argument("--parent", type=int, metavar="TASK", help=say("shell.help.mcp_parent"))
+    mcp.add_argument("--task", type=int, metavar="TASK", help=say("shell.help.mcp_task"))
     mcp.set_defaults(func=_mcp)
     _add_parser(sub, say)
     adopt = sub.add_parser("adopt", help=say("shell.help.adopt"))
@@ -207,7 +208,8 @@ def _mcp(args: argparse.Namespace) -> int:
     async def work(console: ConsoleTasks) -> None:
         # the daily cap a follow-up keeps, as the bot counts it
         money = console.money(settings, catalog)
-        await serve(console.clients(place.owner, money, settings), place, endpoint, args.parent)
+        clients = console.clients(place.owner, money, settings)
+        await serve(clients, place, endpoint, args.parent, args.task)
 
     return asyncio.run(with_console(settings, work, create=False))
 

@@ -264,6 +264,7 @@ def turn_policy(
         limit_warn_percent=settings.limit_warn_percent,
         subtask_command=(sys.executable, "-m", "bot", "mcp"),
         subtask_env=subtask_env(settings),
+        owner_tools=settings.owner_tools,
         private_dir=private_dir(settings),
         agent_nice=settings.agent_nice,
         preamble=settings.preamble_file,

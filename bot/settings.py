@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.models import ApprovalMode, Preset, ProcessRole, TopicMode
+from bot.models import ApprovalMode, OwnerTools, Preset, ProcessRole, TopicMode
 from executors.claude import ClaudeSettings
 from executors.codex import CodexSettings
 from executors.denied import secret_names
@@ -88,6 +88,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, Manag
     # an agent's `notify` notes to the chat: the least gap between two, and the most per task
     notify_gap_s: float = Field(default=30.0, ge=0, le=3600)
     notify_max: int = Field(default=10, ge=0, le=100)
+    # whose agents get `notify` and `ask_owner` (bot.mcp.owner): /detach tasks by default
+    owner_tools: OwnerTools = OwnerTools.WALKAWAY
+    ask_unattended: bool = True  # no: a task a schedule started may not `ask_owner`
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
     # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask
     detach_mode: ApprovalMode = ApprovalMode.SANDBOX
@@ -232,6 +235,17 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, Manag
                     raise ValueError(f"{part!r} is not name=path")
                 pairs.append((name.strip(), Path(path.strip())))
             return tuple(pairs)
+        return value
+
+    @field_validator("owner_tools", mode="before")
+    @classmethod
+    def _parse_owner_tools(cls, value: object) -> object:
+        """yes/true (a boolean before #58) mean ``all``; no/false mean ``no``."""
+        if isinstance(value, bool):
+            return OwnerTools.ALL if value else OwnerTools.NO
+        if isinstance(value, str):
+            said = value.strip().lower()
+            return {"yes": "all", "true": "all", "false": "no"}.get(said, said)
         return value
 
     @field_validator("auto_allowed_tools", "sandbox_allowed_domains", mode="before")

@@ -101,7 +101,7 @@ class CodexExecutor:
             argv += ["-c", f"model={json.dumps(spec.model)}"]
         if spec.approval_mode in PROFILED:  # a permission profile: codex_sandbox.py
             argv += profile_config(spec, self._env, PROFILED[spec.approval_mode])
-        argv += mcp_config(spec.mcp_servers)
+        argv += mcp_config(spec.mcp_servers)  # `detach mcp` (codex_mcp.py)
         return argv + list(spec.extra_args)
 
     async def _output(self, *args: str) -> tuple[int, str]:

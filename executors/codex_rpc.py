@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from bot.errors import AgentCrashed
@@ -83,13 +83,24 @@ class Rpc:
         while (message := await self._inbox.get()) is not None:
             yield message
 
-    def unread(self, messages: list[dict[str, Any]]) -> None:
-        """Put ``messages`` (taken from ``incoming``) back before the ones that came since."""
-        later = []
+    async def watch_until(self, seen: Callable[[dict[str, Any]], bool], timeout_s: float) -> bool:
+        """Show incoming messages to ``seen`` until it says enough (True) or ``timeout_s``
+        passes (False); every message stays in the inbox, in order, for ``incoming``."""
+        kept: list[dict[str, Any] | None] = []
+        enough = False
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not enough:
+                    message = await self._inbox.get()
+                    kept.append(message)
+                    enough = message is None or seen(message)
+        except TimeoutError:
+            pass
         while not self._inbox.empty():
-            later.append(self._inbox.get_nowait())
-        for message in [*messages, *later]:
+            kept.append(self._inbox.get_nowait())
+        for message in kept:
             self._inbox.put_nowait(message)
+        return enough
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

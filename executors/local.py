@@ -55,10 +55,10 @@ from executors.local_chat import Answer, Endpoint, complete
 from executors.local_commands import command_runner
 from executors.local_endpoints import Endpoints
 from executors.local_history import assistant, fit, system_prompt
-from executors.local_mcp import McpTools, mcp_tools
+from executors.local_mcp import mcp_tools
 from executors.local_pieces import Bounds
 from executors.local_settings import LocalSettings
-from executors.local_tools import SCHEMAS, ToolBox
+from executors.local_tools import ToolBox
 from executors.shield import shielded
 
 if TYPE_CHECKING:
@@ -143,21 +143,18 @@ class LocalExecutor:
         runner = command_runner(
             spec, endpoint, self._environ, self._secrets, self._command_timeout_s
         )
-        async with mcp_tools(spec.mcp_servers) as extra:
-            ctx = CallContext(spec, approver, ToolBox(spec.cwd, runner, spec.deny_read), extra)
-            model = _Model(client, endpoint, steering, extra)
-            async for event in self._steps(model, ctx, session_id, messages, steering):
+        async with mcp_tools(spec.mcp_servers) as mcp:  # `detach mcp`'s tools (local_mcp.py)
+            tools = ToolBox(spec.cwd, runner, spec.deny_read)
+            ctx = CallContext(spec, approver, tools, mcp)
+            model = _Model(client, endpoint, steering, mcp.schemas)
+            async for event in self._steps(ctx, model, session_id, messages):
                 yield event
 
     async def _steps(
-        self,
-        model: _Model,
-        ctx: CallContext,
-        session_id: str,
-        messages: list[dict[str, Any]],
-        steering: SteerInbox,
+        self, ctx: CallContext, model: _Model, session_id: str, messages: list[dict[str, Any]]
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Model calls and their tools until an answer without one, or the most steps."""
+        """Model calls and their tools until the model answers without one."""
+        steering = model.steering
         turn = TurnState()
         for step in range(1, self._max_steps + 1):
             answer = Answer()
@@ -198,7 +195,7 @@ class LocalExecutor:
             self._retry_budget_s,
             answer,
             self._bounds,
-            model.tools(),
+            tools=model.tools,
         )
         async with contextlib.aclosing(call) as retries:
             async for retrying in retries:
@@ -243,11 +240,7 @@ class _Model:
     client: AsyncOpenAI
     endpoint: Endpoint
     steering: SteerInbox
-    mcp: McpTools | None = None
-
-    def tools(self) -> list[dict[str, Any]] | None:
-        """The engine's own tools and the MCP servers'; None: the engine's own."""
-        return [*SCHEMAS, *self.mcp.schemas] if self.mcp is not None else None
+    tools: Sequence[dict[str, Any]] = ()  # the MCP servers' functions, beside the engine's own
 
 
 def _opening(stored: list[dict[str, Any]], spec: TurnSpec) -> list[dict[str, Any]]:

@@ -50,7 +50,7 @@ class CallContext:
     spec: TurnSpec
     approver: Approver
     tools: ToolBox
-    mcp: McpTools | None = None  # the turn's MCP servers' tools (sub-tasks), if any
+    mcp: McpTools = field(default_factory=McpTools)  # `detach mcp`'s (local_mcp.py)
 
 
 async def run_calls(
@@ -71,12 +71,12 @@ async def _tool(
 ) -> AsyncGenerator[AgentEvent, None]:
     """One tool call of the model: checked, approved, run; its result appended."""
     function = raw["function"]
-    if ctx.mcp is not None and function["name"] in ctx.mcp:
+    if function["name"] in ctx.mcp:
         async for event in _mcp_tool(raw["id"], function, ctx.mcp, messages):
             yield event
         return
     try:
-        call = parse_call(raw["id"], function["name"], function["arguments"])
+        call = parse_call(raw["id"], function["name"], function["arguments"], ctx.mcp.names)
     except ToolFailed as exc:
         turn.malformed += 1
         if turn.malformed > 1:

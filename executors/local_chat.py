@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,12 +61,13 @@ async def complete(
     retry_budget_s: float,
     answer: Answer,
     bounds: Bounds | None = None,
-    tools: list[dict[str, Any]] | None = None,
+    *,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> AsyncGenerator[Retrying, None]:
     """One streamed model call, retried on rate limits and server errors: a ``Retrying``
     before each wait (the progress line says so); the reply is left in ``answer``. An answer
-    past ``bounds`` (by default ``Bounds.of(max_tokens, 1200)``) is ``StreamBounded``;
-    ``tools``: what the model may call (default: the engine's own, ``SCHEMAS``)."""
+    past ``bounds`` (by default ``Bounds.of(max_tokens, 1200)``) is ``StreamBounded``.
+    ``tools``: functions offered beside the engine's own (its MCP servers')."""
     bounds = bounds or Bounds.of(max_tokens, ANSWER_S)
     from openai import (
         APIConnectionError,
@@ -79,9 +80,7 @@ async def complete(
     waited = 0.0
     for attempt in range(len(RETRY_DELAYS_S) + 1):
         try:
-            answer.reply = await _timed(
-                client, endpoint, messages, max_tokens, bounds, tools or SCHEMAS
-            )
+            answer.reply = await _timed(client, endpoint, messages, max_tokens, bounds, tools)
             return
         except (AuthenticationError, PermissionDeniedError) as exc:
             variable = str(endpoint.api_key_env or "api_key_env")
@@ -136,7 +135,7 @@ async def _timed(
     messages: list[dict[str, Any]],
     max_tokens: int,
     bounds: Bounds,
-    tools: list[dict[str, Any]],
+    tools: Sequence[dict[str, Any]] = (),
 ) -> Reply:
     """``_stream`` within ``bounds.seconds``, request to last piece."""
     timer = asyncio.timeout(bounds.seconds)
@@ -160,7 +159,7 @@ async def _stream(
     messages: list[dict[str, Any]],
     max_tokens: int,
     bounds: Bounds,
-    tools: list[dict[str, Any]],
+    tools: Sequence[dict[str, Any]] = (),
 ) -> Reply:
     """The model's text, its tool calls (assembled from the stream's pieces) and its usage
     (estimated from the characters when the endpoint reports none). ``max_tokens`` bounds
@@ -170,7 +169,7 @@ async def _stream(
     stream = await client.chat.completions.create(  # type: ignore[call-overload]
         model=endpoint.model,
         messages=messages,
-        tools=tools,
+        tools=[*SCHEMAS, *tools],
         max_tokens=max_tokens,
         stream=True,
         stream_options={"include_usage": True},

@@ -117,10 +117,12 @@ class Call:
         return f"{self.name} {main}" if main else self.name
 
 
-def parse_call(call_id: str, name: str, raw: str) -> Call:
-    """A Call, or ToolFailed saying what is wrong with the model's arguments."""
-    if name not in NAMES:
-        raise ToolFailed(f"there is no tool {name!r}; the tools are: {', '.join(sorted(NAMES))}")
+def parse_call(call_id: str, name: str, raw: str, more: frozenset[str] = frozenset()) -> Call:
+    """A Call, or ToolFailed saying what is wrong with the model's arguments; ``more``: the
+    names of the turn's other tools (its MCP servers')."""
+    if name not in NAMES | more:
+        known = ", ".join(sorted(NAMES | more))
+        raise ToolFailed(f"there is no tool {name!r}; the tools are: {known}")
     try:
         args = json.loads(raw or "{}")
     except json.JSONDecodeError as exc:

@@ -105,7 +105,7 @@ async def test_a_tool_turn_reads_edits_after_allow_and_a_denied_write_is_told(
         "edit_file",
         "list_files",
         "grep",
-        "run",
+        "run",  # no owner tools: a /local session has no `detach mcp` by default
     ]
     assert requests[0]["max_tokens"] == 4096 and requests[0]["stream"] is True
     results = tool_results(requests[-1])

@@ -49,6 +49,7 @@ TOOLS = (
     "cancel",
     "list",
     "notify",
+    "ask_owner",
     "wait",
     "report",
     "message",

@@ -218,11 +218,13 @@ async def test_the_bot_gives_the_next_new_task_the_warm_claude(
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, warm_agents=True)
         async with running_bot(settings, agent_env) as app:
             await fake.wait_call("setMyCommands")
-            await fake.user_message("/detach BOT-ONE first", OWNER)
+            # an interactive task: no owner tools by default (DETACH_OWNER_TOOLS=walkaway), so
+            # no MCP server, which no warm agent could have
+            await fake.user_message("/claude BOT-ONE first", OWNER)
             await fake.wait_text(OWNER, "first task done", timeout_s=60)
             pid = await one_warm(app.core.tag)
             mark = len(fake.calls)
-            await fake.user_message("/detach BOT-TWO second", OWNER)
+            await fake.user_message("/claude BOT-TWO second", OWNER)
             await fake.wait_text(OWNER, "second task done", timeout_s=60, after=mark)
             assert f"claude pid {pid} warm, taken" in caplog.text
             again = await one_warm(app.core.tag, other_than=pid)  # warmed for the next one

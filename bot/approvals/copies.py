@@ -118,4 +118,4 @@ def first_line(question: PendingQuestion) -> str:
         return str(payload.get("text", "")).rsplit("\n", 1)[0]
     if question.kind == QuestionKind.BUDGET:
         return str(payload.get("line", ""))
-    return f"❓ {payload.get('text', '')}"
+    return f"❓ {html.escape(str(payload.get('text', '')), quote=False)}"  # the agent's words

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from bot import config
 from bot.errors import ConfigError
 from bot.mcp.desk import McpDesk, McpPlace
-from bot.mcp.server import build_server, http_token, serve_http
+from bot.mcp.server import build_owner_server, build_server, http_token, serve_http
 from bot.models import Phrase
 from bot.settings import Settings
 from bot.tasks.clients import ClientTasks
@@ -51,10 +51,22 @@ def plan(settings: Settings, http: str | None) -> tuple[McpPlace, Endpoint | Non
 
 
 async def serve(
-    tasks: ClientTasks, place: McpPlace, endpoint: Endpoint | None, parent_id: int | None
+    tasks: ClientTasks,
+    place: McpPlace,
+    endpoint: Endpoint | None,
+    parent_id: int | None,
+    task_id: int | None = None,
 ) -> None:
     """Serve until the client goes (stdio) or the process is stopped (HTTP); under
-    ``parent_id`` (`--parent`) the owner and chat are that task's."""
+    ``parent_id`` (`--parent`) the owner and chat are that task's; under ``task_id``
+    (`--task`) only that task's owner tools are served."""
+    if task_id is not None:
+        tasks = await tasks.for_task(task_id)
+        assert tasks.parent is not None
+        task = tasks.parent
+        place = dataclasses.replace(place, owner=task.owner_id, chat_id=task.chat_id, parent=task)
+        await build_owner_server(McpDesk(tasks, place)).run_stdio_async()
+        return
     if parent_id is not None:
         tasks = await tasks.scoped_to(parent_id)
         parent = tasks.parent

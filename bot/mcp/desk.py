@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -287,6 +288,10 @@ class McpDesk:
 
     async def inbox(self, cursor: int = 0) -> dict[str, Any]:
         return await self._tasks.family().inbox(cursor)
+
+    async def ask_owner(self, question: str, answers: Sequence[str]) -> dict[str, Any]:
+        """This task's agent asks its owner, and waits (``ClientTasks.ask_owner``)."""
+        return await self._tasks.ask_owner(question, answers)
 
     # -- helpers -----------------------------------------------------------------------------
     def _prompt(self, text: str, name: str) -> str:

@@ -44,6 +44,8 @@ def subtask_env(settings: Settings) -> dict[str, str]:
         "DETACH_MAX_CONCURRENT_TURNS": str(settings.max_concurrent_turns),
         "DETACH_NOTIFY_GAP_S": str(settings.notify_gap_s),
         "DETACH_NOTIFY_MAX": str(settings.notify_max),
+        "DETACH_PREFLIGHT_WAIT_S": str(settings.preflight_wait_s),
+        "DETACH_ASK_UNATTENDED": "yes" if settings.ask_unattended else "no",
     }
     env[ENV_FILE_VAR] = str(_secrets_file(settings, settings.resolved_database_url))
     return {k: v for k, v in env.items() if v}

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from bot.errors import ConfigError, ToolRefused
 from bot.mcp.desk import PAGE_MAX, WAIT_MAX_S, WATCH_MAX_S, McpDesk
+from bot.mcp.owner import add_owner_tools, owner_tools_server
 
 log = logging.getLogger(__name__)
 
@@ -199,26 +200,14 @@ def build_server(desk: McpDesk) -> MCPServer:
     ) -> str:
         return await _call(desk.list, active_only=active_only, limit=limit)
 
-    @server.tool(
-        structured_output=False,
-        description="Tell your owner something now, in one short note in your task's "
-        "Telegram thread (at most 500 characters): a finding, a decision you took, that "
-        "you are blocked. Silent unless urgent=true (then the phone buzzes; use it only "
-        "for what needs the owner soon). Rate-limited; a refusal says why. Only for the "
-        "agent of a task; your final answer reaches the owner anyway.",
-    )
-    async def notify(
-        text: Annotated[
-            str, Field(description="The note, plain text, one or two sentences.", min_length=1)
-        ],
-        urgent: Annotated[
-            bool, Field(description="true: the owner's phone buzzes (sparingly).")
-        ] = False,
-    ) -> str:
-        return await _call(desk.notify, text=text, urgent=urgent)
-
+    add_owner_tools(server, desk, _call)  # notify, ask_owner (bot.mcp.owner)
     _tree_tools(server, desk)
     return server
+
+
+def build_owner_server(desk: McpDesk) -> MCPServer:
+    """`detach mcp --task N`: only the owner tools of that task's agent."""
+    return owner_tools_server(desk, _call)
 
 
 def _tree_tools(server: MCPServer, desk: McpDesk) -> None:

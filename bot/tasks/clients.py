@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # aiogram's types load on the first follow-up or cancel, not 
     from bot.tasks.cancel import Cancellation, Cancelled
     from bot.tasks.family import TaskFamily
     from bot.tasks.followup import FollowedUp, FollowUp, FollowUps
+    from bot.tasks.owner_ask import AskRules
     from bot.telegram.notifier import Notifier
 
 MAX_ID = 2**53  # a client's number beyond this names no task (and no SQLite integer)
@@ -61,10 +62,11 @@ class ClientTasks:
         timezone: str = "UTC",
         notes: NoteRules = NoteRules(),
         pool: TurnPool = TurnPool(),
+        asks: AskRules | None = None,
     ) -> None:
         """``money``: the daily cap a follow-up keeps (None: none checked); ``limits``: the
         sub-tasks one task may start (DETACH_MAX_SUBTASKS) and a prompt's characters;
-        ``timezone``: for owners who set no /tz."""
+        ``timezone``: for owners who set no /tz; ``asks``: how ``ask_owner`` waits."""
         self._store = store
         self.owner = owner
         self.parent = parent
@@ -73,6 +75,7 @@ class ClientTasks:
         self._timezone = timezone
         self._notes = notes
         self._pool = pool
+        self._asks = asks
         self._notifier: Notifier | None = None
 
     async def scoped_to(self, parent_id: int) -> ClientTasks:
@@ -90,6 +93,23 @@ class ClientTasks:
             limits=limits,
             timezone=self._timezone,
             notes=self._notes,
+            pool=self._pool,
+            asks=self._asks,
+        )
+
+    async def for_task(self, task_id: int) -> ClientTasks:
+        """These under ``--task``: the owner tools of ``task_id``'s agent (``notify``,
+        ``ask_owner``), none over other tasks; ConfigError when there is no such task."""
+        task = await self._store.tasks.get(task_id)
+        if task is None:
+            raise ConfigError(f"no task #{task_id}")
+        return ClientTasks(
+            self._store,
+            owner=task.owner_id,
+            parent=task,
+            timezone=self._timezone,
+            notes=self._notes,
+            asks=self._asks,
             pool=self._pool,
         )
 
@@ -249,6 +269,21 @@ class ClientTasks:
             return False
         running = await self._store.tasks.list_for(self.owner, [TaskStatus.RUNNING], 64)
         return len(running) >= self._pool.max_turns
+
+    async def ask_owner(self, question: str, answers: Sequence[str]) -> dict[str, Any]:
+        """The parent's agent asks its owner (``bot.tasks.owner_ask``); the call waits for a
+        tap or DETACH_PREFLIGHT_WAIT_S."""
+        parent = self.parent
+        if parent is None:
+            raise ToolRefused("ask_owner is for the agent of a task; this server serves none")
+        from bot.tasks.owner_ask import AskRules, OwnerQuestions
+
+        task = await self._store.tasks.get(parent.id)
+        assert task is not None
+        rules = self._asks or AskRules()
+        return await OwnerQuestions(self._store, self.notifier(), rules).ask(
+            task, question, answers
+        )
 
     def notifier(self) -> Notifier:
         """What tells the owner's chat (its outbox rows are the bot's to deliver); built on

@@ -22,6 +22,7 @@ from bot.settings import Settings
 from bot.store import Store, TranscriptLine
 from bot.tasks.adoption import Adoptee, record
 from bot.tasks.clients import ClientTasks, NoteRules, TurnPool
+from bot.tasks.owner_ask import AskRules
 from bot.tasks.placing import Placement
 from bot.tasks.planning import TaskDefaults, TaskPlanner
 from bot.telegram.slugs import slugify
@@ -100,6 +101,7 @@ class ConsoleTasks:
             timezone=settings.timezone,
             notes=notes,
             pool=TurnPool(settings.max_concurrent_turns),
+            asks=AskRules(settings.preflight_wait_s, unattended=settings.ask_unattended),
         )
 
     async def locale_of(self, user_id: int) -> str:

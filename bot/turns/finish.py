@@ -101,6 +101,8 @@ class TurnFinisher:
                 task, _ = await self._record(turn, outcome, runner)
         failpoints.hit("finish.after_commit")
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
+        # an agent's ask_owner whose `detach mcp` went down with the agent: its message says so
+        await self._desk.expire([turn_id], "approval.ended")
 
     def _judged(
         self, turn: Turn, outcome: TurnOutcome, check: CheckResult | None

@@ -50,6 +50,8 @@ def transcript_item(line: TranscriptLine, clip: bool = True) -> dict[str, Any] |
     if kind in ("Reported", "Messaged"):  # within a sub-task tree (bot.tasks.family)
         said = f"📨 {body.get('from_label', '?')}: {body.get('text', '')}"
         return {**base, "kind": "note", "text": said, "urgent": False}
+    if kind == "AskedOwner":  # the agent's question to its owner, and the answer
+        return {**base, "kind": "note", "text": "❓ " + str(body.get("text", "")), "urgent": False}
     if kind == "Retrying":
         return {**base, "kind": "retry", "text": f"{body.get('status')} #{body.get('attempt')}"}
     return None

@@ -87,26 +87,33 @@ def _stored(said: Phrase) -> dict[str, str | int | float]:
 
 
 NOTIFY_PREAMBLE = (
-    "You have a `notify` tool (MCP server `detach`): one short note to your owner's "
-    "Telegram now, silent unless urgent=true. Use it rarely, for what the owner should know "
-    "before you finish; your final answer reaches them anyway."
+    "You have a `notify` tool (Detach's; mcp__detach__notify where tools have servers): "
+    "one short note to your owner's Telegram now, silent unless urgent=true. Use it "
+    "rarely, for what the owner should know before you finish; your final answer reaches "
+    "them anyway."
 )
 TREE_PREAMBLE = (
     "You are a sub-task another agent started. Through the `detach` MCP server you may "
     "`report` to it (it reads reports with `inbox`), `message` a sibling (another sub-task of "
     "the same parent, by task_id) and read what came to you with `inbox`."
 )
+ASK_PREAMBLE = (
+    "You have an `ask_owner` tool (Detach's too): one question with 1 to 4 short "
+    "answers your owner taps in Telegram; it waits for the tap, or returns no answer after "
+    "a while (then use your judgement). Ask only when a wrong guess would waste the work."
+)
+TOOL_PREAMBLES = {"notify": NOTIFY_PREAMBLE, "ask_owner": ASK_PREAMBLE}
 
 
-def preamble(task: Task, owner: str | None = None) -> str | None:
-    """What the agent is told beside its prompt: the owner's preamble first, then Detach's."""
+def preamble(task: Task, owner: str | None = None, tools: tuple[str, ...] = ()) -> str | None:
+    """What the agent is told beside its prompt: the owner's preamble first, then Detach's,
+    which names the owner ``tools`` it has (``notify``, ``ask_owner``)."""
     parts = [owner] if owner else []
     parts += [DETACH_PREAMBLE] if task.kind is TaskKind.DETACH else []
     if task.approval_mode is ApprovalMode.SANDBOX:
         parts.append(SANDBOX_PREAMBLE)
-    if task.subtasks or task.parent_id is not None:  # `detach mcp --parent` has `notify`
-        parts.append(NOTIFY_PREAMBLE)
-    if task.parent_id is not None:
+    parts += [TOOL_PREAMBLES[name] for name in tools if name in TOOL_PREAMBLES]
+    if task.parent_id is not None:  # its `detach mcp --parent` server has the tree tools
         parts.append(TREE_PREAMBLE)
     return "\n\n".join(parts) or None
 

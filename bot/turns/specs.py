@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import UserInputError
-from bot.models import ApprovalMode, McpServerSpec, Task, TaskStatus, Turn, TurnError, TurnSpec
+from bot.models import (
+    ApprovalMode,
+    McpServerSpec,
+    OwnerTools,
+    Task,
+    TaskStatus,
+    Turn,
+    TurnError,
+    TurnSpec,
+)
 from bot.money.desk import MoneyDesk
 from bot.money.presets import Preset
 from bot.ports import TaskWorktrees
@@ -22,6 +31,7 @@ from bot.workdirs import WorkdirPolicy
 from executors.gitguard import GitGuard
 
 SUBTASK_SERVER = "detach"  # the MCP server's name the agent sees: mcp__detach__start…
+OWNER_TOOLS = ("notify", "ask_owner")  # ``bot.mcp.owner``: on every server of a task's agent
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,9 @@ class TurnPolicy:
     # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
+    # DETACH_OWNER_TOOLS: the tasks outside a sub-task tree whose agent gets that server too,
+    # with the owner tools alone (``--task <task id>``: notify, ask_owner)
+    owner_tools: OwnerTools = OwnerTools.NO
     # the bot's own directory (0700, in the data directory): a turn's files no agent may read,
     # such as the `--mcp-config` naming that server (bot.mcp.launch)
     private_dir: Path | None = None
@@ -97,7 +110,9 @@ class TurnSpecs:
             cwd=Path(task.cwd),
             model=task.model,
             resume_session_id=task.session_id,
-            append_system_prompt=preamble(task, owner.text if owner else None),
+            append_system_prompt=preamble(
+                task, owner.text if owner else None, self.owner_tools(task)
+            ),
             allowed_tools=await self._allowed_tools(task),
             approval_mode=task.approval_mode,
             extra_args=preset.args if preset else (),
@@ -129,12 +144,22 @@ class TurnSpecs:
 
     def _subtask_server(self, task: Task) -> tuple[McpServerSpec, ...]:
         """`detach mcp --parent <task>` for a task whose agent may start sub-tasks, or is one
-        (it reports to its parent and messages its siblings there)."""
+        (it reports to its parent and messages its siblings there), else `detach mcp --task
+        <task>` (the owner tools) when the task gets those."""
         command = self._policy.subtask_command
-        if not _in_tree(task) or not command:
+        if not self.owner_tools(task):  # every server of a task's agent has them
             return ()
-        args = (*command[1:], "--parent", str(task.id))
+        scope = "--parent" if _in_tree(task) else "--task"
+        args = (*command[1:], scope, str(task.id))
         return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)
+
+    def owner_tools(self, task: Task) -> tuple[str, ...]:
+        """The owner tools this task's agent has (its preamble names them): a task in a
+        sub-task tree always, another as DETACH_OWNER_TOOLS says; none without `detach mcp`."""
+        served = self._policy.subtask_command and (
+            _in_tree(task) or self._policy.owner_tools.serves(task.kind)
+        )
+        return OWNER_TOOLS if served else ()
 
     async def refusal(self, task: Task, created: bool = False) -> TurnOutcome | None:
         """Work that must not start: over the daily cap (turns queued from the shell or before
@@ -164,9 +189,12 @@ class TurnSpecs:
 
     async def _allowed_tools(self, task: Task) -> tuple[str, ...]:
         """Remembered grants of the owner for this engine and directory; in auto mode also the
-        tools from settings; in readonly mode only its sub-task server's."""
-        # its own sub-tasks (each capped by its rights, read-only ones too): nothing to ask
-        own = (f"mcp__{SUBTASK_SERVER}",) if _in_tree(task) and self._policy.subtask_command else ()
+        tools from settings; in readonly mode only its Detach server's."""
+        # its own sub-tasks (each capped by its rights, read-only ones too) and its owner:
+        # nothing to ask
+        tree = _in_tree(task) and self._policy.subtask_command
+        own: tuple[str, ...] = (f"mcp__{SUBTASK_SERVER}",) if tree else ()
+        own = own or tuple(f"mcp__{SUBTASK_SERVER}__{name}" for name in self.owner_tools(task))
         if task.approval_mode is ApprovalMode.READONLY:
             return own
         grants = await self._store.grants.active(task.owner_id, task.engine, task.cwd)

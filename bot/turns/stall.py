@@ -24,6 +24,7 @@ from bot.telegram.render import shorten
 from bot.telegram.texts import Texts
 
 log = logging.getLogger(__name__)
+ASK_OWNER = frozenset({"mcp__detach__ask_owner", "ask_owner"})  # Claude's and Codex's; /local's
 COMMAND_CHARS = 200  # the command a stalled tool runs, as much as the message shows
 
 
@@ -54,7 +55,8 @@ class StallWatch:
         self._task = task
         self._turn_id = turn_id
         self._after_s = after_s
-        self._asking = asking
+        self._desk_asks = asking
+        self._owner_asks: set[str] = set()  # the agent's open ask_owner calls
         self._last = time.monotonic()
         self._tools: dict[str, tuple[str, float]] = {}  # open tool calls: (what, since)
         self._answered = False  # the verdict came; the clock restarts when the agent exits
@@ -69,8 +71,11 @@ class StallWatch:
         self._last = time.monotonic()
         if isinstance(event, ToolCalled):
             self._tools[event.tool_use_id] = (f"{event.name}: {event.summary}", self._last)
+            if event.name in ASK_OWNER:
+                self._owner_asks.add(event.tool_use_id)
         elif isinstance(event, ToolFinished):
             self._tools.pop(event.tool_use_id, None)
+            self._owner_asks.discard(event.tool_use_id)
         elif isinstance(event, TurnFinished):
             self._answered, self._paused = True, True  # its card and check come first
 
@@ -102,6 +107,10 @@ class StallWatch:
         notice = await self._store.stalls.end(self._turn_id, self._row_id)
         if notice is not None:
             await close_notice(self._notifier, self._task, notice)
+
+    def _asking(self) -> bool:
+        """The turn waits on its owner: an approval or question, or the agent's ask_owner."""
+        return bool(self._owner_asks) or self._desk_asks()
 
     def state(self) -> StallState:
         if self._asking():

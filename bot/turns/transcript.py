@@ -61,6 +61,8 @@ def _words_mark(kind: str, body: dict[str, Any]) -> str | None:
         return "↪️"
     if kind == "Notified":
         return "📣❗" if body.get("urgent") else "📣"
+    if kind == "AskedOwner":  # the agent's ask_owner and its answer
+        return "❓"
     return None
 
 

@@ -55,13 +55,14 @@ class OpenAIMock(ScriptedServer):
         outputs = [
             i
             for i in items
-            if i.get("type") in ("function_call", "custom_tool_call")
+            if i.get("type") in ("function_call", "custom_tool_call", "tool_search_call")
             or (i.get("type") == "message" and i.get("role") == "assistant")
         ]
         record = {
             "user_text": user_text,
             "input": items,
             "tools": [t.get("name") for t in body.get("tools") or []],
+            "tool_specs": body.get("tools") or [],
         }
         steps = self.record(record, [{"text": "ok"}])
         return steps[min(len(outputs), len(steps) - 1)], record
@@ -140,14 +141,24 @@ def _handler_for(mock: OpenAIMock) -> type[BaseHTTPRequestHandler]:
                     "name": "exec_command",
                     "arguments": json.dumps(arguments),
                 }
-            if step.get("call"):
+            if step.get("search"):  # Codex's deferred tools (an MCP server's) looked up first
+                return {
+                    "type": "tool_search_call",
+                    "id": f"ts_{n}",
+                    "call_id": f"call_{n}",
+                    "execution": "client",
+                    "status": "completed",
+                    "arguments": {"query": step["search"], "limit": 8},
+                }
+            if step.get("call"):  # any other tool by name: "ns.tool", or "namespace" beside
                 namespace, _, name = step["call"].rpartition(".")
+                namespace = step.get("namespace") or namespace
                 return {
                     "type": "function_call",
                     "id": f"fc_{n}",
                     "call_id": f"call_{n}",
                     "name": name,
-                    "arguments": json.dumps(step.get("args") or {}),
+                    "arguments": json.dumps(step.get("args") or step.get("arguments") or {}),
                     **({"namespace": namespace} if namespace else {}),
                 }
             if step.get("patch"):
