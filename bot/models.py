@@ -228,7 +228,7 @@ class OwnerTools(StrEnum):
 
     WALKAWAY = "walkaway"  # /detach tasks (nobody watches them) and sub-task trees
     ALL = "all"  # every task (its MCP server delays each turn's start, and it is never warm)
-    NO = "no"  # only sub-task trees
+    NO = "no"  # only sub-task trees (the default)
 
     def serves(self, kind: TaskKind) -> bool:
         """Whether a task of ``kind`` outside any sub-task tree gets them."""

@@ -50,10 +50,15 @@ async def test_a_tap_answers_the_agent_and_nobody_elses_tap_counts(
     )
     async with FakeTelegram() as fake:
         settings = make_settings(
-            tmp_path / "data", fake, claude_bin, workdir, allowed_users=frozenset({OWNER, OTHER})
+            tmp_path / "data",
+            fake,
+            claude_bin,
+            workdir,
+            allowed_users=frozenset({OWNER, OTHER}),
+            owner_tools="walkaway",
         )
         async with running_bot(settings, agent_env):
-            await fake.user_message("/detach mode=ask MARK-ASKER work", OWNER)  # the default
+            await fake.user_message("/detach mode=ask MARK-ASKER work", OWNER)
             ask = await fake.wait_text(OWNER, "MARK-Q", timeout_s=90)
             assert not silent(ask)  # it needs the owner: it buzzes
             keys = buttons(ask)
@@ -93,6 +98,7 @@ async def test_notes_and_a_question_nobody_answers(
             claude_bin,
             workdir,
             notify_gap_s=0,
+            owner_tools="walkaway",
             preflight_wait_s=3,
             stall_s=1,  # a question's wait is the owner's time, not the agent's silence
         )

@@ -67,6 +67,8 @@ def test_the_old_boolean_values_still_parse(tmp_path: Path, given: str, meant: s
     assert settings.owner_tools is OwnerTools(meant)
 
 
-def test_walkaway_is_the_default(tmp_path: Path) -> None:
+def test_no_is_the_default(tmp_path: Path) -> None:
+    """Off by default: the server costs each turn seconds, keeps it from a warm agent, and
+    with a failing check a /detach task's second round runs no tool (README, a known limit)."""
     settings = make_settings(tmp_path, FakeTelegram(), "claude", tmp_path)
-    assert settings.owner_tools is OwnerTools.WALKAWAY
+    assert settings.owner_tools is OwnerTools.NO
