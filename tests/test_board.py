@@ -341,7 +341,10 @@ async def test_always_on_the_board_stores_the_grant_in_one_answer(tmp_path, work
         assert "Allowed, and remembered" in edited.text and edited.reply_markup is None
 
 
-async def test_the_stream_brings_new_transcript_lines_within_a_second(tmp_path, workdir):
+async def test_the_stream_brings_new_transcript_lines_within_a_flush_and_a_poll(tmp_path, workdir):
+    """A new line reaches an open page after the transcript's flush (0.3 s) and the board's
+    poll (``POLL_S``, 0.3 s): bounded at 2 s, the rest a loaded CI machine's margin (1.5 s
+    was seen once in a whole run; a missed flush or poll would take the page's 5 s)."""
     release = asyncio.Event()
 
     async def slow(spec: TurnSpec):  # type: ignore[no-untyped-def]
@@ -375,7 +378,7 @@ async def test_the_stream_brings_new_transcript_lines_within_a_second(tmp_path, 
             release.set()
             began = time.monotonic()
             await read_until("second line")
-            assert time.monotonic() - began < 1.0
+            assert time.monotonic() - began < 2.0
 
 
 def test_a_patch_is_cut_per_file_with_new_and_deleted_ones():
