@@ -127,16 +127,19 @@ class OwnerQuestions:
     ) -> str | None:
         """Expire the question and say why in its message and copies; a tap that came first
         wins (its answer is returned)."""
-        if not await self._store.questions.resolve(row.id, QuestionStatus.EXPIRED, why):
-            fresh = await self._store.questions.get(row.id)
-            answered = fresh is not None and fresh.status == QuestionStatus.ANSWERED
-            return (fresh.answer or "") if answered and fresh else None
         from bot.approvals.copies import edit_copies, first_line
 
         key = "ask_owner.no_answer" if why == ApprovalAnswer.TIMEOUT else "approval.ended"
         text = first_line(row) + "\n\n" + self._notifier.texts.get(task.locale, key)
-        await self._notifier.edit_row(task.chat_id, row_id, text)
-        await edit_copies(self._store, self._notifier, row.id, text)
+        # one transaction: a process stopped with its agent between the two (a /cancel) left the
+        # row closed and its message unedited, and the bot's own sweep then found nothing open
+        async with self._store.atomic():
+            if not await self._store.questions.resolve(row.id, QuestionStatus.EXPIRED, why):
+                fresh = await self._store.questions.get(row.id)
+                answered = fresh is not None and fresh.status == QuestionStatus.ANSWERED
+                return (fresh.answer or "") if answered and fresh else None
+            await self._notifier.edit_row(task.chat_id, row_id, text)
+            await edit_copies(self._store, self._notifier, row.id, text)
         log.info("task %s: question %s closed (%s)", task.id, row.id, why)
         return None
 
