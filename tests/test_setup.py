@@ -28,6 +28,7 @@ from tests.conftest import ROOT
 from tests.support import fake_claude
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, process_env, stop_process
+from tests.support.terminal import Terminal
 
 GOOD_TOKEN = "123456789:AAEexampleexampleexampleexample12"
 
@@ -254,40 +255,18 @@ async def _pairing(
         PYTHONUNBUFFERED="1",
         DETACH_TELEGRAM_API_URL=fake.base_url,
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "init",
-        cwd=tmp_path,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    seen = ""
-
-    async def until_printed(text: str) -> None:
-        nonlocal seen
-        async with asyncio.timeout(60):
-            while text not in seen:
-                chunk = await proc.stdout.read(200)  # type: ignore[union-attr]
-                assert chunk, f"ended before printing {text!r}: {seen}"
-                seen += chunk.decode()
-
-    await until_printed("Bot token")
-    proc.stdin.write(f"{TOKEN}\n".encode())
-    await until_printed("Send /start")
+    term = await Terminal.start(tmp_path, env, "init")
+    await term.until_printed("Bot token")
+    term.type(TOKEN)
+    await term.until_printed("Send /start")
     await fake.user_message("/start", OWNER, language_code=language)
-    await until_printed("Allow them")
-    proc.stdin.write(f"{confirm}\n".encode())
+    await term.until_printed("Allow them")
+    term.type(confirm)
     if preflight is not None:
-        await until_printed("DETACH_PREFLIGHT=on")
-        proc.stdin.write(f"{preflight}\n".encode())
-    proc.stdin.close()
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, seen + out.decode(), home / ".config" / "detach" / "env"
+        await term.until_printed("DETACH_PREFLIGHT=on")
+        term.type(preflight)
+    code, printed = await term.close()
+    return code, printed, home / ".config" / "detach" / "env"
 
 
 async def test_detach_init_pairs_the_owner_after_confirmation_on_the_machine(tmp_path):

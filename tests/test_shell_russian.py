@@ -18,6 +18,7 @@ from bot.telegram.terminal_texts import terminal_locale
 from tests.conftest import ROOT
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER
+from tests.support.terminal import Terminal
 from tests.test_russian_chat import english_words
 
 # what a terminal's words may hold besides the chat's: how to call it, the program's (and its
@@ -160,38 +161,17 @@ async def test_detach_init_asks_and_answers_in_russian(tmp_path):
             PYTHONUNBUFFERED="1",
             DETACH_TELEGRAM_API_URL=fake.base_url,
         )
-        proc = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "bot", "init"),
-            cwd=tmp_path,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        seen = ""
-
-        async def until_printed(text: str) -> None:
-            nonlocal seen
-            async with asyncio.timeout(60):
-                while text not in seen:
-                    chunk = await proc.stdout.read(200)  # type: ignore[union-attr]
-                    assert chunk, f"ended before printing {text!r}: {seen}"
-                    seen += chunk.decode()
-
-        async def answer(question: str, typed: str) -> None:
-            await until_printed(question)
-            proc.stdin.write(f"{typed}\n".encode())  # type: ignore[union-attr]
-
-        await answer("Токен бота", TOKEN)
-        await until_printed("Отправьте сейчас /start")
+        term = await Terminal.start(tmp_path, env, "init")
+        await term.until_printed("Токен бота")
+        term.type(TOKEN)
+        await term.until_printed("Отправьте сейчас /start")
         await fake.user_message("/start", OWNER, language_code="ru")
-        await answer("Разрешить пользоваться ботом? [д/Н]", "д")
-        await answer("спрашивать дешёвую модель", "да")
-        proc.stdin.close()
-        out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    printed = seen + out.decode()
-    assert proc.returncode == 0, printed
+        await term.until_printed("Разрешить пользоваться ботом? [д/Н]")
+        term.type("д")
+        await term.until_printed("спрашивать дешёвую модель")
+        term.type("да")
+        code, printed = await term.close()
+    assert code == 0, printed
     assert "Записано в" in printed and english(printed) == [], printed
     written = (tmp_path / ".config" / "detach" / "env").read_text().splitlines()
     assert f"DETACH_ALLOWED_USERS={OWNER}" in written and "DETACH_PREFLIGHT=on" in written
