@@ -205,7 +205,8 @@ class ClaudeExecutor:
                         if isinstance(event, TurnFinished):
                             # the result line is the verdict: an agent that lingers after it
                             # is stopped on the way out, and its answer is kept
-                            await wait_exit(agent.proc, self._grace_s)
+                            if await wait_exit(agent.proc, self._grace_s):
+                                _ended(agent.proc)
                             return
                     raise await agent.crashed(
                         "claude ended without a result",
@@ -319,6 +320,15 @@ NOT_LOGGED_IN = (
 def _logged_out(final: TurnFinished) -> bool:
     """The CLI's own words without a login (2.1.197: "Not logged in · Please run /login")."""
     return final.is_error and "Please run /login" in (final.result_text or "")
+
+
+def _ended(proc: asyncio.subprocess.Process) -> None:
+    """A claude killed after its answer (by a signal, not its own exit) may not have written
+    its session's last lines: the next turn's resume would miss them."""
+    if proc.returncode is not None and proc.returncode < 0:
+        log.warning(
+            "claude pid %s was killed (signal %s) after its answer", proc.pid, -proc.returncode
+        )
 
 
 def _no_session(event: TurnFinished, spec: TurnSpec) -> bool:

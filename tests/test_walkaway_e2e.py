@@ -5,8 +5,11 @@ round two passes, and the card says so; where bubblewrap is missing the task say
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from bot.approvals.view import CHECK_GRANTS, check_pattern
 from bot.models import ApprovalMode, TaskStatus
@@ -28,9 +31,14 @@ def repository(path: Path) -> None:
     subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
 
 
+# with the owner tools, the agent has an MCP server and takes longer to exit after its answer:
+# the check ran meanwhile, and its sweep (the turn's tag) killed the exiting agent, whose
+# session then lacked its last lines (round two started a new session)
+@pytest.mark.parametrize("owner_tools", ["no", "walkaway"])
 async def test_detach_runs_sandboxed_with_no_taps_and_is_done_when_its_check_passes(
-    tmp_path, claude_bin, agent_env, anthropic, workdir
+    tmp_path, claude_bin, agent_env, anthropic, workdir, owner_tools, caplog
 ):
+    caplog.set_level(logging.WARNING, logger="executors")
     repository(workdir)
     anthropic.script(
         "MARK-WALK",
@@ -42,7 +50,9 @@ async def test_detach_runs_sandboxed_with_no_taps_and_is_done_when_its_check_pas
         ],
     )
     async with FakeTelegram() as fake:
-        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        settings = make_settings(
+            tmp_path / "data", fake, claude_bin, workdir, owner_tools=owner_tools
+        )
         async with running_bot(settings, agent_env) as app:
             # the owner once said "Always" to this repository's check (tests/test_check_consent)
             await app.store.grants.add(
@@ -70,6 +80,14 @@ async def test_detach_runs_sandboxed_with_no_taps_and_is_done_when_its_check_pas
             requests = anthropic.requests_for("MARK-WALK")
             assert "FAILING-ASSERT" in requests[2]["last_user_text"]  # round two was told why
             assert "operating-system sandbox" in requests[0]["system"]
+            sessions = {
+                line.turn_id: line.body["session_id"]
+                for line in await app.store.transcript.tail(1, 100)
+                if line.kind == "SessionStarted"
+            }
+            assert len(sessions) == 2 and len(set(sessions.values())) == 1  # resumed
+    killed = [r.getMessage() for r in caplog.records if "was killed" in r.getMessage()]
+    assert killed == []  # each agent ended by itself after its answer
     assert not (workdir / "check.sh").exists()  # the user's checkout is untouched until Merge
 
 

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 # stops after which a turn writes nothing: left running for recovery at the next start
 # (shutdown), or another process's turn now (taken over); None: the pool itself went away
 HANDS_OFF = (None, StopReason.SHUTDOWN, StopReason.TAKEN_OVER)
+CHECK_TAG = ":check"  # a check's tag: its turn's, and this (the startup sweep's prefix still holds)
 
 
 class RunnerIdentity(Protocol):
@@ -247,7 +248,10 @@ class TurnRunner:
                     task, turn, spec, run.meter, run.left, agent, run.runner
                 )
                 progress.denials = driven.denials
-                check = await self._check.after(task, turn, driven.outcome, spec.process_tag)
+                # the check's processes carry a tag of their own: the sweep after it must
+                # not find the agent, which may still be exiting (closing its MCP servers)
+                check_tag = f"{spec.process_tag}{CHECK_TAG}" if spec.process_tag else None
+                check = await self._check.after(task, turn, driven.outcome, check_tag)
             # The answer is reported while the agent exits after it (tens of ms for
             # Claude); the block ends once it did, and only then may the next turn start.
             await self._report(run, driven, check, before)
