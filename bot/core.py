@@ -12,7 +12,6 @@ import hashlib
 import logging
 import os
 import socket
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from bot.fleet.fleet import Fleet
 from bot.fleet.lease import Lease, OneProcess
 from bot.fleet.takeover import Takeover
 from bot.git import Worktrees
-from bot.mcp.launch import private_dir, subtask_env
+from bot.mcp.launch import Zygote, mcp_command, private_dir, subtask_env
 from bot.models import ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
@@ -157,7 +156,9 @@ async def build_core(
     desk = ApprovalDesk(store, notifier, texts, settings.approval_timeout_s, poll_s)
     money = MoneyDesk(store, presets, settings.daily_cap_usd, settings.task_cap_usd)
     denial = read_denial(settings, agent_environ)
-    policy = turn_policy(settings, secrets, denial, keys)
+    zygote = Zygote(settings)
+    stack.push_async_callback(zygote.aclose)  # after the pool's turns (entered later)
+    policy = turn_policy(settings, secrets, denial, keys, zygote.wanted)
     worktrees = Worktrees(store, settings.data_dir / "worktrees", policy.git)
     workdirs = WorkdirPolicy(
         settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
@@ -247,6 +248,7 @@ def turn_policy(
     secrets: tuple[str, ...] = (),
     denial: ReadDenial | None = None,
     keys: tuple[str, ...] = (),
+    mcp_wanted: Callable[[], None] | None = None,
 ) -> TurnPolicy:
     """``secrets``: ``known_secrets``, which no baseline records; no sandboxed command gets
     ``keys``."""
@@ -262,7 +264,8 @@ def turn_policy(
         limit_retry_s=settings.limit_retry_s,
         stall_s=settings.stall_s,
         limit_warn_percent=settings.limit_warn_percent,
-        subtask_command=(sys.executable, "-m", "bot", "mcp"),
+        subtask_command=mcp_command(),
+        mcp_wanted=mcp_wanted,
         subtask_env=subtask_env(settings),
         owner_tools=settings.owner_tools,
         private_dir=private_dir(settings),

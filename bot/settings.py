@@ -89,7 +89,7 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, Manag
     notify_gap_s: float = Field(default=30.0, ge=0, le=3600)
     notify_max: int = Field(default=10, ge=0, le=100)
     # whose agents get `notify` and `ask_owner` (bot.mcp.owner): /detach tasks by default
-    owner_tools: OwnerTools = OwnerTools.NO
+    owner_tools: OwnerTools = OwnerTools.WALKAWAY
     ask_unattended: bool = True  # no: a task a schedule started may not `ask_owner`
     approval_mode: ApprovalMode = ApprovalMode.ASK  # /claude, /codex and other sessions
     # /detach, schedules, task files, `detach add`: sandboxed where the sandbox works, else ask

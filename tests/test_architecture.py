@@ -77,6 +77,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "bot.worker",
         "bot.core",
         "bot.shell",
+        "bot.zygote",
     ),
     ("handlers",),
     # what a person asks for: tasks (and their task files), the inbox, schedules, worktrees,

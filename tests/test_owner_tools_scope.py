@@ -67,8 +67,9 @@ def test_the_old_boolean_values_still_parse(tmp_path: Path, given: str, meant: s
     assert settings.owner_tools is OwnerTools(meant)
 
 
-def test_no_is_the_default(tmp_path: Path) -> None:
-    """Off by default: the server costs each turn seconds, keeps it from a warm agent, and
-    with a failing check a /detach task's second round runs no tool (README, a known limit)."""
+def test_walkaway_is_the_default(tmp_path: Path) -> None:
+    """Walk-away tasks have them by default: their servers start from the MCP zygote in a
+    fraction of a second (tests/test_mcp_zygote.py), and a failing check's second round
+    resumes its session (tests/test_walkaway_e2e.py)."""
     settings = make_settings(tmp_path, FakeTelegram(), "claude", tmp_path)
-    assert settings.owner_tools is OwnerTools.NO
+    assert settings.owner_tools is OwnerTools.WALKAWAY

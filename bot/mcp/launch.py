@@ -8,18 +8,28 @@ database's URL (a password on PostgreSQL). The URL goes into a private settings 
 (``<data dir>/private/subtasks.env``, 0600, in the data directory sandboxed commands cannot
 read), which the server reads as every `detach` command reads its settings file. The config
 file itself is written in that same private directory (``private_dir``), 0600, and removed
-after the turn."""
+after the turn.
+
+The command itself is the relay (bot.mcp.relay), which hands the server's start to the
+process's MCP zygote (bot.zygote, started here by ``Zygote``) and falls back to a
+plain `detach mcp` without it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 from bot.config import ENV_FILE_VAR
+from bot.mcp import relay
 from bot.settings import Settings
 
 PRIVATE_DIR = "private"  # in the data directory: the bot's own files, none for an agent
 SECRETS_FILE = "subtasks.env"
+ZYGOTE_SOCKET = "mcp.sock"
+STOP_S = 2.0
 
 
 def private_dir(settings: Settings) -> Path:
@@ -46,6 +56,7 @@ def subtask_env(settings: Settings) -> dict[str, str]:
         "DETACH_NOTIFY_MAX": str(settings.notify_max),
         "DETACH_PREFLIGHT_WAIT_S": str(settings.preflight_wait_s),
         "DETACH_ASK_UNATTENDED": "yes" if settings.ask_unattended else "no",
+        relay.SOCKET_VAR: str(private_dir(settings) / ZYGOTE_SOCKET),
     }
     env[ENV_FILE_VAR] = str(_secrets_file(settings, settings.resolved_database_url))
     return {k: v for k, v in env.items() if v}
@@ -64,3 +75,49 @@ def _secrets_file(settings: Settings, url: str) -> Path:
 def _quoted(value: str) -> str:
     """A value as a dotenv file reads it back whole (single quotes: no interpolation)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def mcp_command() -> tuple[str, ...]:
+    """`detach mcp` as an agent's CLI starts it: the relay, with no site and no project path
+    (it needs only the standard library)."""
+    return (sys.executable, "-I", "-S", relay.__file__, "mcp")
+
+
+class Zygote:
+    """This process's MCP zygote (bot.zygote), started at the first turn that gives its
+    agent `detach mcp` (``wanted``; not waited for: until its socket is there, relays start a
+    plain `detach mcp`), stopped by ``aclose`` and by the kernel if this process dies first.
+    Its environment holds no secret."""
+
+    def __init__(self, settings: Settings) -> None:
+        env = subtask_env(settings)
+        self._env = {k: v for k, v in env.items() if k != ENV_FILE_VAR}
+        self._started: asyncio.Task[asyncio.subprocess.Process] | None = None
+
+    def wanted(self) -> None:
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_task(self._start())
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot.zygote",
+            self._env[relay.SOCKET_VAR],
+            env=self._env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+
+    async def aclose(self) -> None:
+        if self._started is None:
+            return
+        proc = await self._started
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()

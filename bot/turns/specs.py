@@ -54,6 +54,9 @@ class TurnPolicy:
     # ``subtasks=yes`` (with ``--parent <task id>``); empty: no sub-tasks here
     subtask_command: tuple[str, ...] = ()
     subtask_env: Mapping[str, str] = field(default_factory=dict)
+    # called as a turn is given that server: starts the process's MCP zygote if it is not yet
+    # (bot.mcp.launch.Zygote), so the servers of later turns start in milliseconds
+    mcp_wanted: Callable[[], None] | None = None
     # DETACH_OWNER_TOOLS: the tasks outside a sub-task tree whose agent gets that server too,
     # with the owner tools alone (``--task <task id>``: notify, ask_owner)
     owner_tools: OwnerTools = OwnerTools.NO
@@ -149,6 +152,8 @@ class TurnSpecs:
         command = self._policy.subtask_command
         if not self.owner_tools(task):  # every server of a task's agent has them
             return ()
+        if self._policy.mcp_wanted is not None:
+            self._policy.mcp_wanted()
         scope = "--parent" if _in_tree(task) else "--task"
         args = (*command[1:], scope, str(task.id))
         return (McpServerSpec(SUBTASK_SERVER, command[0], args, self._policy.subtask_env),)

@@ -1,0 +1,77 @@
+"""What an agent's CLI starts for its Detach MCP server: a few lines of the standard library
+(run with ``python -I -S``: no site, no project imports, ~15 ms) that hand this process's
+stdin, stdout and stderr to the bot's MCP zygote (bot.zygote), which forks a server already
+imported for them (a fresh `detach mcp` spends seconds importing), then waits for that server
+and exits with its status. When the zygote cannot be reached (none running, a refusal, no
+answer within a second) the relay becomes the plain `detach mcp` it stands for (``exec``):
+slower, never different.
+
+The server lives as long as this relay: when the relay goes (its agent ended, or was killed
+with its tree), the server sees its connection close and exits (bot.zygote)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+SOCKET_VAR = "DETACH_MCP_ZYGOTE"  # the zygote's socket (in the bot's private directory)
+ANSWER_S = 1.0  # the zygote answers at once or not at all
+HEADER_MAX = 256 * 1024
+
+
+def main(argv: list[str]) -> int:
+    path = os.environ.get(SOCKET_VAR, "")
+    conn = _handed(path, argv) if path else None
+    if conn is None:
+        _become_detach(argv)  # never returns
+        return 1
+    return _wait(conn)
+
+
+def _handed(path: str, argv: list[str]) -> socket.socket | None:
+    """The connection once the zygote took our descriptors and forked their server; None if
+    it did not (anything but its one-byte yes is a no)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(ANSWER_S)
+    header = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    try:
+        conn.connect(path)
+        if len(header) > HEADER_MAX:
+            raise OSError("header too large")
+        conn.sendmsg(
+            [len(header).to_bytes(4, "big") + header],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fds())],
+        )
+        if conn.recv(1) != b"+":
+            raise OSError("refused")
+    except OSError:
+        conn.close()
+        return None
+    conn.settimeout(None)
+    return conn
+
+
+def _fds() -> bytes:
+    import array
+
+    return array.array("i", [0, 1, 2]).tobytes()
+
+
+def _wait(conn: socket.socket) -> int:
+    """The server's exit status: the one byte it sends before it exits (EOF: it died)."""
+    try:
+        status = conn.recv(1)
+    except OSError:
+        return 1
+    return status[0] if status else 1
+
+
+def _become_detach(argv: list[str]) -> None:
+    """The plain `detach mcp …`: this interpreter with its site and the project's path."""
+    os.execv(sys.executable, [sys.executable, "-m", "bot", *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
