@@ -140,6 +140,7 @@ bench: dev agents locales sandbox voice-tools
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/turn_overhead.py
 	DETACH_TEST_CLAUDE_BIN=$(CURDIR)/$(AGENTS)/claude $(PY) bench/warm_agent.py
 	$(PY) bench/warm_codex.py
+	$(PY) bench/mcp_start.py
 	$(PY) bench/report.py
 
 # The offline recognizers' word error rate on espeak-ng phrases, English and Russian (README
