@@ -4,7 +4,7 @@ what /hosts says of their hosts (``HostLine``, from bot.fleet.hosts)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from bot.fleet.hosts import HostLine, host_lines
 from bot.store import EnginePresence, Runner, Store
@@ -37,15 +37,7 @@ class FleetStatus:
 
     async def hosts(self) -> list[HostLine]:
         """/hosts: every host on record, online or not (none in one process), with the usage
-        windows its engines last reported."""
+        windows its engines reported there (each host its own plan)."""
         if not self.shared:
             return []
-        windows = await self._store.windows.all()
-        return [
-            replace(h, windows=tuple(w for w in windows if w.engine in _available(h)))
-            for h in host_lines(await self._store.runners.every(), utcnow())
-        ]
-
-
-def _available(host: HostLine) -> set[str]:
-    return {e.name for e in host.engines if e.available}
+        return host_lines(await self._store.runners.every(), utcnow())
