@@ -78,7 +78,7 @@ def _better() -> sa.Select[Any]:
     the plan of its engine left, or as much and more free slots (parameters: runner, now)."""
     t, o, oe = tasks.alias("t"), runners.alias("o"), runner_engines.alias("oe")
     me, mine = runner_engines.alias("me"), runners.alias("mine")
-    runner = sa.bindparam("runner")
+    runner: sa.BindParameter[str] = sa.bindparam("runner")
     my_left = sa.func.coalesce(
         sa.select(me.c.plan_left)
         .where(me.c.runner == runner, me.c.engine == t.c.engine)
