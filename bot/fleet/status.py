@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.fleet.hosts import HostLine, host_lines
+from bot.fleet.hosts import BEATS_PER_LEASE, HostLine, host_lines
 from bot.store import EnginePresence, Runner, Store
 from bot.store.db import utcnow
 
@@ -27,6 +27,11 @@ class FleetStatus:
         self._store = store
         self._lease_s = lease_s
         self.shared = shared  # False: one process, nothing to list
+
+    @property
+    def beat_s(self) -> float:
+        """How often runners renew their lease (and announce their presence)."""
+        return self._lease_s / BEATS_PER_LEASE
 
     async def runners(self) -> list[RunnerLine]:
         if not self.shared:
