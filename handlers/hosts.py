@@ -8,9 +8,8 @@ from aiogram import Router
 from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
-from bot.fleet.status import FleetStatus
+from bot.fleet.status import FleetStatus, hosts_text
 from bot.tasks.chat import ChatSettings
-from bot.telegram.hostlines import hosts_text
 from bot.telegram.reply import Reply
 
 __all__ = ["hosts_text", "router"]

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.fleet.status import HostLine
-from bot.telegram.hostlines import host_text
+from bot.fleet.status import HostLine, host_text
 from bot.telegram.render import plain
 from bot.telegram.texts import Texts
 
