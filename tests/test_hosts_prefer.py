@@ -75,9 +75,13 @@ async def submitted(store: Store, prompt: str, cwd: str = "/front", **place: str
 
 
 async def claimed(
-    store: Store, host: str, engines: tuple[str, ...] = ("claude",), **projects: str
+    store: Store,
+    host: str,
+    engines: tuple[str, ...] = ("claude",),
+    prefer_s: float = PREFER_S,
+    **projects: str,
 ) -> str | None:
-    got = await store.claims.claim_next(host, engines, host, projects, prefer_s=PREFER_S)
+    got = await store.claims.claim_next(host, engines, host, projects, prefer_s=prefer_s)
     return got[0].slug if got else None
 
 
@@ -96,6 +100,8 @@ async def test_a_task_goes_to_the_host_with_the_most_plan_left_then_free_slots(c
     await submitted(store, "plan")
     assert await claimed(store, "alpha") is None  # beta has more of its plan left
     assert await claimed(store, "beta") == "plan"
+    await submitted(store, "beta-busy")  # beta's one free slot is taken: not waited for
+    assert await claimed(store, "alpha") == "beta-busy"
 
     await submitted(store, "slots", engine="codex")  # as much plan left: more free slots win
     assert await claimed(store, "gamma", ("codex",)) is None
@@ -134,7 +140,7 @@ async def test_a_plain_directory_goes_to_the_hosts_whose_projects_hold_it(clocke
 
     async def claims(host: str) -> list[str]:
         got = []
-        while slug := await claimed(store, host):
+        while slug := await claimed(store, host, prefer_s=0):  # where it may go, not who first
             got.append(slug)
         return got
 

@@ -142,6 +142,7 @@ class ClaimRepo:
             else:
                 return None
             task, turn = await _running(conn, claimed, now)
+            await conn.execute(queries.slot_taken(), {"runner": runner})
             cwd = projects.get(task.project, task.cwd) if task.project else task.cwd
             session_host = host or task.session_host  # no host named: as it was
             if session_host != task.session_host or cwd != task.cwd:
