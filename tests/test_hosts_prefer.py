@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.engines import Engines
 from bot.fleet.hosts import host_lines
 from bot.models import NewTask, TaskKind
 from bot.store import EnginePresence, Presence, Store, UsageWindow
@@ -155,3 +156,21 @@ async def test_a_plain_directory_goes_to_the_hosts_whose_projects_hold_it(clocke
     await store.runners.stop("beta")  # the only host with /b/docs is gone: any host
     await submitted(store, "orphan", "/b/docs")
     assert await claims("gamma") == ["orphan"]
+
+
+def test_a_host_announces_the_windows_its_engines_reported_there():
+    """What a turn's engine reports of its plan is this host's (its heartbeat announces it): the
+    latest report of each window, none whose reset has come; what it says survives the lease
+    row's JSON."""
+    engines = Engines({})
+    soon = utcnow() + timedelta(hours=1)
+    engines.window_reported("claude", "five_hour", 0.3, soon)
+    engines.window_reported("claude", "five_hour", 0.6, soon)  # the latest counts
+    engines.window_reported("claude", "seven_day", 0.9, utcnow() - timedelta(seconds=1))  # reset
+    windows = engines.windows()
+    assert [(w.engine, w.window, w.used) for w in windows] == [("claude", "five_hour", 0.6)]
+    presence = Presence(slots=2, free=1, windows=windows)
+    assert Presence.decode(presence.encode()) == presence
+    assert (
+        presence.plan_left("claude", utcnow()) == 0.4 and presence.plan_left("codex", utcnow()) == 1
+    )
