@@ -16,7 +16,7 @@ from bot.store import EnginePresence, Presence, UsageWindow
 from bot.store.db import utcnow
 from tests.support.fake_engine import FakeEngine
 from tests.support.postgres import postgres_database
-from tests.test_board import bot_with_board, finished, wait_status
+from tests.test_board import bot_with_board, client, finished, wait_status
 from tests.test_board_browser import browser, open_signed_in, shoot  # noqa: F401
 from tests.test_handlers import feed, message
 
@@ -54,6 +54,8 @@ async def test_the_board_draws_the_hosts_and_who_ran_each_task(tmp_path, workdir
             await feed(app, message("/claude finish quickly"))
             await wait_status(app, 1, TaskStatus.DONE)
 
+            async with client() as http, http.get(f"{board.url}/api/hosts") as response:
+                assert response.status == 401  # signed-in users only, as all of the board
             page = await open_signed_in(browser, board)
             await page.wait_for_selector('.task[data-id="1"] .badge.done')
             assert "📍 front-box" in await page.inner_text('.task[data-id="1"]')
