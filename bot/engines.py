@@ -88,10 +88,11 @@ class Engines:
         finally:
             self._done.set()
 
-    def window_reported(self, engine: str, window: str, used: float | None, at: object) -> None:
-        """An engine's turn here reported one of its plan's windows (``at``: its reset)."""
-        resets = at if isinstance(at, datetime) else None
-        self._windows[(engine, window)] = UsageWindow(engine, window, used, resets, utcnow())
+    def window_reported(
+        self, engine: str, window: str, used: float | None, resets_at: datetime | None
+    ) -> None:
+        """An engine's turn here reported one of its plan's windows."""
+        self._windows[(engine, window)] = UsageWindow(engine, window, used, resets_at, utcnow())
 
     def windows(self) -> tuple[UsageWindow, ...]:
         """The windows this host's engines reported whose reset has not come (its heartbeat

@@ -342,9 +342,11 @@ async def test_hosts_take_what_fits_them_while_one_is_lost_mid_turn(
 
                 try:
                     await wait_until(all_done, 120)
-                finally:
+                except TimeoutError:  # where each stands, for whoever reads the failure
                     tasks = await app.store.tasks.list_for(OWNER, limit=100)
                     print([(t.title, t.status.value, t.host, t.session_host) for t in tasks])
+                    raise
+                tasks = await app.store.tasks.list_for(OWNER, limit=100)
                 label_of = {t.id: MARK.search(t.title).group(1) for t in tasks}  # type: ignore[union-attr]
                 hosts = {label_of[t.id]: (await host_of(app, t.id), t.cwd) for t in tasks}
                 left = [t for t in await turns_of(app.store, "w1@alpha") if t[2] == "interrupted"]
