@@ -208,6 +208,7 @@ async def build_core(
                 engines=executors.keys,
                 listen_dsn=listen_dsn(settings),
                 projects={name: str(path) for name, path in settings.projects},
+                prefer_s=settings.host_preference_s,
             )
         )
         shared = Shared(lease, Fleet(store, lease, takeover, pool), takeover, dispatcher)
@@ -283,7 +284,13 @@ def host_presence(
     projects = tuple((name, str(path)) for name, path in settings.projects)
     if role is ProcessRole.FRONT:
         return Presence(projects=projects)
-    return Presence(engines.presence(), settings.max_concurrent_turns, pool.free_slots, projects)
+    return Presence(
+        engines.presence(),
+        settings.max_concurrent_turns,
+        pool.free_slots,
+        projects,
+        engines.windows(),
+    )
 
 
 def stable_identity(role: ProcessRole, name: str, host: str) -> str:

@@ -9,12 +9,14 @@ import contextlib
 import logging
 import shutil
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 
 from bot.errors import AgentNotInstalled
 from bot.models import Phrase, Preset
 from bot.ports import EngineConfig, EngineSpec, Executor, SessionStore
 from bot.settings import Settings
-from bot.store import EnginePresence
+from bot.store import EnginePresence, UsageWindow
+from bot.store.db import utcnow
 from executors import pidns, registry
 from executors.gitguard import GitGuard
 
@@ -64,6 +66,7 @@ class Engines:
         self.available: dict[str, Executor] = {}  # those that passed their probe
         self.status: list[Phrase] = []  # one line per engine, as /status says them
         self.lines: dict[str, Phrase] = {}  # each candidate's own probe line (/hosts)
+        self._windows: dict[tuple[str, str], UsageWindow] = {}  # as reported here, latest
         self._done = asyncio.Event()
 
     async def probe(self) -> None:
@@ -84,6 +87,20 @@ class Engines:
             self.status.append(git_line(await jailed))
         finally:
             self._done.set()
+
+    def window_reported(
+        self, engine: str, window: str, used: float | None, resets_at: datetime | None
+    ) -> None:
+        """An engine's turn here reported one of its plan's windows."""
+        self._windows[(engine, window)] = UsageWindow(engine, window, used, resets_at, utcnow())
+
+    def windows(self) -> tuple[UsageWindow, ...]:
+        """The windows this host's engines reported whose reset has not come (its heartbeat
+        announces them: the plan each host has left)."""
+        now = utcnow()
+        return tuple(
+            w for _, w in sorted(self._windows.items()) if w.resets_at is None or w.resets_at > now
+        )
 
     def presence(self) -> tuple[EnginePresence, ...]:
         """Each candidate as a host announces it (nothing until the probes answered)."""

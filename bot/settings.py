@@ -107,6 +107,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, Manag
     # it has: name=path,… (/hosts lists them)
     host_name: str = Field(default="", max_length=64)
     projects: Annotated[tuple[tuple[str, Path], ...], NoDecode] = ()
+    # a submitted turn no host is pinned to is left this long to the host with the most of its
+    # plan left (then free slots) before any host it fits takes it
+    host_preference_s: float = Field(default=5, ge=0, le=600)
     timezone: str = "UTC"  # for /every and /at until a user sets /tz
     worktrees: bool = False  # every task in its own git worktree unless worktree=no
     # pull requests from the card (bot.prs): the remote pushed to ("": the one the base branch

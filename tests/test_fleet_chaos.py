@@ -15,6 +15,7 @@ import asyncio
 import random
 import re
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -23,15 +24,18 @@ from bot.models import TaskStatus
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.support.postgres import postgres_database
-from tests.support.workers import Worker, worker_env
+from tests.support.workers import Worker, wait_until, worker_env
+from tests.test_hosts_fleet import host_env, host_of
 
 TASKS = 40
 LEASE_S = 10.0
 KILL_EVERY_S = 20.0
 RESTART_AFTER_S = 40.0
 KILLS = 4
+ROOT = Path(__file__).resolve().parents[1]
 SURFACED_WITHIN_S = LEASE_S + 15
 NOTICE = re.compile(r"Worker <b>(w\d)</b>")
+MARK = re.compile(r"HC-(\w+)")
 
 
 class Owner:
@@ -233,3 +237,150 @@ def check_chat(chat: list) -> None:  # type: ignore[type-arg]
             for b in row
         ]
         assert not any("Resume" in b or "Cancel" in b for b in buttons), (text, buttons)
+
+
+HOSTS_LEASE_S = 3.0
+
+
+@pytest.mark.timeout(240)
+async def test_hosts_take_what_fits_them_while_one_is_lost_mid_turn(
+    tmp_path, claude_bin, codex_bin, agent_env, codex_env, anthropic, openai, workdir
+):
+    """Issue #57's drill: three workers on three hosts, with their projects at their own paths
+    and their own engines (alpha and beta claude, gamma only codex); tasks unpinned, pinned, by
+    project, by a plain directory one host has and by engine, all sent at once, land where
+    they should; alpha is killed with its agents mid-turn, and what it ran is surfaced and
+    resumed on beta (the one claude host left), as before."""
+    for label in ("U1", "U2", "U3", "U4", "P1", "P2", "W1", "W2", "A1"):
+        anthropic.script(
+            f"HC-{label}",
+            [
+                {"tool_use": {"name": "Bash", "input": {"command": "sleep 4", "description": "w"}}},
+                {"text": f"finished {label}"},
+            ],
+        )
+    openai.script("HC-CX", [{"text": "finished CX"}])
+    roots = {h: tmp_path / h for h in ("alpha", "beta", "gamma")}
+    async with postgres_database() as url, FakeTelegram(flood_burst=60, flood_per_s=60) as fake:
+
+        def worker(name: str, host: str, projects: dict[str, str], **env: str) -> Worker:
+            extra = {
+                "DETACH_HOST_NAME": host,
+                "DETACH_ALLOWED_WORKDIRS": f"{roots[host]},{workdir}",
+            }
+            extra |= {"DETACH_WORKER_LEASE_S": str(HOSTS_LEASE_S), "PYTHONPATH": str(ROOT)}
+            extra |= {"DETACH_MAX_CONCURRENT_TURNS": "3", **host_env(roots[host], projects, env)}
+            data = roots[host] / "data"
+            return Worker(
+                name,
+                worker_env(agent_env, url, data, claude_bin, workdir, **extra),
+                tmp_path / f"{name}.log",
+            )
+
+        alpha = worker("w1", "alpha", {"web": "web"})
+        beta = worker("w2", "beta", {"web": "w/site", "api": "api"})
+        gamma = worker(
+            "w3",
+            "gamma",
+            {"docs": "docs"},
+            **codex_env,
+            DETACH_CODEX_BIN=codex_bin,
+            DETACH_CLAUDE_BIN="/nonexistent",
+        )
+        gamma.env["HOME"] = codex_env["HOME"]  # its codex login lives there
+        (roots["beta"] / "api" / "sub").mkdir()
+        settings = make_settings(
+            tmp_path / "front",
+            fake,
+            claude_bin,
+            workdir,
+            role="front",
+            database_url=url,
+            worker_lease_s=HOSTS_LEASE_S,
+            allowed_workdirs=(workdir, *roots.values()),
+        )
+        began = time.monotonic()
+        async with running_bot(settings, agent_env) as app:
+            owner = Owner(fake)
+            watching = asyncio.create_task(owner.run())
+            workers = (alpha, beta, gamma)
+            try:
+                for w in workers:
+                    await w.start()
+                for w in workers:
+                    await w.ready(90)
+
+                async def all_online() -> bool:
+                    hosts = {r.host for r in await app.store.runners.every() if r.presence.engines}
+                    return hosts >= {"alpha", "beta", "gamma"}
+
+                await wait_until(all_online, 30)
+                sent = {
+                    **{f"U{n}": "" for n in range(1, 5)},
+                    "P1": "host=beta",
+                    "P2": "host=beta",
+                    "W1": "cwd=project:web",
+                    "W2": "cwd=project:web",
+                    "A1": f"cwd={roots['beta'] / 'api' / 'sub'}",  # a plain path only beta has
+                }
+                for label, option in sent.items():
+                    await fake.user_message(f"/claude mode=auto {option} HC-{label} go", OWNER)
+                await fake.user_message("/detach engine=codex mode=ask HC-CX go", OWNER)
+
+                async def alpha_runs() -> bool:
+                    return bool(
+                        [t for t in await turns_of(app.store, "w1@alpha") if t[2] == "running"]
+                    )
+
+                await wait_until(alpha_runs, 60)
+                await alpha.kill_with_agents()  # the machine is gone, mid-turn
+                killed_at = time.monotonic()
+
+                async def all_done() -> bool:
+                    tasks = await app.store.tasks.list_for(OWNER, limit=100)
+                    return len(tasks) == 10 and all(t.status is TaskStatus.DONE for t in tasks)
+
+                try:
+                    await wait_until(all_done, 120)
+                except TimeoutError:  # where each stands, for whoever reads the failure
+                    tasks = await app.store.tasks.list_for(OWNER, limit=100)
+                    print([(t.title, t.status.value, t.host, t.session_host) for t in tasks])
+                    raise
+                tasks = await app.store.tasks.list_for(OWNER, limit=100)
+                label_of = {t.id: MARK.search(t.title).group(1) for t in tasks}  # type: ignore[union-attr]
+                hosts = {label_of[t.id]: (await host_of(app, t.id), t.cwd) for t in tasks}
+                left = [t for t in await turns_of(app.store, "w1@alpha") if t[2] == "interrupted"]
+            finally:
+                watching.cancel()
+                exits = [await w.stop() for w in workers if w.alive]
+        took_s = time.monotonic() - began
+
+    assert exits == [0, 0]
+    check_hosts(hosts, roots)
+    assert left, "alpha was killed with no turn running"
+    check_lost([label_of[t[1]] for t in left], hosts, owner, killed_at)
+    print(f"hosts drill: {took_s:.1f} s; alpha left {len(left)} turns, resumed on beta")
+
+
+def check_hosts(hosts: dict, roots: dict) -> None:  # type: ignore[type-arg]
+    """Each task ran where it fits: pinned on its host, by project in that host's directory,
+    a plain directory on the host that has it, codex on the codex host, claude off it."""
+    assert hosts["P1"][0] == hosts["P2"][0] == "beta"  # pinned
+    assert hosts["A1"] == ("beta", str(roots["beta"] / "api" / "sub"))  # its plain directory
+    assert hosts["CX"][0] == "gamma"  # the only codex host
+    for label in ("W1", "W2"):  # by project: in the directory of the host that ran it
+        host, cwd = hosts[label]
+        assert cwd == str(roots[host] / ("web" if host == "alpha" else "w/site")), hosts
+    assert all(hosts[f"U{n}"][0] in ("alpha", "beta") for n in range(1, 5))  # gamma: no claude
+
+
+def check_lost(labels: list[str], hosts: dict, owner: Owner, killed_at: float) -> None:  # type: ignore[type-arg]
+    """What alpha ran when it was lost was surfaced naming w1 in time, and resumed on beta."""
+    for label in labels:
+        noticed = [
+            when
+            for name, seen, when in owner.noticed
+            if name == "w1" and f"hc-{label.lower()}" in seen.lower()
+        ]
+        assert noticed and min(noticed) - killed_at <= HOSTS_LEASE_S + 15, (label, owner.noticed)
+        assert hosts[label][0] == "beta", (label, hosts)

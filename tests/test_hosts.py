@@ -109,7 +109,7 @@ async def test_hosts_show_presence_projects_and_the_host_on_the_card(
             board = BoardData(TaskReads(app.store), app.core.texts, app.core.worktrees)
             assert [row["host"] for row in await board.tasks(OWNER, False)] == [ran]
             fleet = FleetStatus(app.store, LEASE_S, shared=True)
-            listed = await replace(board, fleet=fleet).hosts()  # the board's /api/hosts
+            listed = (await replace(board, fleet=fleet).hosts(OWNER))["hosts"]  # /api/hosts
             assert [(h["host"], h["online"]) for h in listed] == [("alpha", True), ("beta", True)]
             assert {"name": "web", "path": str(web)} in listed[0]["projects"]
 

@@ -57,8 +57,9 @@ class BoardApi:
         return web.json_response({"tasks": rows})
 
     async def hosts(self, request: web.Request) -> web.StreamResponse:
-        """The hosts of a shared database (every signed-in user sees the machines)."""
-        return web.json_response({"hosts": await self._data.hosts()})
+        """The hosts of a shared database (every signed-in user sees the machines; which
+        host runs a task shows on that task's own row only)."""
+        return web.json_response(await self._data.hosts(request[SESSION_KEY].user_id))
 
     async def tasks_stream(self, request: web.Request) -> web.StreamResponse:
         archived = request.query.get("archived") == "1"

@@ -14,7 +14,7 @@ from typing import Any
 from bot.approvals.view import DONE
 from bot.board.checkout import checkout_patch, patch_since
 from bot.board.holds import held_rows
-from bot.board.hosts import host_row
+from bot.board.hosts import host_row, hosts_title
 from bot.errors import TaskNotFound, UserInputError
 from bot.fleet.status import FleetStatus
 from bot.git import Worktrees
@@ -57,10 +57,16 @@ class BoardData:
         """The user's /lang choice; None: they made none."""
         return await self.reads.chosen_locale(user_id)
 
-    async def hosts(self) -> list[dict[str, Any]]:
+    async def hosts(self, user_id: int) -> dict[str, Any]:
         """What /hosts lists, as data: each host online or not, its engines, slots in use,
-        projects and usage windows (none in one process)."""
-        return [host_row(h) for h in await self.fleet.hosts()] if self.fleet else []
+        projects and usage windows (none in one process), the section's title, and how often
+        the page asks again (half a heartbeat: a change shows within one)."""
+        if self.fleet is None or not self.fleet.shared:
+            return {"hosts": [], "title": "", "every_s": None}
+        locale = await self.locale(user_id)
+        rows = [host_row(h, self.texts, locale) for h in await self.fleet.hosts()]
+        every_s = self.fleet.beat_s / 2
+        return {"hosts": rows, "title": hosts_title(self.texts, locale), "every_s": every_s}
 
     async def own(self, user_id: int, task_id: int) -> Task | None:
         return await self.reads.own(user_id, task_id)

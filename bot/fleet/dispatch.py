@@ -35,9 +35,13 @@ class Dispatcher:
         listen_dsn: str | None,
         projects: Mapping[str, str] | None = None,
         poll_s: float = POLL_S,
+        prefer_s: float = 0.0,
     ) -> None:
         """``listen_dsn``: a plain PostgreSQL DSN for the LISTEN connection (None: poll);
-        ``projects``: this host's (name to directory): it claims turns of those only."""
+        ``projects``: this host's (name to directory): it claims turns of those only;
+        ``prefer_s``: how long a submitted turn is left to a better host that fits it
+        (DETACH_HOST_PREFERENCE_S)."""
+        self._prefer_s = prefer_s
         self._store = store
         self._pool = pool
         self._lease = lease
@@ -71,7 +75,11 @@ class Dispatcher:
             if not engines or not self._lease.runner_id:
                 break
             claimed = await self._store.claims.claim_next(
-                self._lease.runner_id, engines, self._lease.host, self._projects
+                self._lease.runner_id,
+                engines,
+                self._lease.host,
+                self._projects,
+                prefer_s=self._prefer_s,
             )
             if claimed is None:
                 break

@@ -1,8 +1,9 @@
 """What /hosts says of the hosts on a shared database: each host (``DETACH_HOST_NAME``; the
 runners that run turns there, a front runs none) with whether it is online, since when, its
-engines, its slots in use and its projects, as their heartbeats announced them. A host is
-online while one of its runners is: not stopped or taken over, and heard from within one
-heartbeat (plus its own beat's slack), so a change shows within one heartbeat."""
+engines, its slots in use, its projects and the usage windows its engines reported there, as
+their heartbeats announced them. A host is online while one of its runners is: not stopped or
+taken over, and heard from within one heartbeat (plus its own beat's slack), so a change shows
+within one heartbeat."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class HostLine:
     slots: int  # turns it may run at once (its live runners')
     running: int  # turns it runs now
     projects: tuple[tuple[str, str], ...]
-    windows: tuple[UsageWindow, ...] = ()  # the usage windows of the engines it has
+    windows: tuple[UsageWindow, ...] = ()  # its engines' plan windows, as it announced them
 
 
 def online(runner: Runner, now: datetime) -> bool:
@@ -62,6 +63,10 @@ def _line(host: str, runners: list[Runner], now: datetime) -> HostLine:
             if engine.name not in engines or engine.available:
                 engines[engine.name] = engine
     projects = dict(p for r in reversed(shown) for p in r.presence.projects)
+    windows: dict[tuple[str, str], UsageWindow] = {}
+    for w in sorted((w for r in shown for w in r.presence.windows), key=lambda w: w.updated_at):
+        if w.resets_at is None or w.resets_at > now:
+            windows[(w.engine, w.window)] = w  # the latest report of each window
     since = min(r.started_at for r in live) if live else max(r.heartbeat_at for r in runners)
     return HostLine(
         host=host,
@@ -73,4 +78,5 @@ def _line(host: str, runners: list[Runner], now: datetime) -> HostLine:
         slots=sum(r.presence.slots for r in live),
         running=sum(r.running for r in runners),
         projects=tuple(sorted(projects.items())),
+        windows=tuple(windows[key] for key in sorted(windows)),
     )

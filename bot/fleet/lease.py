@@ -58,6 +58,10 @@ class Lease:
         await self._store.runners.register(
             self.runner_id, self.name, self.host, self.role, self.lease_s
         )
+        if self._presence is not None:  # what it has, before its first heartbeat
+            await self._store.runners.beat(
+                self.runner_id, sorted(self._engines()), self.lease_s, self._presence()
+            )
         self._mark_renewed()
         log.info("runner %s: lease of %ss", self.runner_id, self.lease_s)
         return self.runner_id

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.models import TaskStatus
+from bot.store.claim_fits import fits, preferred
 from bot.store.schema import runners, tasks, turns
 
 TURNS_CHANNEL = "detach_turns"  # NOTIFY channel: a turn was submitted
@@ -68,46 +69,27 @@ def _claiming(*where: sa.ColumnElement[bool]) -> sa.Update:
     )
 
 
-def _fits() -> sa.Select[Any]:
-    """The turn's task fits the claiming runner (parameters: engines, on_host, projects): its
-    engine is one the runner has; it is pinned to no host or to the runner's; its session
-    lives nowhere yet or on the runner's host; its project (if any) is one the host has."""
-    host: sa.BindParameter[str] = sa.bindparam("on_host")
-    return sa.select(tasks.c.id).where(
-        tasks.c.id == turns.c.task_id,
-        tasks.c.engine.in_(sa.bindparam("engines", expanding=True)),
-        sa.or_(tasks.c.host.is_(None), tasks.c.host == host),
-        sa.or_(
-            tasks.c.session_id.is_(None),
-            tasks.c.session_host.is_(None),
-            tasks.c.session_host == host,
-        ),
-        sa.or_(
-            tasks.c.project.is_(None), tasks.c.project.in_(sa.bindparam("projects", expanding=True))
-        ),
-    )
-
-
 def _claim_next(head: int | None) -> sa.Update:
     """The claim of the shared queue, built once (its parameters: runner, engines, on_host,
-    projects, now): the oldest submitted turn the runner may take (``_fits``) becomes its
-    running turn; one that another runner is claiming is skipped. With ``head``, only among the
-    ``head`` oldest submitted turns (the partial index ``ix_turns_queue`` gives them): a bounded
-    claim, so a planner without statistics (a table autovacuum has not analyzed yet) cannot make
-    every claim join the whole queue with every task; without, among all of them."""
+    projects, now, settled): the oldest submitted turn the runner may take (``claim_fits``:
+    it fits the runner, and no better runner should have it) becomes its running turn; one
+    that another runner is claiming is skipped. With ``head``, only among the ``head`` oldest
+    submitted turns (the partial index ``ix_turns_queue`` gives them): a bounded claim, so a
+    planner without statistics (a table autovacuum has not analyzed yet) cannot make every
+    claim join the whole queue with every task; without, among all of them."""
     blocked = _blocked()
     alive = sa.select(runners.c.id).where(
         runners.c.id == sa.bindparam("runner"),
         runners.c.taken_at.is_(None),
         runners.c.stopped_at.is_(None),
     )
-    runnable = _fits()
+    runnable = fits()
     # 'queued' as a literal in the statement, not a parameter: a prepared statement's generic
     # plan can then use the partial index (whose predicate is that literal)
     queued: sa.ColumnElement[str] = sa.literal_column(f"'{TaskStatus.QUEUED.value}'")
     submitted = (turns.c.status == queued, turns.c.submitted_at.is_not(None))
     oldest = (turns.c.submitted_at, turns.c.id)
-    where = [*submitted, sa.exists(runnable), ~sa.exists(blocked), sa.exists(alive)]
+    where = [*submitted, sa.exists(runnable), ~sa.exists(blocked), sa.exists(alive), preferred()]
     if head is not None:
         first = turns.alias("first")
         ids = (
@@ -189,6 +171,17 @@ def placed() -> sa.Update:
         .where(tasks.c.id == sa.bindparam("task_id"))
         .values(session_host=sa.bindparam("on_host"), cwd=sa.bindparam("to_cwd"))
         .returning(tasks)
+    )
+
+
+@functools.cache
+def slot_taken() -> sa.Update:
+    """A runner claimed a turn: one free slot fewer until its next heartbeat says how many it
+    has (other runners compare theirs with it; parameter: runner)."""
+    return (
+        runners.update()
+        .where(runners.c.id == sa.bindparam("runner"), runners.c.free > 0)
+        .values(free=runners.c.free - 1)
     )
 
 

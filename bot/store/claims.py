@@ -5,7 +5,7 @@ another process."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -120,6 +120,7 @@ class ClaimRepo:
         engines: Collection[str],
         host: str = "",
         projects: Mapping[str, str] | None = None,
+        prefer_s: float = 0.0,
     ) -> tuple[Task, Turn] | None:
         """Scale-out: claim the oldest submitted turn this runner (registered, not taken over)
         on ``host`` can run (its engine is one of ``engines``, it is pinned to no other host,
@@ -127,9 +128,11 @@ class ClaimRepo:
         host's directory; it is its task's oldest queued turn and no turn of the task runs);
         turns other runners are claiming at that moment are skipped (``FOR UPDATE SKIP
         LOCKED``), so each turn goes to one runner. Returns the running task and turn, the
-        task's directory this host's."""
+        task's directory this host's. For ``prefer_s`` after its submission a turn is left
+        to a better runner it fits (more plan left, then more free slots: ``claim_fits``)."""
         now, projects = self._clock(), projects or {}
         params = {"runner": runner, "engines": list(engines), "now": now}
+        params["settled"] = now - timedelta(seconds=prefer_s)
         params |= {"on_host": host, "projects": list(projects)}
         async with self._engine.begin() as conn:
             for claim in queries.CLAIMS:
@@ -139,6 +142,7 @@ class ClaimRepo:
             else:
                 return None
             task, turn = await _running(conn, claimed, now)
+            await conn.execute(queries.slot_taken(), {"runner": runner})
             cwd = projects.get(task.project, task.cwd) if task.project else task.cwd
             session_host = host or task.session_host  # no host named: as it was
             if session_host != task.session_host or cwd != task.cwd:

@@ -23,6 +23,8 @@ from bot.store.schema import (
     pending_copies,
     pending_questions,
     preflight_holds,
+    runner_engines,
+    runner_projects,
     runners,
     schedules,
     schema_version,
@@ -282,6 +284,16 @@ def _v34(conn: Connection) -> None:
     _add_column(conn, "chat_settings", "host", "VARCHAR(64)")
 
 
+def _v35(conn: Connection) -> None:
+    """Picking the host (#57): each runner's free slots, online deadline, engines with their
+    plan left, and projects, where a claim can compare them."""
+    _add_column(conn, "runners", "free", "INTEGER NOT NULL DEFAULT 0")
+    stamp = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "TIMESTAMP"
+    _add_column(conn, "runners", "online_until", stamp)
+    runner_engines.create(conn, checkfirst=True)
+    runner_projects.create(conn, checkfirst=True)
+
+
 # Append-only: migration N brings the schema from version N-1 to N. Tables are defined in their
 # latest shape, so a step that alters a table checks what is already there.
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -319,6 +331,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v32,
     _v33,
     _v34,
+    _v35,
 ]
 
 

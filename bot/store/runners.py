@@ -5,70 +5,18 @@ takes its turns over, and a runner that comes back finds itself taken and stops 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from bot.models import Phrase, ProcessRole, TaskStatus
+from bot.models import ProcessRole, TaskStatus
 from bot.store.db import Clock, Database, aware, utc
+from bot.store.presence import EnginePresence, Presence, announce, orphans
 from bot.store.schema import runners, turns
 
-
-@dataclass(frozen=True, slots=True)
-class EnginePresence:
-    name: str
-    available: bool  # installed and passed its probe (logged in where the CLI says so)
-    line: Phrase | str  # its probe's line (version, login), said in the reader's language
-    sandbox: bool  # mode=sandbox can run here
-
-
-@dataclass(frozen=True, slots=True)
-class Presence:
-    """What a runner's heartbeat announces of its host (stored as JSON on its lease row)."""
-
-    engines: tuple[EnginePresence, ...] = ()
-    slots: int = 0  # how many turns it may run at once
-    free: int = 0  # of which free now
-    projects: tuple[tuple[str, str], ...] = ()  # name, path on this host
-
-    def encode(self) -> str:
-        return json.dumps(
-            {
-                "engines": [[e.name, e.available, _line(e.line), e.sandbox] for e in self.engines],
-                "slots": self.slots,
-                "free": self.free,
-                "projects": [list(p) for p in self.projects],
-            }
-        )
-
-    @classmethod
-    def decode(cls, raw: str | None) -> Presence:
-        """A row's presence; what an older version (or a broken row) wrote reads as none."""
-        try:
-            data = json.loads(raw or "{}")
-            return cls(
-                engines=tuple(
-                    EnginePresence(
-                        str(n),
-                        bool(a),
-                        Phrase.decode(line) if isinstance(line, dict) else str(line),
-                        bool(sb),
-                    )
-                    for n, a, line, sb in data.get("engines", [])
-                ),
-                slots=int(data.get("slots", 0)),
-                free=int(data.get("free", 0)),
-                projects=tuple((str(n), str(p)) for n, p in data.get("projects", [])),
-            )
-        except (ValueError, TypeError, AttributeError, KeyError):
-            return cls()
-
-
-def _line(line: Phrase | str) -> object:
-    return line.encode() if isinstance(line, Phrase) else line
+__all__ = ["EnginePresence", "Presence", "Runner", "RunnerRepo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +112,8 @@ class RunnerRepo:
                     **shown,
                 )
             )
+            if result.rowcount == 1 and presence is not None:
+                await announce(conn, runner_id, engines, presence, lease_s, now)
         return result.rowcount == 1
 
     async def stop(self, runner_id: str) -> None:
@@ -277,4 +227,6 @@ class RunnerRepo:
             result = await conn.execute(
                 runners.delete().where(runners.c.heartbeat_at < cutoff, ~sa.exists(holding))
             )
+            for delete in orphans():
+                await conn.execute(delete)
         return int(result.rowcount)

@@ -373,6 +373,27 @@ runners = sa.Table(
     sa.Column("taken_at", sa.DateTime(timezone=True)),  # its turns were taken over
     # what its heartbeat announces (JSON, bot.fleet.presence): engines, sandbox, slots, projects
     sa.Column("presence", sa.Text, nullable=False, server_default="{}"),
+    # v35: its free slots as its last heartbeat said, and until when it counts as online (one
+    # heartbeat past the one it owes): a claim prefers a better host that is online (#57)
+    sa.Column("free", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("online_until", sa.DateTime(timezone=True)),
+)
+
+# v35: what each runner's heartbeat announces, in rows a claim can join: the engines it runs
+# (with the share of its plan left there, 0..1) and its projects (name, path on its host)
+runner_engines = sa.Table(
+    "runner_engines",
+    metadata,
+    sa.Column("runner", sa.String(128), primary_key=True),
+    sa.Column("engine", sa.String(32), primary_key=True),
+    sa.Column("plan_left", sa.Float, nullable=False),
+)
+runner_projects = sa.Table(
+    "runner_projects",
+    metadata,
+    sa.Column("runner", sa.String(128), primary_key=True),
+    sa.Column("project", sa.String(64), primary_key=True),
+    sa.Column("path", sa.Text, nullable=False),
 )
 
 # a voice note's transcript, shown with Start / Edit / Cancel until its owner taps one

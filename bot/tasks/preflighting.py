@@ -19,9 +19,9 @@ from bot.preflight.files import HeldAttachments
 from bot.preflight.gate import PreflightGate
 from bot.store import Store, TaskFileRow
 from bot.store.preflights import PreflightHold
+from bot.tasks.defaults import AUTO
 from bot.tasks.lookup import TaskLookup
 from bot.tasks.options import flag, split_options
-from bot.tasks.planning import AUTO
 from bot.tasks.routing import TaskRouter, moved
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from bot.models import ApprovalMode, Engine, NewTask, Phrase, Preset
-from bot.tasks.planning import TaskDefaults
+from bot.tasks.defaults import TaskDefaults
 from bot.turns.queue import TurnQueue
 from executors.registry import may_move
 

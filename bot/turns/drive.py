@@ -222,6 +222,7 @@ class Drive:
     async def _recorded(self, task: Task, event: object) -> None:
         """What an event changes of the task: its session id, a usage window's warning."""
         if isinstance(event, WindowReported):
+            self._engines.window_reported(task.engine, event.window, event.used, event.resets_at)
             await self._warnings.reported(task, event)
         if isinstance(event, SessionStarted) and event.session_id != task.session_id:
             await self._store.tasks.set_session(task.id, event.session_id)

@@ -186,7 +186,7 @@ function taskRow(row) {  // a sub-task stands under its parent, indented by its 
     el("div", { class: "title" }, el("span", { class: "badge " + row.badge }, badgeText(row)),
       row.worktree === "merged" || row.worktree === "discarded" ? el("span", { class: "badge " + row.worktree }, t(row.worktree)) : null,
       row.label, " · ", row.title),
-    el("div", { class: "meta" }, [row.engine, row.model, row.mode, usd(row.cost_text), age(row.created_at)].filter(Boolean).join(" · ")),
+    el("div", { class: "meta" }, [row.engine, row.model, row.mode, usd(row.cost_text), age(row.created_at), row.host && "📍 " + row.host].filter(Boolean).join(" · ")),
     el("div", { class: "meta" }, row.cwd));
 }
 
@@ -200,6 +200,24 @@ function holdRow(row) {  // a task held by its preflight: its message and the ch
     el("div", { class: "row" }, buttons));
 }
 
+function hostCard(h) {  // the lines /hosts says of it, in the reader's language
+  return el("div", { class: "host " + (h.online ? "online" : "offline"), "data-host": h.host },
+    el("div", { class: "title" }, h.lines[0]), h.lines.slice(1).map((line) => el("div", { class: "meta" }, line)));
+}
+
+function watchHosts(box) {  // asked again every half heartbeat while the list is shown
+  const poll = async () => {
+    let data = null;
+    try { data = await api("/api/hosts"); } catch (e) { data = null; }
+    if (!box.isConnected) return;
+    if (data) box.replaceChildren(...(data.hosts.length ? [el("h2", {}, data.title), data.hosts.map(hostCard)].flat() : []));
+    if (data && !data.every_s) return;  // one process: no hosts to watch
+    state.hosts = setTimeout(poll, data ? data.every_s * 1000 : 2000);
+  };
+  clearTimeout(state.hosts);
+  poll();
+}
+
 function listPage() {
   document.title = t("title");
   const filter = el("select", { "aria-label": t("filter") },
@@ -207,6 +225,7 @@ function listPage() {
     el("option", { value: "finished" }, t("finished")));
   const archived = el("input", { type: "checkbox", id: "archived" });
   const list = el("div", { id: "tasks" });
+  const hosts = el("section", { id: "hosts" });
   let rows = [];
   const draw = () => {
     const shown = rows.filter((r) => filter.value === "all" || (filter.value === "active") === r.active);
@@ -215,7 +234,8 @@ function listPage() {
   };
   filter.addEventListener("change", draw);
   main.replaceChildren(el("h1", {}, t("tasks")),
-    el("div", { class: "controls" }, filter, el("label", {}, archived, " ", t("show_archived"))), list);
+    el("div", { class: "controls" }, filter, el("label", {}, archived, " ", t("show_archived"))), list, hosts);
+  watchHosts(hosts);
   const open = () => {
     if (state.stream) state.stream();
     state.stream = listen("/api/stream" + (archived.checked ? "?archived=1" : ""),
@@ -313,7 +333,7 @@ function taskHeader(page, box) {
     el("h1", {}, el("span", { class: "badge " + task.badge }, badgeText(task)), task.label, " · ", task.title),
     el("div", { class: "meta" }, [t("engine") + ": " + task.engine, task.model && t("model") + ": " + task.model,
       t("mode") + ": " + task.mode, t("cost") + ": " + usd(task.cost_text), t("age") + ": " + age(task.created_at)].filter(Boolean).join(" · ")),
-    el("div", { class: "meta" }, t("directory") + ": " + task.cwd), gone,
+    el("div", { class: "meta" }, t("directory") + ": " + task.cwd + (task.host ? " · 📍 " + task.host : "")), gone,
     page.pending.length ? el("h2", {}, t("pending")) : null, page.pending.map((q) => pendingCard(q, task.id)),
     el("h2", {}, t("goal")), el("div", { class: "card goal" }, page.goal),
     el("div", { class: "card" }, followup, el("div", { class: "row" }, controls)),
@@ -376,6 +396,7 @@ function go(event) {
 }
 
 function route() {
+  clearTimeout(state.hosts);
   const match = location.pathname.match(/^\/tasks\/(\d+)$/);
   if (match) return taskPage(match[1]);
   if (tg) tg.post("web_app_setup_back_button", { is_visible: false });
