@@ -6,13 +6,17 @@ each) is made once per process, in that thread, and shared by every client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import ssl
 
     from openai import AsyncOpenAI
+
+CHAT_MODULE = "openai.resources.chat.completions.completions"  # the SDK loads it lazily
 
 
 async def openai_client(base_url: str, api_key: str, **options: Any) -> AsyncOpenAI:
@@ -37,4 +41,6 @@ def _tls() -> ssl.SSLContext:
     import httpx2  # the SDK's HTTP client
     import openai  # noqa: F401 (imported here, off the event loop)
 
+    with contextlib.suppress(ImportError):  # else imported at the first call (40 ms)
+        importlib.import_module(CHAT_MODULE)
     return httpx2.create_ssl_context()
