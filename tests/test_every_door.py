@@ -57,6 +57,8 @@ FILE_FOLLOWS = "a file as a reply is a reply with an attachment: the chat row co
 VOICE_NO_LANDING = "a voice note merges and discards nothing (its follow-up: the followup case)"
 NO_CANCEL = "no voice or file cancels; Cancel is the chat's button or /cancel"
 CHAT_ONLY = "`/archive all` is the chat's command (the shell's `detach archive` is no door here)"
+VOICE_NO_OPTIONS = "a voice note's words are all goal: options such as cwd= are typed"
+PAGES_START_NONE = "the board and the Mini App start no task, so they place none"
 
 # case -> door -> GO (the case goes through that door) or why it does not
 TABLE: dict[str, dict[str, str | None]] = {
@@ -92,6 +94,11 @@ TABLE: dict[str, dict[str, str | None]] = {
         "chat": GO, "chat_file": FILE_FOLLOWS, "voice": VOICE_NO_LANDING, "board": GO,
         "mini_app": GO, "detach_add": STARTS_ONLY, "mcp": NO_MCP_LANDING,
         "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
+    },
+    "project": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
     },
     "archive": {d: GO if d == "chat" else CHAT_ONLY for d in DOORS},
 }  # fmt: skip
@@ -159,6 +166,8 @@ async def bench_at(root: Path, claude_bin: str) -> AsyncIterator[Bench]:
     judge.script(PREFLIGHT, [{"text": json.dumps({"verdict": "go"})}])
     workdir, data_dir, home = root / "work", root / "data", root / "home"
     workdir.mkdir()
+    project = workdir / "site-checkout"  # the project ``site``: a plain folder, no worktree
+    project.mkdir()
     config = root / "detach.toml"
     config.write_text(
         f'[presets.judge]\nengine = "local"\nmodel = "m"\nbase_url = "{judge.base_url}"\n'
@@ -178,12 +187,13 @@ async def bench_at(root: Path, claude_bin: str) -> AsyncIterator[Bench]:
                 data_dir, fake, claude_bin, workdir,
                 preflight=True, preflight_model="judge", config=config, board_port=0,
                 stt_base_url=stt.base_url, stt_api_key="sk-test-voice",
-                max_concurrent_turns=8,
+                max_concurrent_turns=8, projects=(("site", project),),
             )  # fmt: skip
             async with running_bot(settings, agent_env):
                 await fake.wait_call("setMyCommands")
                 env = process_env(data_dir, workdir, root / "tools-home")
-                bench = Bench(fake, anthropic, stt, data_dir, workdir, env, TOKEN)
+                env["DETACH_PROJECTS"] = f"site={project}"
+                bench = Bench(fake, anthropic, stt, data_dir, workdir, env, TOKEN, project)
                 bench.database_url = settings.resolved_database_url
                 async with signed_in(bench):
                     yield bench
@@ -600,6 +610,34 @@ async def case_discard(bench: Bench) -> None:
         assert not (bench.workdir / f"{door}-discard" / f"{door}-discard-one.txt").exists()
 
     await each({d: one(d) for d in doors})
+
+
+async def case_project(bench: Bench) -> None:
+    """``cwd=project:site`` from every door that starts a task (each as it takes options: a
+    command's ``key=value``, a flag's word, the MCP tool's ``cwd``, a task file's line): the
+    task runs in the project's folder (DETACH_PROJECTS); a project no host has is refused
+    with the ones there are, as that door answers."""
+    doors = through("project")
+
+    async def one(door: str) -> None:
+        marker = mark("project", door)
+        bench.anthropic.script(marker, [{"text": f"{marker} ran in the project"}])
+        await STARTS[door](bench, f"{marker} say where", {"cwd": "project:site"})
+        await sent(bench, "· done", f"{marker} ran in the project")
+        row = await row_of(bench, marker, lambda r: not r["active"])
+        assert Path(row["cwd"]) == bench.project, (door, row["cwd"])
+
+    await each({d: one(d) for d in doors})
+
+    async def refused(door: str) -> None:
+        at = len(bench.fake.calls)
+        await STARTS[door](bench, f"{mark('project', door)}X nowhere", {"cwd": "project:gone"})
+        if door in ("detach_add", "mcp"):  # the caller is told
+            assert "project called gone" in bench.said[door], (door, bench.said[door])
+        else:
+            await sent(bench, "No host has a project called <b>gone</b>", "site", after=at)
+
+    await each({d: refused(d) for d in doors})
 
 
 ARCHIVED = 50
