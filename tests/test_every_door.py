@@ -100,6 +100,11 @@ TABLE: dict[str, dict[str, str | None]] = {
         "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
         "schedule": GO,
     },
+    "host": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
+    },
     "archive": {d: GO if d == "chat" else CHAT_ONLY for d in DOORS},
 }  # fmt: skip
 
@@ -638,6 +643,32 @@ async def case_project(bench: Bench) -> None:
             await sent(bench, "No host has a project called <b>gone</b>", "site", after=at)
 
     await each({d: refused(d) for d in doors})
+
+
+ONE_PROCESS = "there is no host to choose"
+
+
+async def case_host(bench: Bench) -> None:
+    """``host=gpu-box`` on a bot that runs every task itself (no shared database, so no other
+    host): each door that starts a task refuses the pin and starts nothing. A command, `detach
+    add`'s words and ``/at`` say there is no host to choose; a task file's ``host:`` is no key
+    it has, and the MCP tool says it takes no host (it writes a task file; a sub-task runs on
+    its parent's host)."""
+    doors = through("host")
+
+    async def refused(door: str) -> str:
+        marker, at = mark("host", door), len(bench.fake.calls)
+        await STARTS[door](bench, f"{marker} run there", {"host": "gpu-box"})
+        if door in ("detach_add", "mcp"):
+            return bench.said[door]
+        needles = ("unknown key", "host") if door == "task_file" else (ONE_PROCESS,)
+        return str((await sent(bench, *needles, after=at)).params["text"])
+
+    said = await each({d: refused(d) for d in doors})
+    assert said["detach_add"].startswith("exit 1") and ONE_PROCESS in said["detach_add"], said
+    assert said["mcp"].startswith("error\nstart takes no host"), said
+    for door in doors:
+        assert bench.anthropic.requests_for(mark("host", door)) == [], door  # nothing ran
 
 
 ARCHIVED = 50
