@@ -39,7 +39,7 @@ class StartLine:
     def _before(self, turn_id: int) -> list[asyncio.Event]:
         if turn_id not in self._ahead:
             return []  # run again after leaving (offered once more): nothing to keep
-        ahead = []
+        ahead: list[asyncio.Event] = []
         for other, left in self._ahead.items():
             if other == turn_id:
                 return ahead
