@@ -362,7 +362,9 @@ async def case_question(bench: Bench) -> None:
         marker = mark("question", door)
         bench.anthropic.script(marker, [asks_color(), {"echo": True}])
         await bench.fake.user_message(f"/claude mode=ask {marker} ask me", OWNER)
-        ask = await sent(bench, "Which color?", slug("question", door))
+        # the question's own words: a progress line sent meanwhile names the step, and so
+        # "Which color?" too (under load the turn took its 5 s to ask)
+        ask = await sent(bench, "asks: <b>Color</b>", "Which color?", slug("question", door))
         assert {"Red", "Blue"} <= set(buttons(ask)), door
         row = await row_of(bench, marker, lambda r: r["wait"] is not None)
         assert row["wait_text"] == "waiting for your answer", row
