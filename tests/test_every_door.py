@@ -105,6 +105,11 @@ TABLE: dict[str, dict[str, str | None]] = {
         "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
         "schedule": GO,
     },
+    "subtasks": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
+    },
     "archive": {d: GO if d == "chat" else CHAT_ONLY for d in DOORS},
 }  # fmt: skip
 
@@ -671,6 +676,28 @@ async def case_host(bench: Bench) -> None:
     assert said["mcp"].startswith("error\nstart takes no host"), said
     for door in doors:
         assert bench.anthropic.requests_for(mark("host", door)) == [], door  # nothing ran
+
+
+async def case_subtasks(bench: Bench) -> None:
+    """``subtasks=yes`` from every door that starts a task and takes it: the acknowledgement
+    says the task may start sub-tasks and its agent is given `detach mcp` (Claude Code lists
+    its tools, or, while the server still starts, the tool that waits for it); the MCP tool
+    takes no such argument and says so (what a task's agent starts is a sub-task)."""
+    doors = [d for d in through("subtasks") if d != "mcp"]
+
+    async def one(door: str) -> None:
+        marker = mark("subtasks", door)
+        bench.anthropic.script(marker, [{"text": f"{marker} may split"}])
+        await STARTS[door](bench, f"{marker} split it", {"subtasks": "yes"})
+        await sent(bench, slug("subtasks", door), "🧩 may start sub-tasks")
+        await sent(bench, "· done", f"{marker} may split")
+        [asked] = bench.anthropic.requests_for(marker)
+        given = {"mcp__detach__start", "WaitForMcpServers"}  # its tools, or its start awaited
+        assert given & set(asked["tools"]), (door, asked["tools"])
+
+    await each({d: one(d) for d in doors})
+    await STARTS["mcp"](bench, f"{mark('subtasks', 'mcp')} split it", {"subtasks": "yes"})
+    assert bench.said["mcp"].startswith("error\nstart takes no subtasks"), bench.said["mcp"]
 
 
 ARCHIVED = 50
