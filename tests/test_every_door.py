@@ -1,8 +1,9 @@
 """One table, every door (issue #52's "Must be shown"): the same cases through the chat (text, a
 document with a caption, a voice draft), the board, the Mini App, `detach add`, `detach mcp`, a
 task file in the inbox and an ``/at`` schedule, against ONE real bot (the fake Bot API, the
-real claude CLI against the scripted model, a local preflight judge), compared by what the
-owner sees: messages and their buttons in Telegram, the board's JSON, what a process printed.
+real claude CLI against the scripted model, a local preflight judge, the scripted Managed
+Agents API), compared by what the owner sees: messages and their buttons in Telegram, the
+board's JSON, what a process printed.
 
 ``TABLE`` says, for each case, which doors it goes through and why the others are absent; a
 case runs its doors at once, each with its own marker, so the module stays within a minute and
@@ -33,6 +34,7 @@ from tests.support.doors import STARTS, WAIT_S, Bench, buttons, process_env, sig
 from tests.support.fake_forum import FakeForum
 from tests.support.fake_telegram import TOKEN, Call
 from tests.support.harness import OWNER, in_own_task, make_settings, running_bot
+from tests.support.managed_mock import ManagedMock
 from tests.support.stt_server import Answer, SttServer
 
 DOORS = (
@@ -106,6 +108,11 @@ TABLE: dict[str, dict[str, str | None]] = {
         "schedule": GO,
     },
     "subtasks": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
+    },
+    "managed": {
         "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
         "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
         "schedule": GO,
@@ -192,18 +199,26 @@ async def bench_at(root: Path, claude_bin: str) -> AsyncIterator[Bench]:
     }
     home.mkdir()
     try:
-        async with SttServer() as stt, FakeForum(private_topics=True) as fake:
+        async with (
+            SttServer() as stt,
+            FakeForum(private_topics=True) as fake,
+            ManagedMock() as remote,
+        ):
             settings = make_settings(
                 data_dir, fake, claude_bin, workdir,
                 preflight=True, preflight_model="judge", config=config, board_port=0,
                 stt_base_url=stt.base_url, stt_api_key="sk-test-voice",
                 max_concurrent_turns=8, projects=(("site", project),),
+                managed_api_key=remote.api_key, managed_base_url=remote.base_url,
             )  # fmt: skip
             async with running_bot(settings, agent_env):
                 await fake.wait_call("setMyCommands")
                 env = process_env(data_dir, workdir, root / "tools-home")
                 env["DETACH_PROJECTS"] = f"site={project}"
+                env["DETACH_MANAGED_API_KEY"] = remote.api_key
+                env["DETACH_MANAGED_BASE_URL"] = remote.base_url
                 bench = Bench(fake, anthropic, stt, data_dir, workdir, env, TOKEN, project)
+                bench.remote = remote
                 bench.database_url = settings.resolved_database_url
                 async with signed_in(bench):
                     yield bench
@@ -698,6 +713,25 @@ async def case_subtasks(bench: Bench) -> None:
     await each({d: one(d) for d in doors})
     await STARTS["mcp"](bench, f"{mark('subtasks', 'mcp')} split it", {"subtasks": "yes"})
     assert bench.said["mcp"].startswith("error\nstart takes no subtasks"), bench.said["mcp"]
+
+
+async def case_managed(bench: Bench) -> None:
+    """``engine=managed`` from every door that starts a task (the option, `detach add`'s word,
+    the MCP tool's engine, a task file's line): the task runs on the Managed Agents API (the
+    scripted one), its acknowledgement says so and its card carries the remote answer."""
+    doors = through("managed")
+    remote = bench.remote
+    assert remote is not None
+
+    async def one(door: str) -> None:
+        marker = mark("managed", door)
+        remote.script(marker, [[{"text": f"{marker} ran remotely"}]])
+        await STARTS[door](bench, f"{marker} look around", {"engine": "managed"})
+        await sent(bench, slug("managed", door), "Managed Agents")
+        await sent(bench, "· done", f"{marker} ran remotely")
+        assert bench.anthropic.requests_for(marker) == [], door  # no local agent ran
+
+    await each({d: one(d) for d in doors})
 
 
 ARCHIVED = 50

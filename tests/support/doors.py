@@ -28,6 +28,7 @@ from tests.support.anthropic_mock import AnthropicMock
 from tests.support.fake_forum import FakeForum
 from tests.support.fake_telegram import Call
 from tests.support.harness import OWNER
+from tests.support.managed_mock import ManagedMock
 from tests.support.stt_server import Answer, SttServer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -96,6 +97,7 @@ class Bench:
     env: dict[str, str]  # what `detach add` and `detach mcp` run with
     token: str
     project: Path | None = None  # the bot's project ``site`` (DETACH_PROJECTS)
+    remote: ManagedMock | None = None  # the Managed Agents API the bot's managed tasks use
     database_url: str = ""
     board: Board | None = None
     mini_app: Board | None = None
