@@ -52,6 +52,7 @@ from bot.ports import (
 from executors import sandbox
 from executors.local_calls import CallContext, TurnState, run_calls
 from executors.local_chat import Answer, Endpoint, complete
+from executors.local_client import openai_client
 from executors.local_commands import command_runner
 from executors.local_endpoints import Endpoints
 from executors.local_history import assistant, fit, system_prompt
@@ -112,14 +113,8 @@ class LocalExecutor:
     ) -> AsyncGenerator[AgentEvent, None]:
         """A steer goes in before the next model call, as the owner's message after the tool
         results; one still waiting when the model answered without a tool is deferred."""
-        from openai import AsyncOpenAI
-
         endpoint = self.endpoint(spec)
-        client = AsyncOpenAI(
-            base_url=endpoint.base_url,
-            api_key=self._key(endpoint.api_key_env) or "none",
-            max_retries=0,
-        )
+        client = await openai_client(endpoint.base_url, self._key(endpoint.api_key_env) or "none")
         try:
             async for event in self._turn(spec, approver, endpoint, client, steering):
                 yield event

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from bot.errors import AgentCrashed, AgentNotInstalled
 from bot.models import Phrase, Preset, TurnSpec
 from executors.local_chat import Endpoint
+from executors.local_client import openai_client
 
 if TYPE_CHECKING:
     from executors.local_settings import LocalSettings
@@ -95,14 +96,9 @@ class Endpoints:
         return endpoints
 
     async def _reachable(self, base_url: str, key_env: object) -> Phrase:
-        from openai import APIError, AsyncOpenAI
+        client = await openai_client(base_url, self.key(key_env) or "none", timeout=PROBE_TIMEOUT_S)
+        from openai import APIError  # imported by now
 
-        client = AsyncOpenAI(
-            base_url=base_url,
-            api_key=self.key(key_env) or "none",
-            max_retries=0,
-            timeout=PROBE_TIMEOUT_S,
-        )
         try:
             models = await client.models.list()
             return Phrase("probe.reachable", count=len(models.data))

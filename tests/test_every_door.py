@@ -1,8 +1,9 @@
 """One table, every door (issue #52's "Must be shown"): the same cases through the chat (text, a
 document with a caption, a voice draft), the board, the Mini App, `detach add`, `detach mcp`, a
 task file in the inbox and an ``/at`` schedule, against ONE real bot (the fake Bot API, the
-real claude CLI against the scripted model, a local preflight judge), compared by what the
-owner sees: messages and their buttons in Telegram, the board's JSON, what a process printed.
+real claude CLI against the scripted model, a local preflight judge, the scripted Managed
+Agents API), compared by what the owner sees: messages and their buttons in Telegram, the
+board's JSON, what a process printed.
 
 ``TABLE`` says, for each case, which doors it goes through and why the others are absent; a
 case runs its doors at once, each with its own marker, so the module stays within a minute and
@@ -33,6 +34,7 @@ from tests.support.doors import STARTS, WAIT_S, Bench, buttons, process_env, sig
 from tests.support.fake_forum import FakeForum
 from tests.support.fake_telegram import TOKEN, Call
 from tests.support.harness import OWNER, in_own_task, make_settings, running_bot
+from tests.support.managed_mock import ManagedMock
 from tests.support.stt_server import Answer, SttServer
 
 DOORS = (
@@ -57,6 +59,8 @@ FILE_FOLLOWS = "a file as a reply is a reply with an attachment: the chat row co
 VOICE_NO_LANDING = "a voice note merges and discards nothing (its follow-up: the followup case)"
 NO_CANCEL = "no voice or file cancels; Cancel is the chat's button or /cancel"
 CHAT_ONLY = "`/archive all` is the chat's command (the shell's `detach archive` is no door here)"
+VOICE_NO_OPTIONS = "a voice note's words are all goal: options such as cwd= are typed"
+PAGES_START_NONE = "the board and the Mini App start no task, so they place none"
 
 # case -> door -> GO (the case goes through that door) or why it does not
 TABLE: dict[str, dict[str, str | None]] = {
@@ -92,6 +96,26 @@ TABLE: dict[str, dict[str, str | None]] = {
         "chat": GO, "chat_file": FILE_FOLLOWS, "voice": VOICE_NO_LANDING, "board": GO,
         "mini_app": GO, "detach_add": STARTS_ONLY, "mcp": NO_MCP_LANDING,
         "task_file": STARTS_ONLY, "schedule": STARTS_ONLY,
+    },
+    "project": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
+    },
+    "host": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
+    },
+    "subtasks": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
+    },
+    "managed": {
+        "chat": GO, "chat_file": GO, "voice": VOICE_NO_OPTIONS, "board": PAGES_START_NONE,
+        "mini_app": PAGES_START_NONE, "detach_add": GO, "mcp": GO, "task_file": GO,
+        "schedule": GO,
     },
     "archive": {d: GO if d == "chat" else CHAT_ONLY for d in DOORS},
 }  # fmt: skip
@@ -159,6 +183,8 @@ async def bench_at(root: Path, claude_bin: str) -> AsyncIterator[Bench]:
     judge.script(PREFLIGHT, [{"text": json.dumps({"verdict": "go"})}])
     workdir, data_dir, home = root / "work", root / "data", root / "home"
     workdir.mkdir()
+    project = workdir / "site-checkout"  # the project ``site``: a plain folder, no worktree
+    project.mkdir()
     config = root / "detach.toml"
     config.write_text(
         f'[presets.judge]\nengine = "local"\nmodel = "m"\nbase_url = "{judge.base_url}"\n'
@@ -173,17 +199,26 @@ async def bench_at(root: Path, claude_bin: str) -> AsyncIterator[Bench]:
     }
     home.mkdir()
     try:
-        async with SttServer() as stt, FakeForum(private_topics=True) as fake:
+        async with (
+            SttServer() as stt,
+            FakeForum(private_topics=True) as fake,
+            ManagedMock() as remote,
+        ):
             settings = make_settings(
                 data_dir, fake, claude_bin, workdir,
                 preflight=True, preflight_model="judge", config=config, board_port=0,
                 stt_base_url=stt.base_url, stt_api_key="sk-test-voice",
-                max_concurrent_turns=8,
+                max_concurrent_turns=8, projects=(("site", project),),
+                managed_api_key=remote.api_key, managed_base_url=remote.base_url,
             )  # fmt: skip
             async with running_bot(settings, agent_env):
                 await fake.wait_call("setMyCommands")
                 env = process_env(data_dir, workdir, root / "tools-home")
-                bench = Bench(fake, anthropic, stt, data_dir, workdir, env, TOKEN)
+                env["DETACH_PROJECTS"] = f"site={project}"
+                env["DETACH_MANAGED_API_KEY"] = remote.api_key
+                env["DETACH_MANAGED_BASE_URL"] = remote.base_url
+                bench = Bench(fake, anthropic, stt, data_dir, workdir, env, TOKEN, project)
+                bench.remote = remote
                 bench.database_url = settings.resolved_database_url
                 async with signed_in(bench):
                     yield bench
@@ -347,7 +382,9 @@ async def case_question(bench: Bench) -> None:
         marker = mark("question", door)
         bench.anthropic.script(marker, [asks_color(), {"echo": True}])
         await bench.fake.user_message(f"/claude mode=ask {marker} ask me", OWNER)
-        ask = await sent(bench, "Which color?", slug("question", door))
+        # the question's own words: a progress line sent meanwhile names the step, and so
+        # "Which color?" too (under load the turn took its 5 s to ask)
+        ask = await sent(bench, "asks: <b>Color</b>", "Which color?", slug("question", door))
         assert {"Red", "Blue"} <= set(buttons(ask)), door
         row = await row_of(bench, marker, lambda r: r["wait"] is not None)
         assert row["wait_text"] == "waiting for your answer", row
@@ -598,6 +635,101 @@ async def case_discard(bench: Bench) -> None:
         cwd = await went_on(bench, "discard", door, card, row)
         assert not (cwd / f"{door}-discard-one.txt").exists(), door  # it stays discarded
         assert not (bench.workdir / f"{door}-discard" / f"{door}-discard-one.txt").exists()
+
+    await each({d: one(d) for d in doors})
+
+
+async def case_project(bench: Bench) -> None:
+    """``cwd=project:site`` from every door that starts a task (each as it takes options: a
+    command's ``key=value``, a flag's word, the MCP tool's ``cwd``, a task file's line): the
+    task runs in the project's folder (DETACH_PROJECTS); a project no host has is refused
+    with the ones there are, as that door answers."""
+    doors = through("project")
+
+    async def one(door: str) -> None:
+        marker = mark("project", door)
+        bench.anthropic.script(marker, [{"text": f"{marker} ran in the project"}])
+        await STARTS[door](bench, f"{marker} say where", {"cwd": "project:site"})
+        await sent(bench, "· done", f"{marker} ran in the project")
+        row = await row_of(bench, marker, lambda r: not r["active"])
+        assert Path(row["cwd"]) == bench.project, (door, row["cwd"])
+
+    await each({d: one(d) for d in doors})
+
+    async def refused(door: str) -> None:
+        at = len(bench.fake.calls)
+        await STARTS[door](bench, f"{mark('project', door)}X nowhere", {"cwd": "project:gone"})
+        if door in ("detach_add", "mcp"):  # the caller is told
+            assert "project called gone" in bench.said[door], (door, bench.said[door])
+        else:
+            await sent(bench, "No host has a project called <b>gone</b>", "site", after=at)
+
+    await each({d: refused(d) for d in doors})
+
+
+ONE_PROCESS = "there is no host to choose"
+
+
+async def case_host(bench: Bench) -> None:
+    """``host=gpu-box`` on a bot that runs every task itself (no shared database, so no other
+    host): each door that starts a task refuses the pin and starts nothing. A command, `detach
+    add`'s words and ``/at`` say there is no host to choose; a task file's ``host:`` is no key
+    it has, and the MCP tool says it takes no host (it writes a task file; a sub-task runs on
+    its parent's host)."""
+    doors = through("host")
+
+    async def refused(door: str) -> str:
+        marker, at = mark("host", door), len(bench.fake.calls)
+        await STARTS[door](bench, f"{marker} run there", {"host": "gpu-box"})
+        if door in ("detach_add", "mcp"):
+            return bench.said[door]
+        needles = ("unknown key", "host") if door == "task_file" else (ONE_PROCESS,)
+        return str((await sent(bench, *needles, after=at)).params["text"])
+
+    said = await each({d: refused(d) for d in doors})
+    assert said["detach_add"].startswith("exit 1") and ONE_PROCESS in said["detach_add"], said
+    assert said["mcp"].startswith("error\nstart takes no host"), said
+    for door in doors:
+        assert bench.anthropic.requests_for(mark("host", door)) == [], door  # nothing ran
+
+
+async def case_subtasks(bench: Bench) -> None:
+    """``subtasks=yes`` from every door that starts a task and takes it: the acknowledgement
+    says the task may start sub-tasks and its agent is given `detach mcp` (Claude Code lists
+    its tools, or, while the server still starts, the tool that waits for it); the MCP tool
+    takes no such argument and says so (what a task's agent starts is a sub-task)."""
+    doors = [d for d in through("subtasks") if d != "mcp"]
+
+    async def one(door: str) -> None:
+        marker = mark("subtasks", door)
+        bench.anthropic.script(marker, [{"text": f"{marker} may split"}])
+        await STARTS[door](bench, f"{marker} split it", {"subtasks": "yes"})
+        await sent(bench, slug("subtasks", door), "🧩 may start sub-tasks")
+        await sent(bench, "· done", f"{marker} may split")
+        [asked] = bench.anthropic.requests_for(marker)
+        given = {"mcp__detach__start", "WaitForMcpServers"}  # its tools, or its start awaited
+        assert given & set(asked["tools"]), (door, asked["tools"])
+
+    await each({d: one(d) for d in doors})
+    await STARTS["mcp"](bench, f"{mark('subtasks', 'mcp')} split it", {"subtasks": "yes"})
+    assert bench.said["mcp"].startswith("error\nstart takes no subtasks"), bench.said["mcp"]
+
+
+async def case_managed(bench: Bench) -> None:
+    """``engine=managed`` from every door that starts a task (the option, `detach add`'s word,
+    the MCP tool's engine, a task file's line): the task runs on the Managed Agents API (the
+    scripted one), its acknowledgement says so and its card carries the remote answer."""
+    doors = through("managed")
+    remote = bench.remote
+    assert remote is not None
+
+    async def one(door: str) -> None:
+        marker = mark("managed", door)
+        remote.script(marker, [[{"text": f"{marker} ran remotely"}]])
+        await STARTS[door](bench, f"{marker} look around", {"engine": "managed"})
+        await sent(bench, slug("managed", door), "Managed Agents")
+        await sent(bench, "· done", f"{marker} ran remotely")
+        assert bench.anthropic.requests_for(marker) == [], door  # no local agent ran
 
     await each({d: one(d) for d in doors})
 

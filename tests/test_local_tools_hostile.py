@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.app import App
 from executors.local_tools import Call, ToolBox, ToolFailed, parse_call
 from tests.support.chat_mock import ChatMock
 from tests.support.fake_telegram import FakeTelegram
@@ -203,6 +204,15 @@ def test_arguments_json_that_python_cannot_read_is_a_tool_error():
 # -- the real /local engine -----------------------------------------------------------------------
 
 
+async def warmed(fake: FakeTelegram, app: App) -> None:
+    """One exchange with the bot before its loop is watched: aiogram's types are built at their
+    first use in a process (bot/lazy_types.py: Update and Message, 0.1 to 0.3 s each, once),
+    a cost of the process's first update and message, not of the turn watched."""
+    await fake.user_message("/help", OWNER)
+    await fake.wait_call("sendMessage")
+    assert await app.outbox.idle(10)  # its answer read too
+
+
 def tool(name: str, **args: object) -> dict:
     return {"tools": [{"name": name, "args": args}]}
 
@@ -234,9 +244,11 @@ async def test_a_local_turn_never_sees_the_canary_and_the_loop_keeps_ticking(
         settings = make_settings(
             tmp_path / "data", fake, claude_bin, planted, local_base_url=chat.base_url
         )
-        async with running_bot(settings, agent_env), LoopWatch().watching() as watch:
-            await fake.user_message("/detach engine=local MARK-HOSTILE look around", OWNER)
-            await fake.wait_text(OWNER, "looked around", timeout_s=60)
+        async with running_bot(settings, agent_env) as app:
+            await warmed(fake, app)
+            async with LoopWatch().watching() as watch:
+                await fake.user_message("/detach engine=local MARK-HOSTILE look around", OWNER)
+                await fake.wait_text(OWNER, "looked around", timeout_s=60)
     requests = chat.requests_for("MARK-HOSTILE")
     assert SECRET not in json.dumps(requests)
     results = tool_results(requests[-1])
@@ -267,11 +279,13 @@ async def test_a_5_mb_streamed_argument_ends_in_a_tool_error_in_bounded_time(
         settings = make_settings(
             tmp_path / "data", fake, claude_bin, workdir, local_base_url=chat.base_url
         )
-        async with running_bot(settings, agent_env), LoopWatch().watching() as watch:
-            started = time.monotonic()
-            await fake.user_message("/detach engine=local MARK-BIG write a big file", OWNER)
-            await fake.wait_text(OWNER, "wrote it smaller", timeout_s=60)
-            elapsed_s = time.monotonic() - started
+        async with running_bot(settings, agent_env) as app:
+            await warmed(fake, app)
+            async with LoopWatch().watching() as watch:
+                started = time.monotonic()
+                await fake.user_message("/detach engine=local MARK-BIG write a big file", OWNER)
+                await fake.wait_text(OWNER, "wrote it smaller", timeout_s=60)
+                elapsed_s = time.monotonic() - started
     assert elapsed_s < 30, elapsed_s
     assert watch.max_stall_s < 0.5, watch.max_stall_s
     second = chat.requests_for("MARK-BIG")[-1]

@@ -298,6 +298,10 @@ async def bad_input(client: Client, alive: Path) -> None:
         client, "start", {"goal": "g", "cwd": "/tmp\n/etc"}
     )
     assert "at least 1 character" in await refused(client, "start", {"goal": ""})
+    # an argument the tool does not take is refused, not dropped (it would start anywhere)
+    pinned = await refused(client, "start", {"goal": "g", "host": "gpu-box"})
+    assert "start takes no host; its arguments: check, cwd, engine, goal" in pinned, pinned
+    assert "takes no limt" in await refused(client, "list", {"limt": 5})
     # nobody takes the task file in time: withdrawn, nothing starts later
     took = await refused(client, "start", {"goal": "nobody takes this"})
     assert "did not take the task" in took

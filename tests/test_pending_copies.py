@@ -225,19 +225,33 @@ async def test_a_budget_decision_is_listed_and_answered_on_its_copy(tmp_path, wo
             await fake.wait_text(OWNER, "Nothing asks for your answer", after=mark)
 
 
-async def test_a_follow_up_at_the_budget_again_leaves_one_decision_open(tmp_path, workdir):
+CARD = "spend-it</b> · budget reached"  # the head of the card that asks Extend or Stop
+
+
+@pytest.mark.parametrize("flooded", [False, True], ids=["prompt", "flooded"])
+async def test_a_follow_up_at_the_budget_again_leaves_one_decision_open(tmp_path, workdir, flooded):
     """A follow-up to a task parked at its budget hits the budget again: the newer card asks,
     the older decision expires (its card says so, without buttons), /pending lists only the
     newer, and Extend tapped on the older says so and extends nothing (main kept both open:
-    two Extend/Stop for one task, and a tap on each extended twice)."""
+    two Extend/Stop for one task, and a tap on each extended twice). ``flooded``: Telegram
+    holds the chat a second (a 429), so the follow-up's acknowledgement is sent after its turn
+    ended, saying how."""
     engine = FakeEngine(spent_budget())
     async with FakeTelegram() as fake:
+        if flooded:
+            waits = "waiting for your budget decision"
+            held = "Too Many Requests: retry after 1"
+            fake.fail_next("editMessageText", 429, held, 1, lambda p: waits in p.get("text", ""))
         async with running_bot(settings(tmp_path, fake, workdir), {}, {"claude": engine}) as app:
             await fake.user_message("/claude max_usd=0.01 spend it", OWNER)
-            older = await fake.wait_text(OWNER, "budget reached", timeout_s=20)
+            older = await fake.wait_text(OWNER, CARD, timeout_s=20)
             older_id, mark = older.result["message_id"], len(fake.calls)
             await fake.user_message("spend more", OWNER, reply_to_message_id=older_id)
-            newer = await fake.wait_text(OWNER, "budget reached", after=mark, timeout_s=20)
+            # the card, not the follow-up's acknowledgement: sent after the turn ended (the
+            # outbox busy with the chat), that goes out saying "follow-up · 💸 budget reached"
+            newer = await fake.wait_text(OWNER, CARD, after=mark, timeout_s=20)
+            if flooded:  # the interleaving that once took the acknowledgement for the card
+                await fake.wait_text(OWNER, "follow-up · 💸 budget reached", after=mark)
             await edited(fake, older_id, "a newer budget question replaced", after=mark)
             assert await app.outbox.idle(10)
             assert not any(d.startswith("bu:") for d in buttons_data(fake, older_id))

@@ -193,3 +193,42 @@ async def test_a_turn_claimed_by_its_creator_starts_at_once_or_first_when_a_slot
         await _until(lambda: len(recorder.finished) == 3)
     assert sorted(recorder.started, key=recorder.started.__getitem__) == [10, 30, 20]
     assert seen_claims == {10: True, 30: True, 20: False}  # a claimed row is not claimed again
+
+
+async def test_turns_that_get_slots_together_start_their_agents_in_that_order():
+    """Three turns get their slots at once; the first prepares longest, the last shortest:
+    their agents start 1, 2, 3 all the same (a usage limit's reset releases waiting tasks
+    together: they go on oldest first)."""
+    prepare_s = {1: 0.3, 2: 0.15, 3: 0.0}
+    started: list[int] = []
+
+    async def handler(turn_id: int, control: TurnControl, claimed: Claimed | None) -> None:
+        await asyncio.sleep(prepare_s[turn_id])  # its spec, its baseline, its notices
+        with control.running():
+            await control.starting()
+            started.append(turn_id)  # the agent starts: nothing awaited in between
+            await asyncio.sleep(0.1)
+
+    async with JobPool("t10", 3, 60).serve(handler) as pool:
+        for n in (1, 2, 3):
+            await pool.submit(task_id=n, turn_id=n)
+        await _until(lambda: len(started) == 3)
+    assert started == [1, 2, 3]
+
+
+async def test_a_turn_that_never_starts_holds_those_behind_it_for_the_bound_only():
+    """The first turn's start hangs (a stuck worktree cut): the second starts its agent after
+    the start line's bound; one that ends without an agent (parked) frees the line at once."""
+    from bot.turns.startline import StartLine
+
+    line = StartLine(wait_s=0.3)
+    for turn_id in (1, 2, 3):
+        line.join(turn_id)
+    t0 = time.monotonic()
+    await line.start(2)  # turn 1 never starts
+    assert 0.25 < time.monotonic() - t0 < 2, time.monotonic() - t0
+    line.leave(1)  # it ended without an agent
+    t0 = time.monotonic()
+    await line.start(3)
+    await line.start(4)  # never joined (run again after leaving): goes at once
+    assert time.monotonic() - t0 < 0.1

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from bot.mcp.desk import McpDesk
+from bot.mcp.strict import StrictServer
 
 Call = Callable[..., Awaitable[str]]  # ``server._call``: a desk operation as one JSON text
 INSTRUCTIONS = """Detach runs this task for its owner, who reads its messages in Telegram. \
@@ -61,6 +62,6 @@ def add_owner_tools(server: MCPServer, desk: McpDesk, call: Call) -> None:
 
 def owner_tools_server(desk: McpDesk, call: Call) -> MCPServer:
     """The server of `detach mcp --task N`: the owner tools alone."""
-    server = MCPServer("detach", instructions=INSTRUCTIONS)
+    server = StrictServer("detach", instructions=INSTRUCTIONS)
     add_owner_tools(server, desk, call)
     return server

@@ -21,6 +21,7 @@ from pydantic import Field
 from bot.errors import ConfigError, ToolRefused
 from bot.mcp.desk import PAGE_MAX, WAIT_MAX_S, WATCH_MAX_S, McpDesk
 from bot.mcp.owner import add_owner_tools, owner_tools_server
+from bot.mcp.strict import StrictServer
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ TaskId = Annotated[int, Field(description="The task's number (task_id from start
 
 
 def build_server(desk: McpDesk) -> MCPServer:
-    server = MCPServer("detach", instructions=INSTRUCTIONS)
+    server = StrictServer("detach", instructions=INSTRUCTIONS)
 
     @server.tool(
         structured_output=False,

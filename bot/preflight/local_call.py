@@ -12,6 +12,7 @@ from bot.errors import PreflightFailed
 from bot.events import Usage
 from bot.models import Phrase, Preset
 from bot.preflight.call import FAILED, TIMEOUT_S, Answer, timed_out
+from executors.local_client import openai_client
 
 TEXT_MAX = 64_000  # characters of the answer read
 MAX_TOKENS = 1024  # the verdict is one small JSON object
@@ -39,8 +40,6 @@ class LocalPreflight:
     async def ask(self, prompt: str, preset: Preset) -> Answer:
         """The model's answer; ``PreflightFailed`` on no endpoint, an API error, or no answer
         within ``timeout_s``."""
-        from openai import APIError, AsyncOpenAI
-
         base_url = preset.base_url or self._base_url
         if not base_url:
             raise PreflightFailed(
@@ -48,9 +47,9 @@ class LocalPreflight:
             )
         key_env = preset.api_key_env or self._api_key_env
         key = self._environ.get(key_env) if key_env else None
-        client = AsyncOpenAI(
-            base_url=base_url, api_key=key or "none", max_retries=0, timeout=self.timeout_s
-        )
+        client = await openai_client(base_url, key or "none", timeout=self.timeout_s)
+        from openai import APIError  # imported by now
+
         try:
             async with asyncio.timeout(self.timeout_s):
                 text, usage = await self._stream(client, prompt, preset)

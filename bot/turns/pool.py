@@ -30,6 +30,7 @@ from uuid import UUID
 
 from bot.models import Task, Turn
 from bot.turns.scheduler import JobScheduler
+from bot.turns.startline import StartLine
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT_S = 20.0
@@ -59,6 +60,7 @@ class TurnControl:
     reason: StopReason | None = None
     phase: Phase = Phase.STARTING
     _job: asyncio.Task[None] | None = field(default=None, repr=False)
+    _line: StartLine | None = field(default=None, repr=False)
 
     def request_stop(self, reason: StopReason) -> bool:
         if self.phase is Phase.FINISHING and reason is not StopReason.TAKEN_OVER:
@@ -67,6 +69,13 @@ class TurnControl:
         if self.phase is not Phase.STARTING and self._job is not None:
             self._job.cancel()
         return True
+
+    async def starting(self) -> None:
+        """Wait (bounded) until the turns that got their slots before this one have started
+        their agents (``bot.turns.startline``); the caller starts its agent next, awaiting
+        nothing in between."""
+        if self._line is not None:
+            await self._line.start(self.turn_id)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -129,6 +138,7 @@ class JobPool:
         self._all_started = asyncio.Event()
         self._all_started.set()
         self._feeder: asyncio.Task[None] | None = None
+        self._line = StartLine()  # turns start their agents in the order they got slots
         self._closed = False
         self.wake = asyncio.Event()  # a turn was submitted here, or a slot came free
 
@@ -212,6 +222,7 @@ class JobPool:
                 )
                 continue
             slot = self._slots[turn_id] = _Slot(task_id, turn_id, claimed)
+            self._line.join(turn_id)
             self._handing.append(slot)
             self._handed.set()
             self._unstarted += 1
@@ -275,6 +286,7 @@ class JobPool:
         self._job_started(slot)  # a job that was never added never starts
         if self._slots.get(slot.turn_id) is slot:
             del self._slots[slot.turn_id]
+            self._line.leave(slot.turn_id)  # ended, or never got to start its agent
         self._start_waiting()
         self.wake.set()
 
@@ -304,7 +316,7 @@ class JobPool:
             claimed = None  # offered again: claimed anew (or not) by id
 
     async def _run_once(self, task_id: int, turn_id: int, claimed: Claimed | None) -> None:
-        control = TurnControl(task_id, turn_id, _job=asyncio.current_task())
+        control = TurnControl(task_id, turn_id, _job=asyncio.current_task(), _line=self._line)
         self._running[turn_id] = control
         timer = asyncio.get_running_loop().call_later(
             self._timeout_s, control.request_stop, StopReason.TIMED_OUT

@@ -244,6 +244,7 @@ class TurnRunner:
             start += prompted(turn.seq, turn.prompt)
             await self._store.transcript.append(task.id, turn.id, start)
             with run.control.running(), self._stops.watching(turn.id, run.runner, run.control):
+                await run.control.starting()  # after the turns that got their slots first
                 driven = await self._drive.drive(
                     task, turn, spec, run.meter, run.left, agent, run.runner
                 )

@@ -14,11 +14,12 @@ import os
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Protocol
 
 import aiohttp
 from mcp import Client, StdioServerParameters
@@ -27,11 +28,12 @@ from tests.support.anthropic_mock import AnthropicMock
 from tests.support.fake_forum import FakeForum
 from tests.support.fake_telegram import Call
 from tests.support.harness import OWNER
+from tests.support.managed_mock import ManagedMock
 from tests.support.stt_server import Answer, SttServer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 LINK = re.compile(r"(http://[^\s<\"/]+)(/signin\?t=[\w.=-]+)")
-TASK_FILE = "---\nchat_id: {chat}\n---\n\n# Goal\n\n{goal}\n"
+TASK_FILE = "---\nchat_id: {chat}\n{options}---\n\n# Goal\n\n{goal}\n"
 WAIT_S = 60.0  # the longest any one thing the owner waits for may take on a loaded machine
 
 
@@ -94,6 +96,8 @@ class Bench:
     workdir: Path
     env: dict[str, str]  # what `detach add` and `detach mcp` run with
     token: str
+    project: Path | None = None  # the bot's project ``site`` (DETACH_PROJECTS)
+    remote: ManagedMock | None = None  # the Managed Agents API the bot's managed tasks use
     database_url: str = ""
     board: Board | None = None
     mini_app: Board | None = None
@@ -136,17 +140,28 @@ class Bench:
 
 # -- the doors a task is started by ------------------------------------------------------------
 
-
-async def by_chat(bench: Bench, goal: str) -> None:
-    await bench.fake.user_message(f"/detach {goal}", OWNER)
-
-
-async def by_chat_file(bench: Bench, goal: str) -> None:
-    await bench.fake.user_document(b"notes\n", "notes.txt", OWNER, caption=f"/detach {goal}")
+Options = Mapping[str, str]  # a task's options (``cwd``...), given as each door takes them
+NONE: Options = MappingProxyType({})
 
 
-async def by_voice(bench: Bench, goal: str) -> None:
-    """A voice note: its transcript is shown as a draft, and the owner's Start begins it."""
+def typed(options: Options) -> str:
+    """``options`` as a task command types them, before its goal."""
+    return "".join(f"{key}={value} " for key, value in options.items())
+
+
+async def by_chat(bench: Bench, goal: str, options: Options = NONE) -> None:
+    await bench.fake.user_message(f"/detach {typed(options)}{goal}", OWNER)
+
+
+async def by_chat_file(bench: Bench, goal: str, options: Options = NONE) -> None:
+    caption = f"/detach {typed(options)}{goal}"
+    await bench.fake.user_document(b"notes\n", "notes.txt", OWNER, caption=caption)
+
+
+async def by_voice(bench: Bench, goal: str, options: Options = NONE) -> None:
+    """A voice note: its transcript is shown as a draft, and the owner's Start begins it. Its
+    words are all goal: it takes no options."""
+    assert not options, "a voice note takes no options"
     async with bench.voice:  # the transcription server answers in order: one note at a time
         bench.stt.answers.append(Answer(text=goal))
         mark = len(bench.fake.calls)
@@ -155,10 +170,10 @@ async def by_voice(bench: Bench, goal: str) -> None:
     await bench.press(draft, "▶️ Start")
 
 
-async def by_detach_add(bench: Bench, goal: str) -> None:
+async def by_detach_add(bench: Bench, goal: str, options: Options = NONE) -> None:
     """`detach add` as its own process; what it printed is kept in ``bench.said``."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "add", *goal.split(),
+        sys.executable, "-m", "bot", "add", *typed(options).split(), *goal.split(),
         cwd=bench.workdir, env=bench.env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -166,21 +181,25 @@ async def by_detach_add(bench: Bench, goal: str) -> None:
     bench.said["detach_add"] = f"exit {proc.returncode}\n{out.decode()}{err.decode()}"
 
 
-async def by_mcp(bench: Bench, goal: str) -> None:
-    error, text = await bench.tool("start", goal=goal)
+async def by_mcp(bench: Bench, goal: str, options: Options = NONE) -> None:
+    error, text = await bench.tool("start", goal=goal, **options)
     bench.said["mcp"] = f"{'error' if error else 'ok'}\n{text}"
 
 
-async def by_task_file(bench: Bench, goal: str) -> None:
+async def by_task_file(bench: Bench, goal: str, options: Options = NONE) -> None:
     name = re.sub(r"\W+", "-", goal.split()[0].lower()).strip("-")
-    (bench.inbox / f"{name}.md").write_text(TASK_FILE.format(chat=OWNER, goal=goal))
+    lines = "".join(f"{key}: {value}\n" for key, value in options.items())
+    (bench.inbox / f"{name}.md").write_text(TASK_FILE.format(chat=OWNER, options=lines, goal=goal))
 
 
-async def by_schedule(bench: Bench, goal: str) -> None:
-    await bench.fake.user_message(f"/at +1s {goal}", OWNER)
+async def by_schedule(bench: Bench, goal: str, options: Options = NONE) -> None:
+    await bench.fake.user_message(f"/at +1s {typed(options)}{goal}", OWNER)
 
 
-Start = Callable[[Bench, str], Awaitable[None]]
+class Start(Protocol):
+    def __call__(self, bench: Bench, goal: str, options: Options = ...) -> Awaitable[None]: ...
+
+
 STARTS: dict[str, Start] = {
     "chat": by_chat,
     "chat_file": by_chat_file,
