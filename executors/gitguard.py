@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.models import TurnSpec
-from executors import sandbox
-from executors.gitscope import BASE, FIXED, Scope, foreign, from_listing, marked_top
+from executors import gitsession, sandbox
+from executors.gitscope import BASE, ENV, FIXED, Scope, foreign, from_listing, marked_top
 
 GIT_TIMEOUT_S = 60.0
+UNREADABLE = "git cannot read this repository's configuration"
 PROBE_TIMEOUT_S = 10.0
 
 
@@ -72,9 +73,62 @@ class GitGuard:
         except OSError as exc:  # no git here: nothing of it will run either
             return Scope(FIXED, f"git cannot run: {exc}")
         if listed.code != 0:
-            return Scope(FIXED, listed.err or "git cannot read this repository's configuration")
+            return Scope(FIXED, listed.err or UNREADABLE)
         top, why = await asyncio.to_thread(_top_and_foreign, Path(cwd))
         return from_listing(listed.out, top, why)
+
+    async def batch(
+        self, cwd: Path | str, *commands: tuple[str, ...], timeout_s: float = GIT_TIMEOUT_S
+    ) -> tuple[Scope, list[Git]]:
+        """``scope`` of ``cwd`` and, unless it refuses, each of ``commands`` run under it (as
+        ``git`` with ``within``), in one jail (``executors.gitsession``: one bubblewrap start
+        instead of one for each); refused: no command runs. Without bubblewrap or bash here,
+        as ``scope`` then ``git``, each command on its own."""
+        bwrap, bash = await self._jail(), _bash()
+        if bwrap is None or bash is None:
+            scope = await self.scope(cwd, timeout_s)
+            if scope.refusal is not None:
+                return scope, []
+            each = [self._run(cwd, args, scope, timeout_s, ()) for args in commands]
+            return scope, list(await asyncio.gather(*each))
+        token = gitsession.nonce()
+        inner = gitsession.argv(str(cwd), token, commands, bash)
+        argv = sandbox.jail(inner, bwrap, [(Path(cwd), False)], self._denied())
+        place = asyncio.ensure_future(asyncio.to_thread(_top_and_foreign, Path(cwd)))
+
+        decided: list[Scope] = []
+
+        async def decide(code: int, listing: str) -> Scope:
+            top, why = await place
+            decided.append(
+                from_listing(listing, top, why) if code == 0 else Scope(FIXED, UNREADABLE)
+            )
+            return decided[0]
+
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=BASE.env(self._home or str(Path.home())),
+        )
+        try:
+            async with asyncio.timeout(timeout_s):
+                scope, done, err = await gitsession.converse(proc, token, len(commands), decide)
+        except TimeoutError:  # as each command on its own would have timed out
+            late = Git(124, "", f"git took longer than {timeout_s:.0f}s")
+            if not decided:
+                return Scope(FIXED, late.err), []
+            return decided[0], [late] * len(commands) if decided[0].refusal is None else []
+        finally:
+            place.cancel()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        if scope.refusal is not None:
+            return (Scope(FIXED, err) if scope.refusal == UNREADABLE and err else scope), []
+        ran = [Git(code, out, err if code else "") for code, out in done]
+        return scope, ran + [Git(128, "", err or "git did not run")] * (len(commands) - len(ran))
 
     async def git(
         self,
@@ -153,6 +207,12 @@ async def turn_cli_env(spec: TurnSpec, sandboxed: bool) -> dict[str, str]:
 def _top_and_foreign(cwd: Path) -> tuple[Path | None, str | None]:
     top = marked_top(cwd)
     return top, foreign(top) if top is not None else None
+
+
+@functools.cache
+def _bash() -> str | None:
+    """bash, which runs a jail's several git commands (``executors.gitsession``)."""
+    return shutil.which("bash", path=ENV["PATH"])
 
 
 @functools.cache
