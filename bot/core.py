@@ -158,6 +158,7 @@ async def build_core(
     money = MoneyDesk(store, presets, settings.daily_cap_usd, settings.task_cap_usd)
     denial = read_denial(settings, agent_environ)
     policy = turn_policy(settings, secrets, denial, keys)
+    stack.push_async_callback(policy.git.aclose)  # a baseline's jail started ahead
     worktrees = Worktrees(store, settings.data_dir / "worktrees", policy.git)
     workdirs = WorkdirPolicy(
         settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
@@ -269,7 +270,7 @@ def turn_policy(
         agent_nice=settings.agent_nice,
         preamble=settings.preamble_file,
         read_denial=denial.paths if denial is not None else None,
-        git=GitGuard(denial.paths if denial is not None else tuple),
+        git=GitGuard(denial.paths if denial is not None else tuple, warm=True),
     )
 
 

@@ -16,13 +16,14 @@ import asyncio
 import functools
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.models import TurnSpec
 from executors import gitsession, sandbox
 from executors.gitscope import BASE, ENV, FIXED, Scope, foreign, from_listing, marked_top
+from executors.gitwarm import WarmJail
 
 GIT_TIMEOUT_S = 60.0
 UNREADABLE = "git cannot read this repository's configuration"
@@ -46,17 +47,21 @@ class GitDirs:
 
 class GitGuard:
     """Runs the bot's git; ``denied``: the paths hidden from it (asked at each command);
-    ``confine``: bubblewrap where it works (off only to show, in a test, what it holds)."""
+    ``confine``: bubblewrap where it works (off only to show, in a test, what it holds);
+    ``warm``: ``prepare`` starts a baseline's jail ahead (``executors.gitwarm``; its owner
+    calls ``aclose``)."""
 
     def __init__(
         self,
         denied: Callable[[], Iterable[Path]] = tuple,
         confine: bool = True,
         home: str | None = None,
+        warm: bool = False,
     ) -> None:
         self._denied = denied
         self._confine = confine
         self._home = home  # None: the home of the moment (as git itself would)
+        self._warm = WarmJail() if warm else None
 
     async def confined(self) -> bool:
         """Whether the bot's git runs in bubblewrap here (False: bwrap missing or broken)."""
@@ -91,9 +96,14 @@ class GitGuard:
                 return scope, []
             each = [self._run(cwd, args, scope, timeout_s, ()) for args in commands]
             return scope, list(await asyncio.gather(*each))
-        token = gitsession.nonce()
-        inner = gitsession.argv(str(cwd), token, commands, bash)
-        argv = sandbox.jail(inner, bwrap, [(Path(cwd), False)], self._denied())
+        env = BASE.env(self._home or str(Path.home()))
+        argv_for = functools.partial(self._session_argv, str(cwd), commands, bwrap, bash)
+        taken = self._warm.take(str(cwd), commands, argv_for, env) if self._warm else None
+        if taken is not None:
+            proc, token = taken
+        else:
+            token = gitsession.nonce()
+            proc = await _spawn(argv_for(token), env)
         place = asyncio.ensure_future(asyncio.to_thread(_top_and_foreign, Path(cwd)))
 
         decided: list[Scope] = []
@@ -105,13 +115,6 @@ class GitGuard:
             )
             return decided[0]
 
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=BASE.env(self._home or str(Path.home())),
-        )
         try:
             async with asyncio.timeout(timeout_s):
                 scope, done, err = await gitsession.converse(proc, token, len(commands), decide)
@@ -145,6 +148,27 @@ class GitGuard:
         if where.refusal is not None:
             return Git(128, "", where.refusal)
         return await self._run(cwd, args, where, timeout_s, writes)
+
+    async def prepare(self, cwd: Path | str, *commands: tuple[str, ...]) -> None:
+        """Start the jail the next ``batch`` of these commands in ``cwd`` takes (``warm``
+        only, where bubblewrap and bash are: ``executors.gitwarm``)."""
+        bwrap, bash = await self._jail(), _bash()
+        if self._warm is None or bwrap is None or bash is None:
+            return
+        env = BASE.env(self._home or str(Path.home()))
+        argv_for = functools.partial(self._session_argv, str(cwd), commands, bwrap, bash)
+        await self._warm.prepare(str(cwd), commands, argv_for, env, _spawn)
+
+    async def aclose(self) -> None:
+        """Stop a jail started ahead (``prepare``)."""
+        if self._warm is not None:
+            await self._warm.aclose()
+
+    def _session_argv(
+        self, cwd: str, commands: tuple[tuple[str, ...], ...], bwrap: str, bash: str, token: str
+    ) -> list[str]:
+        inner = gitsession.argv(cwd, token, commands, bash)
+        return sandbox.jail(inner, bwrap, [(Path(cwd), False)], self._denied())
 
     async def dirs(self, cwd: Path | str, within: Scope) -> GitDirs | None:
         """The git directories of the work tree holding ``cwd`` (what a commit writes)."""
@@ -202,6 +226,16 @@ async def turn_cli_env(spec: TurnSpec, sandboxed: bool) -> dict[str, str]:
     if spec.git_env is not None:
         return dict(spec.git_env)
     return await cli_env(spec.cwd, spec.deny_read, sandboxed)
+
+
+async def _spawn(argv: list[str], env: Mapping[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(env),
+    )
 
 
 def _top_and_foreign(cwd: Path) -> tuple[Path | None, str | None]:

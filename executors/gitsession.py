@@ -23,7 +23,8 @@ from executors.gitscope import Scope
 
 SCRIPT = r"""
 set -u
-d=$1; mark=$2; shift 2
+d=$1; mark=$2; wait=$3; shift 3
+IFS= read -r -t "$wait" -d '' go || exit 0
 git --no-pager -C "$d" config --list --show-scope --show-origin --null </dev/null
 printf '%s%d\n' "$mark" "$?"
 IFS= read -r -d '' n || exit 0
@@ -44,6 +45,8 @@ while [ "$#" -gt 0 ]; do
 done
 """
 CHUNK = 1 << 16
+WAIT_S = 600  # how long a jail started ahead waits for its go (``executors.gitwarm``)
+GO = b"go\0"
 
 
 class Marked:
@@ -66,10 +69,10 @@ class Marked:
 
 
 def argv(cwd: str, nonce: str, commands: Sequence[tuple[str, ...]], bash: str) -> list[str]:
-    """bash's arguments: the script, the directory, the mark, each command as its length and
-    its arguments."""
+    """bash's arguments: the script, the directory, the mark, how long to wait for its go
+    (``GO``, before anything runs), each command as its length and its arguments."""
     rest = [arg for command in commands for arg in (str(len(command)), *command)]
-    return [bash, "--norc", "--noprofile", "-c", SCRIPT, "bash", cwd, nonce, *rest]
+    return [bash, "--norc", "--noprofile", "-c", SCRIPT, "bash", cwd, nonce, str(WAIT_S), *rest]
 
 
 def nonce() -> str:
@@ -100,6 +103,7 @@ async def converse(
     marked = Marked(proc.stdout, token)
     done: list[tuple[int, str]] = []
     try:
+        await _send(proc.stdin, GO, close=False)  # the repository is read from now on
         code, listing = await marked.next() or (128, b"")
         scope = await decide(code, _text(listing))
         await _send(proc.stdin, overrides(scope) if scope.refusal is None else b"")
@@ -114,12 +118,13 @@ async def converse(
         errors.cancel()
 
 
-async def _send(stdin: asyncio.StreamWriter, data: bytes) -> None:
+async def _send(stdin: asyncio.StreamWriter, data: bytes, close: bool = True) -> None:
     try:
         if data:
             stdin.write(data)
             await stdin.drain()
-        stdin.close()
+        if close:
+            stdin.close()
     except (BrokenPipeError, ConnectionResetError):
         pass  # bash ended already: what it wrote says why
 

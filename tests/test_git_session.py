@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.turns.baseline import STATUS, TOPLEVEL, opening
+from bot.turns.baseline import STATUS, TOPLEVEL, opening, prepare
 from executors.gitguard import GitGuard
 from executors.gitscope import FETCHES
 from tests.test_hostile_git import GIT, edit, fake_repository, fired, make_repo, sh_git
@@ -68,19 +68,23 @@ async def test_a_refused_repository_runs_no_command(tmp_path: Path) -> None:
     assert scope.refusal == FETCHES and ran == []
 
 
-async def test_a_turns_baseline_is_one_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    top = make_repo(tmp_path / "repo")
-    edit(top)
-    started: list[str] = []
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every process started (asyncio's ``create_subprocess_exec``)."""
+    seen: list[str] = []
     spawn = asyncio.create_subprocess_exec
 
     async def counting(program: str, *args: Any, **kwargs: Any) -> Any:
-        started.append(program)
+        seen.append(program)
         return await spawn(program, *args, **kwargs)
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", counting)
+    return seen
+
+
+async def test_a_turns_baseline_is_one_process(tmp_path: Path, started: list[str]) -> None:
+    top = make_repo(tmp_path / "repo")
+    edit(top)
     before, scope = await opening(GIT, str(top))
     assert len(started) == 1, started  # was 3: the listing, then the top and the status
     assert scope is not None and scope.refusal is None
@@ -96,3 +100,51 @@ async def test_an_unreadable_configuration_is_refused_with_gits_words(tmp_path: 
     apart = await GIT.scope(top, 5)
     assert ran == [] and scope.refusal is not None and "config" in scope.refusal
     assert scope == apart
+
+
+async def test_a_jail_started_ahead_reads_the_repository_when_taken(
+    tmp_path: Path, started: list[str]
+) -> None:
+    top = make_repo(tmp_path / "repo")
+    guard = GitGuard(warm=True)
+    try:
+        await prepare(guard, str(top))
+        assert len(started) == 1
+        edit(top)  # after the jail started, before the turn: the turn's baseline has it
+        before, scope = await opening(guard, str(top))
+        assert len(started) == 1  # the jail started ahead, nothing more
+        cold = await opening(GIT, str(top))
+        assert (before, scope) == cold
+        assert {"a.t", "new.txt"} <= set(before.dirty)
+        again = await opening(guard, str(top))  # taken once: the next one starts its own
+        assert len(started) == 3 and again == cold
+    finally:
+        await guard.aclose()
+
+
+async def test_a_jail_started_ahead_is_not_taken_when_anything_differs(
+    tmp_path: Path, started: list[str]
+) -> None:
+    top, other = make_repo(tmp_path / "repo"), make_repo(tmp_path / "other")
+    denied: list[Path] = []
+    guard = GitGuard(lambda: denied, warm=True)
+    try:
+        await prepare(guard, str(top))
+        await opening(guard, str(other))  # another directory
+        assert len(started) == 2
+        await prepare(guard, str(top))
+        secret = tmp_path / "secret"
+        secret.mkdir()
+        denied.append(secret)  # the deny list changed: the jail started ahead lacks it
+        await opening(guard, str(top))
+        assert len(started) == 4
+        await prepare(guard, str(top))
+        (secret / "key").write_text("k")
+        secret.rename(tmp_path / "gone")  # a denied path that is gone: not mounted over now
+        await opening(guard, str(top))
+        assert len(started) == 6
+        await prepare(guard, str(top))
+        await prepare(guard, str(top))  # one waits already: no second
+        assert len(started) == 7
+    finally:
+        await guard.aclose()

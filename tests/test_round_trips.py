@@ -191,7 +191,15 @@ async def test_a_text_turn_makes_no_more_round_trips_than_today(
         async with running_bot(settings, {}, {"claude": engine}) as app:
             await fake.wait_call("setMyCommands")
             sync = app.store.engine.sync_engine
+            pool = app.core.pool
             for n in range(2):  # the second: what every turn after the first costs
+                for _ in range(500):  # bounded: the last turn's job ends (its jail ahead too)
+                    if (
+                        not pool.running_turns()
+                        and pool.free_slots == settings.max_concurrent_turns
+                    ):
+                        break
+                    await asyncio.sleep(0.01)
                 trips = await _turn(fake, engine, sync, n, counted)
     assert len(trips.transaction("INSERT INTO update_journal")) <= ACCEPT_STATEMENTS
     created = trips.transaction("INSERT INTO tasks")

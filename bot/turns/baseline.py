@@ -11,6 +11,7 @@ without following a link and without blocking, never shown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import hashlib
 import stat
@@ -155,6 +156,14 @@ async def opening(guard: GitGuard, cwd: str) -> tuple[Baseline, Scope | None]:
         return Baseline(None), scope
     top, status = (done.out if done.code == 0 else "" for done in ran)
     return await _state(top, status), scope
+
+
+async def prepare(guard: GitGuard, cwd: str) -> None:
+    """Start the jail the next ``opening`` in ``cwd`` takes (in a repository, where the guard
+    keeps one: ``GitGuard.prepare``), so that the next turn's agent does not wait for it."""
+    if await in_repository(Path(cwd)):
+        with contextlib.suppress(OSError):  # no jail ahead: the next one starts as usual
+            await guard.prepare(cwd, TOPLEVEL, STATUS)
 
 
 TOPLEVEL = ("rev-parse", "--show-toplevel")

@@ -28,7 +28,7 @@ from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
-from bot.turns.baseline import Baseline, opening, recorded
+from bot.turns.baseline import Baseline, opening, prepare, recorded
 from bot.turns.checking import TurnCheck
 from bot.turns.drive import Drive, Driven
 from bot.turns.finish import TurnFinisher
@@ -205,6 +205,7 @@ class TurnRunner:
                 outcome = charged(failure(task, turn, exc), meter)
                 await self._finish_early(run, progress, outcome)
         await self._queue.kick(task.id)
+        await prepare(self._policy.git, task.cwd)  # the next turn's baseline: its jail ahead
 
     async def _may_start(self, task: Task, turn: Turn, runner: str | None, created: bool) -> bool:
         """False when the turn's engine is at its usage limit (the turn is parked); else the
