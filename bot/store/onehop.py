@@ -165,7 +165,11 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         self.pending: Pending = []
 
     def cursor(self, server_side: bool = False) -> Any:
-        return super().cursor(server_side) if server_side else OneHopCursor(self)
+        if not server_side:
+            return OneHopCursor(self)
+        if self.pending:  # a streamed read sees the writes before it, as any statement does
+            await_(self._connection._execute(_flush, self._connection._conn, self.pending))
+        return super().cursor(server_side)
 
     def commit(self) -> None:
         if not self._connection._connection or not (self.pending or self._open()):
