@@ -149,11 +149,17 @@ class GitGuard:
             return Git(128, "", where.refusal)
         return await self._run(cwd, args, where, timeout_s, writes)
 
-    async def prepare(self, cwd: Path | str, *commands: tuple[str, ...]) -> None:
+    async def prepare(
+        self, cwd: Path | str, *commands: tuple[str, ...], after_s: float = 0.0
+    ) -> None:
         """Start the jail the next ``batch`` of these commands in ``cwd`` takes (``warm``
-        only, where bubblewrap and bash are: ``executors.gitwarm``)."""
+        only, where bubblewrap and bash are: ``executors.gitwarm``); ``after_s``: that much
+        later, in the background."""
         bwrap, bash = await self._jail(), _bash()
         if self._warm is None or bwrap is None or bash is None:
+            return
+        if after_s > 0:
+            self._warm.later(after_s, functools.partial(self.prepare, cwd, *commands))
             return
         env = BASE.env(self._home or str(Path.home()))
         argv_for = functools.partial(self._session_argv, str(cwd), commands, bwrap, bash)

@@ -45,6 +45,14 @@ class WarmJail:
     def __init__(self) -> None:
         self._waiting: Waiting | None = None
         self._stopping: set[asyncio.Task[None]] = set()
+        self._later: asyncio.Task[None] | None = None
+
+    def later(self, delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
+        """``start`` (a ``prepare``) in ``delay_s``, off the caller's way: a turn's card is
+        sent meanwhile without a jail's start beside it. A newer one replaces it."""
+        if self._later is not None:
+            self._later.cancel()
+        self._later = asyncio.ensure_future(_after(delay_s, start))
 
     def take(
         self,
@@ -89,6 +97,9 @@ class WarmJail:
         )
 
     async def aclose(self) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            await asyncio.gather(self._later, return_exceptions=True)
         waiting, self._waiting = self._waiting, None
         if waiting is not None:
             self._stop(waiting)
@@ -111,6 +122,12 @@ def _same(
         and waiting.commands == tuple(commands)
         and waiting.env == tuple(sorted(env.items()))
     )
+
+
+async def _after(delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
+    await asyncio.sleep(delay_s)
+    with contextlib.suppress(OSError):  # no jail ahead: the next one starts as usual
+        await start()
 
 
 async def _stopped(proc: asyncio.subprocess.Process) -> None:

@@ -148,3 +148,24 @@ async def test_a_jail_started_ahead_is_not_taken_when_anything_differs(
         assert len(started) == 7
     finally:
         await guard.aclose()
+
+
+async def test_a_jail_ahead_can_wait_and_is_never_left_behind(
+    tmp_path: Path, started: list[str]
+) -> None:
+    top = make_repo(tmp_path / "repo")
+    guard = GitGuard(warm=True)
+    try:
+        await prepare(guard, str(top), after_s=0.2)
+        assert started == []  # not yet: the card goes first
+        for _ in range(300):  # bounded: 3 s
+            if started:
+                break
+            await asyncio.sleep(0.01)
+        assert len(started) == 1
+        await opening(guard, str(top))
+        assert len(started) == 1  # the one started late, taken
+        await prepare(guard, str(top), after_s=30)
+    finally:
+        await guard.aclose()  # the pending start is cancelled, not run
+    assert len(started) == 1

@@ -158,12 +158,13 @@ async def opening(guard: GitGuard, cwd: str) -> tuple[Baseline, Scope | None]:
     return await _state(top, status), scope
 
 
-async def prepare(guard: GitGuard, cwd: str) -> None:
+async def prepare(guard: GitGuard, cwd: str, after_s: float = 0.0) -> None:
     """Start the jail the next ``opening`` in ``cwd`` takes (in a repository, where the guard
-    keeps one: ``GitGuard.prepare``), so that the next turn's agent does not wait for it."""
+    keeps one: ``GitGuard.prepare``; ``after_s`` later), so that the next turn's agent does
+    not wait for it."""
     if await in_repository(Path(cwd)):
         with contextlib.suppress(OSError):  # no jail ahead: the next one starts as usual
-            await guard.prepare(cwd, TOPLEVEL, STATUS)
+            await guard.prepare(cwd, TOPLEVEL, STATUS, after_s=after_s)
 
 
 TOPLEVEL = ("rev-parse", "--show-toplevel")

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 # stops after which a turn writes nothing: left running for recovery at the next start
 # (shutdown), or another process's turn now (taken over); None: the pool itself went away
 HANDS_OFF = (None, StopReason.SHUTDOWN, StopReason.TAKEN_OVER)
+JAIL_AHEAD_AFTER_S = 1.0  # a baseline jail started ahead waits for the card to be sent
 
 
 class RunnerIdentity(Protocol):
@@ -205,7 +206,8 @@ class TurnRunner:
                 outcome = charged(failure(task, turn, exc), meter)
                 await self._finish_early(run, progress, outcome)
         await self._queue.kick(task.id)
-        await prepare(self._policy.git, task.cwd)  # the next turn's baseline: its jail ahead
+        # the next turn's baseline: its jail ahead, once this turn's card is on its way
+        await prepare(self._policy.git, task.cwd, after_s=JAIL_AHEAD_AFTER_S)
 
     async def _may_start(self, task: Task, turn: Turn, runner: str | None, created: bool) -> bool:
         """False when the turn's engine is at its usage limit (the turn is parked); else the
