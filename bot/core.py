@@ -159,6 +159,7 @@ async def build_core(
     zygote = Zygote(settings)
     stack.push_async_callback(zygote.aclose)  # after the pool's turns (entered later)
     policy = turn_policy(settings, secrets, denial, keys, zygote.wanted)
+    stack.push_async_callback(policy.git.aclose)  # a baseline's jail started ahead
     worktrees = Worktrees(store, settings.data_dir / "worktrees", policy.git)
     workdirs = WorkdirPolicy(
         settings.default_workdir, settings.allowed_workdirs, internal=[worktrees.root]
@@ -273,7 +274,7 @@ def turn_policy(
         agent_nice=settings.agent_nice,
         preamble=settings.preamble_file,
         read_denial=denial.paths if denial is not None else None,
-        git=GitGuard(denial.paths if denial is not None else tuple),
+        git=GitGuard(denial.paths if denial is not None else tuple, warm=True),
     )
 
 

@@ -16,15 +16,17 @@ import asyncio
 import functools
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.models import TurnSpec
-from executors import sandbox
-from executors.gitscope import BASE, FIXED, Scope, foreign, from_listing, marked_top
+from executors import gitsession, sandbox
+from executors.gitscope import BASE, ENV, FIXED, Scope, foreign, from_listing, marked_top
+from executors.gitwarm import WarmJail
 
 GIT_TIMEOUT_S = 60.0
+UNREADABLE = "git cannot read this repository's configuration"
 PROBE_TIMEOUT_S = 10.0
 
 
@@ -45,17 +47,21 @@ class GitDirs:
 
 class GitGuard:
     """Runs the bot's git; ``denied``: the paths hidden from it (asked at each command);
-    ``confine``: bubblewrap where it works (off only to show, in a test, what it holds)."""
+    ``confine``: bubblewrap where it works (off only to show, in a test, what it holds);
+    ``warm``: ``prepare`` starts a baseline's jail ahead (``executors.gitwarm``; its owner
+    calls ``aclose``)."""
 
     def __init__(
         self,
         denied: Callable[[], Iterable[Path]] = tuple,
         confine: bool = True,
         home: str | None = None,
+        warm: bool = False,
     ) -> None:
         self._denied = denied
         self._confine = confine
         self._home = home  # None: the home of the moment (as git itself would)
+        self._warm = WarmJail() if warm else None
 
     async def confined(self) -> bool:
         """Whether the bot's git runs in bubblewrap here (False: bwrap missing or broken)."""
@@ -72,9 +78,60 @@ class GitGuard:
         except OSError as exc:  # no git here: nothing of it will run either
             return Scope(FIXED, f"git cannot run: {exc}")
         if listed.code != 0:
-            return Scope(FIXED, listed.err or "git cannot read this repository's configuration")
+            return Scope(FIXED, listed.err or UNREADABLE)
         top, why = await asyncio.to_thread(_top_and_foreign, Path(cwd))
         return from_listing(listed.out, top, why)
+
+    async def batch(
+        self, cwd: Path | str, *commands: tuple[str, ...], timeout_s: float = GIT_TIMEOUT_S
+    ) -> tuple[Scope, list[Git]]:
+        """``scope`` of ``cwd`` and, unless it refuses, each of ``commands`` run under it (as
+        ``git`` with ``within``), in one jail (``executors.gitsession``: one bubblewrap start
+        instead of one for each); refused: no command runs. Without bubblewrap or bash here,
+        as ``scope`` then ``git``, each command on its own."""
+        bwrap, bash = await self._jail(), _bash()
+        if bwrap is None or bash is None:
+            scope = await self.scope(cwd, timeout_s)
+            if scope.refusal is not None:
+                return scope, []
+            each = [self._run(cwd, args, scope, timeout_s, ()) for args in commands]
+            return scope, list(await asyncio.gather(*each))
+        env = BASE.env(self._home or str(Path.home()))
+        argv_for = functools.partial(self._session_argv, str(cwd), commands, bwrap, bash)
+        taken = self._warm.take(str(cwd), commands, argv_for, env) if self._warm else None
+        if taken is not None:
+            proc, token = taken
+        else:
+            token = gitsession.nonce()
+            proc = await _spawn(argv_for(token), env)
+        place = asyncio.ensure_future(asyncio.to_thread(_top_and_foreign, Path(cwd)))
+
+        decided: list[Scope] = []
+
+        async def decide(code: int, listing: str) -> Scope:
+            top, why = await place
+            decided.append(
+                from_listing(listing, top, why) if code == 0 else Scope(FIXED, UNREADABLE)
+            )
+            return decided[0]
+
+        try:
+            async with asyncio.timeout(timeout_s):
+                scope, done, err = await gitsession.converse(proc, token, len(commands), decide)
+        except TimeoutError:  # as each command on its own would have timed out
+            late = Git(124, "", f"git took longer than {timeout_s:.0f}s")
+            if not decided:
+                return Scope(FIXED, late.err), []
+            return decided[0], [late] * len(commands) if decided[0].refusal is None else []
+        finally:
+            place.cancel()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        if scope.refusal is not None:
+            return (Scope(FIXED, err) if scope.refusal == UNREADABLE and err else scope), []
+        ran = [Git(code, out, err if code else "") for code, out in done]
+        return scope, ran + [Git(128, "", err or "git did not run")] * (len(commands) - len(ran))
 
     async def git(
         self,
@@ -91,6 +148,33 @@ class GitGuard:
         if where.refusal is not None:
             return Git(128, "", where.refusal)
         return await self._run(cwd, args, where, timeout_s, writes)
+
+    async def prepare(
+        self, cwd: Path | str, *commands: tuple[str, ...], after_s: float = 0.0
+    ) -> None:
+        """Start the jail the next ``batch`` of these commands in ``cwd`` takes (``warm``
+        only, where bubblewrap and bash are: ``executors.gitwarm``); ``after_s``: that much
+        later, in the background."""
+        bwrap, bash = await self._jail(), _bash()
+        if self._warm is None or bwrap is None or bash is None:
+            return
+        if after_s > 0:
+            self._warm.later(after_s, functools.partial(self.prepare, cwd, *commands))
+            return
+        env = BASE.env(self._home or str(Path.home()))
+        argv_for = functools.partial(self._session_argv, str(cwd), commands, bwrap, bash)
+        await self._warm.prepare(str(cwd), commands, argv_for, env, _spawn)
+
+    async def aclose(self) -> None:
+        """Stop a jail started ahead (``prepare``)."""
+        if self._warm is not None:
+            await self._warm.aclose()
+
+    def _session_argv(
+        self, cwd: str, commands: tuple[tuple[str, ...], ...], bwrap: str, bash: str, token: str
+    ) -> list[str]:
+        inner = gitsession.argv(cwd, token, commands, bash)
+        return sandbox.jail(inner, bwrap, [(Path(cwd), False)], self._denied())
 
     async def dirs(self, cwd: Path | str, within: Scope) -> GitDirs | None:
         """The git directories of the work tree holding ``cwd`` (what a commit writes)."""
@@ -150,9 +234,25 @@ async def turn_cli_env(spec: TurnSpec, sandboxed: bool) -> dict[str, str]:
     return await cli_env(spec.cwd, spec.deny_read, sandboxed)
 
 
+async def _spawn(argv: list[str], env: Mapping[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(env),
+    )
+
+
 def _top_and_foreign(cwd: Path) -> tuple[Path | None, str | None]:
     top = marked_top(cwd)
     return top, foreign(top) if top is not None else None
+
+
+@functools.cache
+def _bash() -> str | None:
+    """bash, which runs a jail's several git commands (``executors.gitsession``)."""
+    return shutil.which("bash", path=ENV["PATH"])
 
 
 @functools.cache

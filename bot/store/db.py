@@ -6,6 +6,9 @@ statements, so no wait SQLite imposes (a write lock another process holds: ``det
 ever spent on the event loop's thread; SQLite's busy timeout (WRITER_WAIT_S) bounds it. A SQLite
 file runs in WAL mode with synchronous=NORMAL and foreign keys on, set on every new connection.
 
+Each statement is one trip to that thread (``bot/store/onehop.py``; SQLAlchemy's own adapter
+makes three or four), and a write marked ``DEFERRED`` rides with the next one.
+
 Results are buffered when their statement runs (``AsyncConnection.execute``), so a result may be
 used after its connection went back to the pool. The pool never makes a caller wait: past its
 idle connections it opens more (a file), or all share one connection (``:memory:``).
@@ -26,7 +29,13 @@ from typing import Any, TypeAlias
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from bot.store import onehop
+
 Clock = Callable[[], datetime]
+# ``conn.execute(statement, params, execution_options=DEFERRED)``: a write whose result (rows,
+# row count, new id) nobody reads; on SQLite it runs in the next trip its connection makes to
+# aiosqlite's thread (the next statement's or the commit's: ``bot/store/onehop.py``)
+DEFERRED = onehop.DEFERRED
 Engine: TypeAlias = AsyncEngine
 Connection: TypeAlias = AsyncConnection
 log = logging.getLogger(__name__)
@@ -208,8 +217,11 @@ def make_engine(url: str) -> Engine:
     else:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         pooling = {"pool_size": IDLE_CONNECTIONS, "max_overflow": -1}
-    engine = create_async_engine(parsed, connect_args={"timeout": WRITER_WAIT_S}, **pooling)
+    engine = create_async_engine(
+        parsed, module=onehop.module(), connect_args={"timeout": WRITER_WAIT_S}, **pooling
+    )
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    onehop.install(engine.sync_engine)
     return engine
 
 

@@ -7,7 +7,7 @@ import functools
 
 import sqlalchemy as sa
 
-from bot.store.db import Clock, Database, insert_missing
+from bot.store.db import DEFERRED, Clock, Database, insert_missing
 from bot.store.schema import update_journal
 
 
@@ -24,12 +24,13 @@ class UpdateJournalRepo:
                     update_journal,
                     {"update_id": update_id},
                     {"payload": payload, "received_at": self._clock()},
-                )
+                ),
+                execution_options=DEFERRED,
             )
 
     async def done(self, update_id: int) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(_forget(), {"update_id": update_id})
+            await conn.execute(_forget(), {"update_id": update_id}, execution_options=DEFERRED)
 
     async def pending(self) -> list[tuple[int, str]]:
         """Updates kept but never handled, oldest first."""

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from bot.errors import clean
 from bot.models import OutboxOp, OutboxStatus
 from bot.redaction import NOTHING, Redactor
-from bot.store.db import Clock, Database, aware, inserting, updating
+from bot.store.db import DEFERRED, Clock, Database, aware, inserting, updating
 from bot.store.schema import outbox
 
 PENDING, SENT, FAILED, SUPERSEDED = (
@@ -54,26 +54,53 @@ class OutboxRepo:
         link_kind: str | None,
         coalesce_key: str | None = None,
     ) -> int:
-        """Queue a row; a newer edit of the same message supersedes a pending older one."""
-        now = self._clock()
+        """Queue a row; a newer edit of the same message supersedes a pending older one.
+        Returns the row's id."""
         async with self._engine.begin() as conn:
             if coalesce_key is not None:
-                await conn.execute(_supersede(), {"key": coalesce_key})
-            result = await conn.execute(
-                inserting(outbox),
-                {
-                    "chat_id": chat_id,
-                    "op": op,
-                    "payload": _json(self._redact(payload)),
-                    "task_id": task_id,
-                    "link_kind": link_kind,
-                    "coalesce_key": coalesce_key,
-                    "status": PENDING,
-                    "not_before": now,
-                    "created_at": now,
-                },
-            )
+                await conn.execute(_supersede(), {"key": coalesce_key}, execution_options=DEFERRED)
+            values = self._values(chat_id, op, payload, task_id, link_kind, coalesce_key)
+            result = await conn.execute(inserting(outbox), values)
             return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    async def queue(
+        self,
+        chat_id: int,
+        op: OutboxOp,
+        payload: dict[str, Any],
+        task_id: int | None,
+        link_kind: str | None,
+        coalesce_key: str | None = None,
+    ) -> None:
+        """``add``, for a row whose id nobody needs (an edit, a deletion): its writes ride
+        with the transaction's next trip to the store (``DEFERRED``)."""
+        async with self._engine.begin() as conn:
+            if coalesce_key is not None:
+                await conn.execute(_supersede(), {"key": coalesce_key}, execution_options=DEFERRED)
+            values = self._values(chat_id, op, payload, task_id, link_kind, coalesce_key)
+            await conn.execute(inserting(outbox), values, execution_options=DEFERRED)
+
+    def _values(
+        self,
+        chat_id: int,
+        op: OutboxOp,
+        payload: dict[str, Any],
+        task_id: int | None,
+        link_kind: str | None,
+        coalesce_key: str | None,
+    ) -> dict[str, Any]:
+        now = self._clock()
+        return {
+            "chat_id": chat_id,
+            "op": op,
+            "payload": _json(self._redact(payload)),
+            "task_id": task_id,
+            "link_kind": link_kind,
+            "coalesce_key": coalesce_key,
+            "status": PENDING,
+            "not_before": now,
+            "created_at": now,
+        }
 
     async def due(self, limit: int = 500) -> list[OutboxRow]:
         """The oldest pending row of each chat, where it is due: a row waiting to retry holds

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.models import SpendLine
-from bot.store.db import Clock, Database, insert_missing, inserting
+from bot.store.db import DEFERRED, Clock, Database, insert_missing, inserting
 from bot.store.schema import audit, message_links, spend
 
 
@@ -28,7 +28,8 @@ class LinkRepo:
                     message_links,
                     {"chat_id": chat_id, "message_id": message_id},
                     {"task_id": task_id, "kind": kind},
-                )
+                ),
+                execution_options=DEFERRED,
             )
 
     async def task_for(self, chat_id: int, message_id: int) -> int | None:
@@ -73,6 +74,7 @@ class SpendRepo:
                     "model": model,
                     "unpriced": unpriced,
                 },
+                execution_options=DEFERRED,
             )
 
     async def by_model(self, user_id: int, since_day: str) -> list[SpendLine]:
@@ -157,6 +159,7 @@ class AuditRepo:
                     "task_id": task_id,
                     "detail": detail[:2000],
                 },
+                execution_options=DEFERRED,
             )
 
     async def of_user(

@@ -101,7 +101,7 @@ class Outbox:
 
     async def close_topic(self, chat_id: int, task_id: int) -> None:
         """The archived task's forum topic is closed (or, in a private chat, says so)."""
-        await self._store.outbox.add(chat_id, OutboxOp.CLOSE_TOPIC, {}, task_id, None)
+        await self._store.outbox.queue(chat_id, OutboxOp.CLOSE_TOPIC, {}, task_id, None)
         self._store.after_commit(self.wake.set)
 
     def _wait_for(self, row_id: int) -> None:
@@ -124,14 +124,16 @@ class Outbox:
             "markup": markup_json(markup),
         }
         key = f"{chat_id}:{message_id}" if message_id is not None else f"{chat_id}:r{row_id}"
-        await self._store.outbox.add(chat_id, OutboxOp.EDIT, payload, None, None, coalesce_key=key)
+        await self._store.outbox.queue(
+            chat_id, OutboxOp.EDIT, payload, None, None, coalesce_key=key
+        )
         self._store.after_commit(self.wake.set)
 
     async def edit_markup(self, chat_id: int, row_id: int, markup: Keyboard | None) -> None:
         """Change only the buttons of the message send-row ``row_id`` became (None: none)."""
         payload = {"row_id": row_id, "markup": markup_json(markup)}
         key = f"{chat_id}:r{row_id}:markup"
-        await self._store.outbox.add(
+        await self._store.outbox.queue(
             chat_id, OutboxOp.MARKUP, payload, None, None, coalesce_key=key
         )
         self._store.after_commit(self.wake.set)
@@ -140,7 +142,7 @@ class Outbox:
         """Remove the message send-row ``row_id`` became, or make sure it is never sent; its
         pending edits are dropped. Needs no message id, so it never waits for delivery."""
         await self._store.outbox.retire(row_id)
-        await self._store.outbox.add(
+        await self._store.outbox.queue(
             chat_id,
             OutboxOp.DELETE,
             {"row_id": row_id},

@@ -11,6 +11,7 @@ without following a link and without blocking, never shown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import hashlib
 import stat
@@ -21,9 +22,9 @@ from typing import Any
 from bot.git import in_repository
 from bot.redaction import Redactor
 from bot.telegram.render import shorten
-from bot.turns.gitinfo import TIMEOUT_S, Within, diff_stat, listed, output, scoped
+from bot.turns.gitinfo import TIMEOUT_S, Within, diff_stat, listed, output
 from executors.gitguard import GitGuard
-from executors.gitscope import PLAIN_DIFF, Scope
+from executors.gitscope import FIXED, PLAIN_DIFF, Scope
 from executors.reading import read_regular
 
 HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
@@ -137,26 +138,40 @@ def _texts(top: Path, paths: list[str], secrets: tuple[str, ...]) -> dict[str, s
 
 
 async def take(guard: GitGuard, cwd: str) -> Baseline:
-    """The state of the repository holding ``cwd`` now (three git processes)."""
+    """The state of the repository holding ``cwd`` now (three git processes in one jail)."""
     return (await opening(guard, cwd))[0]
 
 
 async def opening(guard: GitGuard, cwd: str) -> tuple[Baseline, Scope | None]:
     """``take``, with the repository's Scope as it was read for it (None: no repository):
-    what the agent's own git gets (``Scope.cli_env``) is read once a turn, not twice."""
+    what the agent's own git gets (``Scope.cli_env``) is read once a turn, not twice. The
+    configuration, the top and the status are read in one jail (``GitGuard.batch``)."""
     if not await in_repository(Path(cwd)):
         return Baseline(None), None
-    scope = await guard.scope(cwd, TIMEOUT_S)
+    try:
+        scope, ran = await guard.batch(cwd, TOPLEVEL, STATUS, timeout_s=TIMEOUT_S)
+    except OSError as exc:  # no bubblewrap or git to start: nothing of it will run either
+        return Baseline(None), Scope(FIXED, f"git cannot run: {exc}")
     if scope.refusal is not None:
         return Baseline(None), scope
-    return await _state(cwd, Within(guard, scope)), scope
+    top, status = (done.out if done.code == 0 else "" for done in ran)
+    return await _state(top, status), scope
 
 
-async def _state(cwd: str, within: Within) -> Baseline:
-    top, status = await asyncio.gather(
-        output(cwd, within, "rev-parse", "--show-toplevel"),
-        output(cwd, within, "status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames"),
-    )
+async def prepare(guard: GitGuard, cwd: str, after_s: float = 0.0) -> None:
+    """Start the jail the next ``opening`` in ``cwd`` takes (in a repository, where the guard
+    keeps one: ``GitGuard.prepare``; ``after_s`` later), so that the next turn's agent does
+    not wait for it."""
+    if await in_repository(Path(cwd)):
+        with contextlib.suppress(OSError):  # no jail ahead: the next one starts as usual
+            await guard.prepare(cwd, TOPLEVEL, STATUS, after_s=after_s)
+
+
+TOPLEVEL = ("rev-parse", "--show-toplevel")
+STATUS = ("status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames")
+
+
+async def _state(top: str, status: str) -> Baseline:
     if not top or not status:
         return Baseline(None)
     head, changed, untracked = _parse_status(status)
@@ -171,12 +186,10 @@ async def turn_changes(guard: GitGuard, cwd: str, before: Baseline, max_chars: i
     repository before falls back to its whole ``diff_stat`` (the agent made the repository)."""
     if before.top is None:
         return await diff_stat(guard, cwd, max_chars)
-    after = await take(guard, cwd)
-    if after.top is None or after.top != before.top:
+    after, scope = await opening(guard, cwd)  # the Scope as read with it: one jail for both
+    if after.top is None or after.top != before.top or scope is None:
         return ""
-    within = await scoped(guard, cwd)
-    if within is None:
-        return ""
+    within = Within(guard, scope)
     commits, committed = await _commits(after.top, within, before.head, after.head)
     touched = {p for p, sig in after.dirty.items() if before.dirty.get(p) != sig}
     undone = {p for p in before.dirty if p not in after.dirty and p not in committed}

@@ -28,7 +28,7 @@ from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
-from bot.turns.baseline import Baseline, opening, recorded
+from bot.turns.baseline import Baseline, opening, prepare, recorded
 from bot.turns.checking import TurnCheck
 from bot.turns.drive import Drive, Driven
 from bot.turns.finish import TurnFinisher
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 # (shutdown), or another process's turn now (taken over); None: the pool itself went away
 HANDS_OFF = (None, StopReason.SHUTDOWN, StopReason.TAKEN_OVER)
 CHECK_TAG = ":check"  # a check's tag: its turn's, and this (the startup sweep's prefix still holds)
+JAIL_AHEAD_AFTER_S = 1.0  # a baseline jail started ahead waits for the card to be sent
 
 
 class RunnerIdentity(Protocol):
@@ -206,6 +207,8 @@ class TurnRunner:
                 outcome = charged(failure(task, turn, exc), meter)
                 await self._finish_early(run, progress, outcome)
         await self._queue.kick(task.id)
+        # the next turn's baseline: its jail ahead, once this turn's card is on its way
+        await prepare(self._policy.git, task.cwd, after_s=JAIL_AHEAD_AFTER_S)
 
     async def _may_start(self, task: Task, turn: Turn, runner: str | None, created: bool) -> bool:
         """False when the turn's engine is at its usage limit (the turn is parked); else the

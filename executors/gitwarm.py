@@ -1,0 +1,144 @@
+"""A jail started ahead for the next turn's baseline (issue #54): bubblewrap's start (its
+namespaces, the denied paths' mounts) is most of what the bot's git costs before an agent
+(about 6 ms on a quiet 2-core VM, 15 to 40 under load), and none of it depends on the moment
+the repository is read. So, after a turn, one jail is started for that directory's baseline
+and waits, before anything runs in it, for its go (``executors.gitsession``); the next
+baseline there takes it and reads the repository from that moment on.
+
+Used only where it is the same jail that would be started now: the same directory and
+commands, the same environment, and the same bubblewrap arguments computed now (the denied
+paths as they are now, each one's kind and existence, the directory's real path); else it
+is stopped and a jail is started as usual. Nothing of a task is in it: bash waiting on its
+stdin inside the jail, for at most ``gitsession.WAIT_S`` (then it ends by itself)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from executors import gitsession
+
+Spawn = Callable[[list[str], Mapping[str, str]], Awaitable[asyncio.subprocess.Process]]
+STOP_S = 5.0
+MARGIN_S = 60.0  # a jail this close to its bash's end of waiting is not taken
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A started jail: what it was started for and with."""
+
+    cwd: str
+    commands: tuple[tuple[str, ...], ...]
+    token: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    proc: asyncio.subprocess.Process
+    started: float = 0.0  # monotonic: taken only well before its bash stops waiting
+
+
+class WarmJail:
+    """At most one jail waiting for a baseline (the last turn's directory)."""
+
+    def __init__(self) -> None:
+        self._waiting: Waiting | None = None
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._later: asyncio.Task[None] | None = None
+
+    def later(self, delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
+        """``start`` (a ``prepare``) in ``delay_s``, off the caller's way: a turn's card is
+        sent meanwhile without a jail's start beside it. A newer one replaces it."""
+        if self._later is not None:
+            self._later.cancel()
+        self._later = asyncio.ensure_future(_after(delay_s, start))
+
+    def take(
+        self,
+        cwd: str,
+        commands: Sequence[tuple[str, ...]],
+        argv_for: Callable[[str], list[str]],
+        env: Mapping[str, str],
+    ) -> tuple[asyncio.subprocess.Process, str] | None:
+        """The waiting jail and its nonce, when it is the one ``argv_for`` (given a nonce)
+        would start now with ``env``; else None (and a waiting one is stopped)."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is None:
+            return None
+        if _same(waiting, cwd, commands, env) and tuple(argv_for(waiting.token)) == waiting.argv:
+            return waiting.proc, waiting.token
+        self._stop(waiting)
+        return None
+
+    async def prepare(
+        self,
+        cwd: str,
+        commands: Sequence[tuple[str, ...]],
+        argv_for: Callable[[str], list[str]],
+        env: Mapping[str, str],
+        spawn: Spawn,
+    ) -> None:
+        """Start the jail the next ``take`` with these would use (unless one waits already)."""
+        waiting = self._waiting
+        token = waiting.token if waiting is not None else gitsession.nonce()
+        argv = argv_for(token)
+        if waiting is not None:
+            if _same(waiting, cwd, commands, env) and tuple(argv) == waiting.argv:
+                return
+            self._waiting = None
+            self._stop(waiting)
+            token = gitsession.nonce()
+            argv = argv_for(token)
+        proc = await spawn(argv, env)
+        env_items = tuple(sorted(env.items()))
+        self._waiting = Waiting(
+            cwd, tuple(commands), token, tuple(argv), env_items, proc, time.monotonic()
+        )
+
+    async def aclose(self) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            await asyncio.gather(self._later, return_exceptions=True)
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._stop(waiting)
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
+
+    def _stop(self, waiting: Waiting) -> None:
+        task = asyncio.ensure_future(_stopped(waiting.proc))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+
+def _same(
+    waiting: Waiting, cwd: str, commands: Sequence[tuple[str, ...]], env: Mapping[str, str]
+) -> bool:
+    return (
+        waiting.proc.returncode is None
+        and time.monotonic() - waiting.started < gitsession.WAIT_S - MARGIN_S
+        and waiting.cwd == cwd
+        and waiting.commands == tuple(commands)
+        and waiting.env == tuple(sorted(env.items()))
+    )
+
+
+async def _after(delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
+    await asyncio.sleep(delay_s)
+    with contextlib.suppress(OSError):  # no jail ahead: the next one starts as usual
+        await start()
+
+
+async def _stopped(proc: asyncio.subprocess.Process) -> None:
+    """A waiting jail ends: its stdin closed (bash then exits, having run nothing), killed if
+    it does not within STOP_S."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        async with asyncio.timeout(STOP_S):
+            await proc.communicate()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
