@@ -58,7 +58,7 @@ async def zygote(settings) -> AsyncIterator[int]:  # type: ignore[no-untyped-def
         await z.aclose()
 
 
-async def _server(settings, task_id: int) -> asyncio.subprocess.Process:  # type: ignore[no-untyped-def]
+async def _server(settings, task_id: int, cwd: Path | None = None) -> asyncio.subprocess.Process:  # type: ignore[no-untyped-def]
     command = mcp_command()
     return await asyncio.create_subprocess_exec(
         *command,
@@ -68,7 +68,7 @@ async def _server(settings, task_id: int) -> asyncio.subprocess.Process:  # type
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        cwd=str(settings.data_dir),
+        cwd=str(cwd or settings.data_dir),
     )
 
 
@@ -196,3 +196,35 @@ async def test_only_mcp_is_served_and_the_zygote_holds_no_secret(tmp_path):
         environ = Path(f"/proc/{zpid}/environ").read_bytes()
         assert TOKEN.encode() not in environ and b"DETACH_ENV_FILE" not in environ
         assert not any("detach.sqlite" in target for target in _opened(zpid))
+
+
+async def test_a_bot_package_the_agent_planted_in_its_directory_never_runs(tmp_path):
+    """The server starts in the agent's directory: `python -m` would import a `bot` package
+    found there first, as the bot, outside any sandbox. Neither the relay's plain fallback nor
+    the zygote (started in the bot's own directory) ever does."""
+    settings = _settings(tmp_path)
+    task_id = await _a_task(settings)
+    agents = tmp_path / "agents-dir"
+    canary = tmp_path / "planted-ran"
+    (agents / "bot").mkdir(parents=True)
+    (agents / "bot" / "__init__.py").write_text(f"open({str(canary)!r}, 'w').write('x')\n")
+    (agents / "bot" / "__main__.py").write_text(f"open({str(canary)!r}, 'w').write('x')\n")
+    plain = await _server(settings, task_id, cwd=agents)  # no zygote: the fallback
+    try:
+        assert "notify" in await _tools(plain)
+    finally:
+        plain.kill()
+        await plain.wait()
+    cwd = os.getcwd()
+    os.chdir(agents)  # the zygote starts where the bot runs: here, the planted directory
+    try:
+        async with zygote(settings):
+            relay = await _server(settings, task_id, cwd=agents)
+            try:
+                assert "notify" in await _tools(relay)
+            finally:
+                relay.kill()
+                await relay.wait()
+    finally:
+        os.chdir(cwd)
+    assert not canary.exists()

@@ -200,7 +200,7 @@ async def test_codex_steer_goes_in_through_turn_steer(
 ):
     openai.script(
         "MARK-SE-CX",
-        [{"shell": "sleep 4; echo one"}, {"shell": "echo two"}, {"text": "codex steered"}],
+        [{"shell": "sleep 8; echo one"}, {"shell": "echo two"}, {"text": "codex steered"}],
     )
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, codex_bin=codex_bin)

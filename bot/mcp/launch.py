@@ -28,7 +28,7 @@ from bot.settings import Settings
 
 PRIVATE_DIR = "private"  # in the data directory: the bot's own files, none for an agent
 SECRETS_FILE = "subtasks.env"
-ZYGOTE_SOCKET = "mcp.sock"
+ZYGOTE_SOCKET = "mcp-zygote"  # a socket
 STOP_S = 2.0
 
 
@@ -101,6 +101,7 @@ class Zygote:
     async def _start(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             sys.executable,
+            "-P",  # never a `bot` package of the directory it starts in
             "-m",
             "bot.zygote",
             self._env[relay.SOCKET_VAR],

@@ -69,8 +69,10 @@ def _wait(conn: socket.socket) -> int:
 
 
 def _become_detach(argv: list[str]) -> None:
-    """The plain `detach mcp …`: this interpreter with its site and the project's path."""
-    os.execv(sys.executable, [sys.executable, "-m", "bot", *argv])
+    """The plain `detach mcp …`: this interpreter with its site and the project's path, never
+    the directory it runs in (``-P``): that is the agent's, where a planted ``bot`` package
+    would run as the bot."""
+    os.execv(sys.executable, [sys.executable, "-P", "-m", "bot", *argv])
 
 
 if __name__ == "__main__":
