@@ -27,8 +27,8 @@ from bot.fleet.fleet import Fleet
 from bot.fleet.lease import Lease, OneProcess
 from bot.fleet.takeover import Takeover
 from bot.git import Worktrees
-from bot.mcp.launch import Zygote, mcp_command, private_dir, subtask_env
-from bot.models import ProcessRole
+from bot.mcp.launch import ZYGOTE_AFTER_START_S, Zygote, mcp_command, private_dir, subtask_env
+from bot.models import OwnerTools, ProcessRole
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog
 from bot.ports import Executor
@@ -158,6 +158,8 @@ async def build_core(
     denial = read_denial(settings, agent_environ)
     zygote = Zygote(settings)
     stack.push_async_callback(zygote.aclose)  # after the pool's turns (entered later)
+    if role is not ProcessRole.FRONT and settings.owner_tools is not OwnerTools.NO:
+        zygote.soon(ZYGOTE_AFTER_START_S)
     policy = turn_policy(settings, secrets, denial, keys, zygote.wanted)
     stack.push_async_callback(policy.git.aclose)  # a baseline's jail started ahead
     worktrees = Worktrees(store, settings.data_dir / "worktrees", policy.git)

@@ -226,9 +226,9 @@ class OwnerTools(StrEnum):
     """Which tasks' agents get ``notify`` and ``ask_owner`` (``DETACH_OWNER_TOOLS``); a
     ``subtasks=yes`` task has them whatever this says, on the server it has anyway."""
 
-    WALKAWAY = "walkaway"  # /detach tasks (nobody watches them) and sub-task trees
+    WALKAWAY = "walkaway"  # /detach tasks (nobody watches them) and sub-task trees: the default
     ALL = "all"  # every task (its MCP server delays each turn's start, and it is never warm)
-    NO = "no"  # only sub-task trees (the default)
+    NO = "no"  # only sub-task trees
 
     def serves(self, kind: TaskKind) -> bool:
         """Whether a task of ``kind`` outside any sub-task tree gets them."""

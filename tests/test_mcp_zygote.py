@@ -228,3 +228,21 @@ async def test_a_bot_package_the_agent_planted_in_its_directory_never_runs(tmp_p
     finally:
         os.chdir(cwd)
     assert not canary.exists()
+
+
+async def test_a_zygote_asked_for_soon_starts_then_and_not_after_close(tmp_path):
+    settings = _settings(tmp_path)
+    socket_path = Path(subtask_env(settings)["DETACH_MCP_ZYGOTE"])
+    early = Zygote(settings)
+    early.soon(60.0)
+    await early.aclose()  # closed before its time: nothing starts
+    assert early._started is None
+    z = Zygote(settings)
+    z.soon(0.1)
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not socket_path.exists():
+            assert time.monotonic() < deadline, "the zygote never started"
+            await asyncio.sleep(0.05)
+    finally:
+        await z.aclose()

@@ -10,8 +10,9 @@ import pytest
 
 from bot.events import SessionStarted, TurnFinished, Usage
 from bot.models import OwnerTools, TurnSpec
+from bot.settings import Settings
 from tests.support.fake_engine import FakeEngine
-from tests.support.fake_telegram import FakeTelegram
+from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 
 SCRIPT = (SessionStarted("s1", "m"), TurnFinished(False, "the answer", "s1", 0.01, Usage(1, 1)))
@@ -71,5 +72,5 @@ def test_walkaway_is_the_default(tmp_path: Path) -> None:
     """Walk-away tasks have them by default: their servers start from the MCP zygote in a
     fraction of a second (tests/test_mcp_zygote.py), and a failing check's second round
     resumes its session (tests/test_walkaway_e2e.py)."""
-    settings = make_settings(tmp_path, FakeTelegram(), "claude", tmp_path)
+    settings = Settings(_env_file=None, bot_token=TOKEN, data_dir=tmp_path)  # type: ignore[call-arg]
     assert settings.owner_tools is OwnerTools.WALKAWAY

@@ -30,6 +30,7 @@ PRIVATE_DIR = "private"  # in the data directory: the bot's own files, none for 
 SECRETS_FILE = "subtasks.env"
 ZYGOTE_SOCKET = "mcp-zygote"  # a socket
 STOP_S = 2.0
+ZYGOTE_AFTER_START_S = 10.0  # after a start, the first poll and its updates go first
 
 
 def private_dir(settings: Settings) -> Path:
@@ -93,6 +94,12 @@ class Zygote:
         env = subtask_env(settings)
         self._env = {k: v for k, v in env.items() if k != ENV_FILE_VAR}
         self._started: asyncio.Task[asyncio.subprocess.Process] | None = None
+        self._soon: asyncio.TimerHandle | None = None
+
+    def soon(self, delay_s: float) -> None:
+        """Started ``delay_s`` from now if no turn wanted it before: a bot whose walk-away
+        tasks get the owner tools has it ready for its first one, without slowing its start."""
+        self._soon = asyncio.get_running_loop().call_later(delay_s, self.wanted)
 
     def wanted(self) -> None:
         if self._started is None:
@@ -111,6 +118,8 @@ class Zygote:
         )
 
     async def aclose(self) -> None:
+        if self._soon is not None:
+            self._soon.cancel()
         if self._started is None:
             return
         proc = await self._started

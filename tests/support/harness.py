@@ -33,6 +33,10 @@ def make_settings(
         intake_interval_s=0.2,
         cancel_grace_s=3.0,
         outbox_chat_interval_s=0.05,
+        # the product's default is walkaway: each /detach task's agent then starts `detach mcp`
+        # (the plain one, ~1.5 s, until the zygote runs), which most drills do not exercise;
+        # the tests of the owner tools and tests/test_walkaway_e2e.py set it
+        owner_tools="no",
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
