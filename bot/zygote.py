@@ -25,10 +25,13 @@ import signal
 import socket
 import sys
 import threading
+import time
+import traceback
 from pathlib import Path
 
 HEADER_MAX = 256 * 1024
 READ_S = 1.0  # a relay sends its header at once
+GO_S = 5.0  # and its go as soon as it has our yes
 PR_SET_PDEATHSIG = 1
 
 
@@ -47,9 +50,17 @@ def serve(path: Path) -> None:
     finally:
         os.umask(umask)
     listener.listen(64)
+    signal.signal(signal.SIGTERM, lambda *_: _gone(path))
     while True:
         conn, _ = listener.accept()
         _one(listener, conn)
+
+
+def _gone(path: Path) -> None:
+    """Stopped: the socket goes with the zygote (its forks keep their connections)."""
+    with contextlib.suppress(OSError):
+        path.unlink()
+    os._exit(0)
 
 
 def _one(listener: socket.socket, conn: socket.socket) -> None:
@@ -64,10 +75,16 @@ def _one(listener: socket.socket, conn: socket.socket) -> None:
         if pid == 0:  # the server
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             code = 1
             try:
                 code = _become(conn, header, fds)
+            except BaseException:  # as the plain command would: its trace on the agent's stderr
+                traceback.print_exc()
             finally:
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
                 os._exit(code)
     except (OSError, ValueError):
         pass
@@ -78,7 +95,9 @@ def _one(listener: socket.socket, conn: socket.socket) -> None:
 
 
 def _received(conn: socket.socket) -> tuple[dict, list[int]]:
-    """The relay's header and its three descriptors (anything else: ValueError)."""
+    """The relay's header and its three descriptors (anything else: ValueError), within
+    READ_S in all (one relay at a time is read: a slow one must not hold the others)."""
+    deadline = time.monotonic() + READ_S
     fds = array.array("i")
     data, ancdata, _flags, _addr = conn.recvmsg(4 + HEADER_MAX, socket.CMSG_LEN(3 * fds.itemsize))
     for level, kind, payload in ancdata:
@@ -91,13 +110,7 @@ def _received(conn: socket.socket) -> tuple[dict, list[int]]:
         size = int.from_bytes(data[:4], "big")
         if size > HEADER_MAX:
             raise ValueError("header too large")
-        body = data[4:]
-        while len(body) < size:
-            more = conn.recv(size - len(body))
-            if not more:
-                raise ValueError("short header")
-            body += more
-        header = json.loads(body)
+        header = json.loads(_rest(conn, data[4:], size, deadline))
         if not isinstance(header, dict):
             raise ValueError("not a header")
     except (ValueError, OSError):
@@ -105,6 +118,19 @@ def _received(conn: socket.socket) -> tuple[dict, list[int]]:
             os.close(fd)
         raise
     return header, taken
+
+
+def _rest(conn: socket.socket, body: bytes, size: int, deadline: float) -> bytes:
+    while len(body) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ValueError("slow header")
+        conn.settimeout(left)
+        more = conn.recv(size - len(body))
+        if not more:
+            raise ValueError("short header")
+        body += more
+    return body
 
 
 def _served(header: dict) -> bool:
@@ -130,8 +156,11 @@ def _become(conn: socket.socket, header: dict, fds: list[int]) -> int:
     os.environ.update(header["env"])
     with contextlib.suppress(OSError):
         os.chdir(header["cwd"])
-    conn.settimeout(None)
+    conn.settimeout(GO_S)
     conn.sendall(b"+")
+    if conn.recv(1) != b"g":  # the relay gave up on us (and runs the plain command)
+        return 0
+    conn.settimeout(None)
     threading.Thread(target=_watch, args=(conn,), daemon=True).start()
     from bot.cli import main
 

@@ -50,22 +50,28 @@ GO = b"go\0"
 
 
 class Marked:
-    """Reads a session's stdout up to each mark: ``nonce`` then the exit status and a newline."""
+    """Reads a session's stdout up to each mark: ``nonce`` then the exit status and a newline.
+    Linear in the output (the repository's status is the agent's to make long): each chunk is
+    searched once, from just before its start."""
 
     def __init__(self, stream: asyncio.StreamReader, nonce: str) -> None:
         self._stream = stream
         self._mark = re.compile(re.escape(nonce.encode()) + rb"(\d+)\n")
-        self._buffer = b""
+        self._overlap = len(nonce) + 24  # a mark cut between two chunks
+        self._buffer = bytearray()
 
     async def next(self) -> tuple[int, bytes] | None:
         """The next output and its exit status; None: the session ended before its mark."""
-        while (found := self._mark.search(self._buffer)) is None:
+        searched = 0
+        while (found := self._mark.search(self._buffer, max(0, searched - self._overlap))) is None:
+            searched = len(self._buffer)
             chunk = await self._stream.read(CHUNK)
             if not chunk:
                 return None
             self._buffer += chunk
-        out, self._buffer = self._buffer[: found.start()], self._buffer[found.end() :]
-        return int(found[1]), out
+        status, out = int(bytes(found[1])), bytes(self._buffer[: found.start()])
+        del self._buffer[: found.end()]
+        return status, out
 
 
 def argv(cwd: str, nonce: str, commands: Sequence[tuple[str, ...]], bash: str) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ class Waiting:
     env: tuple[tuple[str, str], ...]
     proc: asyncio.subprocess.Process
     started: float = 0.0  # monotonic: taken only well before its bash stops waiting
+    # what each path of its arguments was when it started (device, inode): a denied file
+    # replaced since (a rename over it) is no longer under the jail's mask
+    identities: tuple[tuple[str, tuple[int, int] | None], ...] = ()
 
 
 class WarmJail:
@@ -66,7 +70,11 @@ class WarmJail:
         waiting, self._waiting = self._waiting, None
         if waiting is None:
             return None
-        if _same(waiting, cwd, commands, env) and tuple(argv_for(waiting.token)) == waiting.argv:
+        if (
+            _same(waiting, cwd, commands, env)
+            and tuple(argv_for(waiting.token)) == waiting.argv
+            and _identities(waiting.argv) == waiting.identities
+        ):
             return waiting.proc, waiting.token
         self._stop(waiting)
         return None
@@ -90,10 +98,11 @@ class WarmJail:
             self._stop(waiting)
             token = gitsession.nonce()
             argv = argv_for(token)
+        identities = _identities(argv)
         proc = await spawn(argv, env)
         env_items = tuple(sorted(env.items()))
         self._waiting = Waiting(
-            cwd, tuple(commands), token, tuple(argv), env_items, proc, time.monotonic()
+            cwd, tuple(commands), token, tuple(argv), env_items, proc, time.monotonic(), identities
         )
 
     async def aclose(self) -> None:
@@ -122,6 +131,19 @@ def _same(
         and waiting.commands == tuple(commands)
         and waiting.env == tuple(sorted(env.items()))
     )
+
+
+def _identities(argv: Sequence[str]) -> tuple[tuple[str, tuple[int, int] | None], ...]:
+    """(device, inode) of every absolute path among a jail's arguments, None where none is."""
+    found: list[tuple[str, tuple[int, int] | None]] = []
+    for arg in argv:
+        if arg.startswith("/"):
+            try:
+                info = os.lstat(arg)
+                found.append((arg, (info.st_dev, info.st_ino)))
+            except (OSError, ValueError):
+                found.append((arg, None))
+    return tuple(found)
 
 
 async def _after(delay_s: float, start: Callable[[], Awaitable[None]]) -> None:

@@ -143,9 +143,18 @@ async def test_a_jail_started_ahead_is_not_taken_when_anything_differs(
         secret.rename(tmp_path / "gone")  # a denied path that is gone: not mounted over now
         await opening(guard, str(top))
         assert len(started) == 6
+        key = tmp_path / "key"
+        key.write_text("old")
+        denied[:] = [key]
+        await prepare(guard, str(top))
+        fresh = tmp_path / "key.new"
+        fresh.write_text("new")
+        fresh.rename(key)  # renamed over: the waiting jail's mask is on the old file
+        await opening(guard, str(top))
+        assert len(started) == 8
         await prepare(guard, str(top))
         await prepare(guard, str(top))  # one waits already: no second
-        assert len(started) == 7
+        assert len(started) == 9
     finally:
         await guard.aclose()
 

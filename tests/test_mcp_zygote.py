@@ -48,6 +48,7 @@ async def zygote(settings) -> AsyncIterator[int]:  # type: ignore[no-untyped-def
     socket_path = Path(subtask_env(settings)["DETACH_MCP_ZYGOTE"])
     try:
         proc = await z._started  # type: ignore[misc]
+        assert proc is not None
         deadline = time.monotonic() + BOUND_S
         while not socket_path.exists():
             assert time.monotonic() < deadline, "the zygote never listened"
@@ -56,6 +57,7 @@ async def zygote(settings) -> AsyncIterator[int]:  # type: ignore[no-untyped-def
         yield proc.pid
     finally:
         await z.aclose()
+    assert not socket_path.exists()  # the socket goes with its zygote
 
 
 async def _server(settings, task_id: int, cwd: Path | None = None) -> asyncio.subprocess.Process:  # type: ignore[no-untyped-def]
@@ -246,3 +248,43 @@ async def test_a_zygote_asked_for_soon_starts_then_and_not_after_close(tmp_path)
             await asyncio.sleep(0.05)
     finally:
         await z.aclose()
+
+
+async def test_a_fork_the_relay_gave_up_on_never_runs(tmp_path):
+    """The relay waits ANSWER_S for the fork's yes, then runs the plain command on the same
+    descriptors: a fork whose yes came too late must not run too (both would read the
+    agent's stdin). It runs only on the relay's go."""
+    settings = _settings(tmp_path)
+    task_id = await _a_task(settings)
+    async with zygote(settings) as zpid:
+        path = subtask_env(settings)["DETACH_MCP_ZYGOTE"]
+        r, w = os.pipe()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(BOUND_S)
+                conn.connect(path)
+                # where a running `detach mcp` would say at once that it finds no database
+                empty = tmp_path / "empty"
+                empty.mkdir()
+                env = {**subtask_env(settings), "DETACH_DATA_DIR": str(empty)}
+                env.pop("DETACH_ENV_FILE")  # (it names the bot's database)
+                argv = ["mcp", "--task", str(task_id)]
+                header = json.dumps({"argv": argv, "env": env, "cwd": str(tmp_path)}).encode()
+                fds = array.array("i", [r, w, w]).tobytes()
+                conn.sendmsg(
+                    [len(header).to_bytes(4, "big") + header],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)],
+                )
+                assert conn.recv(1) == b"+"
+                (fork,) = _children(zpid)
+                await asyncio.sleep(0.5)  # time enough for a running command to say so
+            # closed without a go: the fork ends having run nothing
+            assert await _gone(fork)
+            os.close(w)
+            w = -1
+            said = os.read(r, 1 << 16)
+            assert said == b"", said  # it ran nothing: nothing on the agent's descriptors
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from bot.settings import Settings
 
 PRIVATE_DIR = "private"  # in the data directory: the bot's own files, none for an agent
 SECRETS_FILE = "subtasks.env"
+log = logging.getLogger(__name__)
 ZYGOTE_SOCKET = "mcp-zygote"  # a socket
 STOP_S = 2.0
 ZYGOTE_AFTER_START_S = 10.0  # after a start, the first poll and its updates go first
@@ -57,7 +59,8 @@ def subtask_env(settings: Settings) -> dict[str, str]:
         "DETACH_NOTIFY_MAX": str(settings.notify_max),
         "DETACH_PREFLIGHT_WAIT_S": str(settings.preflight_wait_s),
         "DETACH_ASK_UNATTENDED": "yes" if settings.ask_unattended else "no",
-        relay.SOCKET_VAR: str(private_dir(settings) / ZYGOTE_SOCKET),
+        # this process's own (a bot and its workers may share a data directory)
+        relay.SOCKET_VAR: str(private_dir(settings) / f"{ZYGOTE_SOCKET}-{os.getpid()}"),
     }
     env[ENV_FILE_VAR] = str(_secrets_file(settings, settings.resolved_database_url))
     return {k: v for k, v in env.items() if v}
@@ -93,7 +96,7 @@ class Zygote:
     def __init__(self, settings: Settings) -> None:
         env = subtask_env(settings)
         self._env = {k: v for k, v in env.items() if k != ENV_FILE_VAR}
-        self._started: asyncio.Task[asyncio.subprocess.Process] | None = None
+        self._started: asyncio.Task[asyncio.subprocess.Process | None] | None = None
         self._soon: asyncio.TimerHandle | None = None
 
     def soon(self, delay_s: float) -> None:
@@ -105,7 +108,14 @@ class Zygote:
         if self._started is None:
             self._started = asyncio.get_running_loop().create_task(self._start())
 
-    async def _start(self) -> asyncio.subprocess.Process:
+    async def _start(self) -> asyncio.subprocess.Process | None:
+        try:
+            return await self._spawn()
+        except OSError as exc:  # the relays start the plain command
+            log.warning("the MCP zygote did not start: %s", exc)
+            return None
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-P",  # never a `bot` package of the directory it starts in
@@ -123,6 +133,8 @@ class Zygote:
         if self._started is None:
             return
         proc = await self._started
+        if proc is None:
+            return
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
         try:

@@ -17,7 +17,7 @@ import socket
 import sys
 
 SOCKET_VAR = "DETACH_MCP_ZYGOTE"  # the zygote's socket (in the bot's private directory)
-ANSWER_S = 1.0  # the zygote answers at once or not at all
+ANSWER_S = 2.0  # the zygote answers at once or not at all (a plain start is ~1.5 s)
 HEADER_MAX = 256 * 1024
 
 
@@ -31,22 +31,23 @@ def main(argv: list[str]) -> int:
 
 
 def _handed(path: str, argv: list[str]) -> socket.socket | None:
-    """The connection once the zygote took our descriptors and forked their server; None if
-    it did not (anything but its one-byte yes is a no)."""
+    """The connection once the zygote took our descriptors and forked their server, told to
+    go on (``g``) only now: a fork whose ``+`` came too late never runs (our close ends it), so
+    it and the plain fallback never both read the agent's stdin. None: it did not."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.settimeout(ANSWER_S)
-    header = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
     try:
-        conn.connect(path)
+        header = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
         if len(header) > HEADER_MAX:
             raise OSError("header too large")
-        conn.sendmsg(
-            [len(header).to_bytes(4, "big") + header],
-            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fds())],
-        )
+        message = len(header).to_bytes(4, "big") + header
+        conn.connect(path)
+        sent = conn.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fds())])
+        conn.sendall(message[sent:])
         if conn.recv(1) != b"+":
             raise OSError("refused")
-    except OSError:
+        conn.sendall(b"g")
+    except (OSError, ValueError):
         conn.close()
         return None
     conn.settimeout(None)
