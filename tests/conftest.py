@@ -32,6 +32,8 @@ SLOW_MODULES = frozenset(
         "test_fleet_chaos",
         "test_followup_doors",
         "test_launch",
+        "test_mcp_zygote",  # real processes: the zygote's imports, forks and the plain server
+        "test_board_hosts_browser",  # chromium and a fleet's heartbeats
         "test_one_owner",
         "test_orphans",
         "test_preflight_doors",
