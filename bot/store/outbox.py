@@ -37,6 +37,15 @@ class OutboxRow:
     status: str = OutboxStatus.PENDING
 
 
+async def _queued(
+    conn: Any, values: dict[str, Any], coalesce_key: str | None, options: dict[str, Any]
+) -> Any:
+    """A row inserted; a pending older edit of the same message superseded first."""
+    if coalesce_key is not None:
+        await conn.execute(_supersede(), {"key": coalesce_key}, execution_options=DEFERRED)
+    return await conn.execute(inserting(outbox), values, execution_options=options)
+
+
 class OutboxRepo:
     def __init__(self, engine: Database, clock: Clock, redact: Redactor = NOTHING) -> None:
         """``redact``: applied to every payload queued (a progress line naming a command, a
@@ -56,11 +65,9 @@ class OutboxRepo:
     ) -> int:
         """Queue a row; a newer edit of the same message supersedes a pending older one.
         Returns the row's id."""
+        values = self._values(chat_id, op, payload, task_id, link_kind, coalesce_key)
         async with self._engine.begin() as conn:
-            if coalesce_key is not None:
-                await conn.execute(_supersede(), {"key": coalesce_key}, execution_options=DEFERRED)
-            values = self._values(chat_id, op, payload, task_id, link_kind, coalesce_key)
-            result = await conn.execute(inserting(outbox), values)
+            result = await _queued(conn, values, coalesce_key, {})
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     async def queue(
@@ -74,11 +81,9 @@ class OutboxRepo:
     ) -> None:
         """``add``, for a row whose id nobody needs (an edit, a deletion): its writes ride
         with the transaction's next trip to the store (``DEFERRED``)."""
+        values = self._values(chat_id, op, payload, task_id, link_kind, coalesce_key)
         async with self._engine.begin() as conn:
-            if coalesce_key is not None:
-                await conn.execute(_supersede(), {"key": coalesce_key}, execution_options=DEFERRED)
-            values = self._values(chat_id, op, payload, task_id, link_kind, coalesce_key)
-            await conn.execute(inserting(outbox), values, execution_options=DEFERRED)
+            await _queued(conn, values, coalesce_key, DEFERRED)
 
     def _values(
         self,
