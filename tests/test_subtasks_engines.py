@@ -125,8 +125,10 @@ async def test_cancelling_a_local_parent_mid_wait_stops_the_tree_and_its_server(
         settings = settings_for(tmp_path, fake, claude_bin, workdir, chat)
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/local subtasks=yes mode=ask MARK-LCPARENT go", OWNER)
-            async with asyncio.timeout(60):
-                while not chat.requests_for("MARK-LCCHILD"):
+            async with asyncio.timeout(60):  # the child at its model, the parent past start
+                while not chat.requests_for("MARK-LCCHILD") or (
+                    len(chat.requests_for("MARK-LCPARENT")) < 2
+                ):
                     await asyncio.sleep(0.1)
             await fake.user_message("/cancel 1", OWNER)
             async with asyncio.timeout(30):

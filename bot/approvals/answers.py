@@ -209,6 +209,11 @@ class ApprovalAnswers:
         if question.chat_id is not None and question.message_id is not None:
             original = (question.chat_id, question.message_id)
             targets = [original] + [t for t in targets if t != original]
+        elif question.row_id is not None:
+            # its message id is not stored yet (delivered a moment ago): by its outbox row
+            task = await self._store.tasks.get(question.task_id)
+            if task is not None:
+                await self._notifier.edit_row(task.chat_id, question.row_id, text, markup)
         for chat_id, message_id in targets:
             await self._notifier.edit(chat_id, message_id, text, markup)
         await edit_copies(self._store, self._notifier, question.id, text, markup)
