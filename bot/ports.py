@@ -4,7 +4,7 @@ executors/ (one module per engine, listed in executors/registry.py) and bot/noti
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -50,6 +50,15 @@ class NoSteering:
 
 NO_STEERING = NoSteering()
 
+Ready = Callable[[], Awaitable[None]]
+
+
+async def _now() -> None:
+    return None
+
+
+NOW: Ready = _now  # a turn whose agent may have its prompt as soon as it is started
+
 
 class Executor(Protocol):
     """One agent engine: runs one turn and yields engine-neutral events.
@@ -62,10 +71,17 @@ class Executor(Protocol):
     engine: str
 
     def run(
-        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+        self,
+        spec: TurnSpec,
+        approver: Approver,
+        steering: SteerInbox = NO_STEERING,
+        ready: Ready = NOW,
     ) -> AsyncGenerator[AgentEvent, None]:
         """``steering``: messages for the running turn (an engine that cannot take them in
-        leaves them there: the bot runs each as its own next turn)."""
+        leaves them there: the bot runs each as its own next turn). ``ready`` is awaited
+        before the agent gets its prompt (the turn's baseline is read while its process
+        starts): the agent does nothing of the task before it returns; if it raises, the
+        agent is stopped and the error is the turn's."""
         ...
 
     async def probe(self) -> Phrase:

@@ -18,11 +18,13 @@ from bot.models import ApprovalMode, Phrase, Preset, TurnSpec
 from bot.ports import (
     NO_LOGIN,
     NO_STEERING,
+    NOW,
     Approver,
     EngineConfig,
     EngineSettings,
     EngineSpec,
     Isolation,
+    Ready,
     SteerInbox,
 )
 from executors import gitguard, sandbox
@@ -171,10 +173,14 @@ class ClaudeExecutor:
         return sandbox.problem(self._env)
 
     async def run(
-        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+        self,
+        spec: TurnSpec,
+        approver: Approver,
+        steering: SteerInbox = NO_STEERING,
+        ready: Ready = NOW,
     ) -> AsyncGenerator[AgentEvent, None]:
         try:
-            async for event in self._run(spec, approver, steering):
+            async for event in self._run(spec, approver, steering, ready):
                 yield event
         finally:
             running = asyncio.current_task()
@@ -182,7 +188,7 @@ class ClaudeExecutor:
                 self._rewarm()
 
     async def _run(
-        self, spec: TurnSpec, approver: Approver, steering: SteerInbox
+        self, spec: TurnSpec, approver: Approver, steering: SteerInbox, ready: Ready
     ) -> AsyncGenerator[AgentEvent, None]:
         env = await self._turn_env(spec)
         with mcp_config_file(spec) as mcp_config:
@@ -193,6 +199,7 @@ class ClaudeExecutor:
             ) as agent:
                 channel = ClaudeChannel(agent.proc, approver, steering)
                 try:
+                    await ready()  # the CLI starts meanwhile; without its prompt it does nothing
                     await channel.send(user_line(spec.prompt))
                     async for event in self._events(agent.proc, channel):
                         if isinstance(event, TurnFinished) and _logged_out(event):

@@ -20,11 +20,13 @@ from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import ApprovalMode, Phrase, Preset, TurnSpec
 from bot.ports import (
     NO_STEERING,
+    NOW,
     Approver,
     EngineConfig,
     EngineSettings,
     EngineSpec,
     Isolation,
+    Ready,
     SteerInbox,
 )
 from executors import gitguard, leftovers, orphans
@@ -181,13 +183,17 @@ class CodexExecutor:
         return Phrase("probe.codex_refused", {"version": line, "reason": reason})
 
     async def run(
-        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+        self,
+        spec: TurnSpec,
+        approver: Approver,
+        steering: SteerInbox = NO_STEERING,
+        ready: Ready = NOW,
     ) -> AsyncGenerator[AgentEvent, None]:
         self._check_sandbox(spec)
         absent = leftovers.absent(self._writable_roots(spec))
         kept_dirs(spec)
         try:
-            async with contextlib.aclosing(self._run(spec, approver, steering)) as events:
+            async with contextlib.aclosing(self._run(spec, approver, steering, ready)) as events:
                 async for event in events:
                     yield event
         finally:
@@ -207,7 +213,7 @@ class CodexExecutor:
         return [*roots, Path("/tmp"), *([Path(tmpdir)] if tmpdir else [])]
 
     async def _run(
-        self, spec: TurnSpec, approver: Approver, inbox: SteerInbox
+        self, spec: TurnSpec, approver: Approver, inbox: SteerInbox, ready: Ready
     ) -> AsyncGenerator[AgentEvent, None]:
         env = self._env
         # the CLI runs git in its directory at start, outside any sandbox: what an agent
@@ -228,7 +234,7 @@ class CodexExecutor:
             started: tuple[str, str] | None = None
             finished = False
             try:
-                started, model = await self._start(rpc, spec)
+                started, model = await self._start(rpc, spec, ready)
                 yield SessionStarted(started[0], model or spec.model or self.configured_model())
                 steering = CodexSteering(inbox, rpc, *started)
                 async with contextlib.aclosing(
@@ -293,8 +299,11 @@ class CodexExecutor:
         model = config.get("model")
         return model if isinstance(model, str) else None
 
-    async def _start(self, rpc: Rpc, spec: TurnSpec) -> tuple[tuple[str, str], str | None]:
-        """The thread and turn started, and the model the thread runs (as Codex names it)."""
+    async def _start(
+        self, rpc: Rpc, spec: TurnSpec, ready: Ready
+    ) -> tuple[tuple[str, str], str | None]:
+        """The thread and turn started, and the model the thread runs (as Codex names it);
+        the turn (the prompt) once ``ready`` returned."""
         await rpc.request(
             "initialize",
             {
@@ -319,6 +328,7 @@ class CodexExecutor:
         text = spec.prompt
         if spec.append_system_prompt:
             text = f"{spec.append_system_prompt}\n\n{text}"
+        await ready()
         turn = await rpc.request(
             "turn/start",
             {"threadId": thread_id, "input": [{"type": "text", "text": text, "text_elements": []}]},

@@ -127,13 +127,13 @@ class ReadDenial:
 
 def unique(paths: Iterable[Path]) -> tuple[Path, ...]:
     """Absolute paths in order, without repeats; a symlink's target is added after it."""
-    seen: dict[Path, None] = {}
+    seen: dict[str, None] = {}  # strings: a turn lists ~40, and pathlib's parsing dominated
     for path in paths:
-        absolute = Path(os.path.abspath(path.expanduser()))
+        absolute = os.path.abspath(os.path.expanduser(path))
         seen.setdefault(absolute, None)
-        with contextlib.suppress(OSError, RuntimeError):
-            seen.setdefault(absolute.resolve(), None)
-    return tuple(seen)
+        with contextlib.suppress(OSError, ValueError):
+            seen.setdefault(os.path.realpath(absolute), None)
+    return tuple(Path(p) for p in seen)
 
 
 def _codex_entries(codex_home: Path) -> list[Path]:
@@ -191,6 +191,12 @@ def outside(paths: Iterable[Path], keep: Path) -> tuple[Path, ...]:
 def holds(path: Path, keep: Path) -> bool:
     """Whether ``path`` is ``keep`` or one of its parents, as written or through symlinks."""
     return any(k.is_relative_to(path) for k in _forms(keep))
+
+
+def held_by(paths: Iterable[Path], keep: Path) -> list[bool]:
+    """``holds`` of each of ``paths`` for one ``keep`` (its real path looked up once)."""
+    forms = _forms(keep)
+    return [any(k.is_relative_to(path) for k in forms) for path in paths]
 
 
 def _forms(path: Path) -> tuple[Path, ...]:

@@ -42,10 +42,12 @@ from bot.events import (
 from bot.models import ApprovalMode, Phrase, Preset, TurnSpec
 from bot.ports import (
     NO_STEERING,
+    NOW,
     Approver,
     EngineConfig,
     EngineSpec,
     Isolation,
+    Ready,
     SessionStore,
     SteerInbox,
 )
@@ -109,10 +111,15 @@ class LocalExecutor:
 
     # -- a turn ------------------------------------------------------------------------------
     async def run(
-        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+        self,
+        spec: TurnSpec,
+        approver: Approver,
+        steering: SteerInbox = NO_STEERING,
+        ready: Ready = NOW,
     ) -> AsyncGenerator[AgentEvent, None]:
         """A steer goes in before the next model call, as the owner's message after the tool
         results; one still waiting when the model answered without a tool is deferred."""
+        await ready()  # no process starts here: nothing to overlap with
         endpoint = self.endpoint(spec)
         client = await openai_client(endpoint.base_url, self._key(endpoint.api_key_env) or "none")
         try:

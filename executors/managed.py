@@ -22,7 +22,16 @@ from typing import Any
 from bot.errors import AgentError, AgentNotInstalled
 from bot.events import AgentEvent, SessionStarted, TurnFinished
 from bot.models import Phrase, Preset, TurnSpec
-from bot.ports import NO_STEERING, Approver, EngineConfig, EngineSpec, SessionStore, SteerInbox
+from bot.ports import (
+    NO_STEERING,
+    NOW,
+    Approver,
+    EngineConfig,
+    EngineSpec,
+    Ready,
+    SessionStore,
+    SteerInbox,
+)
 from executors.managed_api import ManagedApi, client_for
 from executors.managed_events import TurnReading, ended, events_of
 from executors.managed_repo import repository
@@ -56,9 +65,14 @@ class ManagedExecutor:
         return spec.model or self._settings.managed_model
 
     async def run(
-        self, spec: TurnSpec, approver: Approver, steering: SteerInbox = NO_STEERING
+        self,
+        spec: TurnSpec,
+        approver: Approver,
+        steering: SteerInbox = NO_STEERING,
+        ready: Ready = NOW,
     ) -> AsyncGenerator[AgentEvent, None]:
         """One turn; steers stay in ``steering`` (each runs as the next turn)."""
+        await ready()
         # the SDK's first import takes seconds of CPU: off the loop, which keeps serving chats
         await asyncio.to_thread(importlib.import_module, "anthropic")
         client = client_for(self._settings)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from bot.models import Phrase
-from executors.denied import holds
+from executors.denied import held_by
 
 PACKAGES = "bubblewrap socat"
 PROBE_TIMEOUT_S = 10.0
@@ -80,10 +80,9 @@ def confine(
     real = os.path.realpath(where)  # bound by its real path: a symlink on the way still leads
     holders: list[Path] = []  # denials around ``writable`` come before its bind, others after
     inside: list[Path] = []
-    for path in denied:
-        if not path.is_absolute() or str(path) in (where, real):
-            continue
-        (holders if holds(path, Path(where)) else inside).append(path)
+    kept = [p for p in denied if p.is_absolute() and str(p) not in (where, real)]
+    for path, holding in zip(kept, held_by(kept, Path(where)), strict=True):
+        (holders if holding else inside).append(path)
     return [
         bwrap,
         *_base_args(),
@@ -113,7 +112,7 @@ def jail(
     for path, writable in binds:
         real = os.path.realpath(path)
         # a read-only one only where a denial hides it (else the root's own bind shows it)
-        if os.path.exists(real) and (writable or any(holds(d, Path(real)) for d in hidden)):
+        if os.path.exists(real) and (writable or any(held_by(hidden, Path(real)))):
             mounts[real] = ["--bind" if writable else "--ro-bind", real, real]
     for path in hidden:
         mounts.setdefault(str(path), _hidden([path]))

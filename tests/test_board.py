@@ -356,7 +356,9 @@ async def test_the_stream_brings_new_transcript_lines_within_a_flush_and_a_poll(
         yield TurnFinished(False, "done", SESSION, 0.0, Usage(1, 1))
 
     class Slow(FakeEngine):
-        async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
+        async def run(self, spec, approver, steering=None, ready=None):  # type: ignore[no-untyped-def]
+            if ready is not None:
+                await ready()
             async for event in slow(spec):
                 yield event
 

@@ -105,7 +105,9 @@ class Held(FakeEngine):
         super().__init__(())
         self.release = asyncio.Event()
 
-    async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
+    async def run(self, spec, approver, steering=None, ready=None):  # type: ignore[no-untyped-def]
+        if ready is not None:
+            await ready()
         self.specs.append(spec)
         yield SessionStarted(SESSION, "fake-model")
         yield TextEmitted(f"first line of {spec.prompt}")
@@ -118,12 +120,14 @@ class Held(FakeEngine):
 class Mixed(Held):
     """The first task finishes at once; later ones wait like ``Held``."""
 
-    async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
+    async def run(self, spec, approver, steering=None, ready=None):  # type: ignore[no-untyped-def]
+        if ready is not None:
+            await ready()
         if spec.task_id == 1:
             for event in finished("All green."):
                 yield event
             return
-        async for event in super().run(spec, approver):
+        async for event in super().run(spec, approver, ready=ready):
             yield event
 
 

@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from bot.events import SessionStarted, TextEmitted, TurnFinished, Usage
+from bot.ports import NOW
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -42,7 +43,10 @@ FINISH_STATEMENTS = 10
 # 4 to accept, 19 to create, 26 until the spawn, 38 to finish (counted 2026-12-06)
 ACCEPT_TRIPS = 1  # the journal's row rides with its commit
 CREATE_TRIPS = 4  # the task (its id), its turn (its id), the acknowledgement (its row id), commit
-BEFORE_SPAWN_TRIPS = 6  # the journal's commit, the message's link read, the creation's 4
+# the journal's commit, the message's link read, the creation's 4, the grants' read (until
+# 2026-12-07 it ran in a task of its own beside the baseline, which this count does not see,
+# and the transcript's first lines were written before the spawn: now after it)
+BEFORE_SPAWN_TRIPS = 7
 # the turn and its task (their rows), the card (its row id), the acknowledgement's 4 reads and
 # the commit that runs the spend, the edit's supersede and its row
 FINISH_TRIPS = 8
@@ -126,11 +130,13 @@ class SpawnMarking(FakeEngine):
 
     trips: Trips | None = None
 
-    async def run(self, spec: Any, approver: Any, steering: Any = None) -> Any:  # type: ignore[override]
+    async def run(  # type: ignore[override]
+        self, spec: Any, approver: Any, steering: Any = None, ready: Any = None
+    ) -> Any:
         if self.trips is not None:
             self.trips.spawned_at = (self.trips.statements, self.trips.commits)
             self.trips.spawned_trips = self.trips.path_trips
-        async for event in super().run(spec, approver, steering):
+        async for event in super().run(spec, approver, steering, ready or NOW):
             yield event
 
 

@@ -66,7 +66,9 @@ class Held:
     def sandbox_problem(self) -> None:
         return None
 
-    async def run(self, spec, approver, steering=None):  # type: ignore[no-untyped-def]
+    async def run(self, spec, approver, steering=None, ready=None):  # type: ignore[no-untyped-def]
+        if ready is not None:
+            await ready()
         self.prompts.append(spec.prompt)
         async with asyncio.timeout(20):
             await self.release.wait()

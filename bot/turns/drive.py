@@ -26,6 +26,7 @@ from bot.events import (
 )
 from bot.models import MessageKind, Phrase, Task, TaskStatus, Turn, TurnError, TurnSpec
 from bot.money.pricing import Meter
+from bot.ports import NOW, Ready
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.continuation import lost_session_prompt
@@ -53,6 +54,7 @@ class Leg:
     agent: contextlib.AsyncExitStack  # the agent's process belongs to it
     runner: str | None  # on a shared database, who runs the turn
     watch: StallWatch
+    ready: Ready = NOW  # awaited before the agent gets its prompt (its baseline is read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +111,12 @@ class Drive:
         left: float | None,
         agent: contextlib.AsyncExitStack,
         runner: str | None,
+        ready: Ready = NOW,
     ) -> Driven:
         """``meter`` prices the turn (and keeps the tokens it used, for an outcome without a
         verdict); ``left``: what the task's budget has left. The turn's stall watchdog lives
-        until its agent has exited (``agent``'s end)."""
+        until its agent has exited (``agent``'s end). ``ready``: what the agent's prompt
+        waits for while its process starts (``Executor.run``; awaited again, it returns)."""
         watch = StallWatch(
             notifier=self._notifier,
             store=self._store,
@@ -123,7 +127,7 @@ class Drive:
         )
         watch.start()
         agent.push_async_callback(watch.close)
-        leg = Leg(task, spec, meter, left, agent, runner, watch)
+        leg = Leg(task, spec, meter, left, agent, runner, watch, ready)
         try:
             return await self._events(leg)
         except SessionNotFound:
@@ -170,7 +174,8 @@ class Drive:
         executor = self._engines.available.get(task.engine)
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
-        events = executor.run(spec, self._desk.for_turn(task, spec.turn_id), inbox)
+        approver = self._desk.for_turn(task, spec.turn_id)
+        events = executor.run(spec, approver, inbox, ready=leg.ready)
         agent.push_async_exit(reaper(events))
         agent.callback(watch.exiting)  # first at the end: the agent's exit is what is awaited
         final: TurnFinished | None = None

@@ -28,7 +28,7 @@ from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
-from bot.turns.baseline import Baseline, opening, prepare, recorded
+from bot.turns.baseline import Baseline, Opening, prepare, recorded
 from bot.turns.checking import TurnCheck
 from bot.turns.drive import Drive, Driven
 from bot.turns.finish import TurnFinisher
@@ -234,23 +234,27 @@ class TurnRunner:
         task, turn = run.task, run.turn
         await self._check.ask_early(task, turn.id)  # the owner answers while it works
         async with self._agents.one(task.id), contextlib.AsyncExitStack() as agent:
-            # what was there is not the turn's doing; the agent's git gets the same scope
-            spec, (before, scope) = await asyncio.gather(
-                self._specs.spec(task, turn, run.preset, run.left),
-                opening(self._policy.git, task.cwd),
-            )
-            progress.before = before
+            # what was there is not the turn's doing; the agent's git gets the same scope,
+            # and its process starts while the status is read: its prompt waits for it
+            opened = Opening(self._policy.git, task.cwd)
+            agent.push_async_callback(opened.aclose)
+            spec = await self._specs.spec(task, turn, run.preset, run.left)
+            scope = await opened.scope()
             if scope is not None:
                 sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
                 spec = replace(spec, git_env=tuple(scope.cli_env(sandboxed).items()))
-            start = await recorded(before, turn.seq, self._policy.secrets)
-            start += prompted(turn.seq, turn.prompt)
-            await self._store.transcript.append(task.id, turn.id, start)
+            started = asyncio.ensure_future(self._started(run, opened, progress))
+            agent.push_async_callback(_settled, started)
+
+            async def ready() -> None:
+                await asyncio.shield(started)
+
             with run.control.running(), self._stops.watching(turn.id, run.runner, run.control):
                 await run.control.starting()  # after the turns that got their slots first
                 driven = await self._drive.drive(
-                    task, turn, spec, run.meter, run.left, agent, run.runner
+                    task, turn, spec, run.meter, run.left, agent, run.runner, ready
                 )
+                await ready()  # an agent that ended before its prompt: the turn's start kept
                 progress.denials = driven.denials
                 # the check's processes carry a tag of their own: the sweep after it must
                 # not find the agent, which may still be exiting (closing its MCP servers)
@@ -258,8 +262,17 @@ class TurnRunner:
                 check = await self._check.after(task, turn, driven.outcome, check_tag)
             # The answer is reported while the agent exits after it (tens of ms for
             # Claude); the block ends once it did, and only then may the next turn start.
-            await self._report(run, driven, check, before)
+            await self._report(run, driven, check, progress.before or Baseline(None))
             progress.reported = True
+
+    async def _started(self, run: TurnRun, opened: Opening, progress: _Progress) -> None:
+        """The repository as the turn found it, and the turn's first transcript lines (its
+        baseline's record, its prompt): what the agent's prompt waits for."""
+        before = await opened.baseline()
+        progress.before = before
+        start = await recorded(before, run.turn.seq, self._policy.secrets)
+        start += prompted(run.turn.seq, run.turn.prompt)
+        await self._store.transcript.append(run.task.id, run.turn.id, start)
 
     async def _report(
         self, run: TurnRun, driven: Driven, check: CheckResult | None, before: Baseline
@@ -303,3 +316,12 @@ class TurnRunner:
             runner=run.runner,
             before=progress.before,
         )
+
+
+async def _settled(started: asyncio.Future[None]) -> None:
+    """A turn's start that its agent never waited for (it failed first) is still kept in its
+    transcript; a cancelled turn's is stopped."""
+    running = asyncio.current_task()
+    if not started.done() and running is not None and running.cancelling():
+        started.cancel()
+    await asyncio.gather(started, return_exceptions=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bot.events import AgentEvent, ApprovalRequest, SteerTaken
 from bot.models import Phrase, TurnSpec
-from bot.ports import NO_STEERING, Approver, SteerInbox
+from bot.ports import NO_STEERING, NOW, Approver, Ready, SteerInbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +57,13 @@ class FakeEngine:
         return self._sandbox_problem
 
     async def run(
-        self, spec: TurnSpec, approver: Approver, steering: SteerInbox | None = None
+        self,
+        spec: TurnSpec,
+        approver: Approver,
+        steering: SteerInbox | None = None,
+        ready: Ready = NOW,
     ) -> AsyncGenerator[AgentEvent, None]:
+        await ready()  # as a real agent: the prompt once the baseline is read
         self.specs.append(spec)
         script = self._script(spec) if callable(self._script) else self._script
         for item in script:
