@@ -110,7 +110,7 @@ async def direct_turn(
 BOT = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s: %(message)s")
-for name in ("executors.process", "bot.turns.drive"):
+for name in ("executors.process", "executors.claude", "bot.turns.drive"):
     logging.getLogger(name).setLevel(logging.DEBUG)
 from bot.cli import main
 sys.exit(main(["run"]))
@@ -123,7 +123,7 @@ class Marks:
     clock)."""
 
     def __init__(self) -> None:
-        self.spawned = self.verdict = 0.0
+        self.spawned = self.verdict = self.prompted = 0.0
         self._offset = time.time() - time.monotonic()
 
     async def follow(self, stream: asyncio.StreamReader) -> None:
@@ -135,6 +135,8 @@ class Marks:
                 continue
             if rest.startswith("executors.process:") and rest.rstrip().endswith(" spawning"):
                 self.spawned = at
+            elif rest.rstrip().endswith("prompt given"):
+                self.prompted = at
             elif rest.rstrip().endswith("verdict read"):
                 self.verdict = at
 
@@ -185,6 +187,9 @@ async def main() -> None:
         "post_sbx",
         "pre_tool",
         "post_tool",
+        "gate",
+        "gate_sbx",
+        "gate_tool",
     )
     series: dict[str, list[float]] = {k: [] for k in keys}
     work = tmp / "work"
@@ -229,6 +234,7 @@ async def main() -> None:
                 card = await fake.wait_text(OWNER, "benchmark answer", timeout_s=60, after=mark)
                 last[0] = time.monotonic()
                 series["pre" + own].append(marks.spawned - start)
+                series["gate" + own].append(marks.prompted - marks.spawned)
                 series["post" + own].append(card.at - marks.verdict)
                 return card.at - start
 
@@ -294,6 +300,7 @@ def report(series: dict[str, list[float]]) -> None:
             f"  the rest, the CLI run as the bot runs it ({label}: stream-json input, approvals "
             f"on stdin, the detached preamble) vs claude -p: {cli:.3f}x"
         )
+    print(f"agent spawned -> its prompt given (the baseline read meanwhile): {ms['gate']:.1f} ms")
     print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
     targets(series, m)
 
@@ -333,6 +340,14 @@ def targets(series: dict[str, list[float]], m: dict[str, float]) -> None:
             noise=low_own,
             hard=True,
             note="update -> agent spawned + verdict -> card",
+        )
+    )
+    record(
+        Figure(
+            "agent spawned -> prompt given, text turn",
+            1000 * m["gate"],
+            "ms",
+            note="the repository's status is read while the CLI starts",
         )
     )
     record(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import os
 import signal
@@ -292,7 +293,17 @@ async def _settle_then_intake(app: App) -> None:
         log.exception("building the first Telegram types failed")
     else:
         log.info("first Telegram types built in %.0f ms", (time.monotonic() - began) * 1000)
+    _freeze_what_started()
     await app.intake.run_forever()
+
+
+def _freeze_what_started() -> None:
+    """What the start built and keeps (Telegram types, routers, the store's compiled
+    statements) frozen like the imports' objects (``bot.cli``): collections during turns no
+    longer walk them (measured: a middle generation's took 2-4 ms and a full one 18 ms on the
+    loop before, with the loop's other work waiting). Once, its garbage collected first."""
+    gc.collect()
+    gc.freeze()
 
 
 async def _say_missing_engine(app: App) -> None:

@@ -200,6 +200,7 @@ class ClaudeExecutor:
                 channel = ClaudeChannel(agent.proc, approver, steering)
                 try:
                     await ready()  # the CLI starts meanwhile; without its prompt it does nothing
+                    log.debug("task %s turn %s: prompt given", spec.task_id, spec.turn_id)
                     await channel.send(user_line(spec.prompt))
                     async for event in self._events(agent.proc, channel):
                         if isinstance(event, TurnFinished) and _logged_out(event):
