@@ -149,6 +149,12 @@ SLOW_TESTS = frozenset(
         "test_plain_checkout.py::test_a_plain_checkout_card_lists_the_turns_commit_not_the_owners_edits",
         "test_afterlife.py::test_a_merged_worktree_is_cut_again_from_its_branch_as_it_is_now",
         "test_board_browser.py::test_while_a_turn_runs_the_follow_up_form_offers_steer_now_and_queue",
+        # each a `detach` process of its own (2-5 s): the slow tier (2026-12-07, 65 s in all)
+        "test_jsonl_export.py::test_export_jsonl_in_the_shell_prints_the_same_items",
+        "test_managed.py::test_the_sdk_is_imported_on_the_first_remote_turn_not_at_start_up",
+        "test_slips.py::test_export_of_a_missing_task_answers_in_the_shells_words",
+        "test_slips.py::test_detach_add_prints_the_number_and_the_chat_names_the_goal",
+        "test_audit.py::test_audit_lists_an_always_a_deny_an_extend_and_a_consent",
     }
 )
 
