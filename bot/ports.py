@@ -79,9 +79,9 @@ class Executor(Protocol):
     ) -> AsyncGenerator[AgentEvent, None]:
         """``steering``: messages for the running turn (an engine that cannot take them in
         leaves them there: the bot runs each as its own next turn). ``ready`` is awaited
-        before the agent gets its prompt (the turn's baseline is read while its process
-        starts): the agent does nothing of the task before it returns; if it raises, the
-        agent is stopped and the error is the turn's."""
+        before the agent gets its prompt (the turn's first transcript lines are written while
+        its process starts; the repository was read before it was spawned); if it raises,
+        the agent is stopped and the error is the turn's."""
         ...
 
     async def probe(self) -> Phrase:

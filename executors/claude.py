@@ -199,7 +199,7 @@ class ClaudeExecutor:
             ) as agent:
                 channel = ClaudeChannel(agent.proc, approver, steering)
                 try:
-                    await ready()  # the CLI starts meanwhile; without its prompt it does nothing
+                    await ready()  # the turn's first transcript lines, while the CLI starts
                     log.debug("task %s turn %s: prompt given", spec.task_id, spec.turn_id)
                     await channel.send(user_line(spec.prompt))
                     async for event in self._events(agent.proc, channel):

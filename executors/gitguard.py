@@ -83,22 +83,15 @@ class GitGuard:
         return from_listing(listed.out, top, why)
 
     async def batch(
-        self,
-        cwd: Path | str,
-        *commands: tuple[str, ...],
-        timeout_s: float = GIT_TIMEOUT_S,
-        scoped: Callable[[Scope], None] | None = None,
+        self, cwd: Path | str, *commands: tuple[str, ...], timeout_s: float = GIT_TIMEOUT_S
     ) -> tuple[Scope, list[Git]]:
         """``scope`` of ``cwd`` and, unless it refuses, each of ``commands`` run under it (as
         ``git`` with ``within``), in one jail (``executors.gitsession``: one bubblewrap start
         instead of one for each); refused: no command runs. Without bubblewrap or bash here,
-        as ``scope`` then ``git``, each command on its own. ``scoped`` is told the Scope as
-        soon as it is decided, before the commands run."""
-        told = scoped or (lambda _: None)
+        as ``scope`` then ``git``, each command on its own."""
         bwrap, bash = await self._jail(), _bash()
         if bwrap is None or bash is None:
             scope = await self.scope(cwd, timeout_s)
-            told(scope)
             if scope.refusal is not None:
                 return scope, []
             each = [self._run(cwd, args, scope, timeout_s, ()) for args in commands]
@@ -120,7 +113,6 @@ class GitGuard:
             decided.append(
                 from_listing(listing, top, why) if code == 0 else Scope(FIXED, UNREADABLE)
             )
-            told(decided[0])
             return decided[0]
 
         try:

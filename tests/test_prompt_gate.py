@@ -1,14 +1,16 @@
-"""A turn's agent starts while its baseline is read, and gets its prompt only after
-(``Executor.run``'s ``ready``): the real claude and codex processes run, and the model hears
-nothing of the task, until ``ready`` returns; through the bot, the agent is spawned before the
-repository's status is read and its prompt waits for the turn's first transcript lines."""
+"""A turn's agent gets its prompt only once ``Executor.run``'s ``ready`` returned (the turn's
+first transcript lines are written while its process starts): the real claude and codex
+processes run, and the model hears nothing of the task, until then. Through the bot, the
+repository is read before any process of the agent exists: what the agent's start changes is
+the turn's."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 
-from bot.events import TurnFinished
+from bot.events import ToolCalled, TurnFinished
 from bot.models import TaskStatus
 from executors.claude import ClaudeExecutor
 from executors.codex import CodexExecutor
@@ -80,46 +82,46 @@ async def test_codex_starts_and_waits_for_its_prompt(codex_bin, codex_env, opena
     assert isinstance(done[-1], TurnFinished) and done[-1].result_text == "gated codex answer"
 
 
-class Seeing(FakeEngine):
-    """Notes, when its prompt is released, what the turn's transcript holds."""
+class StartingUp(FakeEngine):
+    """An agent whose start-up changes a file before it has its prompt (as a hook or a
+    planted fsmonitor of its CLI would); notes what the transcript holds when its prompt is
+    released."""
 
     def __init__(self, store_of) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(finished("seen"))
+        super().__init__((ToolCalled("t1", "Write", "notes.txt"), *finished("seen")))
         self._store_of = store_of
         self.seen: list[str] = []
-        self.spawned_before_ready = False
 
     async def run(self, spec, approver, steering=None, ready=None):  # type: ignore[no-untyped-def]
         assert ready is not None
-        waiting = asyncio.ensure_future(ready())
-        await asyncio.sleep(0)
-        self.spawned_before_ready = True  # this body runs: the "process" is started
-        await waiting
+        (spec.cwd / "started.txt").write_text("written at the agent's start\n")
+        await ready()
         lines = await self._store_of().transcript.tail(spec.task_id)
         self.seen = [line.kind for line in lines]
         async for event in super().run(spec, approver, steering):
             yield event
 
 
-async def test_the_prompt_waits_for_the_baseline_and_the_first_lines(tmp_path, workdir):
-    """In a repository: the turn's baseline record and its prompt are in the transcript when
-    the agent gets its prompt (the agent's body runs before: its process starts meanwhile)."""
-    import subprocess
-
+async def test_the_repository_is_read_before_the_agent_starts(tmp_path, workdir):
+    """In a repository: what the agent's process does from its first moment, before its
+    prompt, is the turn's doing (on the card), never taken for the owner's; the turn's first
+    transcript lines are written when the agent gets its prompt."""
     for git in (("init", "-q"), ("commit", "-q", "--allow-empty", "-m", "start")):
         subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@l", *git], cwd=workdir, check=True
         )
     (workdir / "owners.txt").write_text("the owner's own edit\n")
     holder: list = []
-    engine = Seeing(lambda: holder[0].store)
+    engine = StartingUp(lambda: holder[0].store)
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, "claude", workdir)
         async with running_bot(settings, {}, {"claude": engine}) as app:
             holder.append(app)
             await fake.user_message("/claude mode=ask look around", OWNER)
-            await fake.wait_text(OWNER, "seen", timeout_s=30)
+            card = await fake.wait_text(OWNER, "seen", timeout_s=30)
             task = (await app.store.tasks.list_for(OWNER, None, 1))[0]
             assert task.status is TaskStatus.DONE
-    assert engine.spawned_before_ready
+    text = card.params["text"]
+    assert "started.txt" in text, text  # the agent's start is the turn's
+    assert "owners.txt" not in text, text  # what was there before is not
     assert engine.seen == ["Baseline"], engine.seen  # a first turn's prompt is its goal

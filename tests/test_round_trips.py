@@ -31,10 +31,11 @@ from tests.support.harness import OWNER, make_settings, running_bot
 # today's numbers (lower them with each cut; never raise one without its reason)
 ACCEPT_STATEMENTS = 1  # INSERT update_journal
 CREATE_STATEMENTS = 5  # INSERT tasks (running), turns (claimed), message_links, audit, outbox
-# the journal's row; the handler's read of the message's link and the creation's 5; the
-# job's read of the grants; the chat's choices are kept (SQLite), a new task's worktree is
+# the journal's row; the handler's read of the message's link and the creation's 5 (the
+# job's read of the grants runs beside the baseline, unseen here; the turn's first transcript
+# lines come after the spawn); the chat's choices are kept (SQLite), a new task's worktree is
 # not looked up again
-BEFORE_SPAWN_STATEMENTS = 8
+BEFORE_SPAWN_STATEMENTS = 7
 BEFORE_SPAWN_COMMITS = 2  # the journal's row, the task's creation
 # the turn, its task, spend and card; the acknowledgement's three reads and two writes; a read
 FINISH_STATEMENTS = 10
@@ -43,10 +44,10 @@ FINISH_STATEMENTS = 10
 # 4 to accept, 19 to create, 26 until the spawn, 38 to finish (counted 2026-12-06)
 ACCEPT_TRIPS = 1  # the journal's row rides with its commit
 CREATE_TRIPS = 4  # the task (its id), its turn (its id), the acknowledgement (its row id), commit
-# the journal's commit, the message's link read, the creation's 4, the grants' read (until
-# 2026-12-07 it ran in a task of its own beside the baseline, which this count does not see,
-# and the transcript's first lines were written before the spawn: now after it)
-BEFORE_SPAWN_TRIPS = 7
+# the journal's commit, the message's link read, the creation's 4 (the grants' read runs in a
+# task of its own beside the baseline, which this count does not see; the transcript's first
+# lines are written after the spawn since 2026-12-07)
+BEFORE_SPAWN_TRIPS = 6
 # the turn and its task (their rows), the card (its row id), the acknowledgement's 4 reads and
 # the commit that runs the spend, the edit's supersede and its row
 FINISH_TRIPS = 8

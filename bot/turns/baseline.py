@@ -15,7 +15,6 @@ import contextlib
 import fnmatch
 import hashlib
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,52 +142,20 @@ async def take(guard: GitGuard, cwd: str) -> Baseline:
     return (await opening(guard, cwd))[0]
 
 
-async def opening(
-    guard: GitGuard, cwd: str, scoped: Callable[[Scope], None] | None = None
-) -> tuple[Baseline, Scope | None]:
+async def opening(guard: GitGuard, cwd: str) -> tuple[Baseline, Scope | None]:
     """``take``, with the repository's Scope as it was read for it (None: no repository):
     what the agent's own git gets (``Scope.cli_env``) is read once a turn, not twice. The
-    configuration, the top and the status are read in one jail (``GitGuard.batch``);
-    ``scoped`` is told the Scope once it is read, before the status is."""
+    configuration, the top and the status are read in one jail (``GitGuard.batch``)."""
     if not await in_repository(Path(cwd)):
         return Baseline(None), None
     try:
-        scope, ran = await guard.batch(cwd, TOPLEVEL, STATUS, timeout_s=TIMEOUT_S, scoped=scoped)
+        scope, ran = await guard.batch(cwd, TOPLEVEL, STATUS, timeout_s=TIMEOUT_S)
     except OSError as exc:  # no bubblewrap or git to start: nothing of it will run either
         return Baseline(None), Scope(FIXED, f"git cannot run: {exc}")
     if scope.refusal is not None:
         return Baseline(None), scope
     top, status = (done.out if done.code == 0 else "" for done in ran)
     return await _state(top, status), scope
-
-
-class Opening:
-    """A turn's ``opening`` under way: its Scope as soon as the configuration is read (what
-    the agent's process is started with), its Baseline once the status is (what the agent's
-    prompt waits for). Started at construction; ``aclose`` stops what is left of it."""
-
-    def __init__(self, guard: GitGuard, cwd: str) -> None:
-        self._scope: asyncio.Future[Scope] = asyncio.get_running_loop().create_future()
-        self._read = asyncio.ensure_future(opening(guard, cwd, self._told))
-
-    def _told(self, scope: Scope) -> None:
-        if not self._scope.done():
-            self._scope.set_result(scope)
-
-    async def scope(self) -> Scope | None:
-        """The Scope (None: no repository), without waiting for the status."""
-        await asyncio.wait((self._scope, self._read), return_when=asyncio.FIRST_COMPLETED)
-        if self._scope.done():
-            return self._scope.result()
-        return self._read.result()[1]
-
-    async def baseline(self) -> Baseline:
-        return (await asyncio.shield(self._read))[0]
-
-    async def aclose(self) -> None:
-        if not self._read.done():
-            self._read.cancel()
-        await asyncio.gather(self._read, return_exceptions=True)
 
 
 async def prepare(guard: GitGuard, cwd: str, after_s: float = 0.0) -> None:

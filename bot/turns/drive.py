@@ -54,7 +54,7 @@ class Leg:
     agent: contextlib.AsyncExitStack  # the agent's process belongs to it
     runner: str | None  # on a shared database, who runs the turn
     watch: StallWatch
-    ready: Ready = NOW  # awaited before the agent gets its prompt (its baseline is read)
+    ready: Ready = NOW  # awaited before the agent gets its prompt (its first lines written)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,8 @@ class Drive:
         leg = Leg(task, spec, meter, left, agent, runner, watch, ready)
         try:
             return await self._events(leg)
-        except SessionNotFound:
+        except SessionNotFound:  # (Codex says so before its prompt: the lines so far first)
+            await ready()
             spec = await self._anew(task, turn, spec)
             return await self._events(dataclasses.replace(leg, spec=spec))
 

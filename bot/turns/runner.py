@@ -28,7 +28,7 @@ from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
-from bot.turns.baseline import Baseline, Opening, prepare, recorded
+from bot.turns.baseline import Baseline, opening, prepare, recorded
 from bot.turns.checking import TurnCheck
 from bot.turns.drive import Drive, Driven
 from bot.turns.finish import TurnFinisher
@@ -234,16 +234,18 @@ class TurnRunner:
         task, turn = run.task, run.turn
         await self._check.ask_early(task, turn.id)  # the owner answers while it works
         async with self._agents.one(task.id), contextlib.AsyncExitStack() as agent:
-            # what was there is not the turn's doing; the agent's git gets the same scope,
-            # and its process starts while the status is read: its prompt waits for it
-            opened = Opening(self._policy.git, task.cwd)
-            agent.push_async_callback(opened.aclose)
-            spec = await self._specs.spec(task, turn, run.preset, run.left)
-            scope = await opened.scope()
+            # what was there is not the turn's doing: read before any process of the agent
+            # exists (its CLI runs hooks and git at start); the agent's git gets the same scope
+            spec, (before, scope) = await asyncio.gather(
+                self._specs.spec(task, turn, run.preset, run.left),
+                opening(self._policy.git, task.cwd),
+            )
+            progress.before = before
             if scope is not None:
                 sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
                 spec = replace(spec, git_env=tuple(scope.cli_env(sandboxed).items()))
-            started = asyncio.ensure_future(self._started(run, opened, progress))
+            # the turn's first transcript lines are written while the agent's process starts
+            started = asyncio.ensure_future(self._started(run, before))
             agent.push_async_callback(_settled, started)
 
             async def ready() -> None:
@@ -262,14 +264,12 @@ class TurnRunner:
                 check = await self._check.after(task, turn, driven.outcome, check_tag)
             # The answer is reported while the agent exits after it (tens of ms for
             # Claude); the block ends once it did, and only then may the next turn start.
-            await self._report(run, driven, check, progress.before or Baseline(None))
+            await self._report(run, driven, check, before)
             progress.reported = True
 
-    async def _started(self, run: TurnRun, opened: Opening, progress: _Progress) -> None:
-        """The repository as the turn found it, and the turn's first transcript lines (its
-        baseline's record, its prompt): what the agent's prompt waits for."""
-        before = await opened.baseline()
-        progress.before = before
+    async def _started(self, run: TurnRun, before: Baseline) -> None:
+        """The turn's first transcript lines (its baseline's record, its prompt): what the
+        agent's prompt waits for."""
         start = await recorded(before, run.turn.seq, self._policy.secrets)
         start += prompted(run.turn.seq, run.turn.prompt)
         await self._store.transcript.append(run.task.id, run.turn.id, start)
