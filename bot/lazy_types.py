@@ -107,8 +107,10 @@ class _DeferMethods(importlib.abc.MetaPathFinder):
 
 
 # what the first task after a start uses: built right after polling starts instead (about
-# 0.4 s here, on the loop, one at a time), so the first person to write does not wait for it
-FIRST_USED = ("Update", "Message", "CallbackQuery")
+# 0.4 s here, on the loop, one at a time), so the first person to write does not wait for it;
+# Message before Update: Update's schema then takes Message's built one instead of its own copy
+# (the idle bot: 1.7 MB less here)
+FIRST_USED = ("Message", "Update", "CallbackQuery")
 FIRST_CALLED = (
     "SendMessage",
     "EditMessageText",

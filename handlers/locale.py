@@ -4,6 +4,7 @@ sender as ``user_id`` and ``reply``, which answers in the chat the update came f
 
 from __future__ import annotations
 
+import gettext
 from typing import Any
 
 from aiogram.types import Chat, TelegramObject, User
@@ -15,9 +16,20 @@ from bot.telegram.reply import Reply
 from bot.telegram.texts import DEFAULT_LOCALE, DOMAIN, Texts
 
 
+class _TextsI18n(I18n):
+    """aiogram's I18n over the catalogs ``texts`` read (the same files, not read again)."""
+
+    def __init__(self, texts: Texts) -> None:
+        self._texts = texts
+        super().__init__(path=texts.directory, default_locale=DEFAULT_LOCALE, domain=DOMAIN)
+
+    def find_locales(self) -> dict[str, gettext.GNUTranslations]:
+        return self._texts.catalogs
+
+
 class LocaleMiddleware(I18nMiddleware):
     def __init__(self, policy: AccessPolicy, texts: Texts, outbox: Outbox) -> None:
-        super().__init__(I18n(path=texts.directory, default_locale=DEFAULT_LOCALE, domain=DOMAIN))
+        super().__init__(_TextsI18n(texts))
         self._policy = policy
         self._texts = texts
         self._outbox = outbox

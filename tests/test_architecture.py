@@ -100,7 +100,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("bot.money", "bot.engines", "bot.git", "bot.workdirs"),
     # what talks to Telegram: the outbox and texts; pairing (``detach init``, before any
     # database); the start-up tuning of aiogram's types, and ``bot/__init__.py`` installing it
-    ("bot.telegram", "bot.pairing", "bot.lazy_types", "bot"),
+    ("bot.telegram", "bot.pairing", "bot.lazy_types", "bot.lazy_orm", "bot"),
     # settings (pydantic, from the environment), composed of each engine's own (declared in its
     # executors/ module), and the paths that ``config`` reads them from
     ("bot.settings", "bot.config"),
@@ -383,10 +383,10 @@ def test_the_bot_on_sqlite_loads_no_postgresql_and_no_fuzzy_matcher():
     SQLite store): SQLAlchemy's PostgreSQL dialect (2 MB), asyncpg, rapidfuzz (3.5 MB, loaded by
     a typo in /model or /tz), anyio (2.6 MB, until the job pool's APScheduler starts; the
     executors shield their clean-up with plain asyncio, ``executors/shield.py``), psutil
-    (1.3 MB; agents' process trees are read from /proc, ``executors/tree.py``). SQLAlchemy's
-    asyncio extension, the part of its ORM that extension imports, greenlet and aiosqlite are
-    loaded: SQLite runs through them (``bot/store/db.py``), a few MB for a loop that never
-    waits on SQLite."""
+    (1.3 MB; agents' process trees are read from /proc, ``executors/tree.py``), SQLAlchemy's
+    ORM (5 MB, which its asyncio extension imports: ``bot/lazy_orm.py``). SQLAlchemy's asyncio
+    extension, greenlet and aiosqlite are loaded: SQLite runs through them
+    (``bot/store/db.py``), a few MB for a loop that never waits on SQLite."""
     probe = (
         "import asyncio, sys, tempfile, bot.app, bot.cli\n"
         "from bot.store import Store\n"
@@ -396,7 +396,8 @@ def test_the_bot_on_sqlite_loads_no_postgresql_and_no_fuzzy_matcher():
         "        await store.tasks.get(1)\n"
         "        await store.close()\n"
         "asyncio.run(main())\n"
-        "unused = ('sqlalchemy.dialects.postgresql', 'asyncpg', 'rapidfuzz', 'anyio', 'psutil')\n"
+        "unused = ('sqlalchemy.dialects.postgresql', 'asyncpg', 'rapidfuzz', 'anyio', 'psutil',\n"
+        "          'sqlalchemy.orm')\n"
         "used = ('sqlalchemy.ext.asyncio', 'aiosqlite')\n"
         "print(sorted(m for m in unused if m in sys.modules), all(m in sys.modules for m in used))"
     )

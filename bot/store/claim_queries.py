@@ -110,7 +110,11 @@ def _claim_next(head: int | None) -> sa.Update:
     return _claiming(turns.c.id == candidate)
 
 
-CLAIMS = (_claim_next(HEAD), _claim_next(None))  # the head of the queue first, then all of it
+@functools.cache
+def claims() -> tuple[sa.Update, sa.Update]:
+    """The claims of the shared queue: its head first, then all of it. Built on the first claim
+    (a worker's, scale-out only): about 1 MB the one-process bot never holds."""
+    return _claim_next(HEAD), _claim_next(None)
 
 
 # Statements a turn (or every pass of the intake) runs, built once: each took longer to build

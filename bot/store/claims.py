@@ -135,7 +135,7 @@ class ClaimRepo:
         params["settled"] = now - timedelta(seconds=prefer_s)
         params |= {"on_host": host, "projects": list(projects)}
         async with self._engine.begin() as conn:
-            for claim in queries.CLAIMS:
+            for claim in queries.claims():
                 claimed = (await conn.execute(claim, params)).first()
                 if claimed is not None:
                     break

@@ -11,8 +11,6 @@ model is kept while the bot is idle (bench/footprint.py)."""
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import functools
 import importlib.util
 import logging
@@ -153,7 +151,11 @@ def _give_back() -> None:
 
 @functools.cache
 def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``; None elsewhere (musl, macOS)."""
+    """glibc's ``malloc_trim``; None elsewhere (musl, macOS). ctypes is imported here, after
+    the first note: an idle bot does not hold it."""
+    import ctypes
+    import ctypes.util
+
     name = ctypes.util.find_library("c")
     try:
         return ctypes.CDLL(name).malloc_trim if name else None
