@@ -300,7 +300,9 @@ def report(series: dict[str, list[float]]) -> None:
             f"  the rest, the CLI run as the bot runs it ({label}: stream-json input, approvals "
             f"on stdin, the detached preamble) vs claude -p: {cli:.3f}x"
         )
-    print(f"agent spawned -> its prompt given (the baseline read meanwhile): {ms['gate']:.1f} ms")
+    print(
+        f"agent spawned -> its prompt given (its first transcript lines written meanwhile): {ms['gate']:.1f} ms"
+    )
     print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
     targets(series, m)
 
@@ -347,7 +349,7 @@ def targets(series: dict[str, list[float]], m: dict[str, float]) -> None:
             "agent spawned -> prompt given, text turn",
             1000 * m["gate"],
             "ms",
-            note="the repository's status is read while the CLI starts",
+            note="the turn's first transcript lines are written while the CLI starts",
         )
     )
     record(
