@@ -173,8 +173,7 @@ class Worktrees:
     ) -> None:
         """``git worktree add`` of ``branch`` at ``commit`` into ``path`` (``again``: the
         branch may still be there, and is reset)."""
-        within = await self.guard.scope(repo)
-        dirs = await self.dirs(repo, within)
+        within, dirs = await self._scoped_dirs(repo)
         await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)  # bound writable
         args = ("worktree", "add", "-B" if again else "-b", branch, str(path), commit)
         added = await self.guard.git(repo, *args, within=within, writes=(dirs.common, path))
@@ -219,8 +218,7 @@ class Worktrees:
     async def diff(self, task_id: int) -> Diff:
         """Everything the task changed since its base: commits and uncommitted files."""
         row = await self.active(task_id)
-        git, within = self.guard.git, await self.guard.scope(row.path)
-        dirs = await self.dirs(row.path, within)
+        git, (within, dirs) = self.guard.git, await self._scoped_dirs(row.path)
         index = (dirs.gitdir, dirs.common)
         await git(row.path, "add", "--intent-to-add", "--all", within=within, writes=index)
         stat = await git(row.path, "diff", *PLAIN_DIFF, "--stat", row.base_commit, within=within)
@@ -292,8 +290,7 @@ class Worktrees:
 
     async def _commit(self, row: WorktreeRow, message: str) -> None:
         """Commit what the task left uncommitted in its worktree (nothing: no commit)."""
-        git, within = self.guard.git, await self.guard.scope(row.path)
-        dirs = await self.dirs(row.path, within)
+        git, (within, dirs) = self.guard.git, await self._scoped_dirs(row.path)
         index = (dirs.gitdir, dirs.common)
         await git(row.path, "add", "--all", within=within, writes=index)
         staged = await git(row.path, "diff", *PLAIN_DIFF, "--cached", "--quiet", within=within)
@@ -320,11 +317,17 @@ class Worktrees:
             raise UserInputError("worktree.failed", error=within.refusal or f"no git at {cwd}")
         return dirs
 
+    async def _scoped_dirs(self, cwd: Path | str) -> tuple[Scope, GitDirs]:
+        """The Scope and ``dirs`` of ``cwd``, read in one jail."""
+        within, dirs = await self.guard.scoped_dirs(cwd)
+        if dirs is None:
+            raise UserInputError("worktree.failed", error=within.refusal or f"no git at {cwd}")
+        return within, dirs
+
     async def _remove(self, row: WorktreeRow, force: bool) -> None:
         """The worktree's files and git's record of it, removed by the bot itself (git is
         never given the data directory to write), then its branch."""
-        within = await self.guard.scope(row.repo_root)
-        dirs = await self.dirs(row.repo_root, within)
+        within, dirs = await self._scoped_dirs(row.repo_root)
         record = await asyncio.to_thread(_record, Path(row.path), dirs.common)
         await asyncio.to_thread(shutil.rmtree, row.path, True)
         if record is not None:

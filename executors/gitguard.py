@@ -178,12 +178,12 @@ class GitGuard:
 
     async def dirs(self, cwd: Path | str, within: Scope) -> GitDirs | None:
         """The git directories of the work tree holding ``cwd`` (what a commit writes)."""
-        args = ("rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
-        found = await self.git(cwd, *args, within=within)
-        lines = found.out.splitlines()
-        if found.code != 0 or len(lines) != 2:
-            return None
-        return GitDirs(Path(lines[0]), Path(lines[1]))
+        return _dirs(await self.git(cwd, *DIRS, within=within))
+
+    async def scoped_dirs(self, cwd: Path | str) -> tuple[Scope, GitDirs | None]:
+        """``scope`` and ``dirs`` of ``cwd`` in one jail (``batch``); None: refused or none."""
+        scope, ran = await self.batch(cwd, DIRS)
+        return scope, (_dirs(ran[0]) if ran else None)
 
     async def _run(
         self,
@@ -247,6 +247,16 @@ async def _spawn(argv: list[str], env: Mapping[str, str]) -> asyncio.subprocess.
 def _top_and_foreign(cwd: Path) -> tuple[Path | None, str | None]:
     top = marked_top(cwd)
     return top, foreign(top) if top is not None else None
+
+
+DIRS = ("rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
+
+
+def _dirs(found: Git) -> GitDirs | None:
+    lines = found.out.splitlines()
+    if found.code != 0 or len(lines) != 2:
+        return None
+    return GitDirs(Path(lines[0]), Path(lines[1]))
 
 
 @functools.cache
