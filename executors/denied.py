@@ -188,13 +188,9 @@ def outside(paths: Iterable[Path], keep: Path) -> tuple[Path, ...]:
     return tuple(result)
 
 
-def holds(path: Path, keep: Path) -> bool:
-    """Whether ``path`` is ``keep`` or one of its parents, as written or through symlinks."""
-    return any(k.is_relative_to(path) for k in _forms(keep))
-
-
 def held_by(paths: Iterable[Path], keep: Path) -> list[bool]:
-    """``holds`` of each of ``paths`` for one ``keep`` (its real path looked up once)."""
+    """For each of ``paths``, whether it is ``keep`` or one of its parents, as written or
+    through symlinks (``keep``'s real path looked up once)."""
     forms = _forms(keep)
     return [any(k.is_relative_to(path) for k in forms) for path in paths]
 
