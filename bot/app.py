@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 import os
 import signal
@@ -23,7 +22,7 @@ from bot import config, lazy_types
 from bot.approvals.answers import ApprovalAnswers
 from bot.assembly import make_use_cases
 from bot.board import make_board
-from bot.core import Core, background, build_core, start_core
+from bot.core import Core, background, build_core, freeze_what_started, start_core
 from bot.errors import ConfigError
 from bot.fleet.status import FleetStatus
 from bot.intake.inbox import Inbox
@@ -160,6 +159,7 @@ async def build(
             group_interval_s=settings.outbox_group_interval_s,
             chat_burst=settings.outbox_chat_burst,
             topics=Topics(store, bot, texts, settings.topics),
+            agents_first=core.pool.agents_started,
         )
         background(stack, delivery.run_forever, "outbox")
         polling = asyncio.Event()
@@ -293,17 +293,8 @@ async def _settle_then_intake(app: App) -> None:
         log.exception("building the first Telegram types failed")
     else:
         log.info("first Telegram types built in %.0f ms", (time.monotonic() - began) * 1000)
-    _freeze_what_started()
+    freeze_what_started()
     await app.intake.run_forever()
-
-
-def _freeze_what_started() -> None:
-    """What the start built and keeps (Telegram types, routers, the store's compiled
-    statements) frozen like the imports' objects (``bot.cli``): collections during turns no
-    longer walk them (measured: a middle generation's took 2-4 ms and a full one 18 ms on the
-    loop before, with the loop's other work waiting). Once, its garbage collected first."""
-    gc.collect()
-    gc.freeze()
 
 
 async def _say_missing_engine(app: App) -> None:

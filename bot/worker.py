@@ -12,7 +12,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Mapping
 
-from bot.core import Core, build_core, start_core
+from bot.core import Core, build_core, freeze_what_started, start_core
 from bot.models import ProcessRole
 from bot.ports import Executor
 from bot.settings import Settings
@@ -49,4 +49,5 @@ async def serve_worker(settings: Settings, name: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with build_worker(settings, name):
+        freeze_what_started()
         await stop.wait()

@@ -73,30 +73,34 @@ async def _stop_agent(
     proc: asyncio.subprocess.Process, grace_s: float, first: signal.Signals
 ) -> None:
     if proc.returncode is not None:
-        _kill_all(descendants(proc.pid))
+        # reaped: what it left was given to init (or a subreaper) as it exited, so nothing is
+        # below its pid now (a /proc scan on the loop at every turn's end, finding at most what
+        # a reused pid has); the turn's tag sweep and the orphan sweep find what it left
         return
-    tree = {p.pid: p for p in descendants(proc.pid)}
-    _signal_agent(proc, first)
+    # each a /proc scan (~10 ms with a few hundred processes): off the loop, which runs others
+    tree = {p.pid: p for p in await asyncio.to_thread(descendants, proc.pid)}
+    _signal_agent(proc, first, await asyncio.to_thread(agent_of, proc.pid))
     deadline = asyncio.get_running_loop().time() + grace_s
     while proc.returncode is None and asyncio.get_running_loop().time() < deadline:
         # what it starts while stopping (or had just started) is part of the tree too
-        tree.update((p.pid, p) for p in descendants(proc.pid))
+        tree.update((p.pid, p) for p in await asyncio.to_thread(descendants, proc.pid))
         await asyncio.sleep(0.05)
     if proc.returncode is None:
         log.info(
             "agent pid %s ignored %s for %.1fs; killing its tree", proc.pid, first.name, grace_s
         )
-    tree.update((p.pid, p) for p in descendants(proc.pid))
+    tree.update((p.pid, p) for p in await asyncio.to_thread(descendants, proc.pid))
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     _kill_all(list(tree.values()))
     await wait_exit(proc, grace_s)
 
 
-def _signal_agent(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
-    """``sig`` to the agent: the process itself, or the agent its PID namespace runs
-    (``executors.pidns``: bubblewrap would die of it, and the agent with it, unwarned)."""
-    inside = agent_of(proc.pid)
+def _signal_agent(
+    proc: asyncio.subprocess.Process, sig: signal.Signals, inside: Proc | None
+) -> None:
+    """``sig`` to the agent: the process itself, or ``inside``, the agent its PID namespace
+    runs (``executors.pidns``: bubblewrap would die of it, and the agent with it, unwarned)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if inside is not None and inside.alive():
             os.kill(inside.pid, sig)

@@ -36,7 +36,7 @@ async def seed(url: str, workdir, count: int) -> None:  # type: ignore[no-untype
         await store.close()
 
 
-async def test_archive_all_of_50_tasks_answers_under_a_second(tmp_path, workdir):
+async def test_archive_all_of_50_tasks_answers_before_any_card_is_edited(tmp_path, workdir):
     engine = FakeEngine(())
     async with FakeTelegram(flood_burst=1000, flood_per_s=1000) as fake:
         quick = make_settings(tmp_path / "data", fake, "claude", workdir, outbox_chat_interval_s=0)
@@ -52,7 +52,11 @@ async def test_archive_all_of_50_tasks_answers_under_a_second(tmp_path, workdir)
             await fake.user_message("/archive all", OWNER)
             answer = await fake.wait_text(OWNER, f"Archived {TASKS} tasks", 10, after=mark)
             took_s = answer.at - began
-            assert took_s < 1.0, took_s
+            # at once, whatever the number: before any archived card is edited (paced, the 50
+            # edits take 50 s; alone the answer takes ~0.1 s, and a loaded whole run once 2.2)
+            before = fake.calls[mark : fake.calls.index(answer)]
+            assert not [c for c in before if c.method.startswith("editMessage")], took_s
+            assert took_s < 5.0, took_s
             assert (await app.store.tasks.get(TASKS)).status is TaskStatus.ARCHIVED
             await until(lambda: buttons_of(fake, cards[-1]) == [], 10)  # the newest card first
             assert "archived" in fake.find_message(OWNER, cards[-1])["text"]

@@ -232,3 +232,43 @@ async def test_a_turn_that_never_starts_holds_those_behind_it_for_the_bound_only
     await line.start(3)
     await line.start(4)  # never joined (run again after leaving): goes at once
     assert time.monotonic() - t0 < 0.1
+
+
+async def test_the_outbox_lets_starting_turns_reach_their_agents_first_for_the_bound_only():
+    """``agents_started`` (what the outbox's pass awaits) returns once every turn holding a
+    slot has started its agent or ended; a turn that never gets there holds it for the bound
+    only; with no turn starting, at once."""
+    go = {1: asyncio.Event(), 3: asyncio.Event()}  # turn 3's is never set
+    agents: list[int] = []
+
+    async def handler(turn_id: int, control: TurnControl, claimed: Claimed | None) -> None:
+        if turn_id in go:
+            await go[turn_id].wait()  # its baseline, its spec: still on its way
+        with control.running():
+            await control.starting()
+            agents.append(turn_id)
+            await asyncio.sleep(10 if turn_id == 2 else 0.05)
+
+    async with JobPool("t11", 3, 60).serve(handler) as pool:
+        t0 = time.monotonic()
+        await pool.agents_started(timeout_s=5)
+        assert time.monotonic() - t0 < 0.1  # nothing starting
+        await pool.submit(task_id=1, turn_id=1)
+        waiting = asyncio.ensure_future(pool.agents_started(timeout_s=5))
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and agents == []
+        go[1].set()
+        await asyncio.wait_for(waiting, 2)
+        assert agents == [1]
+        await pool.submit(task_id=2, turn_id=2)  # runs on: its agent started, nothing held
+        await _until(lambda: agents == [1, 2])
+        t0 = time.monotonic()
+        await pool.agents_started(timeout_s=5)
+        assert time.monotonic() - t0 < 0.1
+        await pool.submit(task_id=3, turn_id=3)  # stuck before its agent: the bound
+        t0 = time.monotonic()
+        await pool.agents_started(timeout_s=0.3)
+        assert 0.25 < time.monotonic() - t0 < 2
+        pool.cancel(2)
+        pool.cancel(3)  # applies as it would start its agent
+        go[3].set()

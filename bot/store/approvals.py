@@ -222,6 +222,8 @@ class QuestionRepo:
             mine = sa.and_(mine, pending_questions.c.turn_id.in_(list(turn_ids)))
         async with self._engine.begin() as conn:
             rows = list(await conn.execute(pending_questions.select().where(mine)))
+            if not rows:  # the usual turn's end: it asked nothing, or all was answered
+                return []
             await conn.execute(
                 pending_questions.update()
                 .where(pending_questions.c.id.in_([r.id for r in rows]))

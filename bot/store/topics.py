@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from bot.models import TaskStatus
-from bot.store.db import Clock, Database, insert_missing
+from bot.store.db import DEFERRED, Clock, Database, insert_missing
 from bot.store.schema import forum_topics, task_topics, tasks
 
 
@@ -45,10 +45,14 @@ class TopicRepo:
 
     async def place(self, task_id: int, chat_id: int, key: str | None) -> None:
         """The task's messages go to topic ``key`` from now on (None: the chat itself)."""
-        async with self._engine.begin() as conn:
-            await conn.execute(task_topics.delete().where(task_topics.c.task_id == task_id))
+        async with self._engine.begin() as conn:  # one trip: the commit's
             await conn.execute(
-                task_topics.insert().values(task_id=task_id, chat_id=chat_id, key=key)
+                task_topics.delete().where(task_topics.c.task_id == task_id),
+                execution_options=DEFERRED,
+            )
+            await conn.execute(
+                task_topics.insert().values(task_id=task_id, chat_id=chat_id, key=key),
+                execution_options=DEFERRED,
             )
 
     async def get(self, chat_id: int, key: str) -> Topic | None:

@@ -1,4 +1,4 @@
-"""What each task waits for, read in two statements for a whole list: its oldest pending
+"""What each task waits for, read in one statement for a whole list: its oldest pending
 question and whether it is held at the terminal, named by ``bot.models.waiting_for``."""
 
 from __future__ import annotations
@@ -23,18 +23,22 @@ class WaitRepo:
         if not ids:
             return {}
         q = pending_questions.c
-        asked_query = (
-            sa.select(q.task_id, q.kind, q.payload)
-            .where(q.task_id.in_(ids), q.status == QuestionStatus.PENDING.value)
-            .order_by(q.id.desc())  # the oldest is read last: it says
+        asked_query = sa.select(q.task_id, q.kind, q.payload, q.id.label("question")).where(
+            q.task_id.in_(ids), q.status == QuestionStatus.PENDING.value
         )
-        held_query = sa.select(terminal_holds.c.task_id).where(terminal_holds.c.task_id.in_(ids))
+        held_query = sa.select(  # a hold: no kind, no question
+            terminal_holds.c.task_id, sa.null(), sa.null(), sa.null().label("question")
+        ).where(terminal_holds.c.task_id.in_(ids))
+        # questions newest first: the oldest is read last, and says (a hold's place is moot)
+        query = sa.union_all(asked_query, held_query).order_by(sa.column("question").desc())
+        asked: dict[int, WaitState] = {}
+        held: set[int] = set()
         async with self._engine.connect() as conn:
-            asked = {
-                task_id: WaitState.asked(kind, _checks(payload))
-                for task_id, kind, payload in await conn.execute(asked_query)
-            }
-            held = {row[0] for row in await conn.execute(held_query)}
+            for task_id, kind, payload, question in await conn.execute(query):
+                if question is None:
+                    held.add(task_id)
+                else:
+                    asked[task_id] = WaitState.asked(kind, _checks(payload))
         found = {t.id: waiting_for(t.status, asked.get(t.id), t.id in held) for t in tasks}
         return {task_id: wait for task_id, wait in found.items() if wait is not None}
 

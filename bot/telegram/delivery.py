@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -54,8 +55,12 @@ class Delivery:
         per_second: float = 25.0,
         chat_burst: int = CHAT_BURST,
         topics: Topics | None = None,
+        agents_first: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """``topics``: a task's messages go to its forum topic (None: always the chat)."""
+        """``topics``: a task's messages go to its forum topic (None: always the chat).
+        ``agents_first``: awaited (it is bounded) before each pass: the turns starting in this
+        process spawn their agents before the pass's work takes the loop."""
+        self._agents_first = agents_first
         self._store = store
         self._topics = topics
         self._outbox = outbox
@@ -68,8 +73,10 @@ class Delivery:
         wake = self._outbox.wake
         while True:
             # once round the loop first: a turn submitted with the row that woke this (a task
-            # and its acknowledgement) starts its agent before this send takes the loop
+            # and its acknowledgement) takes its slot, and the pass then waits for its agent
             await asyncio.sleep(0)
+            if self._agents_first is not None:
+                await self._agents_first()
             wake.clear()  # before the pass: a row queued during it wakes the next one
             try:
                 wait_s = await self._deliver_due()

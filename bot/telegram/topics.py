@@ -34,6 +34,7 @@ from bot.telegram.texts import Texts
 log = logging.getLogger(__name__)
 RECHECK_S = 60.0  # whether a chat has topics is asked again after this long
 NAME_MAX = 128  # Telegram's limit on a topic's name
+KEYS_KEPT = 4096  # tasks whose topic is known without a store read
 REFUSED = (TelegramBadRequest, TelegramForbiddenError, TelegramNotFound)
 # what Telegram answers a send to a topic that is gone, or closed to the bot
 THREAD_GONE = ("message thread not found", "topic_deleted", "topic_closed")
@@ -54,6 +55,9 @@ class Topics:
         self._mode = mode
         self._recheck_s = recheck_s
         self._forums: dict[int, tuple[bool, float]] = {}  # chat -> (has topics, asked at)
+        # task -> its topic's key (None: the chat): a task is placed once, here (deliveries run
+        # in the bot process only), so a message after its first makes no store trip for it
+        self._keys: dict[int, str | None] = {}
 
     async def thread_for(self, row: OutboxRow) -> tuple[int | None, bool]:
         """(the topic a row's message goes to, or None: the chat; whether this call opened
@@ -63,31 +67,52 @@ class Topics:
             return row.payload["thread"] or None, False
         if row.task_id is None or row.link_kind == MessageKind.INTERRUPTED:
             return None, False  # the interrupted list names many tasks: the chat
-        placed, key = await self._store.topics.key_of(row.task_id)
+        placed, key = await self._key_of(row.task_id)
         if not placed:
             return await self._place(row.chat_id, row.task_id)
         topic = await self._store.topics.get(row.chat_id, key) if key else None
         return (topic.thread_id if topic else None), False
 
+    async def _key_of(self, task_id: int) -> tuple[bool, str | None]:
+        if task_id in self._keys:
+            return True, self._keys[task_id]
+        placed, key = await self._store.topics.key_of(task_id)
+        if placed:
+            self._known(task_id, key)
+        return placed, key
+
+    def _known(self, task_id: int, key: str | None) -> None:
+        if len(self._keys) >= KEYS_KEPT:
+            self._keys.clear()  # read again from the store as they are needed
+        self._keys[task_id] = key
+
+    async def _placed(self, task_id: int, chat_id: int, key: str | None) -> None:
+        await self._store.topics.place(task_id, chat_id, key)
+        self._known(task_id, key)
+
     async def _place(self, chat_id: int, task_id: int) -> tuple[int | None, bool]:
-        task = await self._store.tasks.get(task_id)
-        if task is None or self._mode is TopicMode.OFF or not await self._forum(chat_id):
-            await self._store.topics.place(task_id, chat_id, None)
+        """A task's first message: where it goes (a chat without topics: the chat, with no
+        read of the task)."""
+        task = None
+        if self._mode is not TopicMode.OFF and await self._forum(chat_id):
+            task = await self._store.tasks.get(task_id)
+        if task is None:
+            await self._placed(task_id, chat_id, None)
             return None, False
         key, name = self._key_and_name(await self._root(task))
         topic = await self._store.topics.get(chat_id, key)
         if topic is not None and topic.thread_id is not None and not topic.closed:
-            await self._store.topics.place(task_id, chat_id, key)  # a directory's topic
+            await self._placed(task_id, chat_id, key)  # a directory's topic
             return topic.thread_id, False
         try:
             created = await self._bot.create_forum_topic(chat_id, name)
         except REFUSED as exc:
             log.warning("task %s: no topic in chat %s (%s); the chat", task_id, chat_id, exc)
-            await self._store.topics.place(task_id, chat_id, None)
+            await self._placed(task_id, chat_id, None)
             return None, False
         thread_id = created.message_thread_id
         await self._store.topics.opened(chat_id, key, thread_id, name)
-        await self._store.topics.place(task_id, chat_id, key)
+        await self._placed(task_id, chat_id, key)
         log.info("task %s: topic %s opened in chat %s", task_id, thread_id, chat_id)
         return thread_id, True
 
@@ -143,7 +168,7 @@ class Topics:
         """Archived: the task's topic is closed (a supergroup) or renamed (a private chat),
         unless other tasks of a shared (directory) topic are still open."""
         assert row.task_id is not None
-        placed, key = await self._store.topics.key_of(row.task_id)
+        placed, key = await self._key_of(row.task_id)
         topic = await self._store.topics.get(row.chat_id, key) if key else None
         if topic is None or topic.thread_id is None or topic.closed:
             return

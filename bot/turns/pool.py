@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 DRAIN_TIMEOUT_S = 20.0
 TURN_TASK = "turn"  # the turns' APScheduler task
 HANDOVER_WAIT_S = 1.0  # how long long polling waits for a turn's job to start
+# how long the outbox's next pass waits for the turns starting here to spawn their agents (its
+# sends, reads and HTTP would take the loop from them: a new task's acknowledgement goes a few
+# ms later, its agent starts that much sooner)
+AGENTS_FIRST_S = 0.1
 
 
 class StopReason(StrEnum):
@@ -227,6 +231,11 @@ class JobPool:
             self._handed.set()
             self._unstarted += 1
             self._all_started.clear()
+
+    async def agents_started(self, timeout_s: float = AGENTS_FIRST_S) -> None:
+        """Wait (at most ``timeout_s``) until every turn holding a slot here has started its
+        agent or ended (``StartLine.clear``)."""
+        await self._line.clear(timeout_s)
 
     async def handed_over(self, timeout_s: float = HANDOVER_WAIT_S) -> None:
         """Wait (at most ``timeout_s``) until every turn handed to APScheduler so far has
