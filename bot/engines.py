@@ -13,7 +13,7 @@ from datetime import datetime
 
 from bot.errors import AgentNotInstalled
 from bot.models import Phrase, Preset
-from bot.ports import EngineConfig, EngineSpec, Executor, SessionStore
+from bot.ports import EngineConfig, EngineSpec, Executor, McpAhead, SessionStore
 from bot.settings import Settings
 from bot.store import EnginePresence, UsageWindow
 from bot.store.db import utcnow
@@ -30,6 +30,7 @@ def engine_config(
     sessions: SessionStore | None = None,
     presets: Iterable[Preset] = (),
     warm: object | None = None,
+    mcp_ahead: McpAhead | None = None,
 ) -> EngineConfig:
     """An engine's configuration: its ``DETACH_<NAME>_*`` settings (its settings class, a base
     of Settings: ``bot.ports.EngineSettings``), and its own of ``presets``."""
@@ -45,6 +46,7 @@ def engine_config(
         sessions=sessions,
         presets=tuple(p for p in presets if p.engine == spec.name),
         warm=warm,
+        mcp_ahead=mcp_ahead,
     )
 
 
@@ -136,17 +138,21 @@ def make_engines(
     presets: Iterable[Preset] = (),
     logged: Callable[[Phrase], str] = repr,
     warm: object | None = None,
+    mcp_ahead: McpAhead | None = None,
 ) -> Engines:
     """Every registered engine's executor, not probed yet (``Engines.probe``); ``given``
     replaces the registry (a test's fake engine); ``sessions`` keeps the conversations of
     engines that keep their own; ``presets``: every model preset (each engine gets its own);
-    ``logged``: a status line as the log says it; ``warm``: the warm agents' pool, if on."""
+    ``logged``: a status line as the log says it; ``warm``: the warm agents' pool, if on;
+    ``mcp_ahead``: starts a turn's MCP servers ahead of its agent (``EngineConfig``)."""
     if given is not None:
         return Engines(given, logged)
     presets = tuple(presets)
     return Engines(
         {
-            spec.name: spec.make(engine_config(settings, spec, environ, sessions, presets, warm))
+            spec.name: spec.make(
+                engine_config(settings, spec, environ, sessions, presets, warm, mcp_ahead)
+            )
             for spec in registry.ENGINES
         },
         logged,

@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from bot.events import AgentEvent, ApprovalDecision, ApprovalRequest, Steer
-from bot.models import ApprovalMode, CheckResult, Phrase, Preset, Task, TurnSpec
+from bot.models import ApprovalMode, CheckResult, McpServerSpec, Phrase, Preset, Task, TurnSpec
 
 NO_LOGIN = "probe.no_login"  # an engine's probe line when it has no way to its model
 
@@ -51,6 +51,8 @@ class NoSteering:
 NO_STEERING = NoSteering()
 
 Ready = Callable[[], Awaitable[None]]
+# a turn's MCP server started ahead of its agent: the server, the CLI's environment, its directory
+McpAhead = Callable[[McpServerSpec, Mapping[str, str], Path], None]
 
 
 async def _now() -> None:
@@ -124,6 +126,16 @@ class LostRunners(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class TreeState:
+    """A work tree as a turn's end found it: its top, its commit (None before the first) and
+    whether any file differs from that commit or is new (``bot.turns.baseline.glance``)."""
+
+    top: str
+    head: str | None
+    dirty: bool
+
+
 class TaskWorktrees(Protocol):
     """What a turn needs of its task's own worktree; the composition root wires
     ``bot.worktrees.revival.Revival`` here (it tells the chat, a floor above the turns)."""
@@ -133,8 +145,11 @@ class TaskWorktrees(Protocol):
         task); ``UserInputError`` when it cannot be."""
         ...
 
-    async def offers(self, task_id: int) -> bool:
-        """Whether Merge and Discard apply: an active worktree holding work."""
+    async def offers(
+        self, task_id: int, seen: Callable[[], Awaitable[TreeState | None]] | None = None
+    ) -> bool:
+        """Whether Merge and Discard apply: an active worktree holding work. ``seen``: the
+        work tree's state as the turn's card reads it anyway (asked only for an active one)."""
         ...
 
 
@@ -167,6 +182,10 @@ class EngineConfig:
     # the pool of warm agents (``executors.warm.WarmPool``, DETACH_WARM_AGENTS) for an engine
     # that keeps one; None: every turn starts cold
     warm: object | None = None
+    # starts a turn's MCP server ahead of its agent's CLI, given the server, the environment
+    # the CLI starts it in and the directory (bot.mcp.launch.Zygote.ahead); None: it starts
+    # when the CLI starts it
+    mcp_ahead: McpAhead | None = None
 
     def settings_of(self, kind: type[S]) -> S:
         """The engine's settings as its own class (its defaults when none were given)."""

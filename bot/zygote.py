@@ -11,7 +11,9 @@ directory, which no sandboxed command can see) it takes the relay's header — a
 directory — and its stdin, stdout and stderr (``SCM_RIGHTS``); only `mcp …` is served. The fork
 becomes exactly the `detach mcp …` the relay stands for, in the relay's environment and
 directory and on its descriptors, answers ``+``, sends its exit status as one byte at the end,
-and exits at once when the relay's connection closes (its agent is gone)."""
+and exits at once when the relay's connection closes (its agent is gone).
+
+Ahead: a fork made before its relay comes (bot.zygote_ahead)."""
 
 from __future__ import annotations
 
@@ -24,14 +26,13 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
 
-HEADER_MAX = 256 * 1024
-READ_S = 1.0  # a relay sends its header at once
-GO_S = 5.0  # and its go as soon as it has our yes
+from bot.zygote_ahead import fork_ahead, handed, in_fork
+from bot.zygote_forks import HEADER_MAX, READ_S, become, flushed, rest
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -70,22 +71,10 @@ def _one(listener: socket.socket, conn: socket.socket) -> None:
         header, fds = _received(conn)
         if not _served(header):
             conn.sendall(b"-")
-            return
-        pid = os.fork()
-        if pid == 0:  # the server
-            listener.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            code = 1
-            try:
-                code = _become(conn, header, fds)
-            except BaseException:  # as the plain command would: its trace on the agent's stderr
-                traceback.print_exc()
-            finally:
-                with contextlib.suppress(Exception):
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                os._exit(code)
+        elif not fds:
+            fork_ahead(listener, conn, header)
+        elif not handed(conn, header, fds):
+            _fork(listener, conn, header, fds)
     except (OSError, ValueError):
         pass
     finally:
@@ -94,9 +83,24 @@ def _one(listener: socket.socket, conn: socket.socket) -> None:
             os.close(fd)
 
 
+def _fork(listener: socket.socket, conn: socket.socket, header: dict, fds: list[int]) -> None:
+    if os.fork() != 0:
+        return
+    in_fork(listener)  # the server
+    code = 1
+    try:
+        code = become(conn, header, fds)
+    except BaseException:  # as the plain command would: its trace on the agent's stderr
+        traceback.print_exc()
+    finally:
+        flushed()
+        os._exit(code)
+
+
 def _received(conn: socket.socket) -> tuple[dict, list[int]]:
-    """The relay's header and its three descriptors (anything else: ValueError), within
-    READ_S in all (one relay at a time is read: a slow one must not hold the others)."""
+    """The relay's header and its three descriptors, or an ahead header and none (anything
+    else: ValueError), within READ_S in all (one at a time is read: a slow one must not hold
+    the others)."""
     deadline = time.monotonic() + READ_S
     fds = array.array("i")
     data, ancdata, _flags, _addr = conn.recvmsg(4 + HEADER_MAX, socket.CMSG_LEN(3 * fds.itemsize))
@@ -105,32 +109,19 @@ def _received(conn: socket.socket) -> tuple[dict, list[int]]:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
     taken = list(fds)
     try:
-        if len(taken) != 3 or len(data) < 4:
+        if len(taken) not in (0, 3) or len(data) < 4:
             raise ValueError("no descriptors")
         size = int.from_bytes(data[:4], "big")
         if size > HEADER_MAX:
             raise ValueError("header too large")
-        header = json.loads(_rest(conn, data[4:], size, deadline))
-        if not isinstance(header, dict):
+        header = json.loads(rest(conn, data[4:], size, deadline))
+        if not isinstance(header, dict) or (header.get("ahead") is True) != (not taken):
             raise ValueError("not a header")
     except (ValueError, OSError):
         for fd in taken:
             os.close(fd)
         raise
     return header, taken
-
-
-def _rest(conn: socket.socket, body: bytes, size: int, deadline: float) -> bytes:
-    while len(body) < size:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise ValueError("slow header")
-        conn.settimeout(left)
-        more = conn.recv(size - len(body))
-        if not more:
-            raise ValueError("short header")
-        body += more
-    return body
 
 
 def _served(header: dict) -> bool:
@@ -146,48 +137,17 @@ def _served(header: dict) -> bool:
     )
 
 
-def _become(conn: socket.socket, header: dict, fds: list[int]) -> int:
-    """In the fork: the relay's descriptors, environment and directory, then `detach mcp`."""
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    fds.clear()
-    os.environ.clear()
-    os.environ.update(header["env"])
-    with contextlib.suppress(OSError):
-        os.chdir(header["cwd"])
-    conn.settimeout(GO_S)
-    conn.sendall(b"+")
-    if conn.recv(1) != b"g":  # the relay gave up on us (and runs the plain command)
-        return 0
-    conn.settimeout(None)
-    threading.Thread(target=_watch, args=(conn,), daemon=True).start()
-    from bot.cli import main
-
-    try:
-        code = main(header["argv"])
-    except SystemExit as exc:  # argparse's own exits
-        code = exc.code if isinstance(exc.code, int) else 1
-    sys.stdout.flush()
-    with contextlib.suppress(OSError):
-        conn.sendall(bytes([code & 0xFF]))
-    return code
-
-
-def _watch(conn: socket.socket) -> None:
-    """The relay never writes after its header: a read that returns means it is gone."""
-    with contextlib.suppress(OSError):
-        conn.recv(1)
-    os._exit(0)
-
-
 def _preload() -> None:
     """What `detach mcp` imports, once (a fork shares it)."""
+    import aiosqlite  # noqa: F401  (the store's driver: imported as the fork opens it, else)
+    import anyio._backends._asyncio  # noqa: F401  (the MCP SDK's event loop, else at its start)
     import mcp.server.stdio  # noqa: F401
 
     import bot.cli  # noqa: F401
     import bot.mcp.command  # noqa: F401
     import bot.money.presets  # noqa: F401
+    import bot.tasks.console  # noqa: F401
+    import bot.tasks.owner_ask  # noqa: F401
 
 
 def _die_with_parent() -> None:

@@ -24,6 +24,7 @@ from bot.ports import (
     EngineSettings,
     EngineSpec,
     Isolation,
+    McpAhead,
     Ready,
     SteerInbox,
 )
@@ -67,13 +68,16 @@ class ClaudeExecutor:
         *,
         project_settings: bool = False,
         warm: WarmPool | None = None,
+        mcp_ahead: McpAhead | None = None,
     ) -> None:
-        """``warm``: a pool of warm agents (DETACH_WARM_AGENTS), else every turn starts cold."""
+        """``warm``: a pool of warm agents (DETACH_WARM_AGENTS), else every turn starts cold;
+        ``mcp_ahead``: starts a turn's MCP servers as its CLI is spawned (``EngineConfig``)."""
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
         self._project_settings = project_settings
         self._warm = warm
+        self._mcp_ahead = mcp_ahead
         self._template: TurnSpec | None = None  # the last new task's start, task-neutral
 
     def argv(self, spec: TurnSpec, mcp_config: Path | None = None) -> list[str]:
@@ -191,6 +195,9 @@ class ClaudeExecutor:
         self, spec: TurnSpec, approver: Approver, steering: SteerInbox, ready: Ready
     ) -> AsyncGenerator[AgentEvent, None]:
         env = await self._turn_env(spec)
+        if self._mcp_ahead is not None:
+            for server in spec.mcp_servers:
+                self._mcp_ahead(server, env, spec.cwd)
         with mcp_config_file(spec) as mcp_config:
             argv = self.argv(spec, mcp_config)
             warm = await self._take_warm(spec, argv, env)
@@ -378,6 +385,7 @@ def _make(config: EngineConfig) -> ClaudeExecutor:
         config.cancel_grace_s,
         project_settings=config.settings_of(ClaudeSettings).claude_project_settings,
         warm=config.warm if isinstance(config.warm, WarmPool) else None,
+        mcp_ahead=config.mcp_ahead,
     )
 
 

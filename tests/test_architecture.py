@@ -78,6 +78,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "bot.core",
         "bot.shell",
         "bot.zygote",
+        "bot.zygote_ahead",
+        "bot.zygote_forks",
     ),
     ("handlers",),
     # what a person asks for: tasks (and their task files), the inbox, schedules, worktrees,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot import config
 from bot.errors import ConfigError
@@ -16,6 +18,13 @@ from bot.models import Phrase
 from bot.settings import Settings
 from bot.tasks.clients import ClientTasks
 from executors import registry
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+# awaited before a stdio server reads its input: set only in a fork the MCP zygote made ahead
+# of its agent (bot.zygote), which gets its relay's descriptors there
+stdio_taken: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +74,8 @@ async def serve(
         assert tasks.parent is not None
         task = tasks.parent
         place = dataclasses.replace(place, owner=task.owner_id, chat_id=task.chat_id, parent=task)
-        await build_owner_server(McpDesk(tasks, place)).run_stdio_async()
+        server = build_owner_server(McpDesk(tasks, place))
+        await _stdio(server)
         return
     if parent_id is not None:
         tasks = await tasks.scoped_to(parent_id)
@@ -76,10 +86,16 @@ async def serve(
         )
     server = build_server(McpDesk(tasks, place))
     if endpoint is None:
-        await server.run_stdio_async()
+        await _stdio(server)
         return
     print(f"detach mcp: serving http://{endpoint.host}:{endpoint.port}/mcp", file=sys.stderr)
     await serve_http(server, endpoint.host, endpoint.port, endpoint.token)
+
+
+async def _stdio(server: MCPServer) -> None:
+    if stdio_taken is not None:
+        await stdio_taken()
+    await server.run_stdio_async()
 
 
 def owner_of(settings: Settings) -> tuple[int, int]:

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from bot.config import ENV_FILE_VAR
 from bot.mcp import relay
+from bot.models import McpServerSpec
 from bot.settings import Settings
 
 PRIVATE_DIR = "private"  # in the data directory: the bot's own files, none for an agent
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 ZYGOTE_SOCKET = "mcp-zygote"  # a socket
 STOP_S = 2.0
 ZYGOTE_AFTER_START_S = 10.0  # after a start, the first poll and its updates go first
+AHEAD_SEND_S = 1.0  # the zygote reads one header at a time, each within a second
 
 
 def private_dir(settings: Settings) -> Path:
@@ -87,6 +91,15 @@ def mcp_command() -> tuple[str, ...]:
     return (sys.executable, "-I", "-S", relay.__file__, "mcp")
 
 
+def relay_argv(server: McpServerSpec) -> list[str] | None:
+    """The argv the relay of ``server`` hands the zygote (``mcp …``); None: not a relay."""
+    *start, first = mcp_command()
+    given = (server.command, *server.args)
+    if given[: len(start)] != tuple(start) or given[len(start) : len(start) + 1] != (first,):
+        return None
+    return list(given[len(start) :])
+
+
 class Zygote:
     """This process's MCP zygote (bot.zygote), started at the first turn that gives its
     agent `detach mcp` (``wanted``; not waited for: until its socket is there, relays start a
@@ -98,6 +111,38 @@ class Zygote:
         self._env = {k: v for k, v in env.items() if k != ENV_FILE_VAR}
         self._started: asyncio.Task[asyncio.subprocess.Process | None] | None = None
         self._soon: asyncio.TimerHandle | None = None
+        self._asking: set[asyncio.Task[None]] = set()
+
+    def ahead(self, server: McpServerSpec, env: Mapping[str, str], cwd: Path) -> None:
+        """As an agent's CLI is spawned with ``server`` (in ``env``, in ``cwd``): the zygote
+        forks it now (bot.zygote, "ahead"), so it is ready when the CLI starts it; not waited
+        for. Nothing when the zygote is not running yet or ``server`` is not `detach mcp`."""
+        argv = relay_argv(server)
+        # the owner tools' server only (`--task`): a sub-task tree's (`--parent`) forked ahead
+        # was seen to stall its first `start` under load (1 in 4 runs, four at once): not yet
+        if argv is None or argv[1:2] != ["--task"]:
+            return
+        if self._started is None or not self._started.done():
+            return
+        # the relay's directory as it reads it (os.getcwd: no symbolic link)
+        where = os.path.realpath(cwd)
+        header = {"ahead": True, "argv": argv, "env": {**env, **server.env}, "cwd": where}
+        asking = asyncio.get_running_loop().create_task(self._ask_ahead(header))
+        self._asking.add(asking)
+        asking.add_done_callback(self._asking.discard)
+
+    async def _ask_ahead(self, header: dict[str, object]) -> None:
+        body = json.dumps(header).encode()
+        try:
+            async with asyncio.timeout(AHEAD_SEND_S):
+                _, writer = await asyncio.open_unix_connection(self._env[relay.SOCKET_VAR])
+                try:
+                    writer.write(len(body).to_bytes(4, "big") + body)
+                    await writer.drain()
+                finally:
+                    writer.close()
+        except (OSError, TimeoutError) as exc:  # the relay gets a fresh fork
+            log.debug("the MCP zygote was not asked ahead: %s", exc)
 
     def soon(self, delay_s: float) -> None:
         """Started ``delay_s`` from now if no turn wanted it before: a bot whose walk-away
@@ -130,6 +175,8 @@ class Zygote:
     async def aclose(self) -> None:
         if self._soon is not None:
             self._soon.cancel()
+        for asking in self._asking:
+            asking.cancel()
         if self._started is None:
             return
         proc = await self._started
