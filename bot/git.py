@@ -14,17 +14,24 @@ import contextlib
 import logging
 import os
 import shutil
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.errors import UserInputError
 from bot.models import RepoHead
+from bot.ports import TreeState
 from bot.store import Store, WorktreeRow
 from bot.store.placement import ACTIVE, DISCARDED, MERGED
 from executors.gitguard import GitDirs, GitGuard
-from executors.gitscope import BASE, PLAIN_DIFF, Scope, line_of
+from executors.gitscope import BASE, PLAIN_DIFF, Scope, line_of, marked_top
 
 log = logging.getLogger(__name__)
+# a repository's top, commit and branch, and its git directories, in one rev-parse
+HEAD = ("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
+HEAD_AND_DIRS = (*HEAD, "--path-format=absolute", "--git-dir", "--git-common-dir")
+READ_S = 2.0  # a repository's configuration read with its head serves its worktree's cut this long
 FALLBACK = {"user.name": "Detach", "user.email": "detach@localhost"}  # when the owner set none
 
 
@@ -111,20 +118,42 @@ class Worktrees:
         self.root = root.resolve()
         self.guard = guard
         self._reopening = asyncio.Lock()
+        # (top, commit) -> when, and the Scope and directories read with that head (``head``)
+        self._read: dict[tuple[str, str], tuple[float, Scope, GitDirs]] = {}
 
     async def head(self, cwd: Path) -> RepoHead:
-        """The repository holding ``cwd`` and its current commit and branch (one git process),
-        or a clear refusal: not a repository, or one without a commit yet. (``rev-parse`` runs
-        no driver: the fixed overrides are enough; a moved work tree is refused by ``create``.)"""
-        args = ("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
-        found = await self.guard.git(cwd, *args, within=BASE)
-        lines = found.out.splitlines()
-        if found.code == 0 and len(lines) == 3:
+        """The repository holding ``cwd`` and its current commit and branch, or a clear
+        refusal: not a repository, one without a commit yet, or one git is not run in. Its
+        configuration and git directories are read in the same jail: a worktree cut from
+        this head within READ_S takes them (``create``; a moved work tree is refused there)."""
+        scope, ran = await self.guard.batch(cwd, HEAD_AND_DIRS)
+        if scope.refusal is not None or not ran:
+            raise UserInputError("worktree.failed", error=scope.refusal or f"no git at {cwd}")
+        lines = ran[0].out.splitlines()
+        if ran[0].code == 0 and len(lines) == 5:
             branch = lines[2] if lines[2] != "HEAD" else None  # HEAD: detached
-            return RepoHead(Path(lines[0]).resolve(), lines[1], branch)
+            head = RepoHead(Path(lines[0]).resolve(), lines[1], branch)
+            # the Scope was judged (``foreign``) at the ``.git`` nearest ``cwd``: kept only when
+            # that is the top git found (a decoy ``.git`` below it must not vouch for the top)
+            if await asyncio.to_thread(marked_top, cwd) == head.top:
+                self._keep(head, scope, GitDirs(Path(lines[3]), Path(lines[4])))
+            return head
         if not lines or not Path(lines[0]).is_absolute():
             raise UserInputError("worktree.not_a_repo", path=str(cwd))
         raise UserInputError("worktree.no_commits", path=lines[0])
+
+    def _keep(self, head: RepoHead, scope: Scope, dirs: GitDirs) -> None:
+        now = time.monotonic()
+        for key in [k for k, (at, _s, _d) in self._read.items() if now - at > READ_S]:
+            del self._read[key]
+        self._read[(str(head.top), head.commit)] = (now, scope, dirs)
+
+    def _kept(self, head: RepoHead) -> tuple[Scope, GitDirs] | None:
+        """What ``head`` read with ``head``, once, while fresh."""
+        at, scope, dirs = self._read.pop((str(head.top), head.commit), (0.0, None, None))
+        if scope is None or dirs is None or time.monotonic() - at > READ_S:
+            return None
+        return scope, dirs
 
     async def top_level(self, cwd: Path) -> Path | None:
         return await top_level(cwd, self.guard)
@@ -136,7 +165,9 @@ class Worktrees:
             return None
         try:
             return await self.head(cwd)
-        except UserInputError:
+        except UserInputError as exc:
+            if exc.key == "worktree.failed":  # a repository, refused: said, as its cut would
+                raise
             return None
 
     async def create(
@@ -147,7 +178,7 @@ class Worktrees:
         repo = head.top
         path = self.root / f"{task_id}-{slug}"
         branch = f"detach/{task_id}-{slug}"
-        await self._add(str(repo), branch, path, head.commit)
+        await self._add(str(repo), branch, path, head.commit, read=self._kept(head))
         base_branch = head.branch or head.commit
         row = WorktreeRow(task_id, str(repo), str(path), branch, base_branch, head.commit, ACTIVE)
         await self._store.worktrees.add(row)
@@ -169,11 +200,18 @@ class Worktrees:
         return replace(row, base_commit=commit)
 
     async def _add(
-        self, repo: str, branch: str, path: Path, commit: str, again: bool = False
+        self,
+        repo: str,
+        branch: str,
+        path: Path,
+        commit: str,
+        again: bool = False,
+        read: tuple[Scope, GitDirs] | None = None,
     ) -> None:
         """``git worktree add`` of ``branch`` at ``commit`` into ``path`` (``again``: the
-        branch may still be there, and is reset)."""
-        within, dirs = await self._scoped_dirs(repo)
+        branch may still be there, and is reset; ``read``: ``repo``'s Scope and directories,
+        when just read)."""
+        within, dirs = read or await self._scoped_dirs(repo)
         await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)  # bound writable
         args = ("worktree", "add", "-B" if again else "-b", branch, str(path), commit)
         added = await self.guard.git(repo, *args, within=within, writes=(dirs.common, path))
@@ -210,10 +248,23 @@ class Worktrees:
             )
         return row
 
-    async def offers(self, task_id: int) -> bool:
-        """Whether Merge and Discard apply: an active worktree holding work."""
+    async def offers(
+        self, task_id: int, seen: Callable[[], Awaitable[TreeState | None]] | None = None
+    ) -> bool:
+        """Whether Merge and Discard apply: an active worktree holding work. ``seen``: its
+        state as read anyway (a turn's card), asked only for an active one: a changed file
+        says yes, its start's commit no; anything else (another top, other commits, nothing
+        read) is ``has_work``'s to say."""
         row = await self._store.worktrees.get(task_id)
-        return row is not None and row.state == ACTIVE and await self.has_work(row)
+        if row is None or row.state != ACTIVE:
+            return False
+        state = await seen() if seen is not None else None
+        if state is not None and state.top == row.path:
+            if state.dirty:
+                return True
+            if state.head == row.base_commit:
+                return False
+        return await self.has_work(row)
 
     async def diff(self, task_id: int) -> Diff:
         """Everything the task changed since its base: commits and uncommitted files."""
@@ -226,12 +277,14 @@ class Worktrees:
         return Diff(stat.out, patch.out)
 
     async def has_work(self, row: WorktreeRow) -> bool:
-        """Uncommitted changes, or commits the base branch does not have."""
-        git, within = self.guard.git, await self.guard.scope(row.path)
-        status, ahead = await asyncio.gather(
-            git(row.path, "status", "--porcelain", within=within),
-            git(row.path, "rev-list", "--count", f"{row.base_commit}..HEAD", within=within),
+        """Uncommitted changes, or commits the base branch does not have (one jail for the
+        configuration and both: it is on every worktree turn's way to its card)."""
+        _scope, ran = await self.guard.batch(
+            row.path, ("status", "--porcelain"), ("rev-list", "--count", f"{row.base_commit}..HEAD")
         )
+        if len(ran) != 2:  # refused: nothing ran, nothing to offer
+            return False
+        status, ahead = ran
         return bool(status.out) or (ahead.out.isdigit() and int(ahead.out) > 0)
 
     async def merge(self, task_id: int, message: str) -> str:
@@ -312,17 +365,12 @@ class Worktrees:
         return True
 
     async def dirs(self, cwd: Path | str, within: Scope) -> GitDirs:
-        dirs = await self.guard.dirs(cwd, within)
-        if dirs is None:
-            raise UserInputError("worktree.failed", error=within.refusal or f"no git at {cwd}")
-        return dirs
+        return _found(await self.guard.dirs(cwd, within), within, cwd)
 
     async def _scoped_dirs(self, cwd: Path | str) -> tuple[Scope, GitDirs]:
         """The Scope and ``dirs`` of ``cwd``, read in one jail."""
         within, dirs = await self.guard.scoped_dirs(cwd)
-        if dirs is None:
-            raise UserInputError("worktree.failed", error=within.refusal or f"no git at {cwd}")
-        return within, dirs
+        return within, _found(dirs, within, cwd)
 
     async def _remove(self, row: WorktreeRow, force: bool) -> None:
         """The worktree's files and git's record of it, removed by the bot itself (git is
@@ -352,3 +400,10 @@ def _record(path: Path, common: Path) -> Path | None:
 def _rmdir(path: Path) -> None:
     with contextlib.suppress(OSError):
         path.rmdir()  # only if git left it empty
+
+
+def _found(dirs: GitDirs | None, within: Scope, cwd: Path | str) -> GitDirs:
+    """``dirs``, or the owner's error: the repository refused, or no git there."""
+    if dirs is None:
+        raise UserInputError("worktree.failed", error=within.refusal or f"no git at {cwd}")
+    return dirs

@@ -100,6 +100,8 @@ class WarmJail:
             argv = argv_for(token)
         identities = _identities(argv)
         proc = await spawn(argv, env)
+        if self._waiting is not None:  # another start ended meanwhile: one jail waits, ours
+            self._stop(self._waiting)
         env_items = tuple(sorted(env.items()))
         self._waiting = Waiting(
             cwd, tuple(commands), token, tuple(argv), env_items, proc, time.monotonic(), identities

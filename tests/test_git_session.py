@@ -9,11 +9,20 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from bot.errors import UserInputError
+from bot.events import SessionStarted, ToolCalled, TurnFinished, Usage
+from bot.git import Worktrees
+from bot.store import Store
 from bot.turns.baseline import STATUS, TOPLEVEL, opening, prepare
 from executors.gitguard import GitGuard
 from executors.gitscope import FETCHES
+from tests.support.fake_engine import FakeEngine, Until
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.harness import OWNER, make_settings, running_bot
+from tests.test_approvals_e2e import buttons
 from tests.test_hostile_git import GIT, edit, fake_repository, fired, make_repo, sh_git
 
 pytestmark = pytest.mark.skipif(
@@ -70,13 +79,16 @@ async def test_a_refused_repository_runs_no_command(tmp_path: Path) -> None:
 
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every process started (asyncio's ``create_subprocess_exec``)."""
+    """Every process started (asyncio's ``create_subprocess_exec``), once it is: a jail
+    started ahead is seen when it waits, not while its start is still under way (when the
+    next baseline would not find it yet; so a loaded machine once failed this file)."""
     seen: list[str] = []
     spawn = asyncio.create_subprocess_exec
 
     async def counting(program: str, *args: Any, **kwargs: Any) -> Any:
+        proc = await spawn(program, *args, **kwargs)
         seen.append(program)
-        return await spawn(program, *args, **kwargs)
+        return proc
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", counting)
     return seen
@@ -159,6 +171,34 @@ async def test_a_jail_started_ahead_is_not_taken_when_anything_differs(
         await guard.aclose()
 
 
+async def test_two_jails_started_ahead_at_once_leave_one_waiting(
+    tmp_path: Path, started: list[str]
+) -> None:
+    """Two starts ahead at once (a turn's card and another turn's next baseline): one jail
+    waits, the other is stopped (it used to be forgotten, waiting its 600 s)."""
+    top, other = make_repo(tmp_path / "repo"), make_repo(tmp_path / "other")
+    guard = GitGuard(warm=True)
+
+    def waiting() -> int:
+        return sum(
+            1
+            for child in psutil.Process().children()
+            if child.name() == "bwrap" and child.status() != psutil.STATUS_ZOMBIE
+        )
+
+    try:
+        await asyncio.gather(prepare(guard, str(top)), prepare(guard, str(other)))
+        assert len(started) == 2
+        for _ in range(500):  # bounded: 5 s
+            if waiting() == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert waiting() == 1
+    finally:
+        await guard.aclose()
+    assert waiting() == 0
+
+
 async def test_a_jail_ahead_can_wait_and_is_never_left_behind(
     tmp_path: Path, started: list[str]
 ) -> None:
@@ -178,3 +218,152 @@ async def test_a_jail_ahead_can_wait_and_is_never_left_behind(
     finally:
         await guard.aclose()  # the pending start is cancelled, not run
     assert len(started) == 1
+
+
+async def test_an_acting_turn_s_card_takes_a_jail_started_while_its_agent_worked(
+    tmp_path: Path, started: list[str]
+) -> None:
+    """The jail its card reads the repository in starts at the agent's first event: by the
+    verdict it is waiting, and the card starts none (it took 35 ms of a tool turn's verdict
+    -> card)."""
+    top = make_repo(tmp_path / "repo")
+    gate = asyncio.Event()
+    engine = FakeEngine(
+        [
+            SessionStarted("s1", "m"),
+            ToolCalled("t1", "Bash", "touch x"),
+            Until(gate, seconds=60),  # longer than the wait below
+            TurnFinished(False, "the answer", "s1", 0.01, Usage(1, 1)),
+        ]
+    )
+
+    def jails() -> int:
+        return sum(Path(program).name == "bwrap" for program in started)
+
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, "claude", top)
+        async with running_bot(settings, {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            await fake.user_message("/claude mode=auto go", OWNER)
+            for _ in range(3000):  # bounded: 30 s
+                if jails() >= 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert jails() == 2  # the baseline's, and the card's while the agent works
+            gate.set()
+            await fake.wait_text(OWNER, "the answer", 30)
+            assert jails() == 2  # the card took it
+
+
+async def test_a_worktree_turn_s_card_reads_its_offer_in_the_jail_started_beside_its_agent(
+    tmp_path: Path, started: list[str]
+) -> None:
+    """A worktree's head, configuration and git directories are read in one jail, its cut in
+    a second, its baseline in a third; the card's Merge and Discard, acting turn or not, in
+    the jail started at its agent's first event (no git after the verdict: it took ~20 ms of a
+    sandboxed turn's verdict -> card). They say what the worktree holds: a new file, then
+    nothing of its own."""
+    top = make_repo(tmp_path / "repo")
+    gate = asyncio.Event()
+    engine = FakeEngine(
+        [
+            SessionStarted("s1", "m"),
+            Until(gate, seconds=60),
+            TurnFinished(False, "the answer", "s1", 0.01, Usage(1, 1)),
+        ]
+    )
+
+    def jails() -> int:
+        return sum(Path(program).name == "bwrap" for program in started)
+
+    async with FakeTelegram() as fake:  # (the chat's pace must not hold a card for 1 s)
+        settings = make_settings(tmp_path / "data", fake, "claude", top, outbox_chat_interval_s=0.1)
+        async with running_bot(settings, {}, {"claude": engine}):
+            await fake.wait_call("setMyCommands")
+            for n, plants in enumerate((True, False)):
+                seen = jails()
+                gate.clear()
+                await fake.user_message(f"/claude worktree=yes go {n}", OWNER)
+                for _ in range(3000):  # bounded: 30 s
+                    if jails() - seen >= 4:
+                        break
+                    await asyncio.sleep(0.01)
+                assert jails() - seen == 4  # head and dirs, cut, baseline, the card's
+                if plants:
+                    (tree,) = (tmp_path / "data" / "worktrees").iterdir()
+                    (tree / "NEW.txt").write_text("the agent's\n")
+                mark = len(fake.calls)
+                gate.set()
+                card = await fake.wait_text(OWNER, "the answer", 30, after=mark)
+                # the card took its jail (a card with work then reads the repository's remote
+                # for its pull request's button, bot.prs, in one more)
+                assert jails() - seen == 4 + plants
+                offered = {"🔀 Merge", "🗑 Discard"} <= set(buttons(card))
+                assert offered == plants
+
+
+async def test_a_cut_takes_the_configuration_read_with_its_head_once(
+    tmp_path: Path, started: list[str]
+) -> None:
+    """A worktree cut right after its head was read takes the configuration and directories
+    read with it: one jail for the cut; a second cut of the same head reads them again."""
+    repo = make_repo(tmp_path / "repo")
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        trees = Worktrees(store, tmp_path / "wt", GitGuard())
+        head = await trees.head(repo)
+        seen = len(started)
+        first = await trees.create(1, "one", repo, head)
+        assert len(started) - seen == 1
+        seen = len(started)
+        second = await trees.create(2, "two", repo, head)
+        assert len(started) - seen == 2
+        for made in (first, second):
+            assert (made.cwd / "plain.txt").read_text() == "plain.txt v1\n"
+            assert made.row.base_commit == head.commit
+    finally:
+        await store.close()
+
+
+async def test_a_decoy_git_below_the_top_does_not_vouch_for_the_top(tmp_path: Path) -> None:
+    """A directory whose ``.git`` names another's repository, and an empty ``.git`` in the
+    task's subdirectory (git skips it; the bot's own look at the nearest ``.git`` does not): the
+    configuration read with the head was judged at the decoy, so the cut reads it again at the
+    top, and the other's repository is refused as before; nothing is written into it."""
+    other = make_repo(tmp_path / "other")
+    top = tmp_path / "w"
+    (top / "sub" / ".git").mkdir(parents=True)
+    (top / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        trees = Worktrees(store, tmp_path / "wt", GitGuard())
+        head = await trees.head(top / "sub")
+        assert head.top == top.resolve()
+        with pytest.raises(UserInputError) as refused:
+            await trees.create(1, "decoy", top / "sub", head)
+        assert refused.value.key == "worktree.failed"
+    finally:
+        await store.close()
+    assert "detach/1-decoy" not in sh_git(other, "branch", "--list")
+    assert not (other / ".git" / "worktrees").exists()
+
+
+async def test_a_worktree_s_offer_is_read_in_one_jail(tmp_path: Path, started: list[str]) -> None:
+    """Whether a worktree holds work (its card's Merge and Discard) is on every worktree
+    turn's way to its card: one jail for the configuration, the status and the commits (was
+    three), and the same answers."""
+    repo = make_repo(tmp_path / "repo")
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        trees = Worktrees(store, tmp_path / "wt", GitGuard())
+        path = Path((await trees.create(1, "feature", repo)).row.path)
+        seen = len(started)
+        assert not await trees.offers(1)
+        assert len(started) - seen == 1
+        (path / "NEW.txt").write_text("one\n")
+        assert await trees.offers(1)  # uncommitted
+        sh_git(path, "add", "NEW.txt")
+        sh_git(path, "commit", "-qm", "one")
+        assert await trees.offers(1)  # a commit its base does not have
+    finally:
+        await store.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.git import in_repository
+from bot.ports import TreeState
 from bot.redaction import Redactor
 from bot.telegram.render import shorten
 from bot.turns.gitinfo import TIMEOUT_S, Within, diff_stat, listed, output
@@ -158,6 +159,22 @@ async def opening(guard: GitGuard, cwd: str) -> tuple[Baseline, Scope | None]:
     return await _state(top, status), scope
 
 
+async def glance(guard: GitGuard, cwd: str) -> TreeState | None:
+    """The repository's top, commit and whether anything differs, from the jail ``opening``
+    takes (``prepare``), no file read; None: no repository, or refused."""
+    if not await in_repository(Path(cwd)):
+        return None
+    try:
+        scope, ran = await guard.batch(cwd, TOPLEVEL, STATUS, timeout_s=TIMEOUT_S)
+    except OSError:
+        return None
+    top, status = (done.out if done.code == 0 else "" for done in ran) if ran else ("", "")
+    if scope.refusal is not None or not top or not status:
+        return None
+    head, changed, _untracked = _parse_status(status)
+    return TreeState(top, head, bool(changed))
+
+
 async def prepare(guard: GitGuard, cwd: str, after_s: float = 0.0) -> None:
     """Start the jail the next ``opening`` in ``cwd`` takes (in a repository, where the guard
     keeps one: ``GitGuard.prepare``; ``after_s`` later), so that the next turn's agent does
@@ -175,7 +192,8 @@ async def _state(top: str, status: str) -> Baseline:
     if not top or not status:
         return Baseline(None)
     head, changed, untracked = _parse_status(status)
-    signed = await asyncio.to_thread(_sign_all, Path(top), changed)
+    # a clean checkout (the usual turn's start) has nothing to sign: no thread's round trip
+    signed = await asyncio.to_thread(_sign_all, Path(top), changed) if changed else {}
     return Baseline(top, head, signed, frozenset(untracked))
 
 
@@ -184,13 +202,27 @@ async def turn_changes(guard: GitGuard, cwd: str, before: Baseline, max_chars: i
     stat of the files the turn changed (committed or not), the new files it left and the
     earlier edits it undid; empty when it changed nothing. A directory that was no
     repository before falls back to its whole ``diff_stat`` (the agent made the repository)."""
+    return (await changes_since(guard, cwd, before, max_chars))[0]
+
+
+async def changes_since(
+    guard: GitGuard, cwd: str, before: Baseline, max_chars: int = 1200
+) -> tuple[str, TreeState | None]:
+    """``turn_changes``, and the work tree's state as read for it (None: none was)."""
     if before.top is None:
-        return await diff_stat(guard, cwd, max_chars)
+        return await diff_stat(guard, cwd, max_chars), None
     after, scope = await opening(guard, cwd)  # the Scope as read with it: one jail for both
+    state = TreeState(after.top, after.head, bool(after.dirty)) if after.top else None
     if after.top is None or after.top != before.top or scope is None:
-        return ""
+        return "", state
     within = Within(guard, scope)
-    commits, committed = await _commits(after.top, within, before.head, after.head)
+    return await _changes(within, before, after, after.top, cwd, max_chars), state
+
+
+async def _changes(
+    within: Within, before: Baseline, after: Baseline, top: str, cwd: str, max_chars: int
+) -> str:
+    commits, committed = await _commits(top, within, before.head, after.head)
     touched = {p for p, sig in after.dirty.items() if before.dirty.get(p) != sig}
     undone = {p for p in before.dirty if p not in after.dirty and p not in committed}
     paths = sorted(committed | touched)
@@ -200,7 +232,7 @@ async def turn_changes(guard: GitGuard, cwd: str, before: Baseline, max_chars: i
     lines = list(commits)
     if tracked:
         base = before.head or await _empty_tree(cwd, within)
-        lines.append(await _stat(after.top, within, base, tracked[:MAX_PATHS]))
+        lines.append(await _stat(top, within, base, tracked[:MAX_PATHS]))
         if len(tracked) > MAX_PATHS:
             lines.append(f" … {len(tracked) - MAX_PATHS} more changed files")
     lines += listed(new, " {} | new", " … {} more new files")

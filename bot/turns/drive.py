@@ -4,6 +4,7 @@ resumed here carried on in a new one."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -29,6 +30,7 @@ from bot.money.pricing import Meter
 from bot.ports import NOW, Ready
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
+from bot.turns.baseline import prepare
 from bot.turns.continuation import lost_session_prompt
 from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
@@ -176,6 +178,7 @@ class Drive:
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
         approver = self._desk.for_turn(task, spec.turn_id)
+        jail = _CardJail(functools.partial(self._card_jail, task.cwd), agent)
         events = executor.run(spec, approver, inbox, ready=leg.ready)
         agent.push_async_exit(reaper(events))
         agent.callback(watch.exiting)  # first at the end: the agent's exit is what is awaited
@@ -191,6 +194,7 @@ class Drive:
                 progress.observe(event)
                 watch.observe(event)
                 await self._recorded(task, event)
+                jail.start()  # the agent is up (its start-up is not slowed by the jail's)
                 acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
                 steps += isinstance(event, ToolCalled)
                 if not await self._steered(task, event, inbox, steps + 1, transcript):
@@ -224,6 +228,13 @@ class Drive:
             held=self._held(leg.spec.turn_id, leg.runner),
             asking=functools.partial(self._desk.asking, leg.task.id),
         )
+
+    def _card_jail(self, cwd: str) -> asyncio.Future[None]:
+        """The jail the card's reading of the repository takes (``baseline.prepare``), started
+        at the agent's first event, while it works (the jail reads nothing before its go):
+        an acting turn's changes and a worktree's Merge are read in it; else the next turn's
+        baseline takes it."""
+        return asyncio.ensure_future(prepare(self._git, cwd))
 
     async def _recorded(self, task: Task, event: object) -> None:
         """What an event changes of the task: its session id, a usage window's warning."""
@@ -282,3 +293,23 @@ def _budget_reached(meter: Meter) -> Driven:
     """A turn stopped mid-way at its budget: what it spent, and why it stopped."""
     stopped = TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_reached"))
     return Driven(charged(stopped, meter))
+
+
+async def _joined(started: asyncio.Future[None]) -> None:
+    """A background start of the turn's, over before its agent's block ends (bounded: a
+    jail's spawn); its failure is only that: the card's jail starts as usual."""
+    await asyncio.gather(started, return_exceptions=True)
+
+
+class _CardJail:
+    """The card's jail of one turn, started once; the turn's end waits for its start."""
+
+    def __init__(
+        self, start: Callable[[], asyncio.Future[None]], agent: contextlib.AsyncExitStack
+    ) -> None:
+        self._start, self._agent, self._started = start, agent, False
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._agent.push_async_callback(_joined, self._start())

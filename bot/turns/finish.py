@@ -7,6 +7,7 @@ or stop"."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -15,11 +16,11 @@ from bot.approvals.desk import ApprovalDesk
 from bot.errors import TurnTaken
 from bot.models import CheckResult, Task, TaskStatus, Turn, TurnError
 from bot.money.desk import MoneyDesk
-from bot.ports import TaskWorktrees
+from bot.ports import TaskWorktrees, TreeState
 from bot.store import Store, TurnOutcome
 from bot.telegram.completion import CardAsk
 from bot.telegram.notifier import Notifier
-from bot.turns.baseline import Baseline, turn_changes
+from bot.turns.baseline import Baseline, changes_since, glance
 from bot.turns.outcome import CHECK_PROMPT, CHECK_PROMPT_TAIL
 from executors.gitguard import GitGuard
 
@@ -85,9 +86,11 @@ class TurnFinisher:
             # as stored, and as the next round's prompt feeds it back to the agent
             check = dataclasses.replace(check, output=self._store.redact(check.output))
         wanted = before is not None and outcome.status is not TaskStatus.FAILED
-        changes = await turn_changes(self._git, task.cwd, before) if wanted and before else ""
+        changes, seen = ("", None)
+        if wanted and before:
+            changes, seen = await changes_since(self._git, task.cwd, before)
         outcome, again = self._judged(turn, outcome, check)
-        work = self._worktrees is not None and await self._worktrees.offers(task.id)
+        work = await self._offers(task, seen)
         ending = Ending(outcome, denials, check, changes, again, work)
         try:
             async with self._store.atomic():
@@ -103,6 +106,15 @@ class TurnFinisher:
         log.info("task %s turn %s: %s", task.id, turn_id, outcome.status)
         # an agent's ask_owner whose `detach mcp` went down with the agent: its message says so
         await self._desk.expire([turn_id], "approval.ended")
+
+    async def _offers(self, task: Task, seen: TreeState | None) -> bool:
+        """Merge and Discard on the card: from the state the card's changes were read with,
+        else from the jail the turn started for its card (``bot.turns.drive``)."""
+        if self._worktrees is None:
+            return False
+        if seen is not None:
+            return await self._worktrees.offers(task.id, functools.partial(_known, seen))
+        return await self._worktrees.offers(task.id, functools.partial(glance, self._git, task.cwd))
 
     def _judged(
         self, turn: Turn, outcome: TurnOutcome, check: CheckResult | None
@@ -172,3 +184,7 @@ class TurnFinisher:
                 unpriced=outcome.unpriced,
             )
         return task, finished
+
+
+async def _known(seen: TreeState) -> TreeState:
+    return seen

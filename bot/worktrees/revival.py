@@ -6,8 +6,11 @@ commit it had started at. The chat is told in one line."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from bot.git import Worktrees
 from bot.models import MessageKind, Task
+from bot.ports import TreeState
 from bot.telegram.notifier import Notifier
 from bot.telegram.texts import Texts
 
@@ -33,5 +36,7 @@ class Revival:
         )
         await self._notifier.send(task, text, kind=MessageKind.STATUS)
 
-    async def offers(self, task_id: int) -> bool:
-        return await self._worktrees.offers(task_id)
+    async def offers(
+        self, task_id: int, seen: Callable[[], Awaitable[TreeState | None]] | None = None
+    ) -> bool:
+        return await self._worktrees.offers(task_id, seen)
