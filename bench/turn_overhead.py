@@ -301,7 +301,8 @@ def report(series: dict[str, list[float]]) -> None:
             f"on stdin, the detached preamble) vs claude -p: {cli:.3f}x"
         )
     print(
-        f"agent spawned -> its prompt given (its first transcript lines written meanwhile): {ms['gate']:.1f} ms"
+        "agent spawned -> its prompt given (its first transcript lines written meanwhile): "
+        f"{ms['gate']:.1f} ms"
     )
     print(f"the CLI's own sandbox start-up: {m['direct_sbx'] / m['direct']:.3f}x")
     targets(series, m)
