@@ -5,11 +5,11 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 AGENTS := agents/node_modules/.bin
 CODEX_NATIVE := agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
-# pytest-xdist workers: the whole-bot drills mostly wait (paced sends, agents' start-up), so two
-# workers take about two thirds of the time on a 2-core machine; every test holds with it. (Three
-# were faster, 16-20 min against 20, but tests/test_restart.py's tests find each other's agents
-# by their command line across workers: two of them failed once so, 2026-12-07.)
-TEST_WORKERS ?= 2
+# pytest-xdist workers: the whole-bot drills mostly wait (paced sends, agents' start-up), so three
+# workers on a 2-core machine take 16-20 min against two's 20 (two used 16 of 41 CPU-minutes). A
+# test that looks for processes by command line must find only its own (tests/support/processes.py:
+# a marker of its own, its bot's data directory or run), as another worker's test runs beside it.
+TEST_WORKERS ?= 3
 CATALOGS := $(patsubst %.po,%.mo,$(wildcard locales/*/LC_MESSAGES/*.po))
 
 .PHONY: run test test-fast venv dev agents llm locales lint bench bench-voice clean sandbox sandbox-required browser voice-tools

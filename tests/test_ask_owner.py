@@ -27,7 +27,7 @@ from bot.tasks.clients import ClientTasks
 from bot.tasks.owner_ask import AskRules
 from bot.turns.transcript import human_line
 from tests.support.chat_mock import ChatMock
-from tests.support.fake_telegram import FakeTelegram
+from tests.support.fake_telegram import Call, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_approvals_e2e import OTHER, answer_of, buttons, edited
 from tests.test_local_engine import settings_for as local_settings
@@ -35,6 +35,20 @@ from tests.test_local_engine import tool as local_tool
 from tests.test_local_engine import tool_results
 from tests.test_mcp import refused, tool_use
 from tests.test_notify import silent
+
+
+async def question_of(fake: FakeTelegram, words: str, timeout_s: float) -> Call:
+    """The question's own message (its answers as buttons): a turn running a few seconds may
+    show the pending ask_owner call, its words included, in its progress line first."""
+    return await fake.wait_call(
+        "sendMessage",
+        lambda c: (
+            int(c.params["chat_id"]) == OWNER
+            and words in c.params["text"]
+            and "reply_markup" in c.params
+        ),
+        timeout_s,
+    )
 
 
 async def test_a_tap_answers_the_agent_and_nobody_elses_tap_counts(
@@ -59,7 +73,7 @@ async def test_a_tap_answers_the_agent_and_nobody_elses_tap_counts(
         )
         async with running_bot(settings, agent_env):
             await fake.user_message("/detach mode=ask MARK-ASKER work", OWNER)
-            ask = await fake.wait_text(OWNER, "MARK-Q", timeout_s=90)
+            ask = await question_of(fake, "MARK-Q", 90)
             assert not silent(ask)  # it needs the owner: it buzzes
             keys = buttons(ask)
             assert list(keys) == ["SQLite", "PostgreSQL"]
@@ -111,7 +125,7 @@ async def test_notes_and_a_question_nobody_answers(
                 if c.method == "sendMessage" and "📣" in c.params.get("text", "")
             ]
             assert [silent(c) for c in notes] == [True, False]  # once each; urgent buzzes
-            ask = await fake.wait_text(OWNER, "MARK-Q2")
+            ask = await question_of(fake, "MARK-Q2", 30)
             closed = await edited(fake, ask.result["message_id"], "No answer in time")
             assert "reply_markup" not in closed.params
             task = await app.store.tasks.get(1)
@@ -276,7 +290,7 @@ async def test_a_cancelled_turn_leaves_no_question_open(
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir, owner_tools="all")
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/claude MARK-ASKCANCEL work", OWNER)
-            ask = await fake.wait_text(OWNER, "MARK-Q3", timeout_s=90)
+            ask = await question_of(fake, "MARK-Q3", 90)
             await fake.user_message("/cancel 1", OWNER)
             ended = await edited(fake, ask.result["message_id"], "turn ended", timeout_s=60)
             assert "reply_markup" not in ended.params

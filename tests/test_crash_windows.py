@@ -199,7 +199,7 @@ async def test_a_daemon_dies_with_a_killed_bot_even_without_its_watchdog(tmp_pat
     daemon, and the next start had to); the next start says where the task is."""
     import psutil
 
-    from tests.support.processes import matching
+    from tests.support.processes import daemons_of
 
     data_dir = tmp_path / "data"
     async with FakeTelegram() as fake:
@@ -207,10 +207,10 @@ async def test_a_daemon_dies_with_a_killed_bot_even_without_its_watchdog(tmp_pat
         bot = await _start(tmp_path, bot_env)
         try:
             await fake.wait_call("setMyCommands", timeout_s=60)
-            others = {proc.pid for proc in matching("fake-daemon-")}  # not this test's
+            first = bot.pid
             await fake.user_message("/detach DAEMON HANG spawn a daemon", OWNER)
             async with asyncio.timeout(30):
-                while not (ours := {proc.pid for proc in matching("fake-daemon-")} - others):
+                while not (ours := {proc.pid for proc in daemons_of(first)}):
                     await asyncio.sleep(0.1)
             for child in psutil.Process(bot.pid).children():
                 if "executors.watchdog" in " ".join(child.cmdline()):
@@ -218,7 +218,7 @@ async def test_a_daemon_dies_with_a_killed_bot_even_without_its_watchdog(tmp_pat
             bot.kill()
             await _killed(bot)
             async with asyncio.timeout(5):  # this test's daemon, by pid
-                while ours & {proc.pid for proc in matching("fake-daemon-")}:
+                while ours & {proc.pid for proc in daemons_of(first)}:
                     await asyncio.sleep(0.05)
             mark = len(fake.calls)
             bot = await _start(tmp_path, bot_env)
@@ -227,7 +227,7 @@ async def test_a_daemon_dies_with_a_killed_bot_even_without_its_watchdog(tmp_pat
             )
         finally:
             await stop_process(bot)
-            for proc in matching("fake-daemon-"):
+            for proc in daemons_of(first, bot.pid):  # this test's, not another worker's
                 proc.kill()
 
 

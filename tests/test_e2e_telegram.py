@@ -110,12 +110,14 @@ async def test_detach_add_from_a_shell_reaches_the_user(
 async def test_cancel_button_stops_the_turn_and_its_tools(
     tmp_path, claude_bin, agent_env, anthropic, workdir
 ):
-    from tests.test_restart import SLEEP, _sleepers, _until
+    from tests.test_restart import _sleepers, _until
+
+    sleep = "sleep 46.25"  # its own: another worker's test may sleep meanwhile
 
     anthropic.script(
         "MARK-CANCEL",
         [
-            {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+            {"tool_use": {"name": "Bash", "input": {"command": sleep, "description": "wait"}}},
             {"text": "never"},
         ],
     )
@@ -124,8 +126,8 @@ async def test_cancel_button_stops_the_turn_and_its_tools(
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/claude MARK-CANCEL wait", OWNER)
             ack = await fake.wait_text(OWNER, "#1 mark-cancel-wait")
-            await _until(lambda: bool(_sleepers()), 30)
-            tool_env = _sleepers()[0].environ()  # what the agent's tools inherit
+            await _until(lambda: bool(_sleepers(sleep)), 30)
+            tool_env = _sleepers(sleep)[0].environ()  # what the agent's tools inherit
             assert "DETACH_BOT_TOKEN" not in tool_env and "TEST-TOKEN" not in str(tool_env)
             assert tool_env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
             query = await fake.press(OWNER, ack.result["message_id"], "t:cancel:1", OWNER)
@@ -134,7 +136,7 @@ async def test_cancel_button_stops_the_turn_and_its_tools(
                 "answerCallbackQuery", lambda c: c.params["callback_query_id"] == query
             )
             assert "cancelling" in answer.params["text"]
-            assert _sleepers() == []
+            assert _sleepers(sleep) == []
             task = await app.store.tasks.get(1)
             assert task.status is TaskStatus.CANCELLED
             await fake.user_message("/cancel 1", OWNER)
@@ -142,12 +144,14 @@ async def test_cancel_button_stops_the_turn_and_its_tools(
 
 
 async def test_turn_timeout_is_reported(tmp_path, claude_bin, agent_env, anthropic, workdir):
-    from tests.test_restart import SLEEP, _sleepers, _until
+    from tests.test_restart import _sleepers, _until
+
+    sleep = "sleep 46.5"  # its own: another worker's test may sleep meanwhile
 
     anthropic.script(
         "MARK-SLOW",
         [
-            {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+            {"tool_use": {"name": "Bash", "input": {"command": sleep, "description": "wait"}}},
             {"text": "never"},
         ],
     )
@@ -156,7 +160,7 @@ async def test_turn_timeout_is_reported(tmp_path, claude_bin, agent_env, anthrop
         async with running_bot(settings, agent_env) as app:
             await fake.user_message("/detach MARK-SLOW wait", OWNER)
             await fake.wait_text(OWNER, "timed out after", timeout_s=30)
-            await _until(lambda: not _sleepers(), 10)
+            await _until(lambda: not _sleepers(sleep), 10)
             assert (await app.store.tasks.get(1)).status is TaskStatus.TIMED_OUT
 
 

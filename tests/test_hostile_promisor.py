@@ -224,13 +224,21 @@ async def test_a_sandboxed_claude_makes_one_and_neither_card_nor_next_turn_runs_
     """In its task directory; the card's diff runs 0.1 s after the turn; the follow-up's CLI
     runs its own ``git status`` there at start."""
     marker = tmp_path / "REMOTE-RAN"
-    steps = [bash(plant(".", canary, marker)), {"text": "PROMISOR planted"}]
+    # Claude 2.1.197 asks for a Bash call that arrives before its sandbox is up (its first
+    # request answered at once while four such CLIs start on two cores: seen 1 in ~30): a real
+    # model's first answer takes longer than that start, so this one does too
+    planting = {**bash(plant(".", canary, marker)), "delay": 2}
+    steps = [planting, {"text": "PROMISOR planted"}]
     anthropic.script("MARK-PROM1", [*steps, {"text": "PROMISOR again"}])  # then the follow-up
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
         async with running_bot(settings, agent_env):
             await fake.user_message("/detach MARK-PROM1 go", OWNER)
-            card = await fake.wait_text(OWNER, "PROMISOR planted", timeout_s=90)
+            try:
+                card = await fake.wait_text(OWNER, "PROMISOR planted", timeout_s=90)
+            except TimeoutError:  # what the chat saw, and what the agent's tool got back
+                said = [c.params.get("text") for c in fake.calls if c.params.get("text")]
+                raise AssertionError((said, anthropic.requests_for("MARK-PROM1")[1:])) from None
             await fake.user_message(
                 "once more", OWNER, reply_to_message_id=card.result["message_id"]
             )

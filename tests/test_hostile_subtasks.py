@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from bot.tasks.taskfile import TaskFile, drop
 from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
 from tests.test_mcp import tool_use
+from tests.test_mcp_ahead import _descends
 from tests.test_walkaway_e2e import repository
 
 R, S, A, U = (
@@ -48,16 +50,17 @@ def test_the_rights_a_parent_may_hand_down():
 
 
 def mcp_config_in_use(timeout_s: float = 60) -> Path:
-    """The ``--mcp-config`` file on a running claude's command line (read from /proc)."""
+    """The ``--mcp-config`` file on the command line of a claude this test's bot runs (read
+    from /proc; another worker's claude is not this test's)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for proc in Path("/proc").iterdir():
             try:
                 argv = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
+                if b"--mcp-config" in argv and _descends(int(proc.name), os.getpid()):
+                    return Path(argv[argv.index(b"--mcp-config") + 1].decode())
+            except (OSError, ValueError, IndexError):
                 continue
-            if b"--mcp-config" in argv:
-                return Path(argv[argv.index(b"--mcp-config") + 1].decode())
         time.sleep(0.1)
     raise AssertionError("no claude with --mcp-config is running")
 

@@ -509,7 +509,10 @@ async def test_a_burst_of_tasks_meets_the_limit_and_each_waits_once_and_goes_on_
         assert len([t for t in mine if "limit has reset" in t]) == 1, (n, mine)
     assert not [t for t in texts if "failed" in t]
     ran_after = [s.task_id for s in engine.specs][-12:]
-    assert ran_after == list(range(1, 13)), engine.specs  # oldest first, each once
+    assert sorted(ran_after) == list(range(1, 13)), engine.specs  # each once
+    # oldest first: claimed in order; the two slots' turns then race to their agents, so a turn
+    # may reach its agent just before the one claimed a moment before it, never later
+    assert all(abs(task_id - n) <= 1 for n, task_id in enumerate(ran_after, 1)), ran_after
 
 
 async def test_the_handover_prompt_holds_what_happened_and_not_what_is_queued_behind(tmp_path):

@@ -159,7 +159,7 @@ async def test_a_reply_after_a_restart_carries_the_history_and_is_priced_by_its_
 async def test_cancel_stops_a_long_command_and_everything_it_started(
     tmp_path, claude_bin, agent_env, workdir, chat
 ):
-    marker = f"sleep 41.{os.getpid() % 100:02d}"
+    marker = f"sleep 42.{os.getpid() % 100:02d}"  # 41.75: test_codex_executor
     chat.script("MARK-LONG", [tool("run", command=f"{marker} & {marker}"), {"text": "never"}])
     async with FakeTelegram() as fake:
         settings = settings_for(tmp_path, fake, claude_bin, workdir, chat)

@@ -18,7 +18,7 @@ from tests.support import fake_claude
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, process_env, running_bot, stop_process
 from tests.support.postgres import postgres_database
-from tests.support.processes import matching
+from tests.support.processes import daemons_of
 from tests.support.workers import Worker, worker_env
 
 GONE_WITHIN_S = 10
@@ -48,12 +48,12 @@ def _stand_ins(pid: int) -> list[psutil.Process]:
     return found
 
 
-async def _agent_and_daemon(pid: int, others: set[int]) -> list[psutil.Process]:
+async def _agent_and_daemon(pid: int) -> list[psutil.Process]:
     """The running agent below ``pid`` and the daemon it forked (not another test's)."""
     async with asyncio.timeout(30):
         while True:
             agents = _stand_ins(pid)
-            daemons = [p for p in matching("fake-daemon-") if p.pid not in others]
+            daemons = daemons_of(pid)
             if agents and daemons:
                 return [*agents, *daemons]
             await asyncio.sleep(0.1)
@@ -97,9 +97,8 @@ async def test_kill_9_of_the_bot_alone_leaves_no_agent_and_no_daemon(tmp_path, w
         procs: list[psutil.Process] = []
         try:
             await fake.wait_call("setMyCommands", timeout_s=60)
-            others = {p.pid for p in matching("fake-daemon-")}
             await fake.user_message("/detach STUBBORN DAEMON ignore SIGINT, fork away", OWNER)
-            procs = await _agent_and_daemon(bot.pid, others)
+            procs = await _agent_and_daemon(bot.pid)
             assert all(_running(p) for p in procs)
 
             os.kill(bot.pid, signal.SIGKILL)  # the bot alone, not its group
@@ -152,9 +151,8 @@ async def test_kill_9_of_a_worker_alone_leaves_no_agent_and_no_daemon(tmp_path, 
                 await worker.start()
                 await worker.ready()
                 assert worker.proc is not None
-                others = {p.pid for p in matching("fake-daemon-")}
                 await fake.user_message("/claude mode=auto STUBBORN DAEMON fork away", OWNER)
-                procs = await _agent_and_daemon(worker.proc.pid, others)
+                procs = await _agent_and_daemon(worker.proc.pid)
 
                 os.kill(worker.proc.pid, signal.SIGKILL)  # the worker alone
                 await asyncio.wait_for(worker.proc.wait(), 10)

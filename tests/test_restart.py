@@ -17,11 +17,14 @@ from tests.support.fake_telegram import TOKEN, FakeTelegram
 from tests.support.harness import OWNER, process_env, stop_process
 from tests.support.processes import matching
 
-SLEEP = "sleep 47.25"
+# each test's agent sleeps its own length: the tests run on several xdist workers at once and find
+# their agents by command line, so one test must never see (or kill) another's
+KILL_SLEEP = "sleep 47.25"
+TERM_SLEEP = "sleep 47.75"
 
 
-def _sleepers() -> list[psutil.Process]:
-    return matching(SLEEP)
+def _sleepers(marker: str) -> list[psutil.Process]:
+    return matching(marker)
 
 
 async def _start_bot(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -43,7 +46,7 @@ async def test_kill_9_during_a_turn_then_resume(
     anthropic.script(
         "MARK-KILL",
         [
-            {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+            {"tool_use": {"name": "Bash", "input": {"command": KILL_SLEEP, "description": "wait"}}},
             {"text": "Resumed and finished."},
         ],
     )
@@ -55,12 +58,12 @@ async def test_kill_9_during_a_turn_then_resume(
             await fake.wait_call("setMyCommands", timeout_s=30)
             await fake.user_message("/detach MARK-KILL wait a while", OWNER)
             await fake.wait_text(OWNER, "#1 mark-kill-wait")
-            await _until(lambda: bool(_sleepers()), 30)
+            await _until(lambda: bool(_sleepers(KILL_SLEEP)), 30)
             os.kill(bot.pid, signal.SIGKILL)
             await asyncio.wait_for(bot.wait(), 10)
             # the agent got its parent-death signal (SIGKILL) and the bot's watchdog stopped its
             # tool (its own process group): no orphan is left
-            await _until(lambda: not _sleepers(), 20)
+            await _until(lambda: not _sleepers(KILL_SLEEP), 20)
 
             mark = len(fake.calls)
             bot = await _start_bot(tmp_path, env)
@@ -98,7 +101,7 @@ async def test_kill_9_during_a_turn_then_resume(
             assert "was interrupted because the bot process stopped" in str(last["messages"])
         finally:
             await stop_process(bot)
-            for proc in _sleepers():
+            for proc in _sleepers(KILL_SLEEP):
                 proc.kill()
     assert bot.returncode is not None
     log = (tmp_path / "bot.log").read_text()
@@ -115,7 +118,7 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(
     anthropic.script(
         "MARK-TERM",
         [
-            {"tool_use": {"name": "Bash", "input": {"command": SLEEP, "description": "wait"}}},
+            {"tool_use": {"name": "Bash", "input": {"command": TERM_SLEEP, "description": "wait"}}},
             {"text": "after"},
         ],
     )
@@ -124,10 +127,10 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(
         bot = await _start_bot(tmp_path, env)
         try:
             await fake.user_message("/detach MARK-TERM wait", OWNER)
-            await _until(lambda: bool(_sleepers()), 30)
+            await _until(lambda: bool(_sleepers(TERM_SLEEP)), 30)
             bot.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(bot.wait(), 15) == 0
-            assert _sleepers() == []
+            assert _sleepers(TERM_SLEEP) == []
             mark = len(fake.calls)
             bot = await _start_bot(tmp_path, env)
             notice = await fake.wait_text(
@@ -136,7 +139,7 @@ async def test_sigterm_stops_agents_cleanly_and_the_next_start_reports(
             assert "#1 mark-term-wait" in notice.params["text"]
         finally:
             await stop_process(bot)
-            for proc in _sleepers():
+            for proc in _sleepers(TERM_SLEEP):
                 proc.kill()
 
 

@@ -130,6 +130,8 @@ async def test_cancelling_a_local_parent_mid_wait_stops_the_tree_and_its_server(
                     len(chat.requests_for("MARK-LCPARENT")) < 2
                 ):
                     await asyncio.sleep(0.1)
+            server = ("--parent 1", str(settings.data_dir.resolve()))
+            assert matching(*server), "the parent's `detach mcp` runs before the cancel"
             await fake.user_message("/cancel 1", OWNER)
             async with asyncio.timeout(30):
                 while [t.status for t in await app.store.tasks.list_for(OWNER, None, 5)] != [
@@ -138,6 +140,6 @@ async def test_cancelling_a_local_parent_mid_wait_stops_the_tree_and_its_server(
                 ]:
                     await asyncio.sleep(0.1)
             async with asyncio.timeout(15):
-                while matching("--parent 1"):
+                while matching(*server):
                     await asyncio.sleep(0.1)
     assert len(chat.requests_for("MARK-LCPARENT")) == 2  # nothing after the wait
