@@ -53,6 +53,7 @@ async def press(fake: FakeTelegram, message_id: int, action: TaskButton) -> None
 
 async def first_turn(fake: FakeTelegram, app) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
     """The task's first card (offering Merge), its directory and its session."""
+    fake.allow_sandboxed(OWNER, "echo wrote")  # its parse, run out of time under load
     await fake.user_message(f"/detach {MARK} write one", OWNER)
     card = await fake.wait_text(OWNER, "wrote one", timeout_s=90)
     assert TaskButton.MERGE in actions(card)

@@ -366,12 +366,12 @@ async def test_a_sandboxed_claude_plants_a_repository_and_the_card_runs_nothing(
     anthropic.script("MARK-PLANT", [bash(planting), {"text": "planted it"}])
     async with FakeTelegram() as fake:
         settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        fake.allow_sandboxed(OWNER, "echo PLANTED")  # its parse, run out of time under load
         async with running_bot(settings, agent_env):
             await fake.user_message("/detach MARK-PLANT go", OWNER)
             card = await fake.wait_text(OWNER, "planted it", timeout_s=90)
             assert "work.txt" in card.params["text"]  # the card's git still lists the change
-            asked = [c for c in fake.calls if "wants to use" in str(c.params.get("text"))]
-            assert asked == []
+            assert fake.asked() == []
     assert "FSMONITOR-RAN" in (workdir / ".git" / "config").read_text()  # the plant was made
     assert sorted(p.name for p in workdir.iterdir()) == [".git", "work.txt"]
     control = subprocess.run(["git", "-C", str(workdir), "status"], env=_clean_env(), timeout=30)

@@ -130,6 +130,9 @@ class FakeTelegram:
         self.deleted: list[int] = []
         self._faults: list[tuple[str, int, str, int | None, Callable[[dict[str, Any]], bool]]] = []
         self.blocks: list[tuple[str, int, str, int | None, Callable[[dict[str, Any]], bool]]] = []
+        self._sandboxed: list[tuple[int, str]] = []  # (user, needle): see allow_sandboxed
+        self.sandboxed_taps: list[int] = []  # the messages allow_sandboxed tapped
+        self._taps: set[asyncio.Task[str]] = set()
 
     def block(
         self,
@@ -158,6 +161,47 @@ class FakeTelegram:
     ) -> None:
         """The next call of ``method`` matching ``where`` fails like Telegram would."""
         self._faults.append((method, code, description, retry_after, where))
+
+    def allow_sandboxed(self, user_id: int, needle: str = "") -> None:
+        """``user_id`` taps Allow on each card asking for a Bash command that contains
+        ``needle`` and stays in the sandbox: one a sandboxed turn runs unasked. Claude 2.1.197
+        parses a command against a 50 ms deadline (read in its binary) and asks for one whose
+        parse ran out of it, as too complex: a loaded machine does that (measured: 1 in 24 turns,
+        eight at once beside four busy loops). For a test whose subject is not that ask; the
+        command still runs in the sandbox."""
+        self._sandboxed.append((user_id, needle))
+
+    def asked(self) -> list[Call]:
+        """The approval cards sent (``allow_sandboxed``'s taps left out)."""
+        return [
+            c
+            for c in self.calls
+            if c.method == "sendMessage"
+            and c.ok
+            and "wants to use" in c.params["text"]
+            and c.result["message_id"] not in self.sandboxed_taps
+        ]
+
+    def _tap_if_sandboxed(self, chat_id: int, message: dict[str, Any]) -> None:
+        text = message["text"]
+        if "wants to use Bash" not in text or "outside the sandbox" in text:
+            return
+        user_id = next((u for u, needle in self._sandboxed if needle in text), None)
+        keys = (message.get("reply_markup") or {}).get("inline_keyboard", [])
+        allow = [
+            b["callback_data"]
+            for row in keys
+            for b in row
+            if b["callback_data"].startswith("ap:") and b["callback_data"].endswith(":allow")
+        ]
+        if user_id is None or not allow:
+            return
+        self.sandboxed_taps.append(message["message_id"])
+        tap = asyncio.get_running_loop().create_task(
+            self.press(chat_id, message["message_id"], allow[0], user_id)
+        )
+        self._taps.add(tap)
+        tap.add_done_callback(self._taps.discard)
 
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=60 * 1024 * 1024)
@@ -545,7 +589,9 @@ class FakeTelegram:
         fields: dict[str, Any] = {"text": visible, **self._thread_fields(chat_id, p)}
         if (p.get("reply_markup") or {}).get("inline_keyboard"):  # Message carries only these
             fields["reply_markup"] = p["reply_markup"]
-        return self._bot_message(chat_id, **fields)
+        message = self._bot_message(chat_id, **fields)
+        self._tap_if_sandboxed(chat_id, message)
+        return message
 
     async def _m_sendDocument(self, p: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         chat_id = int(p["chat_id"])
