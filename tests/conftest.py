@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import workers
+from tests.support import stalls, workers
 from tests.support.anthropic_mock import AnthropicMock
 from tests.support.openai_mock import OpenAIMock
 
@@ -193,6 +193,16 @@ def _reap_workers() -> Iterator[None]:
     """No scale-out worker a test started outlives it (a timed-out test's included)."""
     yield
     workers.reap()
+
+
+@pytest.fixture(autouse=True)
+def _tasks_shown_before_timeout(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test about to reach its time-out prints what its event loop's tasks await
+    (tests/support/stalls.py)."""
+    marker = request.node.get_closest_marker("timeout")
+    limit = marker.args[0] if marker and marker.args else request.config.getini("timeout")
+    with stalls.shown_before(float(limit or 0)):
+        yield
 
 
 @pytest.fixture(scope="session")
