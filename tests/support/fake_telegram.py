@@ -163,12 +163,13 @@ class FakeTelegram:
         self._faults.append((method, code, description, retry_after, where))
 
     def allow_sandboxed(self, user_id: int, needle: str = "") -> None:
-        """``user_id`` taps Allow on each card asking for a Bash command that contains
+        """``user_id`` taps Allow on the first card asking for a Bash command that contains
         ``needle`` and stays in the sandbox: one a sandboxed turn runs unasked. Claude 2.1.197
         parses a command against a 50 ms deadline (read in its binary) and asks for one whose
         parse ran out of it, as too complex: a loaded machine does that (measured: 1 in 24 turns,
         eight at once beside four busy loops). For a test whose subject is not that ask; the
-        command still runs in the sandbox."""
+        command still runs in the sandbox. Once only: a sandbox that asks for every command
+        still fails the test."""
         self._sandboxed.append((user_id, needle))
 
     def asked(self) -> list[Call]:
@@ -194,7 +195,7 @@ class FakeTelegram:
             for b in row
             if b["callback_data"].startswith("ap:") and b["callback_data"].endswith(":allow")
         ]
-        if user_id is None or not allow:
+        if user_id is None or not allow or self.sandboxed_taps:
             return
         self.sandboxed_taps.append(message["message_id"])
         tap = asyncio.get_running_loop().create_task(
