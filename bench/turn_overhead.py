@@ -49,6 +49,7 @@ RUNS = int(os.environ.get("BENCH_RUNS", "48"))
 INTERVAL_DRAWS = 2000
 PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one message a second
 SETTLE_S = 1.0
+KNOBS = ("DETACH_AGENT_", "DETACH_OWNER_TOOLS", "DETACH_WARM_AGENTS")
 
 
 TOOL = ("--allowedTools", "Bash")  # as mode=auto runs it: the tool needs no approval
@@ -205,9 +206,10 @@ async def main() -> None:
             "DETACH_WORKDIR": str(work),
             "DETACH_CLAUDE_BIN": claude,
             "PYTHONPATH": str(ROOT),
-            # DETACH_* knobs of the bot (e.g. DETACH_AGENT_NICE) reach it from this environment
-            **{k: v for k, v in os.environ.items() if k.startswith("DETACH_AGENT_")},
         }
+        # the bot's knobs of the agents' runs (e.g. DETACH_AGENT_NICE, DETACH_OWNER_TOOLS=no)
+        # reach it from this environment
+        bot_env.update((k, v) for k, v in os.environ.items() if k.startswith(KNOBS))
         bot = await asyncio.create_subprocess_exec(
             # the interpreter's flags `detach run` starts with (bot/launch.py)
             sys.executable,
