@@ -184,18 +184,16 @@ class FakeTelegram:
         ]
 
     def _tap_if_sandboxed(self, chat_id: int, message: dict[str, Any]) -> None:
-        text = message["text"]
+        text = message["text"]  # (an English chat's card)
+        if not self._sandboxed or self.sandboxed_taps:
+            return
         if "wants to use Bash" not in text or "outside the sandbox" in text:
             return
         user_id = next((u for u, needle in self._sandboxed if needle in text), None)
         keys = (message.get("reply_markup") or {}).get("inline_keyboard", [])
-        allow = [
-            b["callback_data"]
-            for row in keys
-            for b in row
-            if b["callback_data"].startswith("ap:") and b["callback_data"].endswith(":allow")
-        ]
-        if user_id is None or not allow or self.sandboxed_taps:
+        data = [b.get("callback_data", "") for row in keys for b in row]
+        allow = [d for d in data if d.startswith("ap:") and d.endswith(":allow")]
+        if user_id is None or not allow:
             return
         self.sandboxed_taps.append(message["message_id"])
         tap = asyncio.get_running_loop().create_task(
