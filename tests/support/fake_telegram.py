@@ -167,9 +167,9 @@ class FakeTelegram:
         ``needle`` and stays in the sandbox: one a sandboxed turn runs unasked. Claude 2.1.197
         parses a command against a 50 ms deadline (read in its binary) and asks for one whose
         parse ran out of it, as too complex (the likely cause): a loaded machine makes it ask
-        (measured: 1 in 24 turns, eight at once beside four busy loops). For a test whose subject is not that ask; the
-        command still runs in the sandbox. Once only: a sandbox that asks for every command
-        still fails the test."""
+        (measured: 1 in 24 turns, eight at once beside four busy loops). For a test whose
+        subject is not that ask; the command still runs in the sandbox. Once only: a sandbox
+        that asks for every command still fails the test."""
         self._sandboxed.append((user_id, needle))
 
     def asked(self) -> list[Call]:
