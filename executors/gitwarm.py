@@ -49,6 +49,7 @@ class WarmJail:
     def __init__(self) -> None:
         self._waiting: Waiting | None = None
         self._stopping: set[asyncio.Task[None]] = set()
+        self._spawning: set[asyncio.Future[asyncio.subprocess.Process]] = set()
         self._later: asyncio.Task[None] | None = None
 
     def later(self, delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
@@ -99,7 +100,7 @@ class WarmJail:
             token = gitsession.nonce()
             argv = argv_for(token)
         identities = _identities(argv)
-        proc = await spawn(argv, env)
+        proc = await self._spawned(spawn(argv, env))
         if self._waiting is not None:  # another start ended meanwhile: one jail waits, ours
             self._stop(self._waiting)
         env_items = tuple(sorted(env.items()))
@@ -107,10 +108,33 @@ class WarmJail:
             cwd, tuple(commands), token, tuple(argv), env_items, proc, time.monotonic(), identities
         )
 
+    async def _spawned(
+        self, spawning: Awaitable[asyncio.subprocess.Process]
+    ) -> asyncio.subprocess.Process:
+        """The jail's process, its creation never cancelled: Python 3.11's asyncio can wait
+        forever for a process whose creation was cancelled (seen at a bot's close: its warm
+        jail's start cancelled, the close waited 30 s and more). Cancelled meanwhile, the
+        process is stopped once it is made."""
+        made = asyncio.ensure_future(spawning)
+        self._spawning.add(made)
+        made.add_done_callback(self._spawning.discard)
+        try:
+            return await asyncio.shield(made)
+        except asyncio.CancelledError:
+            made.add_done_callback(self._stop_made)
+            raise
+
+    def _stop_made(self, made: asyncio.Future[asyncio.subprocess.Process]) -> None:
+        if not made.cancelled() and made.exception() is None:
+            self._stop_proc(made.result())
+
     async def aclose(self) -> None:
         if self._later is not None:
             self._later.cancel()
             await asyncio.gather(self._later, return_exceptions=True)
+        if self._spawning:  # a creation goes on (``_spawned``): bounded by the spawn itself
+            await asyncio.wait(self._spawning, timeout=STOP_S)
+            await asyncio.sleep(0)  # their stops (``_stop_made``) are under way
         waiting, self._waiting = self._waiting, None
         if waiting is not None:
             self._stop(waiting)
@@ -118,7 +142,10 @@ class WarmJail:
             await asyncio.gather(*self._stopping, return_exceptions=True)
 
     def _stop(self, waiting: Waiting) -> None:
-        task = asyncio.ensure_future(_stopped(waiting.proc))
+        self._stop_proc(waiting.proc)
+
+    def _stop_proc(self, proc: asyncio.subprocess.Process) -> None:
+        task = asyncio.ensure_future(_stopped(proc))
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)
 

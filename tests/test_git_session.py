@@ -19,6 +19,7 @@ from bot.store import Store
 from bot.turns.baseline import STATUS, TOPLEVEL, opening, prepare
 from executors.gitguard import GitGuard
 from executors.gitscope import FETCHES
+from executors.gitwarm import WarmJail
 from tests.support.fake_engine import FakeEngine, Until
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -197,6 +198,32 @@ async def test_two_jails_started_ahead_at_once_leave_one_waiting(
     finally:
         await guard.aclose()
     assert waiting() == 0
+
+
+async def test_a_jail_whose_start_the_close_cancels_is_stopped_once_made() -> None:
+    """The bot closes while a jail ahead is being created: its creation is not cancelled
+    (Python 3.11 then waited forever: a close hung 30 s), the close waits for it, bounded,
+    and stops it."""
+    warm = WarmJail()
+    gate = asyncio.Event()
+    made: list[asyncio.subprocess.Process] = []
+
+    async def spawn(argv: list[str], env: Any) -> asyncio.subprocess.Process:
+        await gate.wait()
+        proc = await asyncio.create_subprocess_exec(
+            "cat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        made.append(proc)
+        return proc
+
+    warm.later(0, lambda: warm.prepare("/", [("true",)], lambda token: ["x", token], {}, spawn))
+    await asyncio.sleep(0.05)  # in its spawn now
+    closing = asyncio.create_task(warm.aclose())
+    await asyncio.sleep(0.05)
+    assert not closing.done()  # it waits for the creation
+    gate.set()
+    await asyncio.wait_for(closing, 10)
+    assert len(made) == 1 and made[0].returncode is not None
 
 
 async def test_a_jail_ahead_can_wait_and_is_never_left_behind(
