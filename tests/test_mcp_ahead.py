@@ -28,6 +28,7 @@ from tests.test_mcp_zygote import (
     _children,
     _gone,
     _opened,
+    _served_then_gone,
     _server,
     _settings,
     _tools,
@@ -65,10 +66,7 @@ async def test_the_relay_is_handed_to_the_fork_made_ahead_for_it(tmp_path):
         try:
             assert "ask_owner" in await _tools(relay)
             assert _children(zpid) == {ahead}  # no fresh fork: the one made ahead serves
-            assert os.readlink(f"/proc/{relay.pid}/fd/0") in _opened(ahead)
-            relay.stdin.close()  # type: ignore[union-attr]
-            assert await asyncio.wait_for(relay.wait(), BOUND_S) == 0
-            assert await _gone(ahead)
+            await _served_then_gone(relay, ahead)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 relay.kill()

@@ -120,6 +120,15 @@ def _cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 
 
+async def _served_then_gone(relay: asyncio.subprocess.Process, server: int) -> None:
+    """``server`` reads the relay's stdin; the agent done (its stdin closed), the relay ends
+    well and the server is gone."""
+    assert os.readlink(f"/proc/{relay.pid}/fd/0") in _opened(server)
+    relay.stdin.close()  # type: ignore[union-attr]
+    assert await asyncio.wait_for(relay.wait(), BOUND_S) == 0
+    assert await _gone(server)
+
+
 async def _gone(pid: int) -> bool:
     deadline = time.monotonic() + BOUND_S
     while Path(f"/proc/{pid}").exists():
@@ -155,10 +164,7 @@ async def test_a_server_is_a_fork_of_the_zygote_serving_the_same_tools(tmp_path)
             (server,) = forked
             # the relay's descriptors: its stdin is what the server reads (the SDK moves it
             # off fd 0 while it serves)
-            assert os.readlink(f"/proc/{relay.pid}/fd/0") in _opened(server)
-            relay.stdin.close()  # type: ignore[union-attr]  # the agent is done
-            assert await asyncio.wait_for(relay.wait(), BOUND_S) == 0
-            assert await _gone(server)
+            await _served_then_gone(relay, server)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 relay.kill()
