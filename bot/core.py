@@ -51,6 +51,7 @@ from bot.upkeep.recovery import recover
 from bot.workdirs import WorkdirPolicy
 from bot.worktrees.revival import Revival
 from executors import orphans, registry
+from executors.ahead import SpawnAhead
 from executors.check import ShellCheck
 from executors.denied import ReadDenial
 from executors.gitguard import GitGuard
@@ -136,6 +137,9 @@ async def build_core(
         stack.push_async_callback(warm.aclose)
     zygote = Zygote(settings)
     stack.push_async_callback(zygote.aclose)  # after the pool's turns (entered later)
+    spawn_ahead = SpawnAhead() if settings.spawn_ahead and role is not ProcessRole.FRONT else None
+    if spawn_ahead is not None:  # after the pool's turns (entered later)
+        stack.push_async_callback(spawn_ahead.aclose)
     engines = make_engines(
         settings,
         agent_environ,
@@ -145,6 +149,7 @@ async def build_core(
         logged=lambda line: plain(texts.say(DEFAULT_LOCALE, line)),
         warm=warm,
         mcp_ahead=zygote.ahead,
+        spawn_ahead=spawn_ahead,
     )
     background(stack, engines.probe, "probes")  # meanwhile the rest is built, polling starts
     executors = engines.available

@@ -31,6 +31,7 @@ def engine_config(
     presets: Iterable[Preset] = (),
     warm: object | None = None,
     mcp_ahead: McpAhead | None = None,
+    spawn_ahead: object | None = None,
 ) -> EngineConfig:
     """An engine's configuration: its ``DETACH_<NAME>_*`` settings (its settings class, a base
     of Settings: ``bot.ports.EngineSettings``), and its own of ``presets``."""
@@ -47,6 +48,7 @@ def engine_config(
         presets=tuple(p for p in presets if p.engine == spec.name),
         warm=warm,
         mcp_ahead=mcp_ahead,
+        spawn_ahead=spawn_ahead,
     )
 
 
@@ -139,19 +141,23 @@ def make_engines(
     logged: Callable[[Phrase], str] = repr,
     warm: object | None = None,
     mcp_ahead: McpAhead | None = None,
+    spawn_ahead: object | None = None,
 ) -> Engines:
     """Every registered engine's executor, not probed yet (``Engines.probe``); ``given``
     replaces the registry (a test's fake engine); ``sessions`` keeps the conversations of
     engines that keep their own; ``presets``: every model preset (each engine gets its own);
     ``logged``: a status line as the log says it; ``warm``: the warm agents' pool, if on;
-    ``mcp_ahead``: starts a turn's MCP servers ahead of its agent (``EngineConfig``)."""
+    ``mcp_ahead``: starts a turn's MCP servers ahead of its agent; ``spawn_ahead``: an
+    agent's process chain started ahead (both ``EngineConfig``)."""
     if given is not None:
         return Engines(given, logged)
     presets = tuple(presets)
     return Engines(
         {
             spec.name: spec.make(
-                engine_config(settings, spec, environ, sessions, presets, warm, mcp_ahead)
+                engine_config(
+                    settings, spec, environ, sessions, presets, warm, mcp_ahead, spawn_ahead
+                )
             )
             for spec in registry.ENGINES
         },

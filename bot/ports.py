@@ -186,6 +186,9 @@ class EngineConfig:
     # the CLI starts it in and the directory (bot.mcp.launch.Zygote.ahead); None: it starts
     # when the CLI starts it
     mcp_ahead: McpAhead | None = None
+    # an agent's process chain started ahead of its spawn (``executors.ahead.SpawnAhead``,
+    # DETACH_SPAWN_AHEAD); None: every agent's chain starts at its spawn
+    spawn_ahead: object | None = None
 
     def settings_of(self, kind: type[S]) -> S:
         """The engine's settings as its own class (its defaults when none were given)."""

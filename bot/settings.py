@@ -59,6 +59,9 @@ class Settings(BaseSettings, ClaudeSettings, CodexSettings, LocalSettings, Manag
     # directory, mode, settings: executors.warm), stopped after warm_ttl_s unused
     warm_agents: bool = False
     warm_ttl_s: float = Field(default=600, gt=0)
+    # the next agent's process chain (nice, setpriv, its PID namespace) started ahead and
+    # waiting for its argv and environment: executors.ahead; off: each starts at its spawn
+    spawn_ahead: bool = True
     intake_interval_s: float = Field(default=0.5, gt=0)
     progress_interval_s: float = Field(default=3.0, gt=0)
     max_attachment_mb: float = Field(default=20, gt=0, le=20)  # the Bot API serves up to 20 MB

@@ -29,6 +29,7 @@ from bot.ports import (
     SteerInbox,
 )
 from executors import gitguard, sandbox
+from executors.ahead import SpawnAhead
 from executors.claude_channel import ClaudeChannel
 from executors.claude_protocol import json_object, parse_event
 from executors.claude_sandbox import mcp_config_file, sandbox_settings
@@ -69,15 +70,18 @@ class ClaudeExecutor:
         project_settings: bool = False,
         warm: WarmPool | None = None,
         mcp_ahead: McpAhead | None = None,
+        ahead: SpawnAhead | None = None,
     ) -> None:
         """``warm``: a pool of warm agents (DETACH_WARM_AGENTS), else every turn starts cold;
-        ``mcp_ahead``: starts a turn's MCP servers as its CLI is spawned (``EngineConfig``)."""
+        ``mcp_ahead``: starts a turn's MCP servers as its CLI is spawned; ``ahead``: its
+        process chain started ahead (both ``EngineConfig``)."""
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
         self._project_settings = project_settings
         self._warm = warm
         self._mcp_ahead = mcp_ahead
+        self._ahead = ahead
         self._template: TurnSpec | None = None  # the last new task's start, task-neutral
 
     def argv(self, spec: TurnSpec, mcp_config: Path | None = None) -> list[str]:
@@ -202,7 +206,15 @@ class ClaudeExecutor:
             argv = self.argv(spec, mcp_config)
             warm = await self._take_warm(spec, argv, env)
             async with agent_process(
-                self.engine, self._binary, argv, spec, env, self._grace_s, warm=warm, own_tmp=True
+                self.engine,
+                self._binary,
+                argv,
+                spec,
+                env,
+                self._grace_s,
+                warm=warm,
+                own_tmp=True,
+                ahead=self._ahead,
             ) as agent:
                 channel = ClaudeChannel(agent.proc, approver, steering)
                 try:
@@ -386,6 +398,7 @@ def _make(config: EngineConfig) -> ClaudeExecutor:
         project_settings=config.settings_of(ClaudeSettings).claude_project_settings,
         warm=config.warm if isinstance(config.warm, WarmPool) else None,
         mcp_ahead=config.mcp_ahead,
+        ahead=config.spawn_ahead if isinstance(config.spawn_ahead, SpawnAhead) else None,
     )
 
 

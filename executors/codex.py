@@ -30,6 +30,7 @@ from bot.ports import (
     SteerInbox,
 )
 from executors import gitguard, leftovers, orphans
+from executors.ahead import SpawnAhead
 from executors.codex_mcp import mcp_config, servers_settled
 from executors.codex_protocol import (
     COMMAND_APPROVAL,
@@ -79,8 +80,12 @@ class CodexExecutor:
         secrets: Iterable[str] = (),
         cancel_grace_s: float = 5.0,
         settings: CodexSettings | None = None,
+        *,
+        ahead: SpawnAhead | None = None,
     ) -> None:
+        """``ahead``: the app-server's process chain started ahead (``EngineConfig``)."""
         settings = settings or CodexSettings()
+        self._ahead = ahead
         self._binary = binary
         self._env = agent_env(env, secrets)
         self._grace_s = cancel_grace_s
@@ -229,6 +234,7 @@ class CodexExecutor:
             env,
             self._grace_s,
             first=signal.SIGTERM,
+            ahead=self._ahead,
         ) as agent:
             rpc = Rpc(agent.proc)
             started: tuple[str, str] | None = None
@@ -377,6 +383,7 @@ def _make(config: EngineConfig) -> CodexExecutor:
         config.secrets,
         config.cancel_grace_s,
         config.settings_of(CodexSettings),
+        ahead=config.spawn_ahead if isinstance(config.spawn_ahead, SpawnAhead) else None,
     )
 
 

@@ -15,7 +15,7 @@ import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import AgentCrashed, AgentNotInstalled, Bound, StreamBounded
 from bot.models import Phrase, TurnSpec
@@ -23,6 +23,9 @@ from executors import pidns
 from executors.procs import RUN_ENV, this_run
 from executors.shield import shielded
 from executors.tree import TAG_ENV, exited, stop_tree, wait_exit
+
+if TYPE_CHECKING:
+    from executors.ahead import SpawnAhead
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ def agent_env(base: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]
 
 
 @functools.cache
-def _prefix(nice: int, contained: bool = False) -> tuple[str, ...]:
+def chain(nice: int, contained: bool = False) -> tuple[str, ...]:
     """``nice``: a lower CPU priority for the agent and all it starts (the bot is not kept
     waiting); ``setpriv``: SIGKILL when the bot dies, even for an agent ignoring SIGINT; and,
     unless ``contained`` (it makes its own), a PID namespace that dies with the bot, and all
@@ -84,15 +87,19 @@ async def spawn(
     tag: str | None = None,
     nice: int = 0,
     contained: bool = False,
+    ahead: SpawnAhead | None = None,
 ) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
     (see TAG_ENV) and with this process's run (RUN_ENV: what its watchdog stops when it dies),
     ``nice`` steps below the bot's CPU priority, in a PID namespace that dies with the bot
-    unless ``contained`` (``argv`` makes its own: Detach's sandbox); safe to cancel."""
+    unless ``contained`` (``argv`` makes its own: Detach's sandbox); safe to cancel.
+    ``ahead``: its chain, when one started ahead is the same (``executors.ahead``)."""
     env = {**env, TAG_ENV: tag, RUN_ENV: this_run()} if tag else dict(env)
+    if ahead is not None and not contained and (proc := ahead.run(argv, cwd, env, nice)):
+        return proc
     return await created(
         asyncio.create_subprocess_exec(
-            *_prefix(nice, contained),
+            *chain(nice, contained),
             *argv,
             cwd=cwd,
             env=env,
@@ -170,6 +177,7 @@ async def start_agent(
     nice: int = 0,
     binary: str | None = None,
     own_tmp: bool = False,
+    ahead: SpawnAhead | None = None,
 ) -> AgentProcess:
     """Spawn an agent (a missing binary is ``AgentNotInstalled``) and keep its stderr tail;
     ``own_tmp``: with a TMPDIR of its own (0700; ``let_go`` removes it). Claude Code's sandbox
@@ -178,7 +186,9 @@ async def start_agent(
     its commands' traffic went through the other turn's proxy, with that turn's allowed hosts."""
     tmp = await asyncio.to_thread(_made_tmp, env) if own_tmp else None
     try:
-        proc = await spawn(argv, cwd, {**env, "TMPDIR": tmp} if tmp else env, tag, nice)
+        proc = await spawn(
+            argv, cwd, {**env, "TMPDIR": tmp} if tmp else env, tag, nice, ahead=ahead
+        )
     except OSError as exc:
         await _removed(tmp)
         raise AgentNotInstalled(engine, binary or argv[0]) from exc
@@ -217,18 +227,22 @@ async def agent_process(
     first: signal.Signals = signal.SIGINT,
     warm: AgentProcess | None = None,
     own_tmp: bool = False,
+    ahead: SpawnAhead | None = None,
 ) -> AsyncIterator[AgentProcess]:
     """The skeleton every engine's turn runs in: spawn (or take ``warm``, started for this
-    very argv and environment: ``executors.warm``), keep the stderr tail, and whatever ends the
+    very argv and environment: ``executors.warm``; else its chain started ``ahead``, when one
+    is the same), keep the stderr tail, and whatever ends the
     turn (its end, an error, a cancel) stop the agent's whole tree, shielded from further
     cancels."""
     # the moment the bot hands the agent to the OS (the "started" line below comes after the
     # pipes are connected, while the loop runs others' work: a few ms later, the agent running)
     log.debug("task %s turn %s: %s spawning", spec.task_id, spec.turn_id, engine)
     agent = warm or await start_agent(
-        engine, argv, str(spec.cwd), env, spec.process_tag, spec.nice, binary, own_tmp
+        engine, argv, str(spec.cwd), env, spec.process_tag, spec.nice, binary, own_tmp, ahead
     )
     how = "warm, taken" if warm else "started"
+    if ahead is not None and ahead.given == agent.pid:
+        how = "started ahead"
     log.info("task %s turn %s: %s pid %s %s", spec.task_id, spec.turn_id, engine, agent.pid, how)
     try:
         yield agent

@@ -1,0 +1,190 @@
+"""An agent's process chain started ahead (issue #54): before an agent runs, its spawn starts
+``nice``, ``setpriv`` and bubblewrap's PID namespace (``process.spawn``), ~5 ms of the ~7 a
+cold spawn takes until the agent's own first instruction, none of it depending on the task.
+So one chain is started ahead and waits at its end, in a small Perl program (the ``gate``),
+for the next agent's directory, binary, argv and environment on its stdin; given them, it
+changes to the directory and execs the binary with exactly that argv and environment, and
+the pipes become the agent's, as a cold spawn's would.
+
+Used only for a spawn that would start the same chain now: the same ``nice``, not
+``contained`` (an argv with its own sandbox: cold, as before), a binary and a directory that
+exist (else the cold spawn raises what it raises). Nothing of a task is in a waiting chain:
+its environment is this run's mark (``RUN_ENV``, which the watchdog stops) and nothing else,
+and it ends by itself after ``WAIT_S`` (an alarm cancelled at the exec). Perl is Debian's
+``perl-base`` (essential); where it is missing every spawn is cold. The gate leaves the signal
+dispositions, the signal mask and the descriptors as a cold spawn has them (tested)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+
+from executors import pidns
+from executors.process import LINE_LIMIT, chain, created
+from executors.procs import RUN_ENV, this_run
+
+log = logging.getLogger(__name__)
+
+WAIT_S = 600  # a waiting chain ends by itself then
+MARGIN_S = 60.0  # one this close to its end is not taken
+STOP_S = 5.0
+# stdin: a 4-byte length, then NUL-separated: directory, binary, argc, argv..., NAME=VALUE...
+GATE = r"""
+use strict; alarm($ARGV[0]);
+sub need { my ($n) = @_; my $b = '';
+  while (length($b) < $n) { my $r = sysread(STDIN, $b, $n - length($b), length($b));
+    exit 0 unless $r; }
+  return $b; }
+my @f = split(/\0/, need(unpack('N', need(4))), -1);
+my ($dir, $exe, $argc) = splice(@f, 0, 3); my @argv = splice(@f, 0, $argc);
+chdir($dir) or do { print STDERR "detach: cannot enter $dir: $!\n"; exit 127 };
+%ENV = map { split(/=/, $_, 2) } @f; alarm(0);
+{ exec { $exe } @argv; } print STDERR "detach: cannot run $exe: $!\n"; exit 127;
+"""
+
+
+class SpawnAhead:
+    """At most one chain waiting (for the ``nice`` last spawned), ``wait_s`` at most."""
+
+    def __init__(self, perl: str | None = None, wait_s: int = WAIT_S) -> None:
+        self._perl = perl if perl is not None else shutil.which("perl")
+        self._wait_s = wait_s
+        self._waiting: tuple[int, float, asyncio.subprocess.Process] | None = None
+        self._starting: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.given: int | None = None  # the pid of the last chain given an agent
+
+    @property
+    def usable(self) -> bool:
+        return self._perl is not None and not self._closed
+
+    def run(
+        self, argv: Sequence[str], cwd: str, env: Mapping[str, str], nice: int
+    ) -> asyncio.subprocess.Process | None:
+        """The waiting chain, given ``argv`` to run in ``cwd`` with exactly ``env``; None when
+        none waits that a cold spawn of these would equal (then spawn cold). Another is
+        started for the next spawn, off the caller's way."""
+        if not self.usable:
+            return None
+        waiting, self._waiting = self._waiting, None
+        self._replenish(nice)
+        if waiting is None:
+            return None
+        made_for, started, proc = waiting
+        header = _header(argv, cwd, env, bool(pidns.prefix()))
+        if (
+            made_for != nice
+            or proc.returncode is not None
+            or time.monotonic() - started > self._wait_s - min(MARGIN_S, self._wait_s / 2)
+            or header is None
+            or proc.stdin is None
+        ):
+            self._stop(proc)
+            return None
+        proc.stdin.write(header)
+        self.given = proc.pid
+        return proc
+
+    def _replenish(self, nice: int) -> None:
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.ensure_future(self._start(nice))
+
+    async def _start(self, nice: int) -> None:
+        assert self._perl is not None
+        try:
+            proc = await created(
+                asyncio.create_subprocess_exec(
+                    *chain(nice),
+                    self._perl,
+                    "-e",
+                    GATE,
+                    str(self._wait_s),
+                    cwd="/",
+                    env={RUN_ENV: this_run()},
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                    limit=LINE_LIMIT,
+                )
+            )
+        except OSError as exc:
+            log.warning("no agent chain started ahead: %s", exc)
+            return
+        if self._closed or self._waiting is not None:
+            self._stop(proc)
+            return
+        self._waiting = (nice, time.monotonic(), proc)
+
+    async def settled(self) -> None:
+        """Once the chain being started (if any) waits, or failed to start."""
+        if self._starting is not None:
+            await asyncio.shield(self._starting)
+
+    @property
+    def waiting(self) -> asyncio.subprocess.Process | None:
+        return self._waiting[2] if self._waiting is not None else None
+
+    def _stop(self, proc: asyncio.subprocess.Process) -> None:
+        task = asyncio.ensure_future(_stopped(proc))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def aclose(self) -> None:
+        """The waiting chain ends (and one being started, once made)."""
+        self._closed = True
+        if self._starting is not None:
+            self._starting.cancel()  # ``created`` stops a process made meanwhile
+            await asyncio.gather(self._starting, return_exceptions=True)
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._stop(waiting[2])
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
+
+
+def _header(
+    argv: Sequence[str], cwd: str, env: Mapping[str, str], namespaced: bool
+) -> bytes | None:
+    """What the gate reads; None where a cold spawn would differ or fail: a binary not found
+    on ``env``'s PATH, a directory that is none, a NUL or a bad name (the cold spawn raises).
+    ``namespaced``: the chain has bubblewrap, which sets ``PWD`` to the directory it enters
+    (its real path) for what it runs: so does the gate then."""
+    if not argv or not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        return None
+    if "/" in argv[0] and not os.path.isabs(argv[0]):
+        return None  # found from the agent's directory: left to the cold spawn
+    exe = shutil.which(argv[0], path=env.get("PATH", os.defpath))
+    if exe is None:
+        return None
+    if namespaced:
+        env = {**env, "PWD": os.path.realpath(cwd)}
+    pairs = [f"{name}={value}" for name, value in env.items()]
+    fields = [cwd, exe, str(len(argv)), *argv, *pairs]
+    if any("\0" in f for f in fields) or any(not n or "=" in n for n in env):
+        return None
+    try:
+        body = b"\0".join(os.fsencode(f) for f in fields)
+    except UnicodeError:
+        return None
+    return len(body).to_bytes(4, "big") + body
+
+
+async def _stopped(proc: asyncio.subprocess.Process) -> None:
+    """A waiting chain ends: its stdin closed (the gate exits, having run nothing), killed if
+    it does not within STOP_S."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        async with asyncio.timeout(STOP_S):
+            await proc.communicate()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
