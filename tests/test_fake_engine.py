@@ -128,3 +128,33 @@ async def test_a_new_task_with_a_free_slot_is_created_running_and_waits_when_non
                 await asyncio.sleep(0.02)
         assert engine.prompts == ["first", "second"]
         assert (await app.store.tasks.get(first.id)).status is TaskStatus.DONE
+
+
+async def test_a_command_handled_twice_starts_one_task(tmp_path, workdir):
+    """The message a task command came in starts one task however often it is handled (its
+    update delivered again after a restart): the second handling finds the first's task. The
+    lookup runs beside the planning; a command the planning refuses says so, and starts none."""
+    from bot.errors import UserInputError
+    from bot.models import TaskKind
+    from bot.tasks.requests import ChatRequest
+
+    engine = FakeEngine(RECORDED)
+    async with app_in_own_task(
+        _settings(tmp_path, workdir), session=RecordingSession(), executors={"claude": engine}
+    ) as app:
+
+        def request(text: str) -> ChatRequest:
+            return ChatRequest(
+                OWNER, OWNER, TaskKind.SESSION, text, "en", "claude", "claude", reply_to=77
+            )
+
+        first = await app.uses.create.from_chat(request("check the build"))
+        again = await app.uses.create.from_chat(request("check the build"))
+        assert first is not None and again is not None and again.id == first.id
+        try:
+            await app.uses.create.from_chat(request("mode=nonsense check the build"))
+        except UserInputError:
+            pass
+        else:
+            raise AssertionError("an unknown mode was taken")
+        assert [t.id for t in await app.store.tasks.list_for(OWNER)] == [first.id]

@@ -4,6 +4,7 @@ shares: started, or through its preflight (when it gets one), which may hold it 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -76,18 +77,28 @@ class TaskRequests:
         command Telegram delivers twice starts one task; its attachments go into the task's
         directory (kept with its hold meanwhile), and the prompt says where."""
         r = request
-        planned = await self._planner.plan_text(
-            r.user_id, r.chat_id, r.kind, r.text, r.locale, r.command, engine=r.engine,
-            with_options=r.with_options, attached=mention(list(r.attachments)),
-        )  # fmt: skip
+        # whether the message started a task already: read while the task is planned
+        linked = (
+            asyncio.ensure_future(self._lookup.task_linked(r.chat_id, r.reply_to))
+            if r.reply_to is not None
+            else None
+        )
+        try:
+            planned = await self._planner.plan_text(
+                r.user_id, r.chat_id, r.kind, r.text, r.locale, r.command, engine=r.engine,
+                with_options=r.with_options, attached=mention(list(r.attachments)),
+            )  # fmt: skip
+        except BaseException:
+            if linked is not None:
+                linked.cancel()
+                await asyncio.gather(linked, return_exceptions=True)
+            raise
         new, options, words = planned.new, planned.options, planned.words
         if r.attachments:  # the chat shows the words and the files' names, not the plumbing
             new = dataclasses.replace(new, title=titled(words, r.attachments))
-        if r.reply_to is not None:
-            existing = await self._lookup.task_linked(r.chat_id, r.reply_to)
-            if existing is not None:
-                log.info("message %s already started task %s", r.reply_to, existing)
-                return await self._lookup.get_own(r.user_id, existing)
+        if linked is not None and (existing := await linked) is not None:
+            log.info("message %s already started task %s", r.reply_to, existing)
+            return await self._lookup.get_own(r.user_id, existing)
         admitted = await self._admit(new, options, r.engine is not None, r.reply_to, r.attachments)
         return admitted if isinstance(admitted, Task) else None
 
