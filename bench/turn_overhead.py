@@ -49,7 +49,7 @@ RUNS = int(os.environ.get("BENCH_RUNS", "48"))
 INTERVAL_DRAWS = 2000
 PACE_REFILL_S = 3.2  # Telegram's pace as deployed: a burst of 3, then one message a second
 SETTLE_S = 1.0
-KNOBS = ("DETACH_AGENT_", "DETACH_OWNER_TOOLS", "DETACH_WARM_AGENTS")
+KNOBS = ("DETACH_AGENT_", "DETACH_OWNER_TOOLS", "DETACH_WARM_AGENTS", "DETACH_SPAWN_AHEAD")
 
 
 TOOL = ("--allowedTools", "Bash")  # as mode=auto runs it: the tool needs no approval

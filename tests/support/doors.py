@@ -241,14 +241,16 @@ async def signed_in(bench: Bench) -> AsyncIterator[None]:
         jar = aiohttp.CookieJar(unsafe=True)  # the board is at 127.0.0.1
         timeout = aiohttp.ClientTimeout(total=WAIT_S)
         browser = await stack.enter_async_context(
-            aiohttp.ClientSession(cookie_jar=jar, timeout=timeout)
+            aiohttp.ClientSession(cookie_jar=jar, timeout=timeout, connector=_connector())
         )
         async with browser.get(url + link.group(2), allow_redirects=False) as response:
             assert response.status == 303, response.status
         async with browser.get(f"{url}/api/me") as response:
             csrf = (await response.json())["csrf"]
         bench.board = Board(browser, url, {"X-CSRF-Token": csrf})
-        phone = await stack.enter_async_context(aiohttp.ClientSession(timeout=timeout))
+        phone = await stack.enter_async_context(
+            aiohttp.ClientSession(timeout=timeout, connector=_connector())
+        )
         async with phone.post(
             f"{url}/auth/webapp", data={"initData": init_data(OWNER, bench.token)}
         ) as response:
@@ -264,3 +266,9 @@ async def signed_in(bench: Bench) -> AsyncIterator[None]:
         )
         bench.mcp = await stack.enter_async_context(Client(server))
         yield
+
+
+def _connector() -> aiohttp.TCPConnector:
+    """A client that reuses a connection only while the board keeps it (its ``keepalive_s``,
+    5 s): one reused as the board closed it was reset under load (a browser retries then)."""
+    return aiohttp.TCPConnector(keepalive_timeout=1.0)
