@@ -95,7 +95,7 @@ async def spawn(
     unless ``contained`` (``argv`` makes its own: Detach's sandbox); safe to cancel.
     ``ahead``: its chain, when one started ahead is the same (``executors.ahead``)."""
     env = {**env, TAG_ENV: tag, RUN_ENV: this_run()} if tag else dict(env)
-    if ahead is not None and not contained and (proc := ahead.run(argv, cwd, env, nice)):
+    if ahead is not None and not contained and (proc := await ahead.run(argv, cwd, env, nice)):
         return proc
     return await created(
         asyncio.create_subprocess_exec(
@@ -241,7 +241,7 @@ async def agent_process(
         engine, argv, str(spec.cwd), env, spec.process_tag, spec.nice, binary, own_tmp, ahead
     )
     how = "warm, taken" if warm else "started"
-    if ahead is not None and ahead.given == agent.pid:
+    if ahead is not None and ahead.given is agent.proc:
         how = "started ahead"
     log.info("task %s turn %s: %s pid %s %s", spec.task_id, spec.turn_id, engine, agent.pid, how)
     try:

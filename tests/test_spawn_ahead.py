@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -82,11 +83,11 @@ async def test_an_agent_through_the_chain_ahead_sees_what_a_cold_spawn_shows(tmp
     argv, cwd, env = _argv(tmp_path)
     ahead = SpawnAhead()
     try:
-        assert ahead.run(argv, cwd, env, 7) is None  # none waits yet: one is started
+        assert await ahead.run(argv, cwd, env, 7) is None  # none waits yet: one is started
         await _ready(ahead, 7)
         waiting = ahead.waiting
         warm = await spawn(argv, cwd, env, "t:ahead.1", 7, ahead=ahead)
-        assert warm is waiting and ahead.given == warm.pid
+        assert warm is waiting and ahead.given is warm
         cold = await spawn(argv, cwd, env, "t:ahead.1", 7)
         seen_warm, seen_cold = await _seen(warm), await _seen(cold)
     finally:
@@ -104,15 +105,15 @@ async def test_a_chain_of_another_priority_is_stopped_and_the_spawn_is_cold(tmp_
     argv, cwd, env = _argv(tmp_path)
     ahead = SpawnAhead()
     try:
-        ahead.run(argv, cwd, env, 5)
+        await ahead.run(argv, cwd, env, 5)
         await _ready(ahead, 5)
         other = ahead.waiting
         assert other is not None
-        assert ahead.run(argv, cwd, env, 6) is None  # not for nice 6: stopped, cold
+        assert await ahead.run(argv, cwd, env, 6) is None  # not for nice 6: stopped, cold
         async with asyncio.timeout(WAIT_S):
             assert await other.wait() == 0  # its gate ran nothing: stdin closed, it exits
         await _ready(ahead, 6)
-        proc = ahead.run(argv, cwd, env, 6)
+        proc = await ahead.run(argv, cwd, env, 6)
         assert proc is not None
         assert (await _seen(proc))["nice"] == os.getpriority(os.PRIO_PROCESS, 0) + 6
     finally:
@@ -123,21 +124,27 @@ async def test_what_a_cold_spawn_refuses_is_left_to_it(tmp_path):
     argv, cwd, env = _argv(tmp_path)
     ahead = SpawnAhead()
     try:
-        ahead.run(argv, cwd, env, 3)
+        await ahead.run(argv, cwd, env, 3)
+        await _ready(ahead, 3)
+        waiting = ahead.waiting
         for bad in (
             (["no-such-agent-binary"], cwd, env),
             ([str(tmp_path)], cwd, env),  # a directory
             (argv, str(tmp_path / "gone"), env),
             (argv, cwd, {**env, "NUL": "a\0b"}),
             ([*argv, "a\0b"], cwd, env),
+            (["python3"], cwd, {**env, "PATH": f"bin:{env['PATH']}"}),  # searched from cwd
+            (["bin/python3"], cwd, env),
+            (argv, cwd, {**env, "PWD": cwd}),  # through the link: bubblewrap would keep it
+            ([*argv, "x" * os.sysconf("SC_ARG_MAX")], cwd, env),
         ):
-            await _ready(ahead, 3)
-            assert ahead.run(*bad, 3) is None
+            assert await ahead.run(*bad, 3) is None, bad
+            assert ahead.waiting is waiting  # left waiting for the next spawn
         await _ready(ahead, 3)
         waiting = ahead.waiting
         # cold, as without a chain ahead: its `nice` starts, and says what it could not run
         proc = await spawn(["no-such-agent-binary"], cwd, env, "t:ahead.2", 3, ahead=ahead)
-        assert proc is not waiting and ahead.given is None
+        assert proc is not waiting and ahead.given is None and ahead.waiting is waiting
         async with asyncio.timeout(WAIT_S):
             _, err = await proc.communicate()
         assert proc.returncode != 0 and b"no-such-agent-binary" in err
@@ -148,7 +155,7 @@ async def test_what_a_cold_spawn_refuses_is_left_to_it(tmp_path):
 async def test_a_waiting_chain_holds_nothing_of_a_task_and_ends_with_its_close(tmp_path):
     argv, cwd, env = _argv(tmp_path)
     ahead = SpawnAhead()
-    ahead.run(argv, cwd, {**env, "SECRET": "s3cr3t-of-the-task"}, 4)
+    await ahead.run(argv, cwd, {**env, "SECRET": "s3cr3t-of-the-task"}, 4)
     await _ready(ahead, 4)
     waiting = ahead.waiting
     assert waiting is not None
@@ -165,7 +172,7 @@ async def test_a_waiting_chain_holds_nothing_of_a_task_and_ends_with_its_close(t
     assert waiting.returncode is not None
     for pid in chain:
         assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
-    assert ahead.run(argv, cwd, env, 4) is None  # closed: no chain is started any more
+    assert await ahead.run(argv, cwd, env, 4) is None  # closed: no chain is started any more
     assert ahead.waiting is None
 
 
@@ -173,15 +180,22 @@ async def test_a_chain_nobody_takes_ends_by_itself(tmp_path):
     argv, cwd, env = _argv(tmp_path)
     ahead = SpawnAhead(wait_s=1)
     try:
-        ahead.run(argv, cwd, env, 2)
+        await ahead.run(argv, cwd, env, 2)
         await _ready(ahead, 2)
         waiting = ahead.waiting
         assert waiting is not None
         async with asyncio.timeout(WAIT_S):
             await waiting.wait()  # the gate's alarm
-        assert ahead.run(argv, cwd, env, 2) is None  # gone: the spawn is cold
+        assert await ahead.run(argv, cwd, env, 2) is None  # gone: the spawn is cold
     finally:
         await ahead.aclose()
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _zombie(pid: int) -> bool:
@@ -211,3 +225,25 @@ async def test_the_bot_starts_the_next_turns_agent_through_its_chain_ahead(
     ahead = [line for line in started if line.endswith(" started ahead")]
     assert len(ahead) == (1 if on else 0), started
     assert sum(line.endswith(" started") for line in started) == (1 if on else 2), started
+
+
+async def test_a_chain_that_died_waiting_is_not_given_the_agent(tmp_path):
+    """A chain killed while it waited (not yet reaped: its return code unknown) never says it
+    entered the directory: the spawn is cold, and nothing of the dead one is left."""
+    argv, cwd, env = _argv(tmp_path)
+    ahead = SpawnAhead()
+    try:
+        await ahead.run(argv, cwd, env, 1)
+        await _ready(ahead, 1)
+        waiting = ahead.waiting
+        assert waiting is not None
+        async with asyncio.timeout(WAIT_S):  # its gate, once up
+            while not (gate := [p for p in descendants(waiting.pid) if _name(p.pid) == "perl"]):
+                await asyncio.sleep(0.01)
+        os.kill(gate[0].pid, signal.SIGKILL)
+        assert await ahead.run(argv, cwd, env, 1) is None
+        assert ahead.given is None
+        async with asyncio.timeout(WAIT_S):
+            await waiting.wait()
+    finally:
+        await ahead.aclose()
