@@ -8,7 +8,9 @@ stamps the time before it execs the stand-in, after the bot's `nice`/`setpriv` c
 own start) is taken.
 Not the bot's "claude pid … started" line: that comes once the agent's pipes are connected,
 while the loop runs other turns' work, up to tens of ms after the agent is running.
-Prints p50 and p99 (and the same with nothing else running)."""
+Prints p50 and p99 (and the same with nothing else running), and the p50 of the part from the
+bot's `spawning` line to that stamp: what the agent's process chain (`nice`, `setpriv`, the PID
+namespace; started ahead unless DETACH_SPAWN_AHEAD is off) takes."""
 
 from __future__ import annotations
 
@@ -37,16 +39,20 @@ IDLE_PROBES = 20
 
 
 class Spawns(logging.Handler):
-    """Which turn each task's agent runs (the bot's "started" line), and when each turn's agent
-    began (the wall-clock stamps its wrapper wrote, by the turn in its process tag)."""
+    """Which turn each task's agent runs (the bot's "started" line), when the bot began to
+    spawn it (its "spawning" line), and when each turn's agent began (the wall-clock stamps its
+    wrapper wrote, by the turn in its process tag)."""
 
     def __init__(self, stamps: Path) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.stamps = stamps
         self.turn_of: dict[int, int] = {}
+        self.spawning: dict[int, float] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
+        if record.name == "executors.process" and message.endswith(" spawning"):
+            self.spawning.setdefault(int(message.split()[1]), record.created)
         if record.name == "executors.process" and " started" in message:
             words = message.split()  # "task 7 turn 7: claude pid … started"
             self.turn_of.setdefault(int(words[1]), int(words[3].rstrip(":")))
@@ -76,14 +82,16 @@ def stamped(agent: str, stamps: Path) -> str:
     return str(path)
 
 
-async def probe(fake: FakeTelegram, spawns: Spawns, task_id: int) -> float:
+async def probe(fake: FakeTelegram, spawns: Spawns, task_id: int) -> tuple[float, float]:
+    """From the update to the agent, and from the bot's spawn to the agent (seconds)."""
     began = time.time()  # the wrapper's clock
     await fake.user_message(f"/claude mode=auto probe {task_id}", OWNER)
     async with asyncio.timeout(30):
         while task_id not in spawns.turn_of:
             await asyncio.sleep(0.001)
     await fake.wait_text(OWNER, f"probe {task_id}", timeout_s=30)  # its card: it is done
-    return await spawns.at(task_id) - began
+    at = await spawns.at(task_id)
+    return at - began, at - spawns.spawning[task_id]
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
@@ -100,7 +108,7 @@ async def main() -> None:
         claude = stamped(fake_claude.script(home), stamps)
         spawns = Spawns(stamps)
         logging.getLogger("executors.process").addHandler(spawns)
-        logging.getLogger("executors.process").setLevel(logging.INFO)
+        logging.getLogger("executors.process").setLevel(logging.DEBUG)
         env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
         async with FakeTelegram(flood_burst=200, flood_per_s=200) as fake:
             settings = make_settings(
@@ -116,11 +124,13 @@ async def main() -> None:
                 await fake.wait_call("setMyCommands")
                 await lazy_types.warm()  # as `detach run` does once polling started
                 task_id = 1
-                first = await probe(fake, spawns, task_id)  # the first task after start
-                idle = []
+                first, _ = await probe(fake, spawns, task_id)  # the first task after start
+                idle, idle_chain = [], []
                 for _ in range(IDLE_PROBES):
                     task_id += 1
-                    idle.append(await probe(fake, spawns, task_id))
+                    whole, chain = await probe(fake, spawns, task_id)
+                    idle.append(whole)
+                    idle_chain.append(chain)
                 for _ in range(BUSY):
                     task_id += 1
                     await fake.user_message(f"/claude mode=auto HANG busy {task_id}", OWNER)
@@ -128,10 +138,12 @@ async def main() -> None:
                     while len([t for t in spawns.turn_of if t > IDLE_PROBES + 1]) < BUSY:
                         await asyncio.sleep(0.05)
                 await asyncio.sleep(2.0)  # their progress messages are ticking now
-                busy = []
+                busy, busy_chain = [], []
                 for _ in range(PROBES):
                     task_id += 1
-                    busy.append(await probe(fake, spawns, task_id))
+                    whole, chain = await probe(fake, spawns, task_id)
+                    busy.append(whole)
+                    busy_chain.append(chain)
                 for n in range(IDLE_PROBES + 2, IDLE_PROBES + 2 + BUSY):
                     await fake.user_message(f"/cancel {n}", OWNER)
                 await asyncio.sleep(3.0)
@@ -147,6 +159,11 @@ async def main() -> None:
         f"update -> agent spawned, {BUSY} turns running: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
         f"({PROBES} probes)"
     )
+    ahead = "started ahead" if settings.spawn_ahead else "cold"
+    for label, values in (("idle", idle_chain), (f"{BUSY} running", busy_chain)):
+        p50 = 1000 * statistics.median(values)
+        print(f"the bot's spawn -> agent running, {label}: p50 {p50:.1f} ms (its chain {ahead})")
+        record(Figure(f"the bot's spawn -> agent running, {label}, p50", p50, "ms"))
 
 
 if __name__ == "__main__":
