@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from executors import pidns
 from executors.process import LINE_LIMIT, chain, created
 from executors.procs import RUN_ENV, this_run
+from executors.tree import ended_waiting
 
 log = logging.getLogger(__name__)
 
@@ -155,14 +156,14 @@ class SpawnAhead:
         return self._waiting[2] if self._waiting is not None else None
 
     def _stop(self, proc: asyncio.subprocess.Process) -> None:
-        self._track(asyncio.ensure_future(_stopped(proc)))
+        self._track(asyncio.ensure_future(ended_waiting(proc, STOP_S)))
 
     def _kill(self, proc: asyncio.subprocess.Process) -> None:
         """A chain that may have started an agent: the outer bubblewrap killed, the namespace
         with it (its init dies with its parent)."""
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        self._track(asyncio.ensure_future(_stopped(proc)))
+        self._track(asyncio.ensure_future(ended_waiting(proc, STOP_S)))
 
     def _track(self, task: asyncio.Task[None]) -> None:
         self._stopping.add(task)
@@ -227,17 +228,3 @@ def _same_dir(path: str, cwd: str) -> bool:
         return os.path.isabs(path) and os.path.samefile(path, cwd)
     except OSError:
         return False
-
-
-async def _stopped(proc: asyncio.subprocess.Process) -> None:
-    """A waiting chain ends: its stdin closed (the gate exits, having run nothing), killed if
-    it does not within STOP_S."""
-    if proc.stdin is not None:
-        proc.stdin.close()
-    try:
-        async with asyncio.timeout(STOP_S):
-            await proc.communicate()
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()

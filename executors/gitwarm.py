@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from executors import gitsession
+from executors.tree import ended_waiting
 
 Spawn = Callable[[list[str], Mapping[str, str]], Awaitable[asyncio.subprocess.Process]]
 STOP_S = 5.0
@@ -145,7 +146,7 @@ class WarmJail:
         self._stop_proc(waiting.proc)
 
     def _stop_proc(self, proc: asyncio.subprocess.Process) -> None:
-        task = asyncio.ensure_future(_stopped(proc))
+        task = asyncio.ensure_future(ended_waiting(proc, STOP_S))
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)
 
@@ -179,17 +180,3 @@ async def _after(delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
     await asyncio.sleep(delay_s)
     with contextlib.suppress(OSError):  # no jail ahead: the next one starts as usual
         await start()
-
-
-async def _stopped(proc: asyncio.subprocess.Process) -> None:
-    """A waiting jail ends: its stdin closed (bash then exits, having run nothing), killed if
-    it does not within STOP_S."""
-    if proc.stdin is not None:
-        proc.stdin.close()
-    try:
-        async with asyncio.timeout(STOP_S):
-            await proc.communicate()
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()

@@ -13,7 +13,15 @@ import signal
 from executors.pidns import agent_of
 from executors.procs import TAG_ENV, Proc, all_pids, kill_tagged, stat_of
 
-__all__ = ["TAG_ENV", "Proc", "descendants", "kill_tagged", "stop_tree", "wait_exit"]
+__all__ = [
+    "TAG_ENV",
+    "Proc",
+    "descendants",
+    "ended_waiting",
+    "kill_tagged",
+    "stop_tree",
+    "wait_exit",
+]
 log = logging.getLogger(__name__)
 _SWEEPS: set[asyncio.Future[int]] = set()  # tag sweeps under way (kept from being collected)
 
@@ -44,6 +52,21 @@ async def exited(proc: asyncio.subprocess.Process, every_s: float = 0.1) -> None
             await asyncio.wait({waiter}, timeout=every_s)
     finally:
         waiter.cancel()
+
+
+async def ended_waiting(proc: asyncio.subprocess.Process, timeout_s: float) -> None:
+    """A process waiting on its stdin before it runs anything (a jail or a chain started
+    ahead) ends: its stdin closed (it exits, having run nothing), killed if it does not
+    within ``timeout_s``; reaped either way."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await proc.communicate()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
 
 
 async def wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
