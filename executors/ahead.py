@@ -85,6 +85,24 @@ class SpawnAhead:
         header = _header(argv, cwd, env)
         if header is None:
             return None  # the waiting chain stays for the next spawn
+        proc = self._take(nice)
+        if proc is None:
+            return None
+        try:
+            answered = await _answered(proc, header)
+        except BaseException:
+            self._kill(proc)
+            raise
+        if not answered:
+            log.warning("the agent chain started ahead did not answer: a cold spawn")
+            self._kill(proc)
+            return None
+        self.given = proc
+        return proc
+
+    def _take(self, nice: int) -> asyncio.subprocess.Process | None:
+        """The waiting chain, if it is one for ``nice``, alive and young enough (else it is
+        stopped); another is started for the next spawn."""
         waiting, self._waiting = self._waiting, None
         self._replenish(nice)
         if waiting is None:
@@ -99,20 +117,6 @@ class SpawnAhead:
         ):
             self._stop(proc)
             return None
-        proc.stdin.write(header)
-        try:
-            async with asyncio.timeout(ACK_S):
-                said = await proc.stdout.readexactly(len(ACK))
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-            said = b""
-        except BaseException:
-            self._kill(proc)
-            raise
-        if said != ACK:
-            log.warning("the agent chain started ahead did not answer: a cold spawn")
-            self._kill(proc)
-            return None
-        self.given = proc
         return proc
 
     def _replenish(self, nice: int) -> None:
@@ -180,6 +184,17 @@ class SpawnAhead:
             self._stop(waiting[2])
         if self._stopping:
             await asyncio.gather(*self._stopping, return_exceptions=True)
+
+
+async def _answered(proc: asyncio.subprocess.Process, header: bytes) -> bool:
+    """``header`` given to the gate, which says (within ACK_S) it entered the directory."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(header)
+    try:
+        async with asyncio.timeout(ACK_S):
+            return await proc.stdout.readexactly(len(ACK)) == ACK
+    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        return False
 
 
 @functools.cache

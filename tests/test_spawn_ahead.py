@@ -6,12 +6,14 @@ wait; and the bot gives its turns' agents one (``DETACH_SPAWN_AHEAD``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import shutil
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,22 @@ def _argv(tmp_path: Path) -> tuple[list[str], str, dict[str, str]]:
     return [sys.executable, "-c", PROBE, "an arg", ""], str(tmp_path / "linked"), env
 
 
+@contextlib.asynccontextmanager
+async def _waiting(
+    tmp_path: Path, nice: int, wait_s: int = 600
+) -> AsyncIterator[tuple[SpawnAhead, list[str], str, dict[str, str]]]:
+    """A chain ahead for ``nice``, waiting, with the probe's argv, directory and environment;
+    closed after."""
+    argv, cwd, env = _argv(tmp_path)
+    ahead = SpawnAhead(wait_s=wait_s)
+    try:
+        await ahead.run(argv, cwd, env, nice)
+        await _ready(ahead, nice)
+        yield ahead, argv, cwd, env
+    finally:
+        await ahead.aclose()
+
+
 async def _ready(ahead: SpawnAhead, nice: int) -> None:
     """A chain for ``nice`` waits (the first ``run`` finds none and starts one)."""
     async with asyncio.timeout(WAIT_S):
@@ -102,11 +120,7 @@ async def test_an_agent_through_the_chain_ahead_sees_what_a_cold_spawn_shows(tmp
 
 
 async def test_a_chain_of_another_priority_is_stopped_and_the_spawn_is_cold(tmp_path):
-    argv, cwd, env = _argv(tmp_path)
-    ahead = SpawnAhead()
-    try:
-        await ahead.run(argv, cwd, env, 5)
-        await _ready(ahead, 5)
+    async with _waiting(tmp_path, 5) as (ahead, argv, cwd, env):
         other = ahead.waiting
         assert other is not None
         assert await ahead.run(argv, cwd, env, 6) is None  # not for nice 6: stopped, cold
@@ -116,16 +130,10 @@ async def test_a_chain_of_another_priority_is_stopped_and_the_spawn_is_cold(tmp_
         proc = await ahead.run(argv, cwd, env, 6)
         assert proc is not None
         assert (await _seen(proc))["nice"] == os.getpriority(os.PRIO_PROCESS, 0) + 6
-    finally:
-        await ahead.aclose()
 
 
 async def test_what_a_cold_spawn_refuses_is_left_to_it(tmp_path):
-    argv, cwd, env = _argv(tmp_path)
-    ahead = SpawnAhead()
-    try:
-        await ahead.run(argv, cwd, env, 3)
-        await _ready(ahead, 3)
+    async with _waiting(tmp_path, 3) as (ahead, argv, cwd, env):
         waiting = ahead.waiting
         for bad in (
             (["no-such-agent-binary"], cwd, env),
@@ -148,8 +156,6 @@ async def test_what_a_cold_spawn_refuses_is_left_to_it(tmp_path):
         async with asyncio.timeout(WAIT_S):
             _, err = await proc.communicate()
         assert proc.returncode != 0 and b"no-such-agent-binary" in err
-    finally:
-        await ahead.aclose()
 
 
 async def test_a_waiting_chain_holds_nothing_of_a_task_and_ends_with_its_close(tmp_path):
@@ -178,18 +184,12 @@ async def test_a_waiting_chain_holds_nothing_of_a_task_and_ends_with_its_close(t
 
 
 async def test_a_chain_nobody_takes_ends_by_itself(tmp_path):
-    argv, cwd, env = _argv(tmp_path)
-    ahead = SpawnAhead(wait_s=1)
-    try:
-        await ahead.run(argv, cwd, env, 2)
-        await _ready(ahead, 2)
+    async with _waiting(tmp_path, 2, wait_s=1) as (ahead, argv, cwd, env):
         waiting = ahead.waiting
         assert waiting is not None
         async with asyncio.timeout(WAIT_S):
             await waiting.wait()  # the gate's alarm
         assert await ahead.run(argv, cwd, env, 2) is None  # gone: the spawn is cold
-    finally:
-        await ahead.aclose()
 
 
 def _name(pid: int) -> str:
@@ -231,11 +231,7 @@ async def test_the_bot_starts_the_next_turns_agent_through_its_chain_ahead(
 async def test_a_chain_that_died_waiting_is_not_given_the_agent(tmp_path):
     """A chain killed while it waited (not yet reaped: its return code unknown) never says it
     entered the directory: the spawn is cold, and nothing of the dead one is left."""
-    argv, cwd, env = _argv(tmp_path)
-    ahead = SpawnAhead()
-    try:
-        await ahead.run(argv, cwd, env, 1)
-        await _ready(ahead, 1)
+    async with _waiting(tmp_path, 1) as (ahead, argv, cwd, env):
         waiting = ahead.waiting
         assert waiting is not None
         async with asyncio.timeout(WAIT_S):  # its gate, once up
@@ -246,5 +242,3 @@ async def test_a_chain_that_died_waiting_is_not_given_the_agent(tmp_path):
         assert ahead.given is None
         async with asyncio.timeout(WAIT_S):
             await waiting.wait()
-    finally:
-        await ahead.aclose()
