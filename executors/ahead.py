@@ -79,7 +79,7 @@ class SpawnAhead:
     ) -> asyncio.subprocess.Process | None:
         """The waiting chain, running ``argv`` in ``cwd`` with exactly ``env``; None when none
         waits that a cold spawn of these would equal (then spawn cold). Another is started
-        for the next spawn, off the caller's way. Cancelled, the chain is killed."""
+        for the next spawn once the gate answered. Cancelled, the chain is killed."""
         if not self.usable:
             return None
         header = _header(argv, cwd, env)
@@ -87,12 +87,15 @@ class SpawnAhead:
             return None  # the waiting chain stays for the next spawn
         proc = self._take(nice)
         if proc is None:
+            self._replenish(nice)
             return None
         try:
             answered = await _answered(proc, header)
         except BaseException:
             self._kill(proc)
             raise
+        finally:  # the next one starts once this agent is on its way (its fork is not on it)
+            self._replenish(nice)
         if not answered:
             log.warning("the agent chain started ahead did not answer: a cold spawn")
             self._kill(proc)
@@ -102,9 +105,8 @@ class SpawnAhead:
 
     def _take(self, nice: int) -> asyncio.subprocess.Process | None:
         """The waiting chain, if it is one for ``nice``, alive and young enough (else it is
-        stopped); another is started for the next spawn."""
+        stopped)."""
         waiting, self._waiting = self._waiting, None
-        self._replenish(nice)
         if waiting is None:
             return None
         made_for, started, proc = waiting
