@@ -78,6 +78,7 @@ class App:
     schedules: ScheduleDesk
     core: Core
     polling: asyncio.Event  # set as the first getUpdates is asked for
+    prs_follow: PrFollower  # its schedule starts APScheduler: registered in ``settle``
 
     @property
     def status(self) -> list[Phrase]:
@@ -86,9 +87,10 @@ class App:
 
     async def settle(self) -> None:
         """What waits for the engines' probes: then the schedules' missed runs start once, and
-        every schedule is registered from now."""
+        every schedule is registered from now; the open PRs are followed from now."""
         await self.core.engines.ready()
         await self.schedules.start()
+        await self.prs_follow.start()
 
 
 def make_bot(settings: Settings, session: BaseSession | None = None) -> Bot:
@@ -238,7 +240,6 @@ async def build(
         )
         stack.callback(release_routers, dispatcher)  # the next dispatcher may include them
         await start_core(core, stack)
-        await PrFollower(store, prs, core.scheduler, settings.pr_poll_s).start()
         board = make_board(  # None: DETACH_BOARD_PORT unset
             settings,
             reads=TaskReads(store),
@@ -268,6 +269,7 @@ async def build(
             schedules=schedules,
             core=core,
             polling=polling,
+            prs_follow=PrFollower(store, prs, core.scheduler, settings.pr_poll_s),
         )
         if settle:
             await app.settle()

@@ -112,3 +112,19 @@ async def test_detach_run_optimized_does_a_whole_task(
                 proc.kill()
     assert bot.returncode == 0
     assert "wrong bot" not in (tmp_path / "bot.log").read_text()
+
+
+async def test_what_the_first_poll_does_not_need_starts_after_it(tmp_path, claude_bin, workdir):
+    """``serve`` builds the app unsettled and polls: APScheduler (~0.1 s to start, its imports
+    besides) is not started by the build; ``settle`` starts it, with the PRs' follow-up."""
+    from bot.prs.follow import FOLLOW_TASK
+    from tests.support.harness import app_in_own_task, make_settings
+
+    async with FakeTelegram() as fake:
+        settings = make_settings(tmp_path / "data", fake, claude_bin, workdir)
+        async with app_in_own_task(settings, settle=False) as app:
+            assert not app.core.scheduler.running
+            await app.settle()
+            assert app.core.scheduler.running
+            scheduler = await app.core.scheduler.started()
+            assert FOLLOW_TASK in {schedule.id for schedule in await scheduler.get_schedules()}

@@ -56,6 +56,11 @@ class JobScheduler:
                 log.warning("APScheduler did not stop within %ss", STOP_WAIT_S)
         self._scheduler = self._holder = None
 
+    @property
+    def running(self) -> bool:
+        """APScheduler was started (and not left)."""
+        return self._scheduler is not None
+
     async def start(self) -> None:
         """Import and start APScheduler now, not on first use."""
         await self.started()
