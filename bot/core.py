@@ -27,7 +27,7 @@ from bot.fleet.dispatch import Dispatcher
 from bot.fleet.fleet import Fleet
 from bot.fleet.lease import Lease, OneProcess
 from bot.fleet.takeover import Takeover
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.mcp.launch import ZYGOTE_AFTER_START_S, Zygote, mcp_command, private_dir, subtask_env
 from bot.models import OwnerTools, ProcessRole
 from bot.money.desk import MoneyDesk

@@ -9,7 +9,7 @@ from typing import Any
 from bot.ports import Approver, SteerInbox
 from executors.claude_protocol import approval_request, control_error
 from executors.claude_steer import ClaudeSteering
-from executors.process import JsonLines
+from executors.json_lines import JsonLines
 
 
 class ClaudeChannel:

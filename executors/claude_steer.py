@@ -22,7 +22,7 @@ from typing import Any
 
 from bot.events import AgentEvent, Steer, SteerDeferred, SteerTaken, ToolCalled, ToolFinished
 from bot.ports import SteerInbox
-from executors.process import JsonLines
+from executors.json_lines import JsonLines
 
 log = logging.getLogger(__name__)
 

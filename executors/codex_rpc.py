@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from bot.errors import AgentCrashed
-from executors.process import JsonLines, read_lines
+from executors.json_lines import JsonLines
+from executors.process import read_lines
 
 log = logging.getLogger(__name__)
 RPC_TIMEOUT_S = 60.0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import shutil
@@ -317,25 +316,3 @@ class StderrTail:
 
     def text(self, max_chars: int = 1500) -> str:
         return "\n".join(self._lines)[-max_chars:]
-
-
-class JsonLines:
-    """Writes one JSON object per line to an agent's stdin; writes from concurrent tasks are
-    serialised, and a closed pipe (the agent exited) is not an error here."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self._proc = proc
-        self._lock = asyncio.Lock()
-
-    async def write(self, message: dict[str, Any]) -> None:
-        stdin = self._proc.stdin
-        if stdin is None or stdin.is_closing():
-            return
-        async with self._lock:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                stdin.write((json.dumps(message) + "\n").encode())
-                await stdin.drain()
-
-    def close(self) -> None:
-        if self._proc.stdin is not None and not self._proc.stdin.is_closing():
-            self._proc.stdin.close()

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from bot.errors import UserInputError
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import NewTask, TaskKind, TaskStatus, TurnSpec
 from bot.store import Store, WorktreeRow
 from bot.telegram.callbacks import TaskAction, TaskButton

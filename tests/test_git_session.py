@@ -14,7 +14,7 @@ import pytest
 
 from bot.errors import UserInputError
 from bot.events import SessionStarted, ToolCalled, TurnFinished, Usage
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.store import Store
 from bot.turns.baseline import STATUS, TOPLEVEL, opening, prepare
 from executors.gitguard import GitGuard

@@ -19,7 +19,7 @@ import pytest
 
 from bot.errors import UserInputError
 from bot.events import SessionStarted, TurnFinished
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import ApprovalMode, TurnSpec
 from bot.store import Store
 from bot.turns.baseline import take, turn_changes

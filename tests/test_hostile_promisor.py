@@ -25,7 +25,8 @@ import pytest
 from bot.board.checkout import checkout_patch
 from bot.errors import UserInputError
 from bot.events import SessionStarted, TurnFinished, Usage
-from bot.git import Worktrees, top_level
+from bot.git.repository import top_level
+from bot.git.worktrees import Worktrees
 from bot.store import Store
 from bot.turns.baseline import take, turn_changes
 from bot.turns.gitinfo import diff_stat, diff_text

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bot.errors import UserInputError
-from bot.git import Worktrees, top_level
+from bot.git.repository import top_level
+from bot.git.worktrees import Worktrees
 from bot.models import TaskKind, TaskStatus
 from bot.settings import Settings
 from bot.store import Store

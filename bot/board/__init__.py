@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from bot.board.limits import Limits
     from bot.board.server import Board
     from bot.fleet.status import FleetStatus
-    from bot.git import Worktrees
+    from bot.git.worktrees import Worktrees
     from bot.prs.desk import PullRequests
     from bot.settings import Settings
     from bot.tasks.audit import AuditLog

@@ -19,7 +19,7 @@ import difflib
 import re
 from pathlib import Path
 
-from bot.git import in_repository
+from bot.git.repository import in_repository
 from bot.turns.baseline import Baseline, take
 from bot.turns.gitinfo import output, scoped
 from executors.gitguard import GitGuard

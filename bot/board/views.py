@@ -17,7 +17,7 @@ from bot.board.holds import held_rows
 from bot.board.hosts import host_row, hosts_title
 from bot.errors import TaskNotFound, UserInputError
 from bot.fleet.status import FleetStatus
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import CheckResult, Task, TaskStatus, Turn, WaitState, WorktreeState
 from bot.preflight.desk import PreflightDesk
 from bot.rows import PendingQuestion

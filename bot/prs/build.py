@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.prs.desk import PrConfig, PullRequests
 from bot.prs.github import GitHub
 from bot.prs.push import Pusher

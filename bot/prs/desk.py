@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.errors import UserInputError
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import MessageKind, Task
 from bot.prs import body
 from bot.prs.github import GitHub, NewPull

@@ -8,7 +8,7 @@ import io
 
 from bot.approvals.copies import edit_copies, first_line
 from bot.errors import UserInputError
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import (
     ApprovalAnswer,
     MessageKind,

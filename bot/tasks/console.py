@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import CheckResult, NewTask, Task, TaskStatus, Turn
 from bot.money.desk import MoneyDesk
 from bot.money.presets import PresetCatalog

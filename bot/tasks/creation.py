@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bot import failpoints
 from bot.errors import UserInputError
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import Engine, MessageKind, NewTask, RepoHead, Task, TaskStatus, Turn
 from bot.money.desk import MoneyDesk
 from bot.store import Store

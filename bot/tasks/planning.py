@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import UserInputError
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import ApprovalMode, Engine, NewTask, RepoHead, TaskKind
 from bot.money.desk import MoneyDesk, parse_usd
 from bot.store import Store

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 from bot.errors import FileRefused
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import ApprovalMode, Engine, TaskKind
 from bot.tasks.checks import given_check, repository_check
 from bot.tasks.defaults import TaskDefaults

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 
 from bot.errors import UserInputError
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import MessageKind, Task
 from bot.redaction import Redactor
 from bot.tasks.lookup import TaskLookup

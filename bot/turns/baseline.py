@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.git import in_repository
+from bot.git.repository import in_repository
 from bot.ports import TreeState
 from bot.redaction import Redactor
 from bot.telegram.render import shorten

@@ -4,7 +4,6 @@ resumed here carried on in a new one."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -19,7 +18,6 @@ from bot.events import (
     LimitReached,
     SessionStarted,
     SteerDeferred,
-    SteerTaken,
     ToolCalled,
     TurnFinished,
     UsageUpdated,
@@ -30,11 +28,12 @@ from bot.money.pricing import Meter
 from bot.ports import NOW, Ready
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
-from bot.turns.baseline import prepare
+from bot.turns.card_jail import CardJail
 from bot.turns.continuation import lost_session_prompt
 from bot.turns.outcome import charged, outcome_of, reaper, transcript_entry
 from bot.turns.progress import Progress
 from bot.turns.stall import StallWatch
+from bot.turns.steer_notes import SteerNotes
 from bot.turns.steering import SteerBoard, SteerBox
 from bot.turns.transcribe import TranscriptBatch
 from bot.turns.windows import UsageWarnings
@@ -103,6 +102,7 @@ class Drive:
         self._progress_interval_s = progress_interval_s
         self._progress_delay_s = progress_delay_s
         self._shared = shared
+        self._notes = SteerNotes(store, notifier)
 
     async def drive(
         self,
@@ -167,7 +167,7 @@ class Drive:
         with self.steering.open(leg.task.id, leg.spec.turn_id) as inbox:
             driven = await self._read(leg, inbox)
             for steer_id in inbox.close():  # never taken in: it runs as its own next turn
-                await self._note(leg.task, SteerDeferred(steer_id), 0)
+                await self._notes.note(leg.task, SteerDeferred(steer_id), 0)
         return driven
 
     async def _read(self, leg: Leg, inbox: SteerBox) -> Driven:
@@ -178,7 +178,7 @@ class Drive:
         if executor is None:
             raise AgentNotInstalled(task.engine, None)
         approver = self._desk.for_turn(task, spec.turn_id)
-        jail = _CardJail(functools.partial(self._card_jail, task.cwd), agent)
+        jail = CardJail(self._git, task.cwd, agent)
         events = executor.run(spec, approver, inbox, ready=leg.ready)
         agent.push_async_exit(reaper(events))
         agent.callback(watch.exiting)  # first at the end: the agent's exit is what is awaited
@@ -197,7 +197,7 @@ class Drive:
                 jail.start()  # the agent is up (its start-up is not slowed by the jail's)
                 acted = acted or (isinstance(event, ToolCalled) and not event.reads_only)
                 steps += isinstance(event, ToolCalled)
-                if not await self._steered(task, event, inbox, steps + 1, transcript):
+                if not await self._notes.steered(task, event, inbox, steps + 1, transcript):
                     await transcript.add(transcript_entry(event))
                 if isinstance(event, LimitReached) and (limit is None or not limit.resets_at):
                     limit = event  # the first that names its reset time wins
@@ -229,13 +229,6 @@ class Drive:
             asking=functools.partial(self._desk.asking, leg.task.id),
         )
 
-    def _card_jail(self, cwd: str) -> asyncio.Future[None]:
-        """The jail the card's reading of the repository takes (``baseline.prepare``), started
-        at the agent's first event, while it works (the jail reads nothing before its go):
-        an acting turn's changes and a worktree's Merge are read in it; else the next turn's
-        baseline takes it."""
-        return asyncio.ensure_future(prepare(self._git, cwd))
-
     async def _recorded(self, task: Task, event: object) -> None:
         """What an event changes of the task: its session id, a usage window's warning."""
         if isinstance(event, WindowReported):
@@ -243,37 +236,6 @@ class Drive:
             await self._warnings.reported(task, event)
         if isinstance(event, SessionStarted) and event.session_id != task.session_id:
             await self._store.tasks.set_session(task.id, event.session_id)
-
-    async def _steered(
-        self,
-        task: Task,
-        event: object,
-        inbox: SteerBox,
-        step: int,
-        transcript: TranscriptBatch,
-    ) -> bool:
-        """A steer event the executor yields (True), believed once for a steer of this turn's;
-        the transcript keeps the words taken in."""
-        if not isinstance(event, SteerTaken | SteerDeferred):
-            return False
-        if inbox.resolve(event.steer_id):
-            await self._note(task, event, step)
-            if isinstance(event, SteerTaken):
-                body = {"steer_id": event.steer_id, "text": inbox.text_of(event.steer_id)}
-                await transcript.add(("SteerTaken", body))
-        return True
-
-    async def _note(self, task: Task, event: SteerTaken | SteerDeferred, step: int) -> None:
-        """What became of a steer, on its acknowledgement: taken in (its queued turn is gone,
-        in one step with the note, so it never runs twice), or it runs as its own turn."""
-        if isinstance(event, SteerDeferred):
-            log.info("task %s: steer %s runs as the next turn", task.id, event.steer_id)
-            await self._notifier.steer_note(task, event.steer_id, "steer.deferred", final=False)
-            return
-        log.info("task %s: steer %s taken in at step %s", task.id, event.steer_id, step)
-        async with self._store.atomic():
-            await self._store.tasks.absorb_turn(task.id, event.steer_id)
-            await self._notifier.steer_note(task, event.steer_id, "steer.taken", step=step)
 
     async def _limited(self, task: Task, outcome: TurnOutcome, limit: LimitReached) -> TurnOutcome:
         """A turn the engine's usage limit stopped is not a failure: it waits for the reset
@@ -293,23 +255,3 @@ def _budget_reached(meter: Meter) -> Driven:
     """A turn stopped mid-way at its budget: what it spent, and why it stopped."""
     stopped = TurnOutcome(TaskStatus.BUDGET_EXCEEDED, error=TurnError("turn_error.budget_reached"))
     return Driven(charged(stopped, meter))
-
-
-async def _joined(started: asyncio.Future[None]) -> None:
-    """A background start of the turn's, over before its agent's block ends (bounded: a
-    jail's spawn); its failure is only that: the card's jail starts as usual."""
-    await asyncio.gather(started, return_exceptions=True)
-
-
-class _CardJail:
-    """The card's jail of one turn, started once; the turn's end waits for its start."""
-
-    def __init__(
-        self, start: Callable[[], asyncio.Future[None]], agent: contextlib.AsyncExitStack
-    ) -> None:
-        self._start, self._agent, self._started = start, agent, False
-
-    def start(self) -> None:
-        if not self._started:
-            self._started = True
-            self._agent.push_async_callback(_joined, self._start())

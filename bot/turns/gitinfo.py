@@ -9,7 +9,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.git import in_repository
+from bot.git.repository import in_repository
 from bot.telegram.render import shorten
 from executors.gitguard import GitGuard
 from executors.gitscope import PLAIN_DIFF, Scope

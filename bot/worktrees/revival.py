@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from bot.git import Worktrees
+from bot.git.worktrees import Worktrees
 from bot.models import MessageKind, Task
 from bot.ports import TreeState
 from bot.telegram.notifier import Notifier
