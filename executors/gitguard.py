@@ -98,7 +98,7 @@ class GitGuard:
             return scope, list(await asyncio.gather(*each))
         env = BASE.env(self._home or str(Path.home()))
         argv_for = functools.partial(self._session_argv, str(cwd), commands, bwrap, bash)
-        taken = self._warm.take(str(cwd), commands, argv_for, env) if self._warm else None
+        taken = await self._warm.take(str(cwd), commands, argv_for, env) if self._warm else None
         if taken is not None:
             proc, token = taken
         else:

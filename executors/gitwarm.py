@@ -52,6 +52,9 @@ class WarmJail:
         self._stopping: set[asyncio.Task[None]] = set()
         self._spawning: set[asyncio.Future[asyncio.subprocess.Process]] = set()
         self._later: asyncio.Task[None] | None = None
+        # the start under way (its directory, its commands, its end): a take for the same
+        # waits for it, rather than starting a second jail beside it
+        self._starting: tuple[str, tuple[tuple[str, ...], ...], asyncio.Future[None]] | None = None
 
     def later(self, delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
         """``start`` (a ``prepare``) in ``delay_s``, off the caller's way: a turn's card is
@@ -60,7 +63,7 @@ class WarmJail:
             self._later.cancel()
         self._later = asyncio.ensure_future(_after(delay_s, start))
 
-    def take(
+    async def take(
         self,
         cwd: str,
         commands: Sequence[tuple[str, ...]],
@@ -68,7 +71,12 @@ class WarmJail:
         env: Mapping[str, str],
     ) -> tuple[asyncio.subprocess.Process, str] | None:
         """The waiting jail and its nonce, when it is the one ``argv_for`` (given a nonce)
-        would start now with ``env``; else None (and a waiting one is stopped)."""
+        would start now with ``env``; else None (and a waiting one is stopped). One being
+        started for the same directory and commands is waited for (bounded: its spawn)."""
+        starting = self._starting
+        if starting is not None and starting[:2] == (cwd, tuple(commands)):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(starting[2]), STOP_S)
         waiting, self._waiting = self._waiting, None
         if waiting is None:
             return None
@@ -101,13 +109,27 @@ class WarmJail:
             token = gitsession.nonce()
             argv = argv_for(token)
         identities = _identities(argv)
-        proc = await self._spawned(spawn(argv, env))
-        if self._waiting is not None:  # another start ended meanwhile: one jail waits, ours
-            self._stop(self._waiting)
-        env_items = tuple(sorted(env.items()))
-        self._waiting = Waiting(
-            cwd, tuple(commands), token, tuple(argv), env_items, proc, time.monotonic(), identities
-        )
+        ended = asyncio.get_running_loop().create_future()
+        self._starting = (cwd, tuple(commands), ended)
+        try:
+            proc = await self._spawned(spawn(argv, env))
+            if self._waiting is not None:  # another start ended meanwhile: one jail waits, ours
+                self._stop(self._waiting)
+            env_items = tuple(sorted(env.items()))
+            self._waiting = Waiting(
+                cwd,
+                tuple(commands),
+                token,
+                tuple(argv),
+                env_items,
+                proc,
+                time.monotonic(),
+                identities,
+            )
+        finally:
+            ended.set_result(None)
+            if self._starting is not None and self._starting[2] is ended:
+                self._starting = None
 
     async def _spawned(
         self, spawning: Awaitable[asyncio.subprocess.Process]

@@ -135,6 +135,43 @@ async def test_a_jail_started_ahead_reads_the_repository_when_taken(
         await guard.aclose()
 
 
+async def test_a_baseline_waits_for_the_jail_being_started_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new worktree's jail is started as its task is created, and its first turn's baseline
+    may come before that start ended: it waits for that jail (bounded) and takes it, rather
+    than start a second one beside it."""
+    top = make_repo(tmp_path / "repo")
+    spawn = asyncio.create_subprocess_exec
+    gate, entered = asyncio.Event(), asyncio.Event()
+    seen: list[str] = []
+
+    async def first_held(program: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(program)
+        if len(seen) == 1:
+            entered.set()
+            await gate.wait()
+        return await spawn(program, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", first_held)
+    guard = GitGuard(warm=True)
+    try:
+        ahead = asyncio.ensure_future(prepare(guard, str(top)))
+        await asyncio.wait_for(entered.wait(), 10)
+        baseline = asyncio.ensure_future(opening(guard, str(top)))
+        await asyncio.sleep(0.3)  # bounded: time enough for a second jail's start
+        assert not baseline.done() and len(seen) == 1
+        gate.set()
+        before, scope = await asyncio.wait_for(baseline, 10)
+        await ahead
+        assert len(seen) == 1  # the jail started ahead, taken
+        monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn)
+        assert (before, scope) == await opening(GIT, str(top))
+    finally:
+        gate.set()
+        await guard.aclose()
+
+
 async def test_a_jail_started_ahead_is_not_taken_when_anything_differs(
     tmp_path: Path, started: list[str]
 ) -> None:

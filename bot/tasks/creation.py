@@ -21,6 +21,7 @@ from bot.store import Store
 from bot.telegram.attachments import place
 from bot.telegram.notifier import Notifier
 from bot.telegram.slugs import given_slug, slugify
+from bot.turns.baseline import prepare
 from bot.turns.pool import Claimed
 from bot.turns.queue import TurnQueue
 
@@ -110,6 +111,8 @@ class TaskCreator:
                 self._queue.hold(turn.id, admission.hold_s)
             if head is not None:
                 task = await self._own_worktree(task, new.cwd, head)
+                if claim is not None:
+                    self._jail_ahead(task.cwd)
             if reply_to is not None:
                 await self._store.links.link(new.chat_id, reply_to, task.id, MessageKind.COMMAND)
             await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
@@ -153,6 +156,14 @@ class TaskCreator:
             await self._queue.release(task_id, turn_id)
         finally:
             self._later.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    def _jail_ahead(self, cwd: str) -> None:
+        """The jail of a new worktree's first baseline, started while its task commits and its
+        claimed turn starts (``bot.turns.baseline.prepare``; no jail waits in a new directory):
+        the turn's baseline takes it, or waits for its start rather than start another."""
+        started = asyncio.ensure_future(prepare(self._worktrees.guard, cwd))
+        self._later.add(started)
+        started.add_done_callback(self._later.discard)
 
     async def _own_worktree(self, task: Task, cwd: Path, head: RepoHead) -> Task:
         """Move a just-created task into its own worktree; a failure undoes the task (the
