@@ -156,10 +156,9 @@ async def test_a_running_tasks_transcript_grows_while_the_page_is_open(tmp_path,
         await page.wait_for_selector("#head .badge.running")
         await shoot(page, "task")
         engine.release.set()
-        began = time.monotonic()
-        await page.wait_for_selector("#transcript strong:text('after')", timeout=5_000)
-        grown = time.monotonic() - began  # a page that does not grow would wait for a reload
-        assert grown < 4.5, f"the new line took {grown:.2f} s"  # (3.6 s once, a loaded run)
+        # the page is never reloaded: only its live stream can bring the line (within a poll
+        # of the board's and the transcript's flush; 4.5 s in a loaded run, 15 s bounds it)
+        await page.wait_for_selector("#transcript strong:text('after')", timeout=15_000)
         await page.wait_for_selector("#head .badge.done", timeout=10_000)
 
 
