@@ -155,11 +155,15 @@ class GitGuard:
         """Start the jail the next ``batch`` of these commands in ``cwd`` takes (``warm``
         only, where bubblewrap and bash are: ``executors.gitwarm``); ``after_s``: that much
         later, in the background."""
-        bwrap, bash = await self._jail(), _bash()
-        if self._warm is None or bwrap is None or bash is None:
+        if self._warm is None:
             return
-        if after_s > 0:
-            self._warm.later(after_s, functools.partial(self.prepare, cwd, *commands))
+        if after_s > 0:  # nothing awaited on the caller's way
+            self._warm.later(
+                after_s, str(cwd), commands, functools.partial(self.prepare, cwd, *commands)
+            )
+            return
+        bwrap, bash = await self._jail(), _bash()
+        if bwrap is None or bash is None:
             return
         env = BASE.env(self._home or str(Path.home()))
         argv_for = functools.partial(self._session_argv, str(cwd), commands, bwrap, bash)

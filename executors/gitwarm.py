@@ -1,9 +1,10 @@
-"""A jail started ahead for the next turn's baseline (issue #54): bubblewrap's start (its
+"""Jails started ahead for the bot's next git reads (issue #54): bubblewrap's start (its
 namespaces, the denied paths' mounts) is most of what the bot's git costs before an agent
 (about 6 ms on a quiet 2-core VM, 15 to 40 under load), and none of it depends on the moment
-the repository is read. So, after a turn, one jail is started for that directory's baseline
-and waits, before anything runs in it, for its go (``executors.gitsession``); the next
-baseline there takes it and reads the repository from that moment on.
+the repository is read. So a jail is started for the next read of a directory with the same
+commands (a turn's next baseline, a new worktree's first one, a repository's next head) and
+waits, before anything runs in it, for its go (``executors.gitsession``); that read takes it
+and reads the repository from that moment on. At most ``SLOTS`` wait.
 
 Used only where it is the same jail that would be started now: the same directory and
 commands, the same environment, and the same bubblewrap arguments computed now (the denied
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,24 +46,42 @@ class Waiting:
     identities: tuple[tuple[str, tuple[int, int] | None], ...] = ()
 
 
-class WarmJail:
-    """At most one jail waiting for a baseline (the last turn's directory)."""
+Key = tuple[str, tuple[tuple[str, ...], ...]]  # a jail's directory and commands
+SLOTS = 2  # jails waiting at most: a turn's next baseline, a repository's next head
 
-    def __init__(self) -> None:
-        self._waiting: Waiting | None = None
+
+class WarmJail:
+    """At most ``slots`` jails waiting, one for each directory and commands (the oldest is
+    stopped for a newer one): the last turn's baseline, the last repository's head."""
+
+    def __init__(self, slots: int = SLOTS) -> None:
+        self._slots = slots
+        self._waiting: dict[Key, Waiting] = {}  # oldest first
         self._stopping: set[asyncio.Task[None]] = set()
         self._spawning: set[asyncio.Future[asyncio.subprocess.Process]] = set()
-        self._later: asyncio.Task[None] | None = None
-        # the start under way (its directory, its commands, its end): a take for the same
-        # waits for it, rather than starting a second jail beside it
-        self._starting: tuple[str, tuple[tuple[str, ...], ...], asyncio.Future[None]] | None = None
+        self._later: dict[Key, asyncio.Task[None]] = {}
+        # the starts under way: a take for the same waits for it, rather than start a second
+        self._starting: dict[Key, asyncio.Future[None]] = {}
 
-    def later(self, delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
-        """``start`` (a ``prepare``) in ``delay_s``, off the caller's way: a turn's card is
-        sent meanwhile without a jail's start beside it. A newer one replaces it."""
-        if self._later is not None:
-            self._later.cancel()
-        self._later = asyncio.ensure_future(_after(delay_s, start))
+    def later(
+        self,
+        delay_s: float,
+        cwd: str,
+        commands: Sequence[tuple[str, ...]],
+        start: Callable[[], Awaitable[None]],
+    ) -> None:
+        """``start`` (a ``prepare`` of these) in ``delay_s``, off the caller's way: a turn's
+        card is sent meanwhile without a jail's start beside it. A newer one of the same
+        directory and commands replaces it."""
+        key = (cwd, tuple(commands))
+        if (pending := self._later.pop(key, None)) is not None:
+            pending.cancel()
+        task = self._later[key] = asyncio.ensure_future(_after(delay_s, start))
+        task.add_done_callback(functools.partial(self._started_later, key))
+
+    def _started_later(self, key: Key, done: asyncio.Task[None]) -> None:
+        if self._later.get(key) is done:
+            del self._later[key]
 
     async def take(
         self,
@@ -70,14 +90,14 @@ class WarmJail:
         argv_for: Callable[[str], list[str]],
         env: Mapping[str, str],
     ) -> tuple[asyncio.subprocess.Process, str] | None:
-        """The waiting jail and its nonce, when it is the one ``argv_for`` (given a nonce)
-        would start now with ``env``; else None (and a waiting one is stopped). One being
-        started for the same directory and commands is waited for (bounded: its spawn)."""
-        starting = self._starting
-        if starting is not None and starting[:2] == (cwd, tuple(commands)):
+        """The jail waiting for these directory and commands, and its nonce, when it is the one
+        ``argv_for`` (given a nonce) would start now with ``env``; else None (and that one is
+        stopped). One being started for the same is waited for (bounded: its spawn)."""
+        key = (cwd, tuple(commands))
+        if (starting := self._starting.get(key)) is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(starting[2]), STOP_S)
-        waiting, self._waiting = self._waiting, None
+                await asyncio.wait_for(asyncio.shield(starting), STOP_S)
+        waiting = self._waiting.pop(key, None)
         if waiting is None:
             return None
         if (
@@ -98,38 +118,33 @@ class WarmJail:
         spawn: Spawn,
     ) -> None:
         """Start the jail the next ``take`` with these would use (unless one waits already)."""
-        waiting = self._waiting
+        key = (cwd, tuple(commands))
+        waiting = self._waiting.get(key)
         token = waiting.token if waiting is not None else gitsession.nonce()
         argv = argv_for(token)
         if waiting is not None:
             if _same(waiting, cwd, commands, env) and tuple(argv) == waiting.argv:
                 return
-            self._waiting = None
+            del self._waiting[key]
             self._stop(waiting)
             token = gitsession.nonce()
             argv = argv_for(token)
         identities = _identities(argv)
-        ended = asyncio.get_running_loop().create_future()
-        self._starting = (cwd, tuple(commands), ended)
+        ended = self._starting[key] = asyncio.get_running_loop().create_future()
         try:
             proc = await self._spawned(spawn(argv, env))
-            if self._waiting is not None:  # another start ended meanwhile: one jail waits, ours
-                self._stop(self._waiting)
+            if (other := self._waiting.pop(key, None)) is not None:  # one more ended meanwhile
+                self._stop(other)
             env_items = tuple(sorted(env.items()))
-            self._waiting = Waiting(
-                cwd,
-                tuple(commands),
-                token,
-                tuple(argv),
-                env_items,
-                proc,
-                time.monotonic(),
-                identities,
+            self._waiting[key] = Waiting(
+                cwd, key[1], token, tuple(argv), env_items, proc, time.monotonic(), identities
             )
+            while len(self._waiting) > self._slots:
+                self._stop(self._waiting.pop(next(iter(self._waiting))))
         finally:
             ended.set_result(None)
-            if self._starting is not None and self._starting[2] is ended:
-                self._starting = None
+            if self._starting.get(key) is ended:
+                del self._starting[key]
 
     async def _spawned(
         self, spawning: Awaitable[asyncio.subprocess.Process]
@@ -152,15 +167,16 @@ class WarmJail:
             self._stop_proc(made.result())
 
     async def aclose(self) -> None:
-        if self._later is not None:
-            self._later.cancel()
-            await asyncio.gather(self._later, return_exceptions=True)
+        later = list(self._later.values())
+        for pending in later:
+            pending.cancel()
+        await asyncio.gather(*later, return_exceptions=True)
         if self._spawning:  # a creation goes on (``_spawned``): bounded by the spawn itself
             await asyncio.wait(self._spawning, timeout=STOP_S)
             await asyncio.sleep(0)  # their stops (``_stop_made``) are under way
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            self._stop(waiting)
+        waiting, self._waiting = self._waiting, {}
+        for each in waiting.values():
+            self._stop(each)
         if self._stopping:
             await asyncio.gather(*self._stopping, return_exceptions=True)
 

@@ -14,12 +14,13 @@ import pytest
 
 from bot.errors import UserInputError
 from bot.events import SessionStarted, ToolCalled, TurnFinished, Usage
+from bot.git.repository import Heads
 from bot.git.worktrees import Worktrees
 from bot.store import Store
 from bot.turns.baseline import STATUS, TOPLEVEL, opening, prepare
 from executors.gitguard import GitGuard
 from executors.gitscope import FETCHES
-from executors.gitwarm import WarmJail
+from executors.gitwarm import SLOTS, WarmJail
 from tests.support.fake_engine import FakeEngine, Until
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.harness import OWNER, make_settings, running_bot
@@ -180,7 +181,9 @@ async def test_a_jail_started_ahead_is_not_taken_when_anything_differs(
     guard = GitGuard(lambda: denied, warm=True)
     try:
         await prepare(guard, str(top))
-        await opening(guard, str(other))  # another directory
+        await opening(guard, str(other))  # another directory: its own jail; top's still waits
+        assert len(started) == 2
+        await opening(guard, str(top))
         assert len(started) == 2
         await prepare(guard, str(top))
         secret = tmp_path / "secret"
@@ -209,12 +212,13 @@ async def test_a_jail_started_ahead_is_not_taken_when_anything_differs(
         await guard.aclose()
 
 
-async def test_two_jails_started_ahead_at_once_leave_one_waiting(
+async def test_jails_started_ahead_at_once_leave_one_waiting_for_each_read(
     tmp_path: Path, started: list[str]
 ) -> None:
-    """Two starts ahead at once (a turn's card and another turn's next baseline): one jail
-    waits, the other is stopped (it used to be forgotten, waiting its 600 s)."""
-    top, other = make_repo(tmp_path / "repo"), make_repo(tmp_path / "other")
+    """Two starts ahead at once for the same read (a turn's card and its next baseline): one
+    jail waits, the other is stopped (it used to be forgotten, waiting its 600 s); starts for
+    more reads than ``SLOTS`` leave the newest waiting."""
+    top, other, third = (make_repo(tmp_path / name) for name in ("repo", "other", "third"))
     guard = GitGuard(warm=True)
 
     def waiting() -> int:
@@ -224,14 +228,25 @@ async def test_two_jails_started_ahead_at_once_leave_one_waiting(
             if child.name() == "bwrap" and child.status() != psutil.STATUS_ZOMBIE
         )
 
-    try:
-        await asyncio.gather(prepare(guard, str(top)), prepare(guard, str(other)))
-        assert len(started) == 2
+    async def settled(count: int) -> None:
         for _ in range(500):  # bounded: 5 s
-            if waiting() == 1:
+            if waiting() == count:
                 break
             await asyncio.sleep(0.01)
-        assert waiting() == 1
+        assert waiting() == count
+
+    try:
+        await asyncio.gather(prepare(guard, str(top)), prepare(guard, str(top)))
+        assert len(started) == 2
+        await settled(1)
+        await prepare(guard, str(other))
+        await prepare(guard, str(third))
+        assert len(started) == 4
+        await settled(SLOTS)
+        await opening(guard, str(top))  # the oldest was stopped: a jail of its own
+        assert len(started) == 5
+        await opening(guard, str(third))
+        assert len(started) == 5
     finally:
         await guard.aclose()
     assert waiting() == 0
@@ -253,7 +268,9 @@ async def test_a_jail_whose_start_the_close_cancels_is_stopped_once_made() -> No
         made.append(proc)
         return proc
 
-    warm.later(0, lambda: warm.prepare("/", [("true",)], lambda token: ["x", token], {}, spawn))
+    warm.later(
+        0, "/", [("true",)], lambda: warm.prepare("/", [("true",)], lambda t: ["x", t], {}, spawn)
+    )
     await asyncio.sleep(0.05)  # in its spawn now
     closing = asyncio.create_task(warm.aclose())
     await asyncio.sleep(0.05)
@@ -431,3 +448,29 @@ async def test_a_worktree_s_offer_is_read_in_one_jail(tmp_path: Path, started: l
         assert await trees.offers(1)  # a commit its base does not have
     finally:
         await store.close()
+
+
+async def test_a_repositorys_next_head_takes_a_jail_started_after_the_last(
+    tmp_path: Path, started: list[str]
+) -> None:
+    """A /detach in a repository reads its head (planning) and its new worktree's baseline:
+    after a head is read, a jail waits for the next head there (a slot of its own: the
+    baseline's jail waiting in another directory is not stopped for it)."""
+    top, other = make_repo(tmp_path / "repo"), make_repo(tmp_path / "other")
+    guard = GitGuard(warm=True)
+    heads = Heads(guard)
+    try:
+        await prepare(guard, str(other))  # a turn's next baseline, elsewhere
+        first = await heads.head(top)
+        assert len(started) == 2
+        for _ in range(500):  # bounded: AHEAD_AFTER_S and a jail's start, within 5 s
+            if len(started) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert len(started) == 3
+        assert await heads.head(top) == first
+        assert len(started) == 3  # the jail started ahead, taken
+        before, _ = await opening(guard, str(other))
+        assert len(started) == 3 and before.top == str(other)  # and the baseline's, still there
+    finally:
+        await guard.aclose()

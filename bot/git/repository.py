@@ -18,6 +18,7 @@ from executors.gitscope import BASE, Scope, line_of, marked_top
 HEAD = ("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD")
 HEAD_AND_DIRS = (*HEAD, "--path-format=absolute", "--git-dir", "--git-common-dir")
 READ_S = 2.0  # a repository's configuration read with its head serves its worktree's cut this long
+AHEAD_AFTER_S = 1.0  # the next head's jail is started this long after a head is read
 
 
 async def in_repository(cwd: Path) -> bool:
@@ -92,6 +93,9 @@ class Heads:
             # that is the top git found (a decoy ``.git`` below it must not vouch for the top)
             if await asyncio.to_thread(marked_top, cwd) == head.top:
                 self._keep(head, scope, GitDirs(Path(lines[3]), Path(lines[4])))
+            # the next head here (the chat's next /detach) takes a jail started ahead, once
+            # this one's worktree is cut and its agent started
+            await self.guard.prepare(cwd, HEAD_AND_DIRS, after_s=AHEAD_AFTER_S)
             return head
         if not lines or not Path(lines[0]).is_absolute():
             raise UserInputError("worktree.not_a_repo", path=str(cwd))
