@@ -37,6 +37,7 @@ SLOW_MODULES = frozenset(
         "test_one_owner",
         "test_orphans",
         "test_preflight_doors",
+        "test_progress_takeover",
         "test_restart",
         "test_setup",
         "test_systemd",

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any
 
+from bot import failpoints
 from bot.models import MessageKind, OutboxOp
 from bot.store import Store
 from bot.store.outbox import PENDING
@@ -140,17 +141,21 @@ class Outbox:
 
     async def retire(self, chat_id: int, row_id: int) -> None:
         """Remove the message send-row ``row_id`` became, or make sure it is never sent; its
-        pending edits are dropped. Needs no message id, so it never waits for delivery."""
-        await self._store.outbox.retire(row_id)
-        await self._store.outbox.queue(
-            chat_id,
-            OutboxOp.DELETE,
-            {"row_id": row_id},
-            None,
-            None,
-            coalesce_key=f"{chat_id}:r{row_id}",
-        )
-        self._store.after_commit(self.wake.set)
+        pending edits are dropped. Needs no message id, so it never waits for delivery. One
+        transaction: a row marked retired is one a takeover's sweep passes by, so a process
+        killed between the two writes must not leave it marked with no deletion queued."""
+        async with self._store.atomic():
+            await self._store.outbox.retire(row_id)
+            failpoints.hit("retire.before_delete")
+            await self._store.outbox.queue(
+                chat_id,
+                OutboxOp.DELETE,
+                {"row_id": row_id},
+                None,
+                None,
+                coalesce_key=f"{chat_id}:r{row_id}",
+            )
+            self._store.after_commit(self.wake.set)
 
     async def delivered(self, row_id: int, timeout_s: float = 120.0) -> int | None:
         """The message id once the row is delivered; None if it failed or took too long."""
