@@ -93,23 +93,27 @@ async def current_runner(store, name: str) -> str:  # type: ignore[no-untyped-de
 
 
 async def drill(store, workers: list[Worker], rng: random.Random) -> list[tuple[str, str, float]]:  # type: ignore[no-untyped-def]
-    """Every 20 s: kill -9 a random live worker (with its agents), then start the ones due
-    back; each comes back 40 s after its kill. Returns (worker, incarnation, when killed)."""
+    """Every 20 s (a tick): kill -9 a random live worker (with its agents), once it said it is
+    ready, then start the ones due back; each comes back two ticks (40 s) after its kill,
+    counted in ticks: a kill that ran late under load never makes its restart miss its tick
+    (all three were once down at the next). Returns (worker, incarnation, when killed)."""
     began = time.monotonic()
     kills: list[tuple[str, str, float]] = []
-    restarts: list[tuple[float, Worker]] = []
+    restarts: list[tuple[int, Worker]] = []  # (the tick it comes back at, the worker)
+    back_after = round(RESTART_AFTER_S / KILL_EVERY_S)
     for k in range(1, KILLS + 1):
         await asyncio.sleep(max(0.0, began + k * KILL_EVERY_S - time.monotonic()))
         victim = rng.choice([w for w in workers if w.alive])
+        await victim.ready(90)  # its start said so: each start is counted ready afterwards
         incarnation = await current_runner(store, victim.name)
         await victim.kill_with_agents()
         kills.append((victim.name, incarnation, time.monotonic()))
-        for due in [r for r in restarts if r[0] <= time.monotonic() + 1.0]:
-            await due[1].start()  # 40 s after its kill (this tick's victim was up)
+        for due in [r for r in restarts if r[0] <= k]:
+            await due[1].start()  # two ticks after its kill (this tick's victim was up)
             restarts.remove(due)
-        restarts.append((time.monotonic() + RESTART_AFTER_S, victim))
-    for when, worker in sorted(restarts, key=lambda r: r[0]):
-        await asyncio.sleep(max(0.0, when - time.monotonic()))
+        restarts.append((k + back_after, victim))
+    for tick, worker in sorted(restarts, key=lambda r: r[0]):
+        await asyncio.sleep(max(0.0, began + tick * KILL_EVERY_S - time.monotonic()))
         await worker.start()
     return kills
 
