@@ -12,9 +12,9 @@ import shutil
 import signal
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bot.errors import AgentCrashed, AgentNotInstalled, Bound, StreamBounded
 from bot.models import Phrase, TurnSpec
@@ -23,10 +23,19 @@ from executors.procs import RUN_ENV, this_run
 from executors.shield import shielded
 from executors.tree import TAG_ENV, exited, stop_tree, wait_exit
 
-if TYPE_CHECKING:
-    from executors.ahead import SpawnAhead
-
 log = logging.getLogger(__name__)
+
+
+class Ahead(Protocol):
+    """An agent's process chain started ahead (``executors.ahead.SpawnAhead``): ``run`` gives it
+    an agent (None: spawn cold); ``given`` is the last chain it gave one."""
+
+    given: asyncio.subprocess.Process | None
+
+    async def run(
+        self, argv: Sequence[str], cwd: str, env: Mapping[str, str], nice: int
+    ) -> asyncio.subprocess.Process | None: ...
+
 
 # Agents run with their telemetry and non-essential traffic off.
 QUIET_ENV = {
@@ -86,7 +95,7 @@ async def spawn(
     tag: str | None = None,
     nice: int = 0,
     contained: bool = False,
-    ahead: SpawnAhead | None = None,
+    ahead: Ahead | None = None,
 ) -> asyncio.subprocess.Process:
     """Start an agent in its own session with pipes on all three streams, tagged with ``tag``
     (see TAG_ENV) and with this process's run (RUN_ENV: what its watchdog stops when it dies),
@@ -176,7 +185,7 @@ async def start_agent(
     nice: int = 0,
     binary: str | None = None,
     own_tmp: bool = False,
-    ahead: SpawnAhead | None = None,
+    ahead: Ahead | None = None,
 ) -> AgentProcess:
     """Spawn an agent (a missing binary is ``AgentNotInstalled``) and keep its stderr tail;
     ``own_tmp``: with a TMPDIR of its own (0700; ``let_go`` removes it). Claude Code's sandbox
@@ -226,7 +235,7 @@ async def agent_process(
     first: signal.Signals = signal.SIGINT,
     warm: AgentProcess | None = None,
     own_tmp: bool = False,
-    ahead: SpawnAhead | None = None,
+    ahead: Ahead | None = None,
 ) -> AsyncIterator[AgentProcess]:
     """The skeleton every engine's turn runs in: spawn (or take ``warm``, started for this
     very argv and environment: ``executors.warm``; else its chain started ``ahead``, when one
