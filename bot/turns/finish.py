@@ -109,7 +109,7 @@ class TurnFinisher:
 
     async def _offers(self, task: Task, seen: TreeState | None) -> bool:
         """Merge and Discard on the card: from the state the card's changes were read with,
-        else from the jail the turn started for its card (``bot.turns.drive``)."""
+        else from the jail the turn started for its card (``bot.turns.card_jail``)."""
         if self._worktrees is None:
             return False
         if seen is not None:
