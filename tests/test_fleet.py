@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from bot.core import process_tag, stable_identity
 from bot.models import ProcessRole, TaskStatus
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.harness import OWNER, front_settings, make_settings, running_bot
 from tests.support.postgres import postgres_database
 from tests.support.workers import Worker, agents_of, runner_of, wait_until, worker_env
 
@@ -83,13 +83,12 @@ async def test_a_tap_and_a_cancel_for_lost_workers_are_settled_at_once(
         }
         # the front's own lease is long: it never sweeps in this test, so what settles the
         # lost turns is the tap and the /cancel themselves
-        settings = make_settings(
-            tmp_path / "data",
+        settings = front_settings(
+            tmp_path,
             fake,
             claude_bin,
             workdir,
-            role="front",
-            database_url=url,
+            url,
             worker_lease_s=600,
         )
         async with running_bot(settings, agent_env) as app:
@@ -159,13 +158,12 @@ async def test_a_worker_cut_off_past_its_lease_finds_its_turn_taken_and_leaves_i
             worker_env(agent_env, url, tmp_path / "w1", claude_bin, workdir, **lease),
             tmp_path / "w1.log",
         )
-        settings = make_settings(
-            tmp_path / "data",
+        settings = front_settings(
+            tmp_path,
             fake,
             claude_bin,
             workdir,
-            role="front",
-            database_url=url,
+            url,
             worker_lease_s=3,
         )
         async with running_bot(settings, agent_env) as app:

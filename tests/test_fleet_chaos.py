@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from bot.models import TaskStatus
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, make_settings, running_bot
+from tests.support.harness import OWNER, front_settings, make_settings, running_bot
 from tests.support.postgres import postgres_database
 from tests.support.workers import Worker, wait_until, worker_env
 from tests.test_hosts_fleet import host_env, host_of
@@ -140,13 +140,12 @@ async def test_forty_tasks_while_workers_are_killed_in_turn(
             )
             for name in ("w1", "w2", "w3")
         ]
-        settings = make_settings(
-            tmp_path / "data",
+        settings = front_settings(
+            tmp_path,
             fake,
             claude_bin,
             workdir,
-            role="front",
-            database_url=url,
+            url,
             worker_lease_s=LEASE_S,
             progress_delay_s=2.0,
             progress_interval_s=1.0,

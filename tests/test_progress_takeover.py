@@ -12,7 +12,13 @@ from pathlib import Path
 
 from tests.support import fake_claude
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.harness import OWNER, make_settings, process_env, running_bot, stop_process
+from tests.support.harness import (
+    OWNER,
+    front_settings,
+    process_env,
+    running_bot,
+    stop_process,
+)
 from tests.support.postgres import postgres_database
 from tests.support.workers import Worker, worker_env
 
@@ -41,13 +47,12 @@ async def test_a_worker_killed_removing_its_progress_leaves_no_running_line(
             worker_env(agent_env, url, tmp_path / "w1", claude_bin, workdir, **env),
             tmp_path / "w1.log",
         )
-        settings = make_settings(
-            tmp_path / "data",
+        settings = front_settings(
+            tmp_path,
             fake,
             claude_bin,
             workdir,
-            role="front",
-            database_url=url,
+            url,
             worker_lease_s=3,
         )
         async with running_bot(settings, agent_env) as app:

@@ -42,6 +42,26 @@ def make_settings(
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
+def front_settings(
+    tmp_path: Path,
+    fake: FakeTelegram,
+    claude_bin: str,
+    workdir: Path,
+    database_url: str,
+    **overrides: object,
+) -> Settings:
+    """A front bot's settings on a shared database (its workers run the turns)."""
+    return make_settings(
+        tmp_path / "data",
+        fake,
+        claude_bin,
+        workdir,
+        role="front",
+        database_url=database_url,
+        **overrides,
+    )
+
+
 @contextlib.asynccontextmanager
 async def running_bot(
     settings: Settings, environ: Mapping[str, str], executors: Mapping[str, Any] | None = None
