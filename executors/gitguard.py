@@ -68,7 +68,14 @@ class GitGuard:
         return await self._jail() is not None
 
     async def _jail(self) -> str | None:
-        return await asyncio.to_thread(_bwrap) if self._confine else None  # probed once
+        """bubblewrap's path (None: unconfined here): probed once, off the loop; once known,
+        without a thread's round trip (one on each git read's way: ~0.2 ms idle, over 1 ms
+        beside a turn's store work)."""
+        if not self._confine:
+            return None
+        if _bwrap.cache_info().currsize:
+            return _bwrap()
+        return await asyncio.to_thread(_bwrap)
 
     async def scope(self, cwd: Path | str, timeout_s: float = GIT_TIMEOUT_S) -> Scope:
         """The overrides for git in ``cwd``, or why git is not run there."""

@@ -47,12 +47,15 @@ class Waiting:
 
 
 Key = tuple[str, tuple[tuple[str, ...], ...]]  # a jail's directory and commands
-SLOTS = 2  # jails waiting at most: a turn's next baseline, a repository's next head
+# jails waiting at most: the last in-place turn's next baseline, a repository's next head, a new
+# worktree's first baseline and the last worktree's next (with two, a /detach in a worktree
+# stopped the in-place directory's jail, and the next turn there started a cold one)
+SLOTS = 4
 
 
 class WarmJail:
-    """At most ``slots`` jails waiting, one for each directory and commands (the oldest is
-    stopped for a newer one): the last turn's baseline, the last repository's head."""
+    """At most ``slots`` jails waiting, one for each directory and commands (the one least
+    recently wanted is stopped for a newer one)."""
 
     def __init__(self, slots: int = SLOTS) -> None:
         self._slots = slots
@@ -124,6 +127,7 @@ class WarmJail:
         argv = argv_for(token)
         if waiting is not None:
             if _same(waiting, cwd, commands, env) and tuple(argv) == waiting.argv:
+                self._waiting[key] = self._waiting.pop(key)  # wanted again: the newest
                 return
             del self._waiting[key]
             self._stop(waiting)

@@ -218,38 +218,63 @@ async def test_jails_started_ahead_at_once_leave_one_waiting_for_each_read(
     """Two starts ahead at once for the same read (a turn's card and its next baseline): one
     jail waits, the other is stopped (it used to be forgotten, waiting its 600 s); starts for
     more reads than ``SLOTS`` leave the newest waiting."""
-    top, other, third = (make_repo(tmp_path / name) for name in ("repo", "other", "third"))
+    top, *others = (make_repo(tmp_path / f"repo{n}") for n in range(SLOTS + 1))
     guard = GitGuard(warm=True)
-
-    def waiting() -> int:
-        return sum(
-            1
-            for child in psutil.Process().children()
-            if child.name() == "bwrap" and child.status() != psutil.STATUS_ZOMBIE
-        )
-
-    async def settled(count: int) -> None:
-        for _ in range(500):  # bounded: 5 s
-            if waiting() == count:
-                break
-            await asyncio.sleep(0.01)
-        assert waiting() == count
-
     try:
         await asyncio.gather(prepare(guard, str(top)), prepare(guard, str(top)))
         assert len(started) == 2
         await settled(1)
-        await prepare(guard, str(other))
-        await prepare(guard, str(third))
-        assert len(started) == 4
+        for other in others:
+            await prepare(guard, str(other))
+        assert len(started) == 2 + SLOTS
         await settled(SLOTS)
         await opening(guard, str(top))  # the oldest was stopped: a jail of its own
-        assert len(started) == 5
-        await opening(guard, str(third))
-        assert len(started) == 5
+        assert len(started) == 3 + SLOTS
+        await opening(guard, str(others[-1]))
+        assert len(started) == 3 + SLOTS
     finally:
         await guard.aclose()
     assert waiting() == 0
+
+
+async def test_a_jail_wanted_again_is_the_last_stopped(tmp_path: Path, started: list[str]) -> None:
+    """A start ahead for a read whose jail waits already makes that jail the newest: the
+    in-place directory's next baseline, wanted again at each of its turns, is not the one a
+    run of new worktrees stops."""
+    top, *others = (make_repo(tmp_path / f"repo{n}") for n in range(SLOTS + 1))
+    guard = GitGuard(warm=True)
+    try:
+        await prepare(guard, str(top))
+        for other in others[:-1]:
+            await prepare(guard, str(other))
+        await prepare(guard, str(top))  # waiting already: no start, the newest now
+        assert len(started) == SLOTS
+        await prepare(guard, str(others[-1]))  # one more: the oldest, others[0], stopped
+        await settled(SLOTS)
+        await opening(guard, str(top))
+        assert len(started) == SLOTS + 1
+        await opening(guard, str(others[0]))
+        assert len(started) == SLOTS + 2
+    finally:
+        await guard.aclose()
+    assert waiting() == 0
+
+
+def waiting() -> int:
+    """bubblewrap children of this process still waiting (a stopped one may be a zombie)."""
+    return sum(
+        1
+        for child in psutil.Process().children()
+        if child.name() == "bwrap" and child.status() != psutil.STATUS_ZOMBIE
+    )
+
+
+async def settled(count: int) -> None:
+    for _ in range(500):  # bounded: 5 s
+        if waiting() == count:
+            break
+        await asyncio.sleep(0.01)
+    assert waiting() == count
 
 
 async def test_a_jail_whose_start_the_close_cancels_is_stopped_once_made() -> None:
