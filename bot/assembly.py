@@ -59,6 +59,7 @@ def make_use_cases(
         money=money,
         worktrees=core.worktrees,
         engines=engines,
+        openings=core.runner.openings,
     )
     gate = make_preflight(core, settings, engines, environ)
     step = (

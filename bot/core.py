@@ -205,6 +205,7 @@ async def build_core(
         ),
         worktrees=Revival(worktrees, notifier, texts),
     )
+    stack.push_async_callback(runner.openings.aclose)  # first baselines read ahead
     shared = None
     if shared_db:
         takeover = Takeover(store, notifier, desk)

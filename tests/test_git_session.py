@@ -18,6 +18,7 @@ from bot.git.repository import Heads
 from bot.git.worktrees import Worktrees
 from bot.store import Store
 from bot.turns.baseline import STATUS, TOPLEVEL, opening, prepare
+from bot.turns.openings import Openings
 from executors.gitguard import GitGuard
 from executors.gitscope import FETCHES
 from executors.gitwarm import SLOTS, WarmJail
@@ -499,3 +500,59 @@ async def test_a_repositorys_next_head_takes_a_jail_started_after_the_last(
         assert len(started) == 3 and before.top == str(other)  # and the baseline's, still there
     finally:
         await guard.aclose()
+
+
+async def test_a_first_turn_takes_the_baseline_read_as_its_task_was_created(
+    tmp_path: Path, started: list[str]
+) -> None:
+    """``Openings``: the read begun at the task's creation is the turn's baseline (no second
+    jail), but only for that turn, in that directory, and while fresh; anything else reads the
+    directory as it is now (an edit made since shows)."""
+    top, other = make_repo(tmp_path / "repo"), make_repo(tmp_path / "other")
+
+    async def spawned(count: int) -> None:
+        for _ in range(500):  # bounded: 5 s
+            if len(started) >= count:
+                break
+            await asyncio.sleep(0.01)
+        assert len(started) == count
+
+    openings = Openings(GIT)
+    openings.start(7, str(top))
+    await spawned(1)
+    taken = await openings.open(7, str(top))
+    assert len(started) == 1  # the read begun at the creation, nothing more
+    assert taken == await opening(GIT, str(top))
+    openings.start(8, str(top))
+    await spawned(3)
+    assert await openings.open(9, str(top)) == taken  # another turn's: read now
+    assert len(started) == 4
+    edit(other)
+    fresh = await opening(GIT, str(other))
+    assert await openings.open(8, str(other)) == fresh  # another directory: read now
+    assert len(started) == 6
+    stale = Openings(GIT, fresh_s=0.0)
+    stale.start(10, str(top))
+    await spawned(7)
+    edit(top)  # after its read began: too old to be the turn's start
+    assert await stale.open(10, str(top)) == await opening(GIT, str(top)) != taken
+    assert len(started) == 9
+    await asyncio.gather(openings.aclose(), stale.aclose())
+
+
+async def test_a_baseline_read_ahead_and_dropped_leaves_no_jail(
+    tmp_path: Path, started: list[str]
+) -> None:
+    """A creation that failed drops its read (stopped where it is: no jail is left), and the
+    bot's close stops any not taken; a turn of that id then reads for itself."""
+    top = make_repo(tmp_path / "repo")
+    openings = Openings(GIT)
+    openings.start(1, str(top))
+    openings.drop(1)
+    openings.start(2, str(top))
+    await openings.aclose()
+    await settled(0)
+    assert started == []  # both stopped before their jail started
+    count = len(started)
+    assert await openings.open(1, str(top)) == await opening(GIT, str(top))
+    assert len(started) == count + 2

@@ -7,8 +7,9 @@ engine's usage limit to reset."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from bot.store import Store
 from bot.telegram.attachments import place
 from bot.telegram.notifier import Notifier
 from bot.telegram.slugs import given_slug, slugify
-from bot.turns.baseline import prepare
+from bot.turns.openings import Openings
 from bot.turns.pool import Claimed
 from bot.turns.queue import TurnQueue
 
@@ -55,14 +56,17 @@ class TaskCreator:
         money: MoneyDesk,
         worktrees: Worktrees,
         engines: Collection[Engine],
+        openings: Openings | None = None,
     ) -> None:
-        """``engines``: those tasks may use here (their start-up probe passed)."""
+        """``engines``: those tasks may use here (their start-up probe passed); ``openings``:
+        where a first turn claimed here finds its baseline read as its task was created."""
         self._store = store
         self._queue = queue
         self._notifier = notifier
         self._money = money
         self._worktrees = worktrees
         self._engines = engines
+        self._openings = openings
         self._later: set[asyncio.Task[None]] = set()  # held first turns, submitted soon
 
     async def start(
@@ -103,7 +107,7 @@ class TaskCreator:
         claimed here when it is submitted and a slot is free."""
         # a slot is free: the first turn is inserted claimed, and starts once this commits
         claim = self._queue.claim_here() if admission.submitted else None
-        async with self._store.atomic():
+        async with self._store.atomic(), self._reading_ahead() as read_ahead:
             task, turn = await self._store.tasks.create(
                 new, slug, submitted=admission.submitted, waits=admission.waits, claim=claim
             )
@@ -111,8 +115,8 @@ class TaskCreator:
                 self._queue.hold(turn.id, admission.hold_s)
             if head is not None:
                 task = await self._own_worktree(task, new.cwd, head)
-                if claim is not None:
-                    self._jail_ahead(task.cwd)
+            if claim is not None:
+                read_ahead(turn.id, task.cwd)
             if reply_to is not None:
                 await self._store.links.link(new.chat_id, reply_to, task.id, MessageKind.COMMAND)
             await self._store.audit.record("task_created", new.owner_id, task.id, new.engine)
@@ -157,13 +161,23 @@ class TaskCreator:
         finally:
             self._later.discard(asyncio.current_task())  # type: ignore[arg-type]
 
-    def _jail_ahead(self, cwd: str) -> None:
-        """The jail of a new worktree's first baseline, started while its task commits and its
-        claimed turn starts (``bot.turns.baseline.prepare``; no jail waits in a new directory):
-        the turn's baseline takes it, or waits for its start rather than start another."""
-        started = asyncio.ensure_future(prepare(self._worktrees.guard, cwd))
-        self._later.add(started)
-        started.add_done_callback(self._later.discard)
+    @contextlib.asynccontextmanager
+    async def _reading_ahead(self) -> AsyncIterator[Callable[[int, str], None]]:
+        """Begins a claimed first turn's baseline (``Openings``) as soon as its directory is
+        known, while its task commits; dropped when the creation fails."""
+        started: list[int] = []
+
+        def read_ahead(turn_id: int, cwd: str) -> None:
+            if self._openings is not None:
+                self._openings.start(turn_id, cwd)
+                started.append(turn_id)
+
+        try:
+            yield read_ahead
+        except BaseException:
+            for turn_id in started:
+                self._openings.drop(turn_id)  # type: ignore[union-attr]
+            raise
 
     async def _own_worktree(self, task: Task, cwd: Path, head: RepoHead) -> Task:
         """Move a just-created task into its own worktree; a failure undoes the task (the

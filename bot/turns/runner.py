@@ -28,11 +28,12 @@ from bot.ports import CheckRunner, TaskWorktrees
 from bot.store import Store, TurnOutcome
 from bot.telegram.notifier import Notifier
 from bot.turns.agents import AgentSlots
-from bot.turns.baseline import Baseline, opening, prepare, recorded
+from bot.turns.baseline import Baseline, prepare, recorded
 from bot.turns.checking import TurnCheck
 from bot.turns.drive import Drive, Driven
 from bot.turns.finish import TurnFinisher
 from bot.turns.limits import Parking
+from bot.turns.openings import Openings
 from bot.turns.outcome import charged, failure
 from bot.turns.pool import Claimed, StopReason, TurnControl
 from bot.turns.queue import TurnQueue
@@ -108,7 +109,8 @@ class TurnRunner:
         (``<prefix>:<turn id>.<run>``).
         ``checks`` runs a task's check after each of its turns; ``worktrees``: a task's own
         worktree, cut again before a turn after a Merge or Discard, asked for the card's
-        Merge and Discard."""
+        Merge and Discard. ``openings``: the first baselines read as their tasks were created
+        (given to ``TaskCreator`` by the composition root, which closes it)."""
         self._store = store
         self._notifier = notifier
         self._queue = queue
@@ -127,6 +129,7 @@ class TurnRunner:
             worktrees=worktrees,
         )
         self._agents = AgentSlots()  # one agent process of a task at a time
+        self.openings = Openings(policy.git)
         self._specs = TurnSpecs(store, money, policy, workdirs, process_tag, worktrees=worktrees)
         self._drive = Drive(
             store=store,
@@ -238,7 +241,7 @@ class TurnRunner:
             # exists (its CLI runs hooks and git at start); the agent's git gets the same scope
             spec, (before, scope) = await asyncio.gather(
                 self._specs.spec(task, turn, run.preset, run.left),
-                opening(self._policy.git, task.cwd),
+                self.openings.open(turn.id, task.cwd),
             )
             progress.before = before
             if scope is not None:
