@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bot.models import TurnSpec
 from executors import gitsession, sandbox
-from executors.gitscope import BASE, ENV, FIXED, Scope, foreign, from_listing, marked_top
+from executors.gitscope import BASE, ENV, FIXED, OUTSIDE, Scope, foreign, from_listing, marked_top
 from executors.gitwarm import WarmJail
 
 GIT_TIMEOUT_S = 60.0
@@ -231,9 +231,10 @@ class GitGuard:
 
 async def cli_env(cwd: Path, denied: Iterable[Path], sandboxed: bool) -> dict[str, str]:
     """What an agent CLI's environment gets for the git it runs itself in ``cwd`` at start
-    (``Scope.cli_env``); nothing outside a repository (no git process either)."""
+    (``Scope.cli_env``); outside a repository (no git process either), only that a bare
+    repository's layout planted there is none (``safe.bareRepository``)."""
     if await asyncio.to_thread(marked_top, cwd) is None:
-        return {}
+        return dict(OUTSIDE)
     kept = tuple(denied)
     return (await GitGuard(lambda: kept).scope(cwd)).cli_env(sandboxed)
 

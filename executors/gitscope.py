@@ -70,7 +70,10 @@ ON_DEMAND = re.compile(
     r"extensions\.partialclone|remote\..+\.(promisor|partialclonefilter)|url\..+\.(push)?insteadof",
     re.IGNORECASE,
 )
-CLI_FIXED = {"core.fsmonitor", "diff.external"}  # of FIXED, what an agent CLI's env gets
+# of FIXED, what an agent CLI's env gets; safe.bareRepository whatever the mode: a HEAD, objects/
+# and refs/ an agent planted at the top of a directory are no repository for the CLI's git
+BARE = ("safe.bareRepository", "explicit")
+CLI_FIXED = {"core.fsmonitor", "diff.external", BARE[0]}
 NEUTRAL = {"driver": "false"}  # a merge driver that always fails: a conflict, never a program
 OWNER_SCOPES = {"system", "global"}  # the rest is the repository's (local, worktree)
 WORKTREE_MOVED = "core.worktree is set in this repository's configuration; not followed"
@@ -99,7 +102,7 @@ class Scope:
         the owner set it up: hooks, transports, signing); in a repository the bot refuses,
         whatever the mode, no transport either (a promisor's lazy fetch runs its remote)."""
         kept = [(k, v) for k, v in self.overrides if k in CLI_FIXED or _driver(k)]
-        env = _as_env(kept) if sandboxed else {}
+        env = _as_env(kept if sandboxed else [BARE])
         return {**env, **CLOSED} if self.refusal is not None else env
 
 
@@ -120,6 +123,7 @@ def _driver(key: str) -> bool:
 
 
 BASE = Scope(FIXED)
+OUTSIDE = _as_env([BARE])  # an agent CLI's env where no ``.git`` is: no repository at all
 
 
 def from_listing(listing: str, top: Path | None, foreign: str | None = None) -> Scope:

@@ -148,7 +148,12 @@ async def test_an_agent_clis_start_up_git_there_fetches_nothing_in_any_mode(tmp_
             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
         )
         assert not marker.exists()
-    assert await cli_env(tmp_path, (), False) == {}  # no repository: no git process either
+    outside = await cli_env(tmp_path, (), False)  # no repository: no git process either,
+    assert outside == {  # and no bare layout planted there is one for the CLI's own git
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.bareRepository",
+        "GIT_CONFIG_VALUE_0": "explicit",
+    }
     assert live(repo, marker)
 
 
