@@ -2,7 +2,7 @@
 namespaces, the denied paths' mounts) is most of what the bot's git costs before an agent
 (about 6 ms on a quiet 2-core VM, 15 to 40 under load), and none of it depends on the moment
 the repository is read. So a jail is started for the next read of a directory with the same
-commands (a turn's next baseline, a new worktree's first one, a repository's next head) and
+commands (a turn's next baseline, its card's read, a repository's next head) and
 waits, before anything runs in it, for its go (``executors.gitsession``); that read takes it
 and reads the repository from that moment on. At most ``SLOTS`` wait.
 
@@ -47,9 +47,9 @@ class Waiting:
 
 
 Key = tuple[str, tuple[tuple[str, ...], ...]]  # a jail's directory and commands
-# jails waiting at most: the last in-place turn's next baseline, a repository's next head, a new
-# worktree's first baseline and the last worktree's next (with two, a /detach in a worktree
-# stopped the in-place directory's jail, and the next turn there started a cold one)
+# jails waiting at most: the last in-place turn's next baseline, a repository's next head, the
+# last worktrees' next reads (with two, a /detach in a worktree stopped the in-place
+# directory's jail, and the next turn there started a cold one)
 SLOTS = 4
 
 
