@@ -124,9 +124,6 @@ def _driver(key: str) -> bool:
 
 BASE = Scope(FIXED)
 OUTSIDE = _as_env([BARE])  # an agent CLI's env where no ``.git`` is: no repository at all
-# the Scope of a directory with no ``.git`` in it or above, as a turn's baseline found it: its
-# ``cli_env`` is ``OUTSIDE`` in every mode (the CLI's env without a second look before its start)
-NOWHERE = Scope((BARE,))
 
 
 def from_listing(listing: str, top: Path | None, foreign: str | None = None) -> Scope:

@@ -17,10 +17,10 @@ from bot.events import SessionStarted, ToolCalled, TurnFinished, Usage
 from bot.git.repository import Heads
 from bot.git.worktrees import Worktrees
 from bot.store import Store
-from bot.turns.baseline import STATUS, TOPLEVEL, Baseline, opening, prepare
+from bot.turns.baseline import STATUS, TOPLEVEL, opening, prepare
 from bot.turns.openings import Openings
-from executors.gitguard import GitGuard, cli_env
-from executors.gitscope import FETCHES, NOWHERE
+from executors.gitguard import GitGuard
+from executors.gitscope import FETCHES
 from executors.gitwarm import SLOTS, WarmJail
 from tests.support.fake_engine import FakeEngine, Until
 from tests.support.fake_telegram import FakeTelegram
@@ -556,18 +556,3 @@ async def test_a_baseline_read_ahead_and_dropped_leaves_no_jail(
     count = len(started)
     assert await openings.open(1, str(top)) == await opening(GIT, str(top))
     assert len(started) == count + 2
-
-
-async def test_a_baseline_outside_any_repository_decides_the_agent_clis_git_env(
-    tmp_path: Path, started: list[str]
-) -> None:
-    """No ``.git`` here or above: the baseline's look says so (``NOWHERE``: the CLI's env is
-    ``OUTSIDE``, no second look before its start) and no git runs; a ``.git`` git would not
-    take (no ``HEAD`` in it) leaves the CLI's env to be decided as before (None)."""
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    assert await opening(GIT, str(plain)) == (Baseline(None), NOWHERE)
-    assert NOWHERE.cli_env(True) == await cli_env(plain, (), True)
-    (plain / ".git").mkdir()
-    assert await opening(GIT, str(plain)) == (Baseline(None), None)
-    assert started == []

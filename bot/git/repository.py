@@ -27,16 +27,6 @@ async def in_repository(cwd: Path) -> bool:
     return await asyncio.to_thread(_marked_top, cwd) is not None
 
 
-async def repository_marks(cwd: Path) -> tuple[bool, bool]:
-    """``in_repository``, and whether any ``.git`` is in ``cwd`` or above (``marked_top``: what
-    an agent CLI's git environment is decided by), in one look off the event loop."""
-    return await asyncio.to_thread(_marks, cwd)
-
-
-def _marks(cwd: Path) -> tuple[bool, bool]:
-    return _marked_top(cwd) is not None, marked_top(cwd) is not None
-
-
 def _marked_top(cwd: Path) -> Path | None:
     """The nearest of ``cwd`` and its parents that git's own discovery would take for a work
     tree's top: a ``.git`` directory holding ``HEAD``, or a ``.git`` file naming its git

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.git.repository import in_repository, repository_marks
+from bot.git.repository import in_repository
 from bot.ports import TreeState
 from bot.redaction import Redactor
 from bot.telegram.render import shorten
 from bot.turns.gitinfo import TIMEOUT_S, Within, diff_stat, listed, output
 from executors.gitguard import GitGuard
-from executors.gitscope import FIXED, NOWHERE, PLAIN_DIFF, Scope
+from executors.gitscope import FIXED, PLAIN_DIFF, Scope
 from executors.reading import read_regular
 
 HASH_BYTES = 1 << 20  # files larger than this are signed by size and modification time
@@ -144,13 +144,11 @@ async def take(guard: GitGuard, cwd: str) -> Baseline:
 
 
 async def opening(guard: GitGuard, cwd: str) -> tuple[Baseline, Scope | None]:
-    """``take``, with the repository's Scope as it was read for it (``NOWHERE``: no ``.git``
-    here or above; None: no repository git would take, but a ``.git`` is there): what the
-    agent's own git gets (``Scope.cli_env``) is read once a turn, not twice. The configuration,
-    the top and the status are read in one jail (``GitGuard.batch``)."""
-    inside, marked = await repository_marks(Path(cwd))
-    if not inside:
-        return Baseline(None), None if marked else NOWHERE
+    """``take``, with the repository's Scope as it was read for it (None: no repository):
+    what the agent's own git gets (``Scope.cli_env``) is read once a turn, not twice. The
+    configuration, the top and the status are read in one jail (``GitGuard.batch``)."""
+    if not await in_repository(Path(cwd)):
+        return Baseline(None), None
     try:
         scope, ran = await guard.batch(cwd, TOPLEVEL, STATUS, timeout_s=TIMEOUT_S)
     except OSError as exc:  # no bubblewrap or git to start: nothing of it will run either
