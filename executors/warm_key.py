@@ -108,6 +108,8 @@ def claude_files(env: Mapping[str, str], cwd: Path, project: bool) -> tuple[Path
 
 
 def warm_template(spec: TurnSpec) -> TurnSpec:
-    """``spec`` without its task: no id, turn, prompt; the tag a warm process carries."""
+    """``spec`` without its task: no id, turn, prompt; the tag a warm process carries; and
+    no ``git_env`` (its turn's look at the repository, before that turn ran): a warm start's
+    CLI runs git at once, and its environment is decided by a look at that moment."""
     tag = f"{spec.process_tag.rpartition(':')[0]}:warm" if spec.process_tag else None
-    return replace(spec, task_id=0, turn_id=0, prompt="", process_tag=tag)
+    return replace(spec, task_id=0, turn_id=0, prompt="", process_tag=tag, git_env=None)

@@ -275,3 +275,15 @@ async def test_a_task_with_mcp_servers_is_never_warmed(executor, pool, anthropic
     assert await answer(executor, with_mcp) == "with a server"
     await pool.settled(WAIT_S)  # a start asked for after the turn would be done now
     assert pool.held_pid is None and pool.counts.started == 0
+
+
+async def test_a_warm_start_looks_at_the_directory_itself(executor, pool, anthropic, workdir):
+    """A turn's git environment (``git_env``: its baseline's look, taken before that turn ran)
+    is not the warm start's after it: the warm CLI runs git at its start, in a directory the
+    turn may have made a repository, so its environment comes from a look at that moment."""
+    anthropic.script("WARM-GIT", [{"text": "looked"}])
+    turn = spec("WARM-GIT go", workdir, 1, git_env=(("DETACH_TEST_LOOK", "the turn's"),))
+    assert await answer(executor, turn) == "looked"
+    pid = await held(pool)
+    assert env_of(pid, "DETACH_TEST_LOOK") is None
+    assert env_of(pid, "GIT_CONFIG_COUNT") is not None  # its own look's (safe.bareRepository)
