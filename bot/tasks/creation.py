@@ -89,7 +89,9 @@ class TaskCreator:
         # its engine's usage limit: it waits, and is submitted once that resets
         waits = await self._queue.limited_until(new.engine) is not None
         admission = Admission(waits, hold_s)
-        task, turn, claimed = await self._create(new, slug, head, reply_to, admission)
+        # the first turn's baseline is read ahead only where nothing is placed after the commit
+        ahead = not attachments
+        task, turn, claimed = await self._create(new, slug, head, reply_to, admission, ahead)
         log.info("task %s created by %s (%s)", task.id, new.owner_id, new.engine)
         place(list(attachments), Path(task.cwd))
         await self._release(task.id, turn.id, claimed, admission)
@@ -102,12 +104,15 @@ class TaskCreator:
         head: RepoHead | None,
         reply_to: int | None,
         admission: Admission,
+        ahead: bool = True,
     ) -> tuple[Task, Turn, Claimed | None]:
         """The task exists with its acknowledgement, or not (one transaction); its first turn,
-        claimed here when it is submitted and a slot is free."""
+        claimed here when it is submitted and a slot is free; ``ahead``: its baseline read
+        meanwhile (``Openings``; not when files are placed in its directory after the commit:
+        they are the owner's, not the turn's)."""
         # a slot is free: the first turn is inserted claimed, and starts once this commits
         claim = self._queue.claim_here() if admission.submitted else None
-        async with self._store.atomic(), self._reading_ahead() as read_ahead:
+        async with self._reading_ahead() as read_ahead, self._store.atomic():
             task, turn = await self._store.tasks.create(
                 new, slug, submitted=admission.submitted, waits=admission.waits, claim=claim
             )
@@ -115,7 +120,7 @@ class TaskCreator:
                 self._queue.hold(turn.id, admission.hold_s)
             if head is not None:
                 task = await self._own_worktree(task, new.cwd, head)
-            if claim is not None:
+            if claim is not None and ahead:
                 read_ahead(turn.id, task.cwd)
             if reply_to is not None:
                 await self._store.links.link(new.chat_id, reply_to, task.id, MessageKind.COMMAND)
@@ -164,7 +169,7 @@ class TaskCreator:
     @contextlib.asynccontextmanager
     async def _reading_ahead(self) -> AsyncIterator[Callable[[int, str], None]]:
         """Begins a claimed first turn's baseline (``Openings``) as soon as its directory is
-        known, while its task commits; dropped when the creation fails."""
+        known, while its task commits; dropped when the creation fails (its commit too)."""
         started: list[int] = []
 
         def read_ahead(turn_id: int, cwd: str) -> None:
