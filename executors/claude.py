@@ -34,6 +34,7 @@ from executors.claude_channel import ClaudeChannel
 from executors.claude_protocol import json_object, parse_event
 from executors.claude_sandbox import mcp_config_file, sandbox_settings
 from executors.claude_steer import replayed_text, user_line
+from executors.gitscope import under
 from executors.process import (
     AgentProcess,
     agent_env,
@@ -251,7 +252,7 @@ class ClaudeExecutor:
         # the CLI runs git in its directory at start, outside any sandbox: what an agent
         # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
         sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
-        return {**env, **await gitguard.turn_cli_env(spec, sandboxed)}
+        return under(env, await gitguard.turn_cli_env(spec, sandboxed))
 
     # -- warm agents (executors.warm) ------------------------------------------------------------
     def _warmable(self, spec: TurnSpec) -> bool:

@@ -44,6 +44,7 @@ from executors.codex_refusal import refusal
 from executors.codex_rpc import Rpc
 from executors.codex_sandbox import PROFILED, kept_dirs, profile_config
 from executors.codex_steer import CodexSteering
+from executors.gitscope import under
 from executors.process import (
     agent_env,
     agent_process,
@@ -224,7 +225,7 @@ class CodexExecutor:
         # the CLI runs git in its directory at start, outside any sandbox: what an agent
         # planted in a .git there (a fsmonitor, a filter, a promisor remote) must not run
         sandboxed = spec.approval_mode is ApprovalMode.SANDBOX
-        env = {**env, **await gitguard.turn_cli_env(spec, sandboxed)}
+        env = under(env, await gitguard.turn_cli_env(spec, sandboxed))
         # SIGTERM, not SIGINT: SIGINT leaves the sandbox's mount points behind
         async with agent_process(
             self.engine,

@@ -15,6 +15,7 @@ bot's git runs confined, with every transport closed by its environment."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,38 @@ class Scope:
         kept = [(k, v) for k, v in self.overrides if k in CLI_FIXED or _driver(k)]
         env = _as_env(kept if sandboxed else [BARE])
         return {**env, **CLOSED} if self.refusal is not None else env
+
+
+def under(env: Mapping[str, str], cli: Mapping[str, str]) -> dict[str, str]:
+    """``env`` (an agent's, with what the owner's environment passes on) with ``cli`` (a
+    ``cli_env``) over it: the owner's own ``GIT_CONFIG_*`` entries kept first and ``cli``'s
+    numbered after them, so ours win where both set a key; an owner's set git could not read
+    (a missing key or value, a count that is no number) is replaced, as git would refuse it."""
+    if "GIT_CONFIG_COUNT" not in cli:
+        return {**env, **cli}
+    owned = _owner_entries(env)
+    ours = [
+        (cli[f"GIT_CONFIG_KEY_{n}"], cli[f"GIT_CONFIG_VALUE_{n}"])
+        for n in range(int(cli["GIT_CONFIG_COUNT"]))
+    ]
+    plain = {k: v for k, v in env.items() if not k.startswith(GIT_CONFIG)}
+    rest = {k: v for k, v in cli.items() if not k.startswith(GIT_CONFIG)}
+    return {**plain, **rest, **_as_env([*owned, *ours])}
+
+
+GIT_CONFIG = ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+OWNER_ENTRIES_MAX = 1000
+
+
+def _owner_entries(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    count = env.get("GIT_CONFIG_COUNT", "0")
+    if not count.isdigit() or int(count) > OWNER_ENTRIES_MAX:
+        return []
+    keys = [env.get(f"GIT_CONFIG_KEY_{n}") for n in range(int(count))]
+    values = [env.get(f"GIT_CONFIG_VALUE_{n}") for n in range(int(count))]
+    if any(k is None or not k for k in keys) or any(v is None for v in values):
+        return []
+    return [(str(k), str(v)) for k, v in zip(keys, values, strict=True)]
 
 
 def _as_env(overrides: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> dict[str, str]:

@@ -34,7 +34,7 @@ import pytest
 from bot.events import SessionStarted, TurnFinished
 from bot.models import ApprovalMode, TurnSpec
 from executors.claude import ClaudeExecutor
-from executors.gitscope import FIXED, OUTSIDE, Scope
+from executors.gitscope import FIXED, OUTSIDE, Scope, under
 from tests.test_claude_executor import Scripted, collect
 
 CLAUDE = os.environ.get("DETACH_TEST_CLAUDE_BIN") or str(
@@ -147,3 +147,32 @@ def test_every_agent_cli_env_says_a_bare_layout_is_no_repository(sandboxed, refu
             for n in range(int(found["GIT_CONFIG_COUNT"]))
         }
         assert pairs["safe.bareRepository"] == "explicit"
+
+
+def test_the_owners_own_git_config_env_is_kept_under_ours():
+    """An owner's ``GIT_CONFIG_*`` (a container's ``safe.directory``, say) reach the agent's
+    CLI with ours numbered after them, so ours win where both set a key; a set git could not
+    read is replaced, as before."""
+    owner = {
+        "PATH": "/usr/bin",
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+        "GIT_CONFIG_KEY_1": "safe.bareRepository",
+        "GIT_CONFIG_VALUE_1": "all",
+    }
+    env = under(owner, {**Scope(FIXED, "refused").cli_env(True), "GIT_ALLOW_PROTOCOL": ""})
+    count = int(env["GIT_CONFIG_COUNT"])
+    pairs = [(env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"]) for n in range(count)]
+    assert pairs[:2] == [("safe.directory", "*"), ("safe.bareRepository", "all")]
+    assert pairs[-1] == ("safe.bareRepository", "explicit") and ("core.fsmonitor", "false") in pairs
+    assert env["PATH"] == "/usr/bin" and env["GIT_ALLOW_PROTOCOL"] == ""
+    ran = subprocess.run(  # git reads them so: the last of a key wins
+        ["git", "config", "--get", "safe.bareRepository"],
+        env={**env, "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ran.stdout.strip() == "explicit", ran.stderr
+    broken = {**owner, "GIT_CONFIG_COUNT": "3"}  # no key 2: git would refuse the whole set
+    assert under(broken, OUTSIDE) == {"PATH": "/usr/bin", **OUTSIDE}
+    assert under(owner, {}) == owner  # nothing of ours: the owner's as they are

@@ -287,3 +287,18 @@ async def test_a_warm_start_looks_at_the_directory_itself(executor, pool, anthro
     pid = await held(pool)
     assert env_of(pid, "DETACH_TEST_LOOK") is None
     assert env_of(pid, "GIT_CONFIG_COUNT") is not None  # its own look's (safe.bareRepository)
+
+
+async def test_an_owners_git_config_env_reaches_the_cli_under_ours(
+    claude_bin, agent_env, pool, anthropic, workdir
+):
+    """The owner's own ``GIT_CONFIG_*`` (here ``safe.directory``) stay, ours after them."""
+    owner = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory"}
+    claude = ClaudeExecutor(
+        claude_bin, {**agent_env, **owner, "GIT_CONFIG_VALUE_0": "*"}, warm=pool
+    )
+    anthropic.script("WARM-OWNER", [{"text": "kept"}])
+    assert await answer(claude, spec("WARM-OWNER go", workdir, 1)) == "kept"
+    pid = await held(pool)
+    assert env_of(pid, "GIT_CONFIG_KEY_0") == "safe.directory"
+    assert int(env_of(pid, "GIT_CONFIG_COUNT") or 0) >= 2
