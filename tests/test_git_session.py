@@ -517,7 +517,7 @@ async def test_a_first_turn_takes_the_baseline_read_as_its_task_was_created(
             await asyncio.sleep(0.01)
         assert len(started) == count
 
-    openings = Openings(GIT)
+    openings = Openings(GIT, fresh_s=60.0)  # no timing assumed: fresh for the whole test
     openings.start(7, str(top))
     await spawned(1)
     taken = await openings.open(7, str(top))

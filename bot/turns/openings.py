@@ -20,6 +20,7 @@ from executors.gitscope import Scope
 
 FRESH_S = 2.0  # a read begun longer ago than this is read again
 KEPT = 32  # reads kept at most (one per new task claimed here: a burst of them)
+STOP_S = 5.0  # the bot's close waits this long at most for the reads it stops
 
 Opened = tuple[Baseline, Scope | None]
 
@@ -62,15 +63,21 @@ class Openings:
                 and time.monotonic() - ahead.began <= self._fresh_s
                 and not ahead.reading.cancelled()
             ):
-                return await ahead.reading
+                try:
+                    return await ahead.reading
+                except Exception:  # deliberate: it is read again, as if never read ahead
+                    pass
             ahead.reading.cancel()
         return await opening(self._guard, cwd)
 
     async def aclose(self) -> None:
+        """Stop the reads no turn took, waiting ``STOP_S`` at most (a jail whose creation was
+        cancelled is not waited for: its bash ends when its stdin closes, with the bot)."""
         ahead, self._ahead = self._ahead, {}
         for each in ahead.values():
             each.reading.cancel()
-        await asyncio.gather(*(each.reading for each in ahead.values()), return_exceptions=True)
+        if ahead:
+            await asyncio.wait([each.reading for each in ahead.values()], timeout=STOP_S)
 
     def _sweep(self) -> None:
         """Drop the reads no turn took in time (a claimed turn refused or parked at its start)."""
@@ -82,6 +89,6 @@ class Openings:
 
 
 def _retrieved(reading: asyncio.Future[Opened]) -> None:
-    """A read nobody took ended in an error: that is only that (the turn reads again)."""
+    """A read ahead that ended in an error is only that: its turn, if it comes, reads again."""
     if not reading.cancelled():
         reading.exception()
