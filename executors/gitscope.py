@@ -114,11 +114,7 @@ def under(env: Mapping[str, str], cli: Mapping[str, str]) -> dict[str, str]:
     (a missing key or value, a count that is no number) is replaced, as git would refuse it."""
     if "GIT_CONFIG_COUNT" not in cli:
         return {**env, **cli}
-    owned = _owner_entries(env)
-    ours = [
-        (cli[f"GIT_CONFIG_KEY_{n}"], cli[f"GIT_CONFIG_VALUE_{n}"])
-        for n in range(int(cli["GIT_CONFIG_COUNT"]))
-    ]
+    owned, ours = _entries(env), _entries(cli)
     plain = {k: v for k, v in env.items() if not k.startswith(GIT_CONFIG)}
     rest = {k: v for k, v in cli.items() if not k.startswith(GIT_CONFIG)}
     return {**plain, **rest, **_as_env([*owned, *ours])}
@@ -128,7 +124,9 @@ GIT_CONFIG = ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 OWNER_ENTRIES_MAX = 1000
 
 
-def _owner_entries(env: Mapping[str, str]) -> list[tuple[str, str]]:
+def _entries(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The ``GIT_CONFIG_*`` entries of ``env`` (``_as_env``'s inverse); none when git could not
+    read them."""
     count = env.get("GIT_CONFIG_COUNT", "0")
     if not count.isdigit() or int(count) > OWNER_ENTRIES_MAX:
         return []

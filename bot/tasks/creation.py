@@ -56,7 +56,7 @@ class TaskCreator:
         money: MoneyDesk,
         worktrees: Worktrees,
         engines: Collection[Engine],
-        openings: Openings | None = None,
+        openings: Openings,
     ) -> None:
         """``engines``: those tasks may use here (their start-up probe passed); ``openings``:
         where a first turn claimed here finds its baseline read as its task was created."""
@@ -173,15 +173,14 @@ class TaskCreator:
         started: list[int] = []
 
         def read_ahead(turn_id: int, cwd: str) -> None:
-            if self._openings is not None:
-                self._openings.start(turn_id, cwd)
-                started.append(turn_id)
+            self._openings.start(turn_id, cwd)
+            started.append(turn_id)
 
         try:
             yield read_ahead
         except BaseException:
             for turn_id in started:
-                self._openings.drop(turn_id)  # type: ignore[union-attr]
+                self._openings.drop(turn_id)
             raise
 
     async def _own_worktree(self, task: Task, cwd: Path, head: RepoHead) -> Task:
